@@ -1,0 +1,91 @@
+#pragma once
+/**
+ * @file
+ * @brief "An event recorded on a stream at a moment" and a small list of them.
+ */
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "holoscan/cuda_handles.hpp"
+
+namespace holoscan::detail {
+
+/** @brief A pooled event recorded on `stream` (on `device`) at one moment. */
+struct StreamPoint {
+  cudaStream_t stream = nullptr;  ///< Borrowed; only compared, never used after recording.
+  cudaEvent_t event = nullptr;    ///< Pooled event of `device`.
+  int device = -1;                ///< Device of `stream` and `event`.
+  std::uintptr_t thread_key = 0;  ///< Tells apart per-thread default streams of two threads.
+};
+
+/** @brief Stream points with inline room for the common fan-out, spilling to the heap past it. */
+class StreamPointList {
+ public:
+  /** @brief Points held without a heap allocation. */
+  static constexpr std::size_t kInlineCapacity = 4;
+
+  StreamPointList() = default;
+  StreamPointList(const StreamPointList&) = delete;
+  StreamPointList& operator=(const StreamPointList&) = delete;
+  /** @brief Takes the points of `other`, which is left empty. */
+  StreamPointList(StreamPointList&& other) noexcept { *this = std::move(other); }
+  /** @brief Takes the points of `other`, which is left empty; this list must be empty. */
+  StreamPointList& operator=(StreamPointList&& other) noexcept {
+    inline_ = other.inline_;
+    inline_size_ = other.inline_size_;
+    overflow_.swap(other.overflow_);
+    other.inline_size_ = 0;
+    other.overflow_.clear();
+    return *this;
+  }
+
+  /** @brief Number of points. */
+  std::size_t size() const noexcept { return inline_size_ + overflow_.size(); }
+  /** @brief Whether there are no points. */
+  bool empty() const noexcept { return size() == 0; }
+  /** @brief The i-th point. */
+  StreamPoint& operator[](std::size_t i) noexcept {
+    return i < inline_size_ ? inline_[i] : overflow_[i - inline_size_];
+  }
+  /** @brief The i-th point. */
+  const StreamPoint& operator[](std::size_t i) const noexcept {
+    return i < inline_size_ ? inline_[i] : overflow_[i - inline_size_];
+  }
+  /** @brief Appends a point; false only when spilling past the inline room cannot allocate. */
+  bool push_back(const StreamPoint& point) noexcept {
+    if (inline_size_ < kInlineCapacity && overflow_.empty()) {
+      inline_[inline_size_++] = point;
+      return true;
+    }
+    try {
+      overflow_.push_back(point);
+    } catch (...) {
+      return false;
+    }
+    return true;
+  }
+  /** @brief Removes the i-th point by moving the last one into its place. */
+  void swap_remove(std::size_t i) noexcept {
+    std::size_t last = size() - 1;
+    (*this)[i] = (*this)[last];
+    if (overflow_.empty()) {
+      --inline_size_;
+    } else {
+      overflow_.pop_back();
+    }
+  }
+  /** @brief Forgets every point (their events must have been returned already). */
+  void clear() noexcept {
+    inline_size_ = 0;
+    overflow_.clear();
+  }
+
+ private:
+  std::array<StreamPoint, kInlineCapacity> inline_{};
+  std::size_t inline_size_ = 0;
+  std::vector<StreamPoint> overflow_;
+};
+
+}  // namespace holoscan::detail

@@ -1,0 +1,64 @@
+#pragma once
+/**
+ * @file
+ * @brief The readiness point and the deallocation points of one piece of memory.
+ */
+#include <atomic>
+
+#include "holoscan/cuda_handles.hpp"
+#include "holoscan/detail/spin_mutex.hpp"
+#include "holoscan/detail/stream_point.hpp"
+#include "holoscan/expected.hpp"
+
+namespace holoscan::detail {
+
+/**
+ * @brief Readiness (producer -> consumers) and deallocation (consumers -> reuse) stream points.
+ *
+ * Thread-safe. Events come from the per-device pool and go back to it in reset() or when the
+ * caller returns taken deallocation points; a readiness event whose device changed is kept until
+ * reset(), so that a host wait in another thread never waits on a recycled event.
+ */
+class StreamState {
+ public:
+  StreamState() = default;
+  StreamState(const StreamState&) = delete;
+  StreamState& operator=(const StreamState&) = delete;
+  /** @brief Returns every event still held to its pool. */
+  ~StreamState() { reset(); }
+
+  /** @brief Records the readiness point on `stream`; false, state unchanged, on any failure. */
+  bool set_readiness_stream(cudaStream_t stream) noexcept;
+  /** @brief Whether a readiness point exists. */
+  bool has_readiness() const noexcept { return has_readiness_.load(std::memory_order_acquire); }
+  /** @brief The stream of the readiness point, or null. */
+  cudaStream_t readiness_stream() const noexcept {
+    return readiness_stream_.load(std::memory_order_acquire);
+  }
+  /** @brief Makes `consumer` wait for the readiness point: one cudaStreamWaitEvent at most. */
+  expected<void, Error> synchronize_for_consumer(cudaStream_t consumer);
+  /** @brief Blocks until the readiness point completed; success when there is none. */
+  expected<void, Error> synchronize_for_host();
+
+  /** @brief Adds (or moves forward) the deallocation point of `stream`; false on failure. */
+  bool set_deallocation_stream(cudaStream_t stream) noexcept;
+  /** @brief Number of deallocation points held. */
+  std::size_t deallocation_point_count() const noexcept;
+  /** @brief Drops the deallocation points that completed; true when none is left. Never blocks. */
+  bool poll_deallocation_points() noexcept;
+  /** @brief Hands the deallocation points to the caller, who must return their events. */
+  StreamPointList take_deallocation_points() noexcept;
+
+  /** @brief Returns every event to its pool and forgets all points. */
+  void reset() noexcept;
+
+ private:
+  mutable SpinMutex mutex_;
+  StreamPoint readiness_;
+  std::atomic<bool> has_readiness_{false};
+  std::atomic<cudaStream_t> readiness_stream_{nullptr};
+  StreamPointList retired_readiness_;
+  StreamPointList deallocation_;
+};
+
+}  // namespace holoscan::detail

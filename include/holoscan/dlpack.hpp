@@ -1,0 +1,68 @@
+#pragma once
+/**
+ * @file
+ * @brief Owners of imported DLPack tensors (DLPack >= 1.0 and legacy), mirroring Holoscan 5.0.
+ */
+#include <dlpack/dlpack.h>
+
+#include "holoscan/cuda_handles.hpp"
+#include "holoscan/deferred_release.hpp"
+#include "holoscan/expected.hpp"
+#include "holoscan/stream_tracked_reference.hpp"
+#include "holoscan/tensor_memory_reference.hpp"
+
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION < 1
+#error "holoscan-dlpack needs DLPack >= 1.0 headers (DLManagedTensorVersioned)"
+#endif
+
+namespace holoscan {
+
+/**
+ * @brief Wraps the deleter of a DLManagedTensorVersioned (DLPack >= 1.0).
+ *
+ * Takes ownership of `self`: the producer's deleter runs exactly once, after every recorded
+ * deallocation point has completed on the GPU; the destructor never blocks on the GPU (a pending
+ * release runs on the library's release thread, see flush_deferred_releases()).
+ */
+class DLManagedMemoryBufferVersioned : public StreamTrackedReference {
+ public:
+  /** @brief Takes ownership of `self`; null owns nothing. */
+  explicit DLManagedMemoryBufferVersioned(DLManagedTensorVersioned* self);
+  /** @brief Runs the producer's deleter once it is safe (now or deferred). */
+  ~DLManagedMemoryBufferVersioned() override;
+  DLManagedMemoryBufferVersioned(const DLManagedMemoryBufferVersioned&) = delete;
+  DLManagedMemoryBufferVersioned& operator=(const DLManagedMemoryBufferVersioned&) = delete;
+  DLManagedMemoryBufferVersioned(DLManagedMemoryBufferVersioned&&) = delete;
+  DLManagedMemoryBufferVersioned& operator=(DLManagedMemoryBufferVersioned&&) = delete;
+
+  /** @brief The owned managed tensor (null when none); valid while this object lives. */
+  DLManagedTensorVersioned* managed_tensor() const noexcept { return self_; }
+
+ private:
+  DLManagedTensorVersioned* self_ = nullptr;
+};
+
+/**
+ * @brief Wraps the deleter of a legacy DLManagedTensor (pre-1.0 layout, no version or flags).
+ *
+ * Same hooks and the same release guarantees as DLManagedMemoryBufferVersioned.
+ */
+class DLManagedMemoryBuffer : public StreamTrackedReference {
+ public:
+  /** @brief Takes ownership of `self`; null owns nothing. */
+  explicit DLManagedMemoryBuffer(DLManagedTensor* self);
+  /** @brief Runs the producer's deleter once it is safe (now or deferred). */
+  ~DLManagedMemoryBuffer() override;
+  DLManagedMemoryBuffer(const DLManagedMemoryBuffer&) = delete;
+  DLManagedMemoryBuffer& operator=(const DLManagedMemoryBuffer&) = delete;
+  DLManagedMemoryBuffer(DLManagedMemoryBuffer&&) = delete;
+  DLManagedMemoryBuffer& operator=(DLManagedMemoryBuffer&&) = delete;
+
+  /** @brief The owned managed tensor (null when none); valid while this object lives. */
+  DLManagedTensor* managed_tensor() const noexcept { return self_; }
+
+ private:
+  DLManagedTensor* self_ = nullptr;
+};
+
+}  // namespace holoscan

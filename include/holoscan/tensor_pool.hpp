@@ -1,0 +1,86 @@
+#pragma once
+/**
+ * @file
+ * @brief A stream-ordered pool of fixed-size blocks handed out as Tensors.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "holoscan/expected.hpp"
+#include "holoscan/tensor.hpp"
+
+namespace holoscan {
+
+/** @brief Where a TensorPool takes its blocks from. */
+enum class PoolMemory {
+  kDevice,  ///< cudaMalloc on the pool's device; tensors report kDLCUDA.
+  kHost,    ///< Pageable host memory; tensors report kDLCPU; works without a GPU.
+};
+
+/** @brief Shape of a TensorPool. */
+struct TensorPoolConfig {
+  PoolMemory memory = PoolMemory::kDevice;  ///< Kind of memory.
+  int device = 0;                           ///< CUDA device for kDevice (ignored for kHost).
+  std::size_t block_bytes = 0;              ///< Bytes of each block (rounded up to 256).
+  std::size_t block_count = 0;              ///< Number of blocks, all allocated at creation.
+};
+
+/**
+ * @brief Fixed-size blocks reused only when safe.
+ *
+ * A block comes back only when every handle claim on it is gone (Tensors and exported DLPack
+ * owners) and every deallocation point recorded on it has completed; completion is polled,
+ * never waited for. allocate() takes no heap memory after creation. Record the producer's
+ * readiness with Tensor::set_readiness_stream once the data is written (the "commit").
+ */
+class TensorPool : public std::enable_shared_from_this<TensorPool> {
+ public:
+  /** @brief Allocates every block up front. */
+  static expected<std::shared_ptr<TensorPool>, Error> create(const TensorPoolConfig& config);
+  /** @brief Frees the blocks; waits for deallocation points still pending on them. */
+  ~TensorPool();
+  TensorPool(const TensorPool&) = delete;
+  TensorPool& operator=(const TensorPool&) = delete;
+
+  /** @brief A compact row-major tensor in a free block; kResourceExhausted at once if none is. */
+  expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype);
+  /** @brief As above, with the shape in a vector. */
+  expected<Tensor, Error> allocate(const std::vector<std::int64_t>& shape, DLDataType dtype) {
+    return allocate(shape.data(), static_cast<std::int32_t>(shape.size()), dtype);
+  }
+
+  /** @brief Blocks that could be handed out now (polls deallocation points, never waits). */
+  std::size_t available_blocks();
+  /** @brief Total blocks. */
+  std::size_t block_count() const noexcept;
+  /** @brief Bytes per block. */
+  std::size_t block_bytes() const noexcept;
+  /** @brief Allocations that reused a block handed out before. */
+  std::uint64_t reuse_count() const noexcept;
+  /** @brief Device reported by the pool's tensors. */
+  DLDevice device() const noexcept;
+
+  struct Block;  ///< One block: its memory, its reference, its Tensor context.
+
+ private:
+  struct Private {};
+
+ public:
+  /** @brief Use create(). */
+  TensorPool(Private, const TensorPoolConfig& config);
+
+ private:
+  bool block_is_free(Block& block) noexcept;
+
+  TensorPoolConfig config_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  void* memory_ = nullptr;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace holoscan
