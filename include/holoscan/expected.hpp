@@ -13,11 +13,11 @@ namespace holoscan {
 
 /** @brief Category of a failure; `provenance` in Error carries the detail (e.g. a cudaError_t). */
 enum class ErrorCode : std::int32_t {
-  kSuccess = 0,        ///< No failure.
-  kFailure,            ///< A failure with no more specific category.
-  kInvalidArgument,    ///< An argument or an imported DLPack field is invalid.
-  kNotImplemented,     ///< Unsupported, including "this memory reference has no readiness contract".
-  kNotReady,           ///< The operation would block, or the state it needs does not exist yet.
+  kSuccess = 0,      ///< No failure.
+  kFailure,          ///< A failure with no more specific category.
+  kInvalidArgument,  ///< An argument or an imported DLPack field is invalid.
+  kNotImplemented,   ///< Unsupported, including "this memory reference has no readiness contract".
+  kNotReady,         ///< The operation would block, or the state it needs does not exist yet.
   kResourceExhausted,  ///< A pool or the heap has nothing left to give.
   kCudaError,          ///< A CUDA runtime call failed; provenance holds its cudaError_t.
 };

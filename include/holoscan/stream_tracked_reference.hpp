@@ -78,6 +78,21 @@ class StreamTrackedReference : public TensorMemoryReference {
    */
   void release_when_safe(ReleaseFunction release, void* context) noexcept;
 
+  /** @brief release_when_safe for a DLPack managed tensor: its deleter, when it has one. */
+  template <class Managed>
+  void release_managed_when_safe(Managed* managed) noexcept {
+    if (managed == nullptr || managed->deleter == nullptr) {
+      release_when_safe(nullptr, nullptr);
+      return;
+    }
+    release_when_safe(
+        [](void* context) noexcept {
+          auto* self = static_cast<Managed*>(context);
+          self->deleter(self);
+        },
+        managed);
+  }
+
   /** @brief Claim counting, for derived owners that decide reuse themselves. */
   detail::HandleClaims claims_;
   /** @brief Stream points, for derived owners that decide reuse themselves. */

@@ -74,14 +74,15 @@ class Tensor {
   bool is_copied() const noexcept;
   /** @brief The DLTensor view (strides in elements, never null when ndim > 0); valid while held. */
   const DLTensor& dl_tensor() const noexcept;
-  /** @brief The owner of the memory; null when empty. */
-  const std::shared_ptr<TensorMemoryReference>& memory_reference() const noexcept;
+  /** @brief The owner of the memory, kept alive by the returned pointer; null when empty. */
+  std::shared_ptr<TensorMemoryReference> memory_reference() const noexcept;
 
   /** @brief Records the producer stream whose current work makes the data ready. */
   bool set_readiness_stream(cudaStream_t stream);
   /** @brief Whether readiness can be ordered against consumers. */
   bool has_readiness_stream_contract() const noexcept;
-  /** @brief Orders `stream` after readiness; kNotImplemented when there is no readiness contract. */
+  /** @brief Orders `stream` after readiness; kNotImplemented when there is no readiness contract.
+   */
   expected<void, Error> synchronize_for_consumer(cudaStream_t stream);
   /** @brief Blocks until the data is ready; kNotImplemented when there is no readiness contract. */
   expected<void, Error> synchronize_for_host();
@@ -90,7 +91,8 @@ class Tensor {
 
   /** @brief Exports a new DLPack >= 1.0 owner (flags kept) that outlives every Tensor. */
   expected<DLManagedTensorVersioned*, Error> to_dlpack_versioned() const;
-  /** @brief Exports a new legacy DLPack owner (flags cannot be carried) that outlives every Tensor. */
+  /** @brief Exports a new legacy DLPack owner (flags cannot be carried) that outlives every Tensor.
+   */
   expected<DLManagedTensor*, Error> to_dlpack() const;
 
  private:

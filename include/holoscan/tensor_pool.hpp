@@ -3,6 +3,7 @@
  * @file
  * @brief A stream-ordered pool of fixed-size blocks handed out as Tensors.
  */
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "holoscan/detail/spin_mutex.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/tensor.hpp"
 
@@ -74,13 +76,16 @@ class TensorPool : public std::enable_shared_from_this<TensorPool> {
   TensorPool(Private, const TensorPoolConfig& config);
 
  private:
-  bool block_is_free(Block& block) noexcept;
+  expected<void, Error> allocate_memory();
+  void free_memory() noexcept;
+  static bool block_is_free(Block& block) noexcept;
 
   TensorPoolConfig config_;
-  std::vector<std::unique_ptr<Block>> blocks_;
+  std::unique_ptr<Block[]> blocks_;
   void* memory_ = nullptr;
-  struct State;
-  std::unique_ptr<State> state_;
+  detail::SpinMutex mutex_;
+  std::size_t cursor_ = 0;
+  std::atomic<std::uint64_t> reuse_count_{0};
 };
 
 }  // namespace holoscan

@@ -17,7 +17,9 @@ class HandleClaims {
   /** @brief Drops one claim; returns false (and counts it) when no claim was held. */
   bool release() noexcept {
     // acq_rel: whoever sees the count reach zero also sees every write made under the claims.
-    if (count_.fetch_sub(1, std::memory_order_acq_rel) > 0) { return true; }
+    if (count_.fetch_sub(1, std::memory_order_acq_rel) > 0) {
+      return true;
+    }
     count_.fetch_add(1, std::memory_order_relaxed);
     unpaired_.fetch_add(1, std::memory_order_relaxed);
     return false;

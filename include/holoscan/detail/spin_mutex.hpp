@@ -15,7 +15,9 @@ class SpinMutex {
   void lock() noexcept {
     for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins) {
       while (locked_.load(std::memory_order_relaxed)) {
-        if (++spins > kSpinsBeforeYield) { std::this_thread::yield(); }
+        if (++spins > kSpinsBeforeYield) {
+          std::this_thread::yield();
+        }
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 #include <dlpack/dlpack.h>
 
@@ -13,7 +14,12 @@
 
 namespace holoscan::detail {
 
-/** @brief Metadata of one tensor view over a TensorMemoryReference; shape/strides owned here. */
+/**
+ * @brief Metadata of one tensor view over a TensorMemoryReference; shape/strides owned here.
+ *
+ * Whoever owns the context keeps `memory` alive: an imported context embeds its DLPack owner, a
+ * pool's block context lives inside the pool. Tensors hold the context, never `memory` alone.
+ */
 struct TensorContext {
   /** @brief Dimensions whose shape and strides live inline, without a heap allocation. */
   static constexpr std::int32_t kInlineDims = 6;
@@ -29,7 +35,9 @@ struct TensorContext {
       if (heap_dims_capacity < ndim) {
         heap_dims.reset(new (std::nothrow) std::int64_t[2 * static_cast<std::size_t>(ndim)]);
         heap_dims_capacity = heap_dims ? ndim : 0;
-        if (!heap_dims) { return false; }
+        if (!heap_dims) {
+          return false;
+        }
       }
       storage = heap_dims.get();
     }
@@ -39,15 +47,15 @@ struct TensorContext {
     return true;
   }
 
-  DLTensor dl{};                                ///< Strides in elements, never null for ndim > 0.
-  std::uint64_t flags = 0;                      ///< DLPACK_FLAG_BITMASK_* bits kept from import.
-  DLPackVersion version{};                      ///< Version of the import ({0, 0} for legacy).
-  std::int64_t size = 0;                        ///< Number of elements.
-  std::int64_t nbytes = 0;                      ///< Bytes spanned by the elements' payload.
-  std::shared_ptr<TensorMemoryReference> memory;  ///< Owner of the memory; holds the claims.
+  DLTensor dl{};                            ///< Strides in elements, never null for ndim > 0.
+  std::uint64_t flags = 0;                  ///< DLPACK_FLAG_BITMASK_* bits kept from import.
+  DLPackVersion version{};                  ///< Version of the import ({0, 0} for legacy).
+  std::int64_t size = 0;                    ///< Number of elements.
+  std::int64_t nbytes = 0;                  ///< Bytes spanned by the elements' payload.
+  TensorMemoryReference* memory = nullptr;  ///< Owner of the memory; lives as long as this context.
   std::array<std::int64_t, 2 * kInlineDims> inline_dims{};  ///< Shape, then strides, inline.
-  std::unique_ptr<std::int64_t[]> heap_dims;    ///< Shape, then strides, when ndim > kInlineDims.
-  std::int32_t heap_dims_capacity = 0;          ///< Dims that heap_dims has room for.
+  std::unique_ptr<std::int64_t[]> heap_dims;  ///< Shape, then strides, when ndim > kInlineDims.
+  std::int32_t heap_dims_capacity = 0;        ///< Dims that heap_dims has room for.
 };
 
 }  // namespace holoscan::detail

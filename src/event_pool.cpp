@@ -1,0 +1,143 @@
+#include "event_pool.hpp"
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cuda_error.hpp"
+#include "device_guard.hpp"
+#include "holoscan/detail/spin_mutex.hpp"
+#include "holoscan/event_pool.hpp"
+
+namespace holoscan::detail {
+namespace {
+
+struct DevicePool {
+  SpinMutex mutex;
+  std::vector<cudaEvent_t> free_events;  // capacity >= created, so a release never allocates
+  std::size_t created = 0;
+};
+
+// Leaked on purpose: the pools must outlive every static destructor that may still return an
+// event, and their events must not be destroyed after the runtime unloads.
+std::array<std::atomic<DevicePool*>, kMaxPoolDevices>& pools() {
+  static auto* table = new std::array<std::atomic<DevicePool*>, kMaxPoolDevices>{};
+  return *table;
+}
+
+expected<DevicePool*, Error> pool_of(int device) noexcept {
+  if (device < 0 || device >= kMaxPoolDevices) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "event pool: device " + std::to_string(device) + " is out of range");
+  }
+  auto& slot = pools()[static_cast<std::size_t>(device)];
+  DevicePool* pool = slot.load(std::memory_order_acquire);
+  if (pool != nullptr) {
+    return pool;
+  }
+  auto* fresh = new (std::nothrow) DevicePool();
+  if (fresh == nullptr) {
+    return make_unexpected(ErrorCode::kResourceExhausted, "event pool: out of host memory");
+  }
+  if (!slot.compare_exchange_strong(pool, fresh, std::memory_order_acq_rel)) {
+    delete fresh;
+    return pool;
+  }
+  return fresh;
+}
+
+expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept {
+  cudaEvent_t event = nullptr;
+  {
+    DeviceGuard guard(device);
+    if (guard.status() != cudaSuccess) {
+      return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
+    }
+    cudaError_t status = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (status != cudaSuccess) {
+      return tl::unexpected<Error>(cuda_error(status, "cudaEventCreateWithFlags"));
+    }
+  }
+  std::lock_guard<SpinMutex> lock(pool.mutex);
+  try {
+    pool.free_events.reserve(pool.created + 1);
+  } catch (...) {
+    (void)cudaEventDestroy(event);
+    return make_unexpected(ErrorCode::kResourceExhausted, "event pool: out of host memory");
+  }
+  ++pool.created;
+  return event;
+}
+
+}  // namespace
+
+expected<cudaEvent_t, Error> acquire_event(int device) noexcept {
+  auto pool = pool_of(device);
+  if (!pool) {
+    return tl::unexpected<Error>(std::move(pool.error()));
+  }
+  {
+    std::lock_guard<SpinMutex> lock((*pool)->mutex);
+    auto& free_events = (*pool)->free_events;
+    if (!free_events.empty()) {
+      cudaEvent_t event = free_events.back();
+      free_events.pop_back();
+      return event;
+    }
+  }
+  return create_event(**pool, device);
+}
+
+void release_event(int device, cudaEvent_t event) noexcept {
+  if (event == nullptr) {
+    return;
+  }
+  auto pool = pool_of(device);
+  if (!pool) {
+    return;
+  }
+  std::lock_guard<SpinMutex> lock((*pool)->mutex);
+  (*pool)->free_events.push_back(event);  // within the capacity reserved at creation
+}
+
+}  // namespace holoscan::detail
+
+namespace holoscan {
+
+expected<void, Error> reserve_stream_events(int device, std::size_t count) {
+  auto pool = detail::pool_of(device);
+  if (!pool) {
+    return tl::unexpected<Error>(std::move(pool.error()));
+  }
+  while (true) {
+    {
+      std::lock_guard<detail::SpinMutex> lock((*pool)->mutex);
+      if ((*pool)->created >= count) {
+        return {};
+      }
+    }
+    auto event = detail::create_event(**pool, device);
+    if (!event) {
+      return tl::unexpected<Error>(std::move(event.error()));
+    }
+    detail::release_event(device, *event);
+  }
+}
+
+std::size_t created_stream_events(int device) noexcept {
+  if (device < 0 || device >= detail::kMaxPoolDevices) {
+    return 0;
+  }
+  detail::DevicePool* pool =
+      detail::pools()[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
+  if (pool == nullptr) {
+    return 0;
+  }
+  std::lock_guard<detail::SpinMutex> lock(pool->mutex);
+  return pool->created;
+}
+
+}  // namespace holoscan

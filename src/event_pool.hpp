@@ -1,0 +1,19 @@
+#pragma once
+// Per-device pools of untimed events: created once, recycled forever, never destroyed, so that no
+// event is destroyed after the CUDA runtime has been torn down at process exit.
+#include <cuda_runtime_api.h>
+
+#include "holoscan/expected.hpp"
+
+namespace holoscan::detail {
+
+/** @brief Devices the pools can serve (device ids 0 .. kMaxPoolDevices - 1). */
+inline constexpr int kMaxPoolDevices = 64;
+
+/** @brief A free event of `device`, created (under a device guard) only when none is free. */
+expected<cudaEvent_t, Error> acquire_event(int device) noexcept;
+
+/** @brief Gives `event` back to the pool of `device`; never allocates after warm-up. */
+void release_event(int device, cudaEvent_t event) noexcept;
+
+}  // namespace holoscan::detail

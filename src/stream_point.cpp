@@ -1,0 +1,85 @@
+#include "stream_point.hpp"
+
+#include "cuda_error.hpp"
+#include "device_guard.hpp"
+#include "event_pool.hpp"
+
+namespace holoscan::detail {
+namespace {
+
+// The address of a thread_local is unique per live thread: it tells apart the per-thread
+// default streams that share the handle cudaStreamPerThread.
+thread_local char per_thread_stream_marker;
+
+}  // namespace
+
+expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
+  StreamLocation location;
+  if (is_default_stream_handle(stream)) {
+    if (cudaError_t status = cudaGetDevice(&location.device); status != cudaSuccess) {
+      return tl::unexpected<Error>(cuda_error(status, "cudaGetDevice"));
+    }
+    if (stream == cudaStreamPerThread) {
+      location.thread_key = reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker);
+    }
+  } else if (cudaError_t status = cudaStreamGetDevice(stream, &location.device);
+             status != cudaSuccess) {
+    return tl::unexpected<Error>(cuda_error(status, "cudaStreamGetDevice"));
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t status = cudaStreamIsCapturing(stream, &capture); status != cudaSuccess) {
+    return tl::unexpected<Error>(cuda_error(status, "cudaStreamIsCapturing"));
+  }
+  if (capture != cudaStreamCaptureStatusNone) {
+    return make_unexpected(ErrorCode::kNotImplemented,
+                           "stream is capturing a CUDA graph: its points cannot be tracked");
+  }
+  return location;
+}
+
+expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream) noexcept {
+  DeviceGuard guard(point.device);
+  if (guard.status() != cudaSuccess) {
+    return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
+  }
+  return check_cuda(cudaEventRecord(point.event, stream), "cudaEventRecord");
+}
+
+bool point_completed(const StreamPoint& point) noexcept {
+  cudaError_t status = cudaEventQuery(point.event);
+  if (status == cudaErrorNotReady) {
+    return false;
+  }
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+  }
+  return true;
+}
+
+bool drop_completed_points(StreamPointList& points) noexcept {
+  for (std::size_t i = points.size(); i-- > 0;) {
+    if (point_completed(points[i])) {
+      release_event(points[i].device, points[i].event);
+      points.swap_remove(i);
+    }
+  }
+  return points.empty();
+}
+
+void wait_and_drop_points(StreamPointList& points) noexcept {
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (cudaEventSynchronize(points[i].event) != cudaSuccess) {
+      (void)cudaGetLastError();
+    }
+  }
+  release_points(points);
+}
+
+void release_points(StreamPointList& points) noexcept {
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    release_event(points[i].device, points[i].event);
+  }
+  points.clear();
+}
+
+}  // namespace holoscan::detail

@@ -1,0 +1,45 @@
+#pragma once
+// Recording, waiting on and querying stream points; shared by readiness and deallocation.
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "holoscan/detail/stream_point.hpp"
+#include "holoscan/expected.hpp"
+
+namespace holoscan::detail {
+
+/** @brief Which device a stream runs on, and which thread's per-thread stream it is. */
+struct StreamLocation {
+  int device = -1;                ///< Device of the stream.
+  std::uintptr_t thread_key = 0;  ///< Non-zero only for cudaStreamPerThread.
+};
+
+/** @brief Whether `stream` names a default stream (legacy or per-thread) by a shared handle. */
+inline bool is_default_stream_handle(cudaStream_t stream) noexcept {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
+/**
+ * @brief Finds the device of `stream`; fails for a stream that is capturing a CUDA graph.
+ *
+ * Default-stream handles mean the current device's default stream, as in every runtime call.
+ */
+expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept;
+
+/** @brief Records `point.event` (of `point.device`) on `stream` under a device guard. */
+expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream) noexcept;
+
+/** @brief Whether the GPU has passed `point`; errors count as passed (nothing more will run). */
+bool point_completed(const StreamPoint& point) noexcept;
+
+/** @brief Returns the events of completed points and removes them; true when none is left. */
+bool drop_completed_points(StreamPointList& points) noexcept;
+
+/** @brief Blocks until every point completed, then returns their events (a last resort). */
+void wait_and_drop_points(StreamPointList& points) noexcept;
+
+/** @brief Returns every point's event to its pool and empties the list. */
+void release_points(StreamPointList& points) noexcept;
+
+}  // namespace holoscan::detail

@@ -1,0 +1,122 @@
+#include "holoscan/detail/stream_state.hpp"
+
+#include <mutex>
+
+#include "cuda_error.hpp"
+#include "event_pool.hpp"
+#include "stream_point.hpp"
+
+namespace holoscan::detail {
+
+bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
+  auto location = locate_stream(stream);
+  if (!location) {
+    return false;
+  }
+  std::lock_guard<SpinMutex> lock(mutex_);
+  StreamPoint next{stream, readiness_.event, location->device, location->thread_key};
+  const bool needs_event = next.event == nullptr || readiness_.device != next.device;
+  if (needs_event) {
+    auto event = acquire_event(next.device);
+    if (!event) {
+      return false;
+    }
+    next.event = *event;
+  }
+  if (!record_point(next, stream)) {
+    if (needs_event) {
+      release_event(next.device, next.event);
+    }
+    return false;
+  }
+  // A readiness event of another device may still be waited on by a host thread that copied it;
+  // keep it until reset() rather than let the pool hand it out again.
+  if (needs_event && readiness_.event != nullptr && !retired_readiness_.push_back(readiness_)) {
+    release_event(readiness_.device, readiness_.event);
+  }
+  readiness_ = next;
+  readiness_stream_.store(stream, std::memory_order_release);
+  has_readiness_.store(true, std::memory_order_release);
+  return true;
+}
+
+expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consumer) {
+  if (!has_readiness()) {
+    return {};
+  }
+  std::lock_guard<SpinMutex> lock(mutex_);
+  // A shared default-stream handle can name different streams (per thread, per device), so only
+  // an explicit stream handle proves that the consumer is the producer's own stream.
+  if (consumer == readiness_.stream && !is_default_stream_handle(consumer)) {
+    return {};
+  }
+  return check_cuda(cudaStreamWaitEvent(consumer, readiness_.event, 0), "cudaStreamWaitEvent");
+}
+
+expected<void, Error> StreamState::synchronize_for_host() {
+  if (!has_readiness()) {
+    return {};
+  }
+  cudaEvent_t event = nullptr;
+  {
+    std::lock_guard<SpinMutex> lock(mutex_);
+    event = readiness_.event;
+  }
+  // Waiting outside the lock keeps consumers of other threads free to synchronize meanwhile; the
+  // event stays ours until reset(), so it cannot be recycled under this wait.
+  return check_cuda(cudaEventSynchronize(event), "cudaEventSynchronize");
+}
+
+bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
+  auto location = locate_stream(stream);
+  if (!location) {
+    return false;
+  }
+  std::lock_guard<SpinMutex> lock(mutex_);
+  for (std::size_t i = 0; i < deallocation_.size(); ++i) {
+    StreamPoint& point = deallocation_[i];
+    if (point.stream == stream && point.device == location->device &&
+        point.thread_key == location->thread_key) {
+      return record_point(point, stream).has_value();  // moves this stream's point forward
+    }
+  }
+  auto event = acquire_event(location->device);
+  if (!event) {
+    return false;
+  }
+  StreamPoint point{stream, *event, location->device, location->thread_key};
+  if (!record_point(point, stream) || !deallocation_.push_back(point)) {
+    release_event(point.device, point.event);
+    return false;
+  }
+  return true;
+}
+
+std::size_t StreamState::deallocation_point_count() const noexcept {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  return deallocation_.size();
+}
+
+bool StreamState::poll_deallocation_points() noexcept {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  return drop_completed_points(deallocation_);
+}
+
+StreamPointList StreamState::take_deallocation_points() noexcept {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  return std::move(deallocation_);
+}
+
+void StreamState::reset() noexcept {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  if (readiness_.event != nullptr) {
+    release_event(readiness_.device, readiness_.event);
+  }
+  readiness_ = StreamPoint{};
+  release_points(retired_readiness_);
+  release_points(deallocation_);
+  readiness_stream_.store(nullptr, std::memory_order_release);
+  has_readiness_.store(false, std::memory_order_release);
+}
+
+}  // namespace holoscan::detail
