@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs the whole test suite from a fresh machine: installs the dependencies, builds and tests the
+# default configuration (DLPack 1.3; GPU tests skip without a GPU), then the sanitizer
+# configuration (DLPack 1.0, AddressSanitizer + UBSan + LeakSanitizer).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+scripts/install-deps.sh
+jobs=${HOLOSCAN_DLPACK_JOBS:-$(nproc)}
+for preset in ${HOLOSCAN_DLPACK_PRESETS:-default asan}; do
+  echo "== preset $preset"
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+  ctest --preset "$preset" -j "$jobs"
+done
