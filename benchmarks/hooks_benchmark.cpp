@@ -1,0 +1,115 @@
+// The stream and claim hooks of a DLPack owner, to be read against floors_benchmark's rows.
+#include <memory>
+
+#include <holoscan/dlpack.hpp>
+#include <holoscan/event_pool.hpp>
+
+#include "allocation_counter.hpp"
+#include "benchmark_cuda.hpp"
+
+namespace {
+
+// Counts heap allocations over the timed loop: the hot paths must make none after warm-up.
+class AllocationProbe {
+ public:
+  explicit AllocationProbe(benchmark::State& state)
+      : state_(state), start_(holoscan_bench::thread_allocations()) {}
+  ~AllocationProbe() {
+    const double made = static_cast<double>(holoscan_bench::thread_allocations() - start_);
+    state_.counters["allocs_per_iter"] =
+        benchmark::Counter(made / static_cast<double>(state_.iterations()));
+  }
+  AllocationProbe(const AllocationProbe&) = delete;
+  AllocationProbe& operator=(const AllocationProbe&) = delete;
+
+ private:
+  benchmark::State& state_;
+  std::uint64_t start_;
+};
+
+void BM_SetReadinessStream(benchmark::State& state) {
+  if (!holoscan_bench::require_gpu(state)) {
+    return;
+  }
+  holoscan_bench::StreamPair streams;
+  holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
+  buffer.set_readiness_stream(streams.producer);  // warm-up: the event comes from the pool
+  AllocationProbe probe(state);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(buffer.set_readiness_stream(streams.producer));
+  }
+}
+BENCHMARK(BM_SetReadinessStream);
+
+void BM_SynchronizeForConsumer_OtherStream(benchmark::State& state) {
+  if (!holoscan_bench::require_gpu(state)) {
+    return;
+  }
+  holoscan_bench::StreamPair streams;
+  holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
+  buffer.set_readiness_stream(streams.producer);
+  AllocationProbe probe(state);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(buffer.synchronize_for_consumer(streams.consumer));
+  }
+}
+BENCHMARK(BM_SynchronizeForConsumer_OtherStream);
+
+void BM_SynchronizeForConsumer_SameStream(benchmark::State& state) {
+  if (!holoscan_bench::require_gpu(state)) {
+    return;
+  }
+  holoscan_bench::StreamPair streams;
+  holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
+  buffer.set_readiness_stream(streams.producer);
+  AllocationProbe probe(state);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(buffer.synchronize_for_consumer(streams.producer));
+  }
+}
+BENCHMARK(BM_SynchronizeForConsumer_SameStream);
+
+void BM_SetDeallocationStream(benchmark::State& state) {
+  if (!holoscan_bench::require_gpu(state)) {
+    return;
+  }
+  holoscan_bench::StreamPair streams;
+  holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
+  buffer.set_deallocation_stream(streams.consumer);
+  AllocationProbe probe(state);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(buffer.set_deallocation_stream(streams.consumer));
+  }
+}
+BENCHMARK(BM_SetDeallocationStream);
+
+// A whole hand-off on an owner constructed in place: readiness, one consumer, deallocation, and
+// the destruction that queries (and, while the GPU is behind, defers) the release.
+void BM_HandoffLifecycle(benchmark::State& state) {
+  if (!holoscan_bench::require_gpu(state)) {
+    return;
+  }
+  holoscan_bench::StreamPair streams;
+  (void)holoscan::reserve_stream_events(0, 64);
+  for (auto _ : state) {
+    holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
+    buffer.set_readiness_stream(streams.producer);
+    benchmark::DoNotOptimize(buffer.synchronize_for_consumer(streams.consumer));
+    buffer.set_deallocation_stream(streams.consumer);
+  }
+  holoscan::flush_deferred_releases();
+}
+BENCHMARK(BM_HandoffLifecycle);
+
+void BM_RetainRelease(benchmark::State& state) {
+  static holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
+  AllocationProbe probe(state);
+  for (auto _ : state) {
+    buffer.retain_tensor_handle();
+    buffer.release_tensor_handle();
+  }
+}
+BENCHMARK(BM_RetainRelease);
+BENCHMARK(BM_RetainRelease)->Threads(16)->UseRealTime();
+
+}  // namespace
