@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU, in one run on the GPU machine: build (gpu preset, dependencies
+# from a carried .deps/), every test, the GPU tests under compute-sanitizer (memcheck, racecheck,
+# synccheck), the demo, and the benchmarks with their floor ratios. Logs go to $OUT (or
+# out/gpu-check); a summary is printed last.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out=${OUT:-$PWD/out/gpu-check}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
+  note "missing .deps/: run scripts/install-deps.sh where a package registry is reachable and carry .deps"
+  exit 1
+fi
+note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tr '\n' ';')"
+
+jobs=$(nproc)
+if ! { cmake --preset gpu && cmake --build --preset gpu -j "$jobs"; } >"$out/build.log" 2>&1; then
+  note "build FAILED (see build.log)"
+  tail -40 "$out/build.log"
+  exit 1
+fi
+note "build: ok"
+
+ctest --preset gpu -j 4 --timeout 300 >"$out/ctest.log" 2>&1
+note "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
+grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted)\)' "$out/ctest.log" | tee -a "$summary"
+note "skipped: $(grep -c 'Skipped' "$out/ctest.log")"
+
+build/gpu/examples/holoscan_dlpack_demo >"$out/demo.log" 2>&1
+note "demo: exit $? — $(tail -1 "$out/demo.log")"
+
+gpu_tests=build/gpu/tests/holoscan_dlpack_gpu_tests
+: >"$out/sanitizers.log"
+for tool in memcheck racecheck synccheck; do
+  echo "===== compute-sanitizer --tool $tool" >>"$out/sanitizers.log"
+  HOLOSCAN_DLPACK_TEST_SCALE=sanitizer compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    "$gpu_tests" --gtest_brief=1 >>"$out/sanitizers.log" 2>&1
+  status=$?
+  note "compute-sanitizer $tool: exit $status — $(grep -E 'ERROR SUMMARY' "$out/sanitizers.log" | tail -1)" \
+       "— $(grep -E '^\[  (PASSED|FAILED) ' "$out/sanitizers.log" | tail -2 | tr '\n' ' ')"
+done
+
+build/gpu/benchmarks/holoscan_dlpack_benchmarks --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true --benchmark_out="$out/bench.json" \
+  --benchmark_out_format=json >"$out/bench.txt" 2>&1
+python3 scripts/bench-report.py "$out/bench.json" >"$out/bench-ratios.txt" 2>&1
+note "benchmarks: see bench-ratios.txt"
+cat "$out/bench-ratios.txt"
+echo "===== summary"
+cat "$summary"
