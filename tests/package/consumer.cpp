@@ -1,0 +1,39 @@
+// Compiles against every public header without CUDA's headers, then imports and exports a tensor.
+#include <holoscan/cuda_handles.hpp>
+#include <holoscan/deferred_release.hpp>
+#include <holoscan/dlpack.hpp>
+#include <holoscan/event_pool.hpp>
+#include <holoscan/expected.hpp>
+#include <holoscan/stream_tracked_reference.hpp>
+#include <holoscan/tensor.hpp>
+#include <holoscan/tensor_memory_reference.hpp>
+#include <holoscan/tensor_pool.hpp>
+
+#if defined(__CUDA_RUNTIME_API_H__) || defined(__DRIVER_TYPES_H__)
+#error "a public header pulled in a CUDA header"
+#endif
+
+#include <cstdio>
+
+int main() {
+  static float data[6] = {0, 1, 2, 3, 4, 5};
+  static std::int64_t shape[2] = {2, 3};
+  static int deleted = 0;
+  static DLManagedTensorVersioned managed{};
+  managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed.deleter = [](DLManagedTensorVersioned*) { ++deleted; };
+  managed.dl_tensor.data = data;
+  managed.dl_tensor.device = {kDLCPU, 0};
+  managed.dl_tensor.ndim = 2;
+  managed.dl_tensor.dtype = {kDLFloat, 32, 1};
+  managed.dl_tensor.shape = shape;
+  {
+    auto tensor = holoscan::make_tensor_from_dlpack_versioned(&managed);
+    if (!tensor || tensor->size() != 6) { return 1; }
+    auto exported = tensor->to_dlpack_versioned();
+    if (!exported) { return 2; }
+    (*exported)->deleter(*exported);
+  }
+  std::printf("consumer: deleter ran %d time(s)\n", deleted);
+  return deleted == 1 ? 0 : 3;
+}
