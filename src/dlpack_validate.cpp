@@ -112,16 +112,46 @@ expected<void, Error> validate_dtype(DLDataType dtype, const char* who) {
   return {};
 }
 
-expected<void, Error> import_dl_tensor(const DLTensor& tensor, std::uint64_t flags,
-                                       TensorContext& context, const char* who) {
-  if (tensor.ndim < 0 || tensor.ndim > kMaxTensorDims) {
-    return tl::unexpected<Error>(invalid(who, "ndim " + std::to_string(tensor.ndim) +
-                                                  " is outside [0, " +
+expected<Layout, Error> validate_layout(std::int32_t ndim, const std::int64_t* shape,
+                                        DLDataType dtype, std::uint64_t flags, const char* who) {
+  if (ndim < 0 || ndim > kMaxTensorDims) {
+    return tl::unexpected<Error>(invalid(who, "ndim " + std::to_string(ndim) + " is outside [0, " +
                                                   std::to_string(kMaxTensorDims) + "]"));
   }
-  if (tensor.ndim > 0 && tensor.shape == nullptr) {
+  if (ndim > 0 && shape == nullptr) {
     return tl::unexpected<Error>(
-        invalid(who, "shape is null while ndim is " + std::to_string(tensor.ndim)));
+        invalid(who, "shape is null while ndim is " + std::to_string(ndim)));
+  }
+  if (auto valid = validate_dtype(dtype, who); !valid) {
+    return tl::unexpected<Error>(std::move(valid.error()));
+  }
+  Layout layout;
+  layout.size = 1;
+  std::int64_t compact_span = 1;  // product of max(extent, 1): the largest computed stride
+  for (std::int32_t i = 0; i < ndim; ++i) {
+    const std::int64_t extent = shape[i];
+    if (extent < 0) {
+      return tl::unexpected<Error>(invalid(
+          who, "shape[" + std::to_string(i) + "] is " + std::to_string(extent) + ", must be >= 0"));
+    }
+    if (__builtin_mul_overflow(layout.size, extent, &layout.size) ||
+        __builtin_mul_overflow(compact_span, extent > 0 ? extent : 1, &compact_span)) {
+      return tl::unexpected<Error>(invalid(who, "shape: element count overflows int64"));
+    }
+  }
+  bool overflow = false;
+  layout.nbytes = payload_bytes(layout.size, dtype, flags, &overflow);
+  if (overflow) {
+    return tl::unexpected<Error>(invalid(who, "shape: byte size overflows int64"));
+  }
+  return layout;
+}
+
+expected<void, Error> import_dl_tensor(const DLTensor& tensor, std::uint64_t flags,
+                                       TensorContext& context, const char* who) {
+  auto layout = validate_layout(tensor.ndim, tensor.shape, tensor.dtype, flags, who);
+  if (!layout) {
+    return tl::unexpected<Error>(std::move(layout.error()));
   }
   if (!known_device_type(tensor.device.device_type)) {
     return tl::unexpected<Error>(invalid(who, "device.device_type " +
@@ -132,66 +162,33 @@ expected<void, Error> import_dl_tensor(const DLTensor& tensor, std::uint64_t fla
     return tl::unexpected<Error>(invalid(
         who, "device.device_id " + std::to_string(tensor.device.device_id) + " is negative"));
   }
-  if (auto dtype = validate_dtype(tensor.dtype, who); !dtype) {
-    return dtype;
+  if (tensor.data == nullptr && layout->size > 0) {
+    return tl::unexpected<Error>(
+        invalid(who, "data is null for a tensor of " + std::to_string(layout->size) + " elements"));
   }
   if (!context.reserve_dims(tensor.ndim)) {
     return make_unexpected(ErrorCode::kResourceExhausted,
                            std::string(who) + ": out of host memory");
   }
+  fill_context(tensor, *layout, flags, context);
+  return {};
+}
 
-  std::int64_t size = 1;
-  for (std::int32_t i = 0; i < tensor.ndim; ++i) {
-    const std::int64_t extent = tensor.shape[i];
-    if (extent < 0) {
-      return tl::unexpected<Error>(invalid(
-          who, "shape[" + std::to_string(i) + "] is " + std::to_string(extent) + ", must be >= 0"));
-    }
-    if (__builtin_mul_overflow(size, extent, &size)) {
-      return tl::unexpected<Error>(invalid(who, "shape: element count overflows int64"));
-    }
-    context.dl.shape[i] = extent;
-  }
-  bool overflow = false;
-  const std::int64_t nbytes = payload_bytes(size, tensor.dtype, flags, &overflow);
-  if (overflow) {
-    return tl::unexpected<Error>(invalid(who, "shape: byte size overflows int64"));
-  }
-  if (tensor.data == nullptr && size > 0) {
-    return tl::unexpected<Error>(
-        invalid(who, "data is null for a tensor of " + std::to_string(size) + " elements"));
-  }
-  if (tensor.strides != nullptr) {
-    for (std::int32_t i = 0; i < tensor.ndim; ++i) {
-      context.dl.strides[i] = tensor.strides[i];
-    }
-  } else {
-    std::int64_t stride = 1;
-    for (std::int32_t i = tensor.ndim; i-- > 0;) {
-      context.dl.strides[i] = stride;
-      stride *= tensor.shape[i] > 0 ? tensor.shape[i] : 1;  // cannot overflow: bounded by size
-    }
+void fill_context(const DLTensor& tensor, Layout layout, std::uint64_t flags,
+                  TensorContext& context) noexcept {
+  std::int64_t stride = 1;  // validate_layout proved the compact strides fit
+  for (std::int32_t i = tensor.ndim; i-- > 0;) {
+    context.dl.shape[i] = tensor.shape[i];
+    context.dl.strides[i] = tensor.strides != nullptr ? tensor.strides[i] : stride;
+    stride *= tensor.shape[i] > 0 ? tensor.shape[i] : 1;
   }
   context.dl.data = tensor.data;
   context.dl.device = tensor.device;
   context.dl.dtype = tensor.dtype;
   context.dl.byte_offset = tensor.byte_offset;
   context.flags = flags;
-  context.size = size;
-  context.nbytes = nbytes;
-  return {};
-}
-
-expected<void, Error> layout_compact(void* data, DLDevice device, const std::int64_t* shape,
-                                     std::int32_t ndim, DLDataType dtype, TensorContext& context,
-                                     const char* who) {
-  DLTensor tensor{};
-  tensor.data = data;
-  tensor.device = device;
-  tensor.ndim = ndim;
-  tensor.dtype = dtype;
-  tensor.shape = const_cast<std::int64_t*>(shape);  // read only: DLTensor has no const view
-  return import_dl_tensor(tensor, 0, context, who);
+  context.size = layout.size;
+  context.nbytes = layout.nbytes;
 }
 
 }  // namespace holoscan::detail

@@ -15,6 +15,16 @@ std::uint64_t known_flag_bits() noexcept;
 /** @brief Checks the dtype: known code, bits and lanes that make sense for it. */
 expected<void, Error> validate_dtype(DLDataType dtype, const char* who);
 
+/** @brief Element count and payload bytes of a validated layout. */
+struct Layout {
+  std::int64_t size = 0;    ///< Number of elements.
+  std::int64_t nbytes = 0;  ///< Bytes of the elements' payload.
+};
+
+/** @brief Checks ndim, shape, extents and dtype, and that sizes and compact strides fit int64. */
+expected<Layout, Error> validate_layout(std::int32_t ndim, const std::int64_t* shape,
+                                        DLDataType dtype, std::uint64_t flags, const char* who);
+
 /**
  * @brief Validates `tensor` and fills `context` (dl with owned shape/strides, size, nbytes).
  *
@@ -23,11 +33,8 @@ expected<void, Error> validate_dtype(DLDataType dtype, const char* who);
 expected<void, Error> import_dl_tensor(const DLTensor& tensor, std::uint64_t flags,
                                        TensorContext& context, const char* who);
 
-/**
- * @brief Sets `context` to a compact row-major tensor over `data`; validates shape and dtype.
- */
-expected<void, Error> layout_compact(void* data, DLDevice device, const std::int64_t* shape,
-                                     std::int32_t ndim, DLDataType dtype, TensorContext& context,
-                                     const char* who);
+/** @brief Copies a validated `tensor` into `context`, whose dims must be reserved for it. */
+void fill_context(const DLTensor& tensor, Layout layout, std::uint64_t flags,
+                  TensorContext& context) noexcept;
 
 }  // namespace holoscan::detail

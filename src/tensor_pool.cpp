@@ -137,6 +137,24 @@ bool TensorPool::block_is_free(Block& block) noexcept {
 expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
                                              DLDataType dtype) {
   constexpr const char* kWho = "TensorPool::allocate";
+  // The request is judged before the blocks: a request that can never fit is kInvalidArgument
+  // even while the pool is exhausted, so that callers retrying on exhaustion do not spin on it.
+  auto layout = detail::validate_layout(ndim, shape, dtype, 0, kWho);
+  if (!layout) {
+    return tl::unexpected<Error>(std::move(layout.error()));
+  }
+  if (static_cast<std::uint64_t>(layout->nbytes) > config_.block_bytes) {
+    return make_unexpected(ErrorCode::kInvalidArgument, std::string(kWho) + ": " +
+                                                            std::to_string(layout->nbytes) +
+                                                            " bytes do not fit a block of " +
+                                                            std::to_string(config_.block_bytes));
+  }
+  DLTensor request{};
+  request.device = device();
+  request.ndim = ndim;
+  request.dtype = dtype;
+  request.shape = const_cast<std::int64_t*>(shape);  // read only: DLTensor has no const view
+
   std::lock_guard<detail::SpinMutex> lock(mutex_);
   for (std::size_t step = 0; step < config_.block_count; ++step) {
     const std::size_t index = (cursor_ + step) % config_.block_count;
@@ -144,17 +162,12 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
     if (!block_is_free(block)) {
       continue;
     }
-    auto laid_out =
-        detail::layout_compact(block.data, device(), shape, ndim, dtype, block.context, kWho);
-    if (!laid_out) {
-      return tl::unexpected<Error>(std::move(laid_out.error()));
+    if (!block.context.reserve_dims(ndim)) {
+      return make_unexpected(ErrorCode::kResourceExhausted,
+                             std::string(kWho) + ": out of host memory");
     }
-    if (static_cast<std::size_t>(block.context.nbytes) > config_.block_bytes) {
-      return make_unexpected(ErrorCode::kInvalidArgument, std::string(kWho) + ": " +
-                                                              std::to_string(block.context.nbytes) +
-                                                              " bytes do not fit a block of " +
-                                                              std::to_string(config_.block_bytes));
-    }
+    request.data = block.data;
+    detail::fill_context(request, *layout, 0, block.context);
     if (block.handed_out) {
       reuse_count_.fetch_add(1, std::memory_order_relaxed);
     }

@@ -9,6 +9,7 @@
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
 #include "support/counting_producer.hpp"
+#include "support/gtest_printers.hpp"
 
 namespace holoscan {
 namespace {
@@ -37,13 +38,13 @@ TEST(TensorMemoryReferenceDefaults, RetainAndReleaseAreNoexceptNoOps) {
 }
 
 TEST(TensorMemoryReferenceDefaults, TensorOverPlainReferenceHasNoReadinessContract) {
-  auto reference = std::make_shared<PlainReference>();
+  PlainReference reference;  // outlives the context, as its owner must
   auto context = std::make_shared<detail::TensorContext>();
-  context->memory = reference;
+  context->memory = &reference;
   Tensor tensor(context);
   {
     const Tensor copy = tensor;  // NOLINT(performance-unnecessary-copy-initialization)
-    EXPECT_EQ(copy.memory_reference().get(), reference.get());
+    EXPECT_EQ(copy.memory_reference().get(), &reference);
   }
   EXPECT_FALSE(tensor.set_readiness_stream(some_stream()));
   EXPECT_FALSE(tensor.has_readiness_stream_contract());

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "holoscan/expected.hpp"
+#include "support/gtest_printers.hpp"
 
 namespace holoscan {
 namespace {

@@ -81,7 +81,9 @@ TEST(HandleClaims, SixteenThreadsOfPairsEndAtZero) {
       }
     });
   }
-  for (std::thread& thread : threads) { thread.join(); }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
   EXPECT_EQ(buffer.handle_claims(), 0);
   EXPECT_EQ(buffer.unpaired_releases(), 0u);
 }
@@ -94,19 +96,27 @@ TEST(HandleClaims, SixteenThreadsRetainAllThenReleaseAll) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&buffer] {
-      for (int i = 0; i < kClaimsPerThread; ++i) { buffer.retain_tensor_handle(); }
+      for (int i = 0; i < kClaimsPerThread; ++i) {
+        buffer.retain_tensor_handle();
+      }
     });
   }
-  for (std::thread& thread : threads) { thread.join(); }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
   EXPECT_EQ(buffer.handle_claims(), kThreads * kClaimsPerThread);
 
   threads.clear();
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&buffer] {
-      for (int i = 0; i < kClaimsPerThread; ++i) { buffer.release_tensor_handle(); }
+      for (int i = 0; i < kClaimsPerThread; ++i) {
+        buffer.release_tensor_handle();
+      }
     });
   }
-  for (std::thread& thread : threads) { thread.join(); }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
   EXPECT_EQ(buffer.handle_claims(), 0);
   EXPECT_EQ(buffer.unpaired_releases(), 0u);
 }

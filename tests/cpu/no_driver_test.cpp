@@ -1,11 +1,10 @@
 // Covers host-only tensors on a machine without a usable CUDA driver: hooks fail cleanly.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <regex>
 #include <string>
-
-#include <cuda_runtime_api.h>
 
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
@@ -13,6 +12,7 @@
 #include "holoscan/tensor.hpp"
 #include "support/counting_producer.hpp"
 #include "support/cuda_availability.hpp"
+#include "support/gtest_printers.hpp"
 
 namespace holoscan {
 namespace {
@@ -128,7 +128,9 @@ TEST_F(NoDriver, ReserveStreamEventsReportsTheDriverError) {
   const std::regex cuda_name(R"(\bcuda[A-Z][A-Za-z]*\b)");
   for (auto it = std::sregex_iterator(error.message.begin(), error.message.end(), cuda_name);
        it != std::sregex_iterator(); ++it) {
-    if (it->str().rfind("cudaError", 0) != 0) { names_a_call = true; }
+    if (it->str().rfind("cudaError", 0) != 0) {
+      names_a_call = true;
+    }
   }
   EXPECT_TRUE(names_a_call) << error.message;
 

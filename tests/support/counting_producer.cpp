@@ -44,14 +44,20 @@ constexpr std::size_t kFallbackBytes = 64;
 std::size_t span_bytes(const TensorSpec& spec) {
   const std::size_t item_bytes =
       (static_cast<std::size_t>(spec.dtype.bits) * spec.dtype.lanes + 7) / 8;
-  if (item_bytes == 0) { return kFallbackBytes; }
+  if (item_bytes == 0) {
+    return kFallbackBytes;
+  }
   // Every factor is checked against kMaxSpanBytes first, so no product below can overflow.
   std::uint64_t last_element = 0;
   std::uint64_t elements = 1;
   for (std::size_t i = 0; i < spec.shape.size(); ++i) {
     const std::int64_t extent = spec.shape[i];
-    if (extent < 0 || static_cast<std::uint64_t>(extent) > kMaxSpanBytes) { return kFallbackBytes; }
-    if (extent == 0) { return 0; }
+    if (extent < 0 || static_cast<std::uint64_t>(extent) > kMaxSpanBytes) {
+      return kFallbackBytes;
+    }
+    if (extent == 0) {
+      return 0;
+    }
     const std::int64_t stride = spec.strides && i < spec.strides->size() ? (*spec.strides)[i] : 0;
     if (stride < -static_cast<std::int64_t>(kMaxSpanBytes) ||
         stride > static_cast<std::int64_t>(kMaxSpanBytes)) {
@@ -60,7 +66,9 @@ std::size_t span_bytes(const TensorSpec& spec) {
     last_element += static_cast<std::uint64_t>(extent - 1) *
                     static_cast<std::uint64_t>(stride < 0 ? -stride : stride);
     elements *= static_cast<std::uint64_t>(extent);
-    if (elements > kMaxSpanBytes || last_element > kMaxSpanBytes) { return kFallbackBytes; }
+    if (elements > kMaxSpanBytes || last_element > kMaxSpanBytes) {
+      return kFallbackBytes;
+    }
   }
   const std::uint64_t count = spec.strides ? last_element + 1 : elements;
   return static_cast<std::size_t>(count) * item_bytes;
@@ -68,7 +76,9 @@ std::size_t span_bytes(const TensorSpec& spec) {
 
 void fill_tensor(Record& record, const TensorSpec& spec, DLTensor& dl) {
   record.shape = spec.shape;
-  if (spec.strides) { record.strides = *spec.strides; }
+  if (spec.strides) {
+    record.strides = *spec.strides;
+  }
   if (!spec.null_data) {
     const std::size_t bytes = std::max<std::size_t>(1, spec.byte_offset + span_bytes(spec));
     record.data.reset(new std::byte[bytes]());

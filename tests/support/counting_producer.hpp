@@ -1,12 +1,12 @@
 #pragma once
 // A test producer of DLPack tensors over host memory that counts its deleter calls.
+#include <dlpack/dlpack.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
-
-#include <dlpack/dlpack.h>
 
 namespace holoscan::test {
 

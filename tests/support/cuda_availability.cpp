@@ -15,7 +15,9 @@ const DeviceCount& device_count() {
   static const DeviceCount result = [] {
     DeviceCount r;
     r.status = cudaGetDeviceCount(&r.count);
-    if (r.status != cudaSuccess) { r.count = 0; }
+    if (r.status != cudaSuccess) {
+      r.count = 0;
+    }
     return r;
   }();
   return result;
@@ -34,7 +36,9 @@ std::string cuda_unavailable_reason() {
     return std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(r.status) + " (" +
            cudaGetErrorString(r.status) + ")";
   }
-  if (r.count == 0) { return "cudaGetDeviceCount reports no CUDA device"; }
+  if (r.count == 0) {
+    return "cudaGetDeviceCount reports no CUDA device";
+  }
   return {};
 }
 

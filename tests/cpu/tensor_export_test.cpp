@@ -1,0 +1,293 @@
+// Covers DLPack export (versioned and legacy): flags, owned dims, claims, lifetime, round trips.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "holoscan/dlpack.hpp"
+#include "holoscan/tensor.hpp"
+#include "support/counting_producer.hpp"
+#include "support/gtest_printers.hpp"
+
+namespace holoscan {
+namespace {
+
+using test::CountingProducer;
+using test::TensorSpec;
+
+Tensor import_or_die(CountingProducer& producer, const TensorSpec& spec = {}) {
+  expected<Tensor> result = make_tensor_from_dlpack_versioned(producer.make_versioned(spec));
+  EXPECT_TRUE(result.has_value()) << result.error().message;
+  return result.has_value() ? std::move(*result) : Tensor();
+}
+
+std::shared_ptr<StreamTrackedReference> tracked(const Tensor& tensor) {
+  return std::dynamic_pointer_cast<StreamTrackedReference>(tensor.memory_reference());
+}
+
+std::vector<std::int64_t> as_vector(const std::int64_t* values, std::int32_t count) {
+  return values == nullptr ? std::vector<std::int64_t>{}
+                           : std::vector<std::int64_t>(values, values + count);
+}
+
+template <class Managed>
+void run_deleter(Managed* managed) {
+  ASSERT_NE(managed->deleter, nullptr);
+  managed->deleter(managed);
+}
+
+TensorSpec strided_spec() {
+  TensorSpec spec;
+  spec.shape = {3, 4};
+  spec.strides = std::vector<std::int64_t>{1, 3};
+  spec.dtype = {kDLInt, 32, 1};
+  spec.byte_offset = 8;
+  spec.flags = DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED;
+  return spec;
+}
+
+// The exported DLTensor describes the same elements as `tensor`, through its own shape/strides.
+void expect_same_view(const DLTensor& exported, const Tensor& tensor) {
+  const DLTensor& view = tensor.dl_tensor();
+  EXPECT_EQ(exported.data, view.data);
+  EXPECT_EQ(exported.byte_offset, view.byte_offset);
+  EXPECT_EQ(exported.ndim, view.ndim);
+  EXPECT_EQ(exported.device.device_type, view.device.device_type);
+  EXPECT_EQ(exported.device.device_id, view.device.device_id);
+  EXPECT_EQ(exported.dtype.code, view.dtype.code);
+  EXPECT_EQ(exported.dtype.bits, view.dtype.bits);
+  EXPECT_EQ(exported.dtype.lanes, view.dtype.lanes);
+  EXPECT_EQ(as_vector(exported.shape, exported.ndim), tensor.shape());
+  EXPECT_EQ(as_vector(exported.strides, exported.ndim), as_vector(view.strides, view.ndim));
+  if (view.ndim > 0) {
+    EXPECT_NE(exported.shape, view.shape);
+    EXPECT_NE(exported.strides, view.strides);
+  }
+}
+
+TEST(ExportVersioned, KeepsFlagsVersionAndView) {
+  CountingProducer producer;
+  {
+    const Tensor tensor = import_or_die(producer, strided_spec());
+    expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    DLManagedTensorVersioned* managed = *exported;
+    ASSERT_NE(managed, nullptr);
+    EXPECT_EQ(managed->version.major, 1u);
+    EXPECT_EQ(managed->flags, DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED);
+    expect_same_view(managed->dl_tensor, tensor);
+    EXPECT_EQ(as_vector(managed->dl_tensor.strides, 2), (std::vector<std::int64_t>{1, 3}));
+    EXPECT_EQ(managed->dl_tensor.byte_offset, 8u);
+    run_deleter(managed);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(ExportVersioned, ComputedStridesAreExportedInElements) {
+  CountingProducer producer;
+  {
+    TensorSpec spec;
+    spec.shape = {2, 3, 4};
+    spec.dtype = {kDLFloat, 64, 1};
+    const Tensor tensor = import_or_die(producer, spec);
+    expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    EXPECT_EQ(as_vector((*exported)->dl_tensor.strides, 3), (std::vector<std::int64_t>{12, 4, 1}));
+    EXPECT_EQ((*exported)->flags, 0u);
+    run_deleter(*exported);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(ExportVersioned, HoldsOneClaimUntilItsDeleterRuns) {
+  CountingProducer producer;
+  Tensor tensor = import_or_die(producer);
+  auto reference = tracked(tensor);
+  ASSERT_NE(reference, nullptr);
+  EXPECT_EQ(reference->handle_claims(), 1);
+  expected<DLManagedTensorVersioned*> first = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(reference->handle_claims(), 2);
+  expected<DLManagedTensorVersioned*> second = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(second.has_value()) << second.error().message;
+  EXPECT_EQ(reference->handle_claims(), 3);
+  EXPECT_NE(*first, *second);
+  run_deleter(*first);
+  EXPECT_EQ(reference->handle_claims(), 2);
+  run_deleter(*second);
+  EXPECT_EQ(reference->handle_claims(), 1);
+  tensor = Tensor();
+  EXPECT_EQ(reference->handle_claims(), 0);
+  EXPECT_EQ(reference->unpaired_releases(), 0u);
+}
+
+TEST(ExportVersioned, OutlivesEveryTensor) {
+  CountingProducer producer;
+  DLManagedTensorVersioned* managed = nullptr;
+  std::weak_ptr<TensorMemoryReference> weak_reference;
+  {
+    TensorSpec spec;
+    spec.shape = {2, 5};
+    spec.dtype = {kDLInt, 32, 1};
+    Tensor tensor = import_or_die(producer, spec);
+    auto* values = static_cast<std::int32_t*>(tensor.data());
+    for (int i = 0; i < 10; ++i) {
+      values[i] = 100 + i;
+    }
+    const Tensor copy = tensor;  // NOLINT(performance-unnecessary-copy-initialization)
+    expected<DLManagedTensorVersioned*> exported = copy.to_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    managed = *exported;
+    weak_reference = tensor.memory_reference();
+  }
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  EXPECT_FALSE(weak_reference.expired());
+  EXPECT_EQ(as_vector(managed->dl_tensor.shape, managed->dl_tensor.ndim),
+            (std::vector<std::int64_t>{2, 5}));
+  const auto* values = static_cast<const std::int32_t*>(managed->dl_tensor.data);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(values[i], 100 + i);
+  }
+  run_deleter(managed);
+  EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_TRUE(weak_reference.expired());
+}
+
+TEST(ExportVersioned, RoundTripSharesDataAndDeletesOnceAtTheEnd) {
+  CountingProducer producer;
+  Tensor original = import_or_die(producer, strided_spec());
+  const void* data = original.data();
+  expected<DLManagedTensorVersioned*> exported = original.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  expected<Tensor> reimported = make_tensor_from_dlpack_versioned(*exported);
+  ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
+
+  EXPECT_EQ(reimported->data(), data);
+  EXPECT_EQ(reimported->shape(), original.shape());
+  EXPECT_EQ(reimported->strides(), original.strides());
+  EXPECT_EQ(reimported->flags(), original.flags());
+  EXPECT_TRUE(reimported->read_only());
+  EXPECT_TRUE(reimported->is_copied());
+
+  original = Tensor();
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  EXPECT_EQ(reimported->data(), data);
+  *reimported = Tensor();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(ExportVersioned, RoundTripReleasedInTheOtherOrder) {
+  CountingProducer producer;
+  Tensor original = import_or_die(producer);
+  expected<DLManagedTensorVersioned*> exported = original.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  expected<Tensor> reimported = make_tensor_from_dlpack_versioned(*exported);
+  ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
+  *reimported = Tensor();
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  original = Tensor();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(ExportVersioned, ManyDimensionsAndZeroDimensions) {
+  CountingProducer producer;
+  {
+    TensorSpec many;
+    many.shape = {1, 2, 1, 3, 1, 2, 1, 2};
+    TensorSpec scalar;
+    scalar.shape = {};
+    for (const TensorSpec& spec : {many, scalar}) {
+      const Tensor tensor = import_or_die(producer, spec);
+      expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+      ASSERT_TRUE(exported.has_value()) << exported.error().message;
+      expect_same_view((*exported)->dl_tensor, tensor);
+      run_deleter(*exported);
+    }
+  }
+  EXPECT_EQ(producer.deleter_calls(), 2);
+}
+
+TEST(ExportLegacy, KeepsViewWithoutFlags) {
+  CountingProducer producer;
+  {
+    const Tensor tensor = import_or_die(producer, strided_spec());
+    expected<DLManagedTensor*> exported = tensor.to_dlpack();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    expect_same_view((*exported)->dl_tensor, tensor);
+    EXPECT_EQ(as_vector((*exported)->dl_tensor.strides, 2), (std::vector<std::int64_t>{1, 3}));
+    EXPECT_EQ((*exported)->dl_tensor.byte_offset, 8u);
+    run_deleter(*exported);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(ExportLegacy, HoldsOneClaimUntilItsDeleterRuns) {
+  CountingProducer producer;
+  Tensor tensor = import_or_die(producer);
+  auto reference = tracked(tensor);
+  ASSERT_NE(reference, nullptr);
+  expected<DLManagedTensor*> exported = tensor.to_dlpack();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  EXPECT_EQ(reference->handle_claims(), 2);
+  run_deleter(*exported);
+  EXPECT_EQ(reference->handle_claims(), 1);
+}
+
+TEST(ExportLegacy, OutlivesEveryTensor) {
+  CountingProducer producer;
+  DLManagedTensor* managed = nullptr;
+  {
+    TensorSpec spec;
+    spec.shape = {4};
+    spec.dtype = {kDLUInt, 8, 1};
+    Tensor tensor = import_or_die(producer, spec);
+    auto* bytes = static_cast<std::uint8_t*>(tensor.data());
+    for (int i = 0; i < 4; ++i) {
+      bytes[i] = static_cast<std::uint8_t>(0xA0 + i);
+    }
+    expected<DLManagedTensor*> exported = tensor.to_dlpack();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    managed = *exported;
+  }
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  ASSERT_EQ(managed->dl_tensor.ndim, 1);
+  EXPECT_EQ(managed->dl_tensor.shape[0], 4);
+  const auto* bytes = static_cast<const std::uint8_t*>(managed->dl_tensor.data);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(bytes[i], 0xA0 + i);
+  }
+  run_deleter(managed);
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(ExportLegacy, RoundTripDropsFlagsAndDeletesOnceAtTheEnd) {
+  CountingProducer producer;
+  Tensor original = import_or_die(producer, strided_spec());
+  const void* data = original.data();
+  expected<DLManagedTensor*> exported = original.to_dlpack();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  expected<Tensor> reimported = make_tensor_from_dlpack(*exported);
+  ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
+  EXPECT_EQ(reimported->data(), data);
+  EXPECT_EQ(reimported->shape(), original.shape());
+  EXPECT_EQ(reimported->strides(), original.strides());
+  EXPECT_EQ(reimported->flags(), 0u);
+  original = Tensor();
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  *reimported = Tensor();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(ExportEmpty, BothFormatsRefuseAnEmptyTensor) {
+  const Tensor empty;
+  const expected<DLManagedTensorVersioned*> versioned = empty.to_dlpack_versioned();
+  ASSERT_FALSE(versioned.has_value());
+  EXPECT_EQ(versioned.error().code, ErrorCode::kInvalidArgument);
+  const expected<DLManagedTensor*> legacy = empty.to_dlpack();
+  ASSERT_FALSE(legacy.has_value());
+  EXPECT_EQ(legacy.error().code, ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace holoscan

@@ -1,0 +1,324 @@
+// Covers TensorPool over host memory: creation, allocation, exhaustion, safe reuse, lifetime.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "holoscan/tensor.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/gtest_printers.hpp"
+
+namespace holoscan {
+namespace {
+
+constexpr DLDataType kFloat32{kDLFloat, 32, 1};
+
+std::shared_ptr<TensorPool> make_host_pool(std::size_t block_bytes, std::size_t block_count) {
+  TensorPoolConfig config;
+  config.memory = PoolMemory::kHost;
+  config.block_bytes = block_bytes;
+  config.block_count = block_count;
+  expected<std::shared_ptr<TensorPool>> pool = TensorPool::create(config);
+  EXPECT_TRUE(pool.has_value()) << pool.error().message;
+  return pool.has_value() ? *pool : nullptr;
+}
+
+Tensor allocate_or_die(TensorPool& pool, const std::vector<std::int64_t>& shape,
+                       DLDataType dtype = kFloat32) {
+  expected<Tensor> tensor = pool.allocate(shape, dtype);
+  EXPECT_TRUE(tensor.has_value()) << tensor.error().message;
+  return tensor.has_value() ? std::move(*tensor) : Tensor();
+}
+
+void expect_exhausted(TensorPool& pool) {
+  const expected<Tensor> tensor = pool.allocate({4}, kFloat32);
+  ASSERT_FALSE(tensor.has_value());
+  EXPECT_EQ(tensor.error().code, ErrorCode::kResourceExhausted) << tensor.error().message;
+}
+
+TEST(TensorPoolHost, CreateReportsItsShape) {
+  auto pool = make_host_pool(1024, 4);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(pool->block_count(), 4u);
+  EXPECT_EQ(pool->block_bytes(), 1024u);
+  EXPECT_EQ(pool->available_blocks(), 4u);
+  EXPECT_EQ(pool->reuse_count(), 0u);
+  EXPECT_EQ(pool->device().device_type, kDLCPU);
+}
+
+TEST(TensorPoolHost, BlockBytesAreRoundedUpTo256) {
+  auto pool = make_host_pool(1000, 2);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(pool->block_bytes(), 1024u);
+}
+
+TEST(TensorPoolHost, ZeroBlockBytesIsInvalid) {
+  TensorPoolConfig config;
+  config.memory = PoolMemory::kHost;
+  config.block_bytes = 0;
+  config.block_count = 4;
+  const expected<std::shared_ptr<TensorPool>> pool = TensorPool::create(config);
+  ASSERT_FALSE(pool.has_value());
+  EXPECT_EQ(pool.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(TensorPoolHost, ZeroBlockCountIsInvalid) {
+  TensorPoolConfig config;
+  config.memory = PoolMemory::kHost;
+  config.block_bytes = 1024;
+  config.block_count = 0;
+  const expected<std::shared_ptr<TensorPool>> pool = TensorPool::create(config);
+  ASSERT_FALSE(pool.has_value());
+  EXPECT_EQ(pool.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(TensorPoolHost, AllocateGivesCompactRowMajorHostTensor) {
+  auto pool = make_host_pool(1024, 2);
+  ASSERT_NE(pool, nullptr);
+  const Tensor tensor = allocate_or_die(*pool, {4, 8, 2}, DLDataType{kDLInt, 16, 1});
+  ASSERT_TRUE(static_cast<bool>(tensor));
+  EXPECT_EQ(tensor.shape(), (std::vector<std::int64_t>{4, 8, 2}));
+  EXPECT_EQ(tensor.strides(), (std::vector<std::int64_t>{32, 4, 2}));
+  EXPECT_EQ(tensor.ndim(), 3);
+  EXPECT_EQ(tensor.size(), 64);
+  EXPECT_EQ(tensor.nbytes(), 128);
+  EXPECT_EQ(tensor.dtype().code, kDLInt);
+  EXPECT_EQ(tensor.dtype().bits, 16);
+  EXPECT_EQ(tensor.dtype().lanes, 1);
+  EXPECT_EQ(tensor.device().device_type, kDLCPU);
+  EXPECT_TRUE(tensor.is_contiguous());
+  EXPECT_NE(tensor.data(), nullptr);
+  EXPECT_EQ(tensor.flags(), 0u);
+  EXPECT_EQ(pool->available_blocks(), 1u);
+}
+
+TEST(TensorPoolHost, WholeBlockRequestFits) {
+  auto pool = make_host_pool(1024, 1);
+  ASSERT_NE(pool, nullptr);
+  const Tensor tensor = allocate_or_die(*pool, {256});
+  EXPECT_EQ(tensor.nbytes(), 1024);
+}
+
+TEST(TensorPoolHost, RequestLargerThanBlockIsInvalid) {
+  auto pool = make_host_pool(1024, 2);
+  ASSERT_NE(pool, nullptr);
+  const expected<Tensor> tensor = pool->allocate({257}, kFloat32);
+  ASSERT_FALSE(tensor.has_value());
+  EXPECT_EQ(tensor.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(pool->available_blocks(), 2u);
+}
+
+// A caller that retries on kResourceExhausted would spin forever on a request that cannot fit.
+TEST(TensorPoolHost, RequestLargerThanBlockIsInvalidEvenWhenExhausted) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  const Tensor held = allocate_or_die(*pool, {8});
+  const expected<Tensor> too_big = pool->allocate({65}, kFloat32);
+  ASSERT_FALSE(too_big.has_value());
+  EXPECT_EQ(too_big.error().code, ErrorCode::kInvalidArgument) << too_big.error().message;
+  const expected<Tensor> negative = pool->allocate({-1}, kFloat32);
+  ASSERT_FALSE(negative.has_value());
+  EXPECT_EQ(negative.error().code, ErrorCode::kInvalidArgument) << negative.error().message;
+}
+
+TEST(TensorPoolHost, InvalidShapeOrTypeIsInvalid) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  const expected<Tensor> negative = pool->allocate({-1}, kFloat32);
+  ASSERT_FALSE(negative.has_value());
+  EXPECT_EQ(negative.error().code, ErrorCode::kInvalidArgument);
+  const expected<Tensor> zero_bits = pool->allocate({4}, DLDataType{kDLFloat, 0, 1});
+  ASSERT_FALSE(zero_bits.has_value());
+  EXPECT_EQ(zero_bits.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(pool->available_blocks(), 1u);
+  EXPECT_EQ(pool->reuse_count(), 0u);
+}
+
+TEST(TensorPoolHost, ExhaustionIsReportedAtOnce) {
+  auto pool = make_host_pool(256, 3);
+  ASSERT_NE(pool, nullptr);
+  std::vector<Tensor> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(allocate_or_die(*pool, {8}));
+  }
+  EXPECT_EQ(pool->available_blocks(), 0u);
+  expect_exhausted(*pool);
+  held.pop_back();
+  EXPECT_EQ(pool->available_blocks(), 1u);
+  EXPECT_TRUE(pool->allocate({8}, kFloat32).has_value());
+}
+
+TEST(TensorPoolHost, BlocksAreDistinct) {
+  auto pool = make_host_pool(256, 3);
+  ASSERT_NE(pool, nullptr);
+  const Tensor a = allocate_or_die(*pool, {64});
+  const Tensor b = allocate_or_die(*pool, {64});
+  const Tensor c = allocate_or_die(*pool, {64});
+  EXPECT_NE(a.data(), b.data());
+  EXPECT_NE(b.data(), c.data());
+  EXPECT_NE(a.data(), c.data());
+}
+
+TEST(TensorPoolHost, BlockReturnsOnlyAfterEveryCopyAndExportIsGone) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  Tensor tensor = allocate_or_die(*pool, {16});
+  Tensor copy = tensor;
+  expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  expected<DLManagedTensor*> legacy_export = copy.to_dlpack();
+  ASSERT_TRUE(legacy_export.has_value()) << legacy_export.error().message;
+
+  tensor = Tensor();
+  expect_exhausted(*pool);
+  copy = Tensor();
+  expect_exhausted(*pool);
+  EXPECT_EQ(pool->available_blocks(), 0u);
+
+  (*exported)->deleter(*exported);
+  expect_exhausted(*pool);
+  (*legacy_export)->deleter(*legacy_export);
+  EXPECT_EQ(pool->available_blocks(), 1u);
+  const expected<Tensor> again = pool->allocate({16}, kFloat32);
+  EXPECT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(pool->reuse_count(), 1u);
+}
+
+TEST(TensorPoolHost, ReuseCountCountsOnlyReusedBlocks) {
+  auto pool = make_host_pool(256, 2);
+  ASSERT_NE(pool, nullptr);
+  Tensor a = allocate_or_die(*pool, {4});
+  Tensor b = allocate_or_die(*pool, {4});
+  EXPECT_EQ(pool->reuse_count(), 0u);
+  a = Tensor();
+  a = allocate_or_die(*pool, {4});
+  EXPECT_EQ(pool->reuse_count(), 1u);
+  a = Tensor();
+  b = Tensor();
+  a = allocate_or_die(*pool, {4});
+  b = allocate_or_die(*pool, {4});
+  EXPECT_EQ(pool->reuse_count(), 3u);
+}
+
+TEST(TensorPoolHost, WriteThroughDataAndReadBack) {
+  auto pool = make_host_pool(1024, 1);
+  ASSERT_NE(pool, nullptr);
+  const Tensor tensor = allocate_or_die(*pool, {16, 16}, DLDataType{kDLInt, 32, 1});
+  auto* values = static_cast<std::int32_t*>(tensor.data());
+  for (int i = 0; i < 256; ++i) {
+    values[i] = i * i - 1000;
+  }
+  const Tensor copy = tensor;  // NOLINT(performance-unnecessary-copy-initialization)
+  const auto* seen = static_cast<const std::int32_t*>(copy.data());
+  for (int i = 0; i < 256; ++i) {
+    ASSERT_EQ(seen[i], i * i - 1000) << "element " << i;
+  }
+}
+
+TEST(TensorPoolHost, OutstandingTensorsKeepThePoolAlive) {
+  auto pool = make_host_pool(256, 2);
+  ASSERT_NE(pool, nullptr);
+  std::weak_ptr<TensorPool> weak_pool = pool;
+  Tensor tensor = allocate_or_die(*pool, {8}, DLDataType{kDLInt, 32, 1});
+  auto* values = static_cast<std::int32_t*>(tensor.data());
+  for (int i = 0; i < 8; ++i) {
+    values[i] = 40 + i;
+  }
+
+  pool.reset();
+  EXPECT_FALSE(weak_pool.expired());
+  const auto* seen = static_cast<const std::int32_t*>(tensor.data());
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(seen[i], 40 + i);
+  }
+
+  tensor = Tensor();
+  EXPECT_TRUE(weak_pool.expired());
+}
+
+TEST(TensorPoolHost, OutstandingExportKeepsThePoolAlive) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  std::weak_ptr<TensorPool> weak_pool = pool;
+  DLManagedTensorVersioned* exported = nullptr;
+  {
+    const Tensor tensor = allocate_or_die(*pool, {8});
+    expected<DLManagedTensorVersioned*> result = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(result.has_value()) << result.error().message;
+    exported = *result;
+  }
+  pool.reset();
+  EXPECT_FALSE(weak_pool.expired());
+  EXPECT_EQ(exported->dl_tensor.shape[0], 8);
+  exported->deleter(exported);
+  EXPECT_TRUE(weak_pool.expired());
+}
+
+// Each thread fills its block with its own pattern and checks it before giving the block back:
+// a block handed to two threads at once shows up as a foreign pattern.
+TEST(TensorPoolHost, ConcurrentAllocateNeverSharesABlock) {
+  constexpr int kThreads = 8;
+  constexpr int kAllocationsPerThread = 400;
+  constexpr std::int64_t kElements = 64;
+  auto pool = make_host_pool(kElements * sizeof(std::uint32_t), 4);
+  ASSERT_NE(pool, nullptr);
+  {
+    // Hand every block out once, so that each allocation below is a reuse.
+    std::vector<Tensor> warm_up;
+    for (int i = 0; i < 4; ++i) {
+      warm_up.push_back(allocate_or_die(*pool, {kElements}));
+    }
+  }
+  ASSERT_EQ(pool->reuse_count(), 0u);
+
+  std::atomic<int> corrupted{0};
+  std::atomic<int> wrong_error{0};
+  std::atomic<int> exhausted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      int done = 0;
+      while (done < kAllocationsPerThread) {
+        expected<Tensor> tensor = pool->allocate({kElements}, DLDataType{kDLUInt, 32, 1});
+        if (!tensor.has_value()) {
+          if (tensor.error().code == ErrorCode::kResourceExhausted) {
+            exhausted.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            wrong_error.fetch_add(1, std::memory_order_relaxed);
+          }
+          std::this_thread::yield();
+          continue;
+        }
+        auto* words = static_cast<std::uint32_t*>(tensor->data());
+        const std::uint32_t pattern =
+            (static_cast<std::uint32_t>(t) << 24) | static_cast<std::uint32_t>(done);
+        for (std::int64_t i = 0; i < kElements; ++i) {
+          words[i] = pattern;
+        }
+        std::this_thread::yield();
+        for (std::int64_t i = 0; i < kElements; ++i) {
+          if (words[i] != pattern) {
+            corrupted.fetch_add(1, std::memory_order_relaxed);
+            break;
+          }
+        }
+        ++done;
+      }
+    });
+  }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+
+  EXPECT_EQ(corrupted.load(), 0);
+  EXPECT_EQ(wrong_error.load(), 0);
+  EXPECT_EQ(pool->available_blocks(), 4u);
+  EXPECT_EQ(pool->reuse_count(), static_cast<std::uint64_t>(kThreads * kAllocationsPerThread));
+}
+
+}  // namespace
+}  // namespace holoscan
