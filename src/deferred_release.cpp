@@ -72,6 +72,15 @@ class ReleaseQueue {
  private:
   ReleaseQueue() = default;
 
+  void count_released() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --outstanding_;
+      ++completed_;
+    }
+    drained_.notify_all();
+  }
+
   std::uint64_t queued_total_() const noexcept { return completed_ + outstanding_; }
 
   void stop() noexcept {
@@ -115,6 +124,7 @@ class ReleaseQueue {
           pending.release = nullptr;
           pending.context = nullptr;
           ++done;
+          count_released();  // at once, so that pending_deferred_releases() never lags a deleter
         }
       }
       active.erase(std::remove_if(active.begin(), active.end(),
@@ -122,11 +132,6 @@ class ReleaseQueue {
                    active.end());
 
       lock.lock();
-      outstanding_ -= done;
-      completed_ += done;
-      if (done > 0) {
-        drained_.notify_all();
-      }
       idle = done > 0 || flushers_ > 0 ? kMinIdle : std::min(idle * 2, kMaxIdle);
       if (!active.empty()) {
         wake_.wait_for(lock, idle, [&] { return stopping_ || !incoming_.empty(); });

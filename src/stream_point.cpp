@@ -14,6 +14,16 @@ thread_local char per_thread_stream_marker;
 }  // namespace
 
 expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
+  // Capture is checked first: most other calls on a capturing stream (cudaStreamGetDevice among
+  // them) are unsupported there and would invalidate the caller's capture.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t status = cudaStreamIsCapturing(stream, &capture); status != cudaSuccess) {
+    return tl::unexpected<Error>(cuda_error(status, "cudaStreamIsCapturing"));
+  }
+  if (capture != cudaStreamCaptureStatusNone) {
+    return make_unexpected(ErrorCode::kNotImplemented,
+                           "stream is capturing a CUDA graph: its points cannot be tracked");
+  }
   StreamLocation location;
   if (is_default_stream_handle(stream)) {
     if (cudaError_t status = cudaGetDevice(&location.device); status != cudaSuccess) {
@@ -25,14 +35,6 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
   } else if (cudaError_t status = cudaStreamGetDevice(stream, &location.device);
              status != cudaSuccess) {
     return tl::unexpected<Error>(cuda_error(status, "cudaStreamGetDevice"));
-  }
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaError_t status = cudaStreamIsCapturing(stream, &capture); status != cudaSuccess) {
-    return tl::unexpected<Error>(cuda_error(status, "cudaStreamIsCapturing"));
-  }
-  if (capture != cudaStreamCaptureStatusNone) {
-    return make_unexpected(ErrorCode::kNotImplemented,
-                           "stream is capturing a CUDA graph: its points cannot be tracked");
   }
   return location;
 }

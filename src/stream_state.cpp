@@ -50,7 +50,17 @@ expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consume
   if (consumer == readiness_.stream && !is_default_stream_handle(consumer)) {
     return {};
   }
-  return check_cuda(cudaStreamWaitEvent(consumer, readiness_.event, 0), "cudaStreamWaitEvent");
+  const cudaError_t status = cudaStreamWaitEvent(consumer, readiness_.event, 0);
+  if (status == cudaSuccess) {
+    return {};
+  }
+  Error error = cuda_error(status, "cudaStreamWaitEvent");
+  if (status == cudaErrorStreamCaptureIsolation || status == cudaErrorStreamCaptureUnsupported) {
+    // Checked only after the failure, to keep the hot path at one CUDA call.
+    error.message +=
+        ": the consumer stream is capturing a CUDA graph; synchronize before the capture begins";
+  }
+  return tl::unexpected<Error>(std::move(error));
 }
 
 expected<void, Error> StreamState::synchronize_for_host() {
