@@ -1,57 +1,71 @@
 #!/usr/bin/env bash
-# Everything that needs the GPU, in one run on the GPU machine: build (gpu preset, dependencies
-# from a carried .deps/), every test, the GPU tests under compute-sanitizer (memcheck, racecheck,
-# synccheck), the demo, and the benchmarks with their floor ratios. Logs go to $OUT (or
-# out/gpu-check); a summary is printed last.
+# Everything that needs the GPU, on the GPU machine: build (gpu preset, dependencies from a carried
+# .deps/), every test, the demo, the GPU tests under compute-sanitizer (memcheck, racecheck,
+# synccheck), and the benchmarks with their floor ratios. Logs go to $OUT (or out/gpu-check); a
+# summary is printed last.
+#
+# Usage: gpu-check.sh [STAGE...] with stages build, test, demo, sanitize, bench (default: all).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-$PWD/out/gpu-check}
 mkdir -p "$out"
 summary="$out/summary.txt"
-: >"$summary"
+touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
+stages=${*:-build test demo sanitize bench}
 
-if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
-  note "missing .deps/: run scripts/install-deps.sh where a package registry is reachable and carry .deps"
-  exit 1
-fi
-note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tr '\n' ';')"
+build() {
+  if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
+    note "missing .deps/: run scripts/install-deps.sh where a package registry is reachable and carry .deps"
+    return 1
+  fi
+  note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | tr '\n' ';')"
+  if ! { cmake --preset gpu && cmake --build --preset gpu -j "$(nproc)"; } >"$out/build.log" 2>&1; then
+    note "build FAILED (see build.log)"
+    tail -40 "$out/build.log"
+    return 1
+  fi
+  note "build: ok"
+}
 
-jobs=$(nproc)
-if ! { cmake --preset gpu && cmake --build --preset gpu -j "$jobs"; } >"$out/build.log" 2>&1; then
-  note "build FAILED (see build.log)"
-  tail -40 "$out/build.log"
-  exit 1
-fi
-note "build: ok"
+test() {
+  ctest --preset gpu -j 4 --timeout 300 >"$out/ctest.log" 2>&1
+  note "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
+  grep -E '\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted|Skipped)\)' "$out/ctest.log" |
+    tee -a "$summary"
+}
 
-ctest --preset gpu -j 4 --timeout 300 >"$out/ctest.log" 2>&1
-note "ctest: $(grep -E 'tests passed|tests failed' "$out/ctest.log" | tail -1)"
-grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted)\)' "$out/ctest.log" | tee -a "$summary"
-note "skipped: $(grep -c 'Skipped' "$out/ctest.log")"
+demo() {
+  build/gpu/examples/holoscan_dlpack_demo >"$out/demo.log" 2>&1
+  note "demo: exit $? — $(tail -1 "$out/demo.log")"
+}
 
-build/gpu/examples/holoscan_dlpack_demo >"$out/demo.log" 2>&1
-note "demo: exit $? — $(tail -1 "$out/demo.log")"
+sanitize() {
+  local gpu_tests=build/gpu/tests/holoscan_dlpack_gpu_tests
+  : >"$out/sanitizers.log"
+  for tool in memcheck racecheck synccheck; do
+    echo "===== compute-sanitizer --tool $tool" >>"$out/sanitizers.log"
+    # API errors are left out: the capture and no-readiness tests fail CUDA calls on purpose and
+    # check those errors themselves. The pool stress test runs fewer rounds under the sanitizer.
+    HOLOSCAN_DLPACK_POOL_ITERATIONS=300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      --report-api-errors no "$gpu_tests" --gtest_brief=1 >>"$out/sanitizers.log" 2>&1
+    local status=$?
+    note "compute-sanitizer $tool: exit $status — $(grep -E 'ERROR SUMMARY' "$out/sanitizers.log" | tail -1)" \
+      "— $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/sanitizers.log" | tail -3 | tr '\n' ' ')"
+  done
+}
 
-gpu_tests=build/gpu/tests/holoscan_dlpack_gpu_tests
-: >"$out/sanitizers.log"
-for tool in memcheck racecheck synccheck; do
-  echo "===== compute-sanitizer --tool $tool" >>"$out/sanitizers.log"
-  # API errors are left out: the capture and no-readiness tests fail CUDA calls on purpose and
-  # check those errors themselves. The pool stress test runs fewer rounds under the sanitizer.
-  HOLOSCAN_DLPACK_POOL_ITERATIONS=300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-    --report-api-errors no \
-    "$gpu_tests" --gtest_brief=1 >>"$out/sanitizers.log" 2>&1
-  status=$?
-  note "compute-sanitizer $tool: exit $status — $(grep -E 'ERROR SUMMARY' "$out/sanitizers.log" | tail -1)" \
-       "— $(grep -E '^\[  (PASSED|FAILED) ' "$out/sanitizers.log" | tail -2 | tr '\n' ' ')"
+bench() {
+  build/gpu/benchmarks/holoscan_dlpack_benchmarks --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_out="$out/bench.json" \
+    --benchmark_out_format=json >"$out/bench.txt" 2>&1
+  python3 scripts/bench-report.py "$out/bench.json" >"$out/bench-ratios.txt" 2>&1
+  note "benchmarks: see bench-ratios.txt"
+  cat "$out/bench-ratios.txt"
+}
+
+for stage in $stages; do
+  "$stage" || break
 done
-
-build/gpu/benchmarks/holoscan_dlpack_benchmarks --benchmark_repetitions=3 \
-  --benchmark_report_aggregates_only=true --benchmark_out="$out/bench.json" \
-  --benchmark_out_format=json >"$out/bench.txt" 2>&1
-python3 scripts/bench-report.py "$out/bench.json" >"$out/bench-ratios.txt" 2>&1
-note "benchmarks: see bench-ratios.txt"
-cat "$out/bench-ratios.txt"
 echo "===== summary"
 cat "$summary"
