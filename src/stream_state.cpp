@@ -31,8 +31,12 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   }
   // A readiness event of another device may still be waited on by a host thread that copied it;
   // keep it until reset() rather than let the pool hand it out again.
-  if (needs_event && readiness_.event != nullptr && !retired_readiness_.push_back(readiness_)) {
-    release_event(readiness_.device, readiness_.event);
+  if (needs_event && readiness_.event != nullptr) {
+    try {
+      retired_readiness_.push_back(readiness_);
+    } catch (...) {
+      release_event(readiness_.device, readiness_.event);
+    }
   }
   readiness_ = next;
   readiness_stream_.store(stream, std::memory_order_release);
@@ -123,7 +127,10 @@ void StreamState::reset() noexcept {
     release_event(readiness_.device, readiness_.event);
   }
   readiness_ = StreamPoint{};
-  release_points(retired_readiness_);
+  for (const StreamPoint& retired : retired_readiness_) {
+    release_event(retired.device, retired.event);
+  }
+  retired_readiness_.clear();
   release_points(deallocation_);
   readiness_stream_.store(nullptr, std::memory_order_release);
   has_readiness_.store(false, std::memory_order_release);

@@ -4,6 +4,7 @@
  * @brief The readiness point and the deallocation points of one piece of memory.
  */
 #include <atomic>
+#include <vector>
 
 #include "holoscan/cuda_handles.hpp"
 #include "holoscan/detail/spin_mutex.hpp"
@@ -57,7 +58,7 @@ class StreamState {
   StreamPoint readiness_;
   std::atomic<bool> has_readiness_{false};
   std::atomic<cudaStream_t> readiness_stream_{nullptr};
-  StreamPointList retired_readiness_;
+  std::vector<StreamPoint> retired_readiness_;  // empty unless the readiness device changed
   StreamPointList deallocation_;
 };
 
