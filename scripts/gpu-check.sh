@@ -47,7 +47,8 @@ sanitize() {
     echo "===== compute-sanitizer --tool $tool" >>"$out/sanitizers.log"
     # API errors are left out: the capture and no-readiness tests fail CUDA calls on purpose and
     # check those errors themselves. The pool stress test runs fewer rounds under the sanitizer.
-    HOLOSCAN_DLPACK_POOL_ITERATIONS=300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    HOLOSCAN_DLPACK_POOL_ITERATIONS=300 timeout "${SANITIZER_TIMEOUT:-600}" \
+      compute-sanitizer --tool "$tool" --error-exitcode 9 \
       --report-api-errors no "$gpu_tests" --gtest_brief=1 >>"$out/sanitizers.log" 2>&1
     local status=$?
     note "compute-sanitizer $tool: exit $status — $(grep -E 'ERROR SUMMARY' "$out/sanitizers.log" | tail -1)" \
