@@ -4,17 +4,32 @@
 
 namespace holoscan::detail {
 
-Error cuda_error(cudaError_t status, const char* call) {
+Error cuda_error(cudaError_t status, const char* call) noexcept {
   // A failed runtime call also sets the thread's last error; clear it so that our failure does
   // not surface later in the caller's own cudaGetLastError check.
   (void)cudaGetLastError();
-  std::string message(call);
-  message += " failed: ";
-  message += cudaGetErrorName(status);
-  message += " (";
-  message += cudaGetErrorString(status);
-  message += ")";
-  return Error{ErrorCode::kCudaError, std::move(message), static_cast<std::uint64_t>(status)};
+  Error error{ErrorCode::kCudaError, {}, static_cast<std::uint64_t>(status)};
+  try {
+    error.message.append(call)
+        .append(" failed: ")
+        .append(cudaGetErrorName(status))
+        .append(" (")
+        .append(cudaGetErrorString(status))
+        .append(")");
+  } catch (...) {
+    error.message.clear();
+  }
+  return error;
+}
+
+Error make_error(ErrorCode code, const char* message) noexcept {
+  Error error{code, {}, 0};
+  try {
+    error.message = message;
+  } catch (...) {
+    error.message.clear();
+  }
+  return error;
 }
 
 }  // namespace holoscan::detail

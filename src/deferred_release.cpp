@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <list>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -21,14 +22,16 @@ struct PendingRelease {
   StreamPointList points;
   ReleaseFunction release = nullptr;
   void* context = nullptr;
+  std::uint64_t ticket = 0;  // order of arrival, for flush
 };
 
-// Polls instead of blocking in cudaEventSynchronize: a blocked wait spins a core on default
-// events and would hold back releases whose streams finish earlier.
+// One thread polls the pending releases instead of blocking in cudaEventSynchronize: a blocked
+// wait spins a core on default events and would hold back releases whose streams finish earlier.
 class ReleaseQueue {
  public:
   static ReleaseQueue& instance() {
-    // Leaked: the worker may still run while static destructors do; stop_at_exit joins it first.
+    // Leaked on purpose: static destructors may still release owners. The worker is stopped,
+    // and what it still holds is released, from an atexit handler instead.
     static ReleaseQueue* queue = [] {
       auto* created = new ReleaseQueue();
       std::atexit([] { ReleaseQueue::instance().stop(); });
@@ -45,9 +48,17 @@ class ReleaseQueue {
       }
       if (!worker_.joinable()) {
         worker_ = std::thread([this] { run(); });
+        worker_id_ = worker_.get_id();
       }
-      incoming_.push_back(std::move(pending));
-      ++outstanding_;
+      pending.ticket = next_ticket_;
+      unfinished_.push_back(next_ticket_);  // may throw: nothing has changed yet
+      try {
+        incoming_.push_back(std::move(pending));
+      } catch (...) {
+        unfinished_.pop_back();
+        throw;
+      }
+      ++next_ticket_;
     } catch (...) {
       return false;
     }
@@ -57,82 +68,87 @@ class ReleaseQueue {
 
   void flush() noexcept {
     std::unique_lock<std::mutex> lock(mutex_);
-    const std::uint64_t target = queued_total_();
+    if (std::this_thread::get_id() == worker_id_) {
+      return;  // a deleter flushing from the release thread would wait for itself
+    }
+    const std::uint64_t target = next_ticket_;
     ++flushers_;
     wake_.notify_one();
-    drained_.wait(lock, [&] { return completed_ >= target || stopping_; });
+    // unfinished_ is ordered by ticket: done once nothing older than the call is left.
+    drained_.wait(lock, [&] { return unfinished_.empty() || unfinished_.front() >= target; });
     --flushers_;
   }
 
   std::size_t outstanding() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    return outstanding_;
+    return unfinished_.size();
   }
 
  private:
   ReleaseQueue() = default;
 
-  void count_released() noexcept {
+  void finished(std::uint64_t ticket) noexcept {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      --outstanding_;
-      ++completed_;
+      unfinished_.erase(std::find(unfinished_.begin(), unfinished_.end(), ticket));
     }
     drained_.notify_all();
   }
 
-  std::uint64_t queued_total_() const noexcept { return completed_ + outstanding_; }
-
+  // At exit: the worker releases everything still pending (waiting for the GPU), then ends. This
+  // runs before the CUDA runtime's own teardown, which registered its handler earlier.
   void stop() noexcept {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
     }
     wake_.notify_all();
-    drained_.notify_all();
     if (worker_.joinable()) {
       worker_.join();
     }
   }
 
+  void run_release(PendingRelease& pending) noexcept {
+    if (pending.release != nullptr) {
+      pending.release(pending.context);
+    }
+    finished(pending.ticket);
+  }
+
   void run() noexcept {
-    // This thread only queries events; relaxed capture mode keeps those queries from disturbing
-    // a global-mode graph capture running on another thread.
+    // Queries from this thread must never disturb a global-mode capture on another thread.
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     (void)cudaThreadExchangeStreamCaptureMode(&mode);
 
-    std::vector<PendingRelease> active;
+    std::list<PendingRelease> active;
     auto idle = kMinIdle;
     std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopping_) {
-      if (active.empty() && incoming_.empty()) {
+    while (true) {
+      if (active.empty() && incoming_.empty() && !stopping_) {
         wake_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
-        continue;
       }
-      for (auto& pending : incoming_) {
-        active.push_back(std::move(pending));
-      }
-      incoming_.clear();
+      active.splice(active.end(), incoming_);  // no allocation: nodes move over
+      const bool stopping = stopping_;
+      const bool flushing = flushers_ > 0;
       lock.unlock();
 
-      std::size_t done = 0;
+      bool progressed = false;
       for (auto& pending : active) {
-        if (drop_completed_points(pending.points)) {
-          if (pending.release != nullptr) {
-            pending.release(pending.context);
-          }
-          pending.release = nullptr;
-          pending.context = nullptr;
-          ++done;
-          count_released();  // at once, so that pending_deferred_releases() never lags a deleter
+        if (stopping) {
+          wait_and_drop_points(pending.points, QueryThread::kRelease);
+        }
+        if (drop_completed_points(pending.points, QueryThread::kRelease)) {
+          run_release(pending);
+          progressed = true;
         }
       }
-      active.erase(std::remove_if(active.begin(), active.end(),
-                                  [](const PendingRelease& p) { return p.points.empty(); }),
-                   active.end());
+      active.remove_if([](const PendingRelease& p) { return p.points.empty(); });
 
       lock.lock();
-      idle = done > 0 || flushers_ > 0 ? kMinIdle : std::min(idle * 2, kMaxIdle);
+      if (stopping && incoming_.empty()) {
+        return;
+      }
+      idle = progressed || flushing ? kMinIdle : std::min(idle * 2, kMaxIdle);
       if (!active.empty()) {
         wake_.wait_for(lock, idle, [&] { return stopping_ || !incoming_.empty(); });
       }
@@ -145,18 +161,19 @@ class ReleaseQueue {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable drained_;
-  std::vector<PendingRelease> incoming_;
-  std::size_t outstanding_ = 0;
-  std::uint64_t completed_ = 0;
+  std::list<PendingRelease> incoming_;
+  std::vector<std::uint64_t> unfinished_;  // tickets queued and not yet released, ascending
+  std::uint64_t next_ticket_ = 0;
   int flushers_ = 0;
   bool stopping_ = false;
   std::thread worker_;
+  std::thread::id worker_id_;
 };
 
 }  // namespace
 
 void defer_release(StreamPointList points, ReleaseFunction release, void* context) noexcept {
-  PendingRelease pending{std::move(points), release, context};
+  PendingRelease pending{std::move(points), release, context, 0};
   if (ReleaseQueue::instance().push(std::move(pending))) {
     return;
   }

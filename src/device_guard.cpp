@@ -20,8 +20,8 @@ DeviceGuard::DeviceGuard(int device) noexcept {
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (switched_) {
-    (void)cudaSetDevice(previous_);
+  if (switched_ && cudaSetDevice(previous_) != cudaSuccess) {
+    (void)cudaGetLastError();
   }
 }
 

@@ -1,5 +1,7 @@
 #include "dlpack_validate.hpp"
 
+#include <climits>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -165,6 +167,27 @@ expected<void, Error> import_dl_tensor(const DLTensor& tensor, std::uint64_t fla
   if (tensor.data == nullptr && layout->size > 0) {
     return tl::unexpected<Error>(
         invalid(who, "data is null for a tensor of " + std::to_string(layout->size) + " elements"));
+  }
+  std::uintptr_t first = 0;
+  if (tensor.byte_offset > static_cast<std::uint64_t>(INT64_MAX) ||
+      __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(tensor.data), tensor.byte_offset,
+                             &first)) {
+    return tl::unexpected<Error>(invalid(
+        who, "byte_offset " + std::to_string(tensor.byte_offset) + " overflows the address space"));
+  }
+  if (tensor.strides != nullptr) {
+    // Tensor::strides() reports bytes, so each stride must still fit int64 once scaled.
+    const std::int64_t item =
+        (static_cast<std::int64_t>(tensor.dtype.bits) * tensor.dtype.lanes + 7) / 8;
+    for (std::int32_t i = 0; i < tensor.ndim; ++i) {
+      std::int64_t bytes = 0;
+      if (tensor.strides[i] == INT64_MIN ||
+          __builtin_mul_overflow(tensor.strides[i], item, &bytes)) {
+        return tl::unexpected<Error>(invalid(who, "strides[" + std::to_string(i) + "] is " +
+                                                      std::to_string(tensor.strides[i]) +
+                                                      ", too large to express in bytes"));
+      }
+    }
   }
   if (!context.reserve_dims(tensor.ndim)) {
     return make_unexpected(ErrorCode::kResourceExhausted,

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <mutex>
 #include <new>
-#include <string>
 #include <vector>
 
 #include "cuda_error.hpp"
@@ -30,8 +29,8 @@ std::array<std::atomic<DevicePool*>, kMaxPoolDevices>& pools() {
 
 expected<DevicePool*, Error> pool_of(int device) noexcept {
   if (device < 0 || device >= kMaxPoolDevices) {
-    return make_unexpected(ErrorCode::kInvalidArgument,
-                           "event pool: device " + std::to_string(device) + " is out of range");
+    return tl::unexpected<Error>(
+        make_error(ErrorCode::kInvalidArgument, "event pool: device id is out of range"));
   }
   auto& slot = pools()[static_cast<std::size_t>(device)];
   DevicePool* pool = slot.load(std::memory_order_acquire);
@@ -40,7 +39,8 @@ expected<DevicePool*, Error> pool_of(int device) noexcept {
   }
   auto* fresh = new (std::nothrow) DevicePool();
   if (fresh == nullptr) {
-    return make_unexpected(ErrorCode::kResourceExhausted, "event pool: out of host memory");
+    return tl::unexpected<Error>(
+        make_error(ErrorCode::kResourceExhausted, "event pool: out of host memory"));
   }
   if (!slot.compare_exchange_strong(pool, fresh, std::memory_order_acq_rel)) {
     delete fresh;
@@ -66,7 +66,8 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
     pool.free_events.reserve(pool.created + 1);
   } catch (...) {
     (void)cudaEventDestroy(event);
-    return make_unexpected(ErrorCode::kResourceExhausted, "event pool: out of host memory");
+    return tl::unexpected<Error>(
+        make_error(ErrorCode::kResourceExhausted, "event pool: out of host memory"));
   }
   ++pool.created;
   return event;

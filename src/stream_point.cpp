@@ -11,6 +11,15 @@ namespace {
 // default streams that share the handle cudaStreamPerThread.
 thread_local char per_thread_stream_marker;
 
+// The release thread's current device. A query made with another device current would create
+// that device's primary context on the thread's behalf, even in a process that never uses it.
+void use_device_on_release_thread(int device) noexcept {
+  thread_local int current = -1;
+  if (current != device && cudaSetDevice(device) == cudaSuccess) {
+    current = device;
+  }
+}
+
 }  // namespace
 
 expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
@@ -21,8 +30,9 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
     return tl::unexpected<Error>(cuda_error(status, "cudaStreamIsCapturing"));
   }
   if (capture != cudaStreamCaptureStatusNone) {
-    return make_unexpected(ErrorCode::kNotImplemented,
-                           "stream is capturing a CUDA graph: its points cannot be tracked");
+    return tl::unexpected<Error>(
+        make_error(ErrorCode::kNotImplemented,
+                   "stream is capturing a CUDA graph: its points cannot be tracked"));
   }
   StreamLocation location;
   if (is_default_stream_handle(stream)) {
@@ -48,18 +58,44 @@ expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream
 }
 
 bool point_completed(const StreamPoint& point) noexcept {
-  cudaError_t status = cudaEventQuery(point.event);
-  if (status == cudaErrorNotReady) {
-    return false;
+  const cudaError_t status = cudaEventQuery(point.event);
+  switch (status) {
+    case cudaSuccess:
+      return true;
+    case cudaErrorNotReady:
+      return false;
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorCapturedEvent:
+      // A capture forbids the query, it says nothing about the GPU: ask again later.
+      (void)cudaGetLastError();
+      return false;
+    default:
+      // The context is gone or broken (sticky error, runtime unloading): no more work will run
+      // on it, so nothing can still be using the memory.
+      (void)cudaGetLastError();
+      return true;
   }
-  if (status != cudaSuccess) {
-    (void)cudaGetLastError();
-  }
-  return true;
 }
 
-bool drop_completed_points(StreamPointList& points) noexcept {
+RelaxedCaptureScope::RelaxedCaptureScope() noexcept {
+  mode_ = cudaStreamCaptureModeRelaxed;
+  changed_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess;
+}
+
+RelaxedCaptureScope::~RelaxedCaptureScope() {
+  if (changed_) {
+    (void)cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+}
+
+bool drop_completed_points(StreamPointList& points, QueryThread thread) noexcept {
+  RelaxedCaptureScope relaxed;
   for (std::size_t i = points.size(); i-- > 0;) {
+    if (thread == QueryThread::kRelease) {
+      use_device_on_release_thread(points[i].device);
+    }
     if (point_completed(points[i])) {
       release_event(points[i].device, points[i].event);
       points.swap_remove(i);
@@ -68,8 +104,12 @@ bool drop_completed_points(StreamPointList& points) noexcept {
   return points.empty();
 }
 
-void wait_and_drop_points(StreamPointList& points) noexcept {
+void wait_and_drop_points(StreamPointList& points, QueryThread thread) noexcept {
+  RelaxedCaptureScope relaxed;
   for (std::size_t i = 0; i < points.size(); ++i) {
+    if (thread == QueryThread::kRelease) {
+      use_device_on_release_thread(points[i].device);
+    }
     if (cudaEventSynchronize(points[i].event) != cudaSuccess) {
       (void)cudaGetLastError();
     }

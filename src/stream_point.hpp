@@ -30,14 +30,41 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept;
 /** @brief Records `point.event` (of `point.device`) on `stream` under a device guard. */
 expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream) noexcept;
 
-/** @brief Whether the GPU has passed `point`; errors count as passed (nothing more will run). */
+/**
+ * @brief Whether the GPU has passed `point`. A capture forbidding the query counts as not yet;
+ *        a broken or unloading context counts as passed (nothing more will run on it).
+ */
 bool point_completed(const StreamPoint& point) noexcept;
 
+/**
+ * @brief Puts the calling thread in relaxed capture mode for a scope, so that querying or waiting
+ *        on events neither fails nor invalidates a graph capture of this or another thread.
+ */
+class RelaxedCaptureScope {
+ public:
+  RelaxedCaptureScope() noexcept;
+  ~RelaxedCaptureScope();
+  RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
+  RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_;
+  bool changed_ = false;
+};
+
+/** @brief Who is asking: a caller's thread, or the library's own release thread. */
+enum class QueryThread {
+  kCaller,   ///< Leave the current device alone: it is the caller's.
+  kRelease,  ///< Make each point's device current first, so no other device gets a context.
+};
+
 /** @brief Returns the events of completed points and removes them; true when none is left. */
-bool drop_completed_points(StreamPointList& points) noexcept;
+bool drop_completed_points(StreamPointList& points,
+                           QueryThread thread = QueryThread::kCaller) noexcept;
 
 /** @brief Blocks until every point completed, then returns their events (a last resort). */
-void wait_and_drop_points(StreamPointList& points) noexcept;
+void wait_and_drop_points(StreamPointList& points,
+                          QueryThread thread = QueryThread::kCaller) noexcept;
 
 /** @brief Returns every point's event to its pool and empties the list. */
 void release_points(StreamPointList& points) noexcept;

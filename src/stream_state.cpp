@@ -1,5 +1,6 @@
 #include "holoscan/detail/stream_state.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 #include "cuda_error.hpp"
@@ -15,27 +16,40 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   }
   std::lock_guard<SpinMutex> lock(mutex_);
   StreamPoint next{stream, readiness_.event, location->device, location->thread_key};
-  const bool needs_event = next.event == nullptr || readiness_.device != next.device;
-  if (needs_event) {
-    auto event = acquire_event(next.device);
-    if (!event) {
+  const bool switches_device = next.event == nullptr || readiness_.device != next.device;
+  auto spare = spare_readiness_.end();
+  if (switches_device) {
+    spare = std::find_if(spare_readiness_.begin(), spare_readiness_.end(),
+                         [&](const StreamPoint& p) { return p.device == next.device; });
+    if (spare != spare_readiness_.end()) {
+      next.event = spare->event;
+    } else if (auto event = acquire_event(next.device)) {
+      next.event = *event;
+    } else {
       return false;
     }
-    next.event = *event;
   }
   if (!record_point(next, stream)) {
-    if (needs_event) {
+    if (switches_device && spare == spare_readiness_.end()) {
       release_event(next.device, next.event);
     }
     return false;
   }
-  // A readiness event of another device may still be waited on by a host thread that copied it;
-  // keep it until reset() rather than let the pool hand it out again.
-  if (needs_event && readiness_.event != nullptr) {
-    try {
-      retired_readiness_.push_back(readiness_);
-    } catch (...) {
-      release_event(readiness_.device, readiness_.event);
+  if (switches_device) {
+    // The previous device's event stays with this state (a host thread may still wait on it, and
+    // the readiness may come back to that device): one event per device, never recycled early.
+    if (spare != spare_readiness_.end()) {
+      if (readiness_.event != nullptr) {
+        *spare = readiness_;
+      } else {
+        spare_readiness_.erase(spare);
+      }
+    } else if (readiness_.event != nullptr) {
+      try {
+        spare_readiness_.push_back(readiness_);
+      } catch (...) {
+        release_event(readiness_.device, readiness_.event);
+      }
     }
   }
   readiness_ = next;
@@ -111,14 +125,37 @@ std::size_t StreamState::deallocation_point_count() const noexcept {
   return deallocation_.size();
 }
 
-bool StreamState::poll_deallocation_points() noexcept {
+bool StreamState::poll_idle() noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
-  return drop_completed_points(deallocation_);
+  if (!drop_completed_points(deallocation_)) {
+    return false;
+  }
+  return readiness_.event == nullptr || point_completed(readiness_);
 }
 
-StreamPointList StreamState::take_deallocation_points() noexcept {
+StreamPointList StreamState::take_release_points() noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
-  return std::move(deallocation_);
+  StreamPointList points(std::move(deallocation_));
+  // The readiness events join the list even past its inline room; should the heap refuse, they
+  // go back to the pool at once, which only risks a host waiter seeing a recycled event.
+  if (readiness_.event != nullptr && !points.push_back(readiness_)) {
+    release_event(readiness_.device, readiness_.event);
+  }
+  for (const StreamPoint& spare : spare_readiness_) {
+    if (!points.push_back(spare)) {
+      release_event(spare.device, spare.event);
+    }
+  }
+  readiness_ = StreamPoint{};
+  spare_readiness_.clear();
+  readiness_stream_.store(nullptr, std::memory_order_release);
+  has_readiness_.store(false, std::memory_order_release);
+  return points;
+}
+
+bool StreamState::holds_points() const noexcept {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  return readiness_.event != nullptr || !deallocation_.empty();
 }
 
 void StreamState::reset() noexcept {
@@ -127,10 +164,10 @@ void StreamState::reset() noexcept {
     release_event(readiness_.device, readiness_.event);
   }
   readiness_ = StreamPoint{};
-  for (const StreamPoint& retired : retired_readiness_) {
-    release_event(retired.device, retired.event);
+  for (const StreamPoint& spare : spare_readiness_) {
+    release_event(spare.device, spare.event);
   }
-  retired_readiness_.clear();
+  spare_readiness_.clear();
   release_points(deallocation_);
   readiness_stream_.store(nullptr, std::memory_order_release);
   has_readiness_.store(false, std::memory_order_release);

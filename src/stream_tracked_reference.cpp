@@ -6,20 +6,18 @@
 namespace holoscan {
 
 void StreamTrackedReference::release_when_safe(ReleaseFunction release, void* context) noexcept {
-  if (streams_.deallocation_point_count() == 0) {  // the common case of a host-only owner
-    if (release != nullptr) {
-      release(context);
+  // Both roles are waited for: the consumers' deallocation points, and the producer's readiness
+  // point, in case the memory is dropped before anyone consumed it while the producer still writes.
+  if (streams_.holds_points()) {
+    detail::StreamPointList points = streams_.take_release_points();
+    if (!detail::drop_completed_points(points)) {
+      detail::defer_release(std::move(points), release, context);
+      return;
     }
-    return;
   }
-  detail::StreamPointList points = streams_.take_deallocation_points();
-  if (detail::drop_completed_points(points)) {
-    if (release != nullptr) {
-      release(context);
-    }
-    return;
+  if (release != nullptr) {
+    release(context);
   }
-  detail::defer_release(std::move(points), release, context);
 }
 
 }  // namespace holoscan

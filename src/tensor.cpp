@@ -68,7 +68,10 @@ const DLTensor kEmptyDLTensor{};
 
 Tensor::Tensor(std::shared_ptr<detail::TensorContext> context) noexcept
     : context_(std::move(context)) {
-  if (context_ != nullptr && context_->memory != nullptr) {
+  if (context_ != nullptr && context_->memory == nullptr) {
+    context_.reset();  // a context without memory cannot honour any hook: the Tensor is empty
+  }
+  if (context_ != nullptr) {
     context_->memory->retain_tensor_handle();
   }
 }

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda_error.hpp"
+#include "deferred_release.hpp"
 #include "device_guard.hpp"
 #include "dlpack_validate.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
@@ -21,14 +22,47 @@ constexpr std::size_t kBlockAlignment = 256;
 // A block's memory reference: its claims and stream points decide when the block is free again.
 class PoolBlockReference final : public StreamTrackedReference {
  public:
-  // Free once no handle names the block and the GPU passed every deallocation point (polled).
-  bool idle() noexcept { return claims_.count() == 0 && streams_.poll_deallocation_points(); }
+  // Free once no handle names the block and the GPU passed every point on it (polled).
+  bool idle() noexcept { return claims_.count() == 0 && streams_.poll_idle(); }
   // Forgets the previous tensor's streams before the block is handed out again.
   void recycle() noexcept { streams_.reset(); }
-  // Waits for every deallocation point; only for the pool's destruction.
-  void wait_for_deallocation() noexcept {
-    detail::StreamPointList points = streams_.take_deallocation_points();
-    detail::wait_and_drop_points(points);
+  // Moves this block's points into `into`; a point that does not fit is waited for here.
+  void move_points_to(detail::StreamPointList& into) noexcept {
+    detail::StreamPointList points = streams_.take_release_points();
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      if (!into.push_back(points[i])) {
+        detail::StreamPointList single;
+        single.push_back(points[i]);
+        detail::wait_and_drop_points(single);
+      }
+    }
+  }
+};
+
+// The pool's memory, freed by the release thread once the GPU is done with every block.
+struct PoolMemoryRelease {
+  void* memory;
+  PoolMemory kind;
+  int device;
+
+  static void free_memory(void* memory, PoolMemory kind, int device) noexcept {
+    if (memory == nullptr) {
+      return;
+    }
+    if (kind == PoolMemory::kHost) {
+      std::free(memory);
+      return;
+    }
+    detail::DeviceGuard guard(device);
+    if (cudaFree(memory) != cudaSuccess) {
+      (void)cudaGetLastError();
+    }
+  }
+
+  static void run(void* context) noexcept {
+    auto* release = static_cast<PoolMemoryRelease*>(context);
+    free_memory(release->memory, release->kind, release->device);
+    delete release;
   }
 };
 
@@ -78,11 +112,22 @@ TensorPool::TensorPool(Private, const TensorPoolConfig& config)
     : config_(config), blocks_(new Block[config.block_count]) {}
 
 TensorPool::~TensorPool() {
-  // Every Tensor and export keeps the pool alive, so no claim is left; GPU work may be.
+  // Every Tensor and export keeps the pool alive, so no claim is left; GPU work may be. The last
+  // handle may be dropped on any thread (a consumer's deleter, say), so this never blocks.
+  detail::StreamPointList points;
   for (std::size_t i = 0; i < config_.block_count; ++i) {
-    blocks_[i].reference.wait_for_deallocation();
+    blocks_[i].reference.move_points_to(points);
   }
-  free_memory();
+  auto* release = new (std::nothrow) PoolMemoryRelease{memory_, config_.memory, config_.device};
+  if (release == nullptr) {
+    detail::wait_and_drop_points(points);
+    PoolMemoryRelease::free_memory(memory_, config_.memory, config_.device);
+  } else if (detail::drop_completed_points(points)) {
+    PoolMemoryRelease::run(release);
+  } else {
+    detail::defer_release(std::move(points), &PoolMemoryRelease::run, release);
+  }
+  memory_ = nullptr;
 }
 
 expected<void, Error> TensorPool::allocate_memory() {
@@ -113,21 +158,6 @@ expected<void, Error> TensorPool::allocate_memory() {
     blocks_[i].context.memory = &blocks_[i].reference;
   }
   return {};
-}
-
-void TensorPool::free_memory() noexcept {
-  if (memory_ == nullptr) {
-    return;
-  }
-  if (config_.memory == PoolMemory::kHost) {
-    std::free(memory_);
-  } else {
-    detail::DeviceGuard guard(config_.device);
-    if (cudaFree(memory_) != cudaSuccess) {
-      (void)cudaGetLastError();
-    }
-  }
-  memory_ = nullptr;
 }
 
 bool TensorPool::block_is_free(Block& block) noexcept {
@@ -177,9 +207,8 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
     // Built under the lock, so the block's first claim exists before another allocate looks.
     return Tensor(std::shared_ptr<detail::TensorContext>(shared_from_this(), &block.context));
   }
-  return make_unexpected(ErrorCode::kResourceExhausted,
-                         std::string(kWho) + ": all " + std::to_string(config_.block_count) +
-                             " blocks are held or still in use on the GPU");
+  // Short enough to need no heap allocation: callers retry on this in loops.
+  return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");
 }
 
 std::size_t TensorPool::available_blocks() {

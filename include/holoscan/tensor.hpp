@@ -30,7 +30,10 @@ class Tensor {
  public:
   /** @brief An empty tensor: no memory, no claim. */
   Tensor() noexcept = default;
-  /** @brief Wraps `context` and retains one claim on its memory (for pools and importers). */
+  /**
+   * @brief Wraps `context` and retains one claim on its memory (for pools and importers); a
+   *        context without memory gives an empty Tensor.
+   */
   explicit Tensor(std::shared_ptr<detail::TensorContext> context) noexcept;
   /** @brief Shares the context and retains one more claim. */
   Tensor(const Tensor& other) noexcept;
@@ -74,7 +77,12 @@ class Tensor {
   bool is_copied() const noexcept;
   /** @brief The DLTensor view (strides in elements, never null when ndim > 0); valid while held. */
   const DLTensor& dl_tensor() const noexcept;
-  /** @brief The owner of the memory, kept alive by the returned pointer; null when empty. */
+  /**
+   * @brief The owner of the memory, kept alive by the returned pointer; null when empty.
+   *
+   * As in Holoscan, the pointer holds no handle claim: only Tensors and exported DLPack owners
+   * keep pool memory from being reused, so keep a Tensor while the memory is in use.
+   */
   std::shared_ptr<TensorMemoryReference> memory_reference() const noexcept;
 
   /** @brief Records the producer stream whose current work makes the data ready. */

@@ -43,12 +43,15 @@ class TensorPool : public std::enable_shared_from_this<TensorPool> {
  public:
   /** @brief Allocates every block up front. */
   static expected<std::shared_ptr<TensorPool>, Error> create(const TensorPoolConfig& config);
-  /** @brief Frees the blocks; waits for deallocation points still pending on them. */
+  /** @brief Frees the blocks once the GPU passed every point on them; never blocks. */
   ~TensorPool();
   TensorPool(const TensorPool&) = delete;
   TensorPool& operator=(const TensorPool&) = delete;
 
-  /** @brief A compact row-major tensor in a free block; kResourceExhausted at once if none is. */
+  /**
+   * @brief A compact row-major tensor in a free block; kResourceExhausted ("pool exhausted", no
+   *        heap allocation) at once if none is; kInvalidArgument if the request cannot fit a block.
+   */
   expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype);
   /** @brief As above, with the shape in a vector. */
   expected<Tensor, Error> allocate(const std::vector<std::int64_t>& shape, DLDataType dtype) {
@@ -69,7 +72,9 @@ class TensorPool : public std::enable_shared_from_this<TensorPool> {
   struct Block;  ///< One block: its memory, its reference, its Tensor context.
 
  private:
-  struct Private {};
+  struct Private {
+    explicit Private() = default;  // so that `{}` cannot name it from outside
+  };
 
  public:
   /** @brief Use create(). */
@@ -77,7 +82,6 @@ class TensorPool : public std::enable_shared_from_this<TensorPool> {
 
  private:
   expected<void, Error> allocate_memory();
-  void free_memory() noexcept;
   static bool block_is_free(Block& block) noexcept;
 
   TensorPoolConfig config_;

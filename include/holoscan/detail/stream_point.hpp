@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "holoscan/cuda_handles.hpp"
@@ -30,16 +31,14 @@ class StreamPointList {
   StreamPointList(const StreamPointList&) = delete;
   StreamPointList& operator=(const StreamPointList&) = delete;
   /** @brief Takes the points of `other`, which is left empty. */
-  StreamPointList(StreamPointList&& other) noexcept { *this = std::move(other); }
-  /** @brief Takes the points of `other`, which is left empty; this list must be empty. */
-  StreamPointList& operator=(StreamPointList&& other) noexcept {
-    inline_ = other.inline_;
-    inline_size_ = other.inline_size_;
-    overflow_.swap(other.overflow_);
+  StreamPointList(StreamPointList&& other) noexcept
+      : inline_(other.inline_),
+        inline_size_(other.inline_size_),
+        overflow_(std::move(other.overflow_)) {
     other.inline_size_ = 0;
     other.overflow_.clear();
-    return *this;
   }
+  StreamPointList& operator=(StreamPointList&&) = delete;  // would drop the target's events
 
   /** @brief Number of points. */
   std::size_t size() const noexcept { return inline_size_ + overflow_.size(); }

@@ -17,8 +17,8 @@ namespace holoscan::detail {
  * @brief Readiness (producer -> consumers) and deallocation (consumers -> reuse) stream points.
  *
  * Thread-safe. Events come from the per-device pool and go back to it in reset() or when the
- * caller returns taken deallocation points; a readiness event whose device changed is kept until
- * reset(), so that a host wait in another thread never waits on a recycled event.
+ * caller returns taken points. Readiness keeps one event per device it was recorded on until
+ * then, so that a host wait in another thread never waits on a recycled event.
  */
 class StreamState {
  public:
@@ -45,10 +45,18 @@ class StreamState {
   bool set_deallocation_stream(cudaStream_t stream) noexcept;
   /** @brief Number of deallocation points held. */
   std::size_t deallocation_point_count() const noexcept;
-  /** @brief Drops the deallocation points that completed; true when none is left. Never blocks. */
-  bool poll_deallocation_points() noexcept;
-  /** @brief Hands the deallocation points to the caller, who must return their events. */
-  StreamPointList take_deallocation_points() noexcept;
+  /**
+   * @brief Drops the deallocation points that completed; true when none is left and the
+   *        readiness point (the producer's own work) completed too. Never blocks.
+   */
+  bool poll_idle() noexcept;
+  /** @brief Whether any readiness or deallocation point is held. */
+  bool holds_points() const noexcept;
+  /**
+   * @brief Hands every point (deallocation and readiness) to the caller, who must return their
+   *        events once completed; the state is left empty.
+   */
+  StreamPointList take_release_points() noexcept;
 
   /** @brief Returns every event to its pool and forgets all points. */
   void reset() noexcept;
@@ -58,7 +66,7 @@ class StreamState {
   StreamPoint readiness_;
   std::atomic<bool> has_readiness_{false};
   std::atomic<cudaStream_t> readiness_stream_{nullptr};
-  std::vector<StreamPoint> retired_readiness_;  // empty unless the readiness device changed
+  std::vector<StreamPoint> spare_readiness_;  // events of devices the readiness used before
   StreamPointList deallocation_;
 };
 

@@ -1,0 +1,146 @@
+// Releases that must not come early: flush ordering across releases queued during it, owners
+// destroyed while the thread captures a graph, pool blocks dropped while the producer still
+// writes them, and readiness that alternates between devices without consuming new events.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <future>
+#include <holoscan/deferred_release.hpp>
+#include <holoscan/dlpack.hpp>
+#include <holoscan/event_pool.hpp>
+#include <holoscan/tensor_pool.hpp>
+#include <memory>
+#include <vector>
+
+#include "gpu/gpu_test_fixture.hpp"
+#include "gpu/kernels.hpp"
+
+namespace holoscan::test {
+namespace {
+
+constexpr std::int64_t kElements = 1 << 12;
+
+class ReleaseSafetyTest : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) {
+      return;
+    }
+    HDL_ASSERT_CUDA(cudaGetDevice(&device_));
+  }
+
+  // An owner of fresh device memory whose deleter reports to `probe`.
+  std::unique_ptr<DLManagedMemoryBufferVersioned> make_buffer(DeleterProbe& probe) {
+    std::uint32_t* data = device_alloc_zeroed(kElements);
+    EXPECT_NE(data, nullptr);
+    return std::make_unique<DLManagedMemoryBufferVersioned>(
+        make_versioned_device_tensor(DeviceTensorSpec{data, kElements, device_, &probe, true}));
+  }
+
+  int device_ = 0;
+};
+
+// flush() promises every release queued before it; a shorter release queued while it waits must
+// not let it return early.
+TEST_F(ReleaseSafetyTest, FlushWaitsForEveryOlderReleaseWhateverFinishesFirst) {
+  DeleterProbe slow_probe;
+  DeleterProbe quick_probe;
+  cudaStream_t slow = make_stream();
+  cudaStream_t quick = make_stream();
+  auto slow_buffer = make_buffer(slow_probe);
+  auto quick_buffer = make_buffer(quick_probe);
+  HDL_ASSERT_CUDA(launch_spin(300'000, slow));
+  ASSERT_TRUE(slow_buffer->set_deallocation_stream(slow));
+  slow_buffer.reset();
+  ASSERT_EQ(slow_probe.calls(), 0);
+
+  auto flushed = std::async(std::launch::async, [] { flush_deferred_releases(); });
+  HDL_ASSERT_CUDA(launch_spin(5'000, quick));
+  ASSERT_TRUE(quick_buffer->set_deallocation_stream(quick));
+  quick_buffer.reset();
+  flushed.get();
+  EXPECT_EQ(slow_probe.calls(), 1) << "flush returned before a release queued earlier ran";
+  flush_deferred_releases();
+  EXPECT_EQ(quick_probe.calls(), 1);
+}
+
+// Destroying an owner while this thread captures a graph must neither run the deleter early
+// (the event query is refused during capture) nor break the capture.
+TEST_F(ReleaseSafetyTest, DestructionDuringCaptureDefersAndKeepsTheCapture) {
+  DeleterProbe probe;
+  cudaStream_t consumer = make_stream();
+  cudaStream_t capturing = make_stream();
+  probe.watch({consumer});
+  auto buffer = make_buffer(probe);
+  HDL_ASSERT_CUDA(launch_spin(100'000, consumer));
+  ASSERT_TRUE(buffer->set_deallocation_stream(consumer));
+
+  HDL_ASSERT_CUDA(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeGlobal));
+  HDL_ASSERT_CUDA(launch_spin(1, capturing));
+  buffer.reset();
+  EXPECT_EQ(probe.calls(), 0) << "the deleter ran while the consumer still used the memory";
+  cudaGraph_t graph = nullptr;
+  HDL_EXPECT_CUDA(cudaStreamEndCapture(capturing, &graph));
+  if (graph != nullptr) {
+    HDL_EXPECT_CUDA(cudaGraphDestroy(graph));
+  }
+  flush_deferred_releases();
+  EXPECT_EQ(probe.calls(), 1);
+  const std::vector<cudaError_t> seen = probe.stream_status_at_delete();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], cudaSuccess) << "the consumer still ran when the deleter did";
+}
+
+// A producer that drops a pooled tensor before anyone consumed it is still writing the block:
+// the block must wait for the producer's readiness point as well.
+TEST_F(ReleaseSafetyTest, PoolBlockWaitsForTheProducersWork) {
+  TensorPoolConfig config;
+  config.memory = PoolMemory::kDevice;
+  config.device = device_;
+  config.block_bytes = kElements * sizeof(std::uint32_t);
+  config.block_count = 1;
+  auto pool = TensorPool::create(config);
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  cudaStream_t producer = make_stream();
+  {
+    auto tensor = (*pool)->allocate({kElements}, DLDataType{kDLUInt, 32, 1});
+    ASSERT_TRUE(tensor.has_value()) << tensor.error().message;
+    HDL_ASSERT_CUDA(launch_slow_fill(static_cast<std::uint32_t*>(tensor->data()), kElements, 7,
+                                     200'000, producer));
+    ASSERT_TRUE(tensor->set_readiness_stream(producer));
+  }
+  auto refused = (*pool)->allocate({kElements}, DLDataType{kDLUInt, 32, 1});
+  ASSERT_FALSE(refused.has_value()) << "the block came back while the producer still wrote it";
+  EXPECT_EQ(refused.error().code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(query_stream(producer), cudaErrorNotReady);
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(producer));
+  auto again = (*pool)->allocate({kElements}, DLDataType{kDLUInt, 32, 1});
+  EXPECT_TRUE(again.has_value()) << again.error().message;
+}
+
+// Readiness moving back and forth between two devices reuses one event per device.
+TEST_F(ReleaseSafetyTest, AlternatingReadinessDevicesKeepsOneEventPerDevice) {
+  if (device_count() < 2) {
+    GTEST_SKIP() << "needs two CUDA devices, found " << device_count();
+  }
+  cudaStream_t on_first = make_stream(0);
+  cudaStream_t on_second = make_stream(1);
+  DLManagedMemoryBufferVersioned buffer(nullptr);
+  ASSERT_TRUE(buffer.set_readiness_stream(on_first));
+  ASSERT_TRUE(buffer.set_readiness_stream(on_second));
+  ASSERT_TRUE(buffer.set_readiness_stream(on_first));
+  const std::size_t first_events = created_stream_events(0);
+  const std::size_t second_events = created_stream_events(1);
+  for (int round = 0; round < 100; ++round) {
+    ASSERT_TRUE(buffer.set_readiness_stream(round % 2 == 0 ? on_second : on_first));
+  }
+  EXPECT_EQ(created_stream_events(0), first_events);
+  EXPECT_EQ(created_stream_events(1), second_events);
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(on_first));
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(on_second));
+}
+
+}  // namespace
+}  // namespace holoscan::test
