@@ -135,6 +135,9 @@ void GpuTest::SetUp() {
   active_ = true;
   ASSERT_EQ(cudaGetDeviceCount(&device_count_), cudaSuccess);
   ASSERT_EQ(cudaGetDevice(&original_device_), cudaSuccess);
+  // With lazy module loading, a kernel's first launch in the process can wait for the whole
+  // device, which would make one stream look ordered after another.
+  ASSERT_EQ(load_all_kernels(), 0);
   (void)cudaGetLastError();  // each test starts clean; the previous TearDown already checked
 }
 

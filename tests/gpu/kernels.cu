@@ -78,6 +78,21 @@ __global__ void fill_kernel(std::uint32_t* data, std::uint64_t count, std::uint3
 
 int launched() { return static_cast<int>(cudaGetLastError()); }
 
+// Loading a module lazily on first launch may wait for the whole device; tests that time one
+// stream against another must not meet that wait in the middle.
+int load_all_kernels_on_current_device() {
+  cudaFuncAttributes attributes{};
+  for (const void* kernel :
+       {reinterpret_cast<const void*>(&slow_fill_kernel),
+        reinterpret_cast<const void*>(&check_kernel), reinterpret_cast<const void*>(&spin_kernel),
+        reinterpret_cast<const void*>(&fill_kernel)}) {
+    if (cudaError_t status = cudaFuncGetAttributes(&attributes, kernel); status != cudaSuccess) {
+      return static_cast<int>(status);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int launch_slow_fill(std::uint32_t* data, std::uint64_t count, std::uint32_t seed,
@@ -102,6 +117,26 @@ int launch_fill(std::uint32_t* data, std::uint64_t count, std::uint32_t value,
                 cudaStream_t stream) {
   fill_kernel<<<blocks_for(count), kThreads, 0, stream>>>(data, count, value);
   return launched();
+}
+
+int load_all_kernels() {
+  int devices = 0;
+  int current = 0;
+  if (cudaError_t status = cudaGetDeviceCount(&devices); status != cudaSuccess) {
+    return static_cast<int>(status);
+  }
+  if (cudaError_t status = cudaGetDevice(&current); status != cudaSuccess) {
+    return static_cast<int>(status);
+  }
+  int result = 0;
+  for (int device = 0; device < devices && result == 0; ++device) {
+    result = static_cast<int>(cudaSetDevice(device));
+    if (result == 0) {
+      result = load_all_kernels_on_current_device();
+    }
+  }
+  const int restored = static_cast<int>(cudaSetDevice(current));
+  return result != 0 ? result : restored;
 }
 
 }  // namespace holoscan::test

@@ -53,6 +53,9 @@ int launch_slow_fill(std::uint32_t* data, std::uint64_t count, std::uint32_t see
 int launch_check(const std::uint32_t* data, std::uint64_t count, std::uint32_t seed,
                  std::uint64_t delay_us, CheckResult* result, cudaStream_t stream);
 
+/** @brief Loads every test kernel on every device now, so no launch waits for a lazy load. */
+int load_all_kernels();
+
 /** @brief Keeps `stream` busy for `duration_us` microseconds (one warp spinning). */
 int launch_spin(std::uint64_t duration_us, cudaStream_t stream);
 
