@@ -53,6 +53,8 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
     }
   }
   readiness_ = next;
+  last_waiter_ = nullptr;
+  readiness_covered_ = false;
   readiness_stream_.store(stream, std::memory_order_release);
   has_readiness_.store(true, std::memory_order_release);
   return true;
@@ -70,6 +72,9 @@ expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consume
   }
   const cudaError_t status = cudaStreamWaitEvent(consumer, readiness_.event, 0);
   if (status == cudaSuccess) {
+    if (!is_default_stream_handle(consumer)) {
+      last_waiter_ = consumer;
+    }
     return {};
   }
   Error error = cuda_error(status, "cudaStreamWaitEvent");
@@ -101,11 +106,17 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
     return false;
   }
   std::lock_guard<SpinMutex> lock(mutex_);
+  // A point on the readiness stream, or on a stream that waited for the readiness event, is
+  // ordered after the readiness point: once it completes, so has the producer's work.
+  const bool covers_readiness = readiness_.event != nullptr && !is_default_stream_handle(stream) &&
+                                (stream == readiness_.stream || stream == last_waiter_);
   for (std::size_t i = 0; i < deallocation_.size(); ++i) {
     StreamPoint& point = deallocation_[i];
     if (point.stream == stream && point.device == location->device &&
         point.thread_key == location->thread_key) {
-      return record_point(point, stream).has_value();  // moves this stream's point forward
+      const bool recorded = record_point(point, stream).has_value();  // moves the point forward
+      readiness_covered_ = readiness_covered_ || (recorded && covers_readiness);
+      return recorded;
     }
   }
   auto event = acquire_event(location->device);
@@ -117,6 +128,7 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
     release_event(point.device, point.event);
     return false;
   }
+  readiness_covered_ = readiness_covered_ || covers_readiness;
   return true;
 }
 
@@ -130,15 +142,16 @@ bool StreamState::poll_idle() noexcept {
   if (!drop_completed_points(deallocation_)) {
     return false;
   }
-  return readiness_.event == nullptr || point_completed(readiness_);
+  return readiness_.event == nullptr || readiness_covered_ || point_completed(readiness_);
 }
 
 StreamPointList StreamState::take_release_points() noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
   StreamPointList points(std::move(deallocation_));
   // The readiness events join the list even past its inline room; should the heap refuse, they
-  // go back to the pool at once, which only risks a host waiter seeing a recycled event.
-  if (readiness_.event != nullptr && !points.push_back(readiness_)) {
+  // go back to the pool at once, which only risks a host waiter seeing a recycled event. A
+  // readiness point that a deallocation point is ordered after needs no query of its own.
+  if (readiness_.event != nullptr && (readiness_covered_ || !points.push_back(readiness_))) {
     release_event(readiness_.device, readiness_.event);
   }
   for (const StreamPoint& spare : spare_readiness_) {
@@ -147,6 +160,8 @@ StreamPointList StreamState::take_release_points() noexcept {
     }
   }
   readiness_ = StreamPoint{};
+  last_waiter_ = nullptr;
+  readiness_covered_ = false;
   spare_readiness_.clear();
   readiness_stream_.store(nullptr, std::memory_order_release);
   has_readiness_.store(false, std::memory_order_release);
@@ -164,6 +179,8 @@ void StreamState::reset() noexcept {
     release_event(readiness_.device, readiness_.event);
   }
   readiness_ = StreamPoint{};
+  last_waiter_ = nullptr;
+  readiness_covered_ = false;
   for (const StreamPoint& spare : spare_readiness_) {
     release_event(spare.device, spare.event);
   }

@@ -66,6 +66,8 @@ class StreamState {
   StreamPoint readiness_;
   std::atomic<bool> has_readiness_{false};
   std::atomic<cudaStream_t> readiness_stream_{nullptr};
+  cudaStream_t last_waiter_ = nullptr;        // last explicit stream that waited for readiness_
+  bool readiness_covered_ = false;            // a deallocation point is ordered after readiness_
   std::vector<StreamPoint> spare_readiness_;  // events of devices the readiness used before
   StreamPointList deallocation_;
 };
