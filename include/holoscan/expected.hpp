@@ -36,9 +36,14 @@ struct Error {
 template <class T, class E = Error>
 using expected = tl::expected<T, E>;
 
-/** @brief The failure half of `expected`. */
-template <class E = Error>
-using unexpected = tl::unexpected<E>;
+/** @brief The failure half of `expected` (tl's class template, so `unexpected(error)` deduces). */
+using tl::unexpected;
+
+/** @brief Tag to construct an `expected` in its failure state in place. */
+using tl::unexpect;
+
+/** @brief Wraps `error` as the failure value of an `expected`. */
+inline unexpected<Error> make_unexpected(Error error) { return unexpected<Error>(std::move(error)); }
 
 /** @brief Builds the failure value of an `expected` in one expression. */
 inline unexpected<Error> make_unexpected(ErrorCode code, std::string message,

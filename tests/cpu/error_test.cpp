@@ -55,5 +55,16 @@ TEST(Expected, HoldsAValue) {
   EXPECT_EQ(*result, "ok");
 }
 
+TEST(Expected, UnexpectedDeducesFromAnError) {
+  const expected<int> direct = unexpected(Error{ErrorCode::kNotReady, "later", 0});
+  ASSERT_FALSE(direct.has_value());
+  EXPECT_EQ(direct.error().code, ErrorCode::kNotReady);
+  const expected<int> wrapped = make_unexpected(Error{ErrorCode::kFailure, "why", 7});
+  ASSERT_FALSE(wrapped.has_value());
+  EXPECT_EQ(wrapped.error().provenance, 7u);
+  const expected<int> in_place(unexpect, Error{ErrorCode::kInvalidArgument, "field", 0});
+  EXPECT_EQ(in_place.error().message, "field");
+}
+
 }  // namespace
 }  // namespace holoscan
