@@ -18,10 +18,13 @@ namespace holoscan {
  * - Readiness: set_readiness_stream records one pooled event on the producer stream; each other
  *   consumer stream then costs one cudaStreamWaitEvent, the producer stream itself none.
  * - Deallocation: every stream given is honoured (fan-out); a derived owner releases its memory
- *   through release_when_safe(), which defers the release until the GPU passed every point.
+ *   through release_when_safe(), which defers the release until the GPU passed every point,
+ *   the readiness point included.
  * - Capture: set_readiness_stream and set_deallocation_stream return false on a stream that is
  *   being captured into a CUDA graph (a captured event cannot be waited on from outside the graph
  *   and a graph may replay after the owner is gone): keep such memory alive for the graph's life.
+ *   synchronize_for_consumer on a capturing stream returns kCudaError
+ *   (cudaErrorStreamCaptureIsolation, and CUDA invalidates that capture): synchronize first.
  */
 class StreamTrackedReference : public TensorMemoryReference {
  public:

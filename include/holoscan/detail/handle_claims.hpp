@@ -25,8 +25,11 @@ class HandleClaims {
     return false;
   }
 
-  /** @brief Claims held now. */
-  std::int64_t count() const noexcept { return count_.load(std::memory_order_acquire); }
+  /** @brief Claims held now (never negative, even during an unpaired release's correction). */
+  std::int64_t count() const noexcept {
+    const std::int64_t claims = count_.load(std::memory_order_acquire);
+    return claims > 0 ? claims : 0;
+  }
   /** @brief Releases that found no claim to drop. */
   std::uint64_t unpaired_releases() const noexcept {
     return unpaired_.load(std::memory_order_relaxed);
