@@ -6,63 +6,60 @@
 
 namespace {
 
-void BM_Floor_EventRecord(benchmark::State& state) {
+using holoscan_bench::StreamPair;
+
+// Times `call(event, streams)` on one untimed event, after `prepare` readied it.
+template <class Prepare, class Call>
+void time_raw(benchmark::State& state, Prepare prepare, Call call) {
   if (!holoscan_bench::require_gpu(state)) {
     return;
   }
-  holoscan_bench::StreamPair streams;
+  StreamPair streams;
   cudaEvent_t event = nullptr;
   (void)cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  prepare(event, streams);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(cudaEventRecord(event, streams.producer));
+    call(event, streams);
   }
   (void)cudaEventDestroy(event);
+}
+
+void nothing(cudaEvent_t, const StreamPair&) {}
+
+void recorded(cudaEvent_t event, const StreamPair& streams) {
+  (void)cudaEventRecord(event, streams.producer);
+}
+
+void BM_Floor_EventRecord(benchmark::State& state) {
+  time_raw(state, nothing, [](cudaEvent_t event, const StreamPair& streams) {
+    benchmark::DoNotOptimize(cudaEventRecord(event, streams.producer));
+  });
 }
 BENCHMARK(BM_Floor_EventRecord);
 
 void BM_Floor_StreamWaitEvent(benchmark::State& state) {
-  if (!holoscan_bench::require_gpu(state)) {
-    return;
-  }
-  holoscan_bench::StreamPair streams;
-  cudaEvent_t event = nullptr;
-  (void)cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-  (void)cudaEventRecord(event, streams.producer);
-  for (auto _ : state) {
+  time_raw(state, recorded, [](cudaEvent_t event, const StreamPair& streams) {
     benchmark::DoNotOptimize(cudaStreamWaitEvent(streams.consumer, event, 0));
-  }
-  (void)cudaEventDestroy(event);
+  });
 }
 BENCHMARK(BM_Floor_StreamWaitEvent);
 
 void BM_Floor_RecordWaitPair(benchmark::State& state) {
-  if (!holoscan_bench::require_gpu(state)) {
-    return;
-  }
-  holoscan_bench::StreamPair streams;
-  cudaEvent_t event = nullptr;
-  (void)cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-  for (auto _ : state) {
+  time_raw(state, nothing, [](cudaEvent_t event, const StreamPair& streams) {
     benchmark::DoNotOptimize(cudaEventRecord(event, streams.producer));
     benchmark::DoNotOptimize(cudaStreamWaitEvent(streams.consumer, event, 0));
-  }
-  (void)cudaEventDestroy(event);
+  });
 }
 BENCHMARK(BM_Floor_RecordWaitPair);
 
 void BM_Floor_EventQueryDone(benchmark::State& state) {
-  if (!holoscan_bench::require_gpu(state)) {
-    return;
-  }
-  holoscan_bench::StreamPair streams;
-  cudaEvent_t event = nullptr;
-  (void)cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-  (void)cudaEventRecord(event, streams.producer);
-  (void)cudaEventSynchronize(event);
-  for (auto _ : state) {
+  const auto completed = [](cudaEvent_t event, const StreamPair& streams) {
+    recorded(event, streams);
+    (void)cudaEventSynchronize(event);
+  };
+  time_raw(state, completed, [](cudaEvent_t event, const StreamPair&) {
     benchmark::DoNotOptimize(cudaEventQuery(event));
-  }
-  (void)cudaEventDestroy(event);
+  });
 }
 BENCHMARK(BM_Floor_EventQueryDone);
 

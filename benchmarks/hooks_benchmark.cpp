@@ -27,59 +27,54 @@ class AllocationProbe {
   std::uint64_t start_;
 };
 
-void BM_SetReadinessStream(benchmark::State& state) {
+using holoscan::DLManagedMemoryBufferVersioned;
+using holoscan_bench::StreamPair;
+
+// Times `hook` on one owner after `warm_up` has taken the owner's events from the pool.
+template <class WarmUp, class Hook>
+void time_hook(benchmark::State& state, WarmUp warm_up, Hook hook) {
   if (!holoscan_bench::require_gpu(state)) {
     return;
   }
-  holoscan_bench::StreamPair streams;
-  holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
-  buffer.set_readiness_stream(streams.producer);  // warm-up: the event comes from the pool
+  StreamPair streams;
+  DLManagedMemoryBufferVersioned buffer(nullptr);
+  warm_up(buffer, streams);
   AllocationProbe probe(state);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(buffer.set_readiness_stream(streams.producer));
+    benchmark::DoNotOptimize(hook(buffer, streams));
   }
+}
+
+void record_readiness(DLManagedMemoryBufferVersioned& buffer, const StreamPair& streams) {
+  buffer.set_readiness_stream(streams.producer);
+}
+
+void BM_SetReadinessStream(benchmark::State& state) {
+  time_hook(state, record_readiness, [](auto& buffer, const StreamPair& streams) {
+    return buffer.set_readiness_stream(streams.producer);
+  });
 }
 BENCHMARK(BM_SetReadinessStream);
 
 void BM_SynchronizeForConsumer_OtherStream(benchmark::State& state) {
-  if (!holoscan_bench::require_gpu(state)) {
-    return;
-  }
-  holoscan_bench::StreamPair streams;
-  holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
-  buffer.set_readiness_stream(streams.producer);
-  AllocationProbe probe(state);
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(buffer.synchronize_for_consumer(streams.consumer));
-  }
+  time_hook(state, record_readiness, [](auto& buffer, const StreamPair& streams) {
+    return buffer.synchronize_for_consumer(streams.consumer);
+  });
 }
 BENCHMARK(BM_SynchronizeForConsumer_OtherStream);
 
 void BM_SynchronizeForConsumer_SameStream(benchmark::State& state) {
-  if (!holoscan_bench::require_gpu(state)) {
-    return;
-  }
-  holoscan_bench::StreamPair streams;
-  holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
-  buffer.set_readiness_stream(streams.producer);
-  AllocationProbe probe(state);
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(buffer.synchronize_for_consumer(streams.producer));
-  }
+  time_hook(state, record_readiness, [](auto& buffer, const StreamPair& streams) {
+    return buffer.synchronize_for_consumer(streams.producer);
+  });
 }
 BENCHMARK(BM_SynchronizeForConsumer_SameStream);
 
 void BM_SetDeallocationStream(benchmark::State& state) {
-  if (!holoscan_bench::require_gpu(state)) {
-    return;
-  }
-  holoscan_bench::StreamPair streams;
-  holoscan::DLManagedMemoryBufferVersioned buffer(nullptr);
-  buffer.set_deallocation_stream(streams.consumer);
-  AllocationProbe probe(state);
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(buffer.set_deallocation_stream(streams.consumer));
-  }
+  const auto record_deallocation = [](auto& buffer, const StreamPair& streams) {
+    return buffer.set_deallocation_stream(streams.consumer);
+  };
+  time_hook(state, record_deallocation, record_deallocation);
 }
 BENCHMARK(BM_SetDeallocationStream);
 
