@@ -174,20 +174,12 @@ bool StreamState::holds_points() const noexcept {
 }
 
 void StreamState::reset() noexcept {
-  std::lock_guard<SpinMutex> lock(mutex_);
-  if (readiness_.event != nullptr) {
-    release_event(readiness_.device, readiness_.event);
+  if (!holds_points()) {  // the common case for host memory: nothing to hand back
+    return;
   }
-  readiness_ = StreamPoint{};
-  last_waiter_ = nullptr;
-  readiness_covered_ = false;
-  for (const StreamPoint& spare : spare_readiness_) {
-    release_event(spare.device, spare.event);
-  }
-  spare_readiness_.clear();
-  release_points(deallocation_);
-  readiness_stream_.store(nullptr, std::memory_order_release);
-  has_readiness_.store(false, std::memory_order_release);
+  // The same hand-over as a final release, with every event given straight back.
+  StreamPointList points = take_release_points();
+  release_points(points);
 }
 
 }  // namespace holoscan::detail
