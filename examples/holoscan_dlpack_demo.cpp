@@ -210,7 +210,7 @@ void pipeline(Tally& tally, bool gpu) {
       if (gpu) {
         (void)tensor->synchronize_for_consumer(consumers[k]);
       }
-      auto exported = tensor->to_dlpack_versioned();
+      auto exported = tensor->export_dlpack_versioned();
       auto received = exported
                           ? holoscan::make_tensor_from_dlpack_versioned(*exported)
                           : holoscan::expected<holoscan::Tensor>(tl::unexpect, exported.error());

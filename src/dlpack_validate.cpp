@@ -1,7 +1,7 @@
 #include "dlpack_validate.hpp"
 
-#include <climits>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -9,6 +9,11 @@
 
 namespace holoscan::detail {
 namespace {
+
+__extension__ typedef __int128
+    Wide;  // every product of two int64 values fits; sums of 32 of them too
+constexpr Wide kInt64Max = std::numeric_limits<std::int64_t>::max();
+constexpr Wide kInt64Min = std::numeric_limits<std::int64_t>::min();
 
 // Enumerators added by later DLPack minors, detected from the header this build compiles against.
 template <class E, class = void>
@@ -39,11 +44,6 @@ constexpr int last_dtype_code() {
   }
 }
 
-bool known_device_type(std::int32_t type) noexcept {
-  // 5 and 6 were never assigned.
-  return type >= kDLCPU && type <= last_device_type<DLDeviceType>() && type != 5 && type != 6;
-}
-
 // Bits a sub-byte floating-point code requires, or 0 when the code is byte-sized.
 int required_sub_byte_bits(std::uint8_t code) noexcept {
   constexpr int kFirstFloat6 = last_dtype_code<DLDataTypeCode>() - 2;  // e2m3fn, e3m2fn, e2m1fn
@@ -59,57 +59,115 @@ int required_sub_byte_bits(std::uint8_t code) noexcept {
   return 0;
 }
 
-// DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (DLPack 1.1), named here for 1.0 headers too.
-constexpr std::uint64_t kSubBytePaddedFlag = std::uint64_t{1} << 2;
-
 Error invalid(const char* who, const std::string& what) {
   return Error{ErrorCode::kInvalidArgument, std::string(who) + ": " + what, 0};
 }
 
-std::int64_t payload_bytes(std::int64_t size, DLDataType dtype, std::uint64_t flags,
-                           bool* overflow) noexcept {
-  const std::int64_t bits = static_cast<std::int64_t>(dtype.bits) * dtype.lanes;
-  std::int64_t total = 0;
-  if (bits % 8 == 0 || (flags & kSubBytePaddedFlag) != 0) {
-    *overflow = __builtin_mul_overflow(size, (bits + 7) / 8, &total);
-    return total;
+std::int64_t saturate(Wide value) noexcept {
+  if (value > kInt64Max) {
+    return std::numeric_limits<std::int64_t>::max();
   }
-  *overflow = __builtin_mul_overflow(size, bits, &total);
-  return (total + 7) / 8;
+  if (value < kInt64Min) {
+    return std::numeric_limits<std::int64_t>::min();
+  }
+  return static_cast<std::int64_t>(value);
+}
+
+Wide element_bits(DLDataType dtype) noexcept { return Wide{dtype.bits} * dtype.lanes; }
+
+Wide item_bytes(DLDataType dtype) noexcept { return (element_bits(dtype) + 7) / 8; }
+
+// Bytes spanned by `elements` consecutive elements, exact for packed sub-byte types.
+Wide wide_payload_bytes(Wide elements, DLDataType dtype, std::uint64_t flags) noexcept {
+  if (is_packed_sub_byte(dtype, flags)) {
+    return (elements * element_bits(dtype) + 7) / 8;
+  }
+  return elements * item_bytes(dtype);
+}
+
+Wide wide_stride_bytes(Wide stride, DLDataType dtype, std::uint64_t flags) noexcept {
+  if (!is_packed_sub_byte(dtype, flags)) {
+    return stride * item_bytes(dtype);
+  }
+  const Wide magnitude = ((stride < 0 ? -stride : stride) * element_bits(dtype) + 7) / 8;
+  return stride < 0 ? -magnitude : magnitude;
 }
 
 }  // namespace
 
 std::uint64_t known_flag_bits() noexcept {
-  std::uint64_t bits = DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED;
-#ifdef DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED
-  bits |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
-#endif
-  return bits;
+  return DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED |
+         (DLPACK_MINOR_VERSION >= 1 ? kSubBytePaddedFlag : 0);
+}
+
+bool is_packed_sub_byte(DLDataType dtype, std::uint64_t flags) noexcept {
+  return element_bits(dtype) % 8 != 0 && (flags & kSubBytePaddedFlag) == 0;
+}
+
+bool known_device_type(std::int32_t type) noexcept {
+  // 5 and 6 were never assigned.
+  return type >= kDLCPU && type <= last_device_type<DLDeviceType>() && type != 5 && type != 6;
+}
+
+std::int64_t element_count(std::int32_t ndim, const std::int64_t* shape) noexcept {
+  Wide count = 1;
+  for (std::int32_t i = 0; i < ndim && shape != nullptr; ++i) {
+    count *= shape[i] > 0 ? shape[i] : 0;
+    if (count > kInt64Max) {
+      return std::numeric_limits<std::int64_t>::max();
+    }
+  }
+  return static_cast<std::int64_t>(count);
+}
+
+void compact_strides(std::int32_t ndim, const std::int64_t* shape, std::int64_t* strides) noexcept {
+  Wide step = 1;
+  for (std::int32_t i = ndim; i-- > 0;) {
+    strides[i] = saturate(step);
+    step *= shape[i] > 0 ? shape[i] : 1;
+    if (step > kInt64Max) {
+      step = kInt64Max;  // only metadata that validate_layout rejects gets here
+    }
+  }
+}
+
+std::int64_t payload_bytes(std::int64_t size, DLDataType dtype, std::uint64_t flags) noexcept {
+  return saturate(wide_payload_bytes(size, dtype, flags));
+}
+
+std::int64_t stride_in_bytes(std::int64_t stride, DLDataType dtype, std::uint64_t flags) noexcept {
+  return saturate(wide_stride_bytes(stride, dtype, flags));
 }
 
 expected<void, Error> validate_dtype(DLDataType dtype, const char* who) {
   if (dtype.code > last_dtype_code<DLDataTypeCode>()) {
-    return tl::unexpected<Error>(invalid(
+    return make_unexpected(invalid(
         who, "dtype.code " + std::to_string(dtype.code) + " is not a known DLDataTypeCode"));
   }
   if (dtype.lanes == 0) {
-    return tl::unexpected<Error>(invalid(who, "dtype.lanes is 0"));
+    return make_unexpected(invalid(who, "dtype.lanes is 0"));
   }
   if (dtype.bits == 0) {
-    return tl::unexpected<Error>(invalid(who, "dtype.bits is 0"));
+    return make_unexpected(invalid(who, "dtype.bits is 0"));
   }
   const int sub_byte_bits = required_sub_byte_bits(dtype.code);
   if (sub_byte_bits != 0) {
     if (dtype.bits != sub_byte_bits || dtype.lanes != 1) {
-      return tl::unexpected<Error>(invalid(who, "dtype.bits " + std::to_string(dtype.bits) +
-                                                    " (lanes " + std::to_string(dtype.lanes) +
-                                                    ") does not match dtype.code " +
-                                                    std::to_string(dtype.code)));
+      return make_unexpected(invalid(who, "dtype.bits " + std::to_string(dtype.bits) + " (lanes " +
+                                              std::to_string(dtype.lanes) +
+                                              ") does not match dtype.code " +
+                                              std::to_string(dtype.code)));
     }
   } else if (dtype.bits % 8 != 0) {
-    return tl::unexpected<Error>(invalid(
+    return make_unexpected(invalid(
         who, "dtype.bits " + std::to_string(dtype.bits) + " is not a whole number of bytes"));
+  }
+  // Tensor::itemsize() is a uint8_t, as Holoscan declares it: a larger item could not be told.
+  if (item_bytes(dtype) > std::numeric_limits<std::uint8_t>::max()) {
+    return make_unexpected(
+        invalid(who, "dtype.bits * dtype.lanes gives an element of " +
+                         std::to_string(static_cast<std::int64_t>(item_bytes(dtype))) +
+                         " bytes, more than the 255 that Tensor::itemsize() can report"));
   }
   return {};
 }
@@ -117,101 +175,93 @@ expected<void, Error> validate_dtype(DLDataType dtype, const char* who) {
 expected<Layout, Error> validate_layout(std::int32_t ndim, const std::int64_t* shape,
                                         DLDataType dtype, std::uint64_t flags, const char* who) {
   if (ndim < 0 || ndim > kMaxTensorDims) {
-    return tl::unexpected<Error>(invalid(who, "ndim " + std::to_string(ndim) + " is outside [0, " +
-                                                  std::to_string(kMaxTensorDims) + "]"));
+    return make_unexpected(invalid(who, "ndim " + std::to_string(ndim) + " is outside [0, " +
+                                            std::to_string(kMaxTensorDims) + "]"));
   }
   if (ndim > 0 && shape == nullptr) {
-    return tl::unexpected<Error>(
-        invalid(who, "shape is null while ndim is " + std::to_string(ndim)));
+    return make_unexpected(invalid(who, "shape is null while ndim is " + std::to_string(ndim)));
   }
   if (auto valid = validate_dtype(dtype, who); !valid) {
-    return tl::unexpected<Error>(std::move(valid.error()));
+    return forward_error(std::move(valid));
   }
-  Layout layout;
-  layout.size = 1;
-  std::int64_t compact_span = 1;  // product of max(extent, 1): the largest computed stride
-  for (std::int32_t i = 0; i < ndim; ++i) {
+  Wide size = 1;
+  Wide compact_stride = 1;  // the compact row-major stride of the dimension being looked at
+  for (std::int32_t i = ndim; i-- > 0;) {
     const std::int64_t extent = shape[i];
     if (extent < 0) {
-      return tl::unexpected<Error>(invalid(
+      return make_unexpected(invalid(
           who, "shape[" + std::to_string(i) + "] is " + std::to_string(extent) + ", must be >= 0"));
     }
-    if (__builtin_mul_overflow(layout.size, extent, &layout.size) ||
-        __builtin_mul_overflow(compact_span, extent > 0 ? extent : 1, &compact_span)) {
-      return tl::unexpected<Error>(invalid(who, "shape: element count overflows int64"));
+    // Strides are computed for zero-size tensors too, and reported in bytes: each must fit.
+    if (wide_stride_bytes(compact_stride, dtype, flags) > kInt64Max) {
+      return make_unexpected(invalid(who, "shape: the compact stride of dimension " +
+                                              std::to_string(i) +
+                                              " overflows int64 in bytes (byte size overflow)"));
+    }
+    size *= extent;
+    compact_stride *= extent > 0 ? extent : 1;
+    if (size > kInt64Max || compact_stride > kInt64Max) {
+      return make_unexpected(invalid(who, "shape: element count overflows int64"));
     }
   }
-  bool overflow = false;
-  layout.nbytes = payload_bytes(layout.size, dtype, flags, &overflow);
-  if (overflow) {
-    return tl::unexpected<Error>(invalid(who, "shape: byte size overflows int64"));
+  const Wide bytes = wide_payload_bytes(size, dtype, flags);
+  if (bytes > kInt64Max) {
+    return make_unexpected(invalid(who, "shape: byte size overflows int64"));
   }
-  return layout;
+  return Layout{static_cast<std::int64_t>(size), static_cast<std::int64_t>(bytes)};
 }
 
-expected<void, Error> import_dl_tensor(const DLTensor& tensor, std::uint64_t flags,
-                                       TensorContext& context, const char* who) {
+expected<Layout, Error> validate_dl_tensor(const DLTensor& tensor, std::uint64_t flags,
+                                           const char* who) {
   auto layout = validate_layout(tensor.ndim, tensor.shape, tensor.dtype, flags, who);
   if (!layout) {
-    return tl::unexpected<Error>(std::move(layout.error()));
+    return layout;
   }
   if (!known_device_type(tensor.device.device_type)) {
-    return tl::unexpected<Error>(invalid(who, "device.device_type " +
-                                                  std::to_string(tensor.device.device_type) +
-                                                  " is not a known DLDeviceType"));
+    return make_unexpected(invalid(who, "device.device_type " +
+                                            std::to_string(tensor.device.device_type) +
+                                            " is not a known DLDeviceType"));
   }
   if (tensor.device.device_id < 0) {
-    return tl::unexpected<Error>(invalid(
+    return make_unexpected(invalid(
         who, "device.device_id " + std::to_string(tensor.device.device_id) + " is negative"));
   }
   if (tensor.data == nullptr && layout->size > 0) {
-    return tl::unexpected<Error>(
+    return make_unexpected(
         invalid(who, "data is null for a tensor of " + std::to_string(layout->size) + " elements"));
   }
-  std::uintptr_t first = 0;
-  if (tensor.byte_offset > static_cast<std::uint64_t>(INT64_MAX) ||
-      __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(tensor.data), tensor.byte_offset,
-                             &first)) {
-    return tl::unexpected<Error>(invalid(
-        who, "byte_offset " + std::to_string(tensor.byte_offset) + " overflows the address space"));
+  // The bytes addressed relative to data: [byte_offset + low, byte_offset + high).
+  // Without strides the elements are compact: validate_layout proved their bytes fit int64.
+  Wide low = 0;
+  Wide high = tensor.strides == nullptr ? layout->nbytes : 0;
+  if (tensor.strides != nullptr && layout->size > 0) {
+    high = item_bytes(tensor.dtype);
   }
-  if (tensor.strides != nullptr) {
-    // Tensor::strides() reports bytes, so each stride must still fit int64 once scaled.
-    const std::int64_t item =
-        (static_cast<std::int64_t>(tensor.dtype.bits) * tensor.dtype.lanes + 7) / 8;
-    for (std::int32_t i = 0; i < tensor.ndim; ++i) {
-      std::int64_t bytes = 0;
-      if (tensor.strides[i] == INT64_MIN ||
-          __builtin_mul_overflow(tensor.strides[i], item, &bytes)) {
-        return tl::unexpected<Error>(invalid(who, "strides[" + std::to_string(i) + "] is " +
-                                                      std::to_string(tensor.strides[i]) +
-                                                      ", too large to express in bytes"));
-      }
+  for (std::int32_t i = 0; i < tensor.ndim; ++i) {
+    const std::int64_t stride = tensor.strides != nullptr ? tensor.strides[i] : 0;
+    const Wide bytes = wide_stride_bytes(stride, tensor.dtype, flags);
+    if (bytes > kInt64Max || bytes <= kInt64Min) {
+      return make_unexpected(invalid(who, "strides[" + std::to_string(i) + "] is " +
+                                              std::to_string(stride) +
+                                              ", too large to express in bytes"));
+    }
+    if (tensor.strides != nullptr && layout->size > 0) {
+      const Wide reach = bytes * (tensor.shape[i] - 1);
+      (reach < 0 ? low : high) += reach;
     }
   }
-  if (!context.reserve_dims(tensor.ndim)) {
-    return make_unexpected(ErrorCode::kResourceExhausted,
-                           std::string(who) + ": out of host memory");
+  const Wide offset = tensor.byte_offset;
+  if (offset > kInt64Max || offset + high > kInt64Max || offset + low < -kInt64Max) {
+    return make_unexpected(invalid(who, "byte_offset " + std::to_string(tensor.byte_offset) +
+                                            " with the strides' span overflows int64"));
   }
-  fill_context(tensor, *layout, flags, context);
-  return {};
-}
-
-void fill_context(const DLTensor& tensor, Layout layout, std::uint64_t flags,
-                  TensorContext& context) noexcept {
-  std::int64_t stride = 1;  // validate_layout proved the compact strides fit
-  for (std::int32_t i = tensor.ndim; i-- > 0;) {
-    context.dl.shape[i] = tensor.shape[i];
-    context.dl.strides[i] = tensor.strides != nullptr ? tensor.strides[i] : stride;
-    stride *= tensor.shape[i] > 0 ? tensor.shape[i] : 1;
+  const Wide address = static_cast<Wide>(reinterpret_cast<std::uintptr_t>(tensor.data));
+  if (address + offset + low < 0 ||
+      address + offset + high > static_cast<Wide>(std::numeric_limits<std::uintptr_t>::max())) {
+    return make_unexpected(invalid(
+        who, "byte_offset " + std::to_string(tensor.byte_offset) + " overflows the address space"));
   }
-  context.dl.data = tensor.data;
-  context.dl.device = tensor.device;
-  context.dl.dtype = tensor.dtype;
-  context.dl.byte_offset = tensor.byte_offset;
-  context.flags = flags;
-  context.size = layout.size;
-  context.nbytes = layout.nbytes;
+  return layout;
 }
 
 }  // namespace holoscan::detail

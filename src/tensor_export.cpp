@@ -1,33 +1,46 @@
 #include <array>
 #include <memory>
 #include <new>
+#include <string>
 
+#include "dlpack_validate.hpp"
 #include "holoscan/tensor.hpp"
 
 namespace holoscan {
 namespace {
 
-// One allocation per export: the managed tensor, its own shape/strides, and a strong reference
-// to the Tensor's context (which keeps the memory alive) plus one handle claim on the memory.
+constexpr std::int32_t kInlineDims = 6;
+
+// One allocation per export (for ndim <= kInlineDims): the managed tensor, its own shape and
+// explicit strides, a strong reference to the context (which keeps the memory alive) and one
+// handle claim on the memory, dropped by the deleter.
 template <class Managed>
 struct ExportedTensor {
   Managed managed{};
-  std::shared_ptr<detail::TensorContext> context;
-  std::array<std::int64_t, 2 * detail::TensorContext::kInlineDims> inline_dims{};
+  std::shared_ptr<DLManagedTensorContext> context;
+  std::array<std::int64_t, 2 * kInlineDims> inline_dims{};
   std::unique_ptr<std::int64_t[]> heap_dims;
 
   static void delete_export(Managed* self) noexcept {
     auto* owner = static_cast<ExportedTensor*>(self->manager_ctx);
-    owner->context->memory->release_tensor_handle();
+    if (owner->context->memory_reference != nullptr) {
+      owner->context->memory_reference->release_tensor_handle();
+    }
     delete owner;
   }
 };
 
 template <class Managed>
-expected<Managed*, Error> export_context(const std::shared_ptr<detail::TensorContext>& context,
-                                         const char* who) {
+expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorContext>& context,
+                                         std::uint64_t flags, const char* who) {
   if (context == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument, std::string(who) + ": the Tensor is empty");
+  }
+  const DLTensor& source = context->tensor.dl_tensor;
+  // A context built by hand is checked like an import before any of it is copied out.
+  if (auto layout = detail::validate_layout(source.ndim, source.shape, source.dtype, flags, who);
+      !layout) {
+    return forward_error(std::move(layout));
   }
   auto owner =
       std::unique_ptr<ExportedTensor<Managed>>(new (std::nothrow) ExportedTensor<Managed>());
@@ -35,9 +48,8 @@ expected<Managed*, Error> export_context(const std::shared_ptr<detail::TensorCon
     return make_unexpected(ErrorCode::kResourceExhausted,
                            std::string(who) + ": out of host memory");
   }
-  const DLTensor& source = context->dl;
   std::int64_t* dims = owner->inline_dims.data();
-  if (source.ndim > detail::TensorContext::kInlineDims) {
+  if (source.ndim > kInlineDims) {
     owner->heap_dims.reset(new (std::nothrow)
                                std::int64_t[2 * static_cast<std::size_t>(source.ndim)]);
     if (owner->heap_dims == nullptr) {
@@ -49,31 +61,64 @@ expected<Managed*, Error> export_context(const std::shared_ptr<detail::TensorCon
   DLTensor& target = owner->managed.dl_tensor;
   target = source;
   target.shape = source.ndim > 0 ? dims : nullptr;
+  // Strides are always written out: DLPack >= 1.2 requires them, and older readers accept them.
   target.strides = source.ndim > 0 ? dims + source.ndim : nullptr;
   for (std::int32_t i = 0; i < source.ndim; ++i) {
     target.shape[i] = source.shape[i];
-    target.strides[i] = source.strides[i];
+    target.strides[i] = source.strides != nullptr ? source.strides[i] : 0;
+  }
+  if (source.ndim > 0 && source.strides == nullptr) {
+    detail::compact_strides(source.ndim, source.shape, target.strides);
   }
   owner->context = context;
   owner->managed.manager_ctx = owner.get();
   owner->managed.deleter = &ExportedTensor<Managed>::delete_export;
-  context->memory->retain_tensor_handle();
+  if (context->memory_reference != nullptr) {
+    context->memory_reference->retain_tensor_handle();
+  }
   return &owner.release()->managed;
 }
 
 }  // namespace
 
-expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
-  auto managed = export_context<DLManagedTensorVersioned>(context_, "Tensor::to_dlpack_versioned");
+expected<DLManagedTensorVersioned*, Error> Tensor::export_dlpack_versioned() const {
+  std::uint64_t flags = this->flags();
+  if (read_only()) {
+    flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  }
+  auto managed =
+      export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
   if (managed) {
     (*managed)->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    (*managed)->flags = context_->flags;
+    (*managed)->flags = flags;
   }
   return managed;
 }
 
-expected<DLManagedTensor*, Error> Tensor::to_dlpack() const {
-  return export_context<DLManagedTensor>(context_, "Tensor::to_dlpack");
+expected<DLManagedTensor*, Error> Tensor::export_dlpack() const {
+  if ((flags() & detail::kSubBytePaddedFlag) != 0 && detail::is_packed_sub_byte(dtype(), 0)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::to_dlpack: the tensor's sub-byte elements are padded "
+                           "(IS_SUBBYTE_TYPE_PADDED), which a legacy DLManagedTensor cannot say; "
+                           "use to_dlpack_versioned");
+  }
+  return export_context<DLManagedTensor>(dl_ctx_, flags(), "Tensor::to_dlpack");
+}
+
+DLManagedTensorVersioned* Tensor::to_dlpack_versioned() const {
+  auto managed = export_dlpack_versioned();
+  if (!managed) {
+    throw RuntimeError(managed.error());
+  }
+  return *managed;
+}
+
+DLManagedTensor* Tensor::to_dlpack() const {
+  auto managed = export_dlpack();
+  if (!managed) {
+    throw RuntimeError(managed.error());
+  }
+  return *managed;
 }
 
 }  // namespace holoscan

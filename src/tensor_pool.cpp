@@ -1,5 +1,6 @@
 #include "holoscan/tensor_pool.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -8,44 +9,24 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda_error.hpp"
-#include "deferred_release.hpp"
 #include "device_guard.hpp"
 #include "dlpack_validate.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "stream_point.hpp"
+#include "tensor_view.hpp"
 
 namespace holoscan {
-namespace {
 
-constexpr std::size_t kBlockAlignment = 256;
+struct TensorPool::Storage {
+  void* memory = nullptr;
+  PoolMemory kind = PoolMemory::kHost;
+  int device = 0;
 
-// A block's memory reference: its claims and stream points decide when the block is free again.
-class PoolBlockReference final : public StreamTrackedReference {
- public:
-  // Free once no handle names the block and the GPU passed every point on it (polled).
-  bool idle() noexcept { return claims_.count() == 0 && streams_.poll_idle(); }
-  // Forgets the previous tensor's streams before the block is handed out again.
-  void recycle() noexcept { streams_.reset(); }
-  // Moves this block's points into `into`; a point that does not fit is waited for here.
-  void move_points_to(detail::StreamPointList& into) noexcept {
-    detail::StreamPointList points = streams_.take_release_points();
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      if (!into.push_back(points[i])) {
-        detail::StreamPointList single;
-        single.push_back(points[i]);
-        detail::wait_and_drop_points(single);
-      }
-    }
-  }
-};
-
-// The pool's memory, freed by the release thread once the GPU is done with every block.
-struct PoolMemoryRelease {
-  void* memory;
-  PoolMemory kind;
-  int device;
-
-  static void free_memory(void* memory, PoolMemory kind, int device) noexcept {
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  // Runs when the last block reference has let go, after the GPU passed every point on them.
+  ~Storage() {
     if (memory == nullptr) {
       return;
     }
@@ -58,19 +39,50 @@ struct PoolMemoryRelease {
       (void)cudaGetLastError();
     }
   }
+};
 
-  static void run(void* context) noexcept {
-    auto* release = static_cast<PoolMemoryRelease*>(context);
-    free_memory(release->memory, release->kind, release->device);
-    delete release;
+namespace {
+
+constexpr std::size_t kBlockAlignment = 256;
+
+// A block's memory reference: its claims and stream points decide, with the use counts of its
+// context and of itself, when the block is free again. It keeps the pool's memory alive, and
+// lets go of it only once the GPU has passed every point recorded on the block.
+class PoolBlockReference final : public StreamTrackedReference {
+ public:
+  explicit PoolBlockReference(std::shared_ptr<TensorPool::Storage> storage) noexcept
+      : storage_(std::move(storage)) {}
+  ~PoolBlockReference() override {
+    auto* held = new (std::nothrow) std::shared_ptr<TensorPool::Storage>(std::move(storage_));
+    if (held == nullptr) {
+      // No room to defer: wait here, since storage_ (kept) goes with this object.
+      detail::StreamPointList points = streams_.take_release_points();
+      detail::wait_and_drop_points(points);
+      return;
+    }
+    release_when_safe(
+        [](void* context) noexcept {
+          delete static_cast<std::shared_ptr<TensorPool::Storage>*>(context);
+        },
+        held);
   }
+  PoolBlockReference(const PoolBlockReference&) = delete;
+  PoolBlockReference& operator=(const PoolBlockReference&) = delete;
+
+  // Whether no claim is held and the GPU passed every point (polled, never waited for).
+  bool idle() noexcept { return claims_.count() == 0 && streams_.poll_idle(); }
+  // Forgets the previous tensor's streams before the block is handed out again.
+  void recycle() noexcept { streams_.reset(); }
+
+ private:
+  std::shared_ptr<TensorPool::Storage> storage_;
 };
 
 }  // namespace
 
 struct TensorPool::Block {
-  PoolBlockReference reference;
-  detail::TensorContext context;
+  std::shared_ptr<DLManagedTensorContext> context;  // the pool's own reference
+  PoolBlockReference* reference = nullptr;          // owned by context->memory_reference
   void* data = nullptr;
   bool handed_out = false;
 };
@@ -103,7 +115,7 @@ expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPool
                            std::string(kWho) + ": out of host memory");
   }
   if (auto memory = pool->allocate_memory(); !memory) {
-    return tl::unexpected<Error>(std::move(memory.error()));
+    return forward_error(std::move(memory));
   }
   return pool;
 }
@@ -111,30 +123,23 @@ expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPool
 TensorPool::TensorPool(Private, const TensorPoolConfig& config)
     : config_(config), blocks_(new Block[config.block_count]) {}
 
-TensorPool::~TensorPool() {
-  // Every Tensor and export keeps the pool alive, so no claim is left; GPU work may be. The last
-  // handle may be dropped on any thread (a consumer's deleter, say), so this never blocks.
-  detail::StreamPointList points;
-  for (std::size_t i = 0; i < config_.block_count; ++i) {
-    blocks_[i].reference.move_points_to(points);
-  }
-  auto* release = new (std::nothrow) PoolMemoryRelease{memory_, config_.memory, config_.device};
-  if (release == nullptr) {
-    detail::wait_and_drop_points(points);
-    PoolMemoryRelease::free_memory(memory_, config_.memory, config_.device);
-  } else if (detail::drop_completed_points(points)) {
-    PoolMemoryRelease::run(release);
-  } else {
-    detail::defer_release(std::move(points), &PoolMemoryRelease::run, release);
-  }
-  memory_ = nullptr;
-}
+// The blocks' contexts go with the pool unless a Tensor or an export still holds one; each
+// block's reference then defers its share of the memory until the GPU is done with the block.
+TensorPool::~TensorPool() = default;
 
 expected<void, Error> TensorPool::allocate_memory() {
   const std::size_t total = config_.block_bytes * config_.block_count;
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>();
+  } catch (...) {
+    return make_unexpected(ErrorCode::kResourceExhausted, "TensorPool::create: out of host memory");
+  }
+  storage->kind = config_.memory;
+  storage->device = config_.device;
   if (config_.memory == PoolMemory::kHost) {
-    memory_ = std::aligned_alloc(kBlockAlignment, total);
-    if (memory_ == nullptr) {
+    storage->memory = std::aligned_alloc(kBlockAlignment, total);
+    if (storage->memory == nullptr) {
       return make_unexpected(
           ErrorCode::kResourceExhausted,
           "TensorPool::create: host allocation of " + std::to_string(total) + " bytes failed");
@@ -142,26 +147,49 @@ expected<void, Error> TensorPool::allocate_memory() {
   } else {
     detail::DeviceGuard guard(config_.device);
     if (guard.status() != cudaSuccess) {
-      return tl::unexpected<Error>(detail::cuda_error(guard.status(), guard.failed_call()));
+      return make_unexpected(detail::cuda_error(guard.status(), guard.failed_call()));
     }
-    if (cudaError_t status = cudaMalloc(&memory_, total); status != cudaSuccess) {
-      memory_ = nullptr;
+    if (cudaError_t status = cudaMalloc(&storage->memory, total); status != cudaSuccess) {
+      storage->memory = nullptr;
       Error error = detail::cuda_error(status, "cudaMalloc");
       if (status == cudaErrorMemoryAllocation) {
         error.code = ErrorCode::kResourceExhausted;
       }
-      return tl::unexpected<Error>(std::move(error));
+      return make_unexpected(std::move(error));
     }
   }
-  for (std::size_t i = 0; i < config_.block_count; ++i) {
-    blocks_[i].data = static_cast<char*>(memory_) + i * config_.block_bytes;
-    blocks_[i].context.memory = &blocks_[i].reference;
+  try {
+    for (std::size_t i = 0; i < config_.block_count; ++i) {
+      Block& block = blocks_[i];
+      block.data = static_cast<char*>(storage->memory) + i * config_.block_bytes;
+      block.context = std::make_shared<DLManagedTensorContext>();
+      // Room for the largest shape up front, so that allocate() never needs the heap.
+      block.context->dl_shape.reserve(kMaxTensorDims);
+      block.context->dl_strides.reserve(kMaxTensorDims);
+      auto reference = std::make_shared<PoolBlockReference>(storage);
+      block.reference = reference.get();
+      block.context->memory_reference = std::move(reference);
+    }
+  } catch (...) {
+    return make_unexpected(ErrorCode::kResourceExhausted, "TensorPool::create: out of host memory");
   }
   return {};
 }
 
 bool TensorPool::block_is_free(Block& block) noexcept {
-  return !block.handed_out || block.reference.idle();
+  if (!block.handed_out) {
+    return true;
+  }
+  // Only the pool may name the block: the use counts cannot be faked by a surplus release. The
+  // last holder's decrement is a release operation; the fence pairs with it. A block whose
+  // reference was replaced through its context is never handed out again.
+  const auto& reference = block.context->memory_reference;
+  if (block.context.use_count() != 1 || reference.use_count() != 1 ||
+      reference.get() != block.reference) {
+    return false;
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return block.reference->idle();
 }
 
 expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
@@ -171,7 +199,7 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
   // even while the pool is exhausted, so that callers retrying on exhaustion do not spin on it.
   auto layout = detail::validate_layout(ndim, shape, dtype, 0, kWho);
   if (!layout) {
-    return tl::unexpected<Error>(std::move(layout.error()));
+    return forward_error(std::move(layout));
   }
   if (static_cast<std::uint64_t>(layout->nbytes) > config_.block_bytes) {
     return make_unexpected(ErrorCode::kInvalidArgument, std::string(kWho) + ": " +
@@ -192,20 +220,19 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
     if (!block_is_free(block)) {
       continue;
     }
-    if (!block.context.reserve_dims(ndim)) {
-      return make_unexpected(ErrorCode::kResourceExhausted,
-                             std::string(kWho) + ": out of host memory");
-    }
     request.data = block.data;
-    detail::fill_context(request, *layout, 0, block.context);
+    // Within the capacity reserved at creation: no allocation, nothing to throw.
+    detail::assign_view(*block.context, request, 0,
+                        DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION});
+    detail::ContextAccess::restore_writable(*block.context);
     if (block.handed_out) {
       reuse_count_.fetch_add(1, std::memory_order_relaxed);
     }
-    block.reference.recycle();
+    block.reference->recycle();
     block.handed_out = true;
     cursor_ = index + 1;
-    // Built under the lock, so the block's first claim exists before another allocate looks.
-    return Tensor(std::shared_ptr<detail::TensorContext>(shared_from_this(), &block.context));
+    // Built under the lock, so the block is named before another allocate looks at it.
+    return Tensor(block.context);
   }
   // Short enough to need no heap allocation: callers retry on this in loops.
   return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");

@@ -1,12 +1,19 @@
 #pragma once
 /**
  * @file
- * @brief Owners of imported DLPack tensors (DLPack >= 1.0 and legacy), mirroring Holoscan 5.0.
+ * @brief DLManagedTensorContext and the owners of imported DLPack tensors (DLPack >= 1.0 and
+ *        legacy), as Holoscan 5.0 declares them in <holoscan/dlpack.hpp>.
  */
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
 #include <dlpack/dlpack.h>
 
 #include "holoscan/cuda_handles.hpp"
 #include "holoscan/deferred_release.hpp"
+#include "holoscan/dlpack_utils.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
@@ -17,12 +24,59 @@
 
 namespace holoscan {
 
+struct DLManagedTensorContext;
+
+namespace detail {
+
+/** @brief Read and narrow the access authority that a context keeps privately. */
+struct ContextAccess {
+  /** @brief Whether the context's memory may only be read through it. */
+  static bool read_only(const DLManagedTensorContext& context) noexcept;
+  /** @brief Narrows the context to read-only authority (imports); never widened again. */
+  static void narrow_to_read_only(DLManagedTensorContext& context) noexcept;
+  /** @brief Gives a context that a pool hands out anew its writer authority back. */
+  static void restore_writable(DLManagedTensorContext& context) noexcept;
+};
+
+}  // namespace detail
+
+/**
+ * @brief What a Tensor wraps: the versioned DLPack view, its owned shape and strides, and the
+ *        owner of the memory. Every Tensor copied from one another shares one context.
+ *
+ * The memory stays alive as long as the context (through `memory_reference`). `tensor.dl_tensor`
+ * points its shape and strides at `dl_shape` and `dl_strides` (strides in elements). A context
+ * starts with private, writable access authority; imports narrow it to read-only for good, and
+ * every Tensor over the context sees the same authority. Copying a context re-points the copy's
+ * shape and strides at its own vectors.
+ */
+struct DLManagedTensorContext {
+  /** @brief An empty context with writable authority. */
+  DLManagedTensorContext() noexcept = default;
+  /** @brief Copies everything; the copy's DLTensor points at the copy's own vectors. */
+  DLManagedTensorContext(const DLManagedTensorContext& other);
+  /** @brief Copies everything; this DLTensor then points at this context's own vectors. */
+  DLManagedTensorContext& operator=(const DLManagedTensorContext& other);
+  /** @brief Destroys the view; the memory goes when its last owner does. */
+  ~DLManagedTensorContext() = default;
+
+  DLManagedTensorVersioned tensor{};  ///< The view: version, flags and DLTensor (no deleter).
+  std::shared_ptr<TensorMemoryReference> memory_reference;  ///< Keeps the memory alive.
+  std::vector<std::int64_t> dl_shape;                       ///< Storage of the shape.
+  std::vector<std::int64_t> dl_strides;                     ///< Storage of the strides, elements.
+
+ private:
+  friend struct detail::ContextAccess;
+  std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context
+};
+
 /**
  * @brief Wraps the deleter of a DLManagedTensorVersioned (DLPack >= 1.0).
  *
  * Takes ownership of `self`: the producer's deleter runs exactly once, after every recorded
- * deallocation point has completed on the GPU; the destructor never blocks on the GPU (a pending
- * release runs on the library's release thread, see flush_deferred_releases()).
+ * deallocation point (and the readiness point) has completed on the GPU; the destructor never
+ * blocks on the GPU (a pending release runs on the library's release thread, see
+ * flush_deferred_releases()).
  */
 class DLManagedMemoryBufferVersioned : public StreamTrackedReference {
  public:
@@ -66,3 +120,5 @@ class DLManagedMemoryBuffer : public StreamTrackedReference {
 };
 
 }  // namespace holoscan
+
+#include "holoscan/tensor.hpp"  // Holoscan code reaches Tensor and the import functions from here

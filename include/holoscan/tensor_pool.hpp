@@ -12,6 +12,7 @@
 #include <dlpack/dlpack.h>
 
 #include "holoscan/detail/spin_mutex.hpp"
+#include "holoscan/dlpack.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/tensor.hpp"
 
@@ -34,16 +35,19 @@ struct TensorPoolConfig {
 /**
  * @brief Fixed-size blocks reused only when safe.
  *
- * A block comes back only when every handle claim on it is gone (Tensors and exported DLPack
- * owners) and every deallocation point recorded on it has completed; completion is polled,
- * never waited for. allocate() takes no heap memory after creation. Record the producer's
- * readiness with Tensor::set_readiness_stream once the data is written (the "commit").
+ * A block comes back only when nothing names it any more (no Tensor, exported DLPack owner, copy
+ * of its DLManagedTensorContext or of its memory reference; a surplus release_tensor_handle()
+ * cannot fake that) and every deallocation point recorded on it, and the producer's readiness
+ * point, has completed; completion is polled, never waited for. allocate() takes no heap memory
+ * after creation. Pool tensors have writable authority. Record the producer's readiness with
+ * Tensor::set_readiness_stream once the data is written (the "commit"). Tensors may outlive the
+ * pool: the memory is freed once the last of them is gone and the GPU has passed their points.
  */
-class TensorPool : public std::enable_shared_from_this<TensorPool> {
+class TensorPool {
  public:
   /** @brief Allocates every block up front. */
   static expected<std::shared_ptr<TensorPool>, Error> create(const TensorPoolConfig& config);
-  /** @brief Frees the blocks once the GPU passed every point on them; never blocks. */
+  /** @brief Frees the free blocks once the GPU passed every point on them; never blocks. */
   ~TensorPool();
   TensorPool(const TensorPool&) = delete;
   TensorPool& operator=(const TensorPool&) = delete;
@@ -69,7 +73,8 @@ class TensorPool : public std::enable_shared_from_this<TensorPool> {
   /** @brief Device reported by the pool's tensors. */
   DLDevice device() const noexcept;
 
-  struct Block;  ///< One block: its memory, its reference, its Tensor context.
+  struct Block;    ///< One block: its context (which owns its memory reference) and its memory.
+  struct Storage;  ///< The memory of every block, freed when the last block's reference goes.
 
  private:
   struct Private {
@@ -86,7 +91,6 @@ class TensorPool : public std::enable_shared_from_this<TensorPool> {
 
   TensorPoolConfig config_;
   std::unique_ptr<Block[]> blocks_;
-  void* memory_ = nullptr;
   detail::SpinMutex mutex_;
   std::size_t cursor_ = 0;
   std::atomic<std::uint64_t> reuse_count_{0};

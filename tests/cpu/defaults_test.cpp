@@ -38,13 +38,13 @@ TEST(TensorMemoryReferenceDefaults, RetainAndReleaseAreNoexceptNoOps) {
 }
 
 TEST(TensorMemoryReferenceDefaults, TensorOverPlainReferenceHasNoReadinessContract) {
-  PlainReference reference;  // outlives the context, as its owner must
-  auto context = std::make_shared<detail::TensorContext>();
-  context->memory = &reference;
+  auto reference = std::make_shared<PlainReference>();
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->memory_reference = reference;
   Tensor tensor(context);
   {
     const Tensor copy = tensor;  // NOLINT(performance-unnecessary-copy-initialization)
-    EXPECT_EQ(copy.memory_reference().get(), &reference);
+    EXPECT_EQ(copy.memory_reference().get(), reference.get());
   }
   EXPECT_FALSE(tensor.set_readiness_stream(some_stream()));
   EXPECT_FALSE(tensor.has_readiness_stream_contract());

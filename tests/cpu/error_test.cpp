@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "holoscan/errors.hpp"
 #include "holoscan/expected.hpp"
 #include "support/gtest_printers.hpp"
 
@@ -13,15 +14,36 @@ namespace {
 TEST(ErrorCodeName, NamesEveryCode) {
   EXPECT_STREQ(error_code_name(ErrorCode::kSuccess), "kSuccess");
   EXPECT_STREQ(error_code_name(ErrorCode::kFailure), "kFailure");
+  EXPECT_STREQ(error_code_name(ErrorCode::kReceiveError), "kReceiveError");
+  EXPECT_STREQ(error_code_name(ErrorCode::kCodecError), "kCodecError");
   EXPECT_STREQ(error_code_name(ErrorCode::kInvalidArgument), "kInvalidArgument");
+  EXPECT_STREQ(error_code_name(ErrorCode::kNotFound), "kNotFound");
+  EXPECT_STREQ(error_code_name(ErrorCode::kDuplicateName), "kDuplicateName");
   EXPECT_STREQ(error_code_name(ErrorCode::kNotImplemented), "kNotImplemented");
   EXPECT_STREQ(error_code_name(ErrorCode::kNotReady), "kNotReady");
+  EXPECT_STREQ(error_code_name(ErrorCode::kBackpressured), "kBackpressured");
   EXPECT_STREQ(error_code_name(ErrorCode::kResourceExhausted), "kResourceExhausted");
+  EXPECT_STREQ(error_code_name(ErrorCode::kClosed), "kClosed");
+  EXPECT_STREQ(error_code_name(ErrorCode::kStaleEndpoint), "kStaleEndpoint");
+  EXPECT_STREQ(error_code_name(ErrorCode::kIncompatible), "kIncompatible");
+  EXPECT_STREQ(error_code_name(ErrorCode::kTimeout), "kTimeout");
   EXPECT_STREQ(error_code_name(ErrorCode::kCudaError), "kCudaError");
 }
 
+TEST(ErrorCodeName, HoloscanValuesAreKept) {
+  EXPECT_EQ(static_cast<int>(ErrorCode::kSuccess), 0);
+  EXPECT_EQ(static_cast<int>(ErrorCode::kFailure), 1);
+  EXPECT_EQ(static_cast<int>(ErrorCode::kReceiveError), 2);
+  EXPECT_EQ(static_cast<int>(ErrorCode::kCodecError), 3);
+  EXPECT_EQ(static_cast<int>(ErrorCode::kInvalidArgument), 4);
+  EXPECT_EQ(static_cast<int>(ErrorCode::kNotFound), 5);
+  EXPECT_EQ(static_cast<int>(ErrorCode::kDuplicateName), 6);
+  EXPECT_EQ(static_cast<int>(ErrorCode::kNotImplemented), 7);
+  EXPECT_GT(static_cast<int>(ErrorCode::kCudaError), 7);
+}
+
 TEST(ErrorCodeName, OutOfRangeIsUnknown) {
-  EXPECT_STREQ(error_code_name(static_cast<ErrorCode>(7)), "kUnknown");
+  EXPECT_STREQ(error_code_name(ErrorCode::kErrorCodeCount), "kUnknown");
   EXPECT_STREQ(error_code_name(static_cast<ErrorCode>(-1)), "kUnknown");
   EXPECT_STREQ(error_code_name(static_cast<ErrorCode>(INT32_MAX)), "kUnknown");
 }
@@ -64,6 +86,50 @@ TEST(Expected, UnexpectedDeducesFromAnError) {
   EXPECT_EQ(wrapped.error().provenance, 7u);
   const expected<int> in_place(unexpect, Error{ErrorCode::kInvalidArgument, "field", 0});
   EXPECT_EQ(in_place.error().message, "field");
+}
+
+TEST(Expected, HoloscanHelpersForwardErrors) {
+  const expected<int> failed = make_unexpected(Error{ErrorCode::kNotFound, "gone", 3});
+  const expected<std::string> forwarded = forward_error(failed);
+  ASSERT_FALSE(forwarded.has_value());
+  EXPECT_EQ(forwarded.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(forwarded.error().provenance, 3u);
+  expected<int> movable = make_unexpected(Error{ErrorCode::kTimeout, "late", 0});
+  const expected<void> moved = forward_error(std::move(movable));
+  EXPECT_EQ(moved.error().message, "late");
+  const expected<int> runtime = error_detail::unexpected_runtime_error(ErrorCode::kClosed, "bye");
+  EXPECT_EQ(runtime.error().code, ErrorCode::kClosed);
+  EXPECT_EQ(runtime.error().message, "bye");
+  const expected<int, ErrorCode> plain = make_unexpected<ErrorCode>(ErrorCode::kFailure);
+  EXPECT_EQ(plain.error(), ErrorCode::kFailure);
+}
+
+TEST(RuntimeError, CarriesCodeAndText) {
+  const RuntimeError from_code(ErrorCode::kInvalidArgument);
+  EXPECT_EQ(from_code.code(), ErrorCode::kInvalidArgument);
+  EXPECT_STREQ(from_code.what(), "kInvalidArgument");
+  const RuntimeError with_text(ErrorCode::kNotFound, std::string("no such tensor"));
+  EXPECT_EQ(with_text.code(), ErrorCode::kNotFound);
+  EXPECT_STREQ(with_text.what(), "kNotFound: no such tensor");
+  const RuntimeError with_chars(ErrorCode::kTimeout, "late");
+  EXPECT_STREQ(with_chars.what(), "kTimeout: late");
+  const RuntimeError plain("just text");
+  EXPECT_EQ(plain.code(), ErrorCode::kFailure);
+  EXPECT_STREQ(plain.what(), "just text");
+}
+
+TEST(RuntimeError, FromAnErrorRendersAnEmptyMessageAsTheCodeName) {
+  const RuntimeError empty(Error{ErrorCode::kNotReady, "", 0});
+  EXPECT_EQ(empty.code(), ErrorCode::kNotReady);
+  EXPECT_STREQ(empty.what(), "kNotReady");
+  const RuntimeError full(Error{ErrorCode::kCudaError, "cudaEventRecord failed", 35});
+  EXPECT_STREQ(full.what(), "kCudaError: cudaEventRecord failed");
+  EXPECT_EQ(to_string(Error{ErrorCode::kClosed, "", 0}), "kClosed");
+  try {
+    throw RuntimeError(Error{ErrorCode::kIncompatible, "v2", 0});
+  } catch (const std::runtime_error& caught) {
+    EXPECT_STREQ(caught.what(), "kIncompatible: v2");
+  }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Covers the bounds an import checks beyond the fields themselves (strides expressible in bytes,
-// byte_offset within the address space), a Tensor over a context without memory, and the pool's
-// allocation-free exhaustion error.
+// byte_offset and the addressed span within int64 and the address space), a Tensor over a context
+// without memory, and the pool's allocation-free exhaustion error.
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -38,11 +38,14 @@ struct HandMadeTensor {
   }
 };
 
+// A rejection leaves ownership with the caller: no deleter ran until the caller runs it.
 void expect_rejected(HandMadeTensor& tensor, const std::string& field) {
   auto result = make_tensor_from_dlpack_versioned(&tensor.managed);
   ASSERT_FALSE(result.has_value());
   EXPECT_EQ(result.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(result.error().message.find(field), std::string::npos) << result.error().message;
+  EXPECT_EQ(tensor.deleter_calls, 0);
+  tensor.managed.deleter(&tensor.managed);
   EXPECT_EQ(tensor.deleter_calls, 1);
 }
 
@@ -82,15 +85,75 @@ TEST(ImportBounds, ByteOffsetWrappingTheAddressIsRejected) {
   expect_rejected(tensor, "byte_offset");
 }
 
-TEST(TensorContext, ContextWithoutMemoryGivesAnEmptyTensor) {
-  auto context = std::make_shared<detail::TensorContext>();
+TEST(ImportBounds, StrideSpanBeyondInt64IsRejected) {
+  HandMadeTensor tensor;  // float32 {2, 2}: element 1 of dimension 0 lies INT64_MAX / 4 * 4 away
+  tensor.shape[0] = 3;
+  tensor.strides[0] = INT64_MAX / 4;
+  expect_rejected(tensor, "span");
+}
+
+TEST(ImportBounds, ByteOffsetPlusSpanBeyondInt64IsRejected) {
+  HandMadeTensor tensor;
+  tensor.managed.dl_tensor.byte_offset = static_cast<std::uint64_t>(INT64_MAX) - 8;
+  expect_rejected(tensor, "byte_offset");
+}
+
+TEST(ImportBounds, NegativeSpanBelowTheAddressSpaceIsRejected) {
+  HandMadeTensor tensor;
+  tensor.strides[0] = -(INT64_MAX / 8);
+  tensor.managed.dl_tensor.data = reinterpret_cast<void*>(std::uintptr_t{4096});
+  expect_rejected(tensor, "address space");
+}
+
+TEST(ImportBounds, ZeroSizeWithHugeExtentIsRejectedForItsStrides) {
+  HandMadeTensor tensor;  // {0, INT64_MAX} float32: the compact stride of dim 0 overflows in bytes
+  tensor.shape[0] = 0;
+  tensor.shape[1] = INT64_MAX;
+  tensor.managed.dl_tensor.strides = nullptr;
+  expect_rejected(tensor, "compact stride");
+}
+
+TEST(ImportBounds, ZeroSizeWithLargeExtentKeepsExactStrides) {
+  HandMadeTensor tensor;  // {0, INT64_MAX / 4} float32: strides fit in bytes
+  tensor.shape[0] = 0;
+  tensor.shape[1] = INT64_MAX / 4;
+  tensor.managed.dl_tensor.strides = nullptr;
+  {
+    auto result = make_tensor_from_dlpack_versioned(&tensor.managed);
+    ASSERT_TRUE(result.has_value()) << result.error().message;
+    EXPECT_EQ(result->strides(), (std::vector<std::int64_t>{INT64_MAX / 4 * 4, 4}));
+    EXPECT_EQ(result->size(), 0);
+    EXPECT_EQ(result->nbytes(), 0);
+    auto* exported = result->to_dlpack_versioned();
+    auto again = make_tensor_from_dlpack_versioned(exported);
+    ASSERT_TRUE(again.has_value()) << again.error().message;
+    EXPECT_EQ(again->strides(), result->strides());
+  }
+  EXPECT_EQ(tensor.deleter_calls, 1);
+}
+
+TEST(TensorContext, ContextWithoutMemoryIsAViewWithoutHooks) {
+  auto context = std::make_shared<DLManagedTensorContext>();
   Tensor tensor(context);
-  EXPECT_FALSE(static_cast<bool>(tensor));
+  EXPECT_TRUE(static_cast<bool>(tensor));
   EXPECT_EQ(tensor.memory_reference(), nullptr);
+  EXPECT_EQ(tensor.size(), 1);  // a 0-d tensor
   EXPECT_FALSE(tensor.set_readiness_stream(nullptr));
-  auto exported = tensor.to_dlpack_versioned();
+  EXPECT_FALSE(tensor.set_deallocation_stream(nullptr));
+  EXPECT_EQ(tensor.synchronize_for_consumer(nullptr).error().code, ErrorCode::kNotImplemented);
+}
+
+TEST(TensorContext, EmptyTensorRefusesExport) {
+  const Tensor tensor;
+  auto exported = tensor.export_dlpack_versioned();
   ASSERT_FALSE(exported.has_value());
   EXPECT_EQ(exported.error().code, ErrorCode::kInvalidArgument);
+  try {
+    (void)tensor.to_dlpack();
+    ADD_FAILURE() << "to_dlpack of an empty Tensor did not throw";
+  } catch (const RuntimeError& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+  }
 }
 
 TEST(TensorPoolErrors, ExhaustionMessageNeedsNoHeap) {

@@ -1,5 +1,6 @@
-// Covers DLPack import: every rejected field (error code, field name, one deleter call) and the
-// accepted shapes of tensors, for both the versioned and the legacy entry point.
+// Covers DLPack import: every rejected field (error code, field name, ownership left with the
+// caller: no deleter call until the caller makes it) and the accepted shapes of tensors, for both
+// the versioned and the legacy entry point.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -34,15 +35,31 @@ expected<Tensor> import(CountingProducer& producer, const TensorSpec& spec, Form
   return make_tensor_from_dlpack(producer.make_legacy(spec));
 }
 
-// Rejection must name `field`, use kInvalidArgument and run the producer's deleter exactly once.
+// Rejection must name `field`, use kInvalidArgument and leave ownership with the caller: the
+// deleter has not run, and runs exactly once when the caller calls it.
 void expect_rejected(const TensorSpec& spec, Format format, const std::string& field) {
   CountingProducer producer;
+  DLManagedTensorVersioned* versioned = nullptr;
+  DLManagedTensor* legacy = nullptr;
   {
-    const expected<Tensor> result = import(producer, spec, format);
+    expected<Tensor> result;
+    if (format == Format::kVersioned) {
+      versioned = producer.make_versioned(spec);
+      result = make_tensor_from_dlpack_versioned(versioned);
+    } else {
+      legacy = producer.make_legacy(spec);
+      result = make_tensor_from_dlpack(legacy);
+    }
     ASSERT_FALSE(result.has_value()) << "a tensor with a bad " << field << " was accepted";
     EXPECT_EQ(result.error().code, ErrorCode::kInvalidArgument);
     EXPECT_NE(result.error().message.find(field), std::string::npos)
         << "message \"" << result.error().message << "\" does not name " << field;
+  }
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  if (versioned != nullptr) {
+    versioned->deleter(versioned);
+  } else {
+    legacy->deleter(legacy);
   }
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
@@ -97,25 +114,27 @@ TensorSpec garbage_after_version(std::uint32_t major) {
   return spec;
 }
 
-TEST(ImportValidationVersion, MajorZeroRunsDeleterAndReadsNothingElse) {
+TEST(ImportValidationVersion, MajorZeroLeavesOwnershipAndReadsNothingElse) {
   expect_rejected(garbage_after_version(0), Format::kVersioned, "version");
 }
 
-TEST(ImportValidationVersion, MajorTwoRunsDeleterAndReadsNothingElse) {
+TEST(ImportValidationVersion, MajorTwoLeavesOwnershipAndReadsNothingElse) {
   expect_rejected(garbage_after_version(2), Format::kVersioned, "version");
 }
 
 TEST(ImportValidationVersion, MajorTwoMessageBlamesOnlyTheVersion) {
   CountingProducer producer;
+  DLManagedTensorVersioned* managed = producer.make_versioned(garbage_after_version(2));
   {
-    const expected<Tensor> result =
-        make_tensor_from_dlpack_versioned(producer.make_versioned(garbage_after_version(2)));
+    const expected<Tensor> result = make_tensor_from_dlpack_versioned(managed);
     ASSERT_FALSE(result.has_value());
     for (const char* other : {"ndim", "shape", "dtype", "device", "flags"}) {
       EXPECT_EQ(result.error().message.find(other), std::string::npos)
           << result.error().message << " mentions " << other;
     }
   }
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  managed->deleter(managed);
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
@@ -405,7 +424,7 @@ TEST(ImportValidationFlags, EachFlagIsReportedAlone) {
     EXPECT_TRUE(a->read_only());
     EXPECT_FALSE(a->is_copied());
     EXPECT_EQ(b->flags(), DLPACK_FLAG_BITMASK_IS_COPIED);
-    EXPECT_FALSE(b->read_only());
+    EXPECT_TRUE(b->read_only());  // every import has read-only authority, whatever its flags
     EXPECT_TRUE(b->is_copied());
   }
   EXPECT_EQ(producer.deleter_calls(), 2);
@@ -417,8 +436,11 @@ TEST(ImportValidationFlags, LegacyImportHasNoFlags) {
     const expected<Tensor> result = make_tensor_from_dlpack(producer.make_legacy());
     ASSERT_TRUE(result.has_value()) << result.error().message;
     EXPECT_EQ(result->flags(), 0u);
-    EXPECT_FALSE(result->read_only());
+    EXPECT_TRUE(result->read_only());  // imported ownership establishes no local writer
     EXPECT_FALSE(result->is_copied());
+    // Read as a current-version tensor.
+    EXPECT_EQ(result->version().major, static_cast<std::uint32_t>(DLPACK_MAJOR_VERSION));
+    EXPECT_EQ(result->version().minor, static_cast<std::uint32_t>(DLPACK_MINOR_VERSION));
   }
   EXPECT_EQ(producer.deleter_calls(), 1);
 }

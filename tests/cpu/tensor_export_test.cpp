@@ -70,7 +70,7 @@ TEST(ExportVersioned, KeepsFlagsVersionAndView) {
   CountingProducer producer;
   {
     const Tensor tensor = import_or_die(producer, strided_spec());
-    expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+    expected<DLManagedTensorVersioned*> exported = tensor.export_dlpack_versioned();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     DLManagedTensorVersioned* managed = *exported;
     ASSERT_NE(managed, nullptr);
@@ -91,10 +91,10 @@ TEST(ExportVersioned, ComputedStridesAreExportedInElements) {
     spec.shape = {2, 3, 4};
     spec.dtype = {kDLFloat, 64, 1};
     const Tensor tensor = import_or_die(producer, spec);
-    expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+    expected<DLManagedTensorVersioned*> exported = tensor.export_dlpack_versioned();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     EXPECT_EQ(as_vector((*exported)->dl_tensor.strides, 3), (std::vector<std::int64_t>{12, 4, 1}));
-    EXPECT_EQ((*exported)->flags, 0u);
+    EXPECT_EQ((*exported)->flags, DLPACK_FLAG_BITMASK_READ_ONLY);  // imports are read-only
     run_deleter(*exported);
   }
   EXPECT_EQ(producer.deleter_calls(), 1);
@@ -106,10 +106,10 @@ TEST(ExportVersioned, HoldsOneClaimUntilItsDeleterRuns) {
   auto reference = tracked(tensor);
   ASSERT_NE(reference, nullptr);
   EXPECT_EQ(reference->handle_claims(), 1);
-  expected<DLManagedTensorVersioned*> first = tensor.to_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> first = tensor.export_dlpack_versioned();
   ASSERT_TRUE(first.has_value()) << first.error().message;
   EXPECT_EQ(reference->handle_claims(), 2);
-  expected<DLManagedTensorVersioned*> second = tensor.to_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> second = tensor.export_dlpack_versioned();
   ASSERT_TRUE(second.has_value()) << second.error().message;
   EXPECT_EQ(reference->handle_claims(), 3);
   EXPECT_NE(*first, *second);
@@ -136,7 +136,7 @@ TEST(ExportVersioned, OutlivesEveryTensor) {
       values[i] = 100 + i;
     }
     const Tensor copy = tensor;  // NOLINT(performance-unnecessary-copy-initialization)
-    expected<DLManagedTensorVersioned*> exported = copy.to_dlpack_versioned();
+    expected<DLManagedTensorVersioned*> exported = copy.export_dlpack_versioned();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     managed = *exported;
     weak_reference = tensor.memory_reference();
@@ -158,7 +158,7 @@ TEST(ExportVersioned, RoundTripSharesDataAndDeletesOnceAtTheEnd) {
   CountingProducer producer;
   Tensor original = import_or_die(producer, strided_spec());
   const void* data = original.data();
-  expected<DLManagedTensorVersioned*> exported = original.to_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> exported = original.export_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expected<Tensor> reimported = make_tensor_from_dlpack_versioned(*exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
@@ -180,7 +180,7 @@ TEST(ExportVersioned, RoundTripSharesDataAndDeletesOnceAtTheEnd) {
 TEST(ExportVersioned, RoundTripReleasedInTheOtherOrder) {
   CountingProducer producer;
   Tensor original = import_or_die(producer);
-  expected<DLManagedTensorVersioned*> exported = original.to_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> exported = original.export_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expected<Tensor> reimported = make_tensor_from_dlpack_versioned(*exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
@@ -199,7 +199,7 @@ TEST(ExportVersioned, ManyDimensionsAndZeroDimensions) {
     scalar.shape = {};
     for (const TensorSpec& spec : {many, scalar}) {
       const Tensor tensor = import_or_die(producer, spec);
-      expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+      expected<DLManagedTensorVersioned*> exported = tensor.export_dlpack_versioned();
       ASSERT_TRUE(exported.has_value()) << exported.error().message;
       expect_same_view((*exported)->dl_tensor, tensor);
       run_deleter(*exported);
@@ -212,7 +212,7 @@ TEST(ExportLegacy, KeepsViewWithoutFlags) {
   CountingProducer producer;
   {
     const Tensor tensor = import_or_die(producer, strided_spec());
-    expected<DLManagedTensor*> exported = tensor.to_dlpack();
+    expected<DLManagedTensor*> exported = tensor.export_dlpack();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     expect_same_view((*exported)->dl_tensor, tensor);
     EXPECT_EQ(as_vector((*exported)->dl_tensor.strides, 2), (std::vector<std::int64_t>{1, 3}));
@@ -227,7 +227,7 @@ TEST(ExportLegacy, HoldsOneClaimUntilItsDeleterRuns) {
   Tensor tensor = import_or_die(producer);
   auto reference = tracked(tensor);
   ASSERT_NE(reference, nullptr);
-  expected<DLManagedTensor*> exported = tensor.to_dlpack();
+  expected<DLManagedTensor*> exported = tensor.export_dlpack();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   EXPECT_EQ(reference->handle_claims(), 2);
   run_deleter(*exported);
@@ -246,7 +246,7 @@ TEST(ExportLegacy, OutlivesEveryTensor) {
     for (int i = 0; i < 4; ++i) {
       bytes[i] = static_cast<std::uint8_t>(0xA0 + i);
     }
-    expected<DLManagedTensor*> exported = tensor.to_dlpack();
+    expected<DLManagedTensor*> exported = tensor.export_dlpack();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     managed = *exported;
   }
@@ -265,7 +265,7 @@ TEST(ExportLegacy, RoundTripDropsFlagsAndDeletesOnceAtTheEnd) {
   CountingProducer producer;
   Tensor original = import_or_die(producer, strided_spec());
   const void* data = original.data();
-  expected<DLManagedTensor*> exported = original.to_dlpack();
+  expected<DLManagedTensor*> exported = original.export_dlpack();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expected<Tensor> reimported = make_tensor_from_dlpack(*exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
@@ -281,12 +281,14 @@ TEST(ExportLegacy, RoundTripDropsFlagsAndDeletesOnceAtTheEnd) {
 
 TEST(ExportEmpty, BothFormatsRefuseAnEmptyTensor) {
   const Tensor empty;
-  const expected<DLManagedTensorVersioned*> versioned = empty.to_dlpack_versioned();
+  const expected<DLManagedTensorVersioned*> versioned = empty.export_dlpack_versioned();
   ASSERT_FALSE(versioned.has_value());
   EXPECT_EQ(versioned.error().code, ErrorCode::kInvalidArgument);
-  const expected<DLManagedTensor*> legacy = empty.to_dlpack();
+  const expected<DLManagedTensor*> legacy = empty.export_dlpack();
   ASSERT_FALSE(legacy.has_value());
   EXPECT_EQ(legacy.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THROW((void)empty.to_dlpack_versioned(), RuntimeError);
+  EXPECT_THROW((void)empty.to_dlpack(), RuntimeError);
 }
 
 }  // namespace

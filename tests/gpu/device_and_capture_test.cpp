@@ -77,7 +77,7 @@ TEST_F(DeviceTest, HooksKeepTheCallersCurrentDevice) {
   expect_current(current, "set_deallocation_stream");
   EXPECT_TRUE(tensor.set_deallocation_stream(consumer));
   expect_current(current, "Tensor::set_deallocation_stream");
-  auto exported = tensor.to_dlpack_versioned();
+  auto exported = tensor.export_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expect_current(current, "Tensor::to_dlpack_versioned");
   EXPECT_TRUE(reserve_stream_events(work_device, 8).has_value());

@@ -114,7 +114,7 @@ TEST_F(TensorGpuTest, VersionedExportRoundTripKeepsPointerDeviceAndMemory) {
   HDL_ASSERT_CUDA(launch_slow_fill(data_, kElements, kSeed, 0, producer_));
   HDL_ASSERT_CUDA(cudaStreamSynchronize(producer_));
 
-  auto exported = tensor_.to_dlpack_versioned();
+  auto exported = tensor_.export_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   const DLManagedTensorVersioned* managed = *exported;
   EXPECT_EQ(managed->version.major, 1u);
@@ -150,7 +150,7 @@ TEST_F(TensorGpuTest, VersionedExportRoundTripKeepsPointerDeviceAndMemory) {
 }
 
 TEST_F(TensorGpuTest, LegacyExportRoundTripKeepsPointerAndDevice) {
-  auto exported = tensor_.to_dlpack();
+  auto exported = tensor_.export_dlpack();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   auto reimported = make_tensor_from_dlpack(*exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;

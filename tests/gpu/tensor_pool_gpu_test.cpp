@@ -194,7 +194,7 @@ TEST_F(TensorPoolGpuTest, HandlesAndExportsHoldTheirBlock) {
   EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
   EXPECT_EQ(attributes.device, device_);
 
-  auto exported = tensor.to_dlpack_versioned();
+  auto exported = tensor.export_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   Tensor copy = tensor;
   tensor = Tensor();

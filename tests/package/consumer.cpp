@@ -1,7 +1,14 @@
 // Compiles against every public header without CUDA's headers, then imports and exports a tensor.
+#include <holoscan/core/domain/dlpack.hpp>
+#include <holoscan/core/domain/tensor.hpp>
+#include <holoscan/core/errors.hpp>
+#include <holoscan/core/expected.hpp>
 #include <holoscan/cuda_handles.hpp>
+#include <holoscan/cuda_stream_sync.hpp>
 #include <holoscan/deferred_release.hpp>
 #include <holoscan/dlpack.hpp>
+#include <holoscan/dlpack_utils.hpp>
+#include <holoscan/errors.hpp>
 #include <holoscan/event_pool.hpp>
 #include <holoscan/expected.hpp>
 #include <holoscan/stream_tracked_reference.hpp>
@@ -30,9 +37,8 @@ int main() {
   {
     auto tensor = holoscan::make_tensor_from_dlpack_versioned(&managed);
     if (!tensor || tensor->size() != 6) { return 1; }
-    auto exported = tensor->to_dlpack_versioned();
-    if (!exported) { return 2; }
-    (*exported)->deleter(*exported);
+    DLManagedTensorVersioned* exported = tensor->to_dlpack_versioned();
+    exported->deleter(exported);
   }
   std::printf("consumer: deleter ran %d time(s)\n", deleted);
   return deleted == 1 ? 0 : 3;

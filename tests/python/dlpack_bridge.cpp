@@ -121,7 +121,7 @@ int hdl_set_deallocation_stream(void* handle, std::uintptr_t stream) {
 
 /** @brief A new DLManagedTensorVersioned owning a reference to the memory; null on failure. */
 void* hdl_to_dlpack_versioned(const void* handle, char* error, std::size_t error_size) {
-  auto exported = tensor_of(handle)->to_dlpack_versioned();
+  auto exported = tensor_of(handle)->export_dlpack_versioned();
   if (!exported) {
     write_error(error, error_size, describe(exported.error()));
     return nullptr;

@@ -1,0 +1,74 @@
+#pragma once
+/**
+ * @file
+ * @brief Holoscan's DLPack helpers: version constants, metadata copies, item sizes, strides and
+ *        NumPy type strings. Fallible helpers return `expected` instead of throwing.
+ */
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "holoscan/expected.hpp"
+
+namespace holoscan {
+
+/** @brief DLPack major version this build reads and writes (that of its dlpack.h). */
+constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR = DLPACK_MAJOR_VERSION;
+/** @brief DLPack minor version this build reads and writes (that of its dlpack.h). */
+constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MINOR = DLPACK_MINOR_VERSION;
+
+/** @brief Options of copy_dl_tensor_with_owned_metadata. */
+struct DLPackMetadataCopyOptions {
+  /** @brief Write compact row-major element strides when the source has none (null strides). */
+  bool materialize_implicit_strides = false;
+};
+
+/**
+ * @brief Copies `source` into `destination`, whose shape and strides then point into
+ *        `owned_shape` and `owned_strides` (elements); null source strides stay null unless
+ *        `options` asks for them to be written out.
+ */
+void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destination,
+                                        std::vector<std::int64_t>& owned_shape,
+                                        std::vector<std::int64_t>& owned_strides,
+                                        DLPackMetadataCopyOptions options = {});
+
+/** @brief Whether a tensor of `version` must carry explicit strides when ndim != 0 (>= 1.2). */
+bool dlpack_version_requires_explicit_strides(DLPackVersion version) noexcept;
+
+/**
+ * @brief Bytes of one element: ceil(bits * lanes / 8). Vector lanes count as one element; a
+ *        packed sub-byte element reports the whole byte it starts in.
+ */
+std::uint64_t dlpack_dtype_item_size_bytes(DLDataType dtype) noexcept;
+
+/**
+ * @brief Resizes `strides` to tensor.ndim and fills it with the tensor's strides (compact
+ *        row-major when tensor.strides is null), in bytes (element strides times
+ *        dlpack_dtype_item_size_bytes), or in elements when `to_num_elements` is true.
+ */
+void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
+                  bool to_num_elements = false);
+
+/**
+ * @brief The DLDevice that owns `ptr` per cudaPointerGetAttributes: kDLCUDA (device memory),
+ *        kDLCUDAHost (pinned), kDLCUDAManaged, or kDLCPU for memory CUDA does not know (also
+ *        when there is no CUDA driver); kCudaError when the query fails otherwise.
+ */
+expected<DLDevice, Error> dldevice_from_pointer(void* ptr);
+
+/**
+ * @brief The DLDataType of a NumPy array-interface type string ("<f4", "|u1", "<c8", "|b1",
+ *        "<f2", ...); kInvalidArgument for big-endian multi-byte types and unknown strings.
+ */
+expected<DLDataType, Error> dldatatype_from_typestr(const std::string& typestr);
+
+/**
+ * @brief The NumPy array-interface type string of `dtype` (little-endian, e.g. "<f4", "|b1");
+ *        kInvalidArgument for types NumPy cannot describe (bfloat16, float8, vectors, ...).
+ */
+expected<const char*, Error> numpy_dtype(DLDataType dtype);
+
+}  // namespace holoscan

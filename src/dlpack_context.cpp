@@ -1,0 +1,58 @@
+#include "holoscan/dlpack.hpp"
+
+namespace holoscan {
+namespace {
+
+// Re-points `view` at `shape`/`strides` where `source` pointed at the source context's storage,
+// so that a copied context never reads through the original's vectors.
+void point_at_own_storage(const DLManagedTensorContext& source, DLManagedTensorContext& copy) {
+  DLTensor& view = copy.tensor.dl_tensor;
+  if (source.tensor.dl_tensor.shape != nullptr &&
+      source.tensor.dl_tensor.shape == source.dl_shape.data()) {
+    view.shape = copy.dl_shape.data();
+  }
+  if (source.tensor.dl_tensor.strides != nullptr &&
+      source.tensor.dl_tensor.strides == source.dl_strides.data()) {
+    view.strides = copy.dl_strides.data();
+  }
+}
+
+}  // namespace
+
+DLManagedTensorContext::DLManagedTensorContext(const DLManagedTensorContext& other)
+    : tensor(other.tensor),
+      memory_reference(other.memory_reference),
+      dl_shape(other.dl_shape),
+      dl_strides(other.dl_strides),
+      read_only_(other.read_only_.load(std::memory_order_acquire)) {
+  point_at_own_storage(other, *this);
+}
+
+DLManagedTensorContext& DLManagedTensorContext::operator=(const DLManagedTensorContext& other) {
+  if (this != &other) {
+    tensor = other.tensor;
+    memory_reference = other.memory_reference;
+    dl_shape = other.dl_shape;
+    dl_strides = other.dl_strides;
+    read_only_.store(other.read_only_.load(std::memory_order_acquire), std::memory_order_release);
+    point_at_own_storage(other, *this);
+  }
+  return *this;
+}
+
+namespace detail {
+
+bool ContextAccess::read_only(const DLManagedTensorContext& context) noexcept {
+  return context.read_only_.load(std::memory_order_acquire);
+}
+
+void ContextAccess::narrow_to_read_only(DLManagedTensorContext& context) noexcept {
+  context.read_only_.store(true, std::memory_order_release);
+}
+
+void ContextAccess::restore_writable(DLManagedTensorContext& context) noexcept {
+  context.read_only_.store(false, std::memory_order_release);
+}
+
+}  // namespace detail
+}  // namespace holoscan
