@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "holoscan/stream_tracked_reference.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
 #include "support/gtest_printers.hpp"
@@ -186,6 +187,65 @@ TEST(TensorPoolHost, BlockReturnsOnlyAfterEveryCopyAndExportIsGone) {
   const expected<Tensor> again = pool->allocate({16}, kFloat32);
   EXPECT_TRUE(again.has_value()) << again.error().message;
   EXPECT_EQ(pool->reuse_count(), 1u);
+}
+
+// A surplus release is a caller bug; the pool must still not hand out a block that is named.
+TEST(TensorPoolHost, SurplusReleaseCannotFreeANamedBlock) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  const Tensor tensor = allocate_or_die(*pool, {16});
+  tensor.memory_reference()->release_tensor_handle();  // the bug: one release too many
+  tensor.memory_reference()->release_tensor_handle();
+  EXPECT_EQ(pool->available_blocks(), 0u);
+  auto refused = pool->allocate({16}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kResourceExhausted);
+  auto* stream_tracked = dynamic_cast<StreamTrackedReference*>(tensor.memory_reference().get());
+  ASSERT_NE(stream_tracked, nullptr);
+  EXPECT_EQ(stream_tracked->unpaired_releases(), 1u);  // reported, never wrapped
+}
+
+TEST(TensorPoolHost, HeldContextOrMemoryReferenceKeepsTheBlock) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  std::shared_ptr<DLManagedTensorContext> context;
+  std::shared_ptr<TensorMemoryReference> memory;
+  {
+    Tensor tensor = allocate_or_die(*pool, {16});
+    context = tensor.dl_ctx();
+    memory = tensor.memory_reference();
+  }
+  EXPECT_EQ(pool->available_blocks(), 0u);
+  context.reset();
+  EXPECT_EQ(pool->available_blocks(), 0u);
+  memory.reset();
+  EXPECT_EQ(pool->available_blocks(), 1u);
+}
+
+TEST(TensorPoolHost, ZeroSizeWithHugeExtentIsInvalid) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  auto refused = pool->allocate({0, INT64_MAX}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("compact stride"), std::string::npos)
+      << refused.error().message;
+  const Tensor empty = allocate_or_die(*pool, {0, 1024});
+  EXPECT_EQ(empty.strides(), (std::vector<std::int64_t>{4096, 4}));
+  EXPECT_EQ(empty.nbytes(), 0);
+}
+
+TEST(TensorPoolHost, PoolTensorsAreWritable) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  const Tensor tensor = allocate_or_die(*pool, {16});
+  EXPECT_FALSE(tensor.read_only());
+  DLManagedTensorVersioned* exported = tensor.to_dlpack_versioned();
+  EXPECT_EQ(exported->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
+  auto reimported = make_tensor_from_dlpack_versioned(exported);
+  ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
+  EXPECT_TRUE(reimported->read_only());  // a zero-copy import never gets writer authority
+  EXPECT_FALSE(tensor.read_only());      // and the pool's own handle keeps it
 }
 
 TEST(TensorPoolHost, ReuseCountCountsOnlyReusedBlocks) {

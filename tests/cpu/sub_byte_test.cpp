@@ -1,0 +1,133 @@
+// Covers packed and padded sub-byte element types (DLPack >= 1.1): sizes computed without
+// overflow, what byte strides mean for them, and the legacy export that cannot say "padded".
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "holoscan/tensor.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/counting_producer.hpp"
+#include "support/gtest_printers.hpp"
+
+#if DLPACK_MAJOR_VERSION > 1 || DLPACK_MINOR_VERSION >= 1
+
+namespace holoscan {
+namespace {
+
+using test::CountingProducer;
+using test::TensorSpec;
+
+constexpr DLDataType kFloat4{kDLFloat4_e2m1fn, 4, 1};
+constexpr DLDataType kFloat6{kDLFloat6_e2m3fn, 6, 1};
+
+Tensor import_or_die(CountingProducer& producer, const TensorSpec& spec) {
+  auto result = make_tensor_from_dlpack_versioned(producer.make_versioned(spec));
+  EXPECT_TRUE(result.has_value()) << result.error().message;
+  return result.has_value() ? std::move(*result) : Tensor();
+}
+
+TEST(SubByte, PackedFloat4SizesAndByteStrides) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {2, 8};
+  spec.dtype = kFloat4;
+  const Tensor tensor = import_or_die(producer, spec);
+  EXPECT_EQ(tensor.size(), 16);
+  EXPECT_EQ(tensor.nbytes(), 8);  // two elements a byte
+  EXPECT_EQ(tensor.itemsize(), 1);
+  // A row is 4 bytes; a step of half a byte is reported as the whole byte it needs.
+  EXPECT_EQ(tensor.strides(), (std::vector<std::int64_t>{4, 1}));
+  EXPECT_EQ(tensor.dl_tensor().strides[0], 8);  // the exact element strides
+  EXPECT_EQ(tensor.dl_tensor().strides[1], 1);
+}
+
+TEST(SubByte, PackedFloat6NegativeStrideKeepsItsSign) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {4, 4};
+  spec.strides = std::vector<std::int64_t>{-4, 1};  // rows reversed
+  spec.dtype = kFloat6;
+  spec.byte_offset = 9;  // the last row starts 3 rows of 3 bytes in
+  const Tensor tensor = import_or_die(producer, spec);
+  EXPECT_EQ(tensor.nbytes(), 12);  // 16 elements of 6 bits
+  EXPECT_EQ(tensor.strides(), (std::vector<std::int64_t>{-3, 1}));
+}
+
+TEST(SubByte, PaddedFloat4TakesAByteAnElement) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {2, 8};
+  spec.dtype = kFloat4;
+  spec.flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  const Tensor tensor = import_or_die(producer, spec);
+  EXPECT_EQ(tensor.nbytes(), 16);
+  EXPECT_EQ(tensor.strides(), (std::vector<std::int64_t>{8, 1}));
+}
+
+TEST(SubByte, PackedSizeNearInt64IsExact) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {(std::int64_t{1} << 61) - 1};  // 2^61 - 1 four-bit elements: 2^60 bytes, rounded
+  spec.dtype = kFloat4;
+  const Tensor tensor = import_or_die(producer, spec);  // only described: its data is never read
+  EXPECT_EQ(tensor.nbytes(), std::int64_t{1} << 60);
+}
+
+TEST(SubByte, PackedFloat6SizeNearInt64IsExact) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {INT64_MAX / 6};  // the bit count overflows int64, the byte count does not
+  spec.dtype = kFloat6;
+  const Tensor tensor = import_or_die(producer, spec);
+  EXPECT_EQ(tensor.nbytes(), std::int64_t{1152921504606846976});  // ceil(6 * (2^63 - 1) / 6 / 8)
+}
+
+TEST(SubByte, LegacyExportOfPaddedTensorIsRefused) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {8};
+  spec.dtype = kFloat4;
+  spec.flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  const Tensor tensor = import_or_die(producer, spec);
+  auto legacy = tensor.export_dlpack();
+  ASSERT_FALSE(legacy.has_value());
+  EXPECT_EQ(legacy.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(legacy.error().message.find("IS_SUBBYTE_TYPE_PADDED"), std::string::npos);
+  EXPECT_THROW((void)tensor.to_dlpack(), RuntimeError);
+  // The versioned export says it, and reads back the same bytes.
+  DLManagedTensorVersioned* versioned = tensor.to_dlpack_versioned();
+  EXPECT_NE(versioned->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, 0u);
+  auto again = make_tensor_from_dlpack_versioned(versioned);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->nbytes(), 8);
+}
+
+TEST(SubByte, LegacyExportOfPackedTensorKeepsItsBytes) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {8};
+  spec.dtype = kFloat4;
+  const Tensor tensor = import_or_die(producer, spec);
+  auto again = make_tensor_from_dlpack(tensor.to_dlpack());
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->nbytes(), 4);  // packed both ways: no flag needed
+}
+
+TEST(SubByte, PoolRejectsPackedOverflow) {
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, 256, 1});
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  auto refused = (*pool)->allocate({INT64_MAX / 6}, kFloat6);  // 6 bits each: overflows bits
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("1152921504606846976 bytes do not fit"), std::string::npos)
+      << refused.error().message;
+  auto fits = (*pool)->allocate({100}, kFloat6);  // 75 bytes
+  ASSERT_TRUE(fits.has_value()) << fits.error().message;
+  EXPECT_EQ(fits->nbytes(), 75);
+}
+
+}  // namespace
+}  // namespace holoscan
+
+#endif  // DLPack >= 1.1
