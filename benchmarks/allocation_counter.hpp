@@ -2,9 +2,17 @@
 // Counts heap allocations made by the calling thread (global operator new is replaced).
 #include <cstdint>
 
+#include <benchmark/benchmark.h>
+
 namespace holoscan_bench {
 
 /** @brief operator new calls made by this thread so far. */
 std::uint64_t thread_allocations() noexcept;
+
+/** @brief Sets the counter allocs_per_iter from the allocations made since `start`. */
+inline void report_allocations(benchmark::State& state, std::uint64_t start) {
+  state.counters["allocs_per_iter"] = benchmark::Counter(
+      static_cast<double>(thread_allocations() - start) / static_cast<double>(state.iterations()));
+}
 
 }  // namespace holoscan_bench

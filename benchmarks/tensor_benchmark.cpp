@@ -8,34 +8,16 @@
 
 #include <benchmark/benchmark.h>
 #include "allocation_counter.hpp"
+#include "reusable_producer.hpp"
 
 namespace {
 
-// A producer whose managed tensor is reused, so that only the import is measured: its deleter
-// just marks the tensor free again (PyTorch's 464 ns figure includes its own 27 ns producer).
-struct ReusableProducer {
-  std::array<std::int64_t, 4> shape{8, 3, 32, 32};
-  std::array<float, 8 * 3 * 32 * 32> data{};
-  DLManagedTensorVersioned managed{};
-  ReusableProducer() {
-    managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    managed.deleter = [](DLManagedTensorVersioned*) {};
-    managed.dl_tensor.data = data.data();
-    managed.dl_tensor.device = {kDLCPU, 0};
-    managed.dl_tensor.ndim = 4;
-    managed.dl_tensor.dtype = {kDLFloat, 32, 1};
-    managed.dl_tensor.shape = shape.data();
-  }
-};
+using holoscan_bench::host_producer;
 
-void report_allocations(benchmark::State& state, std::uint64_t start) {
-  state.counters["allocs_per_iter"] =
-      benchmark::Counter(static_cast<double>(holoscan_bench::thread_allocations() - start) /
-                         static_cast<double>(state.iterations()));
-}
+using holoscan_bench::report_allocations;
 
 void BM_ImportAndDestroy_Host4D(benchmark::State& state) {
-  auto producer = std::make_unique<ReusableProducer>();
+  auto* producer = &host_producer();
   const auto start = holoscan_bench::thread_allocations();
   for (auto _ : state) {
     auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer->managed);
@@ -46,7 +28,7 @@ void BM_ImportAndDestroy_Host4D(benchmark::State& state) {
 BENCHMARK(BM_ImportAndDestroy_Host4D);
 
 void BM_ExportAndDelete_Host4D(benchmark::State& state) {
-  auto producer = std::make_unique<ReusableProducer>();
+  auto* producer = &host_producer();
   auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer->managed);
   const auto start = holoscan_bench::thread_allocations();
   for (auto _ : state) {
@@ -58,7 +40,7 @@ void BM_ExportAndDelete_Host4D(benchmark::State& state) {
 BENCHMARK(BM_ExportAndDelete_Host4D);
 
 void BM_ExportImportRoundTrip_Host4D(benchmark::State& state) {
-  auto producer = std::make_unique<ReusableProducer>();
+  auto* producer = &host_producer();
   auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer->managed);
   const auto start = holoscan_bench::thread_allocations();
   for (auto _ : state) {
@@ -71,8 +53,8 @@ BENCHMARK(BM_ExportImportRoundTrip_Host4D);
 
 void BM_TensorCopyAndDestroy(benchmark::State& state) {
   // Shared by every thread of the multi-threaded run, so that its counts contend as in fan-out.
-  static ReusableProducer producer;
-  static holoscan::Tensor tensor = *holoscan::make_tensor_from_dlpack_versioned(&producer.managed);
+  static holoscan::Tensor tensor =
+      *holoscan::make_tensor_from_dlpack_versioned(&host_producer().managed);
   const auto start = holoscan_bench::thread_allocations();
   for (auto _ : state) {
     holoscan::Tensor copy = tensor;

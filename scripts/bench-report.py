@@ -1,29 +1,31 @@
 #!/usr/bin/env python3
-"""Prints each hot path's time as a ratio against the floor measured in the same benchmark run.
+"""Prints each benchmark's time beside the floor and the peer measured in the same run.
 
-Usage: bench-report.py BENCHMARK_JSON. Uses the median aggregate when repetitions were run.
+Usage: bench-report.py BENCHMARK_JSON [--markdown]. Uses the median aggregate when repetitions
+were run. Every ratio is computed from rows of the one JSON file given: no figure is typed in.
 """
 import json
 import sys
 
-# Our row -> the floor rows (summed) that the same work costs when done by hand with raw calls.
-FLOORS = {
-    "BM_SetReadinessStream": ["BM_Floor_EventRecord"],
-    "BM_SetDeallocationStream": ["BM_Floor_EventRecord"],
-    "BM_SynchronizeForConsumer_OtherStream": ["BM_Floor_StreamWaitEvent"],
-    "BM_SynchronizeForConsumer_SameStream": ["BM_Floor_StreamWaitEvent"],
-    "BM_HandoffLifecycle": ["BM_Floor_RecordWaitPair", "BM_Floor_EventRecord",
-                            "BM_Floor_EventQueryDone"],
-    "BM_RetainRelease": ["BM_Floor_AtomicPair"],
-    "BM_RetainRelease/real_time/threads:16": ["BM_Floor_AtomicPair/real_time/threads:16"],
-    "BM_TensorCopyAndDestroy": ["BM_Floor_AtomicPair"],
-    "BM_TensorCopyAndDestroy/real_time/threads:16": ["BM_Floor_AtomicPair/real_time/threads:16"],
-}
-# Peer costs measured on the H200 in other runs (FIELD_NOTES.md): context, not a same-run floor.
-PEERS = {
-    "BM_ImportAndDestroy_Host4D": ("at::fromDLPackVersioned + destruction, torch 2.11", 464.0),
-    "BM_ExportAndDelete_Host4D": ("at::toDLPackVersioned + deleter, torch 2.11", 60.0),
-    "BM_SynchronizeForConsumer_OtherStream": ("c10 CUDAEvent record + block, reused event", 2100.0),
+# Our row -> (the floor rows, summed, that the same work costs done by hand with raw calls;
+#              the peer row doing the same work, or None; the target against the floor;
+#              the target against the peer, as "at most this fraction of the peer's time").
+ROWS = {
+    "BM_Hop3_Library": (["BM_Hop3_Floor"], "BM_Torch_Hop3", 1.2, 1 / 1.5),
+    "BM_Handoff_Library": (["BM_Floor_RecordWaitPair"], "BM_Torch_Handoff_C10Event", 1.15, 1 / 2.5),
+    "BM_SetReadinessStream": (["BM_Floor_EventRecord"], None, 1.15, None),
+    "BM_SetDeallocationStream": (["BM_Floor_EventRecord"], None, 1.15, None),
+    "BM_SynchronizeForConsumer_OtherStream": (["BM_Floor_StreamWaitEvent"], None, 1.1, None),
+    "BM_SynchronizeForConsumer_SameStream": ([], None, None, None),
+    "BM_HandoffLifecycle": (["BM_Floor_RecordWaitPair", "BM_Floor_EventRecord"], None, None, None),
+    "BM_RetainRelease": (["BM_Floor_AtomicPair"], None, None, None),
+    "BM_RetainRelease/real_time/threads:16": (["BM_Floor_AtomicPair/real_time/threads:16"], None,
+                                              None, None),
+    "BM_TensorCopyAndDestroy": (["BM_Floor_AtomicPair"], None, 1.5, None),
+    "BM_TensorCopyAndDestroy/real_time/threads:16": (
+        ["BM_Floor_AtomicPair/real_time/threads:16"], None, 1.5, None),
+    "BM_ImportAndDestroy_Host4D": ([], "BM_Torch_ImportAndDestroy_Host4D", None, 0.4),
+    "BM_ExportAndDelete_Host4D": ([], "BM_Torch_ExportAndDelete_Host4D", None, 1.0),
 }
 
 
@@ -45,26 +47,52 @@ def load(path):
     return times, extras
 
 
+def verdict(ratio, target):
+    if ratio is None or target is None:
+        return ""
+    return "meets" if ratio <= target else "MISSES"
+
+
 def main():
     times, extras = load(sys.argv[1])
-    print(f"{'benchmark':48} {'ns':>9}  {'floor ns':>9}  {'ratio':>6}  notes")
-    for name, ns in times.items():
-        if name.startswith("BM_Floor_"):
-            shown = "skipped" if ns is None else f"{ns:9.1f}"
-            print(f"{name:48} {shown:>9}  {'':>9}  {'':>6}  floor")
-            continue
+    markdown = "--markdown" in sys.argv[2:]
+    header = ["operation", "ns", "floor ns", "x floor", "target", "peer ns", "x peer", "target",
+              "notes"]
+    lines = []
+    for name, (floors, peer, floor_target, peer_target) in ROWS.items():
+        ns = times.get(name)
         if ns is None:
-            print(f"{name:48} {'skipped':>9}  {'':>9}  {'':>6}  {extras.get(name, '')}")
             continue
-        floors = FLOORS.get(name, [])
         floor = sum(times.get(f) or 0.0 for f in floors) if floors else None
-        ratio = f"{ns / floor:6.2f}" if floor else ""
-        floor_text = f"{floor:9.1f}" if floor else ""
-        notes = [extras.get(name, "")]
-        if name in PEERS:
-            label, peer_ns = PEERS[name]
-            notes.append(f"peer {label}: {peer_ns:.0f} ns (x{ns / peer_ns:.2f})")
-        print(f"{name:48} {ns:9.1f}  {floor_text:>9}  {ratio:>6}  {'; '.join(n for n in notes if n)}")
+        floor_ratio = ns / floor if floor else None
+        peer_ns = times.get(peer) if peer else None
+        peer_ratio = ns / peer_ns if peer_ns else None
+        lines.append([
+            name, f"{ns:.1f}",
+            f"{floor:.1f}" if floor else "",
+            f"{floor_ratio:.2f}" if floor_ratio else "",
+            f"<= {floor_target} {verdict(floor_ratio, floor_target)}" if floor_target else "",
+            f"{peer_ns:.1f}" if peer_ns else "",
+            f"{peer_ratio:.2f}" if peer_ratio else "",
+            f"<= {peer_target:.2f} {verdict(peer_ratio, peer_target)}" if peer_target else "",
+            extras.get(name, ""),
+        ])
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for line in lines:
+            print("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h)
+                  for i, h in enumerate(header)]
+        print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+        for line in lines:
+            print("  ".join(c.ljust(w) for c, w in zip(line, widths)))
+    print()
+    print("raw rows (median ns):")
+    for name, ns in times.items():
+        shown = "skipped" if ns is None else f"{ns:.1f}"
+        print(f"  {name:52} {shown:>10}  {extras.get(name, '')}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 # synccheck), and the benchmarks with their floor ratios. Logs go to $OUT (or out/gpu-check); a
 # summary is printed last.
 #
-# Usage: gpu-check.sh [STAGE...] with stages build, test, demo, sanitize, bench (default: all).
+# Usage: gpu-check.sh [STAGE...] with stages build, test, demo, sanitize, probe, bench (default:
+# all). SANITIZER_TOOLS picks the compute-sanitizer tools (default: memcheck racecheck synccheck
+# initcheck); BENCH_REPETITIONS the interleaved repetitions of the benchmarks (default 7).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-$PWD/out/gpu-check}
@@ -12,7 +14,7 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-stages=${*:-build test demo sanitize bench}
+stages=${*:-build test demo sanitize probe bench}
 
 build() {
   if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
@@ -43,7 +45,7 @@ demo() {
 sanitize() {
   local gpu_tests=build/gpu/tests/holoscan_dlpack_gpu_tests
   : >"$out/sanitizers.log"
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}; do
     echo "===== compute-sanitizer --tool $tool" >>"$out/sanitizers.log"
     # API errors are left out: the capture and no-readiness tests fail CUDA calls on purpose and
     # check those errors themselves. The pool stress test runs fewer rounds under the sanitizer.
@@ -56,12 +58,24 @@ sanitize() {
   done
 }
 
+probe() {
+  build/gpu/benchmarks/holoscan_dlpack_cuda_semantics_probe >"$out/cuda-semantics.txt" 2>&1
+  note "cuda semantics probe: exit $?"
+  cat "$out/cuda-semantics.txt"
+}
+
+# One binary measures the library, the raw-call floors and, when PyTorch was found, PyTorch's
+# side: ratios come from one run, with the repetitions interleaved.
 bench() {
-  build/gpu/benchmarks/holoscan_dlpack_benchmarks --benchmark_repetitions=3 \
+  local binary=build/gpu/benchmarks/holoscan_dlpack_torch_benchmarks
+  [ -x "$binary" ] || binary=build/gpu/benchmarks/holoscan_dlpack_benchmarks
+  note "benchmarks: $(basename "$binary"), $(date -u +%Y-%m-%dT%H:%MZ)"
+  "$binary" --benchmark_repetitions="${BENCH_REPETITIONS:-7}" \
+    --benchmark_enable_random_interleaving=true --benchmark_min_time="${BENCH_MIN_TIME:-0.1}" \
     --benchmark_report_aggregates_only=true --benchmark_out="$out/bench.json" \
     --benchmark_out_format=json >"$out/bench.txt" 2>&1
+  note "benchmarks: exit $?"
   python3 scripts/bench-report.py "$out/bench.json" >"$out/bench-ratios.txt" 2>&1
-  note "benchmarks: see bench-ratios.txt"
   cat "$out/bench-ratios.txt"
 }
 

@@ -1,0 +1,45 @@
+# Finds PyTorch's C++ headers and libraries from the torch Python package (the wheel's layout),
+# for the peer benchmarks only. Torch's own package config is not used: it insists on CUDA
+# components (cuDNN, NVTX, ...) that a wheel install does not provide to CMake.
+#
+# HOLOSCAN_DLPACK_TORCH_DIR: the torch package folder (default: asked from python3).
+# Defines the INTERFACE target holoscan_dlpack_torch when found.
+set(HOLOSCAN_DLPACK_TORCH_DIR "" CACHE PATH "torch package folder (with include/ and lib/)")
+if(NOT HOLOSCAN_DLPACK_TORCH_DIR)
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(Python3_Interpreter_FOUND)
+    execute_process(
+      COMMAND ${Python3_EXECUTABLE} -c "import os, torch; print(os.path.dirname(torch.__file__))"
+      OUTPUT_VARIABLE _hdl_torch_dir OUTPUT_STRIP_TRAILING_WHITESPACE
+      RESULT_VARIABLE _hdl_torch_status ERROR_QUIET)
+    if(_hdl_torch_status EQUAL 0)
+      set(HOLOSCAN_DLPACK_TORCH_DIR "${_hdl_torch_dir}")
+    endif()
+  endif()
+endif()
+if(NOT HOLOSCAN_DLPACK_TORCH_DIR OR NOT EXISTS "${HOLOSCAN_DLPACK_TORCH_DIR}/include/ATen/DLConvertor.h")
+  message(STATUS "holoscan-dlpack: PyTorch not found, the peer benchmarks are not built")
+  return()
+endif()
+
+set(_hdl_torch_libs)
+foreach(_hdl_lib c10 c10_cuda torch torch_cpu torch_cuda)
+  find_library(_hdl_torch_${_hdl_lib} ${_hdl_lib} PATHS "${HOLOSCAN_DLPACK_TORCH_DIR}/lib"
+    NO_DEFAULT_PATH)
+  if(NOT _hdl_torch_${_hdl_lib})
+    message(STATUS "holoscan-dlpack: lib${_hdl_lib}.so missing in ${HOLOSCAN_DLPACK_TORCH_DIR}/lib")
+    return()
+  endif()
+  list(APPEND _hdl_torch_libs "${_hdl_torch_${_hdl_lib}}")
+endforeach()
+
+add_library(holoscan_dlpack_torch INTERFACE)
+target_include_directories(holoscan_dlpack_torch SYSTEM INTERFACE
+  "${HOLOSCAN_DLPACK_TORCH_DIR}/include"
+  "${HOLOSCAN_DLPACK_TORCH_DIR}/include/torch/csrc/api/include")
+target_link_libraries(holoscan_dlpack_torch INTERFACE ${_hdl_torch_libs})
+# The wheel's libraries find their CUDA libraries (from other wheels) through their own RUNPATH
+# at run time; the linker need not resolve them here.
+target_link_options(holoscan_dlpack_torch INTERFACE "LINKER:--allow-shlib-undefined"
+  "LINKER:-rpath,${HOLOSCAN_DLPACK_TORCH_DIR}/lib")
+message(STATUS "holoscan-dlpack: PyTorch from ${HOLOSCAN_DLPACK_TORCH_DIR}: peer benchmarks built")
