@@ -11,6 +11,7 @@ namespace holoscan_bench {
 std::uint64_t thread_allocations() noexcept { return allocations; }
 }  // namespace holoscan_bench
 
+#if !defined(HOLOSCAN_BENCH_COUNT_ALLOCATIONS) || HOLOSCAN_BENCH_COUNT_ALLOCATIONS
 void* operator new(std::size_t bytes) {
   ++allocations;
   if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) {
@@ -32,3 +33,4 @@ void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+#endif

@@ -1,5 +1,7 @@
 #pragma once
-// Counts heap allocations made by the calling thread (global operator new is replaced).
+// Counts heap allocations made by the calling thread (global operator new is replaced). A binary
+// that links PyTorch builds with HOLOSCAN_BENCH_COUNT_ALLOCATIONS=0: replacing operator new under
+// libtorch is not safe, and that binary's allocation counts come from the plain one.
 #include <cstdint>
 
 #include <benchmark/benchmark.h>
@@ -11,6 +13,11 @@ std::uint64_t thread_allocations() noexcept;
 
 /** @brief Sets the counter allocs_per_iter from the allocations made since `start`. */
 inline void report_allocations(benchmark::State& state, std::uint64_t start) {
+#if defined(HOLOSCAN_BENCH_COUNT_ALLOCATIONS) && !HOLOSCAN_BENCH_COUNT_ALLOCATIONS
+  (void)state;
+  (void)start;
+  return;
+#endif
   state.counters["allocs_per_iter"] = benchmark::Counter(
       static_cast<double>(thread_allocations() - start) / static_cast<double>(state.iterations()));
 }

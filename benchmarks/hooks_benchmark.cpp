@@ -14,11 +14,7 @@ class AllocationProbe {
  public:
   explicit AllocationProbe(benchmark::State& state)
       : state_(state), start_(holoscan_bench::thread_allocations()) {}
-  ~AllocationProbe() {
-    const double made = static_cast<double>(holoscan_bench::thread_allocations() - start_);
-    state_.counters["allocs_per_iter"] =
-        benchmark::Counter(made / static_cast<double>(state_.iterations()));
-  }
+  ~AllocationProbe() { holoscan_bench::report_allocations(state_, start_); }
   AllocationProbe(const AllocationProbe&) = delete;
   AllocationProbe& operator=(const AllocationProbe&) = delete;
 

@@ -71,10 +71,18 @@ bench() {
   [ -x "$binary" ] || binary=build/gpu/benchmarks/holoscan_dlpack_benchmarks
   note "benchmarks: $(basename "$binary"), $(date -u +%Y-%m-%dT%H:%MZ)"
   "$binary" --benchmark_repetitions="${BENCH_REPETITIONS:-7}" \
-    --benchmark_enable_random_interleaving=true --benchmark_min_time="${BENCH_MIN_TIME:-0.1}" \
+    --benchmark_enable_random_interleaving=true --benchmark_min_time="${BENCH_MIN_TIME:-0.1s}" \
     --benchmark_report_aggregates_only=true --benchmark_out="$out/bench.json" \
     --benchmark_out_format=json >"$out/bench.txt" 2>&1
-  note "benchmarks: exit $?"
+  local status=$?
+  note "benchmarks: exit $status"
+  if [ "$status" -ne 0 ]; then
+    # Find the benchmark that failed: one process each, in order.
+    for name in $("$binary" --benchmark_list_tests); do
+      "$binary" --benchmark_filter="^${name}\$" --benchmark_min_time=0.01s >/dev/null 2>&1 ||
+        note "benchmark $name: exit $?"
+    done
+  fi
   python3 scripts/bench-report.py "$out/bench.json" >"$out/bench-ratios.txt" 2>&1
   cat "$out/bench-ratios.txt"
 }
