@@ -230,13 +230,17 @@ expected<Layout, Error> validate_dl_tensor(const DLTensor& tensor, std::uint64_t
     return make_unexpected(
         invalid(who, "data is null for a tensor of " + std::to_string(layout->size) + " elements"));
   }
-  // The bytes addressed relative to data: [byte_offset + low, byte_offset + high).
-  // Without strides the elements are compact: validate_layout proved their bytes fit int64.
-  Wide low = 0;
-  Wide high = tensor.strides == nullptr ? layout->nbytes : 0;
+  // The bits addressed relative to data + byte_offset: [low_bits, high_bits). Counted in bits so
+  // that packed sub-byte tensors get the same span with explicit strides as with compact ones
+  // (whose bytes validate_layout already proved to fit int64).
+  const Wide bits = element_bits(tensor.dtype);
+  const bool packed = is_packed_sub_byte(tensor.dtype, flags);
+  Wide low_bits = 0;
+  Wide high_bits = tensor.strides == nullptr ? Wide{layout->nbytes} * 8 : 0;
   if (tensor.strides != nullptr && layout->size > 0) {
-    high = item_bytes(tensor.dtype);
+    high_bits = packed ? bits : item_bytes(tensor.dtype) * 8;
   }
+  constexpr Wide kReachLimit = Wide{1} << 65;  // past it no span fits int64, exact or not
   for (std::int32_t i = 0; i < tensor.ndim; ++i) {
     const std::int64_t stride = tensor.strides != nullptr ? tensor.strides[i] : 0;
     const Wide bytes = wide_stride_bytes(stride, tensor.dtype, flags);
@@ -246,10 +250,19 @@ expected<Layout, Error> validate_dl_tensor(const DLTensor& tensor, std::uint64_t
                                               ", too large to express in bytes"));
     }
     if (tensor.strides != nullptr && layout->size > 0) {
-      const Wide reach = bytes * (tensor.shape[i] - 1);
-      (reach < 0 ? low : high) += reach;
+      const Wide steps = tensor.shape[i] - 1;
+      if ((bytes < 0 ? -bytes : bytes) * steps > kReachLimit) {
+        return make_unexpected(invalid(who, "strides[" + std::to_string(i) + "] with shape[" +
+                                                std::to_string(i) +
+                                                "]: the addressed span overflows int64"));
+      }
+      const Wide reach = packed ? Wide{stride} * steps * bits : bytes * steps * 8;
+      (reach < 0 ? low_bits : high_bits) += reach;
     }
   }
+  // Whole bytes touched: low rounded down, high rounded up.
+  const Wide low = low_bits >= 0 ? low_bits / 8 : -((-low_bits + 7) / 8);
+  const Wide high = (high_bits + 7) / 8;
   const Wide offset = tensor.byte_offset;
   if (offset > kInt64Max || offset + high > kInt64Max || offset + low < -kInt64Max) {
     return make_unexpected(invalid(who, "byte_offset " + std::to_string(tensor.byte_offset) +

@@ -83,6 +83,22 @@ TEST(SubByte, PackedFloat6SizeNearInt64IsExact) {
   EXPECT_EQ(tensor.nbytes(), std::int64_t{1152921504606846976});  // ceil(6 * (2^63 - 1) / 6 / 8)
 }
 
+// Found by the import fuzzer: the span of explicit packed strides was counted a byte an element,
+// so the export of an accepted float4 {INT64_MAX} tensor was refused on re-import.
+TEST(SubByte, ExplicitPackedStridesSpanLikeCompactOnes) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {INT64_MAX};
+  spec.dtype = kFloat4;
+  spec.byte_offset = 182;
+  const Tensor tensor = import_or_die(producer, spec);
+  DLManagedTensorVersioned* exported = tensor.to_dlpack_versioned();
+  ASSERT_NE(exported->dl_tensor.strides, nullptr);
+  auto again = make_tensor_from_dlpack_versioned(exported);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  EXPECT_EQ(again->nbytes(), tensor.nbytes());
+}
+
 TEST(SubByte, LegacyExportOfPaddedTensorIsRefused) {
   CountingProducer producer;
   TensorSpec spec;

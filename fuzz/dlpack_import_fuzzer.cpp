@@ -1,0 +1,218 @@
+// Fuzzes DLPack import (versioned and legacy), the accessors, copies, both exports and the
+// re-import of each export. Invariants are checked inside: the producer's deleter runs exactly
+// once (never on a rejection, until the caller runs it), every size, byte count and byte stride
+// equals a 128-bit reference computation, and an export reads back as the tensor it came from.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <holoscan/tensor.hpp>
+
+namespace {
+
+__extension__ typedef __int128 Wide;
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "invariant broken: %s\n", what);
+  std::abort();
+}
+
+void check(bool condition, const char* what) {
+  if (!condition) {
+    fail(what);
+  }
+}
+
+// Reads the fuzzer's bytes as a stream of fields; past the end every field is zero.
+class Bytes {
+ public:
+  Bytes(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
+  template <class T>
+  T take() {
+    T value{};
+    const std::size_t n = sizeof(T) < size_ - offset_ ? sizeof(T) : size_ - offset_;
+    std::memcpy(&value, data_ + offset_, n);
+    offset_ += n;
+    return value;
+  }
+  // A 64-bit value biased towards the edges that break arithmetic.
+  std::int64_t extent() {
+    const auto kind = take<std::uint8_t>();
+    switch (kind % 8) {
+      case 0:
+        return 0;
+      case 1:
+        return 1;
+      case 2:
+        return INT64_MAX - take<std::uint8_t>();
+      case 3:
+        return INT64_MIN + take<std::uint8_t>();
+      case 4:
+        return static_cast<std::int64_t>(take<std::uint64_t>());
+      case 5:
+        return -static_cast<std::int64_t>(take<std::uint8_t>());
+      case 6:
+        return std::int64_t{1} << (take<std::uint8_t>() % 63);
+      default:
+        return take<std::uint8_t>();
+    }
+  }
+
+ private:
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::size_t offset_ = 0;
+};
+
+struct Producer {
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;
+  int deleter_calls = 0;
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensor legacy{};
+};
+
+// What the producer described, computed in 128 bits.
+struct Reference {
+  Wide size = 1;
+  bool packed = false;
+  Wide bits = 0;
+};
+
+Reference reference_of(const DLTensor& t, std::uint64_t flags) {
+  Reference ref;
+  ref.bits = Wide{t.dtype.bits} * t.dtype.lanes;
+  ref.packed = ref.bits % 8 != 0 && (flags & (std::uint64_t{1} << 2)) == 0;
+  for (std::int32_t i = 0; i < t.ndim; ++i) {
+    ref.size *= t.shape[i];
+  }
+  return ref;
+}
+
+Wide byte_stride(Wide stride, const Reference& ref) {
+  if (!ref.packed) {
+    return stride * ((ref.bits + 7) / 8);
+  }
+  const Wide magnitude = ((stride < 0 ? -stride : stride) * ref.bits + 7) / 8;
+  return stride < 0 ? -magnitude : magnitude;
+}
+
+void check_tensor(const holoscan::Tensor& tensor, const DLTensor& source, std::uint64_t flags) {
+  const Reference ref = reference_of(source, flags);
+  check(tensor.ndim() == source.ndim, "ndim");
+  check(tensor.size() == ref.size, "size");
+  const Wide bytes = ref.packed ? (ref.size * ref.bits + 7) / 8 : ref.size * ((ref.bits + 7) / 8);
+  check(tensor.nbytes() == bytes, "nbytes");
+  check(tensor.itemsize() == (ref.bits + 7) / 8, "itemsize");
+  const auto shape = tensor.shape();
+  const auto strides = tensor.strides();
+  Wide compact = 1;
+  for (std::int32_t i = source.ndim; i-- > 0;) {
+    check(shape[i] == source.shape[i], "shape");
+    const Wide elements = source.strides != nullptr ? Wide{source.strides[i]} : compact;
+    check(strides[i] == byte_stride(elements, ref), "strides in bytes");
+    check(tensor.dl_tensor().strides[i] == elements, "strides in elements");
+    compact *= source.shape[i] > 0 ? source.shape[i] : 1;
+  }
+  if (source.data != nullptr) {
+    check(tensor.data() == static_cast<char*>(source.data) + source.byte_offset, "data");
+  }
+  check(tensor.read_only(), "imports are read-only");
+}
+
+// Exports `tensor` both ways and imports each export again: the same tensor must come back.
+void round_trip(const holoscan::Tensor& tensor) {
+  auto versioned = tensor.export_dlpack_versioned();
+  check(versioned.has_value(), "a valid tensor exports");
+  auto again = holoscan::make_tensor_from_dlpack_versioned(*versioned);
+  check(again.has_value(), "a versioned export re-imports");
+  check(again->shape() == tensor.shape() && again->strides() == tensor.strides() &&
+            again->nbytes() == tensor.nbytes() && again->data() == tensor.data(),
+        "versioned round trip");
+  auto legacy = tensor.export_dlpack();
+  if (!legacy.has_value()) {
+    check(legacy.error().code == holoscan::ErrorCode::kInvalidArgument, "legacy refusal code");
+    check((tensor.flags() & (std::uint64_t{1} << 2)) != 0, "only padded sub-byte is refused");
+    return;
+  }
+  auto from_legacy = holoscan::make_tensor_from_dlpack(*legacy);
+  check(from_legacy.has_value(), "a legacy export re-imports");
+  check(from_legacy->nbytes() == tensor.nbytes() && from_legacy->strides() == tensor.strides(),
+        "legacy round trip");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Bytes in(data, size);
+  Producer producer;
+  const auto shape_kind = in.take<std::uint8_t>();
+  const bool use_legacy = (shape_kind & 1) != 0;
+  const std::int32_t ndim = static_cast<std::int8_t>(in.take<std::uint8_t>()) % 40;
+  const auto count = static_cast<std::size_t>(ndim > 0 ? ndim : 0);
+  for (std::size_t i = 0; i < count; ++i) {
+    producer.shape.push_back(in.extent());
+  }
+  const bool has_strides = (shape_kind & 2) != 0;
+  for (std::size_t i = 0; has_strides && i < count; ++i) {
+    producer.strides.push_back(in.extent());
+  }
+  static std::uint8_t storage[256];
+  DLTensor view{};
+  switch ((shape_kind >> 2) % 4) {
+    case 0:
+      view.data = nullptr;
+      break;
+    case 1:
+      view.data = storage;
+      break;
+    default:
+      view.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(in.take<std::uint64_t>()));
+      break;
+  }
+  view.ndim = ndim;
+  view.shape = (shape_kind & 16) != 0 ? nullptr : producer.shape.data();
+  view.strides = has_strides ? producer.strides.data() : nullptr;
+  view.dtype =
+      DLDataType{in.take<std::uint8_t>(), in.take<std::uint8_t>(), in.take<std::uint16_t>()};
+  view.device = DLDevice{static_cast<DLDeviceType>(in.take<std::uint8_t>() % 24),
+                         static_cast<std::int8_t>(in.take<std::uint8_t>())};
+  view.byte_offset = (shape_kind & 32) != 0 ? in.take<std::uint64_t>() : in.take<std::uint8_t>();
+  const auto flags = static_cast<std::uint64_t>(in.take<std::uint8_t>() % 16);
+
+  const bool other_major = in.take<std::uint8_t>() % 8 == 0;
+  const auto minor = static_cast<std::uint32_t>(in.take<std::uint8_t>() % 5);
+  producer.versioned.version = {DLPACK_MAJOR_VERSION + (other_major ? 1u : 0u), minor};
+  producer.versioned.flags = flags;
+  producer.versioned.manager_ctx = &producer;
+  producer.versioned.deleter = [](DLManagedTensorVersioned* self) {
+    ++static_cast<Producer*>(self->manager_ctx)->deleter_calls;
+  };
+  producer.versioned.dl_tensor = view;
+  producer.legacy.manager_ctx = &producer;
+  producer.legacy.deleter = [](DLManagedTensor* self) {
+    ++static_cast<Producer*>(self->manager_ctx)->deleter_calls;
+  };
+  producer.legacy.dl_tensor = view;
+
+  {
+    auto imported = use_legacy ? holoscan::make_tensor_from_dlpack(&producer.legacy)
+                               : holoscan::make_tensor_from_dlpack_versioned(&producer.versioned);
+    if (!imported.has_value()) {
+      check(imported.error().code == holoscan::ErrorCode::kInvalidArgument,
+            "rejections are kInvalidArgument");
+      check(!imported.error().message.empty(), "rejections say why");
+      check(producer.deleter_calls == 0, "a rejection leaves ownership with the caller");
+      return 0;  // the producer is the caller here: nothing was allocated to free
+    }
+    check_tensor(*imported, view, use_legacy ? 0 : flags);
+    const holoscan::Tensor copy = *imported;  // NOLINT(performance-unnecessary-copy-initialization)
+    check(copy.dl_ctx() == imported->dl_ctx(), "copies share the context");
+    round_trip(copy);
+    check(producer.deleter_calls == 0, "no deleter while a Tensor lives");
+  }
+  check(producer.deleter_calls == 1, "the deleter runs exactly once");
+  return 0;
+}

@@ -1,0 +1,28 @@
+#pragma once
+/**
+ * @file
+ * @brief PeerLiveness for a real process: a pidfd that turns readable once the process has exited.
+ */
+#include <cstdint>
+#include <memory>
+
+#include "holoscan/expected.hpp"
+#include "holoscan/ipc_channel.hpp"
+#include "holoscan/ipc_claims.hpp"
+
+namespace holoscan::ipc {
+
+/** @brief Watches process `pid` (Linux 5.3+); open it while the peer is known alive and connected.
+ */
+expected<std::unique_ptr<PeerLiveness>, Error> watch_process(std::int32_t pid);
+
+/**
+ * @brief Watches the process at the other end of `channel`.
+ *
+ * Uses SO_PEERPIDFD (Linux 6.5+), which names the very process that connected, so no reuse of its
+ * pid can intervene; falls back to watch_process(peer_pid()) on older kernels. For Channel::pair()
+ * both ends name the creating process (see Channel::peer_pid()).
+ */
+expected<std::unique_ptr<PeerLiveness>, Error> watch_peer(const Channel& channel);
+
+}  // namespace holoscan::ipc

@@ -1,0 +1,243 @@
+// Channel: moves frames and descriptors over a connected SOCK_SEQPACKET socket. The socket stays
+// in blocking mode (a peer that inherits it sees the usual semantics); every call here passes
+// MSG_DONTWAIT and waits in poll(), so that timeouts hold and EINTR only restarts the wait.
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <variant>
+
+#include "holoscan/ipc_channel.hpp"
+#include "ipc_error.hpp"
+#include "ipc_frame.hpp"
+#include "ipc_poll.hpp"
+#include "ipc_socket.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+constexpr const char* kWho = "ipc channel";
+
+// Room for more descriptors than any frame may carry, so that a peer sending too many is told
+// how many it sent; the kernel drops (and closes) whatever does not fit and sets MSG_CTRUNC.
+constexpr std::size_t kMaxReceivedFds = 4;
+
+Error closed_error(const char* how) {
+  return Error{kChannelClosed, std::string(kWho) + ": peer hung up (" + how + ")", 0};
+}
+
+Error invalid(const std::string& what) { return detail::invalid_argument(kWho, what); }
+
+// recvmsg() returns 0 both at end-of-file and for an empty record; only a hung-up socket with
+// nothing left queued is end-of-file. An empty record is then reported as an undersized frame.
+bool peer_hung_up(int fd) noexcept {
+  pollfd entry{fd, POLLIN | POLLRDHUP, 0};
+  int queued = 0;
+  return ::poll(&entry, 1, 0) == 1 && (entry.revents & (POLLHUP | POLLRDHUP)) != 0 &&
+         ::ioctl(fd, FIONREAD, &queued) == 0 && queued == 0;
+}
+
+// Takes ownership of every descriptor in the control data before anything else can fail.
+struct ReceivedFds {
+  std::array<UniqueFd, kMaxReceivedFds> fds;
+  std::size_t count = 0;
+  bool foreign_control = false;  // a control message other than SCM_RIGHTS
+
+  void take(msghdr& msg) noexcept {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+        foreign_control = true;
+        continue;
+      }
+      const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < n; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        UniqueFd owned(fd);
+        if (count < fds.size()) {
+          fds[count] = std::move(owned);
+        }
+        ++count;  // counts every one; any past the array is closed by `owned` right here
+      }
+    }
+  }
+};
+
+}  // namespace
+
+expected<std::pair<Channel, Channel>, Error> Channel::pair() {
+  int sv[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return make_unexpected(detail::system_error(kWho, "socketpair", errno));
+  }
+  return std::pair<Channel, Channel>(Channel(UniqueFd(sv[0])), Channel(UniqueFd(sv[1])));
+}
+
+expected<Channel, Error> Channel::connect(const std::string& path) {
+  auto address = detail::unix_address(path, kWho);
+  if (!address) {
+    return make_unexpected(std::move(address.error()));
+  }
+  UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!socket.valid()) {
+    return make_unexpected(detail::system_error(kWho, "socket", errno));
+  }
+  if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) !=
+      0) {
+    if (errno != EINTR) {
+      return make_unexpected(detail::system_error(kWho, "connect", errno));
+    }
+    // An interrupted connect() goes on in the background; its outcome is read from SO_ERROR.
+    if (auto done = detail::wait_ready(socket.get(), POLLOUT, detail::Deadline(-1), kWho); !done) {
+      return make_unexpected(std::move(done.error()));
+    }
+    int err = 0;
+    socklen_t length = sizeof(err);
+    if (::getsockopt(socket.get(), SOL_SOCKET, SO_ERROR, &err, &length) != 0 || err != 0) {
+      return make_unexpected(detail::system_error(kWho, "connect", err != 0 ? err : errno));
+    }
+  }
+  return Channel(std::move(socket));
+}
+
+expected<Channel, Error> Channel::adopt(UniqueFd socket) {
+  int domain = -1;
+  int type = -1;
+  socklen_t length = sizeof(int);
+  if (!socket.valid() || ::getsockopt(socket.get(), SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0 ||
+      ::getsockopt(socket.get(), SOL_SOCKET, SO_TYPE, &type, &length) != 0 || domain != AF_UNIX ||
+      type != SOCK_SEQPACKET) {
+    return make_unexpected(invalid("adopt needs a connected AF_UNIX SOCK_SEQPACKET socket"));
+  }
+  return Channel(std::move(socket));
+}
+
+expected<void, Error> Channel::send(const Message& message, int timeout_ms) {
+  return std::visit([&](const auto& m) { return send(m, timeout_ms); }, message);
+}
+
+expected<void, Error> Channel::send(const Hello& hello, int timeout_ms) {
+  return send_frame(detail::encode_frame(hello), -1, timeout_ms);
+}
+
+expected<void, Error> Channel::send(const Publish& publish, int timeout_ms) {
+  return send_frame(detail::encode_frame(publish), publish.fd.get(), timeout_ms);
+}
+
+expected<void, Error> Channel::send(const Release& release, int timeout_ms) {
+  return send_frame(detail::encode_frame(release), -1, timeout_ms);
+}
+
+expected<void, Error> Channel::send_frame(const expected<std::vector<std::uint8_t>, Error>& frame,
+                                          int fd, int timeout_ms) {
+  if (!frame) {
+    return make_unexpected(frame.error());
+  }
+  iovec iov{const_cast<std::uint8_t*>(frame->data()), frame->size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  const detail::Deadline deadline(timeout_ms);
+  for (;;) {
+    // A record goes whole or not at all, so there is no partial send to resume.
+    if (::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) {
+      return {};
+    }
+    const int err = errno;
+    if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) {
+      closed_ = true;
+      return make_unexpected(closed_error("send"));
+    }
+    if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+      return make_unexpected(detail::system_error(kWho, "sendmsg", err));
+    }
+    if (err != EINTR) {
+      auto room = detail::wait_ready(socket_.get(), POLLOUT, deadline, kWho);
+      if (!room) {
+        return make_unexpected(std::move(room.error()));
+      }
+      if (!*room) {
+        return make_unexpected(ErrorCode::kNotReady,
+                               std::string(kWho) + ": send timed out, the peer is not reading");
+      }
+    }
+  }
+}
+
+expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
+  const detail::Deadline deadline(timeout_ms);
+  for (;;) {
+    if (auto result = detail::wait_or_result<Message>(socket_.get(), POLLIN, deadline, kWho)) {
+      return std::move(*result);
+    }
+    std::array<std::uint8_t, detail::kMaxFrameBytes> buffer;
+    iovec iov{buffer.data(), buffer.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxReceivedFds)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(socket_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR || err == EAGAIN || err == EWOULDBLOCK) {
+        continue;  // interrupted, or another reader took the record: wait again
+      }
+      if (err == ECONNRESET) {
+        closed_ = true;
+        return make_unexpected(closed_error("receive"));
+      }
+      return make_unexpected(detail::system_error(kWho, "recvmsg", err));
+    }
+    ReceivedFds received;
+    received.take(msg);
+    if ((msg.msg_flags & MSG_CTRUNC) != 0 || received.count > kMaxReceivedFds) {
+      return make_unexpected(invalid("frame carried more file descriptors than any frame may"));
+    }
+    if (received.foreign_control) {
+      return make_unexpected(invalid("frame carried a control message other than SCM_RIGHTS"));
+    }
+    if ((msg.msg_flags & MSG_TRUNC) != 0) {
+      return make_unexpected(invalid("frame is larger than the largest valid frame (" +
+                                     std::to_string(detail::kMaxFrameBytes) + " bytes)"));
+    }
+    if (n == 0 && received.count == 0 && peer_hung_up(socket_.get())) {
+      closed_ = true;
+      return make_unexpected(closed_error("end of file"));
+    }
+    auto message = detail::parse_frame(buffer.data(), static_cast<std::size_t>(n),
+                                       received.fds.data(), received.count);
+    if (!message) {
+      return make_unexpected(std::move(message.error()));
+    }
+    return std::optional<Message>(std::move(*message));
+  }
+}
+
+expected<std::int32_t, Error> Channel::peer_pid() const {
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (::getsockopt(socket_.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    return make_unexpected(detail::system_error(kWho, "getsockopt(SO_PEERCRED)", errno));
+  }
+  return std::int32_t{credentials.pid};
+}
+
+}  // namespace holoscan::ipc

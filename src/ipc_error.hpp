@@ -1,0 +1,19 @@
+#pragma once
+// The errors of the IPC pieces, each message led by the piece that refused ("ipc channel: ...").
+#include <cstdint>
+#include <string>
+
+#include "holoscan/expected.hpp"
+
+namespace holoscan::ipc::detail {
+
+/** @brief kInvalidArgument with the message "<who>: <what>". */
+Error invalid_argument(const char* who, const std::string& what);
+
+/** @brief kFailure for a failed system call: `who`, the call and the text of `err`. */
+Error system_error(const char* who, const char* call, int err);
+
+/** @brief `value` in hexadecimal with a 0x prefix, e.g. for flag words. */
+std::string hex(std::uint64_t value);
+
+}  // namespace holoscan::ipc::detail

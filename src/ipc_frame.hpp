@@ -1,0 +1,36 @@
+#pragma once
+// The channel's frames: an 8-byte header (type, payload length) and the payload, one frame per
+// SOCK_SEQPACKET record. Encoding and parsing are pure, so the socket code only moves bytes and
+// descriptors.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "holoscan/expected.hpp"
+#include "holoscan/ipc_message.hpp"
+
+namespace holoscan::ipc::detail {
+
+/** @brief Bytes of the frame header: u32 type, u32 payload length. */
+inline constexpr std::size_t kFrameHeaderBytes = 8;
+
+/** @brief Bytes of the largest valid frame (a Publish of the largest descriptor). */
+inline constexpr std::size_t kMaxFrameBytes = kFrameHeaderBytes + kMaxDescriptorBytes;
+
+/** @brief The frame bytes of `hello`, refused when the peer would refuse them. */
+expected<std::vector<std::uint8_t>, Error> encode_frame(const Hello& hello);
+/** @brief The frame bytes of `publish` (its fd travels beside them), refused likewise. */
+expected<std::vector<std::uint8_t>, Error> encode_frame(const Publish& publish);
+/** @brief The frame bytes of `release`, refused likewise. */
+expected<std::vector<std::uint8_t>, Error> encode_frame(const Release& release);
+
+/**
+ * @brief Parses and validates one received frame.
+ *
+ * `fds` are the descriptors that arrived with it; a Publish that needs one moves fds[0] out, and
+ * every other descriptor stays in `fds` for the caller to close.
+ */
+expected<Message, Error> parse_frame(const std::uint8_t* bytes, std::size_t size, UniqueFd* fds,
+                                     std::size_t fd_count);
+
+}  // namespace holoscan::ipc::detail

@@ -1,0 +1,423 @@
+// Covers the channel: message round trips, fd passing, timeouts, refusal of malformed frames and
+// stray descriptors sent by a hostile peer, end-of-file, SIGPIPE safety, listeners and paths.
+// Every test checks that it leaves no descriptor open.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "holoscan/ipc_channel.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/ipc_raw_socket.hpp"
+#include "support/ipc_samples.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+using test::encoded;
+using test::raw_frame;
+using test::sample_descriptor;
+using test::send_raw;
+
+class IpcChannel : public ::testing::Test {
+ protected:
+  void SetUp() override { fds_before_ = test::open_fd_count(); }
+  void TearDown() override {
+    channel_.reset();
+    raw_.reset();
+    EXPECT_EQ(test::open_fd_count(), fds_before_) << "descriptor leak";
+  }
+
+  // A channel end whose peer is a raw socket, to send frames no Channel would.
+  void make_raw_pair() {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    raw_ = UniqueFd(sv[0]);
+    auto channel = Channel::adopt(UniqueFd(sv[1]));
+    ASSERT_TRUE(channel.has_value()) << channel.error().message;
+    channel_.emplace(std::move(*channel));
+  }
+
+  // Receives one frame and expects its refusal with `message`.
+  void expect_refused(const std::string& message) {
+    auto got = channel_->receive(1000);
+    ASSERT_FALSE(got.has_value()) << "a malformed frame was accepted";
+    EXPECT_EQ(got.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(got.error().message, message);
+    EXPECT_FALSE(channel_->closed());
+  }
+
+  int fds_before_ = 0;
+  UniqueFd raw_;
+  std::optional<Channel> channel_;
+};
+
+Publish fake_publish() { return Publish{encoded(sample_descriptor()), UniqueFd()}; }
+
+Release release_with_event(std::uint64_t export_id) {
+  Release release;
+  release.export_id = export_id;
+  release.has_event = true;
+  for (std::size_t i = 0; i < release.event.size(); ++i) {
+    release.event[i] = static_cast<std::uint8_t>(i + 1);
+  }
+  return release;
+}
+
+UniqueFd memfd_with(const std::string& text) {
+  UniqueFd fd(::memfd_create("holoscan-ipc-test", MFD_CLOEXEC));
+  EXPECT_TRUE(fd.valid());
+  EXPECT_EQ(::write(fd.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  return fd;
+}
+
+TEST_F(IpcChannel, EveryMessageRoundTrips) {
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value()) << ends.error().message;
+  auto& [a, b] = *ends;
+  ASSERT_TRUE(a.send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion}));
+  ASSERT_TRUE(a.send(fake_publish()));
+  ASSERT_TRUE(a.send(release_with_event(7)));
+  ASSERT_TRUE(a.send(Release{9, false, {}}));
+
+  auto hello = b.receive(1000);
+  ASSERT_TRUE(hello && *hello) << (hello ? "timeout" : hello.error().message);
+  EXPECT_EQ(std::get<Hello>(**hello).pid, static_cast<std::uint32_t>(::getpid()));
+  EXPECT_EQ(std::get<Hello>(**hello).protocol_version, kProtocolVersion);
+
+  auto publish = b.receive(1000);
+  ASSERT_TRUE(publish && *publish);
+  const Publish& p = std::get<Publish>(**publish);
+  EXPECT_FALSE(p.fd.valid());
+  auto descriptor = decode(p.descriptor.data(), p.descriptor.size());
+  ASSERT_TRUE(descriptor.has_value());
+  EXPECT_EQ(*descriptor, sample_descriptor());
+
+  auto release = b.receive(1000);
+  ASSERT_TRUE(release && *release);
+  EXPECT_EQ(std::get<Release>(**release).export_id, 7u);
+  EXPECT_TRUE(std::get<Release>(**release).has_event);
+  EXPECT_EQ(std::get<Release>(**release).event, release_with_event(7).event);
+
+  auto bare = b.receive(1000);
+  ASSERT_TRUE(bare && *bare);
+  EXPECT_EQ(std::get<Release>(**bare).export_id, 9u);
+  EXPECT_FALSE(std::get<Release>(**bare).has_event);
+}
+
+TEST_F(IpcChannel, PassesAPosixFdThatReadsBack) {
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  TensorDescriptor d = sample_descriptor();
+  d.handle_kind = MemoryHandleKind::kPosixFd;
+  Publish publish{encoded(d), memfd_with("exported bytes")};
+  ASSERT_TRUE(ends->first.send(publish));
+  EXPECT_TRUE(publish.fd.valid()) << "send() lends the fd, it keeps its own";
+
+  auto got = ends->second.receive(1000);
+  ASSERT_TRUE(got && *got) << (got ? "timeout" : got.error().message);
+  const UniqueFd& fd = std::get<Publish>(**got).fd;
+  ASSERT_TRUE(fd.valid());
+  EXPECT_NE(fd.get(), publish.fd.get());
+  EXPECT_NE(::fcntl(fd.get(), F_GETFD) & FD_CLOEXEC, 0) << "received fds are close-on-exec";
+  char text[32] = {};
+  ASSERT_EQ(::pread(fd.get(), text, sizeof(text), 0), 14);
+  EXPECT_STREQ(text, "exported bytes");
+}
+
+TEST_F(IpcChannel, ReceiveTimesOutWithNothing) {
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  auto got = ends->second.receive(20);
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  EXPECT_FALSE(got->has_value());
+  got = ends->second.receive(0);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value());
+}
+
+TEST_F(IpcChannel, SendRefusesWhatThePeerWouldRefuse) {
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  Channel& a = ends->first;
+  auto sent = a.send(Hello{0, kProtocolVersion});
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().message, "ipc channel: hello pid is 0");
+
+  sent = a.send(Publish{Bytes(10, 0), UniqueFd()});
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().code, ErrorCode::kInvalidArgument);
+
+  TensorDescriptor d = sample_descriptor();
+  d.handle_kind = MemoryHandleKind::kPosixFd;
+  sent = a.send(Publish{encoded(d), UniqueFd()});
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().message,
+            "ipc channel: publish of export 7 carries 0 file descriptors, its handle kind needs 1");
+
+  sent = a.send(Publish{encoded(sample_descriptor()), memfd_with("x")});
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().message,
+            "ipc channel: publish of export 7 carries 1 file descriptors, its handle kind needs 0");
+
+  Release release = release_with_event(3);
+  release.has_event = false;
+  sent = a.send(release);
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().message,
+            "ipc channel: release event is not all zero while has_event is false");
+
+  auto got = ends->second.receive(0);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_FALSE(got->has_value()) << "nothing refused may reach the peer";
+}
+
+TEST_F(IpcChannel, UndersizedAndOversizedFramesAreRefused) {
+  make_raw_pair();
+  ASSERT_TRUE(send_raw(raw_.get(), Bytes{1, 0, 0, 0}));
+  expect_refused("ipc channel: frame of 4 bytes is shorter than its 8-byte header");
+
+  // An empty record reads like end-of-file; it must not be taken for the peer's death.
+  ASSERT_TRUE(send_raw(raw_.get(), Bytes{}));
+  expect_refused("ipc channel: frame of 0 bytes is shorter than its 8-byte header");
+
+  Bytes huge = raw_frame(fake_publish());
+  huge.resize(kMaxDescriptorBytes + 9, 0);
+  ASSERT_TRUE(send_raw(raw_.get(), huge));
+  expect_refused("ipc channel: frame is larger than the largest valid frame (736 bytes)");
+
+  Bytes hello = raw_frame(Hello{1, kProtocolVersion});
+  hello[4] = 9;  // length field
+  ASSERT_TRUE(send_raw(raw_.get(), hello));
+  expect_refused("ipc channel: frame length field says 9 payload bytes, the frame has 8");
+
+  Bytes release = raw_frame(Release{1, false, {}});
+  release.pop_back();
+  release[4] -= 1;
+  ASSERT_TRUE(send_raw(raw_.get(), release));
+  expect_refused(
+      "ipc channel: release of 79 bytes with 0 file descriptors, expected 80 bytes and none");
+}
+
+TEST_F(IpcChannel, MalformedPayloadsAreRefused) {
+  make_raw_pair();
+  Bytes frame = raw_frame(Hello{1, kProtocolVersion});
+  frame[0] = 4;
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc channel: frame type 4 is not hello (1), publish (2) or release (3)");
+
+  frame = raw_frame(Hello{1, 2});
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc channel: peer speaks protocol version 2, this build speaks 1");
+
+  frame = raw_frame(Release{1, false, {}});
+  frame[8 + 8] = 2;  // has_event
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc channel: release has_event is 2, must be 0 or 1");
+
+  frame = raw_frame(Release{1, false, {}});
+  frame[8 + 12] = 1;  // reserved
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc channel: release reserved bytes are not zero");
+
+  frame = raw_frame(fake_publish());
+  frame[8 + 4] = 2;  // descriptor version
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc descriptor: descriptor version 2, this build reads 1");
+
+  // The channel still works after refusals.
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Hello{5, kProtocolVersion})));
+  auto got = channel_->receive(1000);
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ(std::get<Hello>(**got).pid, 5u);
+}
+
+TEST_F(IpcChannel, StrayDescriptorsAreClosed) {
+  make_raw_pair();
+  UniqueFd a = memfd_with("a");
+  UniqueFd b = memfd_with("b");
+  const int open_before = test::open_fd_count();
+
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Hello{1, kProtocolVersion}), {a.get()}));
+  expect_refused(
+      "ipc channel: hello of 8 bytes with 1 file descriptors, expected 8 bytes and none");
+  EXPECT_EQ(test::open_fd_count(), open_before);
+
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Release{1, false, {}}), {a.get()}));
+  expect_refused(
+      "ipc channel: release of 80 bytes with 1 file descriptors, expected 80 bytes and none");
+  EXPECT_EQ(test::open_fd_count(), open_before);
+
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish()), {a.get()}));
+  expect_refused(
+      "ipc channel: publish of export 7 carries 1 file descriptors, its handle kind needs 0");
+  EXPECT_EQ(test::open_fd_count(), open_before);
+
+  TensorDescriptor d = sample_descriptor();
+  d.handle_kind = MemoryHandleKind::kPosixFd;
+  Bytes posix = raw_frame(Publish{encoded(d), memfd_with("c")});
+  ASSERT_TRUE(send_raw(raw_.get(), posix, {a.get(), b.get()}));
+  expect_refused(
+      "ipc channel: publish of export 7 carries 2 file descriptors, its handle kind needs 1");
+  EXPECT_EQ(test::open_fd_count(), open_before);
+
+  ASSERT_TRUE(send_raw(raw_.get(), posix, {a.get(), b.get(), a.get(), b.get(), a.get(), b.get()}));
+  expect_refused("ipc channel: frame carried more file descriptors than any frame may");
+  EXPECT_EQ(test::open_fd_count(), open_before);
+
+  ASSERT_TRUE(send_raw(raw_.get(), Bytes{}, {a.get()}));
+  expect_refused("ipc channel: frame of 0 bytes is shorter than its 8-byte header");
+  EXPECT_EQ(test::open_fd_count(), open_before);
+}
+
+TEST_F(IpcChannel, EndOfFileComesAfterEveryQueuedMessage) {
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  Channel b = std::move(ends->second);
+  {
+    Channel a = std::move(ends->first);
+    ASSERT_TRUE(a.send(Release{1, false, {}}));
+    ASSERT_TRUE(a.send(Release{2, false, {}}));
+  }
+  for (std::uint64_t id : {1u, 2u}) {
+    auto got = b.receive(1000);
+    ASSERT_TRUE(got && *got) << (got ? "timeout" : got.error().message);
+    EXPECT_EQ(std::get<Release>(**got).export_id, id);
+  }
+  EXPECT_FALSE(b.closed());
+  for (int i = 0; i < 2; ++i) {
+    auto got = b.receive(1000);
+    ASSERT_FALSE(got.has_value());
+    EXPECT_EQ(got.error().code, kChannelClosed);
+    EXPECT_EQ(got.error().message, "ipc channel: peer hung up (end of file)");
+    EXPECT_TRUE(b.closed());
+  }
+}
+
+TEST_F(IpcChannel, SendToAClosedPeerNeitherRaisesSigpipeNorBlocks) {
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  Channel a = std::move(ends->first);
+  { Channel gone = std::move(ends->second); }
+  auto sent = a.send(Hello{1, kProtocolVersion});  // SIGPIPE, if raised, would end the test run
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().code, kChannelClosed);
+  EXPECT_EQ(sent.error().message, "ipc channel: peer hung up (send)");
+  EXPECT_TRUE(a.closed());
+}
+
+TEST_F(IpcChannel, SendTimesOutWhenThePeerDoesNotRead) {
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  bool timed_out = false;
+  for (int i = 0; i < 1000000 && !timed_out; ++i) {
+    auto sent = ends->first.send(Hello{1, kProtocolVersion}, 0);
+    if (!sent) {
+      EXPECT_EQ(sent.error().code, ErrorCode::kNotReady);
+      EXPECT_EQ(sent.error().message, "ipc channel: send timed out, the peer is not reading");
+      timed_out = true;
+    }
+  }
+  EXPECT_TRUE(timed_out);
+}
+
+TEST_F(IpcChannel, AdoptRefusesOtherSockets) {
+  int stream[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stream), 0);
+  UniqueFd keep(stream[1]);
+  auto adopted = Channel::adopt(UniqueFd(stream[0]));
+  ASSERT_FALSE(adopted.has_value());
+  EXPECT_EQ(adopted.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(adopted.error().message,
+            "ipc channel: adopt needs a connected AF_UNIX SOCK_SEQPACKET socket");
+  EXPECT_FALSE(Channel::adopt(UniqueFd()).has_value());
+}
+
+class IpcListener : public IpcChannel {
+ protected:
+  void SetUp() override {
+    IpcChannel::SetUp();
+    char dir[] = "/tmp/holoscan-ipc-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    path_ = dir_ + "/socket";
+  }
+  void TearDown() override {
+    ::unlink(path_.c_str());
+    ::rmdir(dir_.c_str());
+    IpcChannel::TearDown();
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(IpcListener, ConnectsAndKnowsThePeer) {
+  auto listener = Listener::listen(path_);
+  ASSERT_TRUE(listener.has_value()) << listener.error().message;
+  EXPECT_EQ(listener->path(), path_);
+  auto client = Channel::connect(path_);
+  ASSERT_TRUE(client.has_value()) << client.error().message;
+  auto server = listener->accept(1000);
+  ASSERT_TRUE(server && *server) << (server ? "timeout" : server.error().message);
+  Channel& accepted = **server;
+
+  auto pid = accepted.peer_pid();
+  ASSERT_TRUE(pid.has_value()) << pid.error().message;
+  EXPECT_EQ(*pid, ::getpid());
+  ASSERT_TRUE(client->send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion}));
+  auto hello = accepted.receive(1000);
+  ASSERT_TRUE(hello && *hello);
+  EXPECT_TRUE(std::holds_alternative<Hello>(**hello));
+}
+
+TEST_F(IpcListener, AcceptTimesOutWithNoConnection) {
+  auto listener = Listener::listen(path_);
+  ASSERT_TRUE(listener.has_value());
+  auto server = listener->accept(10);
+  ASSERT_TRUE(server.has_value()) << server.error().message;
+  EXPECT_FALSE(server->has_value());
+}
+
+TEST_F(IpcListener, RemovesItsPathAndRefusesATakenOne) {
+  {
+    auto listener = Listener::listen(path_);
+    ASSERT_TRUE(listener.has_value());
+    EXPECT_EQ(::access(path_.c_str(), F_OK), 0);
+    auto again = Listener::listen(path_);
+    ASSERT_FALSE(again.has_value());
+    EXPECT_EQ(again.error().code, ErrorCode::kFailure);
+    EXPECT_NE(again.error().message.find("Address already in use"), std::string::npos)
+        << again.error().message;
+    Listener moved = std::move(*listener);
+    EXPECT_EQ(moved.path(), path_);
+  }
+  EXPECT_NE(::access(path_.c_str(), F_OK), 0) << "the path outlived its listener";
+  auto refused = Channel::connect(path_);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailure);
+}
+
+TEST_F(IpcListener, RefusesUnusablePaths) {
+  const std::string too_long(200, 'x');
+  auto listener = Listener::listen(too_long);
+  ASSERT_FALSE(listener.has_value());
+  EXPECT_EQ(listener.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(listener.error().message,
+            "ipc listener: socket path \"" + too_long + "\" must be 1 to 107 bytes without NUL");
+  auto client = Channel::connect("");
+  ASSERT_FALSE(client.has_value());
+  EXPECT_EQ(client.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(Channel::connect(std::string("a\0b", 3)).has_value());
+}
+
+}  // namespace
+}  // namespace holoscan::ipc

@@ -1,0 +1,245 @@
+// Covers the export ledger with fake release events and fake liveness: when each claim drops,
+// that a peer cannot release another's claim, refusals that leak nothing, and concurrent use.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "holoscan/ipc_claims.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/ipc_fakes.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+using test::fake_event;
+using test::fake_liveness;
+using test::make_flag;
+
+// Counts drops per export id; a claim that drops twice shows as 2.
+class Drops {
+ public:
+  ExportLedger::DropClaim claim(std::uint64_t id) {
+    return [this, id] { ++count_[id]; };
+  }
+  int of(std::uint64_t id) const { return count_[id].load(); }
+
+ private:
+  mutable std::atomic<int> count_[16] = {};
+};
+
+TEST(IpcLedger, ReleaseWithoutEventDropsAtNextPoll) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 5, drops.claim(5)));
+  EXPECT_EQ(ledger.held(), 1u);
+  EXPECT_EQ(ledger.poll(), 0u);
+  EXPECT_TRUE(ledger.on_release(1, 5, nullptr));
+  EXPECT_EQ(drops.of(5), 0) << "drops happen in poll(), not in on_release()";
+  EXPECT_EQ(ledger.poll(), 1u);
+  EXPECT_EQ(drops.of(5), 1);
+  EXPECT_EQ(ledger.held(), 0u);
+}
+
+TEST(IpcLedger, ReleaseWaitsForItsEvent) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 5, drops.claim(5)));
+  const auto done = make_flag();
+  EXPECT_TRUE(ledger.on_release(1, 5, fake_event(done)));
+  EXPECT_EQ(ledger.poll(), 0u);
+  EXPECT_EQ(drops.of(5), 0);
+  *done = true;
+  EXPECT_EQ(ledger.poll(), 1u);
+  EXPECT_EQ(drops.of(5), 1);
+  EXPECT_EQ(ledger.poll(), 0u);
+  EXPECT_EQ(drops.of(5), 1);
+}
+
+TEST(IpcLedger, UnknownAndDuplicateReleasesAreCountedAndIgnored) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 5, drops.claim(5)));
+  const auto never = make_flag();
+  EXPECT_FALSE(ledger.on_release(1, 6, nullptr));  // unknown export
+  EXPECT_FALSE(ledger.on_release(9, 5, nullptr));  // unknown peer
+  EXPECT_TRUE(ledger.on_release(1, 5, fake_event(never)));
+  EXPECT_FALSE(ledger.on_release(1, 5, nullptr)) << "a second release must not skip the event";
+  EXPECT_EQ(ledger.ignored_releases(), 3u);
+  EXPECT_EQ(ledger.poll(), 0u);
+  EXPECT_EQ(drops.of(5), 0);
+}
+
+TEST(IpcLedger, APeerCannotReleaseAnotherPeersClaim) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 5, drops.claim(5)));
+  ASSERT_TRUE(ledger.add(2, 6, drops.claim(6)));
+  EXPECT_FALSE(ledger.on_release(2, 5, nullptr));
+  EXPECT_EQ(ledger.poll(), 0u);
+  EXPECT_EQ(drops.of(5), 0);
+  EXPECT_EQ(ledger.held(1), 1u);
+  EXPECT_EQ(ledger.held(2), 1u);
+  EXPECT_EQ(ledger.ignored_releases(), 1u);
+}
+
+TEST(IpcLedger, TheSameExportIdMayBeHeldForTwoPeers) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 5, drops.claim(5)));
+  ASSERT_TRUE(ledger.add(2, 5, drops.claim(5)));
+  EXPECT_TRUE(ledger.on_release(2, 5, nullptr));
+  EXPECT_EQ(ledger.poll(), 1u);
+  EXPECT_EQ(ledger.held(1), 1u);
+  EXPECT_EQ(ledger.held(2), 0u);
+}
+
+TEST(IpcLedger, RefusedAddDropsTheClaimAtOnce) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 5, drops.claim(5)));
+  auto again = ledger.add(1, 5, drops.claim(6));
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(again.error().message, "ipc ledger: export 5 is already held for peer 1");
+  EXPECT_EQ(drops.of(6), 1);
+  EXPECT_EQ(drops.of(5), 0);
+
+  EXPECT_EQ(ledger.on_peer_closed(1, fake_liveness(make_flag())), 1u);
+  auto late = ledger.add(1, 7, drops.claim(7));
+  ASSERT_FALSE(late.has_value());
+  EXPECT_EQ(late.error().message, "ipc ledger: peer 1 has hung up");
+  EXPECT_EQ(drops.of(7), 1);
+}
+
+TEST(IpcLedger, ClosedPeerClaimsWaitForEventsThenForExit) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 1, drops.claim(1)));  // released, event pending
+  ASSERT_TRUE(ledger.add(1, 2, drops.claim(2)));  // never released
+  ASSERT_TRUE(ledger.add(1, 3, drops.claim(3)));  // released, no event
+  const auto done = make_flag();
+  const auto exited = make_flag();
+  ASSERT_TRUE(ledger.on_release(1, 1, fake_event(done)));
+  ASSERT_TRUE(ledger.on_release(1, 3, nullptr));
+  EXPECT_EQ(ledger.on_peer_closed(1, fake_liveness(exited)), 3u);
+
+  EXPECT_EQ(ledger.poll(), 1u);
+  EXPECT_EQ(drops.of(3), 1);
+  *done = true;
+  EXPECT_EQ(ledger.poll(), 1u);
+  EXPECT_EQ(drops.of(1), 1);
+  EXPECT_EQ(drops.of(2), 0) << "a live peer may still map what it never released";
+  *exited = true;
+  EXPECT_EQ(ledger.poll(), 1u);
+  EXPECT_EQ(drops.of(2), 1);
+  EXPECT_EQ(ledger.held(), 0u);
+}
+
+TEST(IpcLedger, ExitedPeerDoesNotWaitForItsEvents) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 1, drops.claim(1)));
+  ASSERT_TRUE(ledger.add(1, 2, drops.claim(2)));
+  ASSERT_TRUE(ledger.on_release(1, 1, fake_event(make_flag())));  // never completes
+  const auto exited = make_flag();
+  ledger.on_peer_closed(1, fake_liveness(exited));
+  EXPECT_EQ(ledger.poll(), 0u);
+  *exited = true;
+  EXPECT_EQ(ledger.poll(), 2u);
+  EXPECT_EQ(drops.of(1), 1);
+  EXPECT_EQ(drops.of(2), 1);
+}
+
+TEST(IpcLedger, NullLivenessMeansGoneAlready) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(4, 1, drops.claim(1)));
+  EXPECT_EQ(ledger.on_peer_closed(4, nullptr), 1u);
+  EXPECT_EQ(ledger.poll(), 1u);
+  EXPECT_EQ(drops.of(1), 1);
+  EXPECT_EQ(ledger.on_peer_closed(4, nullptr), 0u) << "the peer is forgotten once empty";
+}
+
+TEST(IpcLedger, OpenPeerIsNeverDroppedForLiveness) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 1, drops.claim(1)));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(ledger.poll(), 0u);
+  }
+  EXPECT_EQ(drops.of(1), 0);
+}
+
+TEST(IpcLedger, DestructorDropsWhatIsLeft) {
+  Drops drops;
+  {
+    ExportLedger ledger;
+    ASSERT_TRUE(ledger.add(1, 1, drops.claim(1)));
+    ASSERT_TRUE(ledger.add(2, 2, drops.claim(2)));
+    ASSERT_TRUE(ledger.on_release(2, 2, fake_event(make_flag())));
+  }
+  EXPECT_EQ(drops.of(1), 1);
+  EXPECT_EQ(drops.of(2), 1);
+}
+
+TEST(IpcLedger, AThrowingDropDoesNotLoseTheOthers) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 1, [] { throw std::runtime_error("drop failed"); }));
+  ASSERT_TRUE(ledger.add(1, 2, drops.claim(2)));
+  ASSERT_TRUE(ledger.add(1, 3, drops.claim(3)));
+  ledger.on_release(1, 1, nullptr);
+  ledger.on_release(1, 2, nullptr);
+  ledger.on_release(1, 3, nullptr);
+  EXPECT_THROW(ledger.poll(), std::runtime_error);
+  EXPECT_EQ(drops.of(2), 1);
+  EXPECT_EQ(drops.of(3), 1);
+  EXPECT_EQ(ledger.held(), 0u);
+}
+
+TEST(IpcLedger, ConcurrentPeersDropEachClaimOnce) {
+  constexpr int kPeers = 4;
+  constexpr int kExports = 500;
+  std::atomic<int> dropped{0};
+  std::vector<std::atomic<int>> per_claim(kPeers * kExports);
+  ExportLedger ledger;
+  std::atomic<bool> stop{false};
+  std::thread poller([&] {
+    while (!stop.load()) {
+      ledger.poll();
+    }
+  });
+  std::vector<std::thread> peers;
+  for (int p = 0; p < kPeers; ++p) {
+    peers.emplace_back([&, p] {
+      for (int e = 0; e < kExports; ++e) {
+        const int slot = p * kExports + e;
+        ASSERT_TRUE(ledger.add(p, e, [&, slot] {
+          ++per_claim[slot];
+          ++dropped;
+        }));
+        EXPECT_FALSE(ledger.on_release((p + 1) % kPeers, e + kExports, nullptr));
+        EXPECT_TRUE(ledger.on_release(p, e, nullptr));
+      }
+    });
+  }
+  for (auto& t : peers) {
+    t.join();
+  }
+  ledger.poll();
+  stop = true;
+  poller.join();
+  ledger.poll();
+  EXPECT_EQ(dropped.load(), kPeers * kExports);
+  for (const auto& count : per_claim) {
+    EXPECT_EQ(count.load(), 1);
+  }
+  EXPECT_EQ(ledger.ignored_releases(), static_cast<std::uint64_t>(kPeers * kExports));
+}
+
+}  // namespace
+}  // namespace holoscan::ipc

@@ -1,0 +1,59 @@
+#include "support/ipc_raw_socket.hpp"
+
+#include <dirent.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "holoscan/ipc_channel.hpp"
+
+namespace holoscan::test {
+
+std::vector<std::uint8_t> raw_frame(const ipc::Message& message) {
+  auto ends = ipc::Channel::pair();
+  EXPECT_TRUE(ends.has_value());
+  if (!ends || !ends->first.send(message, 0)) {
+    ADD_FAILURE() << "could not send the message to capture its frame";
+    return {};
+  }
+  std::vector<std::uint8_t> bytes(4096);
+  const ssize_t n = ::recv(ends->second.fd(), bytes.data(), bytes.size(), MSG_DONTWAIT);
+  bytes.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return bytes;
+}
+
+bool send_raw(int fd, const std::vector<std::uint8_t>& bytes, const std::vector<int>& fds) {
+  iovec iov{const_cast<std::uint8_t*>(bytes.data()), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  if (!fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  return ::sendmsg(fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+int open_fd_count() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) {
+    ADD_FAILURE() << "cannot read /proc/self/fd";
+    return -1;
+  }
+  int count = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    count += entry->d_name[0] != '.' ? 1 : 0;
+  }
+  ::closedir(dir);
+  return count;
+}
+
+}  // namespace holoscan::test
