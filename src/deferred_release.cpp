@@ -10,8 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include <cuda_runtime_api.h>
-
+#include "cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "stream_point.hpp"
 
@@ -118,7 +117,7 @@ class ReleaseQueue {
   void run() noexcept {
     // Queries from this thread must never disturb a global-mode capture on another thread.
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    (void)cuda().thread_exchange_stream_capture_mode(&mode);
 
     std::list<PendingRelease> active;
     auto idle = kMinIdle;

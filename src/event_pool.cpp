@@ -56,7 +56,7 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
     if (guard.status() != cudaSuccess) {
       return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
     }
-    cudaError_t status = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    cudaError_t status = cuda().event_create_with_flags(&event, cudaEventDisableTiming);
     if (status != cudaSuccess) {
       return tl::unexpected<Error>(cuda_error(status, "cudaEventCreateWithFlags"));
     }
@@ -65,7 +65,7 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
   try {
     pool.free_events.reserve(pool.created + 1);
   } catch (...) {
-    (void)cudaEventDestroy(event);
+    (void)cuda().event_destroy(event);
     return tl::unexpected<Error>(
         make_error(ErrorCode::kResourceExhausted, "event pool: out of host memory"));
   }

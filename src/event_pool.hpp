@@ -1,7 +1,7 @@
 #pragma once
 // Per-device pools of untimed events: created once, recycled forever, never destroyed, so that no
 // event is destroyed after the CUDA runtime has been torn down at process exit.
-#include <cuda_runtime_api.h>
+#include "cuda_api.hpp"
 
 #include "holoscan/expected.hpp"
 

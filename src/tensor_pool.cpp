@@ -54,8 +54,8 @@ struct PoolMemoryRelease {
       return;
     }
     detail::DeviceGuard guard(device);
-    if (cudaFree(memory) != cudaSuccess) {
-      (void)cudaGetLastError();
+    if (detail::cuda().free(memory) != cudaSuccess) {
+      (void)detail::cuda().get_last_error();
     }
   }
 
@@ -144,7 +144,7 @@ expected<void, Error> TensorPool::allocate_memory() {
     if (guard.status() != cudaSuccess) {
       return tl::unexpected<Error>(detail::cuda_error(guard.status(), guard.failed_call()));
     }
-    if (cudaError_t status = cudaMalloc(&memory_, total); status != cudaSuccess) {
+    if (cudaError_t status = detail::cuda().malloc(&memory_, total); status != cudaSuccess) {
       memory_ = nullptr;
       Error error = detail::cuda_error(status, "cudaMalloc");
       if (status == cudaErrorMemoryAllocation) {
