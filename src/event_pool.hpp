@@ -16,4 +16,12 @@ expected<cudaEvent_t, Error> acquire_event(int device) noexcept;
 /** @brief Gives `event` back to the pool of `device`; never allocates after warm-up. */
 void release_event(int device, cudaEvent_t event) noexcept;
 
+/**
+ * @brief Destroys every pooled event not in use, through the CUDA table in use, and forgets it.
+ *
+ * For tests that swap the CUDA table: pooled events are handles of the table that created them.
+ * Returns how many events are still held by owners (and so still counted as created).
+ */
+std::size_t destroy_free_events() noexcept;
+
 }  // namespace holoscan::detail

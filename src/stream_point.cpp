@@ -13,10 +13,14 @@ thread_local char per_thread_stream_marker;
 
 // The release thread's current device. A query made with another device current would create
 // that device's primary context on the thread's behalf, even in a process that never uses it.
+// The device remembered belongs to the CUDA table that set it (tests swap tables).
 void use_device_on_release_thread(int device) noexcept {
   thread_local int current = -1;
-  if (current != device && cuda().set_device(device) == cudaSuccess) {
+  thread_local const CudaApi* current_api = nullptr;
+  const CudaApi& api = cuda();
+  if ((current != device || current_api != &api) && api.set_device(device) == cudaSuccess) {
     current = device;
+    current_api = &api;
   }
 }
 
