@@ -453,6 +453,8 @@ std::size_t FakeCuda::live_allocations() const {
 
 int FakeCuda::current_device() const noexcept { return current_device_of_thread; }
 
+cudaError_t FakeCuda::last_error() const noexcept { return last_error_of_thread; }
+
 FakeCudaScope::FakeCudaScope(int devices) {
   FakeCuda::instance().reset(devices);
   previous_ = detail::install_cuda_api(&FakeCuda::table());

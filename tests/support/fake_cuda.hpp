@@ -80,6 +80,8 @@ class FakeCuda {
   std::size_t live_allocations() const;
   /** @brief The calling thread's current device. */
   int current_device() const noexcept;
+  /** @brief The calling thread's last error, left as it is (cudaPeekAtLastError). */
+  cudaError_t last_error() const noexcept;
 
   struct State;
 
