@@ -142,6 +142,13 @@ bool StreamState::poll_idle() noexcept {
   if (!drop_completed_points(deallocation_)) {
     return false;
   }
+  // The producer may still write from every device it recorded readiness on, not only the last:
+  // no deallocation point is ordered after those older points.
+  for (const StreamPoint& spare : spare_readiness_) {
+    if (!point_completed(spare)) {
+      return false;
+    }
+  }
   return readiness_.event == nullptr || readiness_covered_ || point_completed(readiness_);
 }
 
