@@ -94,8 +94,9 @@ void ReleaseQueue::flush() noexcept {
   }
   std::unique_lock<std::mutex> lock(mutex_);
   const std::uint64_t target = next_ticket_;
-  // unfinished_ is ordered by ticket: done once nothing older than the call is left.
-  auto done = [&] { return abandoned_ || unfinished_.empty() || unfinished_.front() >= target; };
+  // unfinished_ is ordered by ticket: done once nothing older than the call is left, or once the
+  // exit drain is over (what it left will never run).
+  auto done = [&] { return closed_ || unfinished_.empty() || unfinished_.front() >= target; };
   // A forked child keeps the parent's releases but not its thread: start one when needed.
   if (done() || !start_worker_locked()) {
     return;
@@ -200,7 +201,8 @@ void ReleaseQueue::run() noexcept {
 // then ends. Waiting is bounded (HOLOSCAN_DLPACK_EXIT_DRAIN_MS): past the limit, what is left is
 // never run, since a deleter may wait for a lock that the exiting thread holds.
 void ReleaseQueue::stop() noexcept {
-  const auto deadline = std::chrono::steady_clock::now() + exit_drain_limit();
+  const std::chrono::milliseconds limit = exit_drain_limit();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
   std::unique_lock<std::mutex> lock(mutex_);
   stopping_ = true;
   if (worker_ == nullptr && unfinished_.empty()) {
@@ -230,7 +232,7 @@ void ReleaseQueue::stop() noexcept {
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: %zu deferred release(s) still pending after "
                  "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS); left un-run\n",
-                 unfinished_.size(), static_cast<long long>(exit_drain_limit().count()));
+                 unfinished_.size(), static_cast<long long>(limit.count()));
     return;  // the worker is left behind: the queue is never destroyed, so it needs no join
   }
   std::unique_ptr<std::thread> worker = std::move(worker_);
