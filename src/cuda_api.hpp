@@ -10,21 +10,37 @@ namespace holoscan::detail {
 
 /** @brief The CUDA runtime entry points the library uses, one pointer each. */
 struct CudaApi {
+  /** @brief cudaEventRecord. */
   cudaError_t (*event_record)(cudaEvent_t event, cudaStream_t stream);
+  /** @brief cudaStreamWaitEvent. */
   cudaError_t (*stream_wait_event)(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
+  /** @brief cudaEventQuery. */
   cudaError_t (*event_query)(cudaEvent_t event);
+  /** @brief cudaEventSynchronize. */
   cudaError_t (*event_synchronize)(cudaEvent_t event);
+  /** @brief cudaEventCreateWithFlags. */
   cudaError_t (*event_create_with_flags)(cudaEvent_t* event, unsigned int flags);
+  /** @brief cudaEventDestroy. */
   cudaError_t (*event_destroy)(cudaEvent_t event);
+  /** @brief cudaGetDevice. */
   cudaError_t (*get_device)(int* device);
+  /** @brief cudaSetDevice. */
   cudaError_t (*set_device)(int device);
+  /** @brief cudaStreamGetDevice. */
   cudaError_t (*stream_get_device)(cudaStream_t stream, int* device);
+  /** @brief cudaStreamIsCapturing. */
   cudaError_t (*stream_is_capturing)(cudaStream_t stream, cudaStreamCaptureStatus* status);
+  /** @brief cudaThreadExchangeStreamCaptureMode. */
   cudaError_t (*thread_exchange_stream_capture_mode)(cudaStreamCaptureMode* mode);
+  /** @brief cudaMalloc. */
   cudaError_t (*malloc)(void** memory, std::size_t bytes);
+  /** @brief cudaFree. */
   cudaError_t (*free)(void* memory);
+  /** @brief cudaGetLastError. */
   cudaError_t (*get_last_error)();
+  /** @brief cudaGetErrorName. */
   const char* (*get_error_name)(cudaError_t status);
+  /** @brief cudaGetErrorString. */
   const char* (*get_error_string)(cudaError_t status);
 };
 

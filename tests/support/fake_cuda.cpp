@@ -456,6 +456,9 @@ int FakeCuda::current_device() const noexcept { return current_device_of_thread;
 cudaError_t FakeCuda::last_error() const noexcept { return last_error_of_thread; }
 
 FakeCudaScope::FakeCudaScope(int devices) {
+  if (detail::destroy_free_events() != 0) {
+    ADD_FAILURE() << "events of the previous CUDA table are still held: they would reach the fake";
+  }
   FakeCuda::instance().reset(devices);
   previous_ = detail::install_cuda_api(&FakeCuda::table());
 }

@@ -83,7 +83,7 @@ class FakeCuda {
   /** @brief The calling thread's last error, left as it is (cudaPeekAtLastError). */
   cudaError_t last_error() const noexcept;
 
-  struct State;
+  struct State;  ///< Devices, streams, events, faults and counters (defined in fake_cuda.cpp).
 
  private:
   FakeCuda();
@@ -93,9 +93,10 @@ class FakeCuda {
 /**
  * @brief Installs the fake runtime (reset to `devices` devices) for one scope.
  *
- * On exit it completes every stream, waits for the deferred releases, destroys the pooled
- * events through the fake, reports (as a test failure) any fake event or allocation still held,
- * and puts the previous CUDA table back.
+ * On entry it destroys the events pooled under the previous table (real events must never reach
+ * the fake). On exit it completes every stream, waits for the deferred releases, destroys the
+ * pooled events through the fake, reports (as a test failure) any fake event or allocation still
+ * held, and puts the previous CUDA table back.
  */
 class FakeCudaScope {
  public:
