@@ -14,7 +14,8 @@ mkdir -p "$deps"
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
-for pkg in cmake ninja-build g++ make libexpected-dev libgtest-dev libbenchmark-dev; do
+for pkg in cmake ninja-build g++ make libexpected-dev libgtest-dev libbenchmark-dev clang-14 \
+           libclang-rt-14-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

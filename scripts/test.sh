@@ -1,15 +1,50 @@
 #!/usr/bin/env bash
 # Runs the whole test suite from a fresh machine: installs the dependencies, builds and tests the
 # default configuration (DLPack 1.3; GPU tests skip without a GPU), then the sanitizer
-# configuration (DLPack 1.0, AddressSanitizer + UBSan + LeakSanitizer).
+# configurations: DLPack 1.0 with AddressSanitizer + UBSan + LeakSanitizer, ThreadSanitizer over
+# the CPU tests (the release thread against the fake CUDA runtime among them), and the libFuzzer
+# targets (ASan + UBSan, clang), each fuzzed for a bounded time after its corpus replays.
+#
+# HOLOSCAN_DLPACK_PRESETS picks the configurations (default: default asan tsan fuzz);
+# HOLOSCAN_DLPACK_FUZZ_SECONDS the time per fuzzer (default: 90 for DLPack import, 40 for the
+# IPC descriptor).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 scripts/install-deps.sh
 jobs=${HOLOSCAN_DLPACK_JOBS:-$(nproc)}
-for preset in ${HOLOSCAN_DLPACK_PRESETS:-default asan}; do
+
+fuzz_for() {  # fuzzer-name seconds: new inputs go to a scratch folder, never into the corpus
+  local name=$1 seconds=$2 scratch
+  scratch=$(mktemp -d)
+  echo "== fuzzing $name for ${seconds}s"
+  "build/fuzz/fuzz/holoscan_dlpack_${name}_fuzzer" -max_total_time="$seconds" \
+    -print_final_stats=1 -artifact_prefix="build/fuzz/${name}-" "$scratch" \
+    "fuzz/corpus/$name" 2>&1 | grep -E "^stat::number_of_executed_units|^SUMMARY|invariant|ERROR" || true
+  rm -rf "$scratch"
+  if compgen -G "build/fuzz/${name}-*" >/dev/null; then
+    echo "fuzz: $name found a failing input: $(ls build/fuzz/${name}-*)"
+    return 1
+  fi
+}
+
+for preset in ${HOLOSCAN_DLPACK_PRESETS:-default asan tsan fuzz}; do
   echo "== preset $preset"
   cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$jobs"
+  case "$preset" in
+    tsan)
+      # The tsan test preset runs the cpu label only: build just the binaries that hold it.
+      cmake --build --preset "$preset" -j "$jobs" \
+        --target holoscan_dlpack_tests holoscan_dlpack_compat_tests
+      ;;
+    *)
+      cmake --build --preset "$preset" -j "$jobs"
+      ;;
+  esac
   ctest --preset "$preset" -j "$jobs"
+  if [ "$preset" = fuzz ]; then
+    rm -f build/fuzz/dlpack_import-* build/fuzz/ipc_descriptor-*
+    fuzz_for dlpack_import "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-90}"
+    fuzz_for ipc_descriptor "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
+  fi
 done

@@ -7,14 +7,14 @@ namespace holoscan::detail {
 Error cuda_error(cudaError_t status, const char* call) noexcept {
   // A failed runtime call also sets the thread's last error; clear it so that our failure does
   // not surface later in the caller's own cudaGetLastError check.
-  (void)cudaGetLastError();
+  (void)cuda().get_last_error();
   Error error{ErrorCode::kCudaError, {}, static_cast<std::uint64_t>(status)};
   try {
     error.message.append(call)
         .append(" failed: ")
-        .append(cudaGetErrorName(status))
+        .append(cuda().get_error_name(status))
         .append(" (")
-        .append(cudaGetErrorString(status))
+        .append(cuda().get_error_string(status))
         .append(")");
   } catch (...) {
     error.message.clear();

@@ -1,8 +1,7 @@
 #pragma once
 // Turns a failed CUDA runtime call into an Error; the message is built only on failure, and
 // building it never throws (an out-of-memory message is left empty), so noexcept paths may use it.
-#include <cuda_runtime_api.h>
-
+#include "cuda_api.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan::detail {

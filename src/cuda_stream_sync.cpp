@@ -1,7 +1,5 @@
 #include "holoscan/cuda_stream_sync.hpp"
 
-#include <cuda_runtime_api.h>
-
 #include "cuda_error.hpp"
 #include "event_pool.hpp"
 #include "stream_point.hpp"
@@ -24,8 +22,8 @@ expected<void, Error> synchronize_cuda_streams(cudaStream_t producer_stream,
   const detail::StreamPoint point{producer_stream, *event, location->device, location->thread_key};
   auto ordered = detail::record_point(point, producer_stream);
   if (ordered) {
-    ordered =
-        detail::check_cuda(cudaStreamWaitEvent(consumer_stream, *event, 0), "cudaStreamWaitEvent");
+    ordered = detail::check_cuda(detail::cuda().stream_wait_event(consumer_stream, *event, 0),
+                                 "cudaStreamWaitEvent");
   }
   // The wait took the event's state at the call: the event may be recorded again at once.
   detail::release_event(location->device, *event);
@@ -37,7 +35,8 @@ expected<void, Error> synchronize_cuda_stream_for_host(cudaStream_t producer_str
   if (auto location = detail::locate_stream(producer_stream); !location) {
     return forward_error(std::move(location));
   }
-  return detail::check_cuda(cudaStreamSynchronize(producer_stream), "cudaStreamSynchronize");
+  return detail::check_cuda(detail::cuda().stream_synchronize(producer_stream),
+                            "cudaStreamSynchronize");
 }
 
 }  // namespace holoscan

@@ -3,7 +3,7 @@
 namespace holoscan::detail {
 
 DeviceGuard::DeviceGuard(int device) noexcept {
-  status_ = cudaGetDevice(&previous_);
+  status_ = cuda().get_device(&previous_);
   if (status_ != cudaSuccess) {
     failed_call_ = "cudaGetDevice";
     return;
@@ -11,7 +11,7 @@ DeviceGuard::DeviceGuard(int device) noexcept {
   if (previous_ == device) {
     return;
   }
-  status_ = cudaSetDevice(device);
+  status_ = cuda().set_device(device);
   if (status_ != cudaSuccess) {
     failed_call_ = "cudaSetDevice";
     return;
@@ -20,8 +20,8 @@ DeviceGuard::DeviceGuard(int device) noexcept {
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (switched_ && cudaSetDevice(previous_) != cudaSuccess) {
-    (void)cudaGetLastError();
+  if (switched_ && cuda().set_device(previous_) != cudaSuccess) {
+    (void)cuda().get_last_error();
   }
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Makes a device current for one scope and restores the caller's device afterwards.
-#include <cuda_runtime_api.h>
+#include "cuda_api.hpp"
 
 namespace holoscan::detail {
 

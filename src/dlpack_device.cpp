@@ -1,5 +1,3 @@
-#include <cuda_runtime_api.h>
-
 #include "cuda_error.hpp"
 #include "holoscan/dlpack_utils.hpp"
 
@@ -7,9 +5,9 @@ namespace holoscan {
 
 expected<DLDevice, Error> dldevice_from_pointer(void* ptr) {
   cudaPointerAttributes attributes{};
-  const cudaError_t status = cudaPointerGetAttributes(&attributes, ptr);
+  const cudaError_t status = detail::cuda().pointer_get_attributes(&attributes, ptr);
   if (status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver) {
-    (void)cudaGetLastError();
+    (void)detail::cuda().get_last_error();
     return DLDevice{kDLCPU, 0};  // without a usable driver no memory can belong to a GPU
   }
   if (status != cudaSuccess) {

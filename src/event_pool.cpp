@@ -6,6 +6,8 @@
 #include <new>
 #include <vector>
 
+#include <pthread.h>
+
 #include "cuda_error.hpp"
 #include "device_guard.hpp"
 #include "holoscan/detail/spin_mutex.hpp"
@@ -20,10 +22,43 @@ struct DevicePool {
   std::size_t created = 0;
 };
 
+using PoolTable = std::array<std::atomic<DevicePool*>, kMaxPoolDevices>;
+
+PoolTable& pools();
+
+// A fork() while another thread (the release thread, say) holds a pool's lock would leave the
+// lock held forever in the child: every pool is locked around the fork instead. The pools locked
+// are remembered (by the forking thread, which runs all three handlers) so that a pool created
+// meanwhile is never unlocked by a handler that did not lock it.
+thread_local std::array<DevicePool*, kMaxPoolDevices> pools_locked_for_fork{};
+
+void lock_pools_for_fork() noexcept {
+  for (std::size_t i = 0; i < pools_locked_for_fork.size(); ++i) {
+    DevicePool* pool = pools()[i].load(std::memory_order_acquire);
+    if (pool != nullptr) {
+      pool->mutex.lock();
+    }
+    pools_locked_for_fork[i] = pool;
+  }
+}
+
+void unlock_pools_after_fork() noexcept {
+  for (DevicePool*& pool : pools_locked_for_fork) {
+    if (pool != nullptr) {
+      pool->mutex.unlock();
+      pool = nullptr;
+    }
+  }
+}
+
 // Leaked on purpose: the pools must outlive every static destructor that may still return an
 // event, and their events must not be destroyed after the runtime unloads.
-std::array<std::atomic<DevicePool*>, kMaxPoolDevices>& pools() {
-  static auto* table = new std::array<std::atomic<DevicePool*>, kMaxPoolDevices>{};
+PoolTable& pools() {
+  static PoolTable* table = [] {
+    auto* created = new PoolTable{};
+    (void)pthread_atfork(lock_pools_for_fork, unlock_pools_after_fork, unlock_pools_after_fork);
+    return created;
+  }();
   return *table;
 }
 
@@ -56,7 +91,7 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
     if (guard.status() != cudaSuccess) {
       return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
     }
-    cudaError_t status = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    cudaError_t status = cuda().event_create_with_flags(&event, cudaEventDisableTiming);
     if (status != cudaSuccess) {
       return tl::unexpected<Error>(cuda_error(status, "cudaEventCreateWithFlags"));
     }
@@ -65,7 +100,7 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
   try {
     pool.free_events.reserve(pool.created + 1);
   } catch (...) {
-    (void)cudaEventDestroy(event);
+    (void)cuda().event_destroy(event);
     return tl::unexpected<Error>(
         make_error(ErrorCode::kResourceExhausted, "event pool: out of host memory"));
   }
@@ -74,6 +109,24 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
 }
 
 }  // namespace
+
+std::size_t destroy_free_events() noexcept {
+  std::size_t held = 0;
+  for (auto& slot : pools()) {
+    DevicePool* pool = slot.load(std::memory_order_acquire);
+    if (pool == nullptr) {
+      continue;
+    }
+    std::lock_guard<SpinMutex> lock(pool->mutex);
+    for (cudaEvent_t event : pool->free_events) {
+      (void)cuda().event_destroy(event);
+    }
+    pool->created -= pool->free_events.size();
+    pool->free_events.clear();
+    held += pool->created;
+  }
+  return held;
+}
 
 expected<cudaEvent_t, Error> acquire_event(int device) noexcept {
   auto pool = pool_of(device);

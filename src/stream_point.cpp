@@ -13,10 +13,14 @@ thread_local char per_thread_stream_marker;
 
 // The release thread's current device. A query made with another device current would create
 // that device's primary context on the thread's behalf, even in a process that never uses it.
+// The device remembered belongs to the CUDA table that set it (tests swap tables).
 void use_device_on_release_thread(int device) noexcept {
   thread_local int current = -1;
-  if (current != device && cudaSetDevice(device) == cudaSuccess) {
+  thread_local const CudaApi* current_api = nullptr;
+  const CudaApi& api = cuda();
+  if ((current != device || current_api != &api) && api.set_device(device) == cudaSuccess) {
     current = device;
+    current_api = &api;
   }
 }
 
@@ -26,7 +30,7 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
   // Capture is checked first: most other calls on a capturing stream (cudaStreamGetDevice among
   // them) are unsupported there and would invalidate the caller's capture.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaError_t status = cudaStreamIsCapturing(stream, &capture); status != cudaSuccess) {
+  if (cudaError_t status = cuda().stream_is_capturing(stream, &capture); status != cudaSuccess) {
     return tl::unexpected<Error>(cuda_error(status, "cudaStreamIsCapturing"));
   }
   if (capture != cudaStreamCaptureStatusNone) {
@@ -36,13 +40,13 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
   }
   StreamLocation location;
   if (is_default_stream_handle(stream)) {
-    if (cudaError_t status = cudaGetDevice(&location.device); status != cudaSuccess) {
+    if (cudaError_t status = cuda().get_device(&location.device); status != cudaSuccess) {
       return tl::unexpected<Error>(cuda_error(status, "cudaGetDevice"));
     }
     if (stream == cudaStreamPerThread) {
       location.thread_key = reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker);
     }
-  } else if (cudaError_t status = cudaStreamGetDevice(stream, &location.device);
+  } else if (cudaError_t status = cuda().stream_get_device(stream, &location.device);
              status != cudaSuccess) {
     return tl::unexpected<Error>(cuda_error(status, "cudaStreamGetDevice"));
   }
@@ -54,11 +58,11 @@ expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream
   if (guard.status() != cudaSuccess) {
     return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
   }
-  return check_cuda(cudaEventRecord(point.event, stream), "cudaEventRecord");
+  return check_cuda(cuda().event_record(point.event, stream), "cudaEventRecord");
 }
 
 bool point_completed(const StreamPoint& point) noexcept {
-  const cudaError_t status = cudaEventQuery(point.event);
+  const cudaError_t status = cuda().event_query(point.event);
   switch (status) {
     case cudaSuccess:
       return true;
@@ -69,24 +73,24 @@ bool point_completed(const StreamPoint& point) noexcept {
     case cudaErrorStreamCaptureInvalidated:
     case cudaErrorCapturedEvent:
       // A capture forbids the query, it says nothing about the GPU: ask again later.
-      (void)cudaGetLastError();
+      (void)cuda().get_last_error();
       return false;
     default:
       // The context is gone or broken (sticky error, runtime unloading): no more work will run
       // on it, so nothing can still be using the memory.
-      (void)cudaGetLastError();
+      (void)cuda().get_last_error();
       return true;
   }
 }
 
 RelaxedCaptureScope::RelaxedCaptureScope() noexcept {
   mode_ = cudaStreamCaptureModeRelaxed;
-  changed_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess;
+  changed_ = cuda().thread_exchange_stream_capture_mode(&mode_) == cudaSuccess;
 }
 
 RelaxedCaptureScope::~RelaxedCaptureScope() {
   if (changed_) {
-    (void)cudaThreadExchangeStreamCaptureMode(&mode_);
+    (void)cuda().thread_exchange_stream_capture_mode(&mode_);
   }
 }
 
@@ -110,8 +114,8 @@ void wait_and_drop_points(StreamPointList& points, QueryThread thread) noexcept 
     if (thread == QueryThread::kRelease) {
       use_device_on_release_thread(points[i].device);
     }
-    if (cudaEventSynchronize(points[i].event) != cudaSuccess) {
-      (void)cudaGetLastError();
+    if (cuda().event_synchronize(points[i].event) != cudaSuccess) {
+      (void)cuda().get_last_error();
     }
   }
   release_points(points);

@@ -2,8 +2,7 @@
 // Recording, waiting on and querying stream points; shared by readiness and deallocation.
 #include <cstdint>
 
-#include <cuda_runtime_api.h>
-
+#include "cuda_api.hpp"
 #include "holoscan/detail/stream_point.hpp"
 #include "holoscan/expected.hpp"
 

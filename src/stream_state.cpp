@@ -70,7 +70,7 @@ expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consume
   if (consumer == readiness_.stream && !is_default_stream_handle(consumer)) {
     return {};
   }
-  const cudaError_t status = cudaStreamWaitEvent(consumer, readiness_.event, 0);
+  const cudaError_t status = cuda().stream_wait_event(consumer, readiness_.event, 0);
   if (status == cudaSuccess) {
     if (!is_default_stream_handle(consumer)) {
       last_waiter_ = consumer;
@@ -97,7 +97,7 @@ expected<void, Error> StreamState::synchronize_for_host() {
   }
   // Waiting outside the lock keeps consumers of other threads free to synchronize meanwhile; the
   // event stays ours until reset(), so it cannot be recycled under this wait.
-  return check_cuda(cudaEventSynchronize(event), "cudaEventSynchronize");
+  return check_cuda(cuda().event_synchronize(event), "cudaEventSynchronize");
 }
 
 bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
@@ -141,6 +141,13 @@ bool StreamState::poll_idle() noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
   if (!drop_completed_points(deallocation_)) {
     return false;
+  }
+  // The producer may still write from every device it recorded readiness on, not only the last:
+  // no deallocation point is ordered after those older points.
+  for (const StreamPoint& spare : spare_readiness_) {
+    if (!point_completed(spare)) {
+      return false;
+    }
   }
   return readiness_.event == nullptr || readiness_covered_ || point_completed(readiness_);
 }

@@ -35,8 +35,8 @@ struct TensorPool::Storage {
       return;
     }
     detail::DeviceGuard guard(device);
-    if (cudaFree(memory) != cudaSuccess) {
-      (void)cudaGetLastError();
+    if (detail::cuda().free(memory) != cudaSuccess) {
+      (void)detail::cuda().get_last_error();
     }
   }
 };
@@ -149,7 +149,8 @@ expected<void, Error> TensorPool::allocate_memory() {
     if (guard.status() != cudaSuccess) {
       return make_unexpected(detail::cuda_error(guard.status(), guard.failed_call()));
     }
-    if (cudaError_t status = cudaMalloc(&storage->memory, total); status != cudaSuccess) {
+    if (cudaError_t status = detail::cuda().malloc(&storage->memory, total);
+        status != cudaSuccess) {
       storage->memory = nullptr;
       Error error = detail::cuda_error(status, "cudaMalloc");
       if (status == cudaErrorMemoryAllocation) {
@@ -180,15 +181,15 @@ bool TensorPool::block_is_free(Block& block) noexcept {
   if (!block.handed_out) {
     return true;
   }
-  // Only the pool may name the block: the use counts cannot be faked by a surplus release. The
-  // last holder's decrement is a release operation; the fence pairs with it. A block whose
-  // reference was replaced through its context is never handed out again.
+  // Only the pool may name the block: the use counts cannot be faked by a surplus release. A
+  // block whose reference was replaced through its context is never handed out again. The
+  // acquire load of the claim count in idle() orders this thread after every access the last
+  // holder made to the context (each holder's accesses come before its release of the claim).
   const auto& reference = block.context->memory_reference;
   if (block.context.use_count() != 1 || reference.use_count() != 1 ||
       reference.get() != block.reference) {
     return false;
   }
-  std::atomic_thread_fence(std::memory_order_acquire);
   return block.reference->idle();
 }
 

@@ -47,7 +47,8 @@ class StreamState {
   std::size_t deallocation_point_count() const noexcept;
   /**
    * @brief Drops the deallocation points that completed; true when none is left and the
-   *        readiness point (the producer's own work) completed too. Never blocks.
+   *        readiness points (the producer's own work, on every device it recorded them on)
+   *        completed too. Never blocks.
    */
   bool poll_idle() noexcept;
   /** @brief Whether any readiness or deallocation point is held. */

@@ -1,0 +1,347 @@
+// Covers every CUDA failure the owners and the pool can meet, against the fake runtime: each gives
+// a clear Error or `false`, leaks nothing, runs the producer's deleter exactly once and never
+// hangs.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "holoscan/deferred_release.hpp"
+#include "holoscan/dlpack.hpp"
+#include "holoscan/event_pool.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/counting_producer.hpp"
+#include "support/fake_cuda_test.hpp"
+#include "support/gtest_printers.hpp"
+
+namespace holoscan {
+namespace {
+
+using test::CountingProducer;
+using test::CudaEntry;
+
+using Buffer = DLManagedMemoryBufferVersioned;
+
+// A CUDA failure reported as the contract says: kCudaError, the call and the error's name in the
+// message, the cudaError_t in provenance.
+void expect_cuda_error(const Error& error, const char* call, cudaError_t status) {
+  EXPECT_EQ(error.code, ErrorCode::kCudaError) << error.message;
+  EXPECT_EQ(error.provenance, static_cast<std::uint64_t>(status));
+  EXPECT_NE(error.message.find(call), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find(cudaGetErrorName(status)), std::string::npos) << error.message;
+}
+
+class FaultInjection : public test::FakeCudaTest {};
+
+class FaultInjectionTwoDevices : public test::FakeCudaTest {
+ protected:
+  FaultInjectionTwoDevices() : FakeCudaTest(2) {}
+};
+
+TEST_F(FaultInjection, BusyDeallocationStreamDefersTheDeleterToTheReleaseThread) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  auto buffer = std::make_unique<Buffer>(producer.make_versioned());
+  fake().launch(stream);
+  ASSERT_TRUE(buffer->set_deallocation_stream(stream));
+  EXPECT_EQ(buffer->deallocation_point_count(), 1u);
+
+  const std::uint64_t queries = fake().calls(CudaEntry::kEventQuery);
+  buffer.reset();  // returns at once although the stream is busy
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+  // The release thread has looked at the point (more than once) and still holds the release.
+  ASSERT_TRUE(wait_for_calls(CudaEntry::kEventQuery, queries, 3));
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+
+  fake().complete(stream);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_NE(producer.last_deleter_thread(), std::this_thread::get_id());
+  EXPECT_EQ(pending_deferred_releases(), 0u);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST_F(FaultInjection, RecordFailureLeavesTheStateUnchangedAndReturnsTheEvent) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  {
+    Buffer buffer(producer.make_versioned());
+    fake().fail_next(CudaEntry::kEventRecord, cudaErrorLaunchFailure);
+    EXPECT_FALSE(buffer.set_readiness_stream(stream));
+    EXPECT_FALSE(buffer.has_readiness_stream_contract());
+    EXPECT_EQ(buffer.readiness_stream(), nullptr);
+    // The failure is not left behind for the caller's own cudaGetLastError.
+    EXPECT_EQ(fake().last_error(), cudaSuccess);
+
+    fake().fail_next(CudaEntry::kEventRecord, cudaErrorLaunchFailure);
+    EXPECT_FALSE(buffer.set_deallocation_stream(stream));
+    EXPECT_EQ(buffer.deallocation_point_count(), 0u);
+
+    // The event went back to the pool: the next record reuses it.
+    EXPECT_EQ(created_stream_events(0), 1u);
+    EXPECT_TRUE(buffer.set_readiness_stream(stream));
+    EXPECT_EQ(created_stream_events(0), 1u);
+    EXPECT_EQ(fake().calls(CudaEntry::kEventCreateWithFlags), 1u);
+    EXPECT_EQ(fake().calls(CudaEntry::kEventRecord), 3u);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);  // no pending point: released at once, here
+  EXPECT_EQ(producer.last_deleter_thread(), std::this_thread::get_id());
+  EXPECT_EQ(pending_deferred_releases(), 0u);
+}
+
+TEST_F(FaultInjection, WaitFailureIsACudaErrorNamingTheCall) {
+  CountingProducer producer;
+  cudaStream_t producer_stream = fake().create_stream(0);
+  cudaStream_t consumer = fake().create_stream(0);
+  Buffer buffer(producer.make_versioned());
+  ASSERT_TRUE(buffer.set_readiness_stream(producer_stream));
+
+  fake().fail_next(CudaEntry::kStreamWaitEvent, cudaErrorLaunchFailure);
+  const expected<void> waited = buffer.synchronize_for_consumer(consumer);
+  ASSERT_FALSE(waited.has_value());
+  expect_cuda_error(waited.error(), "cudaStreamWaitEvent", cudaErrorLaunchFailure);
+  EXPECT_EQ(fake().last_error(), cudaSuccess);
+
+  EXPECT_TRUE(buffer.synchronize_for_consumer(consumer).has_value());  // the fault was one call
+  EXPECT_TRUE(buffer.synchronize_for_consumer(producer_stream).has_value());  // no call at all
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), 2u);
+}
+
+TEST_F(FaultInjection, WaitOnACapturingConsumerExplainsTheCapture) {
+  CountingProducer producer;
+  cudaStream_t producer_stream = fake().create_stream(0);
+  cudaStream_t consumer = fake().create_stream(0);
+  Buffer buffer(producer.make_versioned());
+  ASSERT_TRUE(buffer.set_readiness_stream(producer_stream));
+
+  fake().set_capture(consumer, cudaStreamCaptureStatusActive);
+  const expected<void> waited = buffer.synchronize_for_consumer(consumer);
+  ASSERT_FALSE(waited.has_value());
+  expect_cuda_error(waited.error(), "cudaStreamWaitEvent", cudaErrorStreamCaptureIsolation);
+  EXPECT_NE(waited.error().message.find("capturing"), std::string::npos);
+
+  // Points cannot be recorded on a capturing stream: refused before any record.
+  EXPECT_FALSE(buffer.set_deallocation_stream(consumer));
+  EXPECT_FALSE(buffer.set_readiness_stream(consumer));
+  EXPECT_EQ(buffer.readiness_stream(), producer_stream);
+  EXPECT_EQ(fake().calls(CudaEntry::kEventRecord), 1u);
+}
+
+TEST_F(FaultInjection, CaptureErrorOnQueryMeansNotYetEvenWhenTheStreamIsDone) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  test::drop_pending(fake(), producer.make_versioned(), stream);
+  ASSERT_EQ(pending_deferred_releases(), 1u);
+
+  // Every query is refused by a capture from here on, although the GPU has passed the point.
+  fake().fail_next(CudaEntry::kEventQuery, cudaErrorStreamCaptureUnsupported, 1 << 30);
+  fake().complete(stream);
+  const std::uint64_t queries = fake().calls(CudaEntry::kEventQuery);
+  ASSERT_TRUE(wait_for_calls(CudaEntry::kEventQuery, queries, 3));
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+
+  fake().clear_faults();
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST_F(FaultInjection, StickyErrorOnQueryReleasesOnceSinceNoMoreWorkCanRun) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  test::drop_pending(fake(), producer.make_versioned(), stream);
+  ASSERT_EQ(pending_deferred_releases(), 1u);
+
+  // The stream never completes: the broken context is what lets the release go.
+  fake().fail_next(CudaEntry::kEventQuery, cudaErrorIllegalAddress);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_EQ(pending_deferred_releases(), 0u);
+}
+
+TEST_F(FaultInjection, HostWaitFailureIsACudaErrorAndDoesNotBlock) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  Buffer buffer(producer.make_versioned());
+  fake().launch(stream);
+  ASSERT_TRUE(buffer.set_readiness_stream(stream));
+
+  fake().fail_next(CudaEntry::kEventSynchronize, cudaErrorIllegalAddress);
+  const expected<void> waited = buffer.synchronize_for_host();
+  ASSERT_FALSE(waited.has_value());
+  expect_cuda_error(waited.error(), "cudaEventSynchronize", cudaErrorIllegalAddress);
+
+  // Without a fault the host wait blocks until the stream passes the point.
+  auto host_wait = std::async(std::launch::async, [&] { return buffer.synchronize_for_host(); });
+  EXPECT_EQ(host_wait.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  fake().complete(stream);
+  EXPECT_TRUE(host_wait.get().has_value());
+}
+
+TEST_F(FaultInjection, EventCreationFailureIsReportedAndCreatesNothing) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  {
+    Buffer buffer(producer.make_versioned());
+    fake().fail_next(CudaEntry::kEventCreateWithFlags, cudaErrorMemoryAllocation, 2);
+    EXPECT_FALSE(buffer.set_readiness_stream(stream));
+    EXPECT_FALSE(buffer.set_deallocation_stream(stream));
+    EXPECT_FALSE(buffer.has_readiness_stream_contract());
+    EXPECT_EQ(buffer.deallocation_point_count(), 0u);
+    EXPECT_EQ(fake().calls(CudaEntry::kEventRecord), 0u);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+
+  fake().fail_next(CudaEntry::kEventCreateWithFlags, cudaErrorMemoryAllocation);
+  const expected<void> reserved = reserve_stream_events(0, 2);
+  ASSERT_FALSE(reserved.has_value());
+  expect_cuda_error(reserved.error(), "cudaEventCreateWithFlags", cudaErrorMemoryAllocation);
+  EXPECT_EQ(created_stream_events(0), 0u);
+  EXPECT_EQ(fake().live_events(), 0u);
+}
+
+TEST_F(FaultInjectionTwoDevices, SetDeviceFailureIsReportedAndTheCurrentDeviceKept) {
+  CountingProducer producer;
+  cudaStream_t on_device_1 = fake().create_stream(1);
+  {
+    Buffer buffer(producer.make_versioned());
+    fake().fail_next(CudaEntry::kSetDevice, cudaErrorDevicesUnavailable);
+    EXPECT_FALSE(buffer.set_readiness_stream(on_device_1));
+    EXPECT_FALSE(buffer.has_readiness_stream_contract());
+    EXPECT_EQ(fake().current_device(), 0);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+
+  fake().fail_next(CudaEntry::kSetDevice, cudaErrorDevicesUnavailable);
+  const expected<void> reserved = reserve_stream_events(1, 1);
+  ASSERT_FALSE(reserved.has_value());
+  expect_cuda_error(reserved.error(), "cudaSetDevice", cudaErrorDevicesUnavailable);
+  EXPECT_EQ(created_stream_events(1), 0u);
+  EXPECT_EQ(fake().current_device(), 0);
+}
+
+TEST_F(FaultInjectionTwoDevices, SetDeviceFailureOnTheReleaseThreadStillReleasesOnce) {
+  CountingProducer producer;
+  cudaStream_t on_device_1 = fake().create_stream(1);
+  test::drop_pending(fake(), producer.make_versioned(), on_device_1);
+  EXPECT_EQ(fake().current_device(), 0);  // the guard put the caller's device back
+
+  fake().fail_next(CudaEntry::kSetDevice, cudaErrorDevicesUnavailable, 5);
+  fake().complete(on_device_1);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST_F(FaultInjection, DestroyedStreamIsRefusedWithItsError) {
+  CountingProducer producer;
+  cudaStream_t producer_stream = fake().create_stream(0);
+  cudaStream_t destroyed = fake().create_stream(0);
+  fake().destroy_stream(destroyed);
+  {
+    Buffer buffer(producer.make_versioned());
+    EXPECT_FALSE(buffer.set_readiness_stream(destroyed));
+    EXPECT_FALSE(buffer.set_deallocation_stream(destroyed));
+    EXPECT_EQ(buffer.deallocation_point_count(), 0u);
+
+    ASSERT_TRUE(buffer.set_readiness_stream(producer_stream));
+    const expected<void> waited = buffer.synchronize_for_consumer(destroyed);
+    ASSERT_FALSE(waited.has_value());
+    expect_cuda_error(waited.error(), "cudaStreamWaitEvent", cudaErrorInvalidResourceHandle);
+    EXPECT_EQ(fake().last_error(), cudaSuccess);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST_F(FaultInjection, StreamDestroyedAfterItsPointStillOrdersTheRelease) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  test::drop_pending(fake(), producer.make_versioned(), stream);
+  fake().destroy_stream(stream);  // as in CUDA, its queued work still runs to the end
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+  EXPECT_EQ(producer.deleter_calls(), 0);
+
+  fake().complete(stream);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+// TensorPool is only created, allocated from and counted here.
+std::shared_ptr<TensorPool> device_pool(int device, std::size_t blocks,
+                                        expected<std::shared_ptr<TensorPool>>* result = nullptr) {
+  TensorPoolConfig config;
+  config.memory = PoolMemory::kDevice;
+  config.device = device;
+  config.block_bytes = 1024;
+  config.block_count = blocks;
+  expected<std::shared_ptr<TensorPool>> pool = TensorPool::create(config);
+  std::shared_ptr<TensorPool> created = pool.has_value() ? *pool : nullptr;
+  if (result != nullptr) {
+    *result = std::move(pool);
+  }
+  return created;
+}
+
+TEST_F(FaultInjection, DeviceMallocOutOfMemoryIsResourceExhausted) {
+  fake().fail_next(CudaEntry::kMalloc, cudaErrorMemoryAllocation);
+  expected<std::shared_ptr<TensorPool>> result;
+  EXPECT_EQ(device_pool(0, 4, &result), nullptr);
+  ASSERT_FALSE(result.has_value());
+  const Error& error = result.error();
+  EXPECT_EQ(error.code, ErrorCode::kResourceExhausted) << error.message;
+  EXPECT_EQ(error.provenance, static_cast<std::uint64_t>(cudaErrorMemoryAllocation));
+  EXPECT_NE(error.message.find("cudaMalloc"), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find("cudaErrorMemoryAllocation"), std::string::npos) << error.message;
+  EXPECT_EQ(fake().live_allocations(), 0u);
+  EXPECT_EQ(fake().calls(CudaEntry::kFree), 0u);
+}
+
+TEST_F(FaultInjection, DeviceMallocOtherFailureIsACudaError) {
+  fake().fail_next(CudaEntry::kMalloc, cudaErrorInvalidValue);
+  expected<std::shared_ptr<TensorPool>> result;
+  EXPECT_EQ(device_pool(0, 4, &result), nullptr);
+  ASSERT_FALSE(result.has_value());
+  expect_cuda_error(result.error(), "cudaMalloc", cudaErrorInvalidValue);
+  EXPECT_EQ(fake().live_allocations(), 0u);
+}
+
+TEST_F(FaultInjectionTwoDevices, DevicePoolSetDeviceFailureIsACudaError) {
+  fake().fail_next(CudaEntry::kSetDevice, cudaErrorDevicesUnavailable);
+  expected<std::shared_ptr<TensorPool>> result;
+  EXPECT_EQ(device_pool(1, 4, &result), nullptr);
+  ASSERT_FALSE(result.has_value());
+  expect_cuda_error(result.error(), "cudaSetDevice", cudaErrorDevicesUnavailable);
+  EXPECT_EQ(fake().calls(CudaEntry::kMalloc), 0u);
+  EXPECT_EQ(fake().current_device(), 0);
+}
+
+TEST_F(FaultInjection, DevicePoolMemoryIsFreedOnceTheGpuIsDone) {
+  cudaStream_t stream = fake().create_stream(0);
+  std::shared_ptr<TensorPool> pool = device_pool(0, 2);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(fake().live_allocations(), 1u);
+  {
+    expected<Tensor> tensor = pool->allocate({16}, DLDataType{kDLFloat, 32, 1});
+    ASSERT_TRUE(tensor.has_value()) << tensor.error().message;
+    fake().launch(stream);
+    ASSERT_TRUE(tensor->set_deallocation_stream(stream));
+  }
+  EXPECT_EQ(pool->available_blocks(), 1u);  // the GPU may still use the dropped block
+
+  pool.reset();  // never blocks: the memory goes once the stream passes the point
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+  EXPECT_EQ(fake().calls(CudaEntry::kFree), 0u);
+  fake().complete(stream);
+  flush_deferred_releases();
+  EXPECT_EQ(fake().calls(CudaEntry::kFree), 1u);
+  EXPECT_EQ(fake().live_allocations(), 0u);
+}
+
+}  // namespace
+}  // namespace holoscan

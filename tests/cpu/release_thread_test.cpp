@@ -1,0 +1,257 @@
+// Covers the release thread against the fake runtime: deleters that re-enter the library or exit
+// the process, the bounded drain at exit, and fork() with releases pending or running.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "holoscan/deferred_release.hpp"
+#include "holoscan/dlpack.hpp"
+#include "support/callback_tensor.hpp"
+#include "support/counting_producer.hpp"
+#include "support/fake_cuda_test.hpp"
+
+namespace holoscan {
+namespace {
+
+using test::CountingProducer;
+using test::drop_pending;
+using test::FakeCuda;
+using test::make_callback_tensor;
+
+using Buffer = DLManagedMemoryBufferVersioned;
+
+class ReleaseThread : public test::FakeCudaTest {};
+
+TEST_F(ReleaseThread, DeleterThatDropsAnotherOwnerQueuesItsRelease) {
+  CountingProducer producer;
+  cudaStream_t outer_stream = fake().create_stream(0);
+  cudaStream_t inner_stream = fake().create_stream(0);
+  auto inner = std::make_shared<Buffer>(producer.make_versioned());
+  fake().launch(inner_stream);
+  ASSERT_TRUE(inner->set_deallocation_stream(inner_stream));
+  drop_pending(fake(), make_callback_tensor([inner]() mutable { inner.reset(); }), outer_stream);
+  inner.reset();  // the outer deleter now holds the last owner
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+
+  fake().complete(outer_stream);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 0);  // dropped on the release thread, deferred from there
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+
+  fake().complete(inner_stream);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_EQ(pending_deferred_releases(), 0u);
+}
+
+TEST_F(ReleaseThread, DeleterThatFlushesReturnsAtOnce) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  cudaStream_t never_done = fake().create_stream(0);
+  drop_pending(fake(), producer.make_versioned(), never_done);  // a release the flush cannot end
+  std::atomic<int> flushes_returned{0};
+  drop_pending(fake(), make_callback_tensor([&] {
+                 flush_deferred_releases();
+                 flushes_returned.fetch_add(1);
+               }),
+               stream);
+
+  fake().complete(stream);
+  // The flushing release is counted out just after its deleter returns.
+  ASSERT_TRUE(test::eventually(
+      [&] { return flushes_returned.load() == 1 && pending_deferred_releases() == 1; }));
+  EXPECT_EQ(producer.deleter_calls(), 0);
+
+  fake().complete(never_done);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_EQ(flushes_returned.load(), 1);
+}
+
+// Runs `child` in a forked process and returns its exit status; -1 when it was still running
+// after `limit` (it is then killed), 128 + the signal when a signal ended it.
+int run_forked(const std::function<int()>& child, std::chrono::seconds limit) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    _exit(child());  // no exit handlers: they belong to the parent's test run
+  }
+  if (pid < 0) {
+    return -2;
+  }
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+constexpr std::chrono::seconds kChildLimit{20};
+
+// In a child: the parent's pending releases are dropped by a flush, and a release queued in the
+// child runs on a release thread started there. Returns a bit per failed check.
+int child_checks(FakeCuda& fake, const CountingProducer& parent_producer) {
+  int failed = 0;
+  if (pending_deferred_releases() != 1) failed |= 1;
+  flush_deferred_releases();  // hung before: the parent's release thread does not exist here
+  if (pending_deferred_releases() != 0) failed |= 2;
+  if (parent_producer.deleter_calls() != 0) failed |= 4;  // the parent's to run, not ours
+
+  CountingProducer producer;
+  cudaStream_t stream = fake.create_stream(0);
+  {
+    Buffer buffer(producer.make_versioned());
+    fake.launch(stream);
+    if (!buffer.set_deallocation_stream(stream)) failed |= 8;
+  }
+  if (pending_deferred_releases() != 1) failed |= 16;
+  fake.complete(stream);
+  flush_deferred_releases();
+  if (producer.deleter_calls() != 1) failed |= 32;
+  if (producer.last_deleter_thread() == std::this_thread::get_id()) failed |= 64;
+  return failed;
+}
+
+TEST_F(ReleaseThread, ForkWithAReleasePendingNeitherHangsNorRunsItInTheChild) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  drop_pending(fake(), producer.make_versioned(), stream);
+  ASSERT_EQ(pending_deferred_releases(), 1u);
+
+  EXPECT_EQ(run_forked([&] { return child_checks(fake(), producer); }, kChildLimit), 0)
+      << "-1: the child hung; otherwise the bits of child_checks that failed";
+
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  fake().complete(stream);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST_F(ReleaseThread, ForkWhileADeleterRunsDoesNotRunItAgainInTheChild) {
+  std::atomic<bool> entered{false};
+  std::atomic<bool> may_finish{false};
+  std::atomic<int> finished{0};
+  cudaStream_t stream = fake().create_stream(0);
+  drop_pending(fake(), make_callback_tensor([&] {
+                 entered.store(true);
+                 while (!may_finish.load()) {
+                   std::this_thread::yield();
+                 }
+                 finished.fetch_add(1);
+               }),
+               stream);
+  fake().complete(stream);
+  ASSERT_TRUE(test::eventually([&] { return entered.load(); }));
+
+  const int status = run_forked(
+      [&] {
+        flush_deferred_releases();  // the running release is the dead thread's: dropped
+        return (pending_deferred_releases() == 0 ? 0 : 1) | (finished.load() == 0 ? 0 : 2);
+      },
+      kChildLimit);
+  EXPECT_EQ(status, 0) << "-1: the child hung";
+
+  may_finish.store(true);
+  flush_deferred_releases();
+  EXPECT_EQ(finished.load(), 1);
+}
+
+// The exit paths end the process: each runs in a child (GoogleTest re-executes the test binary
+// for it, so the child starts with one thread).
+class ReleaseThreadDeathTest : public test::FakeCudaTest {
+ protected:
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    FakeCudaTest::SetUp();
+  }
+};
+
+constexpr int kDeleterStatus = 42;
+
+void exit_from_a_deleter(FakeCuda& fake) {
+  cudaStream_t exiting_stream = fake.create_stream(0);
+  cudaStream_t other_stream = fake.create_stream(0);
+  drop_pending(fake, make_callback_tensor([&fake, other_stream] {
+                 fake.complete(other_stream);  // the other release may run from now on
+                 std::exit(kDeleterStatus);
+               }),
+               exiting_stream);
+  drop_pending(fake, make_callback_tensor([] { std::fputs("other release ran\n", stderr); }),
+               other_stream);
+  fake.complete(exiting_stream);
+  flush_deferred_releases();  // may return once the exit drain is over: the process is exiting
+  std::this_thread::sleep_for(std::chrono::seconds(30));
+  std::_Exit(5);  // the deleter never exited
+}
+
+TEST_F(ReleaseThreadDeathTest, DeleterThatExitsKeepsItsStatusAndTheOtherReleasesRun) {
+  EXPECT_EXIT(exit_from_a_deleter(fake()), ::testing::ExitedWithCode(kDeleterStatus),
+              "other release ran");
+}
+
+void exit_while_a_deleter_waits_for_our_lock(FakeCuda& fake) {
+  setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "200", 1);
+  static std::mutex held_by_exiting_thread;
+  static std::atomic<bool> deleter_waits{false};
+  held_by_exiting_thread.lock();
+  cudaStream_t stream = fake.create_stream(0);
+  cudaStream_t never_done = fake.create_stream(0);
+  drop_pending(fake, make_callback_tensor([] {
+                 deleter_waits.store(true);
+                 std::lock_guard<std::mutex> lock(held_by_exiting_thread);
+               }),
+               stream);
+  drop_pending(fake, make_callback_tensor([] { std::_Exit(3); }), never_done);  // must not run
+  fake.complete(stream);
+  if (!test::eventually([] { return deleter_waits.load(); })) {
+    std::_Exit(4);
+  }
+  std::exit(0);
+}
+
+TEST_F(ReleaseThreadDeathTest, ExitDrainGivesUpAfterItsLimit) {
+  EXPECT_EXIT(exit_while_a_deleter_waits_for_our_lock(fake()), ::testing::ExitedWithCode(0),
+              "exit drain: 2 deferred release.s. still pending after 200 ms");
+}
+
+void exit_while_the_gpu_still_works(FakeCuda& fake) {
+  unsetenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS");
+  cudaStream_t stream = fake.create_stream(0);
+  drop_pending(fake, make_callback_tensor([] { std::fputs("released during exit\n", stderr); }),
+               stream);
+  static std::atomic<bool> exiting{false};
+  // The "GPU" finishes only once exit has begun, so the release runs from the exit drain.
+  std::thread([&fake, stream] {
+    while (!exiting.load()) {
+      std::this_thread::yield();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    fake.complete(stream);
+  }).detach();
+  exiting.store(true);
+  std::exit(7);
+}
+
+TEST_F(ReleaseThreadDeathTest, ExitDrainWaitsForTheGpuWithinItsLimit) {
+  EXPECT_EXIT(exit_while_the_gpu_still_works(fake()), ::testing::ExitedWithCode(7),
+              "released during exit");
+}
+
+}  // namespace
+}  // namespace holoscan

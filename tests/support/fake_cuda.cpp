@@ -1,0 +1,521 @@
+#include "support/fake_cuda.hpp"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "cuda_api.hpp"
+#include "event_pool.hpp"
+#include "holoscan/deferred_release.hpp"
+
+namespace holoscan::test {
+namespace {
+
+constexpr auto kEntries = static_cast<std::size_t>(CudaEntry::kCount);
+
+struct Stream {
+  int device = 0;
+  std::uint64_t launched = 0;
+  std::uint64_t completed = 0;
+  bool destroyed = false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+};
+
+struct Event {
+  int device = 0;
+  const Stream* stream = nullptr;  // null until recorded
+  std::uint64_t position = 0;
+  bool captured = false;
+  bool destroyed = false;
+};
+
+struct Fault {
+  cudaError_t error = cudaSuccess;
+  int remaining = 0;
+};
+
+// Per thread, as in CUDA; they outlive reset() like a real thread's state outlives a test.
+thread_local int current_device_of_thread = 0;
+thread_local cudaStreamCaptureMode capture_mode_of_thread = cudaStreamCaptureModeGlobal;
+thread_local cudaError_t last_error_of_thread = cudaSuccess;
+
+bool is_default_handle(cudaStream_t stream) {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
+}  // namespace
+
+struct FakeCuda::State {
+  std::mutex mutex;
+  std::condition_variable progress;  // a stream completed, a fault was armed, or a reset
+  std::uint64_t generation = 0;
+  int devices = 1;
+  // Objects are never freed, so that no handle is ever reused by address; reset() only forgets
+  // them (a handle from before a reset is unknown afterwards).
+  std::vector<std::unique_ptr<Stream>> owned_streams;
+  std::vector<std::unique_ptr<Event>> owned_events;
+  std::unordered_set<const Stream*> streams;
+  std::vector<Stream*> default_streams;  // one per device
+  std::unordered_set<const Event*> events;
+  std::unordered_set<void*> allocations;
+  std::array<Fault, kEntries> faults{};
+  std::array<std::atomic<std::uint64_t>, kEntries> calls{};
+
+  // Counts the call and returns the injected fault for it, if one is armed.
+  cudaError_t enter(CudaEntry entry) {
+    calls[static_cast<std::size_t>(entry)].fetch_add(1, std::memory_order_relaxed);
+    Fault& fault = faults[static_cast<std::size_t>(entry)];
+    if (fault.remaining == 0) {
+      return cudaSuccess;
+    }
+    --fault.remaining;
+    return fault.error;
+  }
+
+  Stream* stream_of(cudaStream_t handle) {
+    if (is_default_handle(handle)) {
+      const int device = current_device_of_thread;
+      return device >= 0 && device < devices ? default_streams[device] : nullptr;
+    }
+    auto* stream = reinterpret_cast<Stream*>(handle);
+    return streams.count(stream) != 0 ? stream : nullptr;
+  }
+
+  Event* event_of(cudaEvent_t handle) {
+    auto* event = reinterpret_cast<Event*>(handle);
+    return events.count(event) != 0 && !event->destroyed ? event : nullptr;
+  }
+
+  Stream* add_stream(int device) {
+    owned_streams.push_back(std::make_unique<Stream>());
+    Stream* stream = owned_streams.back().get();
+    stream->device = device;
+    return stream;
+  }
+
+  static bool done(const Event& event) {
+    return event.stream == nullptr || event.stream->completed >= event.position;
+  }
+};
+
+namespace {
+
+FakeCuda::State* the_state = nullptr;  // set once by FakeCuda's constructor, never freed
+
+FakeCuda::State& state() { return *the_state; }
+
+// Every entry runs its body under the lock after counting the call and consuming an armed fault;
+// a failure becomes the thread's last error, as in CUDA (not-ready is no error).
+template <class Body>
+cudaError_t call(CudaEntry entry, Body&& body) {
+  FakeCuda::State& s = state();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  cudaError_t status = s.enter(entry);
+  if (status == cudaSuccess) {
+    status = body(s, lock);
+  }
+  if (status != cudaSuccess && status != cudaErrorNotReady) {
+    last_error_of_thread = status;
+  }
+  return status;
+}
+
+using Lock = std::unique_lock<std::mutex>;
+using State = FakeCuda::State;
+
+cudaError_t event_record(cudaEvent_t handle, cudaStream_t stream_handle) {
+  return call(CudaEntry::kEventRecord, [&](State& s, Lock&) {
+    Stream* stream = s.stream_of(stream_handle);
+    Event* event = s.event_of(handle);
+    if (stream == nullptr || stream->destroyed || event == nullptr) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    if (event->device != stream->device) {
+      return cudaErrorInvalidResourceHandle;  // CUDA: event and stream of one device
+    }
+    event->stream = stream;
+    event->position = stream->launched;
+    event->captured = stream->capture != cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t stream_wait_event(cudaStream_t stream_handle, cudaEvent_t handle, unsigned int) {
+  return call(CudaEntry::kStreamWaitEvent, [&](State& s, Lock&) {
+    Stream* stream = s.stream_of(stream_handle);
+    Event* event = s.event_of(handle);
+    if (stream == nullptr || stream->destroyed || event == nullptr) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    if (stream->capture != cudaStreamCaptureStatusNone && !event->captured) {
+      return cudaErrorStreamCaptureIsolation;
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t event_query(cudaEvent_t handle) {
+  return call(CudaEntry::kEventQuery, [&](State& s, Lock&) {
+    Event* event = s.event_of(handle);
+    if (event == nullptr) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    if (event->captured) {
+      return cudaErrorCapturedEvent;
+    }
+    return FakeCuda::State::done(*event) ? cudaSuccess : cudaErrorNotReady;
+  });
+}
+
+cudaError_t event_synchronize(cudaEvent_t handle) {
+  return call(CudaEntry::kEventSynchronize, [&](State& s, Lock& lock) {
+    Event* event = s.event_of(handle);
+    if (event == nullptr) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    if (event->captured) {
+      return cudaErrorCapturedEvent;
+    }
+    // Blocks like CUDA until the stream passes the event; a fault armed meanwhile, or a reset,
+    // ends the wait with that failure.
+    Fault& fault = s.faults[static_cast<std::size_t>(CudaEntry::kEventSynchronize)];
+    const std::uint64_t generation = s.generation;
+    s.progress.wait(lock, [&] {
+      return FakeCuda::State::done(*event) || fault.remaining > 0 || s.generation != generation;
+    });
+    if (s.generation != generation) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    if (!FakeCuda::State::done(*event)) {
+      --fault.remaining;
+      return fault.error;
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t event_create_with_flags(cudaEvent_t* handle, unsigned int) {
+  return call(CudaEntry::kEventCreateWithFlags, [&](State& s, Lock&) {
+    s.owned_events.push_back(std::make_unique<Event>());
+    Event* event = s.owned_events.back().get();
+    event->device = current_device_of_thread;
+    s.events.insert(event);
+    *handle = reinterpret_cast<cudaEvent_t>(event);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t event_destroy(cudaEvent_t handle) {
+  return call(CudaEntry::kEventDestroy, [&](State& s, Lock&) {
+    Event* event = s.event_of(handle);
+    if (event == nullptr) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    event->destroyed = true;
+    s.events.erase(event);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t get_device(int* device) {
+  return call(CudaEntry::kGetDevice, [&](State&, Lock&) {
+    *device = current_device_of_thread;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t set_device(int device) {
+  return call(CudaEntry::kSetDevice, [&](State& s, Lock&) {
+    if (device < 0 || device >= s.devices) {
+      return cudaErrorInvalidDevice;
+    }
+    current_device_of_thread = device;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t stream_get_device(cudaStream_t handle, int* device) {
+  return call(CudaEntry::kStreamGetDevice, [&](State& s, Lock&) {
+    Stream* stream = s.stream_of(handle);
+    if (stream == nullptr || stream->destroyed) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    *device = stream->device;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t stream_is_capturing(cudaStream_t handle, cudaStreamCaptureStatus* status) {
+  return call(CudaEntry::kStreamIsCapturing, [&](State& s, Lock&) {
+    Stream* stream = s.stream_of(handle);
+    if (stream == nullptr || stream->destroyed) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    *status = stream->capture;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t thread_exchange_stream_capture_mode(cudaStreamCaptureMode* mode) {
+  return call(CudaEntry::kThreadExchangeStreamCaptureMode, [&](State&, Lock&) {
+    std::swap(*mode, capture_mode_of_thread);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t device_malloc(void** memory, std::size_t bytes) {
+  return call(CudaEntry::kMalloc, [&](State& s, Lock&) {
+    void* allocated = std::malloc(bytes == 0 ? 1 : bytes);
+    if (allocated == nullptr) {
+      return cudaErrorMemoryAllocation;
+    }
+    s.allocations.insert(allocated);
+    *memory = allocated;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t device_free(void* memory) {
+  return call(CudaEntry::kFree, [&](State& s, Lock&) {
+    if (memory == nullptr) {
+      return cudaSuccess;
+    }
+    if (s.allocations.erase(memory) == 0) {
+      return cudaErrorInvalidValue;
+    }
+    std::free(memory);
+    return cudaSuccess;
+  });
+}
+
+// Not through call(): reading the last error must not set it again.
+cudaError_t get_last_error() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (cudaError_t fault = s.enter(CudaEntry::kGetLastError)) {
+    return fault;
+  }
+  return std::exchange(last_error_of_thread, cudaSuccess);
+}
+
+cudaError_t stream_synchronize(cudaStream_t handle) {
+  return call(CudaEntry::kStreamSynchronize, [&](State& s, Lock& lock) {
+    Stream* stream = s.stream_of(handle);
+    if (stream == nullptr || stream->destroyed) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    const std::uint64_t target = stream->launched;
+    const std::uint64_t generation = s.generation;
+    s.progress.wait(lock,
+                    [&] { return stream->completed >= target || s.generation != generation; });
+    return s.generation == generation ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  });
+}
+
+// Every pointer is host memory the fake runtime does not know, as a plain malloc would be.
+cudaError_t pointer_get_attributes(cudaPointerAttributes* attributes, const void*) {
+  return call(CudaEntry::kPointerGetAttributes, [&](State&, Lock&) {
+    *attributes = cudaPointerAttributes{};
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = -1;
+    return cudaSuccess;
+  });
+}
+
+// A stream's id is its handle's address: the fake never reuses an address.
+cudaError_t stream_get_id(cudaStream_t handle, unsigned long long* id) {
+  return call(CudaEntry::kStreamGetId, [&](State& s, Lock&) {
+    Stream* stream = s.stream_of(handle);
+    if (stream == nullptr || stream->destroyed) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    *id = reinterpret_cast<std::uintptr_t>(stream);
+    return cudaSuccess;
+  });
+}
+
+// Names and descriptions are static tables of the real runtime, usable without a driver.
+const detail::CudaApi kFakeTable = {
+    &event_record,
+    &stream_wait_event,
+    &event_query,
+    &event_synchronize,
+    &event_create_with_flags,
+    &event_destroy,
+    &get_device,
+    &set_device,
+    &stream_get_device,
+    &stream_is_capturing,
+    &thread_exchange_stream_capture_mode,
+    &device_malloc,
+    &device_free,
+    &get_last_error,
+    &cudaGetErrorName,
+    &cudaGetErrorString,
+    &stream_synchronize,
+    &pointer_get_attributes,
+    &stream_get_id,
+};
+
+// A fork() while another thread (the release thread, say) is inside the fake would leave its lock
+// held forever in the child: the lock is taken around the fork, and the child gets a fresh lock
+// and condition variable (the old ones may name threads that do not exist there).
+void lock_for_fork() { state().mutex.lock(); }
+void unlock_after_fork() { state().mutex.unlock(); }
+void renew_after_fork() {
+  new (&state().mutex) std::mutex();
+  new (&state().progress) std::condition_variable();
+}
+
+}  // namespace
+
+FakeCuda::FakeCuda() : state_(new State()) {
+  the_state = state_;
+  (void)pthread_atfork(lock_for_fork, unlock_after_fork, renew_after_fork);
+  reset(1);
+}
+
+FakeCuda& FakeCuda::instance() {
+  static FakeCuda* fake = new FakeCuda();  // leaked: the release thread may call in at any time
+  return *fake;
+}
+
+const detail::CudaApi& FakeCuda::table() noexcept { return kFakeTable; }
+
+void FakeCuda::reset(int devices) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    ++state_->generation;
+    state_->devices = devices;
+    state_->streams.clear();
+    state_->events.clear();
+    state_->default_streams.clear();
+    for (int device = 0; device < devices; ++device) {
+      state_->default_streams.push_back(state_->add_stream(device));
+    }
+    for (void* memory : state_->allocations) {
+      std::free(memory);
+    }
+    state_->allocations.clear();
+    state_->faults.fill(Fault{});
+    for (auto& count : state_->calls) {
+      count.store(0, std::memory_order_relaxed);
+    }
+  }
+  state_->progress.notify_all();
+}
+
+cudaStream_t FakeCuda::create_stream(int device) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  Stream* stream = state_->add_stream(device);
+  state_->streams.insert(stream);
+  return reinterpret_cast<cudaStream_t>(stream);
+}
+
+void FakeCuda::destroy_stream(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (Stream* found = state_->stream_of(stream)) {
+    found->destroyed = true;
+  }
+}
+
+void FakeCuda::launch(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (Stream* found = state_->stream_of(stream)) {
+    ++found->launched;
+  }
+}
+
+void FakeCuda::complete(cudaStream_t stream) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (Stream* found = state_->stream_of(stream)) {
+      found->completed = found->launched;
+    }
+  }
+  state_->progress.notify_all();
+}
+
+void FakeCuda::complete_all() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (const auto& stream : state_->owned_streams) {
+      stream->completed = stream->launched;
+    }
+  }
+  state_->progress.notify_all();
+}
+
+void FakeCuda::set_capture(cudaStream_t stream, cudaStreamCaptureStatus status) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (Stream* found = state_->stream_of(stream)) {
+    found->capture = status;
+  }
+}
+
+void FakeCuda::fail_next(CudaEntry entry, cudaError_t error, int count) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->faults[static_cast<std::size_t>(entry)] = Fault{error, count};
+  }
+  state_->progress.notify_all();
+}
+
+void FakeCuda::clear_faults() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->faults.fill(Fault{});
+}
+
+std::uint64_t FakeCuda::calls(CudaEntry entry) const noexcept {
+  return state_->calls[static_cast<std::size_t>(entry)].load(std::memory_order_relaxed);
+}
+
+std::size_t FakeCuda::live_events() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->events.size();
+}
+
+std::size_t FakeCuda::live_allocations() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->allocations.size();
+}
+
+int FakeCuda::current_device() const noexcept { return current_device_of_thread; }
+
+cudaError_t FakeCuda::last_error() const noexcept { return last_error_of_thread; }
+
+FakeCudaScope::FakeCudaScope(int devices) {
+  if (detail::destroy_free_events() != 0) {
+    ADD_FAILURE() << "events of the previous CUDA table are still held: they would reach the fake";
+  }
+  FakeCuda::instance().reset(devices);
+  previous_ = detail::install_cuda_api(&FakeCuda::table());
+}
+
+FakeCudaScope::~FakeCudaScope() {
+  FakeCuda& fake = FakeCuda::instance();
+  fake.clear_faults();
+  fake.complete_all();
+  flush_deferred_releases();
+  const std::size_t held = detail::destroy_free_events();
+  if (held != 0 || fake.live_events() != 0) {
+    ADD_FAILURE() << held << " pooled event(s) still held and " << fake.live_events()
+                  << " fake event(s) alive at the end of the fake runtime's scope";
+  }
+  if (fake.live_allocations() != 0) {
+    ADD_FAILURE() << fake.live_allocations() << " fake device allocation(s) never freed";
+  }
+  detail::install_cuda_api(previous_);
+}
+
+}  // namespace holoscan::test

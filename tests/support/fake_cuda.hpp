@@ -1,0 +1,122 @@
+#pragma once
+// A CPU simulation of the CUDA runtime, installed through the library's CUDA table, so that the
+// release paths and every CUDA failure can be tested without a GPU and without timing.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace holoscan::detail {
+struct CudaApi;
+}
+
+namespace holoscan::test {
+
+/** @brief The entries of the library's CUDA table, for fault injection and call counters. */
+enum class CudaEntry : int {
+  kEventRecord,
+  kStreamWaitEvent,
+  kEventQuery,
+  kEventSynchronize,
+  kEventCreateWithFlags,
+  kEventDestroy,
+  kGetDevice,
+  kSetDevice,
+  kStreamGetDevice,
+  kStreamIsCapturing,
+  kThreadExchangeStreamCaptureMode,
+  kMalloc,
+  kFree,
+  kGetLastError,
+  kStreamSynchronize,
+  kPointerGetAttributes,
+  kStreamGetId,
+  kCount,  ///< Number of entries, not an entry.
+};
+
+/**
+ * @brief Thread-safe simulation of devices, streams and events (one per process, never destroyed).
+ *
+ * A stream has a launched position (work queued with launch()) and a completed position, which
+ * only complete() moves forward: the test decides when the "GPU" finishes. An event recorded on a
+ * stream takes the stream's launched position and is done once the stream completed up to it, so
+ * an event recorded on an idle stream is done at once, as in CUDA. cudaStreamWaitEvent is checked
+ * (handles, capture isolation) and counted but orders nothing: completion is the test's to give.
+ * The handles nullptr, cudaStreamLegacy and cudaStreamPerThread all name one default stream per
+ * device, that of the calling thread's current device. The current device and the capture mode are
+ * per thread, as in CUDA, and survive reset().
+ */
+class FakeCuda {
+ public:
+  /** @brief The simulation (created on first use, never destroyed: late calls stay valid). */
+  static FakeCuda& instance();
+  /** @brief The CUDA table whose entries call into the simulation. */
+  static const detail::CudaApi& table() noexcept;
+
+  /** @brief Forgets every stream, event, allocation, fault and counter; `devices` devices. */
+  void reset(int devices);
+
+  /** @brief A new stream on `device` (the handle stays unique for the life of the process). */
+  cudaStream_t create_stream(int device);
+  /** @brief Every later call naming `stream` fails with cudaErrorInvalidResourceHandle; work
+   *         already queued on it still completes with complete(), as in CUDA. */
+  void destroy_stream(cudaStream_t stream);
+  /** @brief Queues work on `stream`: events recorded from now on wait for complete(). */
+  void launch(cudaStream_t stream);
+  /** @brief The GPU passes everything queued on `stream` so far. */
+  void complete(cudaStream_t stream);
+  /** @brief complete() for every stream, default streams included. */
+  void complete_all();
+  /** @brief Sets what cudaStreamIsCapturing reports for `stream`. */
+  void set_capture(cudaStream_t stream, cudaStreamCaptureStatus status);
+
+  /** @brief The next `count` calls of `entry` fail with `error` (and set the last error). */
+  void fail_next(CudaEntry entry, cudaError_t error, int count = 1);
+  /** @brief Disarms every fault armed with fail_next(). */
+  void clear_faults();
+  /** @brief Calls of `entry` since reset(), failed ones included. */
+  std::uint64_t calls(CudaEntry entry) const noexcept;
+
+  /** @brief Events created and not destroyed. */
+  std::size_t live_events() const;
+  /** @brief Allocations made by cudaMalloc and not freed. */
+  std::size_t live_allocations() const;
+  /** @brief The calling thread's current device. */
+  int current_device() const noexcept;
+  /** @brief The calling thread's last error, left as it is (cudaPeekAtLastError). */
+  cudaError_t last_error() const noexcept;
+
+  struct State;  ///< Devices, streams, events, faults and counters (defined in fake_cuda.cpp).
+
+ private:
+  FakeCuda();
+  State* state_;  // leaked with the instance
+};
+
+/**
+ * @brief Installs the fake runtime (reset to `devices` devices) for one scope.
+ *
+ * On entry it destroys the events pooled under the previous table (real events must never reach
+ * the fake). On exit it completes every stream, waits for the deferred releases, destroys the
+ * pooled events through the fake, reports (as a test failure) any fake event or allocation still
+ * held, and puts the previous CUDA table back.
+ */
+class FakeCudaScope {
+ public:
+  /** @brief Resets the simulation and installs it. */
+  explicit FakeCudaScope(int devices = 1);
+  /** @brief Drains what the library still holds of the fake and restores the previous table. */
+  ~FakeCudaScope();
+  FakeCudaScope(const FakeCudaScope&) = delete;
+  FakeCudaScope& operator=(const FakeCudaScope&) = delete;
+
+  /** @brief The simulation. */
+  FakeCuda& fake() const noexcept { return FakeCuda::instance(); }
+  /** @brief The simulation. */
+  FakeCuda* operator->() const noexcept { return &FakeCuda::instance(); }
+
+ private:
+  const detail::CudaApi* previous_;
+};
+
+}  // namespace holoscan::test
