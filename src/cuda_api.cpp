@@ -1,21 +1,25 @@
 #include "cuda_api.hpp"
 
+#include "cuda_driver_fast_path.hpp"
+
 namespace holoscan::detail {
 namespace {
 
 // Address constants only, so the table is constant-initialized: it is usable from any static
 // initializer or atexit handler, before or after this file's dynamic initialization.
+// The hot entries take the driver's cheaper path where it means the same (see
+// cuda_driver_fast_path.cpp); their answers are the runtime's.
 const CudaApi kRealCudaApi = {
-    &cudaEventRecord,
-    &cudaStreamWaitEvent,
-    &cudaEventQuery,
+    &fast::event_record,
+    &fast::stream_wait_event,
+    &fast::event_query,
     &cudaEventSynchronize,
     &cudaEventCreateWithFlags,
     &cudaEventDestroy,
     &cudaGetDevice,
     &cudaSetDevice,
-    &cudaStreamGetDevice,
-    &cudaStreamIsCapturing,
+    &fast::stream_get_device,
+    &fast::stream_is_capturing,
     &cudaThreadExchangeStreamCaptureMode,
     &cudaMalloc,
     &cudaFree,
@@ -24,7 +28,8 @@ const CudaApi kRealCudaApi = {
     &cudaGetErrorString,
     &cudaStreamSynchronize,
     &cudaPointerGetAttributes,
-    &cudaStreamGetId,
+    &fast::stream_get_id,
+    &cudaStreamCreateWithFlags,
 };
 
 }  // namespace

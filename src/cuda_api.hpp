@@ -48,6 +48,8 @@ struct CudaApi {
   cudaError_t (*pointer_get_attributes)(cudaPointerAttributes* attributes, const void* pointer);
   /** @brief cudaStreamGetId. */
   cudaError_t (*stream_get_id)(cudaStream_t stream, unsigned long long* id);
+  /** @brief cudaStreamCreateWithFlags. */
+  cudaError_t (*stream_create_with_flags)(cudaStream_t* stream, unsigned int flags);
 };
 
 /** @brief The table of the real CUDA runtime (the default). */

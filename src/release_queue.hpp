@@ -1,5 +1,6 @@
 #pragma once
 // The queue of releases waiting for the GPU, and the thread that runs them once it has passed.
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -9,7 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_api.hpp"
 #include "deferred_release.hpp"
+#include "event_pool.hpp"
 
 namespace holoscan::detail {
 
@@ -20,6 +23,20 @@ struct PendingRelease {
   void* context = nullptr;            ///< Argument of `release`.
   std::uint64_t ticket = 0;           ///< Order of arrival, for flush.
   bool started = false;               ///< Its release is running: never start it again.
+  std::uint64_t fan_in = 0;           ///< The fan-in its fanned points wait in; 0 for none.
+};
+
+/**
+ * @brief One polling round's fan-in: the release thread's stream of each device waited on the
+ *        round's new points, then recorded one event; once those complete, so have the points.
+ */
+struct FanIn {
+  std::uint64_t id = 0;      ///< 0: the slot is free.
+  StreamPointList marks;     ///< The events recorded after the waits, one per device; dropped
+                             ///< as they complete.
+  std::size_t releases = 0;  ///< Releases whose fanned points still wait in this fan-in.
+  bool broken = false;       ///< A mark could not be recorded: poll the points themselves.
+  std::chrono::steady_clock::time_point started;  ///< When its marks were recorded.
 };
 
 /**
@@ -49,6 +66,11 @@ class ReleaseQueue {
   void run() noexcept;
   bool nothing_left_to_start() const noexcept;
   void poll_active(std::uint64_t inherited_below) noexcept;
+  FanIn* fan_in_new_points() noexcept;
+  void poll_fan_ins() noexcept;
+  void settle_points(PendingRelease& pending, std::chrono::steady_clock::time_point now) noexcept;
+  cudaStream_t release_stream(int device) noexcept;
+  void forget_fan_ins() noexcept;
   void move_completed_to_running() noexcept;
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
   void stop() noexcept;
@@ -58,6 +80,10 @@ class ReleaseQueue {
 
   static constexpr std::chrono::microseconds kMinIdle{20};
   static constexpr std::chrono::microseconds kMaxIdle{1000};
+  // Past this, the points of a fan-in that has not completed are queried one by one, so that a
+  // slow stream does not hold back the releases it happened to be fanned in with.
+  static constexpr std::chrono::microseconds kFanInPatience{1000};
+  static constexpr std::size_t kFanInSlots = 64;
 
   std::mutex mutex_;
   std::condition_variable wake_;     // new work, a stop
@@ -65,6 +91,7 @@ class ReleaseQueue {
   std::list<PendingRelease> incoming_;
   std::list<PendingRelease> active_;       // polled by the worker, which alone changes its points
   std::list<PendingRelease> running_;      // completed; run (or running) in order
+  std::list<PendingRelease> spare_;        // finished nodes, reused so a push need not allocate
   std::vector<std::uint64_t> unfinished_;  // tickets queued and not yet released, ascending
   std::uint64_t next_ticket_ = 0;
   std::uint64_t inherited_below_ = 0;  // in a forked child: tickets queued by the parent
@@ -73,6 +100,13 @@ class ReleaseQueue {
   bool closed_ = false;     // the exit drain ended (or was abandoned): nothing more is taken
   bool abandoned_ = false;  // the exit drain ran out of time: nothing more is run
   std::unique_ptr<std::thread> worker_;
+  bool worker_sleeping_ = false;  // in an untimed wait: a push must wake it
+  // The worker's own (never under the lock): fan-ins, and its stream per device with the CUDA
+  // table that made them (tests swap tables).
+  std::array<FanIn, kFanInSlots> fan_ins_{};
+  std::uint64_t next_fan_in_ = 1;
+  std::array<cudaStream_t, kMaxPoolDevices> release_streams_{};
+  const CudaApi* release_streams_api_ = nullptr;
 };
 
 }  // namespace holoscan::detail

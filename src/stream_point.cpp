@@ -1,7 +1,8 @@
 #include "stream_point.hpp"
 
+#include <optional>
+
 #include "cuda_error.hpp"
-#include "device_guard.hpp"
 #include "event_pool.hpp"
 
 namespace holoscan::detail {
@@ -10,6 +11,8 @@ namespace {
 // The address of a thread_local is unique per live thread: it tells apart the per-thread
 // default streams that share the handle cudaStreamPerThread.
 thread_local char per_thread_stream_marker;
+
+}  // namespace
 
 // The release thread's current device. A query made with another device current would create
 // that device's primary context on the thread's behalf, even in a process that never uses it.
@@ -23,8 +26,6 @@ void use_device_on_release_thread(int device) noexcept {
     current_api = &api;
   }
 }
-
-}  // namespace
 
 expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
   // Capture is checked first: most other calls on a capturing stream (cudaStreamGetDevice among
@@ -53,11 +54,10 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
   return location;
 }
 
+// No device switch: CUDA records an event of the stream's own device with any device current
+// (asked on the H200s by benchmarks/cuda_semantics_probe.cpp), and the point's event is of the
+// stream's device. The caller's current device is never touched.
 expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream) noexcept {
-  DeviceGuard guard(point.device);
-  if (guard.status() != cudaSuccess) {
-    return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
-  }
   return check_cuda(cuda().event_record(point.event, stream), "cudaEventRecord");
 }
 
@@ -95,7 +95,11 @@ RelaxedCaptureScope::~RelaxedCaptureScope() {
 }
 
 bool drop_completed_points(StreamPointList& points, QueryThread thread) noexcept {
-  RelaxedCaptureScope relaxed;
+  // The release thread runs in relaxed mode for good; a caller's thread is put there for this.
+  std::optional<RelaxedCaptureScope> relaxed;
+  if (thread == QueryThread::kCaller) {
+    relaxed.emplace();
+  }
   for (std::size_t i = points.size(); i-- > 0;) {
     if (thread == QueryThread::kRelease) {
       use_device_on_release_thread(points[i].device);

@@ -26,7 +26,7 @@ inline bool is_default_stream_handle(cudaStream_t stream) noexcept {
  */
 expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept;
 
-/** @brief Records `point.event` (of `point.device`) on `stream` under a device guard. */
+/** @brief Records `point.event` (of `point.device`, the stream's device) on `stream`. */
 expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream) noexcept;
 
 /**
@@ -56,6 +56,9 @@ enum class QueryThread {
   kCaller,   ///< Leave the current device alone: it is the caller's.
   kRelease,  ///< Make each point's device current first, so no other device gets a context.
 };
+
+/** @brief On the release thread: makes `device` current, once per device switch. */
+void use_device_on_release_thread(int device) noexcept;
 
 /** @brief Returns the events of completed points and removes them; true when none is left. */
 bool drop_completed_points(StreamPointList& points,

@@ -23,10 +23,23 @@ namespace {
 
 constexpr auto kEntries = static_cast<std::size_t>(CudaEntry::kCount);
 
+struct Stream;
+
+// What cudaStreamWaitEvent adds to a stream: work after operation `op` of the waiting stream
+// also waits until `on` has reached `position` (with the waits `on` had before `on_op`).
+struct Dependency {
+  std::uint64_t op = 0;
+  const Stream* on = nullptr;
+  std::uint64_t position = 0;
+  std::uint64_t on_op = 0;
+};
+
 struct Stream {
   int device = 0;
   std::uint64_t launched = 0;
   std::uint64_t completed = 0;
+  std::uint64_t ops = 0;  // records and waits issued on the stream, in order
+  std::vector<Dependency> waits;
   bool destroyed = false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
 };
@@ -35,9 +48,24 @@ struct Event {
   int device = 0;
   const Stream* stream = nullptr;  // null until recorded
   std::uint64_t position = 0;
+  std::uint64_t op = 0;  // the record's operation index on `stream`
   bool captured = false;
   bool destroyed = false;
 };
+
+// Whether `stream` has passed `position` and every wait issued on it before operation `op`.
+// Each step goes back in time (a wait names an earlier record), so the recursion ends.
+bool reached(const Stream& stream, std::uint64_t position, std::uint64_t op) {
+  if (stream.completed < position) {
+    return false;
+  }
+  for (const Dependency& wait : stream.waits) {
+    if (wait.op < op && !reached(*wait.on, wait.position, wait.on_op)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 struct Fault {
   cudaError_t error = cudaSuccess;
@@ -104,7 +132,7 @@ struct FakeCuda::State {
   }
 
   static bool done(const Event& event) {
-    return event.stream == nullptr || event.stream->completed >= event.position;
+    return event.stream == nullptr || reached(*event.stream, event.position, event.op);
   }
 };
 
@@ -145,6 +173,7 @@ cudaError_t event_record(cudaEvent_t handle, cudaStream_t stream_handle) {
     }
     event->stream = stream;
     event->position = stream->launched;
+    event->op = ++stream->ops;
     event->captured = stream->capture != cudaStreamCaptureStatusNone;
     return cudaSuccess;
   });
@@ -159,6 +188,9 @@ cudaError_t stream_wait_event(cudaStream_t stream_handle, cudaEvent_t handle, un
     }
     if (stream->capture != cudaStreamCaptureStatusNone && !event->captured) {
       return cudaErrorStreamCaptureIsolation;
+    }
+    if (event->stream != nullptr) {  // waiting on a never-recorded event orders nothing
+      stream->waits.push_back(Dependency{++stream->ops, event->stream, event->position, event->op});
     }
     return cudaSuccess;
   });
@@ -315,10 +347,24 @@ cudaError_t stream_synchronize(cudaStream_t handle) {
       return cudaErrorInvalidResourceHandle;
     }
     const std::uint64_t target = stream->launched;
+    const std::uint64_t op = stream->ops + 1;
     const std::uint64_t generation = s.generation;
     s.progress.wait(lock,
-                    [&] { return stream->completed >= target || s.generation != generation; });
+                    [&] { return reached(*stream, target, op) || s.generation != generation; });
     return s.generation == generation ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  });
+}
+
+cudaError_t stream_create_with_flags(cudaStream_t* handle, unsigned int) {
+  return call(CudaEntry::kStreamCreateWithFlags, [&](State& s, Lock&) {
+    const int device = current_device_of_thread;
+    if (device < 0 || device >= s.devices) {
+      return cudaErrorInvalidDevice;
+    }
+    Stream* stream = s.add_stream(device);
+    s.streams.insert(stream);
+    *handle = reinterpret_cast<cudaStream_t>(stream);
+    return cudaSuccess;
   });
 }
 
@@ -365,6 +411,7 @@ const detail::CudaApi kFakeTable = {
     &stream_synchronize,
     &pointer_get_attributes,
     &stream_get_id,
+    &stream_create_with_flags,
 };
 
 // A fork() while another thread (the release thread, say) is inside the fake would leave its lock

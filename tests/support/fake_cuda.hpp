@@ -31,6 +31,7 @@ enum class CudaEntry : int {
   kStreamSynchronize,
   kPointerGetAttributes,
   kStreamGetId,
+  kStreamCreateWithFlags,
   kCount,  ///< Number of entries, not an entry.
 };
 
@@ -40,8 +41,9 @@ enum class CudaEntry : int {
  * A stream has a launched position (work queued with launch()) and a completed position, which
  * only complete() moves forward: the test decides when the "GPU" finishes. An event recorded on a
  * stream takes the stream's launched position and is done once the stream completed up to it, so
- * an event recorded on an idle stream is done at once, as in CUDA. cudaStreamWaitEvent is checked
- * (handles, capture isolation) and counted but orders nothing: completion is the test's to give.
+ * an event recorded on an idle stream is done at once, as in CUDA. cudaStreamWaitEvent orders as
+ * in CUDA: work (and events) queued on the waiting stream afterwards pass only once the waited
+ * event has.
  * The handles nullptr, cudaStreamLegacy and cudaStreamPerThread all name one default stream per
  * device, that of the calling thread's current device. The current device and the capture mode are
  * per thread, as in CUDA, and survive reset().

@@ -19,6 +19,7 @@ struct StreamPoint {
   cudaEvent_t event = nullptr;    ///< Pooled event of `device`.
   int device = -1;                ///< Device of `stream` and `event`.
   std::uintptr_t thread_key = 0;  ///< Tells apart per-thread default streams of two threads.
+  bool fanned_in = false;         ///< The release thread's stream waits on it (see ReleaseQueue).
 };
 
 /** @brief Stream points with inline room for the common fan-out, spilling to the heap past it. */
@@ -39,6 +40,14 @@ class StreamPointList {
     other.overflow_.clear();
   }
   StreamPointList& operator=(StreamPointList&&) = delete;  // would drop the target's events
+  /** @brief Takes the points of `other` into this empty list; `other` is left empty. */
+  void adopt(StreamPointList& other) noexcept {
+    inline_ = other.inline_;
+    inline_size_ = other.inline_size_;
+    overflow_.swap(other.overflow_);
+    other.inline_size_ = 0;
+    other.overflow_.clear();
+  }
 
   /** @brief Number of points. */
   std::size_t size() const noexcept { return inline_size_ + overflow_.size(); }
