@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, on the GPU machine: build (gpu preset, dependencies from a carried
-# .deps/), every test, the demo, the GPU tests under compute-sanitizer (memcheck, racecheck,
-# synccheck), and the benchmarks with their floor ratios. Logs go to $OUT (or out/gpu-check); a
-# summary is printed last.
+# .deps/), every test, the demo, the Python package with its torch/CuPy tests and benchmark, the
+# GPU tests under compute-sanitizer (memcheck, racecheck, synccheck), and the benchmarks with their
+# floor ratios. Logs go to $OUT (or out/gpu-check); a summary is printed last.
 #
-# Usage: gpu-check.sh [STAGE...] with stages build, test, demo, sanitize, probe, bench (default:
-# all). SANITIZER_TOOLS picks the compute-sanitizer tools (default: memcheck racecheck synccheck
-# initcheck); BENCH_REPETITIONS the interleaved repetitions of the benchmarks (default 7).
+# Usage: gpu-check.sh [STAGE...] with stages build, test, demo, python, sanitize, probe, bench
+# (default: all). SANITIZER_TOOLS picks the compute-sanitizer tools (default: memcheck racecheck
+# synccheck initcheck); BENCH_REPETITIONS the interleaved repetitions of the benchmarks (default 7).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-$PWD/out/gpu-check}
@@ -14,7 +14,7 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-stages=${*:-build test demo sanitize probe bench}
+stages=${*:-build test demo python sanitize probe bench}
 
 build() {
   if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
@@ -40,6 +40,33 @@ test() {
 demo() {
   build/gpu/examples/holoscan_dlpack_demo >"$out/demo.log" 2>&1
   note "demo: exit $? — $(tail -1 "$out/demo.log")"
+}
+
+# The GPU machine has no package registry, but its python3 has nanobind, scikit-build-core, torch,
+# CuPy, NumPy and pytest: build without isolation or downloads, in a venv that sees them.
+python() {
+  if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
+    note "python: missing .deps/ (see build)"
+    return 1
+  fi
+  # python3 may itself be a virtualenv (torch's): a .pth file lends its packages to ours.
+  local venv=build/gpu-python-venv
+  if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv --system-site-packages "$venv" &&
+      python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
+        >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-python.pth"
+  fi
+  if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps . >"$out/python-build.log" 2>&1; then
+    note "python build FAILED (see python-build.log)"
+    tail -30 "$out/python-build.log"
+    return 1
+  fi
+  "$venv/bin/python" -m pytest -rs -p no:cacheprovider tests/python >"$out/pytest.log" 2>&1
+  note "pytest: $(tail -1 "$out/pytest.log")"
+  grep -E '^(SKIPPED|FAILED|ERROR)' "$out/pytest.log" | tee -a "$summary"
+  "$venv/bin/python" benchmarks/python_bench.py >"$out/python-bench.txt" 2>&1
+  note "python benchmark: $(tail -1 "$out/python-bench.txt")"
+  cat "$out/python-bench.txt"
 }
 
 sanitize() {

@@ -3,11 +3,13 @@
 # default configuration (DLPack 1.3; GPU tests skip without a GPU), then the sanitizer
 # configurations: DLPack 1.0 with AddressSanitizer + UBSan + LeakSanitizer, ThreadSanitizer over
 # the CPU tests (the release thread against the fake CUDA runtime among them), and the libFuzzer
-# targets (ASan + UBSan, clang), each fuzzed for a bounded time after its corpus replays.
+# targets (ASan + UBSan, clang), each fuzzed for a bounded time after its corpus replays; then the
+# Python package: `pip install .` into a virtualenv under build/ and its pytest suite (GPU tests
+# skip there too).
 #
 # HOLOSCAN_DLPACK_PRESETS picks the configurations (default: default asan tsan fuzz);
 # HOLOSCAN_DLPACK_FUZZ_SECONDS the time per fuzzer (default: 90 for DLPack import, 40 for the
-# IPC descriptor).
+# IPC descriptor); HOLOSCAN_DLPACK_PYTHON=0 skips the Python part.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -48,3 +50,13 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS:-default asan tsan fuzz}; do
     fuzz_for ipc_descriptor "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
   fi
 done
+
+if [ "${HOLOSCAN_DLPACK_PYTHON:-1}" = 1 ]; then
+  echo "== python"
+  venv=build/python-venv
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q numpy pytest
+  "$venv/bin/python" -m pip install -q .
+  "$venv/bin/python" -m pytest -rs -p no:cacheprovider tests/python
+fi

@@ -1,0 +1,27 @@
+#pragma once
+// The pieces of the module, each bound by its own file.
+#include <nanobind/nanobind.h>
+
+#include "python_release.hpp"
+
+namespace holoscan::python {
+
+/** @brief Annotation for every bound function: drain queued releases on entry. */
+using Entry = nanobind::call_guard<ModuleEntry>;
+
+/** @brief Binds holoscan.Tensor: properties, stream hooks, DLPack and the array interfaces. */
+void bind_tensor(nanobind::module_& module);
+
+/** @brief Binds as_tensor, from_dlpack, the deferred-release controls and the version constants. */
+void bind_functions(nanobind::module_& module);
+
+/** @brief Binds TensorPool and PoolMemory. */
+void bind_pool(nanobind::module_& module);
+
+/** @brief Binds the `_testing` submodule: test producers and release-thread probes. */
+void bind_testing(nanobind::module_& module);
+
+/** @brief Binds `_testing.ExchangeProducer`, a producer with DLPack's C exchange API. */
+void bind_exchange_producer(nanobind::module_& testing);
+
+}  // namespace holoscan::python

@@ -1,0 +1,289 @@
+#include <Python.h>
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include <holoscan/dlpack_utils.hpp>
+
+#include "devices.hpp"
+#include "errors.hpp"
+#include "imports.hpp"
+#include "python_release.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+constexpr const char* kVersionedName = "dltensor_versioned";
+constexpr const char* kLegacyName = "dltensor";
+constexpr const char* kUsedVersionedName = "used_dltensor_versioned";
+constexpr const char* kUsedLegacyName = "used_dltensor";
+
+// The producer's managed tensor, lent to the library with our deleter in place of the producer's.
+// The library calls our deleter on whatever thread drops the last owner; it puts the producer's
+// deleter and manager_ctx back (no Python involved) and hands the rest to release_with_python,
+// which runs the producer's deleter and drops our reference to the producer with the GIL held.
+template <class Managed>
+struct ProducerOwner final : PythonRelease {
+  Managed* managed = nullptr;
+  void (*producer_deleter)(Managed*) = nullptr;
+  void* producer_context = nullptr;
+  PyObject* producer = nullptr;  // strong reference, or null for a bare capsule
+
+  void lend() noexcept {
+    producer_deleter = managed->deleter;
+    producer_context = managed->manager_ctx;
+    managed->manager_ctx = this;
+    managed->deleter = &library_deleter;
+  }
+
+  void give_back() noexcept {
+    managed->manager_ctx = producer_context;
+    managed->deleter = producer_deleter;
+  }
+
+  static void library_deleter(Managed* self) noexcept {
+    auto* owner = static_cast<ProducerOwner*>(self->manager_ctx);
+    owner->give_back();
+    release_with_python(owner);
+  }
+
+  static void run_release(PythonRelease* node, bool python_alive) noexcept {
+    auto* owner = static_cast<ProducerOwner*>(node);
+    // After finalization the producer's deleter may need the GIL (NumPy's, CuPy's): leak it.
+    if (python_alive) {
+      ErrorIndicatorGuard keep_callers_error;
+      if (owner->managed->deleter != nullptr) {
+        owner->managed->deleter(owner->managed);
+      }
+      Py_XDECREF(owner->producer);
+    }
+    delete owner;
+  }
+};
+
+expected<Tensor, Error> make_tensor(DLManagedTensorVersioned* managed) {
+  return make_tensor_from_dlpack_versioned(managed);
+}
+expected<Tensor, Error> make_tensor(DLManagedTensor* managed) {
+  return make_tensor_from_dlpack(managed);
+}
+
+// Lends `managed` to the library with our deleter; on a rejection gives it back untouched.
+template <class Managed>
+expected<Tensor, Error> adopt(Managed* managed, nb::handle producer) {
+  auto* owner = new ProducerOwner<Managed>();
+  owner->run = &ProducerOwner<Managed>::run_release;
+  owner->managed = managed;
+  owner->lend();
+  auto tensor = make_tensor(managed);
+  if (!tensor) {
+    // Holoscan's rule: a rejection leaves ownership with the caller, and no deleter ran.
+    owner->give_back();
+    delete owner;
+    return tensor;
+  }
+  if (producer.is_valid()) {
+    owner->producer = producer.inc_ref().ptr();
+  }
+  return tensor;
+}
+
+template <class Managed>
+Tensor import_managed(nb::handle capsule, const char* name, const char* used_name,
+                      nb::handle producer) {
+  auto* managed = static_cast<Managed*>(PyCapsule_GetPointer(capsule.ptr(), name));
+  if (managed == nullptr) {
+    throw nb::python_error();
+  }
+  if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {
+    check_major_version(*managed);  // before anything is written into it
+  }
+  auto tensor = adopt(managed, producer);
+  if (!tensor) {
+    raise_error(tensor.error(), Raise::kBuffer);  // the capsule keeps the tensor
+  }
+  // Ownership has passed: from here the capsule must not free the tensor.
+  if (PyCapsule_SetName(capsule.ptr(), used_name) != 0) {
+    PyErr_Clear();  // cannot fail on a valid capsule; the tensor is ours either way
+  }
+  return std::move(*tensor);
+}
+
+PyObject* interned(const char* text) {
+  PyObject* name = PyUnicode_InternFromString(text);
+  if (name == nullptr) {
+    throw nb::python_error();
+  }
+  return name;  // kept for the life of the process, as CPython keeps interned strings
+}
+
+struct Names {
+  PyObject* dlpack = interned("__dlpack__");
+  PyObject* dlpack_device = interned("__dlpack_device__");
+  PyObject* keywords = nullptr;              // max_version, dl_device, copy
+  PyObject* keywords_with_stream = nullptr;  // ... and stream
+  PyObject* max_version = nullptr;
+
+  Names() {
+    keywords = Py_BuildValue("(sss)", "max_version", "dl_device", "copy");
+    keywords_with_stream = Py_BuildValue("(ssss)", "max_version", "dl_device", "copy", "stream");
+    max_version = Py_BuildValue("(II)", HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR,
+                                HOLOSCAN_DLPACK_IMPL_VERSION_MINOR);
+    if (keywords == nullptr || keywords_with_stream == nullptr || max_version == nullptr) {
+      throw nb::python_error();
+    }
+  }
+};
+
+const Names& names() {
+  static const Names* instance = new Names();  // first use holds the GIL; never freed
+  return *instance;
+}
+
+int dlpack_device_type(nb::handle device) {
+  if (!PyTuple_Check(device.ptr()) || PyTuple_GET_SIZE(device.ptr()) != 2) {
+    throw nb::type_error("__dlpack_device__() must return a (device_type, device_id) tuple");
+  }
+  const long type = PyLong_AsLong(PyTuple_GET_ITEM(device.ptr(), 0));
+  if (type == -1 && PyErr_Occurred() != nullptr) {
+    throw nb::python_error();
+  }
+  return static_cast<int>(type);
+}
+
+nb::object protocol_value(const ProtocolStream& stream) {
+  switch (stream.kind) {
+    case ProtocolStream::Kind::kDefault:
+      return nb::none();
+    case ProtocolStream::Kind::kNoSync:
+      return nb::int_(-1);
+    case ProtocolStream::Kind::kStream:
+      break;
+  }
+  return nb::int_(stream.value);
+}
+
+}  // namespace
+
+void check_major_version(const DLManagedTensorVersioned& managed) {
+  // Another major version: only `version` may be read, and nothing may be written.
+  if (managed.version.major != HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) {
+    throw nb::buffer_error(("DLPack version " + std::to_string(managed.version.major) + "." +
+                            std::to_string(managed.version.minor) +
+                            " is not supported (this build reads major version " +
+                            std::to_string(HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) +
+                            "); the producer keeps the tensor")
+                               .c_str());
+  }
+}
+
+expected<Tensor, Error> adopt_versioned(DLManagedTensorVersioned* managed, nb::handle producer) {
+  return adopt(managed, producer);
+}
+
+Tensor import_capsule(nb::handle capsule, nb::handle producer) {
+  const char* name = PyCapsule_GetName(capsule.ptr());
+  if (name == nullptr) {
+    if (PyErr_Occurred() != nullptr) {
+      throw nb::python_error();
+    }
+    throw nb::type_error("the capsule has no name: it is not a DLPack capsule");
+  }
+  if (std::strcmp(name, kVersionedName) == 0) {
+    return import_managed<DLManagedTensorVersioned>(capsule, kVersionedName, kUsedVersionedName,
+                                                    producer);
+  }
+  if (std::strcmp(name, kLegacyName) == 0) {
+    return import_managed<DLManagedTensor>(capsule, kLegacyName, kUsedLegacyName, producer);
+  }
+  if (std::strcmp(name, kUsedVersionedName) == 0 || std::strcmp(name, kUsedLegacyName) == 0) {
+    throw nb::buffer_error("the DLPack capsule was already consumed");
+  }
+  throw nb::type_error(("a capsule named '" + std::string(name) +
+                        "' is not a DLPack capsule ('dltensor_versioned' or 'dltensor')")
+                           .c_str());
+}
+
+void record_import_readiness(Tensor& tensor, const ProtocolStream& stream) {
+  if (stream.kind == ProtocolStream::Kind::kNoSync || !cuda_ordered(tensor.device().device_type)) {
+    return;
+  }
+  // False (no driver, a capturing stream) leaves no readiness contract: the data is still ready
+  // for the consumer stream the producer ordered itself on, which is all it was asked for.
+  (void)tensor.set_readiness_stream(stream.handle);
+}
+
+Tensor from_dlpack(nb::handle object, nb::handle stream, nb::handle copy) {
+  if (!copy.is_none() && !PyBool_Check(copy.ptr())) {
+    throw nb::type_error("copy must be None, True or False");
+  }
+  const ProtocolStream consumer = parse_protocol_stream(stream);
+  if (PyCapsule_CheckExact(object.ptr())) {
+    // The producer's __dlpack__ was called by the caller, for `stream` if one is given.
+    Tensor tensor = import_capsule(object, nb::handle());
+    if (!stream.is_none()) {
+      record_import_readiness(tensor, consumer);
+    }
+    return tensor;
+  }
+  if (copy.ptr() != Py_True) {  // a copy can only be asked of __dlpack__
+    if (std::optional<Tensor> tensor = import_through_exchange_api(object, consumer)) {
+      return std::move(*tensor);
+    }
+  }
+  const Names& n = names();
+  nb::object device = nb::steal(PyObject_CallMethodNoArgs(object.ptr(), n.dlpack_device));
+  if (!device.is_valid()) {
+    throw nb::python_error();
+  }
+  const bool pass_stream = producer_takes_stream(dlpack_device_type(device));
+  nb::object stream_value = pass_stream ? protocol_value(consumer) : nb::object();
+
+  PyObject* args[] = {object.ptr(), n.max_version, device.ptr(), copy.ptr(), stream_value.ptr()};
+  nb::object capsule = nb::steal(PyObject_VectorcallMethod(
+      n.dlpack, args, 1, pass_stream ? n.keywords_with_stream : n.keywords));
+  bool legacy_call = false;
+  if (!capsule.is_valid()) {
+    // Only a producer that predates the keywords (TypeError) is asked again, the old way.
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) || copy.ptr() == Py_True) {
+      throw nb::python_error();
+    }
+    PyErr_Clear();
+    capsule = nb::steal(PyObject_CallMethodNoArgs(object.ptr(), n.dlpack));
+    if (!capsule.is_valid()) {
+      throw nb::python_error();
+    }
+    legacy_call = true;
+  }
+  if (!PyCapsule_CheckExact(capsule.ptr())) {
+    throw nb::type_error(("__dlpack__() returned " +
+                          std::string(nb::type_name(capsule.type()).c_str()) +
+                          ", not a DLPack capsule")
+                             .c_str());
+  }
+  Tensor tensor = import_capsule(capsule, object);
+  if (!pass_stream) {
+    return tensor;
+  }
+  if (!legacy_call) {
+    record_import_readiness(tensor, consumer);
+    return tensor;
+  }
+  // Without a stream the producer ordered its work before the legacy default stream: that is
+  // the readiness point, and a consumer on another stream waits for it.
+  if (consumer.kind == ProtocolStream::Kind::kNoSync) {
+    return tensor;
+  }
+  record_import_readiness(tensor, ProtocolStream{});
+  if (consumer.handle != kLegacyStream && tensor.has_readiness_stream_contract()) {
+    if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
+      raise_error(ordered.error());
+    }
+  }
+  return tensor;
+}
+
+}  // namespace holoscan::python

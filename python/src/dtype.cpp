@@ -1,0 +1,118 @@
+#include "dtype.hpp"
+
+#include <nanobind/stl/string.h>
+
+#include <cstring>
+#include <string>
+
+#include <holoscan/dlpack_utils.hpp>
+
+#include "errors.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+// DLDataTypeCode values by number, so that the names do not depend on the dlpack.h in use.
+struct NamedType {
+  const char* name;  // with the bits for the families that have several widths
+  std::uint8_t code;
+  std::uint8_t bits;
+};
+
+constexpr NamedType kNamedTypes[] = {
+    {"bool", 6, 8},
+    {"int8", 0, 8},
+    {"int16", 0, 16},
+    {"int32", 0, 32},
+    {"int64", 0, 64},
+    {"uint8", 1, 8},
+    {"uint16", 1, 16},
+    {"uint32", 1, 32},
+    {"uint64", 1, 64},
+    {"float16", 2, 16},
+    {"float32", 2, 32},
+    {"float64", 2, 64},
+    {"bfloat16", 4, 16},
+    {"complex64", 5, 64},
+    {"complex128", 5, 128},
+    {"float8_e3m4", 7, 8},
+    {"float8_e4m3", 8, 8},
+    {"float8_e4m3b11fnuz", 9, 8},
+    {"float8_e4m3fn", 10, 8},
+    {"float8_e4m3fnuz", 11, 8},
+    {"float8_e5m2", 12, 8},
+    {"float8_e5m2fnuz", 13, 8},
+    {"float8_e8m0fnu", 14, 8},
+    {"float6_e2m3fn", 15, 6},
+    {"float6_e3m2fn", 16, 6},
+    {"float4_e2m1fn", 17, 4},
+};
+
+DLDataType dtype_from_tuple(nb::handle dtype) {
+  const auto items = nb::cast<nb::tuple>(dtype);
+  if (items.size() != 3) {
+    throw nb::value_error("a dtype tuple is (code, bits, lanes)");
+  }
+  const auto code = nb::cast<unsigned>(items[0]);
+  const auto bits = nb::cast<unsigned>(items[1]);
+  const auto lanes = nb::cast<unsigned>(items[2]);
+  if (code > 255 || bits > 255 || lanes > 65535) {
+    throw nb::value_error("a dtype tuple's code and bits must fit 8 bits and lanes 16 bits");
+  }
+  return DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits),
+                    static_cast<std::uint16_t>(lanes)};
+}
+
+DLDataType dtype_from_string(const std::string& text) {
+  for (const NamedType& named : kNamedTypes) {
+    if (text == named.name) {
+      return DLDataType{named.code, named.bits, 1};
+    }
+  }
+  auto parsed = dldatatype_from_typestr(text);
+  if (!parsed) {
+    raise_error(parsed.error());
+  }
+  return *parsed;
+}
+
+}  // namespace
+
+std::string dtype_string(DLDataType dtype) {
+  if (auto typestr = numpy_dtype(dtype)) {
+    return *typestr;
+  }
+  std::string name;
+  for (const NamedType& named : kNamedTypes) {
+    if (named.code == dtype.code && named.bits == dtype.bits) {
+      name = named.name;
+      break;
+    }
+  }
+  if (name.empty()) {
+    name = "dl" + std::to_string(dtype.code) + "_" + std::to_string(dtype.bits);
+  }
+  if (dtype.lanes != 1) {
+    name += "x" + std::to_string(dtype.lanes);
+  }
+  return name;
+}
+
+DLDataType parse_dtype(nb::handle dtype) {
+  if (nb::isinstance<nb::str>(dtype)) {
+    return dtype_from_string(nb::cast<std::string>(dtype));
+  }
+  if (nb::isinstance<nb::tuple>(dtype)) {
+    return dtype_from_tuple(dtype);
+  }
+  if (nb::hasattr(dtype, "str")) {  // numpy.dtype
+    return dtype_from_string(nb::cast<std::string>(dtype.attr("str")));
+  }
+  throw nb::type_error(
+      "dtype must be a NumPy type string ('<f4'), a name ('float32'), a numpy.dtype or a "
+      "(code, bits, lanes) tuple");
+}
+
+}  // namespace holoscan::python

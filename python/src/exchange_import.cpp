@@ -1,0 +1,126 @@
+#include <Python.h>
+
+#include <array>
+#include <optional>
+#include <utility>
+
+#include "devices.hpp"
+#include "errors.hpp"
+#include "imports.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+
+#if DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION >= 3
+
+namespace {
+
+// The table's layout is that of DLPack 1.3, the first header this build knows it from.
+constexpr std::uint32_t kExchangeMinor = 3;
+
+const DLPackExchangeAPI* api_of(PyTypeObject* type) {
+  PyObject* capsule =
+      PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__dlpack_c_exchange_api__");
+  if (capsule == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  const auto* api = static_cast<const DLPackExchangeAPI*>(
+      PyCapsule_IsValid(capsule, "dlpack_exchange_api") != 0
+          ? PyCapsule_GetPointer(capsule, "dlpack_exchange_api")
+          : nullptr);
+  Py_DECREF(capsule);  // the table itself lives as long as the process (DLPack's rule)
+  if (api == nullptr || api->header.version.major != DLPACK_MAJOR_VERSION ||
+      api->header.version.minor < kExchangeMinor ||
+      api->managed_tensor_from_py_object_no_sync == nullptr ||
+      api->current_work_stream == nullptr) {
+    return nullptr;
+  }
+  return api;
+}
+
+// Looked up once per type (the GIL guards the cache). A cached type is kept alive, so that its
+// address cannot come back as another type's.
+const DLPackExchangeAPI* cached_api(PyTypeObject* type) {
+  struct Entry {
+    PyTypeObject* type = nullptr;
+    const DLPackExchangeAPI* api = nullptr;
+  };
+  static std::array<Entry, 8> cache{};
+  for (const Entry& entry : cache) {
+    if (entry.type == type) {
+      return entry.api;
+    }
+  }
+  const DLPackExchangeAPI* api = api_of(type);
+  for (Entry& entry : cache) {
+    if (entry.type == nullptr) {
+      Py_INCREF(type);
+      entry = Entry{type, api};
+      break;
+    }
+  }
+  return api;
+}
+
+}  // namespace
+
+std::optional<Tensor> import_through_exchange_api(nb::handle object,
+                                                  const ProtocolStream& consumer) {
+  const DLPackExchangeAPI* api = cached_api(Py_TYPE(object.ptr()));
+  if (api == nullptr) {
+    return std::nullopt;
+  }
+  DLManagedTensorVersioned* managed = nullptr;
+  if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &managed) != 0 ||
+      managed == nullptr) {
+    if (PyErr_Occurred() == nullptr) {
+      throw nb::buffer_error("__dlpack_c_exchange_api__ gave no tensor");
+    }
+    throw nb::python_error();
+  }
+  // Unlike a capsule, nothing else owns `managed` now: a rejection is ours to free.
+  if (managed->version.major != HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) {
+    if (managed->deleter != nullptr) {
+      managed->deleter(managed);
+    }
+    throw nb::buffer_error("__dlpack_c_exchange_api__ gave another DLPack major version");
+  }
+  auto tensor = adopt_versioned(managed, object);
+  if (!tensor) {
+    if (managed->deleter != nullptr) {
+      managed->deleter(managed);
+    }
+    raise_error(tensor.error(), Raise::kBuffer);
+  }
+  const DLDevice device = tensor->device();
+  if (consumer.kind == ProtocolStream::Kind::kNoSync || !cuda_ordered(device.device_type)) {
+    return std::move(*tensor);
+  }
+  // The producer's own work stream is where its data becomes ready: record it there, and have
+  // the consumer wait (nothing when both are the legacy default stream).
+  void* work = nullptr;
+  if (api->current_work_stream(static_cast<DLDeviceType>(device.device_type), device.device_id,
+                               &work) != 0) {
+    throw nb::python_error();
+  }
+  auto* producer_stream = static_cast<cudaStream_t>(work);
+  if (tensor->set_readiness_stream(producer_stream) && producer_stream != consumer.handle &&
+      !both_legacy_default(producer_stream, consumer.handle)) {
+    if (auto ordered = tensor->synchronize_for_consumer(consumer.handle); !ordered) {
+      raise_error(ordered.error());
+    }
+  }
+  return std::move(*tensor);
+}
+
+#else
+
+std::optional<Tensor> import_through_exchange_api(nb::handle, const ProtocolStream&) {
+  return std::nullopt;  // built against a dlpack.h without the C exchange API
+}
+
+#endif
+
+}  // namespace holoscan::python

@@ -1,0 +1,169 @@
+#include <Python.h>
+
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <holoscan/dlpack_utils.hpp>
+
+#include "errors.hpp"
+#include "imports.hpp"
+#include "python_release.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+// A managed tensor built from an array-interface dict; it keeps the exporting object alive, and
+// drops it through release_with_python for the same reasons as a DLPack producer.
+struct InterfaceOwner final : PythonRelease {
+  DLManagedTensorVersioned managed{};
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;
+  PyObject* object = nullptr;  // strong reference
+
+  static void library_deleter(DLManagedTensorVersioned* self) noexcept {
+    release_with_python(static_cast<InterfaceOwner*>(self->manager_ctx));
+  }
+
+  static void run_release(PythonRelease* node, bool python_alive) noexcept {
+    auto* owner = static_cast<InterfaceOwner*>(node);
+    if (python_alive) {
+      ErrorIndicatorGuard keep_callers_error;
+      Py_XDECREF(owner->object);
+    }
+    delete owner;
+  }
+};
+
+std::vector<std::int64_t> int_tuple(nb::handle value, const char* what) {
+  if (!nb::isinstance<nb::tuple>(value)) {
+    throw nb::type_error((std::string(what) + " must be a tuple of integers").c_str());
+  }
+  std::vector<std::int64_t> items;
+  for (nb::handle item : nb::borrow<nb::tuple>(value)) {
+    items.push_back(nb::cast<std::int64_t>(item));
+  }
+  return items;
+}
+
+DLDevice interface_device(std::uintptr_t data, bool cuda) {
+  if (!cuda) {
+    return DLDevice{kDLCPU, 0};
+  }
+  if (data == 0) {
+    return DLDevice{kDLCUDA, 0};  // an empty array: no memory to ask about
+  }
+  auto device = dldevice_from_pointer(reinterpret_cast<void*>(data));
+  if (!device) {
+    raise_error(device.error());
+  }
+  return *device;
+}
+
+}  // namespace
+
+Tensor import_array_interface(nb::handle object, bool cuda) {
+  const char* attribute = cuda ? "__cuda_array_interface__" : "__array_interface__";
+  nb::object description = object.attr(attribute);
+  if (!nb::isinstance<nb::dict>(description)) {
+    throw nb::type_error((std::string(attribute) + " must be a dict").c_str());
+  }
+  auto dict = nb::borrow<nb::dict>(description);
+  const auto entry = [&](const char* key) -> nb::object {
+    PyObject* value = PyDict_GetItemString(dict.ptr(), key);  // borrowed, no error set
+    return value != nullptr ? nb::borrow(value) : nb::none();
+  };
+  if (!entry("mask").is_none()) {
+    throw nb::value_error("a masked array interface is not supported");
+  }
+  const nb::object data = entry("data");
+  if (!nb::isinstance<nb::tuple>(data) || nb::len(data) != 2) {
+    throw nb::type_error(
+        (std::string(attribute) + "['data'] must be a (pointer, read_only) tuple").c_str());
+  }
+  const auto address = nb::cast<std::uintptr_t>(nb::borrow<nb::tuple>(data)[0]);
+  const bool read_only = nb::cast<bool>(nb::borrow<nb::tuple>(data)[1]);
+  const auto typestr = nb::cast<std::string>(entry("typestr"));
+  auto dtype = dldatatype_from_typestr(typestr);
+  if (!dtype) {
+    raise_error(dtype.error());
+  }
+  const ProtocolStream stream = cuda ? parse_protocol_stream(entry("stream")) : ProtocolStream{};
+  if (cuda && stream.kind == ProtocolStream::Kind::kNoSync) {
+    throw nb::value_error("__cuda_array_interface__['stream'] -1 is not a stream");
+  }
+
+  auto owner = std::make_unique<InterfaceOwner>();
+  owner->run = &InterfaceOwner::run_release;
+  owner->shape = int_tuple(entry("shape"), "shape");
+  const std::int64_t item = static_cast<std::int64_t>(dlpack_dtype_item_size_bytes(*dtype));
+  const auto ndim = static_cast<std::int32_t>(owner->shape.size());
+  const nb::object strides = entry("strides");
+  if (strides.is_none()) {
+    owner->strides.assign(owner->shape.size(), 1);
+    for (std::int32_t i = ndim - 1; i > 0; --i) {
+      const std::int64_t extent = owner->shape[i] > 0 ? owner->shape[i] : 1;
+      owner->strides[i - 1] = owner->strides[i] * extent;
+    }
+  } else {
+    owner->strides = int_tuple(strides, "strides");
+    if (owner->strides.size() != owner->shape.size()) {
+      throw nb::value_error("strides and shape differ in length");
+    }
+    for (std::int64_t& stride : owner->strides) {
+      if (stride % item != 0) {
+        throw nb::value_error(("stride " + std::to_string(stride) +
+                               " bytes is not a multiple of the item size " + std::to_string(item))
+                                  .c_str());
+      }
+      stride /= item;
+    }
+  }
+  DLManagedTensorVersioned& managed = owner->managed;
+  managed.version =
+      DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR};
+  managed.flags = read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  managed.manager_ctx = owner.get();
+  managed.deleter = &InterfaceOwner::library_deleter;
+  managed.dl_tensor.data = reinterpret_cast<void*>(address);
+  managed.dl_tensor.device = interface_device(address, cuda);
+  managed.dl_tensor.ndim = ndim;
+  managed.dl_tensor.dtype = *dtype;
+  managed.dl_tensor.shape = ndim > 0 ? owner->shape.data() : nullptr;
+  managed.dl_tensor.strides = ndim > 0 ? owner->strides.data() : nullptr;
+
+  auto tensor = make_tensor_from_dlpack_versioned(&managed);
+  if (!tensor) {
+    raise_error(tensor.error());  // ownership stayed here: `owner` frees it
+  }
+  owner->object = object.inc_ref().ptr();
+  owner.release();  // the library owns it now, through the deleter
+  if (stream.kind == ProtocolStream::Kind::kStream) {
+    record_import_readiness(*tensor, stream);
+  }
+  return std::move(*tensor);
+}
+
+nb::object as_tensor(nb::handle object) {
+  if (nb::isinstance<Tensor>(object)) {
+    return nb::borrow(object);
+  }
+  if (PyCapsule_CheckExact(object.ptr()) || nb::hasattr(object, "__dlpack__")) {
+    return nb::cast(from_dlpack(object, nb::none(), nb::none()));
+  }
+  if (nb::hasattr(object, "__cuda_array_interface__")) {
+    return nb::cast(import_array_interface(object, true));
+  }
+  if (nb::hasattr(object, "__array_interface__")) {
+    return nb::cast(import_array_interface(object, false));
+  }
+  throw nb::type_error(("as_tensor: " + std::string(nb::type_name(object.type()).c_str()) +
+                        " has none of __dlpack__, __cuda_array_interface__, __array_interface__")
+                           .c_str());
+}
+
+}  // namespace holoscan::python

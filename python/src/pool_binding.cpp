@@ -1,0 +1,90 @@
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <holoscan/tensor_pool.hpp>
+
+#include "bindings.hpp"
+#include "dtype.hpp"
+#include "errors.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+PoolMemory parse_memory(nb::handle memory) {
+  if (nb::isinstance<nb::str>(memory)) {
+    const auto name = nb::cast<std::string>(memory);
+    if (name == "device") return PoolMemory::kDevice;
+    if (name == "host") return PoolMemory::kHost;
+    throw nb::value_error(("memory must be 'device' or 'host', not '" + name + "'").c_str());
+  }
+  return nb::cast<PoolMemory>(memory);
+}
+
+std::shared_ptr<TensorPool> create_pool(nb::handle memory, int device, std::size_t block_bytes,
+                                        std::size_t block_count) {
+  const TensorPoolConfig config{parse_memory(memory), device, block_bytes, block_count};
+  expected<std::shared_ptr<TensorPool>, Error> pool;
+  {
+    nb::gil_scoped_release unlocked;  // cudaMalloc of every block may take a while
+    pool = TensorPool::create(config);
+  }
+  if (!pool) {
+    raise_error(pool.error());
+  }
+  return std::move(*pool);
+}
+
+}  // namespace
+
+void bind_pool(nb::module_& module) {
+  nb::enum_<PoolMemory>(module, "PoolMemory", "Where a TensorPool takes its blocks from.")
+      .value("kDevice", PoolMemory::kDevice, "cudaMalloc on the pool's device (kDLCUDA).")
+      .value("kHost", PoolMemory::kHost, "Pageable host memory (kDLCPU); needs no GPU.");
+
+  nb::class_<TensorPool>(module, "TensorPool",
+                         "Fixed-size blocks handed out as writable Tensors, reused only when "
+                         "every handle is gone and the GPU passed every recorded point.")
+      .def(nb::new_(&create_pool), nb::kw_only(), nb::arg("memory"), nb::arg("device") = 0,
+           nb::arg("block_bytes"), nb::arg("block_count"), Entry(),
+           "Allocates `block_count` blocks of `block_bytes` up front; memory is a PoolMemory, "
+           "'device' or 'host'.")
+      .def_static("create", &create_pool, nb::kw_only(), nb::arg("memory"), nb::arg("device") = 0,
+                  nb::arg("block_bytes"), nb::arg("block_count"), Entry(),
+                  "Same as the constructor (the C++ name).")
+      .def(
+          "allocate",
+          [](TensorPool& pool, const std::vector<std::int64_t>& shape, nb::handle dtype) {
+            auto tensor = pool.allocate(shape, parse_dtype(dtype));
+            if (!tensor) {
+              raise_error(tensor.error());
+            }
+            return std::move(*tensor);
+          },
+          nb::arg("shape"), nb::arg("dtype"), Entry(),
+          "A compact, writable tensor in a free block; RuntimeError 'kResourceExhausted' when "
+          "none is free, ValueError when the request can never fit a block.")
+      .def("available_blocks", &TensorPool::available_blocks, Entry(),
+           "Blocks that could be handed out now (polls, never waits).")
+      .def_prop_ro("block_count", &TensorPool::block_count, Entry(), "Total blocks.")
+      .def_prop_ro("block_bytes", &TensorPool::block_bytes, Entry(), "Bytes per block.")
+      .def_prop_ro("reuse_count", &TensorPool::reuse_count, Entry(),
+                   "Allocations that reused a block handed out before.")
+      .def_prop_ro(
+          "device",
+          [](const TensorPool& pool) {
+            const DLDevice device = pool.device();
+            return nb::make_tuple(static_cast<int>(device.device_type), device.device_id);
+          },
+          Entry(), "(device_type, device_id) of the pool's tensors.");
+}
+
+}  // namespace holoscan::python

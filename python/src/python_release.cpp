@@ -1,0 +1,144 @@
+#include "python_release.hpp"
+
+#include <atomic>
+#include <mutex>
+
+namespace holoscan::python {
+namespace {
+
+// FIFO of releases waiting for a thread that holds the GIL. The mutex is held only to link or
+// unlink nodes and to register the pending call: never while waiting for the GIL or running a
+// release, so a GIL holder that takes it cannot wait on a thread that waits for the GIL.
+struct Queue {
+  std::mutex mutex;
+  PythonRelease* head = nullptr;
+  PythonRelease* tail = nullptr;
+  std::size_t length = 0;
+  bool scheduled = false;  // a pending call is registered and has not started yet
+  std::atomic<bool> queued{false};
+  // Cleared by the atexit hook under the mutex, so that no thread registers a pending call or
+  // queues a node once finalization may begin (Py_AddPendingCall is unsafe after it).
+  std::atomic<bool> alive{true};
+};
+
+// Leaked on purpose: the library's release thread may call in after static destructors ran.
+Queue& queue() noexcept {
+  static Queue* instance = new Queue();
+  return *instance;
+}
+
+bool interpreter_finalizing() noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+// PyGILState_Check() answers 1 on any thread once subinterpreters exist or after finalization,
+// so the thread's own state is compared with the one that holds the GIL. A thread that never ran
+// Python (the library's release thread) has no state of its own and never matches.
+bool this_thread_holds_gil() noexcept {
+  PyThreadState* mine = PyGILState_GetThisThreadState();
+  if (mine == nullptr) {
+    return false;
+  }
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyThreadState_GetUnchecked() == mine;
+#else
+  return _PyThreadState_UncheckedGet() == mine;
+#endif
+}
+
+PythonRelease* take_all(Queue& q) noexcept {
+  std::lock_guard<std::mutex> lock(q.mutex);
+  PythonRelease* list = q.head;
+  q.head = q.tail = nullptr;
+  q.length = 0;
+  q.scheduled = false;
+  q.queued.store(false, std::memory_order_relaxed);
+  return list;
+}
+
+void run_all(PythonRelease* list, bool python_alive) noexcept {
+  while (list != nullptr) {
+    PythonRelease* next = list->next;
+    list->run(list, python_alive);
+    list = next;
+  }
+}
+
+// Runs on the main thread with the GIL, from the interpreter's eval loop.
+int drain_from_pending_call(void*) noexcept {
+  drain_python_releases();
+  return 0;
+}
+
+}  // namespace
+
+void release_with_python(PythonRelease* node) noexcept {
+  Queue& q = queue();
+  // Checked before any Python API: after the atexit hook or Py_Finalize none may be called here.
+  if (!q.alive.load(std::memory_order_acquire) || Py_IsInitialized() == 0) {
+    node->run(node, false);
+    return;
+  }
+  if (this_thread_holds_gil()) {
+    // The common case (the last Tensor dropped by Python code): the producer goes right now, so
+    // that it lives exactly as long as its last owner.
+    node->run(node, !interpreter_finalizing());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(q.mutex);
+    if (q.alive.load(std::memory_order_relaxed)) {
+      node->next = nullptr;
+      (q.tail != nullptr ? q.tail->next : q.head) = node;
+      q.tail = node;
+      ++q.length;
+      q.queued.store(true, std::memory_order_release);
+      // One pending call per batch: the interpreter's table of pending calls is small. If it is
+      // full, the next release tries again and every entry into the module drains anyway.
+      if (!q.scheduled) {
+        q.scheduled = Py_AddPendingCall(&drain_from_pending_call, nullptr) == 0;
+      }
+      return;
+    }
+  }
+  node->run(node, false);
+}
+
+void drain_python_releases() noexcept {
+  Queue& q = queue();
+  // A release may drop other owners (a producer holding our Tensors) and queue more: loop.
+  while (PythonRelease* list = take_all(q)) {
+    run_all(list, q.alive.load(std::memory_order_acquire) && !interpreter_finalizing());
+  }
+}
+
+bool python_releases_queued() noexcept { return queue().queued.load(std::memory_order_acquire); }
+
+std::size_t queued_python_releases() noexcept {
+  Queue& q = queue();
+  std::lock_guard<std::mutex> lock(q.mutex);
+  return q.length;
+}
+
+void stop_python_releases() noexcept {
+  Queue& q = queue();
+  drain_python_releases();
+  PythonRelease* late = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(q.mutex);
+    q.alive.store(false, std::memory_order_release);
+    late = q.head;
+    q.head = q.tail = nullptr;
+    q.length = 0;
+    q.queued.store(false, std::memory_order_relaxed);
+  }
+  // Queued between the drain and the flag: the interpreter is still whole (atexit runs before
+  // finalization), so these still run for real.
+  run_all(late, true);
+}
+
+}  // namespace holoscan::python

@@ -1,0 +1,53 @@
+#pragma once
+// Stream arguments from Python: integers, torch streams (`cuda_stream`), CuPy streams (`ptr`).
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+
+#include <holoscan/cuda_handles.hpp>
+
+namespace holoscan::python {
+
+/** @brief CUDA's cudaStreamLegacy handle value (no CUDA header is needed here). */
+inline const cudaStream_t kLegacyStream = reinterpret_cast<cudaStream_t>(std::uintptr_t{1});
+/** @brief CUDA's cudaStreamPerThread handle value. */
+inline const cudaStream_t kPerThreadStream = reinterpret_cast<cudaStream_t>(std::uintptr_t{2});
+
+/**
+ * @brief Whether both handles name the legacy default stream (null or cudaStreamLegacy): one
+ *        stream per device for every thread, so an event recorded on it needs no wait on it.
+ */
+inline bool both_legacy_default(cudaStream_t a, cudaStream_t b) noexcept {
+  return (a == nullptr || a == kLegacyStream) && (b == nullptr || b == kLegacyStream);
+}
+
+/** @brief A consumer stream in the DLPack protocol's (array API) meaning. */
+struct ProtocolStream {
+  /** @brief What the caller asked for. */
+  enum class Kind {
+    kDefault,  ///< None: the legacy default stream.
+    kNoSync,   ///< -1: the consumer orders the work itself.
+    kStream,   ///< 1 (legacy), 2 (per-thread) or a stream handle.
+  };
+  Kind kind = Kind::kDefault;           ///< What was asked for.
+  std::intptr_t value = 0;              ///< The protocol integer (1, 2 or a handle) for kStream.
+  cudaStream_t handle = kLegacyStream;  ///< The stream to order, for kDefault and kStream.
+};
+
+/**
+ * @brief Parses a DLPack `stream` argument: None, -1, 1, 2 or a handle, or a stream object (whose
+ *        0 means the legacy default stream, as torch and CuPy mean it). A bare 0 is ambiguous and
+ *        raises ValueError, as the array API asks; other types raise TypeError.
+ */
+ProtocolStream parse_protocol_stream(nanobind::handle stream);
+
+/**
+ * @brief Parses a stream for the library's own calls (C++ meaning): None or 0 is the legacy
+ *        default stream, 1 cudaStreamLegacy, 2 cudaStreamPerThread, else the handle.
+ */
+cudaStream_t parse_stream(nanobind::handle stream);
+
+/** @brief The Python integer for a stream handle, the protocol's way (the null stream is 1). */
+nanobind::object stream_to_python(cudaStream_t stream);
+
+}  // namespace holoscan::python

@@ -1,0 +1,92 @@
+"""Shared fixtures of the Python suite: the module, its test helpers, GPU frameworks (skipped with
+the reason when absent) and a runner for scripts that must see interpreter shutdown."""
+
+import functools
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import holoscan_dlpack as hd
+from holoscan_dlpack import _core
+
+KDL_CPU = 1
+KDL_CUDA = 2
+FLAG_READ_ONLY = 1 << 0
+
+
+@pytest.fixture
+def testing():
+    """The extension's test helpers, with nothing held over from another test."""
+    helpers = _core._testing
+    helpers.drop_held_on_foreign_thread()
+    hd.flush_deferred_releases()
+    yield helpers
+    helpers.drop_held_on_foreign_thread()
+    hd.flush_deferred_releases()
+
+
+@pytest.fixture
+def collect():
+    """Runs the garbage collector and drains queued releases, then returns."""
+
+    def run():
+        gc.collect()
+        hd.flush_deferred_releases()
+
+    return run
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_device_present():
+    """Whether the library can use a CUDA device here (a device pool can be made)."""
+    try:
+        hd.TensorPool(memory="device", block_bytes=256, block_count=1)
+    except RuntimeError:
+        return False
+    return True
+
+
+def cuda_torch():
+    """torch with a CUDA device, or a skip that says why not; its kernels loaded up front."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device (GPU test)")
+    _warm_torch(torch)
+    return torch
+
+
+@functools.lru_cache(maxsize=None)
+def _warm_torch(torch):
+    # CUDA loads a kernel's module on its first launch, and that load waits for the whole device:
+    # a first launch behind a slow kernel would order the test by accident and hide a missing wait.
+    x = torch.zeros(4, 4, device="cuda")
+    x.fill_(1.0)
+    x.add_(1)
+    x.mul_(2)
+    x.zero_()
+    torch.ones(4, device="cuda").sum().item()
+    torch.arange(4, dtype=torch.float32, device="cuda").reshape(2, 2)
+    torch.cuda._sleep(1)
+    torch.cuda.synchronize()
+
+
+def cuda_cupy():
+    """CuPy with a CUDA device, or a skip that says why not."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("CuPy sees no CUDA device (GPU test)")
+    except cupy.cuda.runtime.CUDARuntimeError as error:
+        pytest.skip(f"CuPy sees no CUDA device (GPU test): {error}")
+    return cupy
+
+
+def run_python(source, timeout=60):
+    """Runs `source` in a fresh interpreter; returns the CompletedProcess (text output)."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONFAULTHANDLER="1")
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True,
+                          text=True, timeout=timeout, env=env)

@@ -1,0 +1,321 @@
+"""PyTorch and CuPy on a real GPU (each test skips with the reason elsewhere): zero-copy both
+ways, data made by a slow producer kernel reaching a consumer on another stream through the stream
+arguments and through __cuda_array_interface__, fan-out release, exit with releases pending, and a
+soak with flat GPU memory and RSS."""
+
+import gc
+import os
+import threading
+import time
+import weakref
+
+import pytest
+
+import holoscan_dlpack as hd
+from conftest import KDL_CUDA, cuda_cupy, cuda_torch, run_python
+
+ROWS, COLS = 256, 1024  # 1 MiB of float32: visible in the frameworks' allocator counters
+SLOW = int(2e8)  # torch.cuda._sleep cycles: about 0.1 s on an H200, far longer than any handoff
+
+
+class Producer:
+    """A DLPack producer object around a framework array, to watch its lifetime."""
+
+    def __init__(self, array):
+        self.array = array
+        self.released_on = None
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __del__(self):
+        self.released_on = threading.get_ident()
+        _release_threads.append(self.released_on)
+
+
+_release_threads = []
+
+
+def slow_fill(torch, stream, value, like=None):
+    """On `stream`: zeros, a long spin, then `value`; a reader not ordered after it sees zeros."""
+    with torch.cuda.stream(stream):
+        x = torch.zeros(ROWS, COLS, device="cuda") if like is None else like
+        if like is not None:
+            x.zero_()
+        torch.cuda._sleep(SLOW)
+        x.fill_(value)
+    return x
+
+
+def test_torch_round_trip_is_zero_copy():
+    torch = cuda_torch()
+    torch.cuda.synchronize()
+    gc.collect()
+    baseline = torch.cuda.memory_allocated()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x = torch.arange(ROWS * COLS, dtype=torch.float32, device="cuda").reshape(ROWS, COLS)
+        t = hd.from_dlpack(x, stream=side)
+    assert t.data == x.data_ptr()
+    assert t.shape == (ROWS, COLS) and t.dtype == "<f4" and t.device == (KDL_CUDA, x.device.index)
+    assert t.read_only and t.has_readiness_stream_contract()
+    assert t.readiness_stream == side.cuda_stream
+
+    y = torch.from_dlpack(t)  # torch 2.11 ignores READ_ONLY: the import stays usable
+    assert y.data_ptr() == x.data_ptr() and y.shape == x.shape and y.dtype == x.dtype
+    y[0, 0] = 42.0
+    torch.cuda.synchronize()
+    assert x[0, 0].item() == 42.0
+
+    del x
+    gc.collect()
+    assert torch.cuda.memory_allocated() > baseline, "the import no longer holds torch's memory"
+    del t, y
+    gc.collect()
+    hd.flush_deferred_releases()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == baseline, "torch's deleter did not run"
+
+
+def test_cupy_round_trip_is_zero_copy():
+    cupy = cuda_cupy()
+    pool = cupy.get_default_memory_pool()
+    cupy.cuda.Device().synchronize()
+    gc.collect()
+    baseline = pool.used_bytes()
+    side = cupy.cuda.Stream(non_blocking=True)
+    with side:
+        a = cupy.arange(ROWS * COLS, dtype=cupy.float32).reshape(ROWS, COLS)
+        t = hd.from_dlpack(a, stream=side)
+    assert t.data == a.data.ptr and t.shape == (ROWS, COLS)
+    assert t.readiness_stream == side.ptr
+    b = cupy.from_dlpack(t)
+    assert b.data.ptr == a.data.ptr
+    assert bool((b == cupy.arange(ROWS * COLS, dtype=cupy.float32).reshape(ROWS, COLS)).all())
+    c = cupy.asarray(t)  # through __cuda_array_interface__
+    assert c.data.ptr == a.data.ptr
+    del a
+    gc.collect()
+    assert pool.used_bytes() > baseline
+    del t, b, c
+    gc.collect()
+    hd.flush_deferred_releases()
+    cupy.cuda.Device().synchronize()
+    assert pool.used_bytes() == baseline, "CuPy's deleter did not run"
+
+
+def test_unconsumed_export_is_deleted_by_its_capsule():
+    torch = cuda_torch()
+    torch.cuda.synchronize()
+    gc.collect()
+    baseline = torch.cuda.memory_allocated()
+    t = hd.from_dlpack(torch.ones(ROWS, COLS, device="cuda"))
+    capsule = t.__dlpack__(stream=1, max_version=(1, 0))
+    del t
+    gc.collect()
+    hd.flush_deferred_releases()
+    assert torch.cuda.memory_allocated() > baseline, "the unconsumed export owns the memory"
+    del capsule
+    gc.collect()
+    hd.flush_deferred_releases()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == baseline
+
+
+def test_torch_to_cupy_and_back_through_holoscan():
+    torch = cuda_torch()
+    cupy = cuda_cupy()
+    x = torch.arange(ROWS * COLS, dtype=torch.float32, device="cuda").reshape(ROWS, COLS)
+    t = hd.from_dlpack(x)  # stream None: the legacy default stream, as the array API says
+    c = cupy.from_dlpack(t)
+    assert c.data.ptr == x.data_ptr()
+    c[2, 3] = 5.5
+    cupy.cuda.Device().synchronize()
+    assert x[2, 3].item() == 5.5
+    u = hd.from_dlpack(c, stream=1)
+    z = torch.from_dlpack(u)
+    assert z.data_ptr() == x.data_ptr()
+    assert z[ROWS - 1, COLS - 1].item() == float(ROWS * COLS - 1)
+
+
+def test_slow_torch_producer_reaches_a_consumer_on_another_stream():
+    torch = cuda_torch()
+    producer, import_stream, consumer = (torch.cuda.Stream() for _ in range(3))
+    x = slow_fill(torch, producer, 7.0)
+    with torch.cuda.stream(producer):  # torch's work stream: recorded as the readiness point
+        t = hd.from_dlpack(x, stream=import_stream)
+    assert not producer.query(), "the producer finished before the handoff: no race to see"
+    with torch.cuda.stream(consumer):
+        y = torch.from_dlpack(t)  # torch passes `consumer`; we make it wait for readiness
+        total = y.sum().item()
+    assert total == 7.0 * ROWS * COLS, "the consumer read before the producer finished"
+
+
+def test_slow_producer_through_dlpack_protocol_reaches_another_stream():
+    torch = cuda_torch()
+    producer, import_stream, consumer = (torch.cuda.Stream() for _ in range(3))
+    x = slow_fill(torch, producer, 6.0)
+    with torch.cuda.stream(producer):  # a plain producer object: torch's __dlpack__(stream=...)
+        t = hd.from_dlpack(Producer(x), stream=import_stream)
+    assert t.readiness_stream == import_stream.cuda_stream
+    assert not producer.query()
+    with torch.cuda.stream(consumer):
+        total = torch.from_dlpack(t).sum().item()
+    assert total == 6.0 * ROWS * COLS
+
+
+def test_slow_writer_of_our_tensor_reaches_torch_and_cupy_consumers():
+    torch = cuda_torch()
+    cupy = cuda_cupy()
+    pool = hd.TensorPool(memory="device", block_bytes=ROWS * COLS * 4, block_count=2)
+    t = pool.allocate([ROWS, COLS], "float32")
+    writer = torch.from_dlpack(t)  # pool tensors are writable
+    producer = torch.cuda.Stream()
+    slow_fill(torch, producer, 3.0, like=writer)
+    assert t.set_readiness_stream(producer)  # the commit: readiness after the slow fill
+
+    consumer = torch.cuda.Stream()
+    assert not producer.query()
+    with torch.cuda.stream(consumer):
+        total = torch.from_dlpack(t).sum().item()
+    assert total == 3.0 * ROWS * COLS
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    slow_fill(torch, producer, 4.0, like=writer)
+    assert t.set_readiness_stream(producer)
+    assert not producer.query()
+    with stream:
+        through_dlpack = float(cupy.from_dlpack(t).sum())
+    assert through_dlpack == 4.0 * ROWS * COLS
+
+    slow_fill(torch, producer, 5.0, like=writer)
+    assert t.set_readiness_stream(producer)
+    assert t.__cuda_array_interface__["stream"] == producer.cuda_stream
+    assert not producer.query()
+    with stream:
+        through_interface = float(cupy.asarray(t).sum())  # CuPy waits on the interface's stream
+    assert through_interface == 5.0 * ROWS * COLS
+    torch.cuda.synchronize()
+
+
+def test_cuda_array_interface_import_orders_after_its_stream():
+    torch = cuda_torch()
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    x = slow_fill(torch, producer, 9.0)
+
+    class Exporter:
+        def __init__(self):
+            self.__cuda_array_interface__ = dict(x.__cuda_array_interface__, version=3,
+                                                 stream=producer.cuda_stream)
+
+    t = hd.as_tensor(Exporter())
+    assert t.data == x.data_ptr() and t.readiness_stream == producer.cuda_stream
+    assert not producer.query()
+    with torch.cuda.stream(consumer):
+        total = torch.from_dlpack(t).sum().item()
+    assert total == 9.0 * ROWS * COLS
+
+
+def test_fan_out_release_waits_for_both_streams(testing):
+    torch = cuda_torch()
+    short, long = torch.cuda.Stream(), torch.cuda.Stream()
+    producer = Producer(torch.ones(ROWS, COLS, device="cuda"))
+    w = weakref.ref(producer)
+    t = hd.from_dlpack(producer, stream=1)
+    y = torch.from_dlpack(t)
+    with torch.cuda.stream(short):
+        torch.cuda._sleep(SLOW // 10)
+        y.add_(1)
+    with torch.cuda.stream(long):
+        torch.cuda._sleep(SLOW * 5)
+        y.mul_(2)
+    assert t.set_deallocation_stream(short) and t.set_deallocation_stream(long)
+    del producer, t, y
+    gc.collect()
+    assert w() is not None
+    assert hd.pending_deferred_releases() == 1, "the release was not deferred"
+    short.synchronize()
+    time.sleep(0.01)
+    assert w() is not None, "released after the first stream, before the second"
+    long.synchronize()
+    hd.flush_deferred_releases()
+    assert w() is None, "not released once both streams finished"
+    assert _release_threads[-1] == threading.get_ident(), "a release ran off a Python thread"
+
+
+def test_release_thread_hands_python_releases_to_a_python_thread(testing):
+    torch = cuda_torch()
+    stream = torch.cuda.Stream()
+    producer = Producer(torch.ones(16, device="cuda"))
+    w = weakref.ref(producer)
+    t = hd.from_dlpack(producer, stream=1)
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(SLOW // 4)
+    assert t.set_deallocation_stream(stream)
+    del producer, t
+    gc.collect()
+    assert w() is not None, "released before the stream passed its point"
+    # This thread holds the GIL throughout: the release thread must queue, not wait for it.
+    deadline = time.monotonic() + 10
+    while testing.queued_python_releases() == 0 and w() is not None:
+        assert time.monotonic() < deadline, "the release thread never handed the release over"
+    hd.flush_deferred_releases()
+    assert w() is None
+    assert _release_threads[-1] == threading.get_ident()
+
+
+def test_exit_with_releases_pending_on_the_gpu():
+    cuda_torch()
+    result = run_python(f"""
+        import torch, holoscan_dlpack as hd
+        x = torch.ones(1 << 20, device="cuda")
+        t = hd.from_dlpack(x, stream=1)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            torch.cuda._sleep({SLOW * 2})
+        t.set_deallocation_stream(s)
+        del t, x
+        print("pending at exit:", hd.pending_deferred_releases())
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "pending at exit: 1" in result.stdout
+    assert "Fatal" not in result.stderr
+
+
+def test_soak_round_trips_keep_memory_flat():
+    torch = cuda_torch()
+    stream = torch.cuda.Stream()
+    x = torch.ones(64, 64, device="cuda")
+
+    def rss():
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def round_trip():
+        with torch.cuda.stream(stream):
+            t = hd.from_dlpack(x, stream=stream)
+            y = torch.from_dlpack(t)
+            u = hd.from_dlpack(y, stream=stream)
+            del t, y, u
+
+    for _ in range(2000):
+        round_trip()
+    gc.collect()
+    hd.flush_deferred_releases()
+    torch.cuda.synchronize()
+    gpu_before, rss_before = torch.cuda.memory_allocated(), rss()
+    start, done = time.monotonic(), 0
+    while done < 100_000 and time.monotonic() - start < 30:
+        round_trip()
+        done += 1
+    gc.collect()
+    hd.flush_deferred_releases()
+    torch.cuda.synchronize()
+    print(f"soak: {done} round trips in {time.monotonic() - start:.1f} s")
+    assert done >= 10_000
+    assert torch.cuda.memory_allocated() == gpu_before
+    assert rss() - rss_before < 8 << 20, "resident memory grew during the soak"
+    assert hd.pending_deferred_releases() == 0

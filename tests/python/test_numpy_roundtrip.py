@@ -1,0 +1,217 @@
+"""NumPy both ways: versioned capsules, read-only authority, shapes NumPy makes awkward (0-d,
+zero-size, non-contiguous, negative strides), the array interface, and the producer's lifetime."""
+
+import gc
+import weakref
+
+import pytest
+
+import holoscan_dlpack as hd
+from conftest import FLAG_READ_ONLY, KDL_CPU
+
+np = pytest.importorskip("numpy")
+
+
+def test_import_describes_the_array_and_shares_its_memory():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = hd.from_dlpack(a)
+    assert t.shape == (3, 4)
+    assert t.strides == (16, 4)  # bytes, as Holoscan
+    assert t.dtype == "<f4"
+    assert t.dl_dtype == (2, 32, 1)
+    assert t.device == (KDL_CPU, 0)
+    assert t.__dlpack_device__() == (KDL_CPU, 0)
+    assert (t.size, t.nbytes, t.ndim, t.itemsize) == (12, 48, 2, 4)
+    assert t.data == a.ctypes.data
+    assert t.is_contiguous()
+    assert t.read_only, "a zero-copy import has read-only authority"
+    assert not t.has_readiness_stream_contract()
+    assert t.readiness_stream is None
+    assert repr(t) == "Tensor(shape=(3, 4), dtype='<f4', device=(1, 0), read_only=True)"
+
+
+def test_round_trip_is_zero_copy_and_read_only():
+    a = np.arange(6, dtype=np.int16).reshape(2, 3)
+    t = hd.Tensor.from_dlpack(a)
+    b = np.from_dlpack(t)
+    assert b.ctypes.data == a.ctypes.data
+    assert not b.flags.writeable, "NumPy honours the exported READ_ONLY flag"
+    np.testing.assert_array_equal(b, a)
+    a[1, 2] = 99  # the producer still writes; the import sees it
+    assert b[1, 2] == 99
+
+
+def test_versioned_and_legacy_exports():
+    t = hd.from_dlpack(np.ones(3))
+    versioned = t.__dlpack__(max_version=(1, 0))
+    legacy = t.__dlpack__()
+    old = t.__dlpack__(max_version=(0, 8))
+    assert "dltensor_versioned" in repr(versioned)
+    assert '"dltensor"' in repr(legacy) and '"dltensor"' in repr(old)
+    assert hd.from_dlpack(versioned).flags & FLAG_READ_ONLY
+    assert hd.from_dlpack(legacy).flags == 0  # the legacy layout has no flags
+    assert "used_dltensor" in repr(legacy)
+
+
+def test_flags_of_the_producer_are_kept_and_read_only_exported():
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    t = hd.from_dlpack(a)
+    assert t.flags & FLAG_READ_ONLY
+    assert not np.from_dlpack(t).flags.writeable
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.array(3.5, dtype=np.float64),
+    lambda: np.zeros((0,), dtype=np.float32),
+    lambda: np.zeros((3, 0, 2), dtype=np.uint8),
+    lambda: np.arange(24, dtype=np.int32).reshape(4, 6)[:, ::2],
+    lambda: np.arange(24, dtype=np.int64).reshape(4, 6).T,
+    lambda: np.arange(10, dtype=np.float32)[::-1],
+    lambda: np.arange(24, dtype=np.float32).reshape(4, 6)[::-2, 1::3],
+    lambda: np.arange(8, dtype=np.complex64),
+    lambda: np.array([True, False, True]),
+    lambda: np.arange(6, dtype=np.float16).reshape(2, 3),
+], ids=["0-d", "empty", "zero-extent", "step", "transposed", "negative-stride",
+        "negative-2d", "complex", "bool", "float16"])
+def test_awkward_layouts_round_trip(make):
+    a = make()
+    t = hd.from_dlpack(a)
+    assert t.shape == a.shape
+    assert t.ndim == a.ndim
+    assert t.size == a.size
+    if a.size:
+        assert t.data == a.ctypes.data
+        assert t.strides == a.strides
+    assert t.is_contiguous() == (a.flags.c_contiguous or a.size <= 1)
+    for back in (np.from_dlpack(t), np.asarray(t)):
+        assert back.shape == a.shape and back.dtype == a.dtype
+        np.testing.assert_array_equal(back, a)
+        if a.size:
+            assert back.ctypes.data == a.ctypes.data
+
+
+def test_array_interface_describes_a_host_tensor():
+    a = np.arange(12, dtype=np.uint16).reshape(3, 4)[:, 1:3]
+    t = hd.from_dlpack(a)
+    interface = t.__array_interface__
+    assert interface["version"] == 3
+    assert interface["shape"] == (3, 2)
+    assert interface["typestr"] == "<u2"
+    assert interface["data"] == (a.ctypes.data, True)
+    assert interface["strides"] == (8, 2)
+    view = np.asarray(t)
+    assert view.base is t, "NumPy keeps the Tensor (and so the memory) alive"
+    assert not view.flags.writeable
+    with pytest.raises(AttributeError):
+        t.__cuda_array_interface__  # noqa: B018: a host tensor has none
+
+
+def test_as_tensor_takes_every_protocol():
+    a = np.arange(5, dtype=np.float64)
+    t = hd.as_tensor(a)
+    assert hd.as_tensor(t) is t
+    assert t.data == a.ctypes.data
+
+    class ArrayInterfaceOnly:
+        def __init__(self, array):
+            self.array = array
+            self.__array_interface__ = array.__array_interface__
+
+    b = np.arange(6, dtype=np.int32).reshape(2, 3)[:, ::2]
+    owner = ArrayInterfaceOnly(b)
+    w = weakref.ref(owner)
+    u = hd.as_tensor(owner)
+    assert u.shape == (2, 2) and u.strides == (12, 8) and u.data == b.ctypes.data
+    assert u.read_only
+    np.testing.assert_array_equal(np.from_dlpack(u), b)
+    del owner
+    gc.collect()
+    assert w() is not None, "the tensor keeps the exporting object alive"
+    del u
+    gc.collect()
+    assert w() is None
+
+    class CudaArrayInterfaceOnly:
+        def __init__(self, array):
+            self.array = array
+            self.__cuda_array_interface__ = dict(array.__array_interface__, version=3,
+                                                 stream=None)
+
+    # Host memory behind a CUDA interface: the pointer query reports where it really lives.
+    v = hd.as_tensor(CudaArrayInterfaceOnly(a))
+    assert v.shape == (5,) and v.data == a.ctypes.data
+
+    with pytest.raises(TypeError, match="none of"):
+        hd.as_tensor(object())
+
+
+def test_array_interface_imports_reject_what_they_cannot_describe():
+    class Interface:
+        def __init__(self, **entries):
+            self.__array_interface__ = dict({"shape": (2,), "typestr": "<f4", "version": 3,
+                                             "data": (np.zeros(2, np.float32).ctypes.data, False)},
+                                            **entries)
+
+    with pytest.raises(ValueError, match="mask"):
+        hd.as_tensor(Interface(mask=np.ones(2)))
+    with pytest.raises(ValueError, match="dldatatype_from_typestr"):
+        hd.as_tensor(Interface(typestr=">f4"))
+    with pytest.raises(ValueError, match="multiple"):
+        hd.as_tensor(Interface(strides=(3,)))
+    with pytest.raises(TypeError, match="pointer"):
+        hd.as_tensor(Interface(data=b"abcd"))
+
+
+def test_producer_dies_exactly_when_the_last_owner_goes():
+    a = np.arange(1000.0)
+    w = weakref.ref(a)
+    t = hd.from_dlpack(a)
+    u = hd.as_tensor(t)
+    capsule = t.__dlpack__(max_version=(1, 0))
+    consumer = np.from_dlpack(hd.from_dlpack(capsule))
+    del a, capsule
+    gc.collect()
+    assert w() is not None
+    del t
+    assert w() is not None, "u shares the first import"
+    del u
+    assert w() is not None, "NumPy holds the export of the first import, through a second one"
+    del consumer
+    assert w() is None, "the producer outlived its last owner"
+
+
+def test_unconsumed_export_is_freed_by_its_capsule():
+    a = np.arange(10)
+    w = weakref.ref(a)
+    t = hd.from_dlpack(a)
+    capsules = [t.__dlpack__(max_version=(1, 0)), t.__dlpack__()]
+    del a, t
+    gc.collect()
+    assert w() is not None, "an unconsumed export still owns the memory"
+    capsules.clear()
+    assert w() is None, "the capsule destructor did not delete the export"
+
+
+def test_export_arguments_follow_the_array_api():
+    t = hd.from_dlpack(np.arange(3))
+    with pytest.raises(BufferError, match="copy"):
+        t.__dlpack__(copy=True)
+    assert t.__dlpack__(copy=False) is not None
+    with pytest.raises(BufferError, match="dl_device"):
+        t.__dlpack__(dl_device=(2, 0))
+    assert t.__dlpack__(dl_device=(KDL_CPU, 0)) is not None
+    with pytest.raises(BufferError, match="host tensor"):
+        t.__dlpack__(stream=5)
+    assert t.__dlpack__(stream=-1) is not None
+    with pytest.raises(TypeError):
+        t.__dlpack__(None)  # keyword-only, as the array API says
+    with pytest.raises(TypeError, match="max_version"):
+        t.__dlpack__(max_version=1)
+
+
+def test_copy_requests_are_refused_as_the_array_api_says():
+    t = hd.from_dlpack(np.arange(4.0))
+    with pytest.raises(BufferError, match="without copying"):
+        np.from_dlpack(t, copy=True)
+    assert np.from_dlpack(t, copy=False).ctypes.data == t.data

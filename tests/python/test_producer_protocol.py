@@ -1,0 +1,238 @@
+"""The consumer side of the DLPack protocol against producers that behave and producers that do
+not: one call of each method with the right keywords, the legacy fallback, capsules that must keep
+ownership when rejected, and the consumer stream handed to device producers."""
+
+import gc
+import weakref
+
+import pytest
+
+import holoscan_dlpack as hd
+from conftest import FLAG_READ_ONLY, KDL_CPU, KDL_CUDA, cuda_device_present
+
+np = pytest.importorskip("numpy")
+
+
+class Recording:
+    """Wraps a producer and records every protocol call it gets."""
+
+    def __init__(self, inner, device=None):
+        self.inner = inner
+        self.device = device
+        self.dlpack_calls = []
+        self.device_calls = 0
+
+    def __dlpack_device__(self):
+        self.device_calls += 1
+        return self.device if self.device is not None else self.inner.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        self.dlpack_calls.append(kwargs)
+        if callable(self.inner):
+            return self.inner()
+        return self.inner.__dlpack__(**{k: v for k, v in kwargs.items() if k != "stream"})
+
+
+def test_cpu_producer_is_called_once_without_a_stream():
+    producer = Recording(np.arange(6.0))
+    t = hd.from_dlpack(producer)
+    assert producer.device_calls == 1
+    assert len(producer.dlpack_calls) == 1
+    kwargs = producer.dlpack_calls[0]
+    assert kwargs == {"max_version": hd.DLPACK_VERSION, "dl_device": (KDL_CPU, 0), "copy": None}
+    assert "stream" not in kwargs, "a host producer never gets a stream"
+    assert t.read_only and not t.flags & FLAG_READ_ONLY  # authority, not the producer's flag
+    hd.from_dlpack(producer, copy=False)
+    assert producer.dlpack_calls[1]["copy"] is False
+
+
+class StreamObject:
+    """A framework stream object (torch's `cuda_stream`, CuPy's `ptr`)."""
+
+    def __init__(self, attribute, value):
+        setattr(self, attribute, value)
+
+
+@pytest.mark.parametrize("stream, passed", [
+    (None, None),
+    (-1, -1),
+    (1, 1),
+    (2, 2),
+    (0x7F00DEAD, 0x7F00DEAD),
+    (StreamObject("cuda_stream", 0x1234), 0x1234),
+    (StreamObject("ptr", 0x5678), 0x5678),
+    (StreamObject("cuda_stream", 0), 1),  # a framework's null stream is the legacy default
+])
+def test_device_producer_gets_the_consumer_stream(testing, stream, passed):
+    if passed not in (None, -1, 1, 2) and cuda_device_present():
+        pytest.skip("a made-up stream handle would reach a real driver (GPU tests use real ones)")
+    producer = Recording(lambda: testing.make_capsule(device=(KDL_CUDA, 0)), device=(KDL_CUDA, 0))
+    t = hd.from_dlpack(producer, stream=stream)
+    assert len(producer.dlpack_calls) == 1
+    assert producer.dlpack_calls[0]["stream"] == passed
+    assert producer.dlpack_calls[0]["max_version"] == hd.DLPACK_VERSION
+    assert t.device == (KDL_CUDA, 0)
+    if not cuda_device_present():
+        # No driver: the readiness point cannot be recorded, which is not an error.
+        assert not t.has_readiness_stream_contract() and t.readiness_stream is None
+
+
+def test_ambiguous_or_wrong_streams_are_refused(testing):
+    producer = Recording(lambda: testing.make_capsule(device=(KDL_CUDA, 0)), device=(KDL_CUDA, 0))
+    with pytest.raises(ValueError, match="ambiguous"):
+        hd.from_dlpack(producer, stream=0)
+    with pytest.raises(ValueError):
+        hd.from_dlpack(producer, stream=-7)
+    with pytest.raises(TypeError, match="stream"):
+        hd.from_dlpack(producer, stream="default")
+    with pytest.raises(TypeError, match="bool"):
+        hd.from_dlpack(producer, stream=True)
+    assert producer.dlpack_calls == [], "the producer is not asked before the arguments are good"
+
+
+def test_legacy_producer_is_asked_again_without_keywords():
+    class Legacy:
+        def __init__(self):
+            self.calls = []
+            self.array = np.arange(3, dtype=np.int8)
+
+        def __dlpack_device__(self):
+            return (KDL_CPU, 0)
+
+        def __dlpack__(self, stream=None):
+            self.calls.append(stream)
+            return self.array.__dlpack__()  # a legacy "dltensor" capsule
+
+    producer = Legacy()
+    t = hd.from_dlpack(producer)
+    assert producer.calls == [None], "one failed call with keywords, then exactly one without"
+    assert t.flags == 0 and t.read_only
+    np.testing.assert_array_equal(np.from_dlpack(t), producer.array)
+    with pytest.raises(TypeError):
+        hd.from_dlpack(producer, copy=True)  # a copy cannot be asked of it: no silent fallback
+
+
+def test_producer_errors_propagate():
+    class Raising:
+        def __dlpack_device__(self):
+            return (KDL_CPU, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise BufferError("cannot export this")
+
+    with pytest.raises(BufferError, match="cannot export this"):
+        hd.from_dlpack(Raising())
+
+    class BadDevice:
+        def __dlpack_device__(self):
+            return "cpu"
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("never reached")
+
+    with pytest.raises(TypeError, match="__dlpack_device__"):
+        hd.from_dlpack(BadDevice())
+
+    with pytest.raises(AttributeError):
+        hd.from_dlpack(object())
+
+
+@pytest.mark.parametrize("junk", [42, None, b"dltensor", "capsule"])
+def test_producer_returning_junk_is_a_type_error(junk):
+    class Junk:
+        def __dlpack_device__(self):
+            return (KDL_CPU, 0)
+
+        def __dlpack__(self, **kwargs):
+            return junk
+
+    with pytest.raises(TypeError, match="not a DLPack capsule"):
+        hd.from_dlpack(Junk())
+
+
+def capsule_name(capsule):
+    return repr(capsule).split('"')[1]
+
+
+def test_another_major_version_keeps_ownership(testing, collect):
+    calls = testing.deleter_calls()
+    capsule = testing.make_capsule(major=2, minor=0)
+    with pytest.raises(BufferError, match="version 2.0"):
+        hd.from_dlpack(capsule)
+    assert capsule_name(capsule) == "dltensor_versioned", "a rejected capsule must not be renamed"
+    collect()
+    assert testing.deleter_calls() == calls, "nothing may free a rejected tensor but its capsule"
+    del capsule
+    assert testing.deleter_calls() == calls + 1, "the capsule frees its tensor once"
+    collect()
+    assert testing.deleter_calls() == calls + 1
+
+
+@pytest.mark.parametrize("spec, match", [
+    ({"flags": 1 << 40}, "flags"),
+    ({"shape": [2, -3]}, "shape"),
+    ({"dtype": (2, 0, 1)}, "bits"),
+    ({"device": (99, 0)}, "device"),
+    ({"null_data": True}, "data"),
+    ({"versioned": False, "shape": [-1]}, "shape"),
+], ids=["unknown-flag", "negative-extent", "zero-bits", "unknown-device", "null-data",
+        "legacy-negative-extent"])
+def test_rejected_content_keeps_ownership(testing, collect, spec, match):
+    calls = testing.deleter_calls()
+    capsule = testing.make_capsule(**spec)
+    name = capsule_name(capsule)
+    with pytest.raises(BufferError, match=match):
+        hd.from_dlpack(capsule)
+    assert capsule_name(capsule) == name
+    collect()
+    assert testing.deleter_calls() == calls
+    del capsule
+    assert testing.deleter_calls() == calls + 1
+
+
+def test_accepted_capsule_is_renamed_and_freed_once(testing, collect):
+    calls = testing.deleter_calls()
+    capsule = testing.make_capsule(shape=[2, 2], gil_deleter=True)
+    t = hd.from_dlpack(capsule)
+    assert capsule_name(capsule) == "used_dltensor_versioned"
+    del capsule
+    assert testing.deleter_calls() == calls, "a consumed capsule no longer frees the tensor"
+    del t
+    assert testing.deleter_calls() == calls + 1
+    collect()
+    assert testing.deleter_calls() == calls + 1
+
+
+def test_consumed_capsule_cannot_be_imported_twice(testing):
+    capsule = testing.make_capsule()
+    t = hd.from_dlpack(capsule)
+    with pytest.raises(BufferError, match="already consumed"):
+        hd.from_dlpack(capsule)
+    assert t.shape == (4,)
+
+
+def test_bare_capsule_takes_a_stream_for_its_readiness(testing):
+    t = hd.from_dlpack(testing.make_capsule(device=(KDL_CUDA, 0)), stream=1)
+    assert t.device == (KDL_CUDA, 0)
+    assert t.has_readiness_stream_contract() == cuda_device_present()
+
+
+def test_producer_object_lives_as_long_as_the_import():
+    class Producer:
+        def __init__(self):
+            self.array = np.arange(8)
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs):
+            return self.array.__dlpack__(**kwargs)
+
+    producer = Producer()
+    w = weakref.ref(producer)
+    t = hd.from_dlpack(producer)
+    del producer
+    gc.collect()
+    assert w() is not None
+    del t
+    assert w() is None

@@ -1,0 +1,97 @@
+"""TensorPool from Python: host blocks written through NumPy and read back through every path,
+exhaustion and impossible requests, block reuse once every handle is gone."""
+
+import gc
+
+import pytest
+
+import holoscan_dlpack as hd
+from conftest import KDL_CPU, cuda_device_present
+
+np = pytest.importorskip("numpy")
+
+
+@pytest.fixture
+def pool():
+    return hd.TensorPool(memory="host", block_bytes=4096, block_count=2)
+
+
+def test_pool_describes_itself(pool):
+    assert (pool.block_count, pool.block_bytes, pool.device) == (2, 4096, (KDL_CPU, 0))
+    assert pool.available_blocks() == 2
+    same = hd.TensorPool.create(memory=hd.PoolMemory.kHost, block_bytes=100, block_count=1)
+    assert same.block_bytes == 256, "blocks are rounded up to 256 bytes"
+
+
+def test_host_tensor_written_from_numpy_and_read_back(pool):
+    t = pool.allocate((8, 16), "float32")
+    assert not t.read_only, "pool tensors carry writer authority"
+    assert t.shape == (8, 16) and t.dtype == "<f4" and t.device == (KDL_CPU, 0)
+    writer = np.asarray(t)
+    assert writer.flags.writeable and writer.base is t
+    writer[:] = np.arange(128, dtype=np.float32).reshape(8, 16)
+
+    expected = np.arange(128, dtype=np.float32).reshape(8, 16)
+    through_dlpack = np.from_dlpack(t)
+    assert through_dlpack.flags.writeable, "no READ_ONLY flag on a writable export"
+    np.testing.assert_array_equal(through_dlpack, expected)
+    imported = hd.from_dlpack(t)  # an import of our own export: read-only, same memory
+    assert imported.read_only and imported.data == t.data
+    np.testing.assert_array_equal(np.asarray(imported), expected)
+    np.testing.assert_array_equal(np.from_dlpack(hd.as_tensor(t)), expected)
+
+
+@pytest.mark.parametrize("dtype, code", [
+    ("<i2", (0, 16, 1)), ("uint8", (1, 8, 1)), ("bfloat16", (4, 16, 1)),
+    ((5, 64, 1), (5, 64, 1)), ("bool", (6, 8, 1)),
+])
+def test_dtype_spellings(pool, dtype, code):
+    assert pool.allocate([3], dtype).dl_dtype == code
+
+
+def test_numpy_dtype_objects(pool):
+    assert pool.allocate([2], np.dtype(np.float64)).dtype == "<f8"
+
+
+def test_exhaustion_and_impossible_requests(pool):
+    first = pool.allocate([4], "int32")
+    second = pool.allocate([4], "int32")
+    with pytest.raises(RuntimeError, match="kResourceExhausted"):
+        pool.allocate([4], "int32")
+    with pytest.raises(ValueError, match="kInvalidArgument"):
+        pool.allocate([4096], "float64")  # can never fit a block, exhausted or not
+    with pytest.raises(ValueError):
+        pool.allocate([2], "<q9")
+    with pytest.raises(TypeError):
+        pool.allocate([2], 3.5)
+    del first, second
+    gc.collect()
+    assert pool.available_blocks() == 2
+
+
+def test_blocks_come_back_only_when_every_handle_is_gone(pool):
+    t = pool.allocate([16], "uint8")
+    view = np.asarray(t)
+    consumer = np.from_dlpack(t)
+    capsule = t.__dlpack__(max_version=(1, 0))
+    del t
+    gc.collect()
+    assert pool.available_blocks() == 1
+    del view, consumer
+    gc.collect()
+    assert pool.available_blocks() == 1, "an unconsumed export still names the block"
+    del capsule
+    assert pool.available_blocks() == 2
+    both = [pool.allocate([16], "uint8"), pool.allocate([16], "uint8")]
+    assert pool.reuse_count == 1, "the block handed out first came back"
+    assert all(t.size == 16 for t in both)
+
+
+def test_bad_pool_configurations():
+    with pytest.raises(ValueError, match="memory"):
+        hd.TensorPool(memory="disk", block_bytes=256, block_count=1)
+    with pytest.raises(TypeError):
+        hd.TensorPool("host", 0, 256, 1)  # keyword-only, as the config's fields
+    if not cuda_device_present():
+        with pytest.raises(RuntimeError, match="kCudaError"):
+            hd.TensorPool(memory="device", block_bytes=256, block_count=1)
