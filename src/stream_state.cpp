@@ -152,6 +152,42 @@ bool StreamState::poll_idle() noexcept {
   return readiness_.event == nullptr || readiness_covered_ || point_completed(readiness_);
 }
 
+expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
+  // A point on `stream` itself is ordered before anything queued on it next; default-stream
+  // handles may name other streams (other threads, devices), so only explicit handles match.
+  const auto needs_wait = [&](const StreamPoint& point) {
+    return point.event != nullptr && (point.stream != stream || is_default_stream_handle(stream));
+  };
+  {
+    std::lock_guard<SpinMutex> lock(mutex_);
+    for (std::size_t i = 0; i < deallocation_.size(); ++i) {
+      if (needs_wait(deallocation_[i])) {
+        if (cudaError_t status = cuda().stream_wait_event(stream, deallocation_[i].event, 0);
+            status != cudaSuccess) {
+          return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
+        }
+      }
+    }
+    if (!readiness_covered_ && needs_wait(readiness_)) {
+      if (cudaError_t status = cuda().stream_wait_event(stream, readiness_.event, 0);
+          status != cudaSuccess) {
+        return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
+      }
+    }
+    for (const StreamPoint& spare : spare_readiness_) {
+      if (needs_wait(spare)) {
+        if (cudaError_t status = cuda().stream_wait_event(stream, spare.event, 0);
+            status != cudaSuccess) {
+          return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
+        }
+      }
+    }
+  }
+  // The waits took each event as last recorded: the events may be recorded again at once.
+  reset();
+  return {};
+}
+
 StreamPointList StreamState::take_release_points() noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
   StreamPointList points(std::move(deallocation_));

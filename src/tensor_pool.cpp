@@ -69,10 +69,16 @@ class PoolBlockReference final : public StreamTrackedReference {
   PoolBlockReference(const PoolBlockReference&) = delete;
   PoolBlockReference& operator=(const PoolBlockReference&) = delete;
 
-  // Whether no claim is held and the GPU passed every point (polled, never waited for).
-  bool idle() noexcept { return claims_.count() == 0 && streams_.poll_idle(); }
+  // Whether no handle claim is held (an acquire load: see block_is_named).
+  bool unclaimed() const noexcept { return claims_.count() == 0; }
+  // Whether the GPU passed every point (polled, never waited for).
+  bool points_passed() noexcept { return streams_.poll_idle(); }
   // Forgets the previous tensor's streams before the block is handed out again.
   void recycle() noexcept { streams_.reset(); }
+  // Orders `stream` after every point, then forgets them (stream-ordered reuse).
+  expected<void, Error> hand_over_to(cudaStream_t stream) noexcept {
+    return streams_.hand_over_to(stream);
+  }
 
  private:
   std::shared_ptr<TensorPool::Storage> storage_;
@@ -177,33 +183,33 @@ expected<void, Error> TensorPool::allocate_memory() {
   return {};
 }
 
-bool TensorPool::block_is_free(Block& block) noexcept {
+// Only the pool may name the block: the use counts cannot be faked by a surplus release. A block
+// whose reference was replaced through its context is never handed out again. The acquire load of
+// the claim count orders this thread after every access the last holder made to the context (each
+// holder's accesses come before its release of the claim).
+bool TensorPool::block_is_named(Block& block) noexcept {
   if (!block.handed_out) {
-    return true;
-  }
-  // Only the pool may name the block: the use counts cannot be faked by a surplus release. A
-  // block whose reference was replaced through its context is never handed out again. The
-  // acquire load of the claim count in idle() orders this thread after every access the last
-  // holder made to the context (each holder's accesses come before its release of the claim).
-  const auto& reference = block.context->memory_reference;
-  if (block.context.use_count() != 1 || reference.use_count() != 1 ||
-      reference.get() != block.reference) {
     return false;
   }
-  return block.reference->idle();
+  const auto& reference = block.context->memory_reference;
+  return block.context.use_count() != 1 || reference.use_count() != 1 ||
+         reference.get() != block.reference || !block.reference->unclaimed();
 }
 
-expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
-                                             DLDataType dtype) {
-  constexpr const char* kWho = "TensorPool::allocate";
+bool TensorPool::block_is_free(Block& block) noexcept {
+  return !block_is_named(block) && (!block.handed_out || block.reference->points_passed());
+}
+
+expected<DLTensor, Error> TensorPool::judge_request(const std::int64_t* shape, std::int32_t ndim,
+                                                    DLDataType dtype, const char* who) const {
   // The request is judged before the blocks: a request that can never fit is kInvalidArgument
   // even while the pool is exhausted, so that callers retrying on exhaustion do not spin on it.
-  auto layout = detail::validate_layout(ndim, shape, dtype, 0, kWho);
+  auto layout = detail::validate_layout(ndim, shape, dtype, 0, who);
   if (!layout) {
     return forward_error(std::move(layout));
   }
   if (static_cast<std::uint64_t>(layout->nbytes) > config_.block_bytes) {
-    return make_unexpected(ErrorCode::kInvalidArgument, std::string(kWho) + ": " +
+    return make_unexpected(ErrorCode::kInvalidArgument, std::string(who) + ": " +
                                                             std::to_string(layout->nbytes) +
                                                             " bytes do not fit a block of " +
                                                             std::to_string(config_.block_bytes));
@@ -213,29 +219,70 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
   request.ndim = ndim;
   request.dtype = dtype;
   request.shape = const_cast<std::int64_t*>(shape);  // read only: DLTensor has no const view
+  return request;
+}
 
+// Under the lock, so that the block is named before another allocate looks at it.
+Tensor TensorPool::hand_out(Block& block, std::size_t index, DLTensor& request) {
+  request.data = block.data;
+  // Within the capacity reserved at creation: no allocation, nothing to throw.
+  detail::assign_view(*block.context, request, 0,
+                      DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION});
+  detail::ContextAccess::restore_writable(*block.context);
+  if (block.handed_out) {
+    reuse_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  block.handed_out = true;
+  cursor_ = index + 1;
+  return Tensor(block.context);
+}
+
+expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
+                                             DLDataType dtype) {
+  auto request = judge_request(shape, ndim, dtype, "TensorPool::allocate");
+  if (!request) {
+    return forward_error(std::move(request));
+  }
   std::lock_guard<detail::SpinMutex> lock(mutex_);
   for (std::size_t step = 0; step < config_.block_count; ++step) {
     const std::size_t index = (cursor_ + step) % config_.block_count;
     Block& block = blocks_[index];
-    if (!block_is_free(block)) {
-      continue;
+    if (block_is_free(block)) {
+      block.reference->recycle();
+      return hand_out(block, index, *request);
     }
-    request.data = block.data;
-    // Within the capacity reserved at creation: no allocation, nothing to throw.
-    detail::assign_view(*block.context, request, 0,
-                        DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION});
-    detail::ContextAccess::restore_writable(*block.context);
-    if (block.handed_out) {
-      reuse_count_.fetch_add(1, std::memory_order_relaxed);
-    }
-    block.reference->recycle();
-    block.handed_out = true;
-    cursor_ = index + 1;
-    // Built under the lock, so the block is named before another allocate looks at it.
-    return Tensor(block.context);
   }
   // Short enough to need no heap allocation: callers retry on this in loops.
+  return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");
+}
+
+expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
+                                             DLDataType dtype, cudaStream_t stream) {
+  constexpr const char* kWho = "TensorPool::allocate";
+  auto request = judge_request(shape, ndim, dtype, kWho);
+  if (!request) {
+    return forward_error(std::move(request));
+  }
+  // A wait on a capturing stream would be refused and would invalidate the capture.
+  if (auto location = detail::locate_stream(stream); !location) {
+    Error error = std::move(location.error());
+    error.message = std::string(kWho) + ": " + error.message;
+    return make_unexpected(std::move(error));
+  }
+  std::lock_guard<detail::SpinMutex> lock(mutex_);
+  for (std::size_t step = 0; step < config_.block_count; ++step) {
+    const std::size_t index = (cursor_ + step) % config_.block_count;
+    Block& block = blocks_[index];
+    if (block_is_named(block)) {
+      continue;
+    }
+    if (auto ordered = block.reference->hand_over_to(stream); !ordered) {
+      Error error = std::move(ordered.error());
+      error.message = std::string(kWho) + ": " + error.message;
+      return make_unexpected(std::move(error));
+    }
+    return hand_out(block, index, *request);
+  }
   return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");
 }
 

@@ -61,6 +61,21 @@ class TensorPool {
   expected<Tensor, Error> allocate(const std::vector<std::int64_t>& shape, DLDataType dtype) {
     return allocate(shape.data(), static_cast<std::int32_t>(shape.size()), dtype);
   }
+  /**
+   * @brief Stream-ordered allocate for the producer stream `stream`: a block that nothing names
+   *        is handed out even while the GPU still uses it, and `stream` is made to wait for every
+   *        point recorded on the block (one cudaStreamWaitEvent each, none for a point recorded
+   *        on `stream` itself), so work queued on `stream` afterwards may write it. No event
+   *        query, no host wait. kResourceExhausted at once when every block is named,
+   * kNotImplemented for a stream that is capturing a graph, kCudaError when a wait fails.
+   */
+  expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype,
+                                   cudaStream_t stream);
+  /** @brief As above, with the shape in a vector. */
+  expected<Tensor, Error> allocate(const std::vector<std::int64_t>& shape, DLDataType dtype,
+                                   cudaStream_t stream) {
+    return allocate(shape.data(), static_cast<std::int32_t>(shape.size()), dtype, stream);
+  }
 
   /** @brief Blocks that could be handed out now (polls deallocation points, never waits). */
   std::size_t available_blocks();
@@ -87,6 +102,10 @@ class TensorPool {
 
  private:
   expected<void, Error> allocate_memory();
+  expected<DLTensor, Error> judge_request(const std::int64_t* shape, std::int32_t ndim,
+                                          DLDataType dtype, const char* who) const;
+  Tensor hand_out(Block& block, std::size_t index, DLTensor& request);
+  static bool block_is_named(Block& block) noexcept;
   static bool block_is_free(Block& block) noexcept;
 
   TensorPoolConfig config_;

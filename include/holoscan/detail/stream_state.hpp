@@ -51,6 +51,13 @@ class StreamState {
    *        completed too. Never blocks.
    */
   bool poll_idle() noexcept;
+  /**
+   * @brief Makes `stream` wait for every point held (one cudaStreamWaitEvent each, none for a
+   *        point recorded on `stream` itself), then returns every event and forgets all points;
+   *        on a failed wait nothing is forgotten and the error names it. Never blocks, never
+   *        queries.
+   */
+  expected<void, Error> hand_over_to(cudaStream_t stream) noexcept;
   /** @brief Whether any readiness or deallocation point is held. */
   bool holds_points() const noexcept;
   /**

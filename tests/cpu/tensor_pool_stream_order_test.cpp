@@ -1,0 +1,142 @@
+// Covers the pool's stream-ordered allocate against the fake runtime: a dropped block is handed out
+// while the GPU still reads it, with the producer stream made to wait for its points (one wait
+// each, none for its own), no query and no host wait; and its refusals.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "cuda_api.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/fake_cuda_test.hpp"
+#include "support/gtest_printers.hpp"
+
+namespace holoscan {
+namespace {
+
+using test::CudaEntry;
+
+constexpr DLDataType kFloat32{kDLFloat, 32, 1};
+
+class PoolStreamOrder : public test::FakeCudaTest {
+ protected:
+  std::shared_ptr<TensorPool> make_pool(std::size_t blocks) {
+    auto pool = TensorPool::create({PoolMemory::kDevice, 0, 1024, blocks});
+    EXPECT_TRUE(pool.has_value()) << pool.error().message;
+    return pool.has_value() ? *pool : nullptr;
+  }
+  // An event recorded on `stream` now: done once everything queued on it so far is.
+  cudaEvent_t mark(cudaStream_t stream) {
+    cudaEvent_t event = nullptr;
+    EXPECT_EQ(test::FakeCuda::table().event_create_with_flags(&event, 0), cudaSuccess);
+    EXPECT_EQ(test::FakeCuda::table().event_record(event, stream), cudaSuccess);
+    return event;
+  }
+  bool done(cudaEvent_t event) { return test::FakeCuda::table().event_query(event) == cudaSuccess; }
+};
+
+TEST_F(PoolStreamOrder, BusyBlockIsHandedOutWithTheProducerOrderedAfterItsReaders) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t reader_a = fake().create_stream(0);
+  cudaStream_t reader_b = fake().create_stream(0);
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  {
+    auto first = pool->allocate({16}, kFloat32, producer);
+    ASSERT_TRUE(first.has_value()) << first.error().message;
+    ASSERT_TRUE(first->set_readiness_stream(producer));
+    ASSERT_TRUE(first->synchronize_for_consumer(reader_a).has_value());
+    ASSERT_TRUE(first->synchronize_for_consumer(reader_b).has_value());
+    fake().launch(reader_a);
+    fake().launch(reader_b);
+    ASSERT_TRUE(first->set_deallocation_stream(reader_a));
+    ASSERT_TRUE(first->set_deallocation_stream(reader_b));
+  }
+  EXPECT_EQ(pool->available_blocks(), 0u);  // polling says the readers still run
+  const auto queries = fake().calls(CudaEntry::kEventQuery);
+  const auto waits = fake().calls(CudaEntry::kStreamWaitEvent);
+  auto second = pool->allocate({16}, kFloat32, producer);
+  ASSERT_TRUE(second.has_value()) << second.error().message;
+  EXPECT_EQ(fake().calls(CudaEntry::kEventQuery), queries);         // nothing asked
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), waits + 2);  // one per reader
+  EXPECT_EQ(pool->reuse_count(), 1u);
+  EXPECT_FALSE(second->read_only());
+
+  // Work the producer queues now runs after both readers.
+  const cudaEvent_t write = mark(producer);
+  EXPECT_FALSE(done(write));
+  fake().complete(reader_a);
+  EXPECT_FALSE(done(write));
+  fake().complete(reader_b);
+  EXPECT_TRUE(done(write));
+  (void)test::FakeCuda::table().event_destroy(write);
+}
+
+TEST_F(PoolStreamOrder, PointsOnTheProducerItselfNeedNoWait) {
+  cudaStream_t producer = fake().create_stream(0);
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  {
+    auto first = pool->allocate({16}, kFloat32, producer);
+    ASSERT_TRUE(first.has_value());
+    fake().launch(producer);
+    ASSERT_TRUE(first->set_readiness_stream(producer));
+    ASSERT_TRUE(first->set_deallocation_stream(producer));
+  }
+  const auto waits = fake().calls(CudaEntry::kStreamWaitEvent);
+  ASSERT_TRUE(pool->allocate({16}, kFloat32, producer).has_value());
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), waits);
+}
+
+TEST_F(PoolStreamOrder, NamedBlocksAreNeverHandedOut) {
+  cudaStream_t producer = fake().create_stream(0);
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  auto held = pool->allocate({16}, kFloat32, producer);
+  ASSERT_TRUE(held.has_value());
+  auto refused = pool->allocate({16}, kFloat32, producer);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kResourceExhausted);
+  held->memory_reference()->release_tensor_handle();  // a surplus release changes nothing
+  EXPECT_FALSE(pool->allocate({16}, kFloat32, producer).has_value());
+}
+
+TEST_F(PoolStreamOrder, CapturingProducerIsRefusedWithoutAWait) {
+  cudaStream_t producer = fake().create_stream(0);
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  fake().set_capture(producer, cudaStreamCaptureStatusActive);
+  const auto waits = fake().calls(CudaEntry::kStreamWaitEvent);
+  auto refused = pool->allocate({16}, kFloat32, producer);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kNotImplemented);
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), waits);
+  fake().set_capture(producer, cudaStreamCaptureStatusNone);
+  EXPECT_TRUE(pool->allocate({16}, kFloat32, producer).has_value());
+}
+
+TEST_F(PoolStreamOrder, FailedWaitKeepsTheBlockAndItsPoints) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t reader = fake().create_stream(0);
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  {
+    auto first = pool->allocate({16}, kFloat32, producer);
+    ASSERT_TRUE(first.has_value());
+    fake().launch(reader);
+    ASSERT_TRUE(first->set_deallocation_stream(reader));
+  }
+  fake().fail_next(CudaEntry::kStreamWaitEvent, cudaErrorLaunchFailure);
+  auto refused = pool->allocate({16}, kFloat32, producer);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kCudaError);
+  EXPECT_NE(refused.error().message.find("cudaStreamWaitEvent"), std::string::npos);
+  EXPECT_NE(refused.error().message.find("cudaErrorLaunchFailure"), std::string::npos);
+  // The point is still there: the next try waits for it again.
+  const auto waits = fake().calls(CudaEntry::kStreamWaitEvent);
+  ASSERT_TRUE(pool->allocate({16}, kFloat32, producer).has_value());
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), waits + 1);
+}
+
+}  // namespace
+}  // namespace holoscan
