@@ -4,8 +4,8 @@
 # GPU tests under compute-sanitizer (memcheck, racecheck, synccheck), and the benchmarks with their
 # floor ratios. Logs go to $OUT (or out/gpu-check); a summary is printed last.
 #
-# Usage: gpu-check.sh [STAGE...] with stages build, test, demo, python, sanitize, probe, bench
-# (default: all). SANITIZER_TOOLS picks the compute-sanitizer tools (default: memcheck racecheck
+# Usage: gpu-check.sh [STAGE...] with stages build, test, demo, python, sanitize, probe, bench,
+# pipeline (default: all). SANITIZER_TOOLS picks the compute-sanitizer tools (default: memcheck racecheck
 # synccheck initcheck); BENCH_REPETITIONS the interleaved repetitions of the benchmarks (default 7).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,7 +14,7 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-stages=${*:-build test demo python sanitize probe bench}
+stages=${*:-build test demo python sanitize probe bench pipeline}
 
 build() {
   if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
@@ -112,6 +112,13 @@ bench() {
   fi
   python3 scripts/bench-report.py "$out/bench.json" >"$out/bench-ratios.txt" 2>&1
   cat "$out/bench-ratios.txt"
+}
+
+pipeline() {
+  build/gpu/benchmarks/holoscan_dlpack_pipeline_benchmark "${PIPELINE_REPETITIONS:-5}" \
+    "$out/pipeline.json" >"$out/pipeline.txt" 2>&1
+  note "pipeline: exit $? — $(tail -1 "$out/pipeline.txt")"
+  cat "$out/pipeline.txt"
 }
 
 for stage in $stages; do
