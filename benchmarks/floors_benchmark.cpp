@@ -2,6 +2,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "allocation_counter.hpp"
 #include "benchmark_cuda.hpp"
 
 namespace {
@@ -83,6 +84,6 @@ void BM_Floor_AtomicPair(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Floor_AtomicPair);
-BENCHMARK(BM_Floor_AtomicPair)->Threads(16)->UseRealTime();
+HOLOSCAN_BENCH_SIXTEEN_THREADS(BM_Floor_AtomicPair);
 
 }  // namespace

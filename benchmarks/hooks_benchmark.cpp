@@ -101,6 +101,6 @@ void BM_RetainRelease(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RetainRelease);
-BENCHMARK(BM_RetainRelease)->Threads(16)->UseRealTime();
+HOLOSCAN_BENCH_SIXTEEN_THREADS(BM_RetainRelease);
 
 }  // namespace

@@ -63,7 +63,7 @@ void BM_TensorCopyAndDestroy(benchmark::State& state) {
   report_allocations(state, start);
 }
 BENCHMARK(BM_TensorCopyAndDestroy);
-BENCHMARK(BM_TensorCopyAndDestroy)->Threads(16)->UseRealTime();
+HOLOSCAN_BENCH_SIXTEEN_THREADS(BM_TensorCopyAndDestroy);
 
 void BM_PoolAllocateAndRelease_Host(benchmark::State& state) {
   holoscan::TensorPoolConfig config;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Prints each benchmark's time beside the floor and the peer measured in the same run.
 
-Usage: bench-report.py BENCHMARK_JSON [--markdown]. Uses the median aggregate when repetitions
-were run. Every ratio is computed from rows of the one JSON file given: no figure is typed in.
+Usage: bench-report.py BENCHMARK_JSON... [--markdown]. Uses the median aggregate when repetitions
+were run. A row is taken from the first file that has it, and its floor and its peer from that
+same file (one process, one run): no figure is typed in, none is mixed across processes.
 """
 import json
 import sys
@@ -54,15 +55,18 @@ def verdict(ratio, target):
 
 
 def main():
-    times, extras = load(sys.argv[1])
-    markdown = "--markdown" in sys.argv[2:]
+    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+    markdown = "--markdown" in sys.argv[1:]
+    runs = [load(path) for path in paths]
     header = ["operation", "ns", "floor ns", "x floor", "target", "peer ns", "x peer", "target",
               "notes"]
     lines = []
     for name, (floors, peer, floor_target, peer_target) in ROWS.items():
-        ns = times.get(name)
-        if ns is None:
+        found = next((run for run in runs if run[0].get(name) is not None), None)
+        if found is None:
             continue
+        times, extras = found
+        ns = times[name]
         floor = sum(times.get(f) or 0.0 for f in floors) if floors else None
         floor_ratio = ns / floor if floor else None
         peer_ns = times.get(peer) if peer else None
@@ -88,11 +92,12 @@ def main():
         print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
         for line in lines:
             print("  ".join(c.ljust(w) for c, w in zip(line, widths)))
-    print()
-    print("raw rows (median ns):")
-    for name, ns in times.items():
-        shown = "skipped" if ns is None else f"{ns:.1f}"
-        print(f"  {name:52} {shown:>10}  {extras.get(name, '')}")
+    for path, (times, extras) in zip(paths, runs):
+        print()
+        print(f"raw rows of {path} (median ns):")
+        for name, ns in times.items():
+            shown = "skipped" if ns is None else f"{ns:.1f}"
+            print(f"  {name:52} {shown:>10}  {extras.get(name, '')}")
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ sanitize() {
     echo "===== compute-sanitizer --tool $tool" >>"$out/sanitizers.log"
     # API errors are left out: the capture and no-readiness tests fail CUDA calls on purpose and
     # check those errors themselves. The pool stress test runs fewer rounds under the sanitizer.
-    HOLOSCAN_DLPACK_POOL_ITERATIONS=300 timeout "${SANITIZER_TIMEOUT:-600}" \
+    HOLOSCAN_DLPACK_POOL_ITERATIONS=300 HOLOSCAN_DLPACK_STRESS_TENSORS=2000 timeout "${SANITIZER_TIMEOUT:-600}" \
       compute-sanitizer --tool "$tool" --error-exitcode 9 \
       --report-api-errors no "$gpu_tests" --gtest_brief=1 >>"$out/sanitizers.log" 2>&1
     local status=$?
@@ -91,26 +91,32 @@ probe() {
   cat "$out/cuda-semantics.txt"
 }
 
-# One binary measures the library, the raw-call floors and, when PyTorch was found, PyTorch's
-# side: ratios come from one run, with the repetitions interleaved.
-bench() {
-  local binary=build/gpu/benchmarks/holoscan_dlpack_torch_benchmarks
-  [ -x "$binary" ] || binary=build/gpu/benchmarks/holoscan_dlpack_benchmarks
-  note "benchmarks: $(basename "$binary"), $(date -u +%Y-%m-%dT%H:%MZ)"
-  "$binary" --benchmark_repetitions="${BENCH_REPETITIONS:-7}" \
+# Each binary measures the library beside the raw-call floors in one process; the one that links
+# PyTorch (when found) measures PyTorch's side there too, so that every ratio comes from one
+# process and one run. The plain binary adds the 16-thread rows and the allocation counts.
+run_benchmarks() {  # binary json
+  "$1" --benchmark_repetitions="${BENCH_REPETITIONS:-7}" \
     --benchmark_enable_random_interleaving=true --benchmark_min_time="${BENCH_MIN_TIME:-0.1s}" \
-    --benchmark_report_aggregates_only=true --benchmark_out="$out/bench.json" \
-    --benchmark_out_format=json >"$out/bench.txt" 2>&1
+    --benchmark_report_aggregates_only=true --benchmark_out="$2" \
+    --benchmark_out_format=json >"${2%.json}.txt" 2>&1
   local status=$?
-  note "benchmarks: exit $status"
+  note "benchmarks $(basename "$1"): exit $status"
   if [ "$status" -ne 0 ]; then
-    # Find the benchmark that failed: one process each, in order.
-    for name in $("$binary" --benchmark_list_tests); do
-      "$binary" --benchmark_filter="^${name}\$" --benchmark_min_time=0.01s >/dev/null 2>&1 ||
-        note "benchmark $name: exit $?"
-    done
+    tail -3 "${2%.json}.txt" | tee -a "$summary"
   fi
-  python3 scripts/bench-report.py "$out/bench.json" >"$out/bench-ratios.txt" 2>&1
+}
+
+bench() {
+  note "benchmarks: $(date -u +%Y-%m-%dT%H:%MZ)"
+  local files=()
+  if [ -x build/gpu/benchmarks/holoscan_dlpack_torch_benchmarks ]; then
+    run_benchmarks build/gpu/benchmarks/holoscan_dlpack_torch_benchmarks "$out/bench-torch.json" &&
+      files+=("$out/bench-torch.json")
+  fi
+  run_benchmarks build/gpu/benchmarks/holoscan_dlpack_benchmarks "$out/bench.json"
+  files+=("$out/bench.json")
+  python3 scripts/bench-report.py "${files[@]}" >"$out/bench-ratios.txt" 2>&1
+  python3 scripts/bench-report.py "${files[@]}" --markdown >"$out/bench-table.md" 2>&1
   cat "$out/bench-ratios.txt"
 }
 
