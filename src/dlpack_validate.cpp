@@ -75,12 +75,17 @@ std::int64_t saturate(Wide value) noexcept {
 
 Wide element_bits(DLDataType dtype) noexcept { return Wide{dtype.bits} * dtype.lanes; }
 
-Wide item_bytes(DLDataType dtype) noexcept { return (element_bits(dtype) + 7) / 8; }
+// Bits to whole bytes with shifts: a 128-bit division is a library call, a shift is not. An
+// arithmetic right shift rounds toward minus infinity, so it floors negative values too.
+Wide bytes_rounded_up(Wide bits) noexcept { return (bits + 7) >> 3; }
+Wide bytes_rounded_down(Wide bits) noexcept { return bits >> 3; }
+
+Wide item_bytes(DLDataType dtype) noexcept { return bytes_rounded_up(element_bits(dtype)); }
 
 // Bytes spanned by `elements` consecutive elements, exact for packed sub-byte types.
 Wide wide_payload_bytes(Wide elements, DLDataType dtype, std::uint64_t flags) noexcept {
   if (is_packed_sub_byte(dtype, flags)) {
-    return (elements * element_bits(dtype) + 7) / 8;
+    return bytes_rounded_up(elements * element_bits(dtype));
   }
   return elements * item_bytes(dtype);
 }
@@ -89,7 +94,7 @@ Wide wide_stride_bytes(Wide stride, DLDataType dtype, std::uint64_t flags) noexc
   if (!is_packed_sub_byte(dtype, flags)) {
     return stride * item_bytes(dtype);
   }
-  const Wide magnitude = ((stride < 0 ? -stride : stride) * element_bits(dtype) + 7) / 8;
+  const Wide magnitude = bytes_rounded_up((stride < 0 ? -stride : stride) * element_bits(dtype));
   return stride < 0 ? -magnitude : magnitude;
 }
 
@@ -261,8 +266,8 @@ expected<Layout, Error> validate_dl_tensor(const DLTensor& tensor, std::uint64_t
     }
   }
   // Whole bytes touched: low rounded down, high rounded up.
-  const Wide low = low_bits >= 0 ? low_bits / 8 : -((-low_bits + 7) / 8);
-  const Wide high = (high_bits + 7) / 8;
+  const Wide low = bytes_rounded_down(low_bits);
+  const Wide high = bytes_rounded_up(high_bits);
   const Wide offset = tensor.byte_offset;
   if (offset > kInt64Max || offset + high > kInt64Max || offset + low < -kInt64Max) {
     return make_unexpected(invalid(who, "byte_offset " + std::to_string(tensor.byte_offset) +

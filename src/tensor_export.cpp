@@ -5,6 +5,7 @@
 
 #include "dlpack_validate.hpp"
 #include "holoscan/tensor.hpp"
+#include "recycler.hpp"
 
 namespace holoscan {
 namespace {
@@ -21,12 +22,29 @@ struct ExportedTensor {
   std::array<std::int64_t, 2 * kInlineDims> inline_dims{};
   std::unique_ptr<std::int64_t[]> heap_dims;
 
+  // The owner's memory is recycled: once warm an export and its deleter allocate nothing.
+  static auto& recycler() noexcept {
+    return detail::BlockRecycler<sizeof(ExportedTensor), alignof(ExportedTensor)>::instance();
+  }
+  static ExportedTensor* make() noexcept {
+    void* memory = recycler().take();
+    return memory != nullptr ? new (memory) ExportedTensor() : nullptr;
+  }
+  static void destroy(ExportedTensor* owner) noexcept {
+    owner->~ExportedTensor();
+    recycler().give(owner);
+  }
+  /** @brief Deleter of the unique_ptr that holds an owner until it is handed out. */
+  struct Destroy {
+    void operator()(ExportedTensor* owner) const noexcept { destroy(owner); }
+  };
+
   static void delete_export(Managed* self) noexcept {
     auto* owner = static_cast<ExportedTensor*>(self->manager_ctx);
     if (owner->context->memory_reference != nullptr) {
       owner->context->memory_reference->release_tensor_handle();
     }
-    delete owner;
+    destroy(owner);
   }
 };
 
@@ -42,8 +60,8 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
       !layout) {
     return forward_error(std::move(layout));
   }
-  auto owner =
-      std::unique_ptr<ExportedTensor<Managed>>(new (std::nothrow) ExportedTensor<Managed>());
+  std::unique_ptr<ExportedTensor<Managed>, typename ExportedTensor<Managed>::Destroy> owner(
+      ExportedTensor<Managed>::make());
   if (owner == nullptr) {
     return make_unexpected(ErrorCode::kResourceExhausted,
                            std::string(who) + ": out of host memory");

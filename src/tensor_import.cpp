@@ -2,8 +2,10 @@
 #include <new>
 #include <string>
 
+#include "context_recycler.hpp"
 #include "dlpack_validate.hpp"
 #include "holoscan/tensor.hpp"
+#include "recycler.hpp"
 #include "tensor_view.hpp"
 
 namespace holoscan {
@@ -30,9 +32,11 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
   }
   std::shared_ptr<DLManagedTensorContext> context;
   try {
-    context = std::make_shared<DLManagedTensorContext>();
+    // Recycled context, control blocks and owner: once warm an import allocates nothing.
+    context = detail::make_recycled_context();
     detail::assign_view(*context, producer, flags, version);
-    context->memory_reference = std::make_shared<Buffer>(managed);  // nothing can fail after it
+    context->memory_reference = std::allocate_shared<Buffer>(detail::RecyclingAllocator<Buffer>{},
+                                                             managed);  // nothing can fail after it
   } catch (...) {
     return make_unexpected(ErrorCode::kResourceExhausted,
                            std::string(who) + ": out of host memory (the caller keeps ownership)");
