@@ -44,6 +44,7 @@ void BM_Hop3_Library(benchmark::State& state) {
   HopStreams streams;
   (void)holoscan::reserve_stream_events(0, 256);
   const auto start = holoscan_bench::thread_allocations();
+  const auto events_before = holoscan::created_stream_events(0);
   for (auto _ : state) {
     auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer->managed);
     tensor->set_readiness_stream(streams.producer);
@@ -53,6 +54,10 @@ void BM_Hop3_Library(benchmark::State& state) {
     }
   }
   holoscan_bench::report_allocations(state, start);
+  // Events the pool had to create during the loop (0 once warm), and releases still queued.
+  state.counters["events_created"] =
+      static_cast<double>(holoscan::created_stream_events(0) - events_before);
+  state.counters["pending_at_end"] = static_cast<double>(holoscan::pending_deferred_releases());
   holoscan::flush_deferred_releases();
 }
 BENCHMARK(BM_Hop3_Library);

@@ -104,6 +104,7 @@ run_benchmarks() {  # binary json
   if [ "$status" -ne 0 ]; then
     tail -3 "${2%.json}.txt" | tee -a "$summary"
   fi
+  return "$status"
 }
 
 bench() {

@@ -36,6 +36,20 @@ std::chrono::milliseconds exit_drain_limit() noexcept {
   return std::chrono::milliseconds(ms);
 }
 
+// The shortest rest between two polling rounds (HOLOSCAN_DLPACK_RELEASE_POLL_US): how soon a
+// release runs after the GPU passed its points, against how often the thread asks the driver.
+std::chrono::microseconds poll_interval() noexcept {
+  const char* text = std::getenv("HOLOSCAN_DLPACK_RELEASE_POLL_US");
+  if (text != nullptr && *text != '\0') {
+    char* end = nullptr;
+    const long us = std::strtol(text, &end, 10);
+    if (*end == '\0' && us > 0 && us <= 1'000'000) {
+      return std::chrono::microseconds(us);
+    }
+  }
+  return std::chrono::microseconds(50);
+}
+
 }  // namespace
 
 ReleaseQueue& ReleaseQueue::instance() noexcept {
@@ -331,7 +345,8 @@ void ReleaseQueue::run() noexcept {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   (void)cuda().thread_exchange_stream_capture_mode(&mode);
 
-  auto idle = kMinIdle;
+  const std::chrono::microseconds min_idle = poll_interval();
+  auto idle = min_idle;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!abandoned_) {
     active_.splice(active_.end(), incoming_);
@@ -348,14 +363,22 @@ void ReleaseQueue::run() noexcept {
     const bool stopping = stopping_;
     const std::uint64_t inherited_below = inherited_below_;
     lock.unlock();
+    const auto started = std::chrono::steady_clock::now();
     poll_active(inherited_below);  // only this thread changes the points of active releases
     lock.lock();
     move_completed_to_running();
     const bool progressed = run_ready(lock);
-    idle = progressed || flushing ? kMinIdle : std::min(idle * 2, kMaxIdle);
+    // Each round's CUDA calls contend with the application's for the driver: the thread rests
+    // at least kRestFactor times as long as its round took, and new releases do not cut the rest
+    // short (they join the next round); only a flush or the exit drain does.
+    const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - started);
+    idle = progressed || flushing ? min_idle : std::min(idle * 2, kMaxIdle);
+    idle = std::max(idle, std::min(spent * kRestFactor, kMaxIdle));
     if (!active_.empty() && !abandoned_) {
-      wake_.wait_for(lock, idle,
-                     [&] { return !incoming_.empty() || abandoned_ || stopping_ != stopping; });
+      wake_.wait_for(lock, flushing ? min_idle : idle, [&] {
+        return abandoned_ || stopping_ != stopping || (flushers_ > 0 && !flushing);
+      });
     }
   }
   closed_ = true;

@@ -78,8 +78,8 @@ class ReleaseQueue {
   void after_fork_in_parent() noexcept;
   void after_fork_in_child() noexcept;
 
-  static constexpr std::chrono::microseconds kMinIdle{20};
   static constexpr std::chrono::microseconds kMaxIdle{1000};
+  static constexpr int kRestFactor = 9;  // at most a tenth of the time spent polling
   // Past this, the points of a fan-in that has not completed are queried one by one, so that a
   // slow stream does not hold back the releases it happened to be fanned in with.
   static constexpr std::chrono::microseconds kFanInPatience{1000};
