@@ -79,10 +79,8 @@ bool ReleaseQueue::start_worker_locked() noexcept {
 }
 
 // After warm-up a push allocates nothing (a finished node and the ticket vector's room are
-// reused) and makes no system call: the worker is woken only from an untimed sleep; while it
-// polls it finds the release on its next round (at most kMaxIdle later).
+// reused) and makes no system call: the worker finds the release on its next round.
 bool ReleaseQueue::push(PendingRelease&& pending) noexcept {
-  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_ || !start_worker_locked()) {
@@ -112,10 +110,6 @@ bool ReleaseQueue::push(PendingRelease&& pending) noexcept {
     node.started = false;
     node.fan_in = 0;
     ++next_ticket_;
-    wake = worker_sleeping_;
-  }
-  if (wake) {
-    wake_.notify_one();
   }
   return true;
 }
@@ -347,6 +341,7 @@ void ReleaseQueue::run() noexcept {
 
   const std::chrono::microseconds min_idle = poll_interval();
   auto idle = min_idle;
+  auto quiet = min_idle;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!abandoned_) {
     active_.splice(active_.end(), incoming_);
@@ -354,11 +349,15 @@ void ReleaseQueue::run() noexcept {
       if (stopping_) {
         break;
       }
-      worker_sleeping_ = true;
-      wake_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
-      worker_sleeping_ = false;
+      // Nothing to do: rest longer and longer (up to kQuietMax) rather than sleep until woken.
+      // A push never wakes this thread: waking a sleeping thread is a system call and a
+      // cross-core interrupt (microseconds), which the application's thread would pay on every
+      // drop after a quiet spell. A flush (of something queued) or the exit drain wakes it.
+      quiet = std::min(quiet * 2, kQuietMax);
+      wake_.wait_for(lock, quiet, [&] { return stopping_ || !incoming_.empty(); });
       continue;
     }
+    quiet = min_idle;
     const bool flushing = flushers_ > 0;
     const bool stopping = stopping_;
     const std::uint64_t inherited_below = inherited_below_;
@@ -452,7 +451,6 @@ void ReleaseQueue::after_fork_in_child() noexcept {
     return;  // forked from a deleter: this thread is the worker, alive in the child too
   }
   (void)worker_.release();  // a thread that does not exist here: neither joined nor destroyed
-  worker_sleeping_ = false;
   for (PendingRelease& pending : running_) {
     pending.started = false;  // the dead worker's release in progress is dropped like the rest
   }

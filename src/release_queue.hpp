@@ -79,6 +79,8 @@ class ReleaseQueue {
   void after_fork_in_child() noexcept;
 
   static constexpr std::chrono::microseconds kMaxIdle{1000};
+  // The longest rest with nothing queued: how late a release may start after a quiet spell.
+  static constexpr std::chrono::microseconds kQuietMax{20'000};
   static constexpr int kRestFactor = 9;  // at most a tenth of the time spent polling
   // Past this, the points of a fan-in that has not completed are queried one by one, so that a
   // slow stream does not hold back the releases it happened to be fanned in with.
@@ -100,7 +102,6 @@ class ReleaseQueue {
   bool closed_ = false;     // the exit drain ended (or was abandoned): nothing more is taken
   bool abandoned_ = false;  // the exit drain ran out of time: nothing more is run
   std::unique_ptr<std::thread> worker_;
-  bool worker_sleeping_ = false;  // in an untimed wait: a push must wake it
   // The worker's own (never under the lock): fan-ins, and its stream per device with the CUDA
   // table that made them (tests swap tables).
   std::array<FanIn, kFanInSlots> fan_ins_{};
