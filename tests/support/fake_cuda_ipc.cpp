@@ -115,7 +115,16 @@ struct FakeCudaIpc::State {
   std::mutex mutex;
   int devices = 1;
   std::unordered_map<int, std::array<std::uint8_t, 16>> uuids;
-  std::unordered_set<Event*> events;  // objects are leaked so that no handle is ever reused
+  // Events are never freed, so that no handle is ever reused by address: `owned` keeps every one,
+  // `events` the ones alive.
+  std::vector<std::unique_ptr<Event>> owned;
+  std::unordered_set<Event*> events;
+
+  Event* add_event() {
+    owned.push_back(std::make_unique<Event>());
+    events.insert(owned.back().get());
+    return owned.back().get();
+  }
   std::unordered_map<cudaStream_t, std::vector<cudaEvent_t>> stream_waits;
   std::map<std::uintptr_t, Registered> registered;
   std::unordered_map<std::uintptr_t, int> open_handles;  // legacy base -> open count
@@ -253,11 +262,10 @@ cudaError_t event_create_with_flags(cudaEvent_t* handle, unsigned int) {
       return cudaErrorMemoryAllocation;
     }
     slots[slot].state.store(1, std::memory_order_release);  // never recorded: complete
-    auto* event = new Event();
+    Event* event = s.add_event();
     (void)runtime().get_device(&event->device);
     event->slot = slot;
     event->owner = ::getpid();
-    s.events.insert(event);
     *handle = reinterpret_cast<cudaEvent_t>(event);
     return cudaSuccess;
   });
@@ -391,11 +399,10 @@ cudaError_t ipc_open_event_handle(cudaEvent_t* opened, cudaIpcEventHandle_t hand
     if (bytes.magic != kEventMagic || bytes.slot >= kSlots) {
       return cudaErrorInvalidResourceHandle;
     }
-    auto* event = new Event();
+    Event* event = s.add_event();
     event->opened = true;
     event->slot = bytes.slot;
     (void)runtime().get_device(&event->device);
-    s.events.insert(event);
     *opened = reinterpret_cast<cudaEvent_t>(event);
     return cudaSuccess;
   });
