@@ -799,17 +799,17 @@ const detail::CudaIpcApi kFakeTable = {
     &get_error_string,
 };
 
-// As in fake_cuda.cpp: the lock is held across fork(), and the child gets a fresh one.
+// The lock is held across fork(), so that no other thread holds it in the child; the forking
+// thread, which took it, gives it back on both sides (no condition variable to remake here).
 void lock_for_fork() { state().mutex.lock(); }
 void unlock_after_fork() { state().mutex.unlock(); }
-void renew_after_fork() { new (&state().mutex) std::mutex(); }
 
 }  // namespace
 
 FakeCudaIpc::FakeCudaIpc() : state_(new State()) {
   the_state = state_;
   (void)shared_slots();
-  (void)pthread_atfork(lock_for_fork, unlock_after_fork, renew_after_fork);
+  (void)pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);
 }
 
 FakeCudaIpc& FakeCudaIpc::instance() {
