@@ -19,12 +19,14 @@
 
 namespace holoscan::ipc {
 
+using holoscan::detail::ExportableAllocation;
+using holoscan::detail::IpcEvent;
+
 struct ExportedTensor::State {
   TensorDescriptor descriptor;
-  holoscan::detail::ExportableAllocation
-      allocation;                        // owns the fd made for this export, if one was
-  Tensor claim;                          // keeps a lent fd's owner (a pool) alive too
-  holoscan::detail::IpcEvent readiness;  // null event when there is none
+  ExportableAllocation allocation;  // owns the fd made for this export, if one was
+  Tensor claim;                     // keeps a lent fd's owner (a pool) alive too
+  IpcEvent readiness;               // null event when there is none
 
   State() = default;
   State(const State&) = delete;
@@ -54,8 +56,7 @@ void describe_layout(const Tensor& tensor, TensorDescriptor& d) {
   d.dlpack_flags = tensor.flags() | DLPACK_FLAG_BITMASK_READ_ONLY;  // imports are read-only
 }
 
-expected<void, Error> describe_memory(const Tensor& tensor,
-                                      const holoscan::detail::ExportableAllocation& allocation,
+expected<void, Error> describe_memory(const Tensor& tensor, const ExportableAllocation& allocation,
                                       TensorDescriptor& d) {
   const auto data = reinterpret_cast<std::uintptr_t>(tensor.data());
   const auto base = reinterpret_cast<std::uintptr_t>(allocation.base);
@@ -80,7 +81,7 @@ expected<void, Error> describe_memory(const Tensor& tensor,
 
 // Records the interprocess event the importer waits on: after the tensor's readiness point, on
 // `stream` (the readiness stream itself costs no wait).
-expected<holoscan::detail::IpcEvent, Error> record_readiness(Tensor& tensor, cudaStream_t stream) {
+expected<IpcEvent, Error> record_readiness(Tensor& tensor, cudaStream_t stream) {
   if (tensor.has_readiness_stream_contract()) {
     if (auto ordered = tensor.synchronize_for_consumer(stream); !ordered) {
       return tl::unexpected<Error>(std::move(ordered.error()));

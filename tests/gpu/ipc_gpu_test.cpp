@@ -235,7 +235,8 @@ TEST_F(IpcGpuTest, TenThousandRoundTripsKeepMemoryAndDescriptorsFlat) {
   HDL_ASSERT_CUDA(cudaMemGetInfo(&free_after, &total));
   EXPECT_LE(static_cast<long long>(free_before) - static_cast<long long>(free_after), 2 << 20)
       << "the exporter's GPU memory grew";
-  EXPECT_EQ(open_fd_count(), fds_before) << "the exporter's descriptors grew";
+  // The peer's channel and pidfd are closed by now, so the count may only have gone down.
+  EXPECT_LE(open_fd_count(), fds_before) << "the exporter's descriptors grew";
   RecordProperty("round_trips_per_second", std::to_string((count - kWarmUp) / seconds));
   std::printf("ipc: %ld round trips in %.3f s (%.0f/s)\n", count - kWarmUp, seconds,
               (count - kWarmUp) / seconds);
