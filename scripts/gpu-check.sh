@@ -5,8 +5,9 @@
 # floor ratios. Logs go to $OUT (or out/gpu-check); a summary is printed last.
 #
 # Usage: gpu-check.sh [STAGE...] with stages build, test, demo, python, sanitize, probe, bench,
-# pipeline (default: all). SANITIZER_TOOLS picks the compute-sanitizer tools (default: memcheck racecheck
-# synccheck initcheck); BENCH_REPETITIONS the interleaved repetitions of the benchmarks (default 7).
+# pipeline, ipc (default: all). SANITIZER_TOOLS picks the compute-sanitizer tools (default:
+# memcheck racecheck synccheck initcheck); BENCH_REPETITIONS the interleaved repetitions of the
+# benchmarks (default 7).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-$PWD/out/gpu-check}
@@ -14,7 +15,7 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-stages=${*:-build test demo python sanitize probe bench pipeline}
+stages=${*:-build test demo python sanitize probe bench pipeline ipc}
 
 build() {
   if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
@@ -76,7 +77,8 @@ sanitize() {
     echo "===== compute-sanitizer --tool $tool" >>"$out/sanitizers.log"
     # API errors are left out: the capture and no-readiness tests fail CUDA calls on purpose and
     # check those errors themselves. The pool stress test runs fewer rounds under the sanitizer.
-    HOLOSCAN_DLPACK_POOL_ITERATIONS=300 HOLOSCAN_DLPACK_STRESS_TENSORS=2000 timeout "${SANITIZER_TIMEOUT:-600}" \
+    HOLOSCAN_DLPACK_POOL_ITERATIONS=300 HOLOSCAN_DLPACK_IPC_ROUND_TRIPS=500 \
+      HOLOSCAN_DLPACK_STRESS_TENSORS=2000 timeout "${SANITIZER_TIMEOUT:-600}" \
       compute-sanitizer --tool "$tool" --error-exitcode 9 \
       --report-api-errors no "$gpu_tests" --gtest_brief=1 >>"$out/sanitizers.log" 2>&1
     local status=$?
@@ -126,6 +128,32 @@ pipeline() {
     "$out/pipeline.json" >"$out/pipeline.txt" 2>&1
   note "pipeline: exit $? — $(tail -1 "$out/pipeline.txt")"
   cat "$out/pipeline.txt"
+}
+
+# Cross-process tensors: the IPC GPU tests (each importer a separate process), again under
+# compute-sanitizer on both sides (--target-processes all follows the exec'd importers), the demo
+# (10^4 tensors to two consumer processes), and the comparison with torch.multiprocessing.
+ipc() {
+  local gpu_tests=build/gpu/tests/holoscan_dlpack_gpu_tests
+  "$gpu_tests" --gtest_filter='IpcGpu*' >"$out/ipc-tests.log" 2>&1
+  note "ipc gpu tests: exit $? — $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/ipc-tests.log" | tr '\n' ' ')"
+  grep -E '^ipc: ' "$out/ipc-tests.log" | tee -a "$summary"
+  : >"$out/ipc-sanitizers.log"
+  for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}; do
+    echo "===== compute-sanitizer --tool $tool (both sides)" >>"$out/ipc-sanitizers.log"
+    HOLOSCAN_DLPACK_IPC_ROUND_TRIPS=500 timeout "${SANITIZER_TIMEOUT:-600}" \
+      compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+      --report-api-errors no "$gpu_tests" --gtest_filter='IpcGpu*' --gtest_brief=1 \
+      >>"$out/ipc-sanitizers.log" 2>&1
+    note "ipc compute-sanitizer $tool: exit $? — $(grep -c 'ERROR SUMMARY: 0 errors' "$out/ipc-sanitizers.log") clean summaries so far"
+  done
+  build/gpu/examples/holoscan_dlpack_ipc_demo demo >"$out/ipc-demo.log" 2>&1
+  note "ipc demo: exit $? — $(grep -E '^ipc demo: ' "$out/ipc-demo.log" | tr '\n' ' ')"
+  grep -E '^consumer ' "$out/ipc-demo.log" | tee -a "$summary"
+  python3 benchmarks/ipc_bench.py --binary build/gpu/examples/holoscan_dlpack_ipc_demo \
+    >"$out/ipc-bench.txt" 2>&1
+  note "ipc bench: exit $?"
+  tail -5 "$out/ipc-bench.txt" | tee -a "$summary"
 }
 
 for stage in $stages; do

@@ -1,45 +1,18 @@
 #include "holoscan/tensor_pool.hpp"
 
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 #include <new>
 #include <string>
 
-#include <cuda_runtime_api.h>
-
-#include "cuda_error.hpp"
-#include "device_guard.hpp"
 #include "dlpack_validate.hpp"
+#include "exportable_memory.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
+#include "pool_storage.hpp"
 #include "stream_point.hpp"
 #include "tensor_view.hpp"
 
 namespace holoscan {
-
-struct TensorPool::Storage {
-  void* memory = nullptr;
-  PoolMemory kind = PoolMemory::kHost;
-  int device = 0;
-
-  Storage() = default;
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
-  // Runs when the last block reference has let go, after the GPU passed every point on them.
-  ~Storage() {
-    if (memory == nullptr) {
-      return;
-    }
-    if (kind == PoolMemory::kHost) {
-      std::free(memory);
-      return;
-    }
-    detail::DeviceGuard guard(device);
-    if (detail::cuda().free(memory) != cudaSuccess) {
-      (void)detail::cuda().get_last_error();
-    }
-  }
-};
 
 namespace {
 
@@ -47,8 +20,9 @@ constexpr std::size_t kBlockAlignment = 256;
 
 // A block's memory reference: its claims and stream points decide, with the use counts of its
 // context and of itself, when the block is free again. It keeps the pool's memory alive, and
-// lets go of it only once the GPU has passed every point recorded on the block.
-class PoolBlockReference final : public StreamTrackedReference {
+// lets go of it only once the GPU has passed every point recorded on the block. Exports to other
+// processes learn the pool's allocation from it, without asking CUDA.
+class PoolBlockReference final : public StreamTrackedReference, public detail::ExportableMemory {
  public:
   explicit PoolBlockReference(std::shared_ptr<TensorPool::Storage> storage) noexcept
       : storage_(std::move(storage)) {}
@@ -80,6 +54,10 @@ class PoolBlockReference final : public StreamTrackedReference {
     return streams_.hand_over_to(stream);
   }
 
+  expected<detail::ExportableAllocation, Error> exportable_allocation() override {
+    return storage_->exportable();
+  }
+
  private:
   std::shared_ptr<TensorPool::Storage> storage_;
 };
@@ -105,6 +83,10 @@ expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPool
   if (rounded < config.block_bytes || __builtin_mul_overflow(rounded, config.block_count, &total)) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            std::string(kWho) + ": block_bytes * block_count overflows");
+  }
+  if (config.memory == PoolMemory::kHost && config.shareable) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": only device memory can be shareable");
   }
   if (config.memory == PoolMemory::kDevice && config.device < 0) {
     return make_unexpected(
@@ -134,46 +116,19 @@ TensorPool::TensorPool(Private, const TensorPoolConfig& config)
 TensorPool::~TensorPool() = default;
 
 expected<void, Error> TensorPool::allocate_memory() {
-  const std::size_t total = config_.block_bytes * config_.block_count;
-  std::shared_ptr<Storage> storage;
-  try {
-    storage = std::make_shared<Storage>();
-  } catch (...) {
-    return make_unexpected(ErrorCode::kResourceExhausted, "TensorPool::create: out of host memory");
-  }
-  storage->kind = config_.memory;
-  storage->device = config_.device;
-  if (config_.memory == PoolMemory::kHost) {
-    storage->memory = std::aligned_alloc(kBlockAlignment, total);
-    if (storage->memory == nullptr) {
-      return make_unexpected(
-          ErrorCode::kResourceExhausted,
-          "TensorPool::create: host allocation of " + std::to_string(total) + " bytes failed");
-    }
-  } else {
-    detail::DeviceGuard guard(config_.device);
-    if (guard.status() != cudaSuccess) {
-      return make_unexpected(detail::cuda_error(guard.status(), guard.failed_call()));
-    }
-    if (cudaError_t status = detail::cuda().malloc(&storage->memory, total);
-        status != cudaSuccess) {
-      storage->memory = nullptr;
-      Error error = detail::cuda_error(status, "cudaMalloc");
-      if (status == cudaErrorMemoryAllocation) {
-        error.code = ErrorCode::kResourceExhausted;
-      }
-      return make_unexpected(std::move(error));
-    }
+  auto storage = Storage::allocate(config_, config_.block_bytes * config_.block_count);
+  if (!storage) {
+    return forward_error(std::move(storage));
   }
   try {
     for (std::size_t i = 0; i < config_.block_count; ++i) {
       Block& block = blocks_[i];
-      block.data = static_cast<char*>(storage->memory) + i * config_.block_bytes;
+      block.data = static_cast<char*>((*storage)->memory()) + i * config_.block_bytes;
       block.context = std::make_shared<DLManagedTensorContext>();
       // Room for the largest shape up front, so that allocate() never needs the heap.
       block.context->dl_shape.reserve(kMaxTensorDims);
       block.context->dl_strides.reserve(kMaxTensorDims);
-      auto reference = std::make_shared<PoolBlockReference>(storage);
+      auto reference = std::make_shared<PoolBlockReference>(*storage);
       block.reference = reference.get();
       block.context->memory_reference = std::move(reference);
     }

@@ -20,7 +20,7 @@ namespace holoscan {
 
 /** @brief Where a TensorPool takes its blocks from. */
 enum class PoolMemory {
-  kDevice,  ///< cudaMalloc on the pool's device; tensors report kDLCUDA.
+  kDevice,  ///< cudaMalloc (or VMM, when shareable) on the pool's device; tensors report kDLCUDA.
   kHost,    ///< Pageable host memory; tensors report kDLCPU; works without a GPU.
 };
 
@@ -30,6 +30,12 @@ struct TensorPoolConfig {
   int device = 0;                           ///< CUDA device for kDevice (ignored for kHost).
   std::size_t block_bytes = 0;              ///< Bytes of each block (rounded up to 256).
   std::size_t block_count = 0;              ///< Number of blocks, all allocated at creation.
+  /**
+   * @brief kDevice only: allocate through the CUDA VMM API (cuMemCreate with a POSIX file
+   *        descriptor handle) so that tensors can be exported to other processes
+   *        (holoscan::ipc); otherwise cudaMalloc, whose tensors export through legacy CUDA IPC.
+   */
+  bool shareable = false;
 };
 
 /**

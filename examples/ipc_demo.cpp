@@ -1,0 +1,270 @@
+// Cross-process tensors end to end: a producer process publishes tensors from a shareable pool to
+// consumer processes (this same binary, started again with a role), each of which checks every
+// value on the GPU. Readiness and reuse are ordered on the GPU with interprocess events; no
+// process blocks its host thread on the GPU while tensors flow (the count is printed).
+//
+//   holoscan_dlpack_ipc_demo [demo|roundtrip|pipeline] [count=N] [elements=N] [blocks=N] [ctest=1]
+//
+// demo       one producer, two consumers, every tensor to both (default: 10^4 tensors)
+// roundtrip  one consumer; each tensor waits for its Release before the next (RESULT line:
+//            microseconds per export + import + release)
+// pipeline   producer -> relay (adds one into its own pool) -> sink (RESULT line: tensors/s)
+//
+// Without a CUDA device it says so and exits 0 (77 with ctest=1, which CTest reads as a skip).
+#include <cuda_runtime_api.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <holoscan/ipc.hpp>
+
+#include "ipc/host_blocks.hpp"
+#include "ipc/roles.hpp"
+#include "ipc/spawn.hpp"
+
+namespace {
+
+namespace ipc = holoscan::ipc;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kChildTimeoutMs = 10 * 60 * 1000;
+constexpr long kWarmUp = 100;  // tensors before the clock starts: contexts, mappings, events
+
+struct Words {
+  std::string mode = "demo";
+  std::map<std::string, std::string> values;
+  long get(const std::string& key, long fallback) const {
+    const auto found = values.find(key);
+    return found == values.end() ? fallback : std::strtol(found->second.c_str(), nullptr, 10);
+  }
+};
+
+Words parse(int argc, char** argv) {
+  Words words;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    const auto equals = word.find('=');
+    if (equals == std::string::npos) {
+      words.mode = word;
+    } else {
+      words.values[word.substr(0, equals)] = word.substr(equals + 1);
+    }
+  }
+  return words;
+}
+
+std::string self_path() {
+  char path[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::vector<std::string> shape_words(const ipc_demo::RunShape& shape) {
+  return {"count=" + std::to_string(shape.count), "elements=" + std::to_string(shape.elements),
+          "blocks=" + std::to_string(shape.blocks)};
+}
+
+// A child running `role` with `in` (and `out`, for a relay) as its channel ends.
+pid_t start(const std::string& role, const ipc_demo::RunShape& shape, int in, int out = -1,
+            const std::string& extra = "") {
+  std::vector<std::string> words = shape_words(shape);
+  words.push_back("role=" + role);
+  words.push_back("in_fd=" + std::to_string(in));
+  std::vector<int> inherited{in};
+  if (out >= 0) {
+    words.push_back("out_fd=" + std::to_string(out));
+    inherited.push_back(out);
+  }
+  if (!extra.empty()) {
+    words.push_back(extra);
+  }
+  return ipc_demo::spawn(self_path(), words, inherited);
+}
+
+// The producer's side of one run: the children, the exporter, the produce loop and the report.
+class Run {
+ public:
+  explicit Run(const ipc_demo::RunShape& shape) : shape_(shape) {}
+
+  // Starts a consumer (or relay) whose other end this process exports to.
+  bool connect(const std::string& role, const std::string& extra = "", int out = -1) {
+    auto ends = ipc::Channel::pair();
+    if (!ends) {
+      return false;
+    }
+    const pid_t pid = start(role, shape_, ends->second.fd(), out, extra);
+    if (pid < 0) {
+      return false;
+    }
+    children_.push_back(pid);
+    auto peer = exporter_->add_peer(std::move(ends->first), 60000);
+    if (!peer) {
+      std::fprintf(stderr, "ipc demo: %s did not connect: %s\n", role.c_str(),
+                   peer.error().message.c_str());
+      return false;
+    }
+    peers_.push_back(*peer);
+    return true;
+  }
+
+  // Starts a child that no channel of this process reaches (the sink of a pipeline).
+  bool add_child(pid_t pid) {
+    children_.push_back(pid);
+    return pid > 0;
+  }
+
+  bool set_up() {
+    auto exporter = ipc::Exporter::create();
+    auto pool = ipc_demo::make_pool(shape_);
+    if (!exporter || !pool ||
+        cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {
+      std::fprintf(stderr, "ipc demo: setup failed: %s\n",
+                   !exporter ? exporter.error().message.c_str()
+                   : !pool   ? pool.error().message.c_str()
+                             : "cudaStreamCreateWithFlags");
+      return false;
+    }
+    exporter_.emplace(std::move(*exporter));
+    pool_ = std::move(*pool);
+    return true;
+  }
+
+  // Produces every tensor; the clock runs from the end of the warm-up to the children's exit.
+  bool run(bool one_at_a_time) {
+    const long warm_up = std::min(kWarmUp, shape_.count);
+    if (!ipc_demo::produce(*exporter_, peers_, *pool_, stream_, shape_, 0, warm_up,
+                           one_at_a_time)) {
+      return false;
+    }
+    const std::uint64_t blocks_before = ipc_demo::host_blocks();
+    const auto start_time = Clock::now();
+    const bool produced = ipc_demo::produce(*exporter_, peers_, *pool_, stream_, shape_, warm_up,
+                                            shape_.count, one_at_a_time) &&
+                          ipc_demo::drain(*exporter_);
+    host_blocks_ = ipc_demo::host_blocks() - blocks_before;
+    bool children_ok = true;
+    for (pid_t pid : children_) {
+      children_ok &=
+          ipc_demo::wait_exit(pid, kChildTimeoutMs, [&] { (void)exporter_->poll(); }) == 0;
+    }
+    seconds_ = std::chrono::duration<double>(Clock::now() - start_time).count();
+    timed_ = shape_.count - warm_up;
+    return produced && children_ok;
+  }
+
+  double seconds() const { return seconds_; }
+  long timed() const { return timed_; }
+  std::uint64_t host_blocks() const { return host_blocks_; }
+
+ private:
+  ipc_demo::RunShape shape_;
+  std::optional<ipc::Exporter> exporter_;
+  std::shared_ptr<holoscan::TensorPool> pool_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<ipc::PeerId> peers_;
+  std::vector<pid_t> children_;
+  std::uint64_t host_blocks_ = 0;
+  double seconds_ = 0;
+  long timed_ = 0;
+};
+
+int run_demo(const ipc_demo::RunShape& shape) {
+  Run run(shape);
+  if (!run.set_up() || !run.connect("consumer") || !run.connect("consumer")) {
+    return 1;
+  }
+  const bool ok = run.run(/*one_at_a_time=*/false);
+  std::printf(
+      "ipc demo: %ld tensors of %lld bytes, each to 2 consumer processes: %.0f tensors/s "
+      "(%.0f hand-offs/s) after a %ld-tensor warm-up; producer host blocks on the hot path: %llu\n",
+      shape.count, static_cast<long long>(shape.elements * 4), run.timed() / run.seconds(),
+      2 * run.timed() / run.seconds(), kWarmUp, static_cast<unsigned long long>(run.host_blocks()));
+  std::printf("ipc demo: %s\n",
+              ok && run.host_blocks() == 0 ? "every value verified, PASS" : "FAIL");
+  return ok && run.host_blocks() == 0 ? 0 : 1;
+}
+
+int run_roundtrip(const ipc_demo::RunShape& shape) {
+  Run run(shape);
+  if (!run.set_up() || !run.connect("consumer")) {
+    return 1;
+  }
+  const bool ok = run.run(/*one_at_a_time=*/true);
+  std::printf(
+      "RESULT mode=roundtrip count=%ld elements=%lld us_per_tensor=%.2f host_blocks=%llu "
+      "ok=%d\n",
+      run.timed(), static_cast<long long>(shape.elements), 1e6 * run.seconds() / run.timed(),
+      static_cast<unsigned long long>(run.host_blocks()), ok ? 1 : 0);
+  return ok ? 0 : 1;
+}
+
+int run_pipeline(const ipc_demo::RunShape& shape) {
+  Run run(shape);
+  auto link = ipc::Channel::pair();  // relay -> sink
+  if (!link || !run.set_up()) {
+    return 1;
+  }
+  if (!run.add_child(start("consumer", shape, link->second.fd(), -1, "offset=1")) ||
+      !run.connect("relay", "", link->first.fd())) {
+    return 1;
+  }
+  { auto closing = std::move(*link); }  // this process's copies; the children keep theirs
+  const bool ok = run.run(/*one_at_a_time=*/false);
+  std::printf(
+      "RESULT mode=pipeline count=%ld elements=%lld tensors_per_s=%.0f host_blocks=%llu "
+      "ok=%d\n",
+      run.timed(), static_cast<long long>(shape.elements), run.timed() / run.seconds(),
+      static_cast<unsigned long long>(run.host_blocks()), ok ? 1 : 0);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Words words = parse(argc, argv);
+  ipc_demo::RunShape shape;
+  shape.count = words.get("count", shape.count);
+  shape.elements = words.get("elements", shape.elements);
+  shape.blocks = static_cast<std::size_t>(words.get("blocks", static_cast<long>(shape.blocks)));
+  shape.delay_us = static_cast<std::uint64_t>(words.get("delay_us", 0));
+  const auto role = words.values.find("role");
+  if (role != words.values.end()) {
+    const int in = static_cast<int>(words.get("in_fd", -1));
+    if (role->second == "consumer") {
+      return ipc_demo::consume(in, shape, static_cast<std::uint32_t>(words.get("offset", 0)));
+    }
+    if (role->second == "relay") {
+      return ipc_demo::relay(in, static_cast<int>(words.get("out_fd", -1)), shape);
+    }
+    std::fprintf(stderr, "ipc demo: unknown role %s\n", role->second.c_str());
+    return 2;
+  }
+  int devices = 0;
+  if (const cudaError_t status = cudaGetDeviceCount(&devices);
+      status != cudaSuccess || devices == 0) {
+    std::printf("ipc demo: no CUDA device here (cudaGetDeviceCount: %s); nothing to run\n",
+                status != cudaSuccess ? cudaGetErrorName(status) : "0 devices");
+    return words.get("ctest", 0) != 0 ? 77 : 0;
+  }
+  ipc_demo::count_host_blocks();
+  if (words.mode == "demo") {
+    return run_demo(shape);
+  }
+  if (words.mode == "roundtrip") {
+    return run_roundtrip(shape);
+  }
+  if (words.mode == "pipeline") {
+    return run_pipeline(shape);
+  }
+  std::fprintf(stderr, "ipc demo: unknown mode %s (demo, roundtrip or pipeline)\n",
+               words.mode.c_str());
+  return 2;
+}

@@ -1,0 +1,19 @@
+#pragma once
+/**
+ * @file
+ * @brief Cross-process tensors: everything in one include.
+ *
+ * A producer process exports Tensors with an ipc::Exporter (or ipc::export_tensor); a consumer
+ * process imports them with an ipc::Importer (or ipc::import_tensor) over an ipc::Channel. The
+ * memory crosses once per allocation, readiness and reuse are ordered on the GPU through
+ * interprocess events, and a consumer that dies gives its claims back once its process has exited.
+ * See docs/ipc.md for the protocol and the guarantees.
+ */
+#include "holoscan/ipc_channel.hpp"
+#include "holoscan/ipc_claims.hpp"
+#include "holoscan/ipc_descriptor.hpp"
+#include "holoscan/ipc_exporter.hpp"
+#include "holoscan/ipc_fd.hpp"
+#include "holoscan/ipc_importer.hpp"
+#include "holoscan/ipc_liveness.hpp"
+#include "holoscan/ipc_message.hpp"

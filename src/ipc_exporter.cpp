@@ -1,0 +1,303 @@
+// Exporter: publishes exports to peers and keeps their claims in an ExportLedger until each
+// importer's release event has completed, or the importer has exited. Claims are dropped outside
+// the exporter's lock (a drop may give a pool block back or run a producer's deleter).
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "holoscan/ipc_exporter.hpp"
+#include "ipc_error.hpp"
+#include "ipc_handshake.hpp"
+#include "ipc_opened_event.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+constexpr const char* kWho = "ipc exporter";
+
+// Messages read from one peer in one poll(): a flooding peer cannot keep poll() from returning.
+constexpr int kMaxMessagesPerPoll = 4096;
+
+// The release event of one claim, opened from the importer's handle (shared: importers reuse
+// their events, so one opened event may serve several claims).
+class IpcReleaseEvent final : public ReleaseEvent {
+ public:
+  explicit IpcReleaseEvent(std::shared_ptr<holoscan::detail::OpenedEvent> event) noexcept
+      : event_(std::move(event)) {}
+  bool completed() noexcept override { return event_->completed(); }
+
+ private:
+  std::shared_ptr<holoscan::detail::OpenedEvent> event_;
+};
+
+// Exports whose exporter went away while a live peer might still read them: kept, never freed,
+// until the process exits (reachable from here, so leak checkers do not count them).
+void keep_until_exit(std::shared_ptr<ExportedTensor> held) noexcept {
+  static std::mutex* mutex = new std::mutex();
+  static auto* kept = new std::vector<std::shared_ptr<ExportedTensor>>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  try {
+    kept->push_back(std::move(held));
+  } catch (...) {
+    static_cast<void>(new (std::nothrow) std::shared_ptr<ExportedTensor>(std::move(held)));
+  }
+}
+
+}  // namespace
+
+struct Exporter::State {
+  struct Peer {
+    Channel channel;
+    std::unique_ptr<PeerLiveness> liveness;  // handed to the ledger at end-of-file
+    holoscan::detail::OpenedEventCache release_events;
+    std::unordered_map<std::uint64_t, int> export_devices;  // unreleased export id -> device
+    bool closed = false;
+  };
+
+  mutable std::mutex mutex;
+  ExportLedger ledger;
+  UniqueFd epoll;
+  std::unordered_map<PeerId, Peer> peers;
+  PeerId next_peer = 1;
+  std::uint64_t next_export = 1;
+  ExporterStats stats;
+  std::shared_ptr<std::atomic<bool>> abandoned = std::make_shared<std::atomic<bool>>(false);
+
+  void close_peer(PeerId id, Peer& peer) noexcept {
+    peer.closed = true;
+    (void)::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, peer.channel.fd(), nullptr);
+    ledger.on_peer_closed(id, std::move(peer.liveness));
+  }
+
+  void take_release(PeerId id, Peer& peer, const Release& release) {
+    ++stats.releases;
+    const auto device = peer.export_devices.find(release.export_id);
+    if (device == peer.export_devices.end() || !release.has_event) {
+      if (device != peer.export_devices.end()) {
+        peer.export_devices.erase(device);
+      }
+      ledger.on_release(id, release.export_id, nullptr);  // counts an unknown id as ignored
+      return;
+    }
+    const int on = device->second;
+    peer.export_devices.erase(device);
+    auto event = peer.release_events.open(release.event, on);
+    if (!event) {
+      // A release we cannot check must not free the memory: the claim stays until the peer exits.
+      ++stats.unopenable_events;
+      return;
+    }
+    ledger.on_release(id, release.export_id, std::make_unique<IpcReleaseEvent>(std::move(*event)));
+  }
+
+  void drain(PeerId id, Peer& peer) {
+    for (int i = 0; i < kMaxMessagesPerPoll && !peer.closed; ++i) {
+      auto received = peer.channel.receive(0);
+      if (!received) {
+        if (received.error().code == ErrorCode::kInvalidArgument) {
+          ++stats.refused_messages;  // the frame was consumed; the channel is still usable
+          continue;
+        }
+        close_peer(id, peer);  // end-of-file, or a socket that can no longer be read
+        return;
+      }
+      if (!*received) {
+        return;
+      }
+      if (const auto* release = std::get_if<Release>(&**received)) {
+        take_release(id, peer, *release);
+      } else {
+        ++stats.refused_messages;  // an importer sends nothing but Release after its Hello
+      }
+    }
+  }
+};
+
+Exporter::Exporter(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
+Exporter::Exporter(Exporter&& other) noexcept = default;
+
+Exporter& Exporter::operator=(Exporter&& other) noexcept {
+  if (this != &other) {
+    Exporter old(std::move(*this));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Exporter::~Exporter() {
+  if (state_ == nullptr) {
+    return;
+  }
+  try {
+    (void)poll();  // claims of exited peers, and releases done, drop as usual
+  } catch (...) {
+    // A throwing drop: the rest are still kept below.
+  }
+  // What is left may still be read by a live peer: the ledger's destructor hands it over to
+  // keep_until_exit instead of freeing it.
+  state_->abandoned->store(true, std::memory_order_release);
+}
+
+expected<Exporter, Error> Exporter::create() {
+  std::unique_ptr<State> state;
+  try {
+    state = std::make_unique<State>();
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+  }
+  state->epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!state->epoll.valid()) {
+    return make_unexpected(detail::system_error(kWho, "epoll_create1", errno));
+  }
+  return Exporter(std::move(state));
+}
+
+expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms) {
+  auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
+  if (!hello) {
+    return make_unexpected(std::move(hello.error()));
+  }
+  auto liveness = detail::watch_hello_peer(channel, *hello);
+  if (!liveness) {
+    return make_unexpected(std::move(liveness.error()));
+  }
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const PeerId id = state_->next_peer++;
+  epoll_event interest{};
+  interest.events = EPOLLIN;
+  interest.data.u64 = id;
+  if (::epoll_ctl(state_->epoll.get(), EPOLL_CTL_ADD, channel.fd(), &interest) != 0) {
+    return make_unexpected(detail::system_error(kWho, "epoll_ctl", errno));
+  }
+  const int fd = channel.fd();
+  try {
+    state_->peers.emplace(id, State::Peer{std::move(channel), std::move(*liveness), {}, {}, false});
+  } catch (const std::bad_alloc&) {
+    (void)::epoll_ctl(state_->epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
+    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+  }
+  return id;
+}
+
+expected<std::uint64_t, Error> Exporter::publish(PeerId peer, const Tensor& tensor) {
+  return publish_on(peer, tensor, nullptr);
+}
+
+expected<std::uint64_t, Error> Exporter::publish(PeerId peer, const Tensor& tensor,
+                                                 cudaStream_t stream) {
+  return publish_on(peer, tensor, &stream);
+}
+
+expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& tensor,
+                                                    const cudaStream_t* stream) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const auto found = s.peers.find(peer);
+  if (found == s.peers.end()) {
+    return make_unexpected(ErrorCode::kNotFound,
+                           std::string(kWho) + ": no peer " + std::to_string(peer));
+  }
+  State::Peer& target = found->second;
+  if (target.closed) {
+    return make_unexpected(ErrorCode::kClosed,
+                           std::string(kWho) + ": peer " + std::to_string(peer) + " has hung up");
+  }
+  const std::uint64_t id = s.next_export++;
+  auto exported =
+      stream != nullptr ? export_tensor(tensor, id, *stream) : export_tensor(tensor, id);
+  if (!exported) {
+    return make_unexpected(std::move(exported.error()));
+  }
+  Publish message;
+  try {
+    auto bytes = encode(exported->descriptor());
+    if (!bytes) {
+      return make_unexpected(std::move(bytes.error()));
+    }
+    message.descriptor = std::move(*bytes);
+    target.export_devices[id] = exported->device();
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+  }
+  std::shared_ptr<ExportedTensor> held;
+  ExportLedger::DropClaim drop;
+  try {
+    held = std::make_shared<ExportedTensor>(std::move(*exported));
+    drop = [held, abandoned = s.abandoned]() mutable {
+      if (abandoned->load(std::memory_order_acquire)) {
+        keep_until_exit(std::move(held));
+      }
+      held.reset();
+    };
+  } catch (const std::bad_alloc&) {
+    target.export_devices.erase(id);
+    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+  }
+  if (auto added = s.ledger.add(peer, id, std::move(drop)); !added) {
+    target.export_devices.erase(id);
+    return make_unexpected(std::move(added.error()));
+  }
+  // Lent, never closed here: the export (or the pool behind it) owns the descriptor.
+  message.fd = UniqueFd(held->fd());
+  auto sent = target.channel.send(message, 0);
+  (void)message.fd.release();
+  if (!sent) {
+    // Never seen by the peer: the claim drops at the next poll().
+    target.export_devices.erase(id);
+    s.ledger.on_release(peer, id, nullptr);
+    return make_unexpected(std::move(sent.error()));
+  }
+  ++s.stats.published;
+  return id;
+}
+
+expected<std::size_t, Error> Exporter::poll() {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto& [id, peer] : s.peers) {
+      if (!peer.closed) {
+        s.drain(id, peer);
+      }
+    }
+  }
+  const std::size_t dropped = s.ledger.poll();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.dropped += dropped;
+  for (auto p = s.peers.begin(); p != s.peers.end();) {
+    if (p->second.closed && s.ledger.held(p->first) == 0) {
+      p = s.peers.erase(p);
+    } else {
+      ++p;
+    }
+  }
+  return dropped;
+}
+
+int Exporter::fd() const noexcept { return state_->epoll.get(); }
+
+std::size_t Exporter::held() const noexcept { return state_->ledger.held(); }
+
+std::size_t Exporter::held(PeerId peer) const noexcept { return state_->ledger.held(peer); }
+
+bool Exporter::connected(PeerId peer) const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const auto found = state_->peers.find(peer);
+  return found != state_->peers.end() && !found->second.closed;
+}
+
+ExporterStats Exporter::stats() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  ExporterStats stats = state_->stats;
+  stats.ignored_releases = state_->ledger.ignored_releases();
+  return stats;
+}
+
+}  // namespace holoscan::ipc

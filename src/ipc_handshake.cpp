@@ -1,0 +1,52 @@
+#include "ipc_handshake.hpp"
+
+#include <unistd.h>
+
+#include <string>
+#include <variant>
+
+#include "holoscan/ipc_liveness.hpp"
+#include "ipc_poll.hpp"
+
+namespace holoscan::ipc::detail {
+
+expected<Hello, Error> exchange_hello(Channel& channel, int timeout_ms, const char* who) {
+  const Deadline deadline(timeout_ms);
+  if (auto sent = channel.send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion},
+                               deadline.remaining_ms());
+      !sent) {
+    return make_unexpected(std::move(sent.error()));
+  }
+  auto received = channel.receive(deadline.remaining_ms());
+  if (!received) {
+    Error error = std::move(received.error());
+    if (error.code == ErrorCode::kInvalidArgument) {
+      error.code = ErrorCode::kIncompatible;  // e.g. "peer speaks protocol version 2"
+    }
+    return make_unexpected(std::move(error));
+  }
+  if (!*received) {
+    return make_unexpected(
+        ErrorCode::kTimeout,
+        std::string(who) + ": no Hello from the peer within " + std::to_string(timeout_ms) + " ms");
+  }
+  if (const auto* hello = std::get_if<Hello>(&**received)) {
+    return *hello;
+  }
+  return make_unexpected(ErrorCode::kIncompatible,
+                         std::string(who) + ": the peer's first message is not a Hello");
+}
+
+expected<std::unique_ptr<PeerLiveness>, Error> watch_hello_peer(const Channel& channel,
+                                                                const Hello& hello) {
+  auto pid = channel.peer_pid();
+  if (!pid) {
+    return make_unexpected(std::move(pid.error()));
+  }
+  if (*pid == ::getpid()) {
+    return watch_process(static_cast<std::int32_t>(hello.pid));
+  }
+  return watch_peer(channel);
+}
+
+}  // namespace holoscan::ipc::detail

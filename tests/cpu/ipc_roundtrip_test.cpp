@@ -1,0 +1,423 @@
+// Covers Exporter and Importer end to end over a socketpair in one process, on the fake
+// runtimes: the imported tensor (data, layout, read-only authority, readiness contract), the
+// release ordered after every deallocation stream without a host block, one mapping per
+// allocation, refusals given back at once, imports that outlive their importer, fan-out to two
+// importers, and a publish that never waits. Every test checks that no descriptor leaks.
+#include <cuda.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "holoscan/ipc.hpp"
+#include "holoscan/stream_tracked_reference.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/fake_cuda_ipc.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/ipc_peers.hpp"
+#include "support/ipc_raw_socket.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+using test::CudaEntry;
+using test::CudaIpcEntry;
+
+class IpcRoundTrip : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fds_before_ = test::open_fd_count();
+    ASSERT_EQ(pending_deferred_releases(), 0u);
+    auto exporter = Exporter::create();
+    ASSERT_TRUE(exporter.has_value()) << exporter.error().message;
+    exporter_.emplace(std::move(*exporter));
+  }
+
+  void TearDown() override {
+    importer_.reset();
+    other_.reset();
+    if (exporter_) {
+      EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+          << exporter_->held() << " claim(s) never dropped";
+      exporter_.reset();
+    }
+    pool_.reset();
+    scope_.reset();
+    EXPECT_EQ(test::open_fd_count(), fds_before_) << "descriptor leak";
+  }
+
+  // A shareable pool and one importer connected to the exporter.
+  void connect(std::size_t blocks = 4, bool shareable = true) {
+    pool_ = test::make_device_pool(1024, blocks, shareable);
+    ASSERT_NE(pool_, nullptr);
+    auto connected = test::connect_importer(*exporter_);
+    ASSERT_TRUE(connected.importer.has_value());
+    peer_ = connected.peer;
+    importer_.emplace(std::move(*connected.importer));
+  }
+
+  // A pool tensor of 32 floats 0, 1, 2, ... written by the host (fake device memory is host
+  // memory), ready on a busy producer stream.
+  Tensor produce(cudaStream_t producer) {
+    Tensor tensor = test::allocate(*pool_, {4, 8});
+    auto* data = static_cast<float*>(tensor.data());
+    for (int i = 0; i < 32; ++i) {
+      data[i] = static_cast<float>(i);
+    }
+    fake().launch(producer);
+    EXPECT_TRUE(tensor.set_readiness_stream(producer));
+    return tensor;
+  }
+
+  std::uint64_t host_waits() {
+    return fake().calls(CudaEntry::kEventSynchronize) +
+           fake().calls(CudaEntry::kStreamSynchronize) +
+           ipc().calls(CudaIpcEntry::kEventSynchronize);
+  }
+
+  test::FakeCuda& fake() { return scope_->fake(); }
+  test::FakeCudaIpc& ipc() { return scope_->ipc(); }
+
+  int fds_before_ = 0;
+  std::optional<test::FakeCudaIpcScope> scope_{std::in_place};
+  std::shared_ptr<TensorPool> pool_;
+  std::optional<Exporter> exporter_;
+  std::optional<Importer> importer_;
+  std::optional<Importer> other_;
+  PeerId peer_ = 0;
+};
+
+TEST_F(IpcRoundTrip, ImportedTensorIsTheExportersDataReadOnlyWithAReadinessContract) {
+  connect();
+  const cudaStream_t producer = fake().create_stream(0);
+  Tensor produced = produce(producer);
+  auto id = exporter_->publish(peer_, produced);
+  ASSERT_TRUE(id.has_value()) << id.error().message;
+
+  Tensor imported = test::receive_one(*importer_);
+  ASSERT_TRUE(imported);
+  EXPECT_NE(imported.data(), produced.data()) << "mapped anew in the importer";
+  EXPECT_EQ(std::memcmp(imported.data(), produced.data(), 32 * sizeof(float)), 0);
+  EXPECT_TRUE(ipc().mapped_read_only(imported.data()));
+  EXPECT_EQ(imported.shape(), (std::vector<std::int64_t>{4, 8}));
+  EXPECT_EQ(imported.strides(), (std::vector<std::int64_t>{32, 4}));
+  EXPECT_EQ(imported.dtype().bits, 32);
+  EXPECT_EQ(imported.device().device_type, kDLCUDA);
+  EXPECT_EQ(imported.device().device_id, 0);
+  EXPECT_TRUE(imported.read_only());
+  EXPECT_TRUE(imported.has_readiness_stream_contract());
+  EXPECT_EQ(imported.readiness_stream(), nullptr) << "streams are process-local";
+  EXPECT_FALSE(imported.set_readiness_stream(producer));
+  EXPECT_TRUE(imported.memory_reference()->tracks_deallocation_stream());
+
+  // One wait on the exporter's event, nothing recorded, no host block.
+  const cudaStream_t consumer = fake().create_stream(0);
+  const std::uint64_t waits = ipc().calls(CudaIpcEntry::kStreamWaitEvent);
+  ASSERT_TRUE(imported.synchronize_for_consumer(consumer).has_value());
+  EXPECT_EQ(ipc().calls(CudaIpcEntry::kStreamWaitEvent), waits + 1);
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), 0u);
+  EXPECT_EQ(host_waits(), 0u);
+  EXPECT_EQ(importer_->outstanding(), 1u);
+  EXPECT_EQ(exporter_->held(), 1u);
+}
+
+TEST_F(IpcRoundTrip, HostWaitBlocksUntilTheProducerFinishes) {
+  connect();
+  const cudaStream_t producer = fake().create_stream(0);
+  ASSERT_TRUE(exporter_->publish(peer_, produce(producer)).has_value());
+  Tensor imported = test::receive_one(*importer_);
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    EXPECT_TRUE(imported.synchronize_for_host().has_value());
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(returned) << "returned before the producer's work completed";
+  fake().complete(producer);
+  waiter.join();
+  EXPECT_TRUE(returned);
+}
+
+TEST_F(IpcRoundTrip, BlockComesBackOnlyAfterEveryDeallocationStreamWithoutAHostBlock) {
+  connect(1);
+  const cudaStream_t producer = fake().create_stream(0);
+  ASSERT_TRUE(exporter_->publish(peer_, produce(producer)).has_value());
+  fake().complete(producer);
+  Tensor imported = test::receive_one(*importer_);
+  const cudaStream_t first = fake().create_stream(0);
+  const cudaStream_t second = fake().create_stream(0);
+  for (cudaStream_t consumer : {first, second}) {
+    ASSERT_TRUE(imported.synchronize_for_consumer(consumer).has_value());
+    fake().launch(consumer);
+    ASSERT_TRUE(imported.set_deallocation_stream(consumer));
+  }
+  imported = Tensor();  // the last owner: the Release goes out now, with its event
+  EXPECT_EQ(importer_->outstanding(), 0u);
+  EXPECT_EQ(importer_->stats().release_events, 1u);
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->stats().releases == 1; }));
+
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(exporter_->poll().value_or(99), 0u);
+  }
+  EXPECT_EQ(exporter_->held(), 1u) << "dropped before the consumers' work completed";
+  EXPECT_EQ(pool_->available_blocks(), 0u);
+  fake().complete(first);
+  EXPECT_EQ(exporter_->poll().value_or(99), 0u);
+  EXPECT_EQ(exporter_->held(), 1u) << "dropped while the second consumer still runs";
+  fake().complete(second);
+  EXPECT_EQ(exporter_->poll().value_or(0), 1u);
+  EXPECT_EQ(exporter_->held(), 0u);
+  EXPECT_EQ(pool_->available_blocks(), 1u);
+  EXPECT_EQ(host_waits(), 0u) << "a host block on the hot path";
+}
+
+TEST_F(IpcRoundTrip, WithoutDeallocationStreamsTheReleaseCarriesNoEvent) {
+  connect(1);
+  ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value());
+  { Tensor imported = test::receive_one(*importer_); }
+  EXPECT_EQ(importer_->stats().released, 1u);
+  EXPECT_EQ(importer_->stats().release_events, 0u);
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+  EXPECT_EQ(pool_->available_blocks(), 1u);
+  EXPECT_EQ(ipc().calls(CudaIpcEntry::kIpcOpenEventHandle), 0u);
+}
+
+TEST_F(IpcRoundTrip, EachAllocationIsMappedOnceAndEventsAreReused) {
+  connect(2);
+  const cudaStream_t producer = fake().create_stream(0);
+  const cudaStream_t consumer = fake().create_stream(0);
+  for (int round = 0; round < 5; ++round) {
+    ASSERT_TRUE(exporter_->publish(peer_, produce(producer)).has_value());
+    fake().complete(producer);
+    Tensor imported = test::receive_one(*importer_);
+    fake().launch(consumer);
+    ASSERT_TRUE(imported.set_deallocation_stream(consumer));
+    imported = Tensor();
+    fake().complete(consumer);
+    ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+  }
+  EXPECT_EQ(importer_->stats().mappings_opened, 1u);
+  EXPECT_EQ(importer_->cached_mappings(), 1u);
+  EXPECT_EQ(ipc().calls(CudaIpcEntry::kMemImportFromShareableHandle), 1u);
+  // The exporter's readiness event comes back to its pool after each release and is reused, so
+  // the importer opens it once; the importer's release events are a ring (fresh ones until it is
+  // full), each opened once by the exporter.
+  EXPECT_EQ(ipc().calls(CudaIpcEntry::kEventCreateWithFlags), 1u + 5u);
+  EXPECT_EQ(ipc().calls(CudaIpcEntry::kIpcOpenEventHandle), 1u + 5u);
+  EXPECT_EQ(ipc().live_mappings(), 2u) << "the pool's and the importer's";
+  importer_.reset();
+  flush_deferred_releases();
+  EXPECT_EQ(ipc().live_mappings(), 1u) << "the importer's mapping goes with it";
+}
+
+TEST_F(IpcRoundTrip, LegacyHandleOfACudaMallocPoolIsOpenedOnceAndClosedAtTheEnd) {
+  connect(2, /*shareable=*/false);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value());
+    ASSERT_TRUE(test::receive_one(*importer_));
+    ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+  }
+  EXPECT_EQ(ipc().calls(CudaIpcEntry::kIpcOpenMemHandle), 1u);
+  EXPECT_EQ(ipc().open_memory_handles(), 1u);
+  importer_.reset();
+  EXPECT_EQ(ipc().open_memory_handles(), 0u);
+}
+
+TEST_F(IpcRoundTrip, MemoryWithoutAllocationIdIsUnmappedAfterTheConsumersWork) {
+  connect(1);
+  std::vector<float> memory(64, 3.0f);
+  ipc().add_memory(memory.data(), memory.size() * sizeof(float), test::FakeMemory::kDevice);
+  Tensor foreign = test::wrap_memory(memory.data(), {64}, DLDevice{kDLCUDA, 0});
+  ASSERT_TRUE(exporter_->publish(peer_, foreign).has_value());
+  ASSERT_TRUE(exporter_->publish(peer_, foreign).has_value());
+  Tensor a = test::receive_one(*importer_);
+  Tensor b = test::receive_one(*importer_);
+  EXPECT_EQ(ipc().open_memory_handles(), 2u) << "mapped per import";
+  EXPECT_EQ(importer_->cached_mappings(), 0u);
+  const cudaStream_t consumer = fake().create_stream(0);
+  fake().launch(consumer);
+  ASSERT_TRUE(a.set_deallocation_stream(consumer));
+  a = Tensor();
+  b = Tensor();  // no deallocation stream: unmapped at once
+  EXPECT_EQ(ipc().open_memory_handles(), 1u) << "unmapped under the consumer's kernel";
+  fake().complete(consumer);
+  flush_deferred_releases();
+  EXPECT_EQ(ipc().open_memory_handles(), 0u);
+}
+
+TEST_F(IpcRoundTrip, UnknownDeviceIsRefusedAndGivenBackAtOnce) {
+  connect(1);
+  ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value());
+  // The importer's device 0 is another GPU than the exporter's.
+  ipc().set_uuid(
+      0, std::array<std::uint8_t, 16>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16});
+  auto received = importer_->receive(1000);
+  ASSERT_FALSE(received.has_value());
+  EXPECT_EQ(received.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(received.error().message,
+            "ipc import: the exporter's device GPU-face000d-c0da-0000-0000-000000000000 is not "
+            "one of the 1 CUDA devices this process sees");
+  EXPECT_EQ(importer_->stats().refused, 1u);
+  EXPECT_EQ(importer_->outstanding(), 0u);
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+  EXPECT_EQ(pool_->available_blocks(), 1u);
+  EXPECT_EQ(ipc().live_mappings(), 1u) << "nothing was mapped for it";
+}
+
+TEST_F(IpcRoundTrip, HandleKindAndDescriptorMustAgree) {
+  connect(1);
+  Tensor tensor = test::allocate(*pool_, {8});
+  auto exported = export_tensor(tensor, 1000);
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  const TensorDescriptor valid = exported->descriptor();
+  auto expect = [&](const TensorDescriptor& d, UniqueFd fd, ErrorCode code,
+                    const std::string& message) {
+    auto imported = import_tensor(d, std::move(fd), *importer_);
+    ASSERT_FALSE(imported.has_value());
+    EXPECT_EQ(imported.error().code, code);
+    EXPECT_EQ(imported.error().message, message);
+  };
+  expect(valid, UniqueFd(), ErrorCode::kInvalidArgument,
+         "ipc import: handle kind kPosixFd needs the allocation's file descriptor, and none came");
+  TensorDescriptor legacy = valid;
+  legacy.handle_kind = MemoryHandleKind::kCudaIpc;
+  const int stray = ::fcntl(exported->fd(), F_DUPFD_CLOEXEC, 0);
+  expect(legacy, UniqueFd(stray), ErrorCode::kInvalidArgument,
+         "ipc import: handle kind kCudaIpc carries no file descriptor, but one came (it is "
+         "closed)");
+  EXPECT_EQ(::fcntl(stray, F_GETFD), -1) << "the stray descriptor was not closed";
+  TensorDescriptor fake_kind = valid;
+  fake_kind.handle_kind = MemoryHandleKind::kFake;
+  expect(fake_kind, UniqueFd(), ErrorCode::kNotImplemented,
+         "ipc import: handle kind kFake names no memory (protocol tests only)");
+  TensorDescriptor mangled = valid;
+  mangled.offset = mangled.allocation_bytes;
+  expect(mangled, UniqueFd(), ErrorCode::kInvalidArgument,
+         "ipc descriptor: offset 65536 with shape and strides addresses bytes outside the "
+         "allocation's [0, 65536)");
+  EXPECT_EQ(importer_->stats().refused, 4u);
+  EXPECT_EQ(importer_->stats().released, 4u) << "each refusal is given back";
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] {
+    return exporter_->stats().ignored_releases == 4;
+  })) << "the exporter never published id 1000, so it ignores those releases";
+  EXPECT_EQ(ipc().calls(CudaIpcEntry::kMemImportFromShareableHandle), 0u) << "nothing mapped";
+}
+
+TEST_F(IpcRoundTrip, ImportsOutliveTheImporterAndTheChannelClosesAfterTheLast) {
+  connect(1);
+  ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value());
+  Tensor imported = test::receive_one(*importer_);
+  importer_.reset();
+  for (int i = 0; i < 3; ++i) {
+    (void)exporter_->poll();
+  }
+  EXPECT_TRUE(exporter_->connected(peer_)) << "closed while an import is alive";
+  EXPECT_EQ(exporter_->held(), 1u);
+  imported = Tensor();
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return !exporter_->connected(peer_); }));
+  EXPECT_EQ(exporter_->held(), 0u) << "the Release came before the end-of-file";
+  EXPECT_EQ(exporter_->stats().releases, 1u);
+  EXPECT_EQ(pool_->available_blocks(), 1u);
+  auto late = exporter_->publish(peer_, test::allocate(*pool_, {8}));
+  ASSERT_FALSE(late.has_value());
+  EXPECT_EQ(late.error().code, ErrorCode::kNotFound) << late.error().message;
+}
+
+TEST_F(IpcRoundTrip, FanOutToTwoImportersReturnsTheBlockAfterBoth) {
+  connect(1);
+  auto second = test::connect_importer(*exporter_);
+  ASSERT_TRUE(second.importer.has_value());
+  other_.emplace(std::move(*second.importer));
+  const cudaStream_t producer = fake().create_stream(0);
+  {
+    Tensor produced = produce(producer);
+    ASSERT_TRUE(exporter_->publish(peer_, produced).has_value());
+    ASSERT_TRUE(exporter_->publish(second.peer, produced).has_value());
+  }
+  fake().complete(producer);
+  Tensor a = test::receive_one(*importer_);
+  Tensor b = test::receive_one(*other_);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), 32 * sizeof(float)), 0);
+  a = Tensor();
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 1; }));
+  EXPECT_EQ(pool_->available_blocks(), 0u) << "reused while the second importer reads it";
+  b = Tensor();
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+  EXPECT_EQ(pool_->available_blocks(), 1u);
+}
+
+TEST_F(IpcRoundTrip, ReleasesNamingNoClaimAreIgnoredAndDropNothing) {
+  pool_ = test::make_device_pool(1024, 1, true);
+  ASSERT_NE(pool_, nullptr);
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  Channel raw = std::move(ends->second);
+  std::thread hello([&] {
+    EXPECT_TRUE(raw.send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion}, 5000));
+    auto got = raw.receive(5000);
+    EXPECT_TRUE(got && *got && std::holds_alternative<Hello>(**got));
+  });
+  auto peer = exporter_->add_peer(std::move(ends->first), 5000);
+  hello.join();
+  ASSERT_TRUE(peer.has_value()) << peer.error().message;
+  auto id = exporter_->publish(*peer, test::allocate(*pool_, {8}));
+  ASSERT_TRUE(id.has_value());
+  auto publish = raw.receive(1000);  // the descriptor and its fd, closed unread
+  ASSERT_TRUE(publish && *publish);
+  Release unknown;
+  unknown.export_id = *id + 1;
+  ASSERT_TRUE(raw.send(unknown, 1000));
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->stats().releases == 1; }));
+  EXPECT_EQ(exporter_->stats().ignored_releases, 1u);
+  EXPECT_EQ(exporter_->held(), 1u);
+  Release real;
+  real.export_id = *id;
+  ASSERT_TRUE(raw.send(real, 1000));
+  ASSERT_TRUE(raw.send(real, 1000));  // again: a double release
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->stats().releases == 3; }));
+  EXPECT_EQ(exporter_->stats().ignored_releases, 2u);
+  EXPECT_EQ(exporter_->stats().dropped, 1u);
+  EXPECT_EQ(exporter_->held(), 0u);
+  EXPECT_EQ(pool_->available_blocks(), 1u);
+  ASSERT_TRUE(raw.send(Hello{1, kProtocolVersion}, 1000));  // out of place after the handshake
+  ASSERT_TRUE(
+      test::poll_until(*exporter_, [&] { return exporter_->stats().refused_messages == 1; }));
+}
+
+TEST_F(IpcRoundTrip, PublishNeverWaitsForASlowImporter) {
+  connect(1);
+  Tensor tensor = test::allocate(*pool_, {8});
+  std::size_t published = 0;
+  expected<std::uint64_t, Error> last = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (published < 100000 && (last = exporter_->publish(peer_, tensor))) {
+    ++published;
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(last.has_value()) << "the socket never filled";
+  EXPECT_EQ(last.error().code, ErrorCode::kNotReady) << last.error().message;
+  EXPECT_LT(took, std::chrono::seconds(5));
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == published; }))
+      << "the refused publish kept its claim";
+  for (std::size_t i = 0; i < published; ++i) {
+    Tensor imported = test::receive_one(*importer_);
+    ASSERT_TRUE(imported);
+  }
+  tensor = Tensor();
+  // The releases may have filled the other direction: the importer sends the rest as it polls.
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] {
+    (void)importer_->poll();
+    return exporter_->held() == 0;
+  }));
+  EXPECT_EQ(importer_->queued_releases(), 0u);
+  EXPECT_EQ(pool_->available_blocks(), 1u);
+}
+
+}  // namespace
+}  // namespace holoscan::ipc

@@ -1,0 +1,134 @@
+#include "support/ipc_peers.hpp"
+
+#include <gtest/gtest.h>
+
+#include "cuda_ipc_api.hpp"
+#include "support/fake_cuda_ipc.hpp"
+
+namespace holoscan::test {
+
+std::shared_ptr<TensorPool> make_device_pool(std::size_t block_bytes, std::size_t blocks,
+                                             bool shareable) {
+  TensorPoolConfig config;
+  config.memory = PoolMemory::kDevice;
+  config.block_bytes = block_bytes;
+  config.block_count = blocks;
+  config.shareable = shareable;
+  auto pool = TensorPool::create(config);
+  EXPECT_TRUE(pool.has_value()) << pool.error().message;
+  if (!pool) {
+    return nullptr;
+  }
+  if (!shareable) {
+    // A fresh pool hands out its first block first: its address is the allocation's.
+    Tensor first = allocate(**pool, {1});
+    FakeCudaIpc::instance().add_memory(first.data(), (*pool)->block_bytes() * blocks,
+                                       FakeMemory::kDevice, config.device);
+  }
+  return *pool;
+}
+
+Tensor allocate(TensorPool& pool, const std::vector<std::int64_t>& shape, DLDataType dtype) {
+  auto tensor = pool.allocate(shape, dtype);
+  EXPECT_TRUE(tensor.has_value()) << tensor.error().message;
+  return tensor ? std::move(*tensor) : Tensor();
+}
+
+Tensor wrap_memory(void* data, const std::vector<std::int64_t>& shape, DLDevice device,
+                   DLDataType dtype) {
+  struct Holder {
+    DLManagedTensorVersioned managed{};
+    std::vector<std::int64_t> shape;
+  };
+  auto* holder = new Holder{{}, shape};
+  holder->managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  holder->managed.manager_ctx = holder;
+  holder->managed.deleter = [](DLManagedTensorVersioned* self) {
+    delete static_cast<Holder*>(self->manager_ctx);
+  };
+  DLTensor& view = holder->managed.dl_tensor;
+  view.data = data;
+  view.device = device;
+  view.ndim = static_cast<std::int32_t>(shape.size());
+  view.dtype = dtype;
+  view.shape = holder->shape.data();
+  auto tensor = make_tensor_from_dlpack_versioned(&holder->managed);
+  if (!tensor) {
+    ADD_FAILURE() << tensor.error().message;
+    holder->managed.deleter(&holder->managed);
+    return Tensor();
+  }
+  return std::move(*tensor);
+}
+
+VmmBuffer::VmmBuffer(std::size_t bytes, int device) { create(bytes, device); }
+
+void VmmBuffer::create(std::size_t bytes, int device) {
+  const auto& api = detail::cuda_ipc();
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  std::size_t granularity = 1;
+  CUdeviceptr base = 0;
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  ASSERT_EQ(
+      api.mem_get_allocation_granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+      CUDA_SUCCESS);
+  bytes_ = (bytes + granularity - 1) / granularity * granularity;
+  ASSERT_EQ(api.mem_create(&handle_, bytes_, &prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.mem_address_reserve(&base, bytes_, 0, 0, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.mem_map(base, bytes_, 0, handle_, 0), CUDA_SUCCESS);
+  ASSERT_EQ(api.mem_set_access(base, bytes_, &access, 1), CUDA_SUCCESS);
+  data_ = reinterpret_cast<void*>(base);
+}
+
+VmmBuffer::~VmmBuffer() {
+  const auto& api = detail::cuda_ipc();
+  if (data_ != nullptr) {
+    EXPECT_EQ(api.mem_unmap(reinterpret_cast<CUdeviceptr>(data_), bytes_), CUDA_SUCCESS);
+    EXPECT_EQ(api.mem_address_free(reinterpret_cast<CUdeviceptr>(data_), bytes_), CUDA_SUCCESS);
+  }
+  if (handle_ != 0) {
+    EXPECT_EQ(api.mem_release(handle_), CUDA_SUCCESS);
+  }
+}
+
+ConnectedImporter connect_importer(ipc::Exporter& exporter) {
+  ConnectedImporter connected;
+  auto ends = ipc::Channel::pair();
+  if (!ends) {
+    ADD_FAILURE() << ends.error().message;
+    return connected;
+  }
+  std::optional<expected<ipc::Importer, Error>> importer;
+  std::thread other(
+      [&] { importer.emplace(ipc::Importer::create(std::move(ends->second), 5000)); });
+  auto peer = exporter.add_peer(std::move(ends->first), 5000);
+  other.join();
+  if (!peer || !*importer) {
+    ADD_FAILURE() << (peer ? (*importer).error().message : peer.error().message);
+    return connected;
+  }
+  connected.peer = *peer;
+  connected.importer.emplace(std::move(**importer));
+  return connected;
+}
+
+Tensor receive_one(ipc::Importer& importer) {
+  auto received = importer.receive(1000);
+  if (!received) {
+    ADD_FAILURE() << "receive failed: " << received.error().message;
+    return Tensor();
+  }
+  if (!*received) {
+    ADD_FAILURE() << "nothing arrived within a second";
+    return Tensor();
+  }
+  return std::move(**received);
+}
+
+}  // namespace holoscan::test
