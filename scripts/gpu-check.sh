@@ -65,9 +65,11 @@ python() {
   "$venv/bin/python" -m pytest -rs -p no:cacheprovider tests/python >"$out/pytest.log" 2>&1
   note "pytest: $(tail -1 "$out/pytest.log")"
   grep -E '^(SKIPPED|FAILED|ERROR)' "$out/pytest.log" | tee -a "$summary"
-  "$venv/bin/python" benchmarks/python_bench.py >"$out/python-bench.txt" 2>&1
-  note "python benchmark: $(tail -1 "$out/python-bench.txt")"
-  cat "$out/python-bench.txt"
+  if [ "${PYTHON_BENCH:-1}" = 1 ]; then
+    "$venv/bin/python" benchmarks/python_bench.py >"$out/python-bench.txt" 2>&1
+    note "python benchmark: $(tail -1 "$out/python-bench.txt")"
+    cat "$out/python-bench.txt"
+  fi
 }
 
 sanitize() {
@@ -147,7 +149,7 @@ ipc() {
   note "ipc gpu tests: exit $? — $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/ipc-tests.log" | tr '\n' ' ')"
   grep -E '^ipc: ' "$out/ipc-tests.log" | tee -a "$summary"
   : >"$out/ipc-sanitizers.log"
-  for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}; do
+  for tool in ${IPC_SANITIZER_TOOLS:-${SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}}; do
     echo "===== compute-sanitizer --tool $tool (both sides)" >>"$out/ipc-sanitizers.log"
     HOLOSCAN_DLPACK_IPC_ROUND_TRIPS=500 timeout "${SANITIZER_TIMEOUT:-600}" \
       compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
