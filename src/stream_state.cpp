@@ -155,32 +155,26 @@ bool StreamState::poll_idle() noexcept {
 expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
   // A point on `stream` itself is ordered before anything queued on it next; default-stream
   // handles may name other streams (other threads, devices), so only explicit handles match.
-  const auto needs_wait = [&](const StreamPoint& point) {
-    return point.event != nullptr && (point.stream != stream || is_default_stream_handle(stream));
+  // One wait per point that needs it; the first failure is returned and nothing is forgotten.
+  const auto order_after = [&](const StreamPoint& point) -> cudaError_t {
+    const bool own = point.stream == stream && !is_default_stream_handle(stream);
+    return point.event == nullptr || own ? cudaSuccess
+                                         : cuda().stream_wait_event(stream, point.event, 0);
   };
   {
     std::lock_guard<SpinMutex> lock(mutex_);
-    for (std::size_t i = 0; i < deallocation_.size(); ++i) {
-      if (needs_wait(deallocation_[i])) {
-        if (cudaError_t status = cuda().stream_wait_event(stream, deallocation_[i].event, 0);
-            status != cudaSuccess) {
-          return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
-        }
-      }
+    cudaError_t status = cudaSuccess;
+    for (std::size_t i = 0; i < deallocation_.size() && status == cudaSuccess; ++i) {
+      status = order_after(deallocation_[i]);
     }
-    if (!readiness_covered_ && needs_wait(readiness_)) {
-      if (cudaError_t status = cuda().stream_wait_event(stream, readiness_.event, 0);
-          status != cudaSuccess) {
-        return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
-      }
+    if (status == cudaSuccess && !readiness_covered_) {
+      status = order_after(readiness_);
     }
-    for (const StreamPoint& spare : spare_readiness_) {
-      if (needs_wait(spare)) {
-        if (cudaError_t status = cuda().stream_wait_event(stream, spare.event, 0);
-            status != cudaSuccess) {
-          return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
-        }
-      }
+    for (std::size_t i = 0; i < spare_readiness_.size() && status == cudaSuccess; ++i) {
+      status = order_after(spare_readiness_[i]);
+    }
+    if (status != cudaSuccess) {
+      return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
     }
   }
   // The waits took each event as last recorded: the events may be recorded again at once.
