@@ -7,7 +7,7 @@
 namespace holoscan::detail {
 
 Error driver_error(CUresult status, const char* call) noexcept {
-  Error error{ErrorCode::kCudaError, {}, static_cast<std::uint64_t>(status)};
+  Error error{ErrorCode::kFailure, {}, static_cast<std::uint64_t>(status)};
   const char* name = nullptr;
   const char* text = nullptr;
   if (cuda_ipc().get_error_name(status, &name) != CUDA_SUCCESS || name == nullptr) {

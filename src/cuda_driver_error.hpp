@@ -7,7 +7,7 @@
 
 namespace holoscan::detail {
 
-/** @brief Error{kCudaError, "<call> failed: <name> (<description>)", status}; never throws. */
+/** @brief Error{kFailure, "<call> failed: <name> (<description>)", status}; never throws. */
 Error driver_error(CUresult status, const char* call) noexcept;
 
 /** @brief Success, or the Error for `status`. */

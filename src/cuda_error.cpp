@@ -8,7 +8,7 @@ Error cuda_error(cudaError_t status, const char* call) noexcept {
   // A failed runtime call also sets the thread's last error; clear it so that our failure does
   // not surface later in the caller's own cudaGetLastError check.
   (void)cuda().get_last_error();
-  Error error{ErrorCode::kCudaError, {}, static_cast<std::uint64_t>(status)};
+  Error error{ErrorCode::kFailure, {}, static_cast<std::uint64_t>(status)};
   try {
     error.message.append(call)
         .append(" failed: ")

@@ -6,7 +6,7 @@
 
 namespace holoscan::detail {
 
-/** @brief Error{kCudaError, "<call> failed: <name> (<description>)", status}; never throws. */
+/** @brief Error{kFailure, "<call> failed: <name> (<description>)", status}; never throws. */
 Error cuda_error(cudaError_t status, const char* call) noexcept;
 
 /** @brief Error{code, message}; never throws (the message is dropped if it cannot be stored). */

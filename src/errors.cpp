@@ -2,7 +2,7 @@
 
 namespace holoscan {
 
-const char* error_code_name(ErrorCode code) noexcept {
+std::string_view error_code_name(ErrorCode code) noexcept {
   switch (code) {
     case ErrorCode::kSuccess:
       return "kSuccess";
@@ -20,26 +20,76 @@ const char* error_code_name(ErrorCode code) noexcept {
       return "kDuplicateName";
     case ErrorCode::kNotImplemented:
       return "kNotImplemented";
-    case ErrorCode::kNotReady:
-      return "kNotReady";
     case ErrorCode::kBackpressured:
       return "kBackpressured";
-    case ErrorCode::kResourceExhausted:
-      return "kResourceExhausted";
-    case ErrorCode::kClosed:
-      return "kClosed";
+    case ErrorCode::kNotReady:
+      return "kNotReady";
     case ErrorCode::kStaleEndpoint:
       return "kStaleEndpoint";
-    case ErrorCode::kIncompatible:
-      return "kIncompatible";
+    case ErrorCode::kClosed:
+      return "kClosed";
+    case ErrorCode::kResourceExhausted:
+      return "kResourceExhausted";
     case ErrorCode::kTimeout:
       return "kTimeout";
-    case ErrorCode::kCudaError:
-      return "kCudaError";
-    case ErrorCode::kErrorCodeCount:
-      break;
+    case ErrorCode::kPermissionDenied:
+      return "kPermissionDenied";
+    case ErrorCode::kInterrupted:
+      return "kInterrupted";
+    case ErrorCode::kProtocolError:
+      return "kProtocolError";
+    case ErrorCode::kIncompatible:
+      return "kIncompatible";
+    case ErrorCode::kInputEmpty:
+      return "kInputEmpty";
+    case ErrorCode::kInputNotSelected:
+      return "kInputNotSelected";
+    case ErrorCode::kInputUndeclared:
+      return "kInputUndeclared";
+    case ErrorCode::kInputSelectionCardinalityMismatch:
+      return "kInputSelectionCardinalityMismatch";
+    case ErrorCode::kPublicationIndeterminate:
+      return "kPublicationIndeterminate";
+    case ErrorCode::kNotSupported:
+      return "kNotSupported";
+    case ErrorCode::kLifecycleInvalidRestartStage:
+      return "kLifecycleInvalidRestartStage";
+    case ErrorCode::kLifecycleTransactionsDisabled:
+      return "kLifecycleTransactionsDisabled";
+    case ErrorCode::kStaleOperatorRef:
+      return "kStaleOperatorRef";
+    case ErrorCode::kCrossSessionOperatorRef:
+      return "kCrossSessionOperatorRef";
+    case ErrorCode::kLifecycleRestartUnauthorized:
+      return "kLifecycleRestartUnauthorized";
+    case ErrorCode::kLifecycleRestartQueueFull:
+      return "kLifecycleRestartQueueFull";
+    case ErrorCode::kLifecycleRestartUnsupportedInProfile:
+      return "kLifecycleRestartUnsupportedInProfile";
+    case ErrorCode::kLifecycleInvalidCallingContext:
+      return "kLifecycleInvalidCallingContext";
+    case ErrorCode::kLifecycleRunState:
+      return "kLifecycleRunState";
+    case ErrorCode::kLifecycleQuiesceFailed:
+      return "kLifecycleQuiesceFailed";
+    case ErrorCode::kLifecycleStageFailed:
+      return "kLifecycleStageFailed";
+    case ErrorCode::kLifecycleRollbackFailed:
+      return "kLifecycleRollbackFailed";
+    case ErrorCode::kPublicationPartial:
+      return "kPublicationPartial";
+    case ErrorCode::kRateBindingInvalid:
+      return "kRateBindingInvalid";
+    case ErrorCode::kRateBindingAboveMaximum:
+      return "kRateBindingAboveMaximum";
+    case ErrorCode::kRateBindingConflict:
+      return "kRateBindingConflict";
+    case ErrorCode::kArithmeticOverflow:
+      return "kArithmeticOverflow";
+    case ErrorCode::kPreparedStorageInvalid:
+      return "kPreparedStorageInvalid";
   }
-  return "kUnknown";
+  return "unknown";  // Holoscan 5.0's answer for a value outside its table
 }
 
 std::string to_string(const Error& error) {
@@ -47,8 +97,14 @@ std::string to_string(const Error& error) {
 }
 
 std::string RuntimeError::construct_error_message(ErrorCode error_code, const char* what_arg) {
-  std::string text = error_code_name(error_code);
-  if (what_arg != nullptr && *what_arg != '\0') {
+  return construct_error_message(error_code,
+                                 what_arg != nullptr ? std::string_view(what_arg) : std::string_view());
+}
+
+std::string RuntimeError::construct_error_message(ErrorCode error_code,
+                                                  std::string_view what_arg) {
+  std::string text(error_code_name(error_code));
+  if (!what_arg.empty()) {
     text.append(": ").append(what_arg);
   }
   return text;
@@ -62,6 +118,9 @@ RuntimeError::RuntimeError(ErrorCode error_code, const std::string& what_arg)
       code_(error_code) {}
 
 RuntimeError::RuntimeError(ErrorCode error_code, const char* what_arg)
+    : std::runtime_error(construct_error_message(error_code, what_arg)), code_(error_code) {}
+
+RuntimeError::RuntimeError(ErrorCode error_code, std::string_view what_arg)
     : std::runtime_error(construct_error_message(error_code, what_arg)), code_(error_code) {}
 
 RuntimeError::RuntimeError(const Error& error)

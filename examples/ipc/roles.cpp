@@ -108,7 +108,7 @@ bool produce(ipc::Exporter& exporter, const std::vector<ipc::PeerId>& peers,
                     static_cast<std::uint64_t>(shape.elements), static_cast<std::uint32_t>(i),
                     shape.delay_us, stream) != 0 ||
         !tensor.set_readiness_stream(stream)) {
-      return report("produce", holoscan::Error{ErrorCode::kCudaError, "fill kernel failed", 0});
+      return report("produce", holoscan::Error{ErrorCode::kFailure, "fill kernel failed", 0});
     }
     const std::uint64_t released = exporter.stats().releases;
     for (ipc::PeerId peer : peers) {
@@ -167,7 +167,7 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
           (stream = new_stream()) == nullptr ||
           cudaMalloc(reinterpret_cast<void**>(&mismatches), sizeof(*mismatches)) != cudaSuccess ||
           cudaMemset(mismatches, 0, sizeof(*mismatches)) != cudaSuccess) {
-        return failed(4, "setup", holoscan::Error{ErrorCode::kCudaError, "no stream", 0});
+        return failed(4, "setup", holoscan::Error{ErrorCode::kFailure, "no stream", 0});
       }
       blocks_before = host_blocks();
     }
@@ -177,7 +177,7 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
     if (launch_check(tensor.data_as<std::uint32_t>(), static_cast<std::uint64_t>(tensor.size()),
                      static_cast<std::uint32_t>(i), offset, mismatches, stream) != 0 ||
         !tensor.set_deallocation_stream(stream)) {
-      return failed(6, "check", holoscan::Error{ErrorCode::kCudaError, "check kernel failed", 0});
+      return failed(6, "check", holoscan::Error{ErrorCode::kFailure, "check kernel failed", 0});
     }
   }
   const std::uint64_t blocks = host_blocks() - blocks_before;
@@ -185,7 +185,7 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
   // The run is over: this wait is for the report, not part of the hot path.
   if (cudaStreamSynchronize(stream) != cudaSuccess ||
       cudaMemcpy(&wrong, mismatches, sizeof(wrong), cudaMemcpyDeviceToHost) != cudaSuccess) {
-    return failed(7, "results", holoscan::Error{ErrorCode::kCudaError, "cannot read", 0});
+    return failed(7, "results", holoscan::Error{ErrorCode::kFailure, "cannot read", 0});
   }
   std::printf(
       "consumer %d: %ld tensors checked on the GPU, %llu mismatching elements, %llu host "
@@ -228,7 +228,7 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
                        static_cast<std::uint32_t*>(out_tensor.data()),
                        static_cast<std::uint64_t>(shape.elements), stream) != 0 ||
         !in_tensor.set_deallocation_stream(stream) || !out_tensor.set_readiness_stream(stream)) {
-      return failed(5, "relay", holoscan::Error{ErrorCode::kCudaError, "add_one failed", 0});
+      return failed(5, "relay", holoscan::Error{ErrorCode::kFailure, "add_one failed", 0});
     }
     if (!publish(*exporter, *sink, out_tensor)) {
       return 6;

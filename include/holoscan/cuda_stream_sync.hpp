@@ -11,7 +11,7 @@ namespace holoscan {
 /**
  * @brief Makes `consumer_stream` wait for the work queued so far on `producer_stream`: one pooled
  *        event recorded on the producer (on its device), one cudaStreamWaitEvent; nothing when
- *        the two handles are the same. kCudaError names the failing call.
+ *        the two handles are the same. kFailure names the failing call.
  */
 expected<void, Error> synchronize_cuda_streams(cudaStream_t producer_stream,
                                                cudaStream_t consumer_stream);

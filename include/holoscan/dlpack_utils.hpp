@@ -55,7 +55,7 @@ void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
 /**
  * @brief The DLDevice that owns `ptr` per cudaPointerGetAttributes: kDLCUDA (device memory),
  *        kDLCUDAHost (pinned), kDLCUDAManaged, or kDLCPU for memory CUDA does not know (also
- *        when there is no CUDA driver); kCudaError when the query fails otherwise.
+ *        when there is no CUDA driver); kFailure when the query fails otherwise.
  */
 expected<DLDevice, Error> dldevice_from_pointer(void* ptr);
 

@@ -67,7 +67,7 @@ class ExportedTensor {
  *
  * Refused with kInvalidArgument naming the memory: an empty tensor, host memory (pageable or
  * pinned), managed memory, device memory CUDA cannot share; kNotImplemented for stream-ordered
- * pool memory (cudaMallocAsync). A CUDA failure is kCudaError naming the call.
+ * pool memory (cudaMallocAsync). A CUDA failure is kFailure naming the call.
  */
 expected<ExportedTensor, Error> export_tensor(const Tensor& tensor, std::uint64_t export_id);
 

@@ -101,7 +101,7 @@ class Importer {
  * once (a Release without event). Refusals: kInvalidArgument for a descriptor that fails
  * validation or whose handle kind and fd disagree (kPosixFd without fd, kCudaIpc with one, which
  * is closed); kNotImplemented for kFake handles; kNotFound for a device UUID this process does
- * not see; kCudaError naming the call that failed to map.
+ * not see; kFailure naming the call that failed to map.
  */
 expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
                                       Importer& peer);

@@ -23,7 +23,7 @@ namespace holoscan {
  * - Capture: set_readiness_stream and set_deallocation_stream return false on a stream that is
  *   being captured into a CUDA graph (a captured event cannot be waited on from outside the graph
  *   and a graph may replay after the owner is gone): keep such memory alive for the graph's life.
- *   synchronize_for_consumer on a capturing stream returns kCudaError
+ *   synchronize_for_consumer on a capturing stream returns kFailure
  *   (cudaErrorStreamCaptureIsolation, and CUDA invalidates that capture): synchronize first.
  */
 class StreamTrackedReference : public TensorMemoryReference {

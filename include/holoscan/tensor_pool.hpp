@@ -73,7 +73,7 @@ class TensorPool {
    *        point recorded on the block (one cudaStreamWaitEvent each, none for a point recorded
    *        on `stream` itself), so work queued on `stream` afterwards may write it. No event
    *        query, no host wait. kResourceExhausted at once when every block is named,
-   * kNotImplemented for a stream that is capturing a graph, kCudaError when a wait fails.
+   * kNotImplemented for a stream that is capturing a graph, kFailure when a wait fails.
    */
   expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype,
                                    cudaStream_t stream);

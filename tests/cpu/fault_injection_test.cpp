@@ -26,10 +26,10 @@ using test::CudaEntry;
 
 using Buffer = DLManagedMemoryBufferVersioned;
 
-// A CUDA failure reported as the contract says: kCudaError, the call and the error's name in the
+// A CUDA failure reported as the contract says: kFailure, the call and the error's name in the
 // message, the cudaError_t in provenance.
 void expect_cuda_error(const Error& error, const char* call, cudaError_t status) {
-  EXPECT_EQ(error.code, ErrorCode::kCudaError) << error.message;
+  EXPECT_EQ(error.code, ErrorCode::kFailure) << error.message;
   EXPECT_EQ(error.provenance, static_cast<std::uint64_t>(status));
   EXPECT_NE(error.message.find(call), std::string::npos) << error.message;
   EXPECT_NE(error.message.find(cudaGetErrorName(status)), std::string::npos) << error.message;

@@ -258,7 +258,7 @@ TEST_F(IpcExport, RecordFailureNamesTheCallAndKeepsNoEvent) {
   scope_.ipc().fail_next(CudaIpcEntry::kEventRecord, cudaErrorInvalidResourceHandle);
   auto exported = export_tensor(tensor, 1);
   ASSERT_FALSE(exported.has_value());
-  EXPECT_EQ(exported.error().code, ErrorCode::kCudaError);
+  EXPECT_EQ(exported.error().code, ErrorCode::kFailure);
   EXPECT_EQ(exported.error().provenance, std::uint64_t{cudaErrorInvalidResourceHandle});
   EXPECT_NE(exported.error().message.find("cudaEventRecord(readiness) failed: "
                                           "cudaErrorInvalidResourceHandle"),
@@ -288,7 +288,7 @@ TEST_F(IpcExport, VmmFailuresNameTheDriverCall) {
   scope_.ipc().fail_next(CudaIpcEntry::kMemMap, CUDA_ERROR_INVALID_VALUE);
   pool = TensorPool::create(config);
   ASSERT_FALSE(pool.has_value());
-  EXPECT_EQ(pool.error().code, ErrorCode::kCudaError);
+  EXPECT_EQ(pool.error().code, ErrorCode::kFailure);
   EXPECT_EQ(pool.error().provenance, std::uint64_t{CUDA_ERROR_INVALID_VALUE});
   EXPECT_EQ(pool.error().message, "cuMemMap failed: CUDA_ERROR_INVALID_VALUE (fake driver error)");
 }

@@ -115,7 +115,7 @@ TEST_F(NoDriver, ReserveStreamEventsReportsTheDriverError) {
   const expected<void> reserved = reserve_stream_events(0, 4);
   ASSERT_FALSE(reserved.has_value());
   const Error& error = reserved.error();
-  EXPECT_EQ(error.code, ErrorCode::kCudaError);
+  EXPECT_EQ(error.code, ErrorCode::kFailure);
   EXPECT_EQ(error.provenance, static_cast<std::uint64_t>(driver_status));
   EXPECT_NE(error.message.find(status_name), std::string::npos) << error.message;
   if (driver_status == cudaErrorInsufficientDriver) {

@@ -129,7 +129,7 @@ TEST_F(PoolStreamOrder, FailedWaitKeepsTheBlockAndItsPoints) {
   fake().fail_next(CudaEntry::kStreamWaitEvent, cudaErrorLaunchFailure);
   auto refused = pool->allocate({16}, kFloat32, producer);
   ASSERT_FALSE(refused.has_value());
-  EXPECT_EQ(refused.error().code, ErrorCode::kCudaError);
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailure);
   EXPECT_NE(refused.error().message.find("cudaStreamWaitEvent"), std::string::npos);
   EXPECT_NE(refused.error().message.find("cudaErrorLaunchFailure"), std::string::npos);
   // The point is still there: the next try waits for it again.

@@ -93,5 +93,5 @@ def test_bad_pool_configurations():
     with pytest.raises(TypeError):
         hd.TensorPool("host", 0, 256, 1)  # keyword-only, as the config's fields
     if not cuda_device_present():
-        with pytest.raises(RuntimeError, match="kCudaError"):
+        with pytest.raises(RuntimeError, match="kFailure"):
             hd.TensorPool(memory="device", block_bytes=256, block_count=1)
