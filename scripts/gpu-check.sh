@@ -5,7 +5,8 @@
 # floor ratios. Logs go to $OUT (or out/gpu-check); a summary is printed last.
 #
 # Usage: gpu-check.sh [STAGE...] with stages build, test, demo, python, sanitize, probe, bench,
-# pipeline, ipc (default: all). SANITIZER_TOOLS picks the compute-sanitizer tools (default:
+# pipeline, ipc, twogpu (default: all; twogpu needs two GPUs, i.e. the nvidia-h200-x2 kind, and
+# says so on one). SANITIZER_TOOLS picks the compute-sanitizer tools (default:
 # memcheck racecheck synccheck initcheck); BENCH_REPETITIONS the interleaved repetitions of the
 # benchmarks (default 7).
 set -uo pipefail
@@ -15,7 +16,7 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-stages=${*:-build test demo python sanitize probe bench pipeline ipc}
+stages=${*:-build test demo python sanitize probe bench pipeline ipc twogpu}
 
 build() {
   if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
@@ -164,6 +165,38 @@ ipc() {
     >"$out/ipc-bench.txt" 2>&1
   note "ipc bench: exit $?"
   tail -5 "$out/ipc-bench.txt" | tee -a "$summary"
+}
+
+# Two GPUs of one host: the two-device tests, then moving tensors from GPU 0 to GPU 1 with raw
+# NCCL (the floor), torch.distributed over NCCL (the peer) and the library's transport, all in
+# this one run; the report puts them side by side (docs/performance.md keeps it with its date).
+twogpu() {
+  local gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ "$gpus" -lt 2 ]; then
+    note "twogpu: needs two GPUs, found $gpus (run on the nvidia-h200-x2 kind)"
+    return 0
+  fi
+  local filter='TwoDevice*:DeviceTest.ProducerOnAnotherDeviceOrdersTheConsumer'
+  filter+=':IpcGpuTest.ImporterFindsTheDeviceByUuidNotByOrdinal'
+  filter+=':ReleaseSafetyTest.AlternatingReadinessDevicesKeepsOneEventPerDevice'
+  build/gpu/tests/holoscan_dlpack_gpu_tests --gtest_filter="$filter" >"$out/two-gpu-tests.log" 2>&1
+  note "two-device tests: exit $? — $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/two-gpu-tests.log" | tr '\n' ' ')"
+  local results=()
+  if [ -x build/gpu/benchmarks/holoscan_dlpack_nccl_floor ]; then
+    build/gpu/benchmarks/holoscan_dlpack_nccl_floor "${TWO_GPU_TENSORS:-10000}" \
+      >"$out/two-gpu-nccl.jsonl" 2>"$out/two-gpu-nccl.err"
+    note "nccl floor: exit $?"
+    results+=("$out/two-gpu-nccl.jsonl")
+  else
+    note "nccl floor: not built (NCCL not found at configure time)"
+  fi
+  timeout 300 python3 benchmarks/two_gpu/torch_distributed_bench.py \
+    --tensors "${TWO_GPU_TENSORS:-10000}" >"$out/two-gpu-torch.jsonl" 2>"$out/two-gpu-torch.err"
+  note "torch.distributed: exit $?"
+  results+=("$out/two-gpu-torch.jsonl")
+  python3 scripts/two-gpu-report.py "${results[@]}" >"$out/two-gpu.md" 2>&1
+  cat "$out/two-gpu.md" | tee -a "$summary"
 }
 
 for stage in $stages; do
