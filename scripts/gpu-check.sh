@@ -58,7 +58,8 @@ python() {
       python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
         >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/host-python.pth"
   fi
-  if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps . >"$out/python-build.log" 2>&1; then
+  if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps \
+    -Ccmake.define.HOLOSCAN_DLPACK_PYTHON_TESTING=ON . >"$out/python-build.log" 2>&1; then
     note "python build FAILED (see python-build.log)"
     tail -30 "$out/python-build.log"
     return 1

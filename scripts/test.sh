@@ -4,10 +4,10 @@
 # configurations: DLPack 1.0 with AddressSanitizer + UBSan + LeakSanitizer, ThreadSanitizer over
 # the CPU tests (the release thread against the fake CUDA runtime among them), and the libFuzzer
 # targets (ASan + UBSan, clang), each fuzzed for a bounded time after its corpus replays; then the
-# Python package: `pip install .` into a virtualenv under build/ and its pytest suite (GPU tests
-# skip there too).
+# Python package: `pip install .` with the test helper extension into a virtualenv under build/
+# and its pytest suite (GPU tests skip there too).
 #
-# HOLOSCAN_DLPACK_PRESETS picks the configurations (default: default asan tsan fuzz);
+# HOLOSCAN_DLPACK_PRESETS picks the configurations (unset: default asan tsan fuzz; empty: none);
 # HOLOSCAN_DLPACK_FUZZ_SECONDS the time per fuzzer (default: 90 for DLPack import, 40 for the
 # IPC descriptor); HOLOSCAN_DLPACK_PYTHON=0 skips the Python part.
 set -euo pipefail
@@ -30,7 +30,7 @@ fuzz_for() {  # fuzzer-name seconds: new inputs go to a scratch folder, never in
   fi
 }
 
-for preset in ${HOLOSCAN_DLPACK_PRESETS:-default asan tsan fuzz}; do
+for preset in ${HOLOSCAN_DLPACK_PRESETS-default asan tsan fuzz}; do
   echo "== preset $preset"
   cmake --preset "$preset" >/dev/null
   case "$preset" in
@@ -56,7 +56,9 @@ if [ "${HOLOSCAN_DLPACK_PYTHON:-1}" = 1 ]; then
   venv=build/python-venv
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q numpy pytest
-  "$venv/bin/python" -m pip install -q .
+  # nanobind beside the package: test_stubs regenerates the stub and compares it with the
+  # installed one. HOLOSCAN_DLPACK_PYTHON_TESTING adds the suite's helper extension.
+  "$venv/bin/python" -m pip install -q numpy pytest nanobind
+  "$venv/bin/python" -m pip install -q -Ccmake.define.HOLOSCAN_DLPACK_PYTHON_TESTING=ON .
   "$venv/bin/python" -m pytest -rs -p no:cacheprovider tests/python
 fi

@@ -1,16 +1,21 @@
-"""Owned, stream-ordered DLPack tensors for Python (holoscan-dlpack), with Holoscan's names.
+"""Owned, stream-ordered DLPack tensors for Python (holoscan-dlpack), with Holoscan 5.0's names.
 
 ``from_dlpack`` and ``as_tensor`` import tensors from PyTorch, CuPy, NumPy or any DLPack
-producer zero-copy and read-only; ``Tensor`` exports them back through ``__dlpack__`` and the
-array interfaces. A consumer ``stream`` is handed to the producer and recorded as the tensor's
-readiness point, so that later consumers order themselves after it with one event wait.
+producer zero-copy and read-only; ``Tensor`` exports them back through ``__dlpack__``, the DLPack
+C exchange API and the array interfaces. A consumer ``stream`` is handed to the producer and
+recorded as the tensor's readiness point, so that later consumers order themselves after it with
+one event wait. Failures are raised as the :mod:`holoscan_dlpack.errors` class of their code.
+See docs/python.md.
 """
 
-import enum as _enum
-
+from . import errors
 from ._core import (
     HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR,
     HOLOSCAN_DLPACK_IMPL_VERSION_MINOR,
+    DLDataType,
+    DLDataTypeCode,
+    DLDevice,
+    DLDeviceType,
     PoolMemory,
     Tensor,
     TensorPool,
@@ -19,42 +24,28 @@ from ._core import (
     from_dlpack,
     pending_deferred_releases,
 )
+from .errors import ErrorCode, HoloscanError
 
 __version__ = "0.1.0"
 
 #: DLPack version this build reads and writes, as ``(major, minor)``.
 DLPACK_VERSION = (HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR)
 
-
-class DLDeviceType(_enum.IntEnum):
-    """DLPack device type codes, as returned in ``Tensor.device`` and ``__dlpack_device__()``."""
-
-    kDLCPU = 1
-    kDLCUDA = 2
-    kDLCUDAHost = 3
-    kDLOpenCL = 4
-    kDLVulkan = 7
-    kDLMetal = 8
-    kDLVPI = 9
-    kDLROCM = 10
-    kDLROCMHost = 11
-    kDLExtDev = 12
-    kDLCUDAManaged = 13
-    kDLOneAPI = 14
-    kDLWebGPU = 15
-    kDLHexagon = 16
-    kDLMAIA = 17
-
-
 __all__ = [
+    "DLDataType",
+    "DLDataTypeCode",
+    "DLDevice",
     "DLDeviceType",
     "DLPACK_VERSION",
+    "ErrorCode",
     "HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR",
     "HOLOSCAN_DLPACK_IMPL_VERSION_MINOR",
+    "HoloscanError",
     "PoolMemory",
     "Tensor",
     "TensorPool",
     "as_tensor",
+    "errors",
     "flush_deferred_releases",
     "from_dlpack",
     "pending_deferred_releases",

@@ -9,6 +9,12 @@ namespace holoscan::python {
 /** @brief Annotation for every bound function: drain queued releases on entry. */
 using Entry = nanobind::call_guard<ModuleEntry>;
 
+/** @brief Binds the IntEnums DLDeviceType, DLDataTypeCode and ErrorCode. */
+void bind_enums(nanobind::module_& module);
+
+/** @brief Binds DLDevice and DLDataType. */
+void bind_dl_types(nanobind::module_& module);
+
 /** @brief Binds holoscan.Tensor: properties, stream hooks, DLPack and the array interfaces. */
 void bind_tensor(nanobind::module_& module);
 
@@ -17,11 +23,5 @@ void bind_functions(nanobind::module_& module);
 
 /** @brief Binds TensorPool and PoolMemory. */
 void bind_pool(nanobind::module_& module);
-
-/** @brief Binds the `_testing` submodule: test producers and release-thread probes. */
-void bind_testing(nanobind::module_& module);
-
-/** @brief Binds `_testing.ExchangeProducer`, a producer with DLPack's C exchange API. */
-void bind_exchange_producer(nanobind::module_& testing);
 
 }  // namespace holoscan::python

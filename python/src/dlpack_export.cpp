@@ -3,11 +3,14 @@
 #include <nanobind/stl/string.h>
 
 #include <string>
+#include <type_traits>
 
 #include "devices.hpp"
+#include "dl_types.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
 #include "stream_arg.hpp"
+#include "tensor_copy.hpp"
 
 namespace nb = nanobind;
 
@@ -39,17 +42,24 @@ void legacy_capsule_destructor(PyObject* capsule) noexcept {
 }
 
 template <class Managed>
-nb::object to_capsule(expected<Managed*, Error> managed, const char* name,
-                      PyCapsule_Destructor destructor) {
-  if (!managed) {
-    raise_error(managed.error(), Raise::kBuffer);
-  }
-  PyObject* capsule = PyCapsule_New(*managed, name, destructor);
+nb::object to_capsule(Managed* managed) {
+  constexpr bool kVersioned = std::is_same_v<Managed, DLManagedTensorVersioned>;
+  PyObject* capsule =
+      PyCapsule_New(managed, kVersioned ? kVersionedName : kLegacyName,
+                    kVersioned ? &versioned_capsule_destructor : &legacy_capsule_destructor);
   if (capsule == nullptr) {
-    (*managed)->deleter(*managed);
+    managed->deleter(managed);
     throw nb::python_error();
   }
   return nb::steal(capsule);
+}
+
+template <class Managed>
+nb::object to_capsule(expected<Managed*, Error> managed) {
+  if (!managed) {
+    raise_error(managed.error(), Raise::kBuffer);
+  }
+  return to_capsule(*managed);
 }
 
 bool wants_versioned(nb::handle max_version) {
@@ -62,33 +72,22 @@ bool wants_versioned(nb::handle max_version) {
   return nb::cast<long>(nb::handle(PyTuple_GET_ITEM(max_version.ptr(), 0))) >= 1;
 }
 
-void check_device(const Tensor& tensor, nb::handle dl_device) {
-  if (dl_device.is_none()) {
-    return;
-  }
-  const DLDevice ours = tensor.device();
-  const auto wanted = nb::cast<nb::tuple>(dl_device);
-  if (wanted.size() != 2 || nb::cast<int>(wanted[0]) != ours.device_type ||
-      nb::cast<int>(wanted[1]) != ours.device_id) {
-    throw nb::buffer_error(("dl_device " + nb::cast<std::string>(nb::repr(dl_device)) +
-                            " is not the tensor's device (" + std::to_string(ours.device_type) +
-                            ", " + std::to_string(ours.device_id) +
-                            "), and holoscan_dlpack exports without copying")
-                               .c_str());
-  }
+std::string device_text(DLDevice device) {
+  return "(" + std::to_string(static_cast<int>(device.device_type)) + ", " +
+         std::to_string(device.device_id) + ")";
 }
 
-// The array API: for CUDA, None means the legacy default stream and -1 no synchronization.
-void order_consumer(Tensor& tensor, nb::handle stream) {
+// For a CUDA tensor the consumer's stream waits for the readiness point. A host consumer cannot
+// wait on a stream (and the array API passes none for host memory), so for host tensors the
+// stream is ignored and the host waits for a readiness-aware producer instead.
+void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
   const int device_type = tensor.device().device_type;
-  if (!cuda_ordered(device_type) && device_type != kDLROCM) {
-    if (!stream.is_none() && !(PyLong_Check(stream.ptr()) && nb::cast<long>(stream) == -1)) {
-      throw nb::buffer_error("stream must be None for a host tensor");
-    }
+  if (host_device(device_type)) {
+    wait_ready_on_host(tensor);
     return;
   }
-  const ProtocolStream consumer = parse_protocol_stream(stream);
-  if (consumer.kind == ProtocolStream::Kind::kNoSync || !tensor.has_readiness_stream_contract() ||
+  if (!cuda_ordered(device_type) || consumer.kind == ProtocolStream::Kind::kNoSync ||
+      !tensor.has_readiness_stream_contract() ||
       both_legacy_default(tensor.readiness_stream(), consumer.handle)) {
     return;  // no readiness point (ROCm included), or recorded on this very stream
   }
@@ -97,24 +96,53 @@ void order_consumer(Tensor& tensor, nb::handle stream) {
   }
 }
 
+nb::object export_copy(Tensor& tensor, DLDevice target, bool versioned) {
+  if (!host_copy_supported(tensor, target)) {
+    throw nb::buffer_error(("a copy of a tensor on device " + device_text(tensor.device()) +
+                            " to device " + device_text(target) +
+                            " is not supported: holoscan_dlpack copies host memory to kDLCPU only")
+                               .c_str());
+  }
+  wait_ready_on_host(tensor);
+  if (versioned) {
+    return to_capsule(copy_to_host_versioned(tensor));
+  }
+  return to_capsule(copy_to_host_legacy(tensor));
+}
+
 }  // namespace
 
 nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_version,
                          nb::handle dl_device, nb::handle copy) {
-  if (copy.ptr() == Py_True) {
-    throw nb::buffer_error("copy=True: holoscan_dlpack exports without copying");
-  }
-  if (!copy.is_none() && copy.ptr() != Py_False) {
+  if (!copy.is_none() && !PyBool_Check(copy.ptr())) {
     throw nb::type_error("copy must be None, True or False");
   }
-  check_device(tensor, dl_device);
   const bool versioned = wants_versioned(max_version);
-  order_consumer(tensor, stream);
-  if (versioned) {
-    return to_capsule(tensor.export_dlpack_versioned(), kVersionedName,
-                      &versioned_capsule_destructor);
+  const ProtocolStream consumer = parse_protocol_stream(stream);  // checked for every device
+  const DLDevice ours = tensor.device();
+  const DLDevice target = dl_device.is_none() ? ours : parse_device(dl_device, "dl_device");
+  const bool other_device =
+      target.device_type != ours.device_type || target.device_id != ours.device_id;
+  if (other_device && copy.ptr() == Py_False) {
+    throw nb::buffer_error(
+        ("copy=False cannot satisfy a different dl_device request: " + device_text(target) +
+         " is not the tensor's device " + device_text(ours))
+            .c_str());
   }
-  return to_capsule(tensor.export_dlpack(), kLegacyName, &legacy_capsule_destructor);
+  if (other_device || copy.ptr() == Py_True) {
+    return export_copy(tensor, target, versioned);  // the copy is writable: any layout may carry it
+  }
+  if (!versioned && tensor.read_only()) {
+    throw nb::buffer_error(
+        "a read-only tensor cannot be exported as a legacy DLPack capsule (it cannot carry "
+        "read-only authority, and holoscan_dlpack does not widen access): pass "
+        "max_version=(1, 0) or later");
+  }
+  order_consumer(tensor, consumer);
+  if (versioned) {
+    return to_capsule(tensor.export_dlpack_versioned());
+  }
+  return to_capsule(tensor.export_dlpack());
 }
 
 nb::tuple dlpack_device(const Tensor& tensor) {

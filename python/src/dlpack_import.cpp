@@ -216,23 +216,14 @@ void record_import_readiness(Tensor& tensor, const ProtocolStream& stream) {
   (void)tensor.set_readiness_stream(stream.handle);
 }
 
-Tensor from_dlpack(nb::handle object, nb::handle stream, nb::handle copy) {
-  if (!copy.is_none() && !PyBool_Check(copy.ptr())) {
-    throw nb::type_error("copy must be None, True or False");
-  }
-  const ProtocolStream consumer = parse_protocol_stream(stream);
+Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::handle copy) {
   if (PyCapsule_CheckExact(object.ptr())) {
-    // The producer's __dlpack__ was called by the caller, for `stream` if one is given.
+    // The producer's __dlpack__ was called by the caller, for the stream if one is given.
     Tensor tensor = import_capsule(object, nb::handle());
-    if (!stream.is_none()) {
+    if (consumer.kind != ProtocolStream::Kind::kDefault) {
       record_import_readiness(tensor, consumer);
     }
     return tensor;
-  }
-  if (copy.ptr() != Py_True) {  // a copy can only be asked of __dlpack__
-    if (std::optional<Tensor> tensor = import_through_exchange_api(object, consumer)) {
-      return std::move(*tensor);
-    }
   }
   const Names& n = names();
   nb::object device = nb::steal(PyObject_CallMethodNoArgs(object.ptr(), n.dlpack_device));

@@ -53,13 +53,13 @@ constexpr NamedType kNamedTypes[] = {
 DLDataType dtype_from_tuple(nb::handle dtype) {
   const auto items = nb::cast<nb::tuple>(dtype);
   if (items.size() != 3) {
-    throw nb::value_error("a dtype tuple is (code, bits, lanes)");
+    raise_invalid_argument("a dtype tuple is (code, bits, lanes)");
   }
   const auto code = nb::cast<unsigned>(items[0]);
   const auto bits = nb::cast<unsigned>(items[1]);
   const auto lanes = nb::cast<unsigned>(items[2]);
   if (code > 255 || bits > 255 || lanes > 65535) {
-    throw nb::value_error("a dtype tuple's code and bits must fit 8 bits and lanes 16 bits");
+    raise_invalid_argument("a dtype tuple's code and bits must fit 8 bits and lanes 16 bits");
   }
   return DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits),
                     static_cast<std::uint16_t>(lanes)};
@@ -101,6 +101,9 @@ std::string dtype_string(DLDataType dtype) {
 }
 
 DLDataType parse_dtype(nb::handle dtype) {
+  if (nb::isinstance<DLDataType>(dtype)) {
+    return nb::cast<DLDataType>(dtype);
+  }
   if (nb::isinstance<nb::str>(dtype)) {
     return dtype_from_string(nb::cast<std::string>(dtype));
   }
@@ -111,8 +114,8 @@ DLDataType parse_dtype(nb::handle dtype) {
     return dtype_from_string(nb::cast<std::string>(dtype.attr("str")));
   }
   throw nb::type_error(
-      "dtype must be a NumPy type string ('<f4'), a name ('float32'), a numpy.dtype or a "
-      "(code, bits, lanes) tuple");
+      "dtype must be a DLDataType, a NumPy type string ('<f4'), a name ('float32'), a "
+      "numpy.dtype or a (code, bits, lanes) tuple");
 }
 
 }  // namespace holoscan::python

@@ -15,8 +15,9 @@ namespace holoscan::python {
 std::string dtype_string(DLDataType dtype);
 
 /**
- * @brief A DLDataType from a NumPy type string ("<f4"), a name ("float32", "bfloat16"), a
- *        `numpy.dtype` (its `str`), or a (code, bits, lanes) tuple; ValueError or TypeError else.
+ * @brief A DLDataType from a DLDataType, a NumPy type string ("<f4"), a name ("float32",
+ *        "bfloat16"), a `numpy.dtype` (its `str`), or a (code, bits, lanes) tuple;
+ *        InvalidArgumentError or TypeError else.
  */
 DLDataType parse_dtype(nanobind::handle dtype);
 

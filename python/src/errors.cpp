@@ -3,8 +3,7 @@
 #include <Python.h>
 
 #include <nanobind/nanobind.h>
-
-#include <stdexcept>
+#include <nanobind/stl/string.h>
 
 namespace nb = nanobind;
 
@@ -15,10 +14,23 @@ void raise_error(const Error& error, Raise kind) {
   if (kind == Raise::kBuffer) {
     throw nb::buffer_error(text.c_str());
   }
-  if (error.code == ErrorCode::kInvalidArgument) {
-    throw nb::value_error(text.c_str());
+  // The classes live in Python (holoscan_dlpack/errors.py), so that users subclass and catch
+  // ordinary Python exceptions; an ImportError here would itself propagate, never a lost failure.
+  nb::object exception = nb::module_::import_("holoscan_dlpack.errors")
+                             .attr("_exception_for")(static_cast<int>(error.code), text);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
+  throw nb::python_error();
+}
+
+void raise_invalid_argument(const std::string& message) {
+  raise_error(Error{ErrorCode::kInvalidArgument, message});
+}
+
+void warn_deprecated(const char* message) {
+  // stacklevel 1 from C code names the Python line that called us.
+  if (PyErr_WarnEx(PyExc_DeprecationWarning, message, 1) != 0) {
+    throw nb::python_error();
   }
-  throw std::runtime_error(text);
 }
 
 ErrorIndicatorGuard::ErrorIndicatorGuard() noexcept {

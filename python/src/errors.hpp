@@ -1,17 +1,25 @@
 #pragma once
-// The library's Errors as Python exceptions, with its message.
+// The library's Errors as Python exceptions: holoscan_dlpack.errors' class for each ErrorCode.
+#include <string>
+
 #include <holoscan/errors.hpp>
 
 namespace holoscan::python {
 
 /** @brief Which Python exception an Error becomes. */
 enum class Raise {
-  kByCode,  ///< ValueError for kInvalidArgument, RuntimeError otherwise.
+  kByCode,  ///< The HoloscanError subclass of the code (InvalidArgumentError, ...).
   kBuffer,  ///< BufferError: the DLPack protocol's exception for a failed import or export.
 };
 
-/** @brief Throws the nanobind exception for `error` ("kCode: message"). */
+/** @brief Raises the exception for `error` ("kCode: message"), carrying its code and token. */
 [[noreturn]] void raise_error(const Error& error, Raise kind = Raise::kByCode);
+
+/** @brief Raises InvalidArgumentError with `message` (a bad argument value). */
+[[noreturn]] void raise_invalid_argument(const std::string& message);
+
+/** @brief Emits a DeprecationWarning naming the replacement; raises if warnings are errors. */
+void warn_deprecated(const char* message);
 
 /** @brief Saves the Python error indicator and restores it on scope exit (releases may run
  *         while an exception propagates; they must neither see nor clear it). */

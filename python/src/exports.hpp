@@ -7,18 +7,26 @@
 namespace holoscan::python {
 
 /**
- * @brief `Tensor.__dlpack__`: orders the consumer stream after the readiness point, then exports
- *        a versioned capsule (max_version >= (1, 0)) or a legacy one; an unconsumed capsule frees
- *        its export when it dies.
+ * @brief `Tensor.__dlpack__`, Holoscan 5.0's semantics: `stream` None/1 the legacy default
+ *        stream, 2 per-thread, -1 no synchronization, a handle, or a `__cuda_stream__()` object
+ *        (0 is invalid; ignored for host tensors, whose readiness the host waits for). A versioned
+ *        capsule for max_version >= (1, 0), else legacy, which a read-only tensor refuses
+ *        (BufferError). `copy=True` or another `dl_device` gives an owning copy (host memory
+ *        only); `copy=False` with another `dl_device` raises BufferError. An unconsumed capsule
+ *        frees its export when it dies.
  */
 nanobind::object export_dlpack(Tensor& tensor, nanobind::handle stream,
                                nanobind::handle max_version, nanobind::handle dl_device,
                                nanobind::handle copy);
 
-/** @brief `Tensor.__dlpack_device__`: (device_type, device_id). */
+/** @brief `Tensor.__dlpack_device__`: (device_type, device_id) as plain ints. */
 nanobind::tuple dlpack_device(const Tensor& tensor);
 
-/** @brief `__cuda_array_interface__` (v3) of a CUDA or managed tensor; AttributeError else. */
+/**
+ * @brief `__cuda_array_interface__` (v3) of a CUDA or managed tensor; AttributeError else. A
+ *        readiness-aware tensor is first ordered before the legacy default stream, which the dict
+ *        names (`stream` 1); one without a readiness point says None (nothing to wait for).
+ */
 nanobind::dict cuda_array_interface(Tensor& tensor);
 
 /**
@@ -26,5 +34,11 @@ nanobind::dict cuda_array_interface(Tensor& tensor);
  *        readiness point; AttributeError on device tensors.
  */
 nanobind::dict array_interface(Tensor& tensor);
+
+/** @brief Blocks (without the GIL) until a readiness-aware tensor's producer finished. */
+void wait_ready_on_host(Tensor& tensor);
+
+/** @brief Binds `Tensor.__dlpack_c_exchange_api__` (DLPack 1.3's C exchange API, producer side). */
+void bind_exchange_export(nanobind::class_<Tensor>& tensor_type);
 
 }  // namespace holoscan::python

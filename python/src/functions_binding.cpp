@@ -11,12 +11,18 @@ namespace nb = nanobind;
 namespace holoscan::python {
 
 void bind_functions(nb::module_& module) {
-  module.def("as_tensor", &as_tensor, nb::arg("obj"), Entry(),
-             "A Tensor from a Tensor (itself), a DLPack producer or capsule, or an object with "
-             "__cuda_array_interface__ or __array_interface__; zero-copy, read-only.");
+  module.def("as_tensor", &as_tensor, nb::arg("obj"), nb::kw_only(), nb::arg("stream") = nb::none(),
+             Entry(),
+             nb::sig("def as_tensor(obj: object, *, stream: object | None = None) -> Tensor"),
+             "A Tensor from a Tensor or any object with the DLPack C exchange API, __dlpack__, "
+             "__cuda_array_interface__ or __array_interface__ (that order), zero-copy and "
+             "read-only (Tensor.as_tensor).");
   module.def("from_dlpack", &from_dlpack, nb::arg("obj"), nb::kw_only(),
              nb::arg("stream") = nb::none(), nb::arg("copy") = nb::none(), Entry(),
-             "Imports a DLPack producer (or capsule) zero-copy, ordered for `stream`.");
+             nb::sig("def from_dlpack(obj: object, *, stream: object | None = None, copy: "
+                     "bool | None = None) -> Tensor"),
+             "Imports a DLPack producer (or capsule) zero-copy, read-only, ordered for `stream` "
+             "(Tensor.from_dlpack).");
   module.def(
       "flush_deferred_releases",
       [] {

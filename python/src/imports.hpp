@@ -1,5 +1,6 @@
 #pragma once
-// Tensors from Python objects: DLPack (capsules and producers) and the array interfaces.
+// Tensors from Python objects: DLPack (capsules, producers, the C exchange API), the array
+// interfaces, and Tensors themselves.
 #include <nanobind/nanobind.h>
 
 #include <optional>
@@ -11,6 +12,22 @@
 namespace holoscan::python {
 
 /**
+ * @brief `from_dlpack` (Holoscan 5.0): a read-only Tensor as is, a writable one as a new
+ *        read-only wrapper, else the C exchange API or `__dlpack__` (a bare capsule too).
+ *        `stream` -1 is refused (no readiness guarantee), 0 is invalid. `copy` (an extension) is
+ *        passed to `__dlpack__`.
+ */
+nanobind::object from_dlpack(nanobind::handle object, nanobind::handle stream,
+                             nanobind::handle copy);
+
+/**
+ * @brief `as_tensor` (Holoscan 5.0): a Tensor as `from_dlpack` takes it, else the first protocol
+ *        the object has, in this order: the DLPack C exchange API, `__dlpack__` (or a capsule),
+ *        `__cuda_array_interface__`, `__array_interface__`; TypeError when it has none.
+ */
+nanobind::object as_tensor(nanobind::handle object, nanobind::handle stream);
+
+/**
  * @brief Imports a DLPack capsule. Ownership passes (and the capsule is renamed "used_...") only
  *        when the library accepted the tensor; on any rejection the capsule keeps it untouched
  *        and BufferError is raised. `producer` (may be null) is kept alive as long as the memory.
@@ -18,21 +35,27 @@ namespace holoscan::python {
 Tensor import_capsule(nanobind::handle capsule, nanobind::handle producer);
 
 /**
- * @brief `from_dlpack`: calls `__dlpack_device__()` once and `__dlpack__` once (max_version,
- *        dl_device, copy, and the consumer stream for CUDA/ROCm producers), falling back to a
- *        legacy call without keywords only when the producer raises TypeError; records the
- *        consumer stream as the tensor's readiness. A bare capsule is accepted.
+ * @brief A bare capsule (readiness recorded only for an explicit stream), or a producer: calls
+ *        `__dlpack_device__()` once and `__dlpack__` once (max_version, dl_device, copy, and the
+ *        consumer stream for CUDA/ROCm producers), falling back to a legacy call without keywords
+ *        only when the producer raises TypeError; records the consumer stream as readiness.
  */
-Tensor from_dlpack(nanobind::handle object, nanobind::handle stream, nanobind::handle copy);
+Tensor import_protocol(nanobind::handle object, const ProtocolStream& consumer,
+                       nanobind::handle copy);
 
-/** @brief Imports `__cuda_array_interface__` (v2/v3, `cuda` true) or `__array_interface__`. */
-Tensor import_array_interface(nanobind::handle object, bool cuda);
-
-/** @brief `as_tensor`: the object itself if it is a Tensor, else DLPack, then the interfaces. */
-nanobind::object as_tensor(nanobind::handle object);
+/**
+ * @brief Imports the `description` that `object` gave as `__cuda_array_interface__` (v2/v3,
+ *        `cuda` true) or `__array_interface__`: the exporter's advertised stream is the readiness
+ *        point, and an explicit consumer stream waits for it. `object` is kept alive.
+ */
+Tensor import_array_interface(nanobind::handle object, nanobind::handle description, bool cuda,
+                              const ProtocolStream& consumer);
 
 /** @brief Records readiness on `stream` after an import ordered on it (nothing for kNoSync). */
 void record_import_readiness(Tensor& tensor, const ProtocolStream& stream);
+
+/** @brief Makes an explicit consumer stream (not None, not -1) wait for the readiness point. */
+void order_explicit_consumer(Tensor& tensor, const ProtocolStream& consumer);
 
 /** @brief BufferError, touching nothing, when `managed` has another major version. */
 void check_major_version(const DLManagedTensorVersioned& managed);

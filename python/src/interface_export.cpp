@@ -50,21 +50,35 @@ nb::dict cuda_array_interface(Tensor& tensor) {
         "__cuda_array_interface__ exists only for CUDA device and managed tensors");
   }
   nb::dict dict = interface_dict(tensor);
-  // The consumer synchronizes with the stream named here before it reads.
+  // The consumer waits on the stream named here before it reads. A handle of ours would have to
+  // outlive the consumer's wait, and "2" would name the consumer thread's own per-thread stream:
+  // the legacy default stream is the one every thread can wait on, so readiness is handed over
+  // to it (one event wait on the GPU, none when readiness was recorded there).
   nb::object stream = nb::none();
   if (tensor.has_readiness_stream_contract()) {
-    cudaStream_t readiness = tensor.readiness_stream();
-    if (readiness == kPerThreadStream) {
-      // "2" would name the consumer thread's own per-thread stream: hand over on legacy instead.
+    if (!both_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
       if (auto ordered = tensor.synchronize_for_consumer(kLegacyStream); !ordered) {
         raise_error(ordered.error());
       }
-      readiness = kLegacyStream;
     }
-    stream = stream_to_python(readiness);
+    stream = nb::int_(1);
   }
   dict["stream"] = stream;
   return dict;
+}
+
+void wait_ready_on_host(Tensor& tensor) {
+  if (!tensor.has_readiness_stream_contract()) {
+    return;  // written on the host, or no stream recorded: nothing to wait for
+  }
+  expected<void, Error> ready;
+  {
+    nb::gil_scoped_release unlocked;
+    ready = tensor.synchronize_for_host();
+  }
+  if (!ready) {
+    raise_error(ready.error());
+  }
 }
 
 nb::dict array_interface(Tensor& tensor) {
@@ -73,17 +87,7 @@ nb::dict array_interface(Tensor& tensor) {
         "__array_interface__ exists only for host tensors; use DLPack or "
         "__cuda_array_interface__ for device tensors");
   }
-  // The dict carries no stream: the host waits here for the producer's readiness point.
-  if (tensor.has_readiness_stream_contract()) {
-    expected<void, Error> ready;
-    {
-      nb::gil_scoped_release unlocked;
-      ready = tensor.synchronize_for_host();
-    }
-    if (!ready) {
-      raise_error(ready.error());
-    }
-  }
+  wait_ready_on_host(tensor);  // the dict carries no stream
   return interface_dict(tensor);
 }
 

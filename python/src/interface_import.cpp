@@ -66,9 +66,9 @@ DLDevice interface_device(std::uintptr_t data, bool cuda) {
 
 }  // namespace
 
-Tensor import_array_interface(nb::handle object, bool cuda) {
+Tensor import_array_interface(nb::handle object, nb::handle description, bool cuda,
+                              const ProtocolStream& consumer) {
   const char* attribute = cuda ? "__cuda_array_interface__" : "__array_interface__";
-  nb::object description = object.attr(attribute);
   if (!nb::isinstance<nb::dict>(description)) {
     throw nb::type_error((std::string(attribute) + " must be a dict").c_str());
   }
@@ -78,7 +78,7 @@ Tensor import_array_interface(nb::handle object, bool cuda) {
     return value != nullptr ? nb::borrow(value) : nb::none();
   };
   if (!entry("mask").is_none()) {
-    throw nb::value_error("a masked array interface is not supported");
+    raise_invalid_argument("a masked array interface is not supported");
   }
   const nb::object data = entry("data");
   if (!nb::isinstance<nb::tuple>(data) || nb::len(data) != 2) {
@@ -94,7 +94,7 @@ Tensor import_array_interface(nb::handle object, bool cuda) {
   }
   const ProtocolStream stream = cuda ? parse_protocol_stream(entry("stream")) : ProtocolStream{};
   if (cuda && stream.kind == ProtocolStream::Kind::kNoSync) {
-    throw nb::value_error("__cuda_array_interface__['stream'] -1 is not a stream");
+    raise_invalid_argument("__cuda_array_interface__['stream'] -1 is not a stream");
   }
 
   auto owner = std::make_unique<InterfaceOwner>();
@@ -112,13 +112,12 @@ Tensor import_array_interface(nb::handle object, bool cuda) {
   } else {
     owner->strides = int_tuple(strides, "strides");
     if (owner->strides.size() != owner->shape.size()) {
-      throw nb::value_error("strides and shape differ in length");
+      raise_invalid_argument("strides and shape differ in length");
     }
     for (std::int64_t& stride : owner->strides) {
       if (stride % item != 0) {
-        throw nb::value_error(("stride " + std::to_string(stride) +
-                               " bytes is not a multiple of the item size " + std::to_string(item))
-                                  .c_str());
+        raise_invalid_argument("stride " + std::to_string(stride) +
+                               " bytes is not a multiple of the item size " + std::to_string(item));
       }
       stride /= item;
     }
@@ -143,27 +142,10 @@ Tensor import_array_interface(nb::handle object, bool cuda) {
   owner->object = object.inc_ref().ptr();
   owner.release();  // the library owns it now, through the deleter
   if (stream.kind == ProtocolStream::Kind::kStream) {
-    record_import_readiness(*tensor, stream);
+    record_import_readiness(*tensor, stream);  // the readiness the exporter advertised
   }
+  order_explicit_consumer(*tensor, consumer);
   return std::move(*tensor);
-}
-
-nb::object as_tensor(nb::handle object) {
-  if (nb::isinstance<Tensor>(object)) {
-    return nb::borrow(object);
-  }
-  if (PyCapsule_CheckExact(object.ptr()) || nb::hasattr(object, "__dlpack__")) {
-    return nb::cast(from_dlpack(object, nb::none(), nb::none()));
-  }
-  if (nb::hasattr(object, "__cuda_array_interface__")) {
-    return nb::cast(import_array_interface(object, true));
-  }
-  if (nb::hasattr(object, "__array_interface__")) {
-    return nb::cast(import_array_interface(object, false));
-  }
-  throw nb::type_error(("as_tensor: " + std::string(nb::type_name(object.type()).c_str()) +
-                        " has none of __dlpack__, __cuda_array_interface__, __array_interface__")
-                           .c_str());
 }
 
 }  // namespace holoscan::python

@@ -1,4 +1,5 @@
-// holoscan_dlpack._core: owned, stream-ordered DLPack tensors for Python.
+// holoscan_dlpack._core: owned, stream-ordered DLPack tensors for Python. No test hooks: the
+// suite's helpers are a separate extension (tests/python/ext).
 #include <nanobind/nanobind.h>
 
 #include "bindings.hpp"
@@ -7,8 +8,9 @@ namespace nb = nanobind;
 
 NB_MODULE(_core, module) {
   module.doc() = "Owned, stream-ordered DLPack tensors (holoscan-dlpack), nanobind extension.";
+  holoscan::python::bind_enums(module);
+  holoscan::python::bind_dl_types(module);
   holoscan::python::bind_tensor(module);
   holoscan::python::bind_functions(module);
   holoscan::python::bind_pool(module);
-  holoscan::python::bind_testing(module);
 }

@@ -24,7 +24,7 @@ PoolMemory parse_memory(nb::handle memory) {
     const auto name = nb::cast<std::string>(memory);
     if (name == "device") return PoolMemory::kDevice;
     if (name == "host") return PoolMemory::kHost;
-    throw nb::value_error(("memory must be 'device' or 'host', not '" + name + "'").c_str());
+    raise_invalid_argument("memory must be 'device' or 'host', not '" + name + "'");
   }
   return nb::cast<PoolMemory>(memory);
 }
@@ -70,21 +70,15 @@ void bind_pool(nb::module_& module) {
             return std::move(*tensor);
           },
           nb::arg("shape"), nb::arg("dtype"), Entry(),
-          "A compact, writable tensor in a free block; RuntimeError 'kResourceExhausted' when "
-          "none is free, ValueError when the request can never fit a block.")
+          "A compact, writable tensor in a free block; ResourceExhaustedError when none is "
+          "free, InvalidArgumentError when the request can never fit a block.")
       .def("available_blocks", &TensorPool::available_blocks, Entry(),
            "Blocks that could be handed out now (polls, never waits).")
       .def_prop_ro("block_count", &TensorPool::block_count, Entry(), "Total blocks.")
       .def_prop_ro("block_bytes", &TensorPool::block_bytes, Entry(), "Bytes per block.")
       .def_prop_ro("reuse_count", &TensorPool::reuse_count, Entry(),
                    "Allocations that reused a block handed out before.")
-      .def_prop_ro(
-          "device",
-          [](const TensorPool& pool) {
-            const DLDevice device = pool.device();
-            return nb::make_tuple(static_cast<int>(device.device_type), device.device_id);
-          },
-          Entry(), "(device_type, device_id) of the pool's tensors.");
+      .def_prop_ro("device", &TensorPool::device, Entry(), "The DLDevice of the pool's tensors.");
 }
 
 }  // namespace holoscan::python

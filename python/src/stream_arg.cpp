@@ -1,6 +1,10 @@
 #include "stream_arg.hpp"
 
+#include <nanobind/stl/string.h>
+
 #include <string>
+
+#include "errors.hpp"
 
 namespace nb = nanobind;
 
@@ -12,6 +16,21 @@ struct RawStream {
   bool from_object = false;  // a stream object, whose 0 names the legacy default stream
 };
 
+// The CUDA stream protocol: `__cuda_stream__()` returns (version, handle), version 0.
+std::intptr_t cuda_stream_protocol(nb::handle stream) {
+  nb::object result = stream.attr("__cuda_stream__")();
+  if (!nb::isinstance<nb::tuple>(result) || nb::len(result) != 2) {
+    throw nb::type_error("__cuda_stream__() must return a (version, stream) tuple");
+  }
+  const auto pair = nb::borrow<nb::tuple>(result);
+  const auto version = nb::cast<long>(pair[0]);
+  if (version != 0) {
+    raise_invalid_argument("__cuda_stream__ protocol version must be 0, not " +
+                           std::to_string(version));
+  }
+  return nb::cast<std::intptr_t>(pair[1]);
+}
+
 RawStream raw_stream(nb::handle stream) {
   if (PyBool_Check(stream.ptr())) {
     throw nb::type_error("stream must be an integer or a stream object, not a bool");
@@ -19,14 +38,17 @@ RawStream raw_stream(nb::handle stream) {
   if (PyLong_Check(stream.ptr())) {
     return {nb::cast<std::intptr_t>(stream), false};
   }
+  if (nb::hasattr(stream, "__cuda_stream__")) {
+    return {cuda_stream_protocol(stream), true};
+  }
   for (const char* attribute : {"cuda_stream", "ptr"}) {
     if (nb::hasattr(stream, attribute)) {
       return {nb::cast<std::intptr_t>(stream.attr(attribute)), true};
     }
   }
   throw nb::type_error(
-      ("stream must be None, an integer, or an object with `cuda_stream` (torch) or `ptr` "
-       "(CuPy), not " +
+      ("stream must be None, an integer, or an object with __cuda_stream__(), `cuda_stream` "
+       "(torch) or `ptr` (CuPy), not " +
        std::string(nb::type_name(stream.type()).c_str()))
           .c_str());
 }
@@ -45,12 +67,12 @@ ProtocolStream parse_protocol_stream(nb::handle stream) {
     return {ProtocolStream::Kind::kNoSync, -1, nullptr};
   }
   if (raw.value == 0) {
-    throw nb::value_error(
+    raise_invalid_argument(
         "stream=0 is ambiguous in the DLPack protocol: pass 1 for the legacy default stream or 2 "
         "for the per-thread default stream");
   }
   if (raw.value < -1) {
-    throw nb::value_error(("stream " + std::to_string(raw.value) + " is not a stream").c_str());
+    raise_invalid_argument("stream " + std::to_string(raw.value) + " is not a stream");
   }
   return {ProtocolStream::Kind::kStream, raw.value, reinterpret_cast<cudaStream_t>(raw.value)};
 }
@@ -61,14 +83,9 @@ cudaStream_t parse_stream(nb::handle stream) {
   }
   const RawStream raw = raw_stream(stream);
   if (raw.value < 0) {
-    throw nb::value_error(("stream " + std::to_string(raw.value) + " is not a stream").c_str());
+    raise_invalid_argument("stream " + std::to_string(raw.value) + " is not a stream");
   }
   return reinterpret_cast<cudaStream_t>(raw.value);
-}
-
-nb::object stream_to_python(cudaStream_t stream) {
-  const auto value = reinterpret_cast<std::intptr_t>(stream);
-  return nb::int_(value == 0 ? 1 : value);
 }
 
 }  // namespace holoscan::python

@@ -1,5 +1,6 @@
 #pragma once
-// Stream arguments from Python: integers, torch streams (`cuda_stream`), CuPy streams (`ptr`).
+// Stream arguments from Python: integers, objects with `__cuda_stream__()` (the CUDA stream
+// protocol), torch streams (`cuda_stream`) and CuPy streams (`ptr`).
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
@@ -37,7 +38,7 @@ struct ProtocolStream {
 /**
  * @brief Parses a DLPack `stream` argument: None, -1, 1, 2 or a handle, or a stream object (whose
  *        0 means the legacy default stream, as torch and CuPy mean it). A bare 0 is ambiguous and
- *        raises ValueError, as the array API asks; other types raise TypeError.
+ *        raises InvalidArgumentError, as the array API asks; other types raise TypeError.
  */
 ProtocolStream parse_protocol_stream(nanobind::handle stream);
 
@@ -46,8 +47,5 @@ ProtocolStream parse_protocol_stream(nanobind::handle stream);
  *        default stream, 1 cudaStreamLegacy, 2 cudaStreamPerThread, else the handle.
  */
 cudaStream_t parse_stream(nanobind::handle stream);
-
-/** @brief The Python integer for a stream handle, the protocol's way (the null stream is 1). */
-nanobind::object stream_to_python(cudaStream_t stream);
 
 }  // namespace holoscan::python

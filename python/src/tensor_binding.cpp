@@ -8,7 +8,7 @@
 #include <holoscan/tensor.hpp>
 
 #include "bindings.hpp"
-#include "dtype.hpp"
+#include "dl_types.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
 #include "imports.hpp"
@@ -46,56 +46,91 @@ bool ordered_or_raise(const expected<void, Error>& result) {
   raise_error(result.error());
 }
 
+bool synchronize_for_consumer_stream(Tensor& tensor, nb::handle stream) {
+  return ordered_or_raise(tensor.synchronize_for_consumer(parse_stream(stream)));
+}
+
 std::string repr(const Tensor& tensor) {
-  const DLDevice device = tensor.device();
   std::string text = "Tensor(shape=(";
   const std::vector<std::int64_t> shape = tensor.shape();
   for (std::size_t i = 0; i < shape.size(); ++i) {
     text += (i > 0 ? ", " : "") + std::to_string(shape[i]);
   }
   text += shape.size() == 1 ? ",)" : ")";
-  text += ", dtype='" + dtype_string(tensor.dtype()) + "', device=(" +
-          std::to_string(device.device_type) + ", " + std::to_string(device.device_id) +
-          "), read_only=" + (tensor.read_only() ? "True" : "False") + ")";
-  return text;
+  return text + ", dtype=" + dtype_repr(tensor.dtype()) +
+         ", device=" + device_repr(tensor.device()) +
+         ", is_read_only=" + (tensor.read_only() ? "True" : "False") + ")";
 }
 
-}  // namespace
-
-void bind_tensor(nb::module_& module) {
-  nb::class_<Tensor>(module, "Tensor",
-                     "A handle to shared, owned tensor memory (holoscan::Tensor). Handles share "
-                     "the memory and its access authority; zero-copy imports are read-only.")
+// Holoscan 5.0's names and meanings: the properties, is_contiguous, the import entry points.
+void bind_holoscan_api(nb::class_<Tensor>& type) {
+  type.def_static("as_tensor", &as_tensor, nb::arg("obj"), nb::kw_only(),
+                  nb::arg("stream") = nb::none(), Entry(),
+                  nb::sig("def as_tensor(obj: object, *, stream: object | None = None) -> Tensor"),
+                  "A Tensor from a Tensor or any object with the DLPack C exchange API, "
+                  "__dlpack__, __cuda_array_interface__ or __array_interface__ (that order), "
+                  "zero-copy and read-only.")
       .def_static("from_dlpack", &from_dlpack, nb::arg("obj"), nb::kw_only(),
                   nb::arg("stream") = nb::none(), nb::arg("copy") = nb::none(), Entry(),
-                  "Imports any DLPack producer (or capsule) zero-copy, ordered for `stream`.")
+                  nb::sig("def from_dlpack(obj: object, *, stream: object | None = None, "
+                          "copy: bool | None = None) -> Tensor"),
+                  "Imports any DLPack producer (or capsule) zero-copy, read-only, ordered for "
+                  "`stream` (-1 is refused).")
+      .def_prop_ro("ndim", &Tensor::ndim, Entry(), "Number of dimensions.")
       .def_prop_ro(
           "shape", [](const Tensor& t) { return int_tuple(t.shape()); }, Entry(),
-          "Extent of each dimension.")
+          nb::sig("def shape(self) -> tuple[int, ...]"), "Extent of each dimension.")
       .def_prop_ro(
           "strides", [](const Tensor& t) { return int_tuple(t.strides()); }, Entry(),
-          "Stride of each dimension in bytes (as Holoscan reports them).")
-      .def_prop_ro(
-          "dtype", [](const Tensor& t) { return dtype_string(t.dtype()); }, Entry(),
-          "NumPy type string ('<f4'), or the DLPack name of types NumPy lacks ('bfloat16').")
-      .def_prop_ro(
-          "dl_dtype",
-          [](const Tensor& t) {
-            const DLDataType d = t.dtype();
-            return nb::make_tuple(d.code, d.bits, d.lanes);
-          },
-          Entry(), "DLPack (code, bits, lanes) of the element type.")
-      .def_prop_ro("device", &dlpack_device, Entry(), "(device_type, device_id), DLPack codes.")
+          nb::sig("def strides(self) -> tuple[int, ...]"), "Stride of each dimension, in bytes.")
       .def_prop_ro("size", &Tensor::size, Entry(), "Number of elements.")
-      .def_prop_ro("nbytes", &Tensor::nbytes, Entry(), "Bytes of the elements' payload.")
-      .def_prop_ro("ndim", &Tensor::ndim, Entry(), "Number of dimensions.")
       .def_prop_ro("itemsize", &Tensor::itemsize, Entry(), "Bytes of one element.")
+      .def_prop_ro("nbytes", &Tensor::nbytes, Entry(), "Bytes of the elements' payload.")
+      .def_prop_ro(
+          "byte_offset", [](const Tensor& t) { return t.dl_tensor().byte_offset; }, Entry(),
+          "Offset in bytes from the start of the allocation (DLPack's data) to the first "
+          "element.")
+      .def_prop_ro("device", &Tensor::device, Entry(), "The DLDevice the data resides on.")
+      .def_prop_ro("dtype", &Tensor::dtype, Entry(), "The DLDataType of the elements.")
       .def_prop_ro(
           "data", [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data()); },
           Entry(), "Address of the first element.")
-      .def_prop_ro("read_only", &Tensor::read_only, Entry(),
+      .def_prop_ro("is_read_only", &Tensor::read_only, Entry(),
                    "Whether this tensor has read-only authority (every zero-copy import has).")
-      .def_prop_ro("flags", &Tensor::flags, Entry(), "The producer's DLPACK_FLAG_BITMASK_* bits.")
+      .def("is_contiguous", &Tensor::is_contiguous, Entry(),
+           "Whether the elements are compact and row-major.");
+}
+
+// Holoscan 5.0's protocols: DLPack (both directions) and the array interfaces.
+void bind_protocols(nb::class_<Tensor>& type) {
+  type.def("__dlpack__", &export_dlpack, nb::kw_only(), nb::arg("stream") = nb::none(),
+           nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
+           nb::arg("copy") = nb::none(), Entry(),
+           nb::sig("def __dlpack__(self, *, stream: object | None = None, max_version: "
+                   "tuple[int, int] | None = None, dl_device: tuple[int, int] | DLDevice | None "
+                   "= None, copy: bool | None = None) -> object"),
+           "Exports a DLPack capsule after ordering `stream` after readiness: None/1 legacy "
+           "default, 2 per-thread default, -1 no synchronization, a stream pointer, or an object "
+           "with __cuda_stream__(); 0 is invalid; ignored for host tensors. A read-only tensor "
+           "needs max_version >= (1, 0) (BufferError else). copy=True or another dl_device "
+           "gives an owning copy.")
+      .def("__dlpack_device__", &dlpack_device, Entry(),
+           nb::sig("def __dlpack_device__(self) -> tuple[int, int]"),
+           "(device_type, device_id) as ints.")
+      .def_prop_ro("__cuda_array_interface__", &cuda_array_interface, Entry(),
+                   nb::sig("def __cuda_array_interface__(self) -> dict[str, object]"),
+                   "CUDA array interface v3 of a device tensor, ordered before the legacy default "
+                   "stream it names (AttributeError on host tensors).")
+      .def_prop_ro("__array_interface__", &array_interface, Entry(),
+                   nb::sig("def __array_interface__(self) -> dict[str, object]"),
+                   "NumPy array interface v3 of a host tensor, after a host wait for its "
+                   "readiness (AttributeError on device tensors).");
+  bind_exchange_export(type);
+}
+
+// Beyond Holoscan's Python Tensor: the C++ stream hooks, the producer's flags.
+void bind_stream_hooks(nb::class_<Tensor>& type) {
+  type.def_prop_ro("flags", &Tensor::flags, Entry(), "The producer's DLPACK_FLAG_BITMASK_* bits.")
       .def_prop_ro(
           "readiness_stream",
           [](const Tensor& t) -> nb::object {
@@ -104,9 +139,8 @@ void bind_tensor(nb::module_& module) {
             }
             return nb::int_(reinterpret_cast<std::intptr_t>(t.readiness_stream()));
           },
-          Entry(), "Handle of the stream readiness was recorded on, or None.")
-      .def("is_contiguous", &Tensor::is_contiguous, Entry(),
-           "Whether the elements are compact and row-major.")
+          Entry(), nb::sig("def readiness_stream(self) -> int | None"),
+          "Handle of the stream readiness was recorded on, or None.")
       .def("has_readiness_stream_contract", &Tensor::has_readiness_stream_contract, Entry(),
            "Whether a readiness point was recorded (consumers can be ordered after it).")
       .def(
@@ -121,14 +155,10 @@ void bind_tensor(nb::module_& module) {
           },
           nb::arg("stream"), Entry(),
           "Records a stream whose current work must finish before the memory is released.")
-      .def(
-          "synchronize_for_consumer",
-          [](Tensor& t, nb::handle stream) {
-            return ordered_or_raise(t.synchronize_for_consumer(parse_stream(stream)));
-          },
-          nb::arg("stream"), Entry(),
-          "Makes `stream` wait for the readiness point (one event wait, never a host block); "
-          "False when there is no readiness point.")
+      .def("synchronize_for_consumer_stream", &synchronize_for_consumer_stream, nb::arg("stream"),
+           Entry(),
+           "Makes `stream` wait for the readiness point (one event wait, never a host block); "
+           "False when there is no readiness point.")
       .def(
           "synchronize_for_host",
           [](Tensor& t) {
@@ -140,16 +170,52 @@ void bind_tensor(nb::module_& module) {
             return ordered_or_raise(result);
           },
           Entry(), "Blocks until the readiness point completed; False when there is none.")
-      .def("__dlpack__", &export_dlpack, nb::kw_only(), nb::arg("stream") = nb::none(),
-           nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
-           nb::arg("copy") = nb::none(), Entry(),
-           "Exports a DLPack capsule zero-copy, after ordering `stream` after readiness.")
-      .def("__dlpack_device__", &dlpack_device, Entry(), "(device_type, device_id).")
-      .def_prop_ro("__cuda_array_interface__", &cuda_array_interface, Entry(),
-                   "CUDA array interface v3 of a device tensor (AttributeError on host tensors).")
-      .def_prop_ro("__array_interface__", &array_interface, Entry(),
-                   "NumPy array interface v3 of a host tensor (AttributeError on device tensors).")
       .def("__repr__", &repr, Entry());
+}
+
+// The spellings before Holoscan 5.0's; each warns and names its replacement.
+void bind_deprecated(nb::class_<Tensor>& type) {
+  type.def_prop_ro(
+          "read_only",
+          [](const Tensor& t) {
+            warn_deprecated(
+                "holoscan_dlpack: Tensor.read_only is deprecated; use Tensor.is_read_only");
+            return t.read_only();
+          },
+          Entry(), "Deprecated: use is_read_only.")
+      .def_prop_ro(
+          "dl_dtype",
+          [](const Tensor& t) {
+            warn_deprecated(
+                "holoscan_dlpack: Tensor.dl_dtype is deprecated; use Tensor.dtype (a "
+                "DLDataType)");
+            const DLDataType d = t.dtype();
+            return nb::make_tuple(d.code, d.bits, d.lanes);
+          },
+          Entry(), nb::sig("def dl_dtype(self) -> tuple[int, int, int]"),
+          "Deprecated: use dtype (code, bits, lanes).")
+      .def(
+          "synchronize_for_consumer",
+          [](Tensor& t, nb::handle stream) {
+            warn_deprecated(
+                "holoscan_dlpack: Tensor.synchronize_for_consumer is deprecated; use "
+                "Tensor.synchronize_for_consumer_stream");
+            return synchronize_for_consumer_stream(t, stream);
+          },
+          nb::arg("stream"), Entry(), "Deprecated: use synchronize_for_consumer_stream.");
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& module) {
+  nb::class_<Tensor> type(module, "Tensor",
+                          "An n-dimensional array shared with NumPy, CuPy and PyTorch through "
+                          "DLPack and the array interfaces (holoscan.Tensor). Handles share the "
+                          "memory and its access authority; zero-copy imports are read-only.");
+  bind_holoscan_api(type);
+  bind_protocols(type);
+  bind_stream_hooks(type);
+  bind_deprecated(type);
 }
 
 }  // namespace holoscan::python

@@ -1,25 +1,105 @@
 """Exports of device tensors, checked without a GPU: a producer that reports CUDA memory (host
-memory underneath, never touched by a kernel) stands in for one."""
+memory underneath, never touched by a kernel) stands in for one. The stream-argument table of
+`__dlpack__`, the CUDA array interface, copies that need a device, and dtype names."""
 
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CUDA
+from conftest import KDL_CPU, KDL_CUDA, cuda_device_present
 
 
 @pytest.fixture
 def device_tensor(testing):
-    return hd.from_dlpack(testing.make_capsule(shape=[2, 3], device=(KDL_CUDA, 0)), stream=-1)
+    # as_tensor takes -1 (no readiness is recorded), so that no stream is touched here.
+    return hd.as_tensor(testing.make_capsule(shape=[2, 3], device=(KDL_CUDA, 0)), stream=-1)
 
 
-def test_stream_arguments_follow_the_array_api(device_tensor):
-    with pytest.raises(ValueError, match="ambiguous"):
-        device_tensor.__dlpack__(stream=0)
-    for stream in (None, -1, 1, 2):
-        assert device_tensor.__dlpack__(stream=stream, max_version=(1, 0)) is not None
-    with pytest.raises(BufferError, match="dl_device"):
-        device_tensor.__dlpack__(dl_device=(KDL_CUDA, 1))
+class CudaStreamProtocol:
+    """An object with the CUDA stream protocol's __cuda_stream__() -> (version, handle)."""
+
+    def __init__(self, handle, version=0):
+        self.handle, self.version, self.calls = handle, version, 0
+
+    def __cuda_stream__(self):
+        self.calls += 1
+        return (self.version, self.handle)
+
+
+# Holoscan 5.0's table: None/1 legacy default, 2 per-thread default, -1 no synchronization, a
+# stream pointer, or an object with __cuda_stream__(); the legacy default object is a 0 handle.
+VALID_STREAMS = [None, 1, 2, -1, CudaStreamProtocol(0), CudaStreamProtocol(1),
+                 CudaStreamProtocol(2)]
+
+
+@pytest.mark.parametrize("stream", VALID_STREAMS, ids=repr)
+def test_every_valid_stream_is_taken(device_tensor, stream):
+    capsule = device_tensor.__dlpack__(stream=stream, max_version=(1, 0))
+    assert "dltensor_versioned" in repr(capsule)
+    assert hd.from_dlpack(capsule).data == device_tensor.data
+
+
+def test_a_stream_pointer_is_taken(device_tensor):
+    if cuda_device_present():
+        pytest.skip("a made-up stream handle would reach a real driver (GPU tests use real ones)")
+    assert device_tensor.__dlpack__(stream=0x7F00DEAD, max_version=(1, 0)) is not None
+    assert device_tensor.__dlpack__(stream=CudaStreamProtocol(0x7F00DEAD),
+                                    max_version=(1, 0)) is not None
+
+
+@pytest.mark.parametrize("stream, error, match", [
+    (0, hd.errors.InvalidArgumentError, "ambiguous"),
+    (-2, hd.errors.InvalidArgumentError, "not a stream"),
+    (True, TypeError, "bool"),
+    ("default", TypeError, "stream"),
+    (1.0, TypeError, "stream"),
+    (CudaStreamProtocol(5, version=1), hd.errors.InvalidArgumentError, "version must be 0"),
+], ids=["zero", "negative", "bool", "str", "float", "protocol-version"])
+def test_invalid_streams_are_refused(device_tensor, stream, error, match):
+    with pytest.raises(error, match=match) as raised:
+        device_tensor.__dlpack__(stream=stream, max_version=(1, 0))
+    if issubclass(error, hd.errors.HoloscanError):
+        assert raised.value.code == hd.errors.ErrorCode.INVALID_ARGUMENT
+
+
+def test_a_cuda_stream_object_is_asked_once(device_tensor):
+    stream = CudaStreamProtocol(1)
+    device_tensor.__dlpack__(stream=stream, max_version=(1, 0))
+    assert stream.calls == 1
+
+
+def test_host_tensors_ignore_valid_streams_and_refuse_invalid_ones(testing):
+    host = hd.from_dlpack(testing.make_capsule(shape=[2]))
+    for stream in (None, 1, 2, -1, 0x7F00DEAD, CudaStreamProtocol(2)):
+        assert host.__dlpack__(stream=stream, max_version=(1, 0)) is not None
+    with pytest.raises(hd.errors.InvalidArgumentError, match="ambiguous"):
+        host.__dlpack__(stream=0, max_version=(1, 0))
+
+
+def test_read_only_tensor_refuses_a_legacy_capsule(device_tensor):
+    assert device_tensor.is_read_only
+    with pytest.raises(BufferError, match="read-only"):
+        device_tensor.__dlpack__()
+    with pytest.raises(BufferError, match="read-only"):
+        device_tensor.__dlpack__(max_version=(0, 8))
+    assert device_tensor.__dlpack__(max_version=(1, 0)) is not None
+
+
+def test_other_devices_need_a_copy_this_build_cannot_make(device_tensor):
+    with pytest.raises(BufferError, match="copy=False cannot satisfy"):
+        device_tensor.__dlpack__(dl_device=(KDL_CPU, 0), copy=False, max_version=(1, 0))
+    with pytest.raises(BufferError, match="host memory to kDLCPU only"):
+        device_tensor.__dlpack__(dl_device=(KDL_CPU, 0), max_version=(1, 0))
+    with pytest.raises(BufferError, match="host memory to kDLCPU only"):
+        device_tensor.__dlpack__(copy=True, max_version=(1, 0))
+    with pytest.raises(BufferError, match="copy=False"):
+        device_tensor.__dlpack__(dl_device=hd.DLDevice(KDL_CUDA, 1), copy=False)
+    assert device_tensor.__dlpack__(dl_device=(KDL_CUDA, 0), max_version=(1, 0)) is not None
+    assert device_tensor.__dlpack__(dl_device=hd.DLDevice(hd.DLDeviceType.DLCUDA, 0),
+                                    copy=False, max_version=(1, 0)) is not None
+    with pytest.raises(TypeError, match="dl_device"):
+        device_tensor.__dlpack__(dl_device="cuda:0")
     assert device_tensor.__dlpack_device__() == (KDL_CUDA, 0)
+    assert all(type(v) is int for v in device_tensor.__dlpack_device__())
 
 
 def test_cuda_array_interface_of_a_device_tensor(device_tensor):
@@ -34,22 +114,31 @@ def test_cuda_array_interface_of_a_device_tensor(device_tensor):
         device_tensor.__array_interface__  # noqa: B018
 
 
+def test_cuda_array_interface_names_the_legacy_stream_once_ready(testing):
+    if not cuda_device_present():
+        pytest.skip("a readiness point needs a CUDA driver (GPU test)")
+    t = hd.from_dlpack(testing.make_capsule(shape=[2], device=(KDL_CUDA, 0)), stream=2)
+    assert t.has_readiness_stream_contract()
+    assert t.__cuda_array_interface__["stream"] == 1
+
+
 def test_cuda_array_interface_import_checks_its_stream():
     class Interface:
         def __init__(self, stream):
             self.__cuda_array_interface__ = {"shape": (0,), "typestr": "<f4", "version": 3,
                                              "data": (0, False), "stream": stream}
 
-    assert hd.as_tensor(Interface(None)).device == (KDL_CUDA, 0)
-    with pytest.raises(ValueError, match="ambiguous"):
+    assert hd.as_tensor(Interface(None)).device == hd.DLDevice(KDL_CUDA, 0)
+    with pytest.raises(hd.errors.InvalidArgumentError, match="ambiguous"):
         hd.as_tensor(Interface(0))
+    with pytest.raises(hd.errors.InvalidArgumentError, match="-1"):
+        hd.as_tensor(Interface(-1))
 
 
-def test_dtype_names_for_types_numpy_lacks(testing):
-    for dtype, name in [((4, 16, 1), "bfloat16"), ((10, 8, 1), "float8_e4m3fn"),
-                        ((2, 32, 4), "float32x4")]:
+def test_dtype_of_types_numpy_lacks(testing):
+    for dtype in [(4, 16, 1), (10, 8, 1), (2, 32, 4)]:
         t = hd.from_dlpack(testing.make_capsule(dtype=dtype))
-        assert t.dtype == name
-        assert t.dl_dtype == dtype
+        assert t.dtype == hd.DLDataType(*dtype)
+        assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == dtype
         with pytest.raises(BufferError, match="numpy_dtype"):
             t.__array_interface__  # noqa: B018

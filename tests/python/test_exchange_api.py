@@ -28,7 +28,7 @@ def test_import_uses_the_table_not_dunder_methods(exchange, collect):
     t = hd.from_dlpack(producer)
     assert exchange.exchange_counts() == (calls + 1, queries), "a host tensor needs no stream"
     assert producer.dlpack_calls == 0
-    assert t.shape == (2, 3) and t.device == (KDL_CPU, 0) and t.read_only
+    assert t.shape == (2, 3) and t.device == hd.DLDevice(KDL_CPU, 0) and t.is_read_only
     del producer
     gc.collect()
     assert w() is not None, "the producer object lives as long as the import"
@@ -57,11 +57,98 @@ def test_rejected_tensor_is_freed_once_by_us(exchange, collect):
     assert exchange.deleter_calls() == deleted + 1
 
 
-@pytest.mark.parametrize("stream, queried", [(None, True), (1, True), (2, True), (-1, False)])
-def test_device_import_asks_for_the_work_stream(exchange, stream, queried):
+@pytest.mark.parametrize("import_, stream, queried", [
+    (hd.from_dlpack, None, True), (hd.from_dlpack, 1, True), (hd.from_dlpack, 2, True),
+    (hd.as_tensor, None, True), (hd.as_tensor, -1, False),
+])
+def test_device_import_asks_for_the_work_stream(exchange, import_, stream, queried):
     exchange.set_work_stream(0)  # the legacy default stream
     _, queries = exchange.exchange_counts()
-    t = hd.from_dlpack(exchange.ExchangeProducer([8], KDL_CUDA), stream=stream)
+    t = import_(exchange.ExchangeProducer([8], KDL_CUDA), stream=stream)
     assert exchange.exchange_counts()[1] == queries + queried
-    assert t.device == (KDL_CUDA, 0)
+    assert t.device == hd.DLDevice(KDL_CUDA, 0)
     assert t.has_readiness_stream_contract() == (queried and cuda_device_present())
+
+
+def test_from_dlpack_refuses_no_sync(exchange):
+    calls, queries = exchange.exchange_counts()
+    with pytest.raises(hd.errors.InvalidArgumentError, match="stream=-1"):
+        hd.from_dlpack(exchange.ExchangeProducer([8], KDL_CUDA), stream=-1)
+    assert exchange.exchange_counts() == (calls, queries), "refused before the producer is asked"
+
+
+# --- The export side: holoscan_dlpack.Tensor publishes the table too (as Holoscan 5.0's does) ---
+
+@pytest.fixture
+def tensor_api(exchange):
+    # Both extensions are built against one dlpack.h: with the test producer's table, Tensor
+    # must publish one too.
+    assert hasattr(hd.Tensor, "__dlpack_c_exchange_api__")
+    return exchange
+
+
+def test_tensor_exports_a_versioned_read_only_tensor(tensor_api, collect):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    w = weakref.ref(a)
+    t = hd.from_dlpack(a)
+    info = tensor_api.exchange_export(t)
+    assert info["data"] == a.ctypes.data and info["shape"] == (3, 4)
+    assert info["strides"] == (4, 1) and info["dtype"] == (2, 32, 1)
+    assert info["device"] == (KDL_CPU, 0)
+    assert info["flags"] & 1, "READ_ONLY travels with the export"
+    assert info["version"] == hd.DLPACK_VERSION
+    del a, t
+    collect()
+    assert w() is not None, "the held export keeps the producer"
+    tensor_api.drop_held_on_foreign_thread()
+    collect()
+    assert w() is None
+
+
+def test_a_borrowed_view_needs_writer_authority(tensor_api):
+    with pytest.raises(BufferError, match="read-only"):
+        tensor_api.exchange_view(hd.from_dlpack(np.arange(3)))
+    pool = hd.TensorPool(memory="host", block_bytes=256, block_count=1)
+    writable = pool.allocate([2, 5], "int16")
+    view = tensor_api.exchange_view(writable)
+    assert (view["data"], view["shape"], view["strides"]) == (writable.data, (2, 5), (5, 1))
+
+
+def test_the_table_refuses_what_is_not_a_tensor(tensor_api):
+    class NotATensor:
+        pass
+
+    NotATensor.__dlpack_c_exchange_api__ = hd.Tensor.__dlpack_c_exchange_api__
+    with pytest.raises(TypeError, match="holoscan_dlpack.Tensor"):
+        tensor_api.exchange_export(NotATensor())
+    with pytest.raises(TypeError, match="holoscan_dlpack.Tensor"):
+        tensor_api.exchange_view(NotATensor())
+
+
+def test_a_managed_tensor_becomes_a_tensor(tensor_api, collect):
+    deleted = tensor_api.deleter_calls()
+    t = tensor_api.exchange_to_object(hd.Tensor, [2, 3])
+    assert isinstance(t, hd.Tensor) and t.shape == (2, 3) and t.is_read_only
+    assert tensor_api.deleter_calls() == deleted
+    del t
+    collect()
+    assert tensor_api.deleter_calls() == deleted + 1
+
+
+def test_a_refused_managed_tensor_is_freed_once(tensor_api, collect):
+    deleted = tensor_api.deleter_calls()
+    with pytest.raises(BufferError, match="major version"):
+        tensor_api.exchange_to_object(hd.Tensor, [2], major=2)
+    assert tensor_api.deleter_calls() == deleted + 1, "the stolen tensor is ours to free"
+    with pytest.raises(BufferError, match="shape"):
+        tensor_api.exchange_to_object(hd.Tensor, [2, -1])
+    collect()
+    assert tensor_api.deleter_calls() == deleted + 2
+
+
+def test_the_table_allocates_nothing_and_works_on_the_legacy_stream(tensor_api):
+    status, out_is_null, kind, message = tensor_api.exchange_allocate(hd.Tensor)
+    assert (status, out_is_null, kind) == (-1, True, "NotImplementedError")
+    assert "allocate" in message
+    for device_type in (KDL_CPU, KDL_CUDA):
+        assert tensor_api.exchange_work_stream(hd.Tensor, device_type) == 0

@@ -12,7 +12,7 @@ import weakref
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CUDA, cuda_cupy, cuda_torch, run_python
+from conftest import KDL_CUDA, KDL_CUDA_HOST, cuda_cupy, cuda_torch, run_python
 
 ROWS, COLS = 256, 1024  # 1 MiB of float32: visible in the frameworks' allocator counters
 SLOW = int(2e8)  # torch.cuda._sleep cycles: about 0.1 s on an H200, far longer than any handoff
@@ -60,8 +60,9 @@ def test_torch_round_trip_is_zero_copy():
         x = torch.arange(ROWS * COLS, dtype=torch.float32, device="cuda").reshape(ROWS, COLS)
         t = hd.from_dlpack(x, stream=side)
     assert t.data == x.data_ptr()
-    assert t.shape == (ROWS, COLS) and t.dtype == "<f4" and t.device == (KDL_CUDA, x.device.index)
-    assert t.read_only and t.has_readiness_stream_contract()
+    assert t.shape == (ROWS, COLS) and t.dtype == hd.DLDataType(2, 32, 1)
+    assert t.device == hd.DLDevice(KDL_CUDA, x.device.index)
+    assert t.is_read_only and t.has_readiness_stream_contract()
     assert t.readiness_stream == side.cuda_stream
 
     y = torch.from_dlpack(t)  # torch 2.11 ignores READ_ONLY: the import stays usable
@@ -193,7 +194,8 @@ def test_slow_writer_of_our_tensor_reaches_torch_and_cupy_consumers():
 
     slow_fill(torch, producer, 5.0, like=writer)
     assert t.set_readiness_stream(producer)
-    assert t.__cuda_array_interface__["stream"] == producer.cuda_stream
+    # Holoscan 5.0: the interface names the legacy default stream, ordered after readiness.
+    assert t.__cuda_array_interface__["stream"] == 1
     assert not producer.query()
     with stream:
         through_interface = float(cupy.asarray(t).sum())  # CuPy waits on the interface's stream
@@ -258,13 +260,12 @@ def test_release_thread_hands_python_releases_to_a_python_thread(testing):
     del producer, t
     gc.collect()
     assert w() is not None, "released before the stream passed its point"
-    # This thread holds the GIL throughout: the release thread must queue, not wait for it.
+    # This thread runs Python throughout (no module entry, no blocking call): the release thread
+    # must queue the release for it, and the pending call runs it here, between two bytecodes.
     deadline = time.monotonic() + 10
-    while testing.queued_python_releases() == 0 and w() is not None:
+    while w() is not None:
         assert time.monotonic() < deadline, "the release thread never handed the release over"
-    hd.flush_deferred_releases()
-    assert w() is None
-    assert _release_threads[-1] == threading.get_ident()
+    assert _release_threads[-1] == threading.get_ident(), "released off the Python thread"
 
 
 def test_exit_with_releases_pending_on_the_gpu():
@@ -319,3 +320,62 @@ def test_soak_round_trips_keep_memory_flat():
     assert torch.cuda.memory_allocated() == gpu_before
     assert rss() - rss_before < 8 << 20, "resident memory grew during the soak"
     assert hd.pending_deferred_releases() == 0
+
+
+def test_pinned_host_export_waits_for_its_producer(testing):
+    # A pinned (kDLCUDAHost) tensor written by a slow copy on a stream: a host consumer gets no
+    # stream to wait on, so the export waits on the host for the readiness point.
+    torch = cuda_torch()
+    np = pytest.importorskip("numpy")
+    producer = torch.cuda.Stream()
+    host = torch.zeros(ROWS * COLS, dtype=torch.float32, pin_memory=True)
+    with torch.cuda.stream(producer):
+        x = torch.zeros(ROWS * COLS, device="cuda")
+        torch.cuda._sleep(SLOW)
+        x.fill_(2.0)
+        host.copy_(x, non_blocking=True)
+    capsule = testing.make_capsule(shape=[ROWS * COLS], device=(KDL_CUDA_HOST, 0),
+                                   address=host.data_ptr())
+    t = hd.from_dlpack(capsule, stream=producer)  # readiness: the producer stream, now
+    assert t.has_readiness_stream_contract()
+    assert not producer.query(), "the producer finished before the export: no race to see"
+    assert float(np.from_dlpack(t).sum()) == 2.0 * ROWS * COLS, "read before the copy landed"
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(SLOW)
+        host.copy_(x.fill_(3.0), non_blocking=True)
+    t.set_readiness_stream(producer)
+    assert not producer.query()
+    assert float(np.asarray(t).sum()) == 3.0 * ROWS * COLS, "__array_interface__ did not wait"
+    torch.cuda.synchronize()
+
+
+def test_torch_is_imported_through_its_c_exchange_api():
+    torch = pytest.importorskip("torch")
+    if getattr(torch.Tensor, "__dlpack_c_exchange_api__", None) is None:
+        pytest.skip(f"torch {torch.__version__} has no DLPack C exchange API")
+    calls = []
+
+    class Spy(torch.Tensor):
+        def __dlpack__(self, *args, **kwargs):
+            calls.append("__dlpack__")
+            return super().__dlpack__(*args, **kwargs)
+
+    x = torch.arange(6, dtype=torch.float32).as_subclass(Spy)
+    for import_ in (hd.as_tensor, hd.from_dlpack):
+        t = import_(x)
+        assert t.data == x.data_ptr() and t.shape == (6,) and t.is_read_only
+    assert calls == [], "the C exchange API comes first"
+    assert hd.from_dlpack(x, copy=True).data != x.data_ptr()
+    assert calls == ["__dlpack__"], "a copy is asked of __dlpack__"
+
+
+def test_torch_and_cupy_take_the_versioned_read_only_export():
+    torch = cuda_torch()
+    x = torch.arange(8, dtype=torch.float32, device="cuda")
+    t = hd.from_dlpack(x)
+    assert t.is_read_only
+    assert torch.from_dlpack(t).data_ptr() == x.data_ptr()  # versioned: no BufferError
+    cupy = cuda_cupy()
+    assert cupy.from_dlpack(t).data.ptr == x.data_ptr()
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__(stream=1)  # what a consumer of legacy capsules would ask

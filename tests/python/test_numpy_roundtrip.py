@@ -7,7 +7,7 @@ import weakref
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import FLAG_READ_ONLY, KDL_CPU
+from conftest import FLAG_IS_COPIED, FLAG_READ_ONLY, KDL_CPU
 
 np = pytest.importorskip("numpy")
 
@@ -17,17 +17,18 @@ def test_import_describes_the_array_and_shares_its_memory():
     t = hd.from_dlpack(a)
     assert t.shape == (3, 4)
     assert t.strides == (16, 4)  # bytes, as Holoscan
-    assert t.dtype == "<f4"
-    assert t.dl_dtype == (2, 32, 1)
-    assert t.device == (KDL_CPU, 0)
+    assert t.dtype == hd.DLDataType(hd.DLDataTypeCode.DLFLOAT, 32, 1)
+    assert t.device == hd.DLDevice(hd.DLDeviceType.DLCPU, 0)
     assert t.__dlpack_device__() == (KDL_CPU, 0)
-    assert (t.size, t.nbytes, t.ndim, t.itemsize) == (12, 48, 2, 4)
+    assert (t.size, t.nbytes, t.ndim, t.itemsize, t.byte_offset) == (12, 48, 2, 4, 0)
     assert t.data == a.ctypes.data
     assert t.is_contiguous()
-    assert t.read_only, "a zero-copy import has read-only authority"
+    assert t.is_read_only, "a zero-copy import has read-only authority"
     assert not t.has_readiness_stream_contract()
     assert t.readiness_stream is None
-    assert repr(t) == "Tensor(shape=(3, 4), dtype='<f4', device=(1, 0), read_only=True)"
+    assert repr(t) == ("Tensor(shape=(3, 4), dtype=DLDataType(code=2, bits=32, lanes=1), "
+                       "device=DLDevice(device_type=DLDeviceType.DLCPU, device_id=0), "
+                       "is_read_only=True)")
 
 
 def test_round_trip_is_zero_copy_and_read_only():
@@ -41,14 +42,18 @@ def test_round_trip_is_zero_copy_and_read_only():
     assert b[1, 2] == 99
 
 
-def test_versioned_and_legacy_exports():
+def test_versioned_and_legacy_exports(testing):
     t = hd.from_dlpack(np.ones(3))
     versioned = t.__dlpack__(max_version=(1, 0))
-    legacy = t.__dlpack__()
-    old = t.__dlpack__(max_version=(0, 8))
     assert "dltensor_versioned" in repr(versioned)
-    assert '"dltensor"' in repr(legacy) and '"dltensor"' in repr(old)
     assert hd.from_dlpack(versioned).flags & FLAG_READ_ONLY
+    for legacy_request in ({}, {"max_version": None}, {"max_version": (0, 8)}):
+        with pytest.raises(BufferError, match="read-only"):
+            t.__dlpack__(**legacy_request)  # legacy DLPack cannot carry read-only authority
+    pool = hd.TensorPool(memory="host", block_bytes=256, block_count=1)
+    writable = pool.allocate([3], "float64")
+    legacy = writable.__dlpack__()
+    assert '"dltensor"' in repr(legacy)
     assert hd.from_dlpack(legacy).flags == 0  # the legacy layout has no flags
     assert "used_dltensor" in repr(legacy)
 
@@ -57,7 +62,7 @@ def test_flags_of_the_producer_are_kept_and_read_only_exported():
     a = np.arange(4.0)
     a.flags.writeable = False
     t = hd.from_dlpack(a)
-    assert t.flags & FLAG_READ_ONLY
+    assert t.flags & FLAG_READ_ONLY and t.is_read_only
     assert not np.from_dlpack(t).flags.writeable
 
 
@@ -123,7 +128,7 @@ def test_as_tensor_takes_every_protocol():
     w = weakref.ref(owner)
     u = hd.as_tensor(owner)
     assert u.shape == (2, 2) and u.strides == (12, 8) and u.data == b.ctypes.data
-    assert u.read_only
+    assert u.is_read_only
     np.testing.assert_array_equal(np.from_dlpack(u), b)
     del owner
     gc.collect()
@@ -142,7 +147,7 @@ def test_as_tensor_takes_every_protocol():
     v = hd.as_tensor(CudaArrayInterfaceOnly(a))
     assert v.shape == (5,) and v.data == a.ctypes.data
 
-    with pytest.raises(TypeError, match="none of"):
+    with pytest.raises(TypeError, match="does not support __dlpack_c_exchange_api__, __dlpack__"):
         hd.as_tensor(object())
 
 
@@ -153,11 +158,11 @@ def test_array_interface_imports_reject_what_they_cannot_describe():
                                              "data": (np.zeros(2, np.float32).ctypes.data, False)},
                                             **entries)
 
-    with pytest.raises(ValueError, match="mask"):
+    with pytest.raises(hd.errors.InvalidArgumentError, match="mask"):
         hd.as_tensor(Interface(mask=np.ones(2)))
-    with pytest.raises(ValueError, match="dldatatype_from_typestr"):
+    with pytest.raises(hd.errors.InvalidArgumentError, match="dldatatype_from_typestr"):
         hd.as_tensor(Interface(typestr=">f4"))
-    with pytest.raises(ValueError, match="multiple"):
+    with pytest.raises(hd.errors.InvalidArgumentError, match="multiple"):
         hd.as_tensor(Interface(strides=(3,)))
     with pytest.raises(TypeError, match="pointer"):
         hd.as_tensor(Interface(data=b"abcd"))
@@ -185,7 +190,7 @@ def test_unconsumed_export_is_freed_by_its_capsule():
     a = np.arange(10)
     w = weakref.ref(a)
     t = hd.from_dlpack(a)
-    capsules = [t.__dlpack__(max_version=(1, 0)), t.__dlpack__()]
+    capsules = [t.__dlpack__(max_version=(1, 0)), t.__dlpack__(max_version=(1, 0), copy=False)]
     del a, t
     gc.collect()
     assert w() is not None, "an unconsumed export still owns the memory"
@@ -195,23 +200,65 @@ def test_unconsumed_export_is_freed_by_its_capsule():
 
 def test_export_arguments_follow_the_array_api():
     t = hd.from_dlpack(np.arange(3))
-    with pytest.raises(BufferError, match="copy"):
-        t.__dlpack__(copy=True)
-    assert t.__dlpack__(copy=False) is not None
-    with pytest.raises(BufferError, match="dl_device"):
-        t.__dlpack__(dl_device=(2, 0))
-    assert t.__dlpack__(dl_device=(KDL_CPU, 0)) is not None
-    with pytest.raises(BufferError, match="host tensor"):
-        t.__dlpack__(stream=5)
-    assert t.__dlpack__(stream=-1) is not None
+    assert t.__dlpack__(copy=False, max_version=(1, 0)) is not None
+    assert t.__dlpack__(dl_device=(KDL_CPU, 0), max_version=(1, 0)) is not None
+    assert t.__dlpack__(dl_device=hd.DLDevice(KDL_CPU, 0), max_version=(1, 0)) is not None
+    with pytest.raises(BufferError, match="copy=False cannot satisfy"):
+        t.__dlpack__(dl_device=(2, 0), copy=False, max_version=(1, 0))
+    with pytest.raises(BufferError, match="kDLCPU only"):
+        t.__dlpack__(dl_device=(2, 0), max_version=(1, 0))  # a copy to the GPU
     with pytest.raises(TypeError):
         t.__dlpack__(None)  # keyword-only, as the array API says
     with pytest.raises(TypeError, match="max_version"):
         t.__dlpack__(max_version=1)
+    with pytest.raises(TypeError, match="copy"):
+        t.__dlpack__(copy=1)
 
 
-def test_copy_requests_are_refused_as_the_array_api_says():
-    t = hd.from_dlpack(np.arange(4.0))
-    with pytest.raises(BufferError, match="without copying"):
-        np.from_dlpack(t, copy=True)
+@pytest.mark.parametrize("make", [
+    lambda: np.arange(12, dtype=np.float32).reshape(3, 4),
+    lambda: np.arange(24, dtype=np.int16).reshape(4, 6)[::-2, 1::2],
+    lambda: np.arange(24, dtype=np.int64).reshape(2, 3, 4).transpose(2, 0, 1),
+    lambda: np.array(7.5),
+    lambda: np.zeros((3, 0), dtype=np.uint8),
+    lambda: np.arange(6, dtype=np.complex128)[::-1],
+], ids=["compact", "negative-steps", "transposed-3d", "0-d", "empty", "reversed"])
+@pytest.mark.parametrize("max_version", [(1, 0), None])
+def test_copy_is_owning_contiguous_and_writable(make, max_version):
+    a = make()
+    t = hd.from_dlpack(a)
+    capsule = t.__dlpack__(copy=True, max_version=max_version)
+    u = hd.from_dlpack(capsule)
+    assert u.shape == a.shape and u.dtype == t.dtype and u.is_contiguous()
+    if max_version:
+        assert u.flags & FLAG_IS_COPIED and not u.flags & FLAG_READ_ONLY, "a copy is writable"
+    if a.size:
+        assert u.data != a.ctypes.data
+    copied = np.from_dlpack(u)
+    np.testing.assert_array_equal(copied, a)
+    before = a.copy()
+    a[...] = 0 if a.dtype != bool else False  # the copy does not follow the source
+    np.testing.assert_array_equal(copied, before)
+
+
+def test_numpy_copy_requests_get_a_writable_copy():
+    a = np.arange(4.0)
+    t = hd.from_dlpack(a)
+    b = np.from_dlpack(t, copy=True)
+    assert b.flags.writeable and b.ctypes.data != a.ctypes.data
+    np.testing.assert_array_equal(b, a)
     assert np.from_dlpack(t, copy=False).ctypes.data == t.data
+
+
+def test_the_copy_lives_as_long_as_its_capsule_or_consumer(testing, collect):
+    calls = testing.deleter_calls()
+    t = hd.from_dlpack(testing.make_capsule(shape=[8]))
+    unconsumed = t.__dlpack__(copy=True, max_version=(1, 0))
+    consumer = np.from_dlpack(hd.from_dlpack(t.__dlpack__(copy=True, max_version=(1, 0))))
+    del t
+    collect()
+    assert testing.deleter_calls() == calls + 1, "a copy does not hold the source"
+    assert consumer.shape == (8,)
+    del unconsumed, consumer  # each copy frees itself; nothing is counted twice
+    collect()
+    assert testing.deleter_calls() == calls + 1

@@ -41,7 +41,7 @@ def test_cpu_producer_is_called_once_without_a_stream():
     kwargs = producer.dlpack_calls[0]
     assert kwargs == {"max_version": hd.DLPACK_VERSION, "dl_device": (KDL_CPU, 0), "copy": None}
     assert "stream" not in kwargs, "a host producer never gets a stream"
-    assert t.read_only and not t.flags & FLAG_READ_ONLY  # authority, not the producer's flag
+    assert t.is_read_only and not t.flags & FLAG_READ_ONLY  # authority, not the producer's flag
     hd.from_dlpack(producer, copy=False)
     assert producer.dlpack_calls[1]["copy"] is False
 
@@ -53,25 +53,39 @@ class StreamObject:
         setattr(self, attribute, value)
 
 
-@pytest.mark.parametrize("stream, passed", [
-    (None, None),
-    (-1, -1),
-    (1, 1),
-    (2, 2),
-    (0x7F00DEAD, 0x7F00DEAD),
-    (StreamObject("cuda_stream", 0x1234), 0x1234),
-    (StreamObject("ptr", 0x5678), 0x5678),
-    (StreamObject("cuda_stream", 0), 1),  # a framework's null stream is the legacy default
+class CudaStreamProtocol:
+    """The CUDA stream protocol: __cuda_stream__() -> (0, handle)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+@pytest.mark.parametrize("import_, stream, passed", [
+    (hd.from_dlpack, None, None),
+    (hd.as_tensor, None, None),
+    (hd.as_tensor, -1, -1),
+    (hd.from_dlpack, 1, 1),
+    (hd.as_tensor, 1, 1),
+    (hd.from_dlpack, 2, 2),
+    (hd.from_dlpack, 0x7F00DEAD, 0x7F00DEAD),
+    (hd.from_dlpack, CudaStreamProtocol(0x7F00BEEF), 0x7F00BEEF),
+    (hd.from_dlpack, CudaStreamProtocol(0), 1),  # the null stream is the legacy default
+    (hd.from_dlpack, StreamObject("cuda_stream", 0x1234), 0x1234),
+    (hd.from_dlpack, StreamObject("ptr", 0x5678), 0x5678),
+    (hd.from_dlpack, StreamObject("cuda_stream", 0), 1),
 ])
-def test_device_producer_gets_the_consumer_stream(testing, stream, passed):
+def test_device_producer_gets_the_consumer_stream(testing, import_, stream, passed):
     if passed not in (None, -1, 1, 2) and cuda_device_present():
         pytest.skip("a made-up stream handle would reach a real driver (GPU tests use real ones)")
     producer = Recording(lambda: testing.make_capsule(device=(KDL_CUDA, 0)), device=(KDL_CUDA, 0))
-    t = hd.from_dlpack(producer, stream=stream)
+    t = import_(producer, stream=stream)
     assert len(producer.dlpack_calls) == 1
     assert producer.dlpack_calls[0]["stream"] == passed
     assert producer.dlpack_calls[0]["max_version"] == hd.DLPACK_VERSION
-    assert t.device == (KDL_CUDA, 0)
+    assert t.device == hd.DLDevice(KDL_CUDA, 0)
     if not cuda_device_present():
         # No driver: the readiness point cannot be recorded, which is not an error.
         assert not t.has_readiness_stream_contract() and t.readiness_stream is None
@@ -79,10 +93,14 @@ def test_device_producer_gets_the_consumer_stream(testing, stream, passed):
 
 def test_ambiguous_or_wrong_streams_are_refused(testing):
     producer = Recording(lambda: testing.make_capsule(device=(KDL_CUDA, 0)), device=(KDL_CUDA, 0))
-    with pytest.raises(ValueError, match="ambiguous"):
+    with pytest.raises(hd.errors.InvalidArgumentError, match="ambiguous"):
         hd.from_dlpack(producer, stream=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(hd.errors.InvalidArgumentError, match="ambiguous"):
+        hd.as_tensor(producer, stream=0)
+    with pytest.raises(hd.errors.InvalidArgumentError, match="not a stream"):
         hd.from_dlpack(producer, stream=-7)
+    with pytest.raises(hd.errors.InvalidArgumentError, match="no readiness|stream=-1"):
+        hd.from_dlpack(producer, stream=-1)
     with pytest.raises(TypeError, match="stream"):
         hd.from_dlpack(producer, stream="default")
     with pytest.raises(TypeError, match="bool"):
@@ -106,7 +124,7 @@ def test_legacy_producer_is_asked_again_without_keywords():
     producer = Legacy()
     t = hd.from_dlpack(producer)
     assert producer.calls == [None], "one failed call with keywords, then exactly one without"
-    assert t.flags == 0 and t.read_only
+    assert t.flags == 0 and t.is_read_only
     np.testing.assert_array_equal(np.from_dlpack(t), producer.array)
     with pytest.raises(TypeError):
         hd.from_dlpack(producer, copy=True)  # a copy cannot be asked of it: no silent fallback
@@ -213,7 +231,7 @@ def test_consumed_capsule_cannot_be_imported_twice(testing):
 
 def test_bare_capsule_takes_a_stream_for_its_readiness(testing):
     t = hd.from_dlpack(testing.make_capsule(device=(KDL_CUDA, 0)), stream=1)
-    assert t.device == (KDL_CUDA, 0)
+    assert t.device == hd.DLDevice(KDL_CUDA, 0)
     assert t.has_readiness_stream_contract() == cuda_device_present()
 
 

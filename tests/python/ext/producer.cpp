@@ -1,4 +1,4 @@
-#include "testing_producer.hpp"
+#include "producer.hpp"
 
 #include <Python.h>
 #include <pthread.h>
@@ -50,8 +50,14 @@ Record* make_record(const ProducerSpec& spec, DLTensor& tensor) {
   for (std::int64_t extent : spec.shape) {
     count *= extent > 0 ? static_cast<std::size_t>(extent) : 0;
   }
-  record->bytes.assign(count * ((spec.dtype.bits * spec.dtype.lanes + 7u) / 8u) + 1, 0);
+  if (spec.address != 0) {
+    tensor.data = reinterpret_cast<void*>(spec.address);
+    return record;
+  }
+  record->bytes.assign(
+      spec.byte_offset + count * ((spec.dtype.bits * spec.dtype.lanes + 7u) / 8u) + 1, 0);
   tensor.data = spec.null_data ? nullptr : record->bytes.data();
+  tensor.byte_offset = spec.byte_offset;
   return record;
 }
 

@@ -15,9 +15,11 @@ struct ProducerSpec {
   std::uint64_t flags = 0;             ///< Versioned tensors only.
   std::vector<std::int64_t> shape{4};  ///< Extents (element strides are left null).
   DLDataType dtype{kDLFloat, 32, 1};   ///< Element type.
-  DLDevice device{kDLCPU, 0};          ///< Reported device; the memory is always host.
+  DLDevice device{kDLCPU, 0};          ///< Reported device; new memory is always host.
   bool gil_deleter = false;            ///< The deleter takes the GIL, as NumPy's does.
   bool null_data = false;              ///< Give a null data pointer.
+  std::uintptr_t address = 0;          ///< Describe this memory (not owned) instead of new bytes.
+  std::uint64_t byte_offset = 0;       ///< Bytes before the first element (new memory only).
 };
 
 /** @brief A new versioned managed tensor; ownership goes to the caller. */

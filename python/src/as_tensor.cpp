@@ -1,0 +1,128 @@
+// The two import entry points, from_dlpack and as_tensor: which protocol an object is taken
+// through, and what importing a Tensor of our own means.
+#include <Python.h>
+
+#include <nanobind/stl/string.h>
+
+#include <string>
+
+#include <holoscan/tensor.hpp>
+
+#include "devices.hpp"
+#include "errors.hpp"
+#include "imports.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+// A writable Tensor keeps its writer authority; the import is a new context over the same
+// memory with read-only authority (an export of ours, imported), ready where the consumer is.
+Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
+  if (consumer.kind != ProtocolStream::Kind::kNoSync && cuda_ordered(tensor.device().device_type) &&
+      tensor.has_readiness_stream_contract() &&
+      !both_legacy_default(tensor.readiness_stream(), consumer.handle)) {
+    if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
+      raise_error(ordered.error());
+    }
+  }
+  auto managed = tensor.export_dlpack_versioned();
+  if (!managed) {
+    raise_error(managed.error());
+  }
+  auto wrapper = make_tensor_from_dlpack_versioned(*managed);
+  if (!wrapper) {
+    (*managed)->deleter(*managed);  // a rejection leaves the export with us
+    raise_error(wrapper.error());
+  }
+  record_import_readiness(*wrapper, consumer);
+  return std::move(*wrapper);
+}
+
+// Holoscan 5.0: importing a read-only Tensor returns the same object; a writable one a new
+// read-only wrapper.
+nb::object import_tensor(nb::handle object, const ProtocolStream& consumer) {
+  Tensor& tensor = nb::cast<Tensor&>(object);
+  if (tensor.read_only()) {
+    return nb::borrow(object);
+  }
+  return nb::cast(read_only_wrapper(tensor, consumer));
+}
+
+bool has_dlpack(nb::handle object) {
+  return PyCapsule_CheckExact(object.ptr()) || nb::hasattr(object, "__dlpack__");
+}
+
+// The attribute, or nothing when the object has none (AttributeError). Read once: an interface
+// is often a property that builds its dict (and may synchronize) on every read.
+nb::object attribute_if_any(nb::handle object, const char* name) {
+  PyObject* value = PyObject_GetAttrString(object.ptr(), name);
+  if (value == nullptr) {
+    if (PyErr_ExceptionMatches(PyExc_AttributeError) == 0) {
+      throw nb::python_error();
+    }
+    PyErr_Clear();
+    return nb::object();
+  }
+  return nb::steal(value);
+}
+
+}  // namespace
+
+void order_explicit_consumer(Tensor& tensor, const ProtocolStream& consumer) {
+  if (consumer.kind != ProtocolStream::Kind::kStream || !tensor.has_readiness_stream_contract() ||
+      both_legacy_default(tensor.readiness_stream(), consumer.handle)) {
+    return;
+  }
+  if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
+    raise_error(ordered.error());
+  }
+}
+
+nb::object from_dlpack(nb::handle object, nb::handle stream, nb::handle copy) {
+  if (!copy.is_none() && !PyBool_Check(copy.ptr())) {
+    throw nb::type_error("copy must be None, True or False");
+  }
+  const ProtocolStream consumer = parse_protocol_stream(stream);
+  if (consumer.kind == ProtocolStream::Kind::kNoSync) {
+    raise_invalid_argument(
+        "from_dlpack: stream=-1 is not supported: an import needs a readiness stream (pass "
+        "None or 1 for the legacy default stream, 2, or a stream)");
+  }
+  const bool wants_copy = copy.ptr() == Py_True;  // a copy can only be asked of __dlpack__
+  if (!wants_copy && nb::isinstance<Tensor>(object)) {
+    return import_tensor(object, consumer);
+  }
+  if (!wants_copy) {
+    if (std::optional<Tensor> tensor = import_through_exchange_api(object, consumer)) {
+      return nb::cast(std::move(*tensor));
+    }
+  }
+  return nb::cast(import_protocol(object, consumer, copy));
+}
+
+nb::object as_tensor(nb::handle object, nb::handle stream) {
+  const ProtocolStream consumer = parse_protocol_stream(stream);
+  if (nb::isinstance<Tensor>(object)) {
+    return import_tensor(object, consumer);
+  }
+  if (std::optional<Tensor> tensor = import_through_exchange_api(object, consumer)) {
+    return nb::cast(std::move(*tensor));
+  }
+  if (has_dlpack(object)) {
+    return nb::cast(import_protocol(object, consumer, nb::none()));
+  }
+  if (nb::object cuda = attribute_if_any(object, "__cuda_array_interface__"); cuda.is_valid()) {
+    return nb::cast(import_array_interface(object, cuda, true, consumer));
+  }
+  if (nb::object host = attribute_if_any(object, "__array_interface__"); host.is_valid()) {
+    return nb::cast(import_array_interface(object, host, false, consumer));
+  }
+  throw nb::type_error(("as_tensor: " + std::string(nb::type_name(object.type()).c_str()) +
+                        " does not support __dlpack_c_exchange_api__, __dlpack__, "
+                        "__cuda_array_interface__, or __array_interface__")
+                           .c_str());
+}
+
+}  // namespace holoscan::python

@@ -1,0 +1,34 @@
+#pragma once
+// DLPack's device and element type as Python sees them (Holoscan 5.0's holoscan.tensor names).
+#include <nanobind/nanobind.h>
+
+#include <string>
+
+#include <dlpack/dlpack.h>
+
+namespace holoscan::python {
+
+/** @brief Python's DLDeviceType: any int32 value, the known ones named. */
+enum class DeviceTypeCode : int {};
+/** @brief Python's DLDataTypeCode: any 8-bit value, the known ones named. */
+enum class TypeCode : int {};
+
+/** @brief Whether DLDeviceType names `value` (else Python gets a plain int). */
+bool known_device_type(int value) noexcept;
+
+/** @brief `device_type` as a DLDeviceType member, or a plain int for a value it lacks. */
+nanobind::object device_type_object(int value);
+
+/** @brief "DLDevice(device_type=DLDeviceType.DLCUDA, device_id=0)". */
+std::string device_repr(DLDevice device);
+
+/** @brief "DLDataType(code=2, bits=32, lanes=1)". */
+std::string dtype_repr(DLDataType dtype);
+
+/**
+ * @brief A DLDevice from a DLDevice object or a (device_type, device_id) pair; TypeError else.
+ *        `what` names the argument in the message.
+ */
+DLDevice parse_device(nanobind::handle device, const char* what);
+
+}  // namespace holoscan::python

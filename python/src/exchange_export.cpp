@@ -1,0 +1,180 @@
+// Tensor.__dlpack_c_exchange_api__: DLPack 1.3's C exchange API with holoscan_dlpack.Tensor as
+// the producer, as Holoscan 5.0's Tensor publishes one. A C consumer (tvm-ffi, a kernel library)
+// converts Tensors without a Python call. The converters order nothing themselves ("no_sync"):
+// the consumer runs on the producer's current work stream, which we report as the legacy default
+// stream, so every export first orders that stream after the tensor's readiness point (one event
+// wait on the GPU), as __cuda_array_interface__ does.
+#include <Python.h>
+
+#include <exception>
+#include <string>
+
+#include <holoscan/dlpack_utils.hpp>
+#include <holoscan/tensor.hpp>
+
+#include "bindings.hpp"
+#include "devices.hpp"
+#include "errors.hpp"
+#include "exports.hpp"
+#include "imports.hpp"
+#include "stream_arg.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+
+#if DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION >= 3
+
+namespace {
+
+// Converters are C functions called with the GIL held: a failure is a Python exception and -1.
+int fail(PyObject* type, const char* message) noexcept {
+  PyErr_SetString(type, message);
+  return -1;
+}
+
+int fail_from_current_exception() noexcept {
+  try {
+    throw;
+  } catch (nb::python_error& error) {
+    error.restore();
+  } catch (const nb::builtin_exception& error) {
+    PyErr_SetString(PyExc_BufferError, error.what());
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_BufferError, error.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_BufferError, "holoscan_dlpack: unknown failure in the C exchange API");
+  }
+  return -1;
+}
+
+Tensor* tensor_of(void* py_object) {
+  nb::handle object(static_cast<PyObject*>(py_object));
+  if (!nb::isinstance<Tensor>(object)) {
+    return nullptr;
+  }
+  return nb::inst_ptr<Tensor>(object);
+}
+
+// Makes the legacy default stream (our reported work stream) wait for the readiness point.
+void order_work_stream(Tensor& tensor) {
+  if (!cuda_ordered(tensor.device().device_type) || !tensor.has_readiness_stream_contract() ||
+      both_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
+    return;
+  }
+  if (auto ordered = tensor.synchronize_for_consumer(kLegacyStream); !ordered) {
+    raise_error(ordered.error(), Raise::kBuffer);
+  }
+}
+
+int managed_from_tensor(void* py_object, DLManagedTensorVersioned** out) {
+  *out = nullptr;
+  try {
+    Tensor* tensor = tensor_of(py_object);
+    if (tensor == nullptr) {
+      return fail(PyExc_TypeError, "expected a holoscan_dlpack.Tensor object");
+    }
+    order_work_stream(*tensor);
+    auto managed = tensor->export_dlpack_versioned();
+    if (!managed) {
+      raise_error(managed.error(), Raise::kBuffer);
+    }
+    *out = *managed;
+    return 0;
+  } catch (...) {
+    return fail_from_current_exception();
+  }
+}
+
+// A borrowed view: unversioned, so it cannot carry read-only authority; refused then (5.0 too).
+int view_of_tensor(void* py_object, DLTensor* out) {
+  try {
+    Tensor* tensor = tensor_of(py_object);
+    if (tensor == nullptr) {
+      return fail(PyExc_TypeError, "expected a holoscan_dlpack.Tensor object");
+    }
+    if (tensor->read_only()) {
+      return fail(PyExc_BufferError,
+                  "an unversioned DLTensor view cannot carry a read-only Tensor's authority");
+    }
+    order_work_stream(*tensor);
+    *out = tensor->dl_tensor();  // shape and strides live in the context, as long as the object
+    return 0;
+  } catch (...) {
+    return fail_from_current_exception();
+  }
+}
+
+// The tensor is handed over ("stolen"): until a Tensor owns it, every refusal frees it, once.
+int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
+  *out = nullptr;
+  if (managed == nullptr) {
+    return fail(PyExc_BufferError, "DLPack tensor must not be null");
+  }
+  const auto refuse = [managed](const char* message) {
+    if (managed->deleter != nullptr) {
+      managed->deleter(managed);
+    }
+    return fail(PyExc_BufferError, message);
+  };
+  if (managed->version.major != HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) {
+    return refuse("DLPack tensor of another major version");
+  }
+  expected<Tensor, Error> tensor;
+  try {
+    tensor = adopt_versioned(managed, nb::handle());
+  } catch (...) {  // out of memory before anything was lent: still the caller's, so ours
+    return refuse("holoscan_dlpack: out of memory importing a DLPack tensor");
+  }
+  if (!tensor) {
+    return refuse(to_string(tensor.error()).c_str());
+  }
+  try {
+    *out = nb::cast(std::move(*tensor)).release().ptr();  // a failure drops the Tensor: freed
+    return 0;
+  } catch (...) {
+    return fail_from_current_exception();
+  }
+}
+
+int refuse_allocation(DLTensor*, DLManagedTensorVersioned** out, void* error_ctx,
+                      void (*set_error)(void*, const char*, const char*)) {
+  *out = nullptr;
+  set_error(error_ctx, "NotImplementedError",
+            "holoscan_dlpack.Tensor does not allocate through DLPack");
+  return -1;
+}
+
+int current_work_stream(DLDeviceType, std::int32_t, void** out) {
+  *out = nullptr;  // the legacy default stream, for every device
+  return 0;
+}
+
+const DLPackExchangeAPI* exchange_api() {
+  static const DLPackExchangeAPI api = [] {
+    DLPackExchangeAPI table{};
+    table.header.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    table.managed_tensor_allocator = &refuse_allocation;
+    table.managed_tensor_from_py_object_no_sync = &managed_from_tensor;
+    table.managed_tensor_to_py_object_no_sync = &tensor_from_managed;
+    table.dltensor_from_py_object_no_sync = &view_of_tensor;
+    table.current_work_stream = &current_work_stream;
+    return table;
+  }();
+  return &api;
+}
+
+}  // namespace
+
+void bind_exchange_export(nb::class_<Tensor>& tensor_type) {
+  tensor_type.attr("__dlpack_c_exchange_api__") =
+      nb::capsule(exchange_api(), "dlpack_exchange_api");
+}
+
+#else
+
+void bind_exchange_export(nb::class_<Tensor>&) {}  // a dlpack.h without the C exchange API
+
+#endif
+
+}  // namespace holoscan::python

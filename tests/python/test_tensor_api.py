@@ -1,0 +1,94 @@
+"""Tensor as Holoscan 5.0's holoscan.Tensor: its properties, DLDevice and DLDataType with the
+DLDeviceType and DLDataTypeCode IntEnums spelled as 5.0 spells them, and the old spellings kept
+as deprecated aliases that warn."""
+
+import pytest
+
+import holoscan_dlpack as hd
+
+np = pytest.importorskip("numpy")
+
+DEVICE_TYPES = {"DLCPU": 1, "DLCUDA": 2, "DLCUDAHOST": 3, "DLOPENCL": 4, "DLVULKAN": 7,
+                "DLMETAL": 8, "DLVPI": 9, "DLROCM": 10, "DLROCMHOST": 11, "DLEXTDEV": 12,
+                "DLCUDAMANAGED": 13, "DLONEAPI": 14, "DLWEBGPU": 15, "DLHEXAGON": 16,
+                "DLMAIA": 17, "DLTRN": 18}
+TYPE_CODES = {"DLINT": 0, "DLUINT": 1, "DLFLOAT": 2, "DLOPAQUEHANDLE": 3, "DLBFLOAT": 4,
+              "DLCOMPLEX": 5, "DLBOOL": 6, "DLFLOAT8_E3M4": 7, "DLFLOAT8_E4M3": 8,
+              "DLFLOAT8_E4M3B11FNUZ": 9, "DLFLOAT8_E4M3FN": 10, "DLFLOAT8_E4M3FNUZ": 11,
+              "DLFLOAT8_E5M2": 12, "DLFLOAT8_E5M2FNUZ": 13, "DLFLOAT8_E8M0FNU": 14,
+              "DLFLOAT6_E2M3FN": 15, "DLFLOAT6_E3M2FN": 16, "DLFLOAT4_E2M1FN": 17}
+
+
+def test_enums_are_holoscan_50s():
+    assert {m.name: m.value for m in hd.DLDeviceType} == DEVICE_TYPES
+    assert {m.name: m.value for m in hd.DLDataTypeCode} == TYPE_CODES
+    assert issubclass(hd.DLDeviceType, int) and issubclass(hd.DLDataTypeCode, int)
+
+
+def test_properties_of_a_strided_import():
+    a = np.arange(60, dtype=np.int16).reshape(5, 12)[1:, ::3]
+    t = hd.Tensor.from_dlpack(a)
+    assert (t.ndim, t.shape, t.strides, t.size) == (2, (4, 4), (24, 6), 16)
+    assert (t.itemsize, t.nbytes, t.is_contiguous()) == (2, 32, False)
+    assert t.data == a.ctypes.data and t.byte_offset == 0
+    assert t.is_read_only is True
+    assert t.dtype == hd.DLDataType(hd.DLDataTypeCode.DLINT, 16, 1)
+    assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (0, 16, 1)
+    assert type(t.dtype.code) is int, "5.0 types code as int"
+    assert t.device.device_type is hd.DLDeviceType.DLCPU and t.device.device_id == 0
+
+
+def test_byte_offset_is_the_producers(testing):
+    t = hd.from_dlpack(testing.make_capsule(shape=[4], byte_offset=16))
+    assert t.byte_offset == 16
+    again = hd.from_dlpack(t.__dlpack__(max_version=(1, 0)))
+    assert (again.data, again.byte_offset) == (t.data, 16)
+    assert np.from_dlpack(t).ctypes.data == t.data, "data is the first element's address"
+
+
+def test_dl_device_and_dl_data_type_values():
+    cuda = hd.DLDevice(hd.DLDeviceType.DLCUDA, 1)
+    assert (cuda.device_type, cuda.device_id) == (hd.DLDeviceType.DLCUDA, 1)
+    assert cuda == hd.DLDevice(2, 1) and cuda != hd.DLDevice(2, 0)
+    assert hash(cuda) == hash(hd.DLDevice(2, 1))
+    assert repr(cuda) == "DLDevice(device_type=DLDeviceType.DLCUDA, device_id=1)"
+    assert repr(hd.DLDevice(99, 0)) == "DLDevice(device_type=99, device_id=0)"
+    assert hd.DLDevice(99, 0).device_type == 99
+    with pytest.raises(AttributeError):
+        cuda.device_id = 0  # read-only, as in 5.0
+    dtype = hd.DLDataType(2, 32, 1)
+    assert repr(dtype) == "DLDataType(code=2, bits=32, lanes=1)"
+    dtype.lanes = 4  # writable fields, as in 5.0
+    assert dtype == hd.DLDataType(2, 32, 4) and dtype != hd.DLDataType(2, 32, 1)
+    with pytest.raises(TypeError):
+        hash(dtype)
+    with pytest.raises(TypeError):
+        hd.DLDataType(2, 256, 1)  # bits are 8 bits wide
+
+
+def test_old_spellings_warn_and_still_work():
+    a = np.arange(6, dtype=np.float32)
+    t = hd.from_dlpack(a)
+    with pytest.deprecated_call(match="is_read_only"):
+        assert t.read_only is True
+    with pytest.deprecated_call(match="DLDataType"):
+        assert t.dl_dtype == (2, 32, 1)
+    with pytest.deprecated_call(match="NumPy type string"):
+        assert t.dtype == "<f4"
+    with pytest.deprecated_call(match="NumPy type string"):
+        assert t.dtype != "<f8"
+    with pytest.deprecated_call(match="tuple"):
+        assert t.device == (1, 0)
+    with pytest.deprecated_call(match="tuple"):
+        device_type, device_id = t.device
+    assert (device_type, device_id) == (1, 0)
+    with pytest.deprecated_call(match="tuple"):
+        assert t.device[1] == 0
+    with pytest.deprecated_call(match="synchronize_for_consumer_stream"):
+        assert t.synchronize_for_consumer(1) is False  # no readiness point: nothing to order
+    assert t.synchronize_for_consumer_stream(1) is False
+
+
+def test_tensor_has_no_public_constructor():
+    with pytest.raises(TypeError):
+        hd.Tensor()
