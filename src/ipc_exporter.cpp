@@ -90,8 +90,10 @@ struct Exporter::State {
     peer.export_devices.erase(device);
     auto event = peer.release_events.open(release.event, on);
     if (!event) {
-      // A release we cannot check must not free the memory: the claim stays until the peer exits.
+      // A release we cannot check must not free the memory: the claim stays until the peer
+      // exits, and counts as released, so that a later Release for it changes nothing.
       ++stats.unopenable_events;
+      ledger.on_uncheckable_release(id, release.export_id);
       return;
     }
     ledger.on_release(id, release.export_id, std::make_unique<IpcReleaseEvent>(std::move(*event)));

@@ -8,6 +8,16 @@
  * if the importer dies without releasing, until its process has exited. The GPU specifics come
  * in through two small interfaces, so this part is the same with or without a GPU.
  *
+ * Each claim goes through these states, and only forward:
+ * - held: added, not yet given back;
+ * - released: the peer gave it back, once; with an event (dropped once the event completes),
+ *   without one (dropped at the next poll()), or with an event this process cannot check
+ *   (dropped only once the peer has exited: its GPU work may still read the memory);
+ * - dropped: gone from the ledger.
+ * A Release for a claim that is not held (unknown, another peer's, released already or dropped)
+ * is a protocol error: it is counted in ignored_releases() and changes nothing. Export ids are
+ * never reused, so a late Release cannot name a newer claim.
+ *
  * Typical exporter loop:
  * @code
  * ledger.add(peer, id, [t = tensor]() mutable { t = {}; });  // before the Publish is sent
@@ -82,6 +92,15 @@ class ExportLedger {
    */
   bool on_release(PeerId peer, std::uint64_t export_id,
                   std::unique_ptr<ReleaseEvent> event) noexcept;
+
+  /**
+   * @brief The peer gave `export_id` back with an event this process cannot open or query, so
+   *        its GPU work on the export is not known to be done: the claim counts as released (a
+   *        later release for it is ignored) and drops only once the peer has exited.
+   *
+   * Returns false, changing nothing, for an export the peer does not hold (as on_release()).
+   */
+  bool on_uncheckable_release(PeerId peer, std::uint64_t export_id) noexcept;
 
   /**
    * @brief The peer's channel hung up: it will release nothing more. Returns its claims still held.
