@@ -10,6 +10,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <string>
 #include <variant>
 
@@ -17,6 +18,7 @@
 #include "ipc_error.hpp"
 #include "ipc_frame.hpp"
 #include "ipc_poll.hpp"
+#include "ipc_record.hpp"
 #include "ipc_socket.hpp"
 
 namespace holoscan::ipc {
@@ -127,47 +129,36 @@ expected<void, Error> Channel::send(const Hello& hello, int timeout_ms) {
 }
 
 expected<void, Error> Channel::send(const Publish& publish, int timeout_ms) {
-  return send_frame(detail::encode_frame(publish), publish.fd.get(), timeout_ms);
+  try {
+    return send_frame(detail::encode_frame(publish), publish.fd.get(), timeout_ms);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(detail::out_of_memory(kWho));  // checking the descriptor decodes it
+  }
 }
 
 expected<void, Error> Channel::send(const Release& release, int timeout_ms) {
   return send_frame(detail::encode_frame(release), -1, timeout_ms);
 }
 
-expected<void, Error> Channel::send_frame(const expected<std::vector<std::uint8_t>, Error>& frame,
-                                          int fd, int timeout_ms) {
+expected<void, Error> Channel::send_frame(const expected<detail::Frame, Error>& frame, int fd,
+                                          int timeout_ms) {
   if (!frame) {
     return make_unexpected(frame.error());
   }
-  iovec iov{const_cast<std::uint8_t*>(frame->data()), frame->size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
-  const detail::Deadline deadline(timeout_ms);
-  for (;;) {
-    // A record goes whole or not at all, so there is no partial send to resume.
-    if (::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) {
-      return {};
-    }
-    const int err = errno;
-    if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) {
-      closed_ = true;
-      return make_unexpected(closed_error("send"));
-    }
-    if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
-      return make_unexpected(detail::system_error(kWho, "sendmsg", err));
-    }
-    if (err != EINTR) {
+  try {
+    const detail::Deadline deadline(timeout_ms);
+    for (;;) {
+      const int err = detail::send_record_now(socket_.get(), *frame, fd);
+      if (err == 0) {
+        return {};
+      }
+      if (detail::hung_up(err)) {
+        closed_ = true;
+        return make_unexpected(closed_error("send"));
+      }
+      if (err != EAGAIN) {
+        return make_unexpected(detail::system_error(kWho, "sendmsg", err));
+      }
       auto room = detail::wait_ready(socket_.get(), POLLOUT, deadline, kWho);
       if (!room) {
         return make_unexpected(std::move(room.error()));
@@ -177,6 +168,8 @@ expected<void, Error> Channel::send_frame(const expected<std::vector<std::uint8_
                                std::string(kWho) + ": send timed out, the peer is not reading");
       }
     }
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(detail::out_of_memory(kWho));  // building an error's message
   }
 }
 

@@ -146,6 +146,22 @@ bool ExportLedger::on_uncheckable_release(PeerId peer, std::uint64_t export_id) 
   return true;
 }
 
+ExportLedger::DropClaim ExportLedger::withdraw(PeerId peer, std::uint64_t export_id) noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const auto p = state_->peers.find(peer);
+  if (p == state_->peers.end()) {
+    return {};
+  }
+  const auto c = p->second.claims.find(export_id);
+  if (c == p->second.claims.end() || c->second.released) {
+    return {};
+  }
+  DropClaim drop = std::move(c->second.drop);  // std::function's move never allocates
+  p->second.claims.erase(c);
+  --state_->held;
+  return drop;
+}
+
 std::size_t ExportLedger::on_peer_closed(PeerId peer,
                                          std::unique_ptr<PeerLiveness> liveness) noexcept {
   std::lock_guard<std::mutex> lock(state_->mutex);

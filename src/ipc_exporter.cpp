@@ -50,6 +50,17 @@ void keep_until_exit(std::shared_ptr<ExportedTensor> held) noexcept {
   }
 }
 
+// Sends `message` with `fd` lent: the descriptor belongs to the export (or the pool behind it),
+// so it is never closed here, whatever happens.
+expected<void, Error> send_lent(Channel& channel, Publish& message, int fd) noexcept {
+  struct Lent {
+    UniqueFd& fd;
+    ~Lent() { (void)fd.release(); }
+  } lent{message.fd};
+  message.fd = UniqueFd(fd);
+  return channel.send(message, 0);  // never throws, never waits
+}
+
 }  // namespace
 
 struct Exporter::State {
@@ -97,6 +108,55 @@ struct Exporter::State {
       return;
     }
     ledger.on_release(id, release.export_id, std::make_unique<IpcReleaseEvent>(std::move(*event)));
+  }
+
+  // Exports `tensor` to `peer` as the next export id: everything that may allocate happens
+  // before the claim is added; once it is, the send either delivers the Publish or the claim is
+  // withdrawn, so the ledger holds exactly what the peer was sent.
+  expected<std::uint64_t, Error> publish(PeerId id, const Tensor& tensor,
+                                         const cudaStream_t* stream) {
+    const auto found = peers.find(id);
+    if (found == peers.end()) {
+      return make_unexpected(ErrorCode::kNotFound,
+                             std::string(kWho) + ": no peer " + std::to_string(id));
+    }
+    Peer& target = found->second;
+    if (target.closed) {
+      return make_unexpected(ErrorCode::kClosed,
+                             std::string(kWho) + ": peer " + std::to_string(id) + " has hung up");
+    }
+    const std::uint64_t export_id = next_export++;
+    auto exported = stream != nullptr ? export_tensor(tensor, export_id, *stream)
+                                      : export_tensor(tensor, export_id);
+    if (!exported) {
+      return make_unexpected(std::move(exported.error()));
+    }
+    auto bytes = encode(exported->descriptor());
+    if (!bytes) {
+      return make_unexpected(std::move(bytes.error()));
+    }
+    Publish message;
+    message.descriptor = std::move(*bytes);
+    auto held = std::make_shared<ExportedTensor>(std::move(*exported));
+    ExportLedger::DropClaim drop = [held, gone = abandoned]() mutable {
+      if (gone->load(std::memory_order_acquire)) {
+        keep_until_exit(std::move(held));
+      }
+      held.reset();
+    };
+    auto device = target.export_devices.try_emplace(export_id, held->device()).first;
+    if (auto added = ledger.add(id, export_id, std::move(drop)); !added) {
+      target.export_devices.erase(device);
+      return make_unexpected(std::move(added.error()));
+    }
+    if (auto sent = send_lent(target.channel, message, held->fd()); !sent) {
+      // Never seen by the peer: the claim leaves the ledger now.
+      target.export_devices.erase(device);
+      ledger.withdraw(id, export_id)();
+      return make_unexpected(std::move(sent.error()));
+    }
+    ++stats.published;
+    return export_id;
   }
 
   void drain(PeerId id, Peer& peer) {
@@ -201,63 +261,14 @@ expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& t
                                                     const cudaStream_t* stream) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
-  const auto found = s.peers.find(peer);
-  if (found == s.peers.end()) {
-    return make_unexpected(ErrorCode::kNotFound,
-                           std::string(kWho) + ": no peer " + std::to_string(peer));
-  }
-  State::Peer& target = found->second;
-  if (target.closed) {
-    return make_unexpected(ErrorCode::kClosed,
-                           std::string(kWho) + ": peer " + std::to_string(peer) + " has hung up");
-  }
-  const std::uint64_t id = s.next_export++;
-  auto exported =
-      stream != nullptr ? export_tensor(tensor, id, *stream) : export_tensor(tensor, id);
-  if (!exported) {
-    return make_unexpected(std::move(exported.error()));
-  }
-  Publish message;
   try {
-    auto bytes = encode(exported->descriptor());
-    if (!bytes) {
-      return make_unexpected(std::move(bytes.error()));
-    }
-    message.descriptor = std::move(*bytes);
-    target.export_devices[id] = exported->device();
+    return s.publish(peer, tensor, stream);
   } catch (const std::bad_alloc&) {
-    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+    // Thrown before the claim was added (publish() withdraws it itself after that), and every
+    // object made so far is destroyed here: the caller's tensor still holds the memory, so
+    // nothing is freed under the lock.
+    return make_unexpected(detail::out_of_memory(kWho));
   }
-  std::shared_ptr<ExportedTensor> held;
-  ExportLedger::DropClaim drop;
-  try {
-    held = std::make_shared<ExportedTensor>(std::move(*exported));
-    drop = [held, abandoned = s.abandoned]() mutable {
-      if (abandoned->load(std::memory_order_acquire)) {
-        keep_until_exit(std::move(held));
-      }
-      held.reset();
-    };
-  } catch (const std::bad_alloc&) {
-    target.export_devices.erase(id);
-    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
-  }
-  if (auto added = s.ledger.add(peer, id, std::move(drop)); !added) {
-    target.export_devices.erase(id);
-    return make_unexpected(std::move(added.error()));
-  }
-  // Lent, never closed here: the export (or the pool behind it) owns the descriptor.
-  message.fd = UniqueFd(held->fd());
-  auto sent = target.channel.send(message, 0);
-  (void)message.fd.release();
-  if (!sent) {
-    // Never seen by the peer: the claim drops at the next poll().
-    target.export_devices.erase(id);
-    s.ledger.on_release(peer, id, nullptr);
-    return make_unexpected(std::move(sent.error()));
-  }
-  ++s.stats.published;
-  return id;
 }
 
 expected<std::size_t, Error> Exporter::poll() {

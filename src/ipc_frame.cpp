@@ -19,10 +19,12 @@ constexpr std::size_t kReleaseBytes = kReleaseEventAt + kIpcHandleBytes;
 
 Error invalid(const std::string& what) { return invalid_argument("ipc channel", what); }
 
-std::vector<std::uint8_t> frame(FrameType type, std::size_t payload_bytes) {
-  std::vector<std::uint8_t> out(kFrameHeaderBytes + payload_bytes, 0);
-  put_u32(out.data(), type);
-  put_u32(out.data() + 4, static_cast<std::uint32_t>(payload_bytes));
+// The header of a frame of `payload_bytes` (at most kMaxDescriptorBytes: callers check).
+Frame frame(FrameType type, std::size_t payload_bytes) noexcept {
+  Frame out;
+  out.size = kFrameHeaderBytes + payload_bytes;
+  put_u32(out.bytes.data(), type);
+  put_u32(out.bytes.data() + 4, static_cast<std::uint32_t>(payload_bytes));
   return out;
 }
 
@@ -109,34 +111,36 @@ expected<Message, Error> parse_publish(const std::uint8_t* payload, std::size_t 
 
 }  // namespace
 
-expected<std::vector<std::uint8_t>, Error> encode_frame(const Hello& hello) {
+expected<Frame, Error> encode_frame(const Hello& hello) {
   if (hello.pid == 0) {
     return make_unexpected(invalid("hello pid is 0"));
   }
   // The version goes out as given: refusing one it does not speak is the receiver's part.
   auto out = frame(kHelloFrame, kHelloBytes);
-  put_u32(out.data() + kFrameHeaderBytes, hello.pid);
-  put_u32(out.data() + kFrameHeaderBytes + 4, hello.protocol_version);
+  put_u32(out.bytes.data() + kFrameHeaderBytes, hello.pid);
+  put_u32(out.bytes.data() + kFrameHeaderBytes + 4, hello.protocol_version);
   return out;
 }
 
-expected<std::vector<std::uint8_t>, Error> encode_frame(const Publish& publish) {
+expected<Frame, Error> encode_frame(const Publish& publish) {
   const std::size_t fd_count = publish.fd.valid() ? 1 : 0;
+  // Checked first: a descriptor that decodes is at most kMaxDescriptorBytes long.
   if (auto ok = check_publish(publish.descriptor.data(), publish.descriptor.size(), fd_count);
       !ok) {
     return make_unexpected(std::move(ok.error()));
   }
   auto out = frame(kPublishFrame, publish.descriptor.size());
-  std::copy(publish.descriptor.begin(), publish.descriptor.end(), out.begin() + kFrameHeaderBytes);
+  std::copy(publish.descriptor.begin(), publish.descriptor.end(),
+            out.bytes.begin() + kFrameHeaderBytes);
   return out;
 }
 
-expected<std::vector<std::uint8_t>, Error> encode_frame(const Release& release) {
+expected<Frame, Error> encode_frame(const Release& release) {
   if (auto ok = check_release(release.has_event, release.event.data()); !ok) {
     return make_unexpected(std::move(ok.error()));
   }
   auto out = frame(kReleaseFrame, kReleaseBytes);
-  std::uint8_t* payload = out.data() + kFrameHeaderBytes;
+  std::uint8_t* payload = out.bytes.data() + kFrameHeaderBytes;
   put_u64(payload, release.export_id);
   put_u8(payload + 8, release.has_event ? 1 : 0);
   put_bytes(payload + kReleaseEventAt, release.event);

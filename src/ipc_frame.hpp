@@ -2,6 +2,7 @@
 // The channel's frames: an 8-byte header (type, payload length) and the payload, one frame per
 // SOCK_SEQPACKET record. Encoding and parsing are pure, so the socket code only moves bytes and
 // descriptors.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -17,12 +18,19 @@ inline constexpr std::size_t kFrameHeaderBytes = 8;
 /** @brief Bytes of the largest valid frame (a Publish of the largest descriptor). */
 inline constexpr std::size_t kMaxFrameBytes = kFrameHeaderBytes + kMaxDescriptorBytes;
 
-/** @brief The frame bytes of `hello`, refused when the peer would refuse them. */
-expected<std::vector<std::uint8_t>, Error> encode_frame(const Hello& hello);
-/** @brief The frame bytes of `publish` (its fd travels beside them), refused likewise. */
-expected<std::vector<std::uint8_t>, Error> encode_frame(const Publish& publish);
-/** @brief The frame bytes of `release`, refused likewise. */
-expected<std::vector<std::uint8_t>, Error> encode_frame(const Release& release);
+/** @brief One encoded frame, held in place: encoding allocates nothing, so sending cannot run
+ *         out of memory. */
+struct Frame {
+  std::array<std::uint8_t, kMaxFrameBytes> bytes{};  ///< The frame, in its first `size` bytes.
+  std::size_t size = 0;                              ///< Bytes used.
+};
+
+/** @brief The frame of `hello`, refused when the peer would refuse it. */
+expected<Frame, Error> encode_frame(const Hello& hello);
+/** @brief The frame of `publish` (its fd travels beside it), refused likewise. */
+expected<Frame, Error> encode_frame(const Publish& publish);
+/** @brief The frame of `release`, refused likewise. */
+expected<Frame, Error> encode_frame(const Release& release);
 
 /**
  * @brief Parses and validates one received frame.

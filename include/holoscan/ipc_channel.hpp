@@ -20,6 +20,10 @@
 
 namespace holoscan::ipc {
 
+namespace detail {
+struct Frame;
+}  // namespace detail
+
 /** @brief The ErrorCode a channel returns once its peer has hung up (EOF, EPIPE, ECONNRESET). */
 inline constexpr ErrorCode kChannelClosed = ErrorCode::kClosed;
 
@@ -52,7 +56,8 @@ class Channel {
    *
    * Refuses (kInvalidArgument) what the peer would refuse. Waits up to `timeout_ms` (negative:
    * no limit) for room in the socket; on timeout nothing is sent and the error is kNotReady.
-   * Never raises SIGPIPE; a peer that hung up gives kChannelClosed.
+   * Never raises SIGPIPE; a peer that hung up gives kChannelClosed. Never throws: out of memory
+   * (checking a Publish's descriptor) is kResourceExhausted, with nothing sent.
    */
   expected<void, Error> send(const Message& message, int timeout_ms = -1);
   /** @brief Sends a Hello; as send(const Message&). */
@@ -84,7 +89,7 @@ class Channel {
  private:
   friend class Listener;
   explicit Channel(UniqueFd socket) noexcept : socket_(std::move(socket)) {}
-  expected<void, Error> send_frame(const expected<std::vector<std::uint8_t>, Error>& frame, int fd,
+  expected<void, Error> send_frame(const expected<detail::Frame, Error>& frame, int fd,
                                    int timeout_ms);
 
   UniqueFd socket_;

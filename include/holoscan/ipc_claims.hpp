@@ -21,7 +21,7 @@
  * Typical exporter loop:
  * @code
  * ledger.add(peer, id, [t = tensor]() mutable { t = {}; });  // before the Publish is sent
- * channel.send(publish);                   // on failure: ledger.on_release(peer, id, nullptr)
+ * channel.send(publish);                   // on failure: ledger.withdraw(peer, id)()
  * // Release from the peer:  ledger.on_release(peer, r.export_id, event_from(r));
  * // End-of-file:            ledger.on_peer_closed(peer, std::move(liveness_opened_at_accept));
  * ledger.poll();                           // now and then; never blocks
@@ -101,6 +101,14 @@ class ExportLedger {
    * Returns false, changing nothing, for an export the peer does not hold (as on_release()).
    */
   bool on_uncheckable_release(PeerId peer, std::uint64_t export_id) noexcept;
+
+  /**
+   * @brief Takes back a claim whose Publish never reached the peer (its send failed): it leaves
+   *        the ledger now and is returned, for the caller to run where it holds no lock.
+   *
+   * Returns an empty DropClaim, changing nothing, for a claim the peer does not hold or released.
+   */
+  DropClaim withdraw(PeerId peer, std::uint64_t export_id) noexcept;
 
   /**
    * @brief The peer's channel hung up: it will release nothing more. Returns its claims still held.
