@@ -71,6 +71,31 @@ struct ReceivedFds {
   }
 };
 
+// Why a record is refused before its bytes are looked at; empty when it is not.
+std::string record_refusal(int flags, const ReceivedFds& received) {
+  if ((flags & MSG_CTRUNC) != 0 || received.count > kMaxReceivedFds) {
+    // The kernel stops handing descriptors over at the first it cannot install (EMFILE), and
+    // at the room the control buffer has, which a valid frame never fills.
+    return received.count < kMaxReceivedFds
+               ? "the kernel truncated its file descriptors (MSG_CTRUNC): this process could "
+                 "not take them, e.g. at its descriptor limit (RLIMIT_NOFILE)"
+               : "frame carried more file descriptors than any frame may";
+  }
+  if (received.foreign_control) {
+    return "frame carried a control message other than SCM_RIGHTS";
+  }
+  if ((flags & MSG_TRUNC) != 0) {
+    return "frame is larger than the largest valid frame (" +
+           std::to_string(detail::kMaxFrameBytes) + " bytes)";
+  }
+  return {};
+}
+
+// "publish of export N: " for a refused Publish whose descriptor names its export, else "".
+std::string naming(const std::optional<std::uint64_t>& export_id) {
+  return export_id ? "publish of export " + std::to_string(*export_id) + ": " : std::string();
+}
+
 }  // namespace
 
 expected<std::pair<Channel, Channel>, Error> Channel::pair() {
@@ -201,23 +226,19 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
     }
     ReceivedFds received;
     received.take(msg);
-    if ((msg.msg_flags & MSG_CTRUNC) != 0 || received.count > kMaxReceivedFds) {
-      return make_unexpected(invalid("frame carried more file descriptors than any frame may"));
-    }
-    if (received.foreign_control) {
-      return make_unexpected(invalid("frame carried a control message other than SCM_RIGHTS"));
-    }
-    if ((msg.msg_flags & MSG_TRUNC) != 0) {
-      return make_unexpected(invalid("frame is larger than the largest valid frame (" +
-                                     std::to_string(detail::kMaxFrameBytes) + " bytes)"));
+    const auto size = static_cast<std::size_t>(n);
+    refused_export_.reset();
+    if (const std::string refusal = record_refusal(msg.msg_flags, received); !refusal.empty()) {
+      refused_export_ = detail::publish_export_id(buffer.data(), size);
+      return make_unexpected(invalid(naming(refused_export_) + refusal));
     }
     if (n == 0 && received.count == 0 && peer_hung_up(socket_.get())) {
       closed_ = true;
       return make_unexpected(closed_error("end of file"));
     }
-    auto message = detail::parse_frame(buffer.data(), static_cast<std::size_t>(n),
-                                       received.fds.data(), received.count);
+    auto message = detail::parse_frame(buffer.data(), size, received.fds.data(), received.count);
     if (!message) {
+      refused_export_ = detail::publish_export_id(buffer.data(), size);  // a wrong fd count
       return make_unexpected(std::move(message.error()));
     }
     return std::optional<Message>(std::move(*message));

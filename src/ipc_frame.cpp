@@ -3,6 +3,7 @@
 #include "ipc_frame.hpp"
 
 #include <algorithm>
+#include <new>
 #include <string>
 
 #include "ipc_error.hpp"
@@ -145,6 +146,20 @@ expected<Frame, Error> encode_frame(const Release& release) {
   put_u8(payload + 8, release.has_event ? 1 : 0);
   put_bytes(payload + kReleaseEventAt, release.event);
   return out;
+}
+
+std::optional<std::uint64_t> publish_export_id(const std::uint8_t* bytes,
+                                               std::size_t size) noexcept {
+  if (size < kFrameHeaderBytes || get_u32(bytes) != kPublishFrame ||
+      get_u32(bytes + 4) != size - kFrameHeaderBytes) {
+    return std::nullopt;
+  }
+  try {
+    auto descriptor = decode(bytes + kFrameHeaderBytes, size - kFrameHeaderBytes);
+    return descriptor ? std::optional<std::uint64_t>(descriptor->export_id) : std::nullopt;
+  } catch (const std::bad_alloc&) {
+    return std::nullopt;  // out of memory: the export cannot be named, nor given back
+  }
 }
 
 expected<Message, Error> parse_frame(const std::uint8_t* bytes, std::size_t size, UniqueFd* fds,

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "holoscan/expected.hpp"
@@ -31,6 +32,13 @@ expected<Frame, Error> encode_frame(const Hello& hello);
 expected<Frame, Error> encode_frame(const Publish& publish);
 /** @brief The frame of `release`, refused likewise. */
 expected<Frame, Error> encode_frame(const Release& release);
+
+/**
+ * @brief The export id of `bytes` when they are a Publish frame whose descriptor decodes, so that
+ *        a refused one can be given back; nullopt for anything else. Never throws.
+ */
+std::optional<std::uint64_t> publish_export_id(const std::uint8_t* bytes,
+                                               std::size_t size) noexcept;
 
 /**
  * @brief Parses and validates one received frame.

@@ -41,9 +41,20 @@ ImporterCore::~ImporterCore() {
 }
 
 expected<std::optional<Message>, Error> ImporterCore::receive_now() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)flush_locked(0);
-  return channel_.receive(0);
+  std::optional<std::uint64_t> refused;
+  expected<std::optional<Message>, Error> received;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    (void)flush_locked(0);
+    received = channel_.receive(0);
+    refused = channel_.refused_export();
+  }
+  if (refused) {
+    // A publish the channel refused (its descriptors went wrong) is given back at once too.
+    this->refused();
+    give_back(*refused, nullptr, false);
+  }
+  return received;
 }
 
 expected<void, Error> ImporterCore::find_devices_locked() {

@@ -77,6 +77,13 @@ class Channel {
   expected<std::optional<Message>, Error> receive(int timeout_ms);
 
   /**
+   * @brief The export id of the Publish that the last receive() refused although its descriptor
+   *        decodes (the wrong number of file descriptors, or descriptors the kernel could not hand
+   *        over), so that the caller can give it back; nullopt after any other receive().
+   */
+  std::optional<std::uint64_t> refused_export() const noexcept { return refused_export_; }
+
+  /**
    * @brief The peer's pid as the kernel recorded it (SO_PEERCRED) when the socket was connected.
    *
    * For pair() that is the creating process for both ends, even after a fork: exchange Hello.
@@ -94,6 +101,7 @@ class Channel {
 
   UniqueFd socket_;
   bool closed_ = false;
+  std::optional<std::uint64_t> refused_export_;
 };
 
 /** @brief A bound, listening socket path that accepts Channels; move-only. */

@@ -250,32 +250,48 @@ TEST_F(IpcChannel, StrayDescriptorsAreClosed) {
   expect_refused(
       "ipc channel: hello of 8 bytes with 1 file descriptors, expected 8 bytes and none");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), std::nullopt);
 
   ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Release{1, false, {}}), {a.get()}));
   expect_refused(
       "ipc channel: release of 80 bytes with 1 file descriptors, expected 80 bytes and none");
   EXPECT_EQ(test::open_fd_count(), open_before);
 
+  // A refused publish whose descriptor decodes names its export, to be given back.
   ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish()), {a.get()}));
   expect_refused(
       "ipc channel: publish of export 7 carries 1 file descriptors, its handle kind needs 0");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), 7u);
 
   TensorDescriptor d = sample_descriptor();
   d.handle_kind = MemoryHandleKind::kPosixFd;
+  d.export_id = 8;
   Bytes posix = raw_frame(Publish{encoded(d), memfd_with("c")});
   ASSERT_TRUE(send_raw(raw_.get(), posix, {a.get(), b.get()}));
   expect_refused(
-      "ipc channel: publish of export 7 carries 2 file descriptors, its handle kind needs 1");
+      "ipc channel: publish of export 8 carries 2 file descriptors, its handle kind needs 1");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), 8u);
 
   ASSERT_TRUE(send_raw(raw_.get(), posix, {a.get(), b.get(), a.get(), b.get(), a.get(), b.get()}));
-  expect_refused("ipc channel: frame carried more file descriptors than any frame may");
+  expect_refused(
+      "ipc channel: publish of export 8: frame carried more file descriptors than any frame may");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), 8u);
 
   ASSERT_TRUE(send_raw(raw_.get(), Bytes{}, {a.get()}));
   expect_refused("ipc channel: frame of 0 bytes is shorter than its 8-byte header");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), std::nullopt);
+
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish()), {a.get()}));
+  expect_refused(
+      "ipc channel: publish of export 7 carries 1 file descriptors, its handle kind needs 0");
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish())));
+  auto accepted = channel_->receive(1000);
+  ASSERT_TRUE(accepted && *accepted);
+  EXPECT_EQ(channel_->refused_export(), std::nullopt) << "only the last receive counts";
 }
 
 TEST_F(IpcChannel, EndOfFileComesAfterEveryQueuedMessage) {

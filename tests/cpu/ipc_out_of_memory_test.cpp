@@ -41,13 +41,10 @@ Attempt publish_failing(Exporter& exporter, PeerId peer, const Tensor& tensor, s
 TEST(IpcOutOfMemory, PublishIsResourceExhaustedAndKeepsTheLedgerAndTheBorrowedFd) {
   const int fds_before = test::open_fd_count();
   std::optional<test::FakeCudaIpcScope> scope(std::in_place);
-  auto pool = test::make_device_pool(1024, 1, /*shareable=*/true);
-  ASSERT_NE(pool, nullptr);
-  auto exporter = Exporter::create();
-  ASSERT_TRUE(exporter.has_value());
-  auto connected = test::connect_importer(*exporter);
-  ASSERT_TRUE(connected.importer.has_value());
-  Tensor tensor = test::allocate(*pool, {8});
+  std::optional<test::LocalLink> link(test::local_link(1));
+  ASSERT_TRUE(link->ok());
+  Exporter& exporter = *link->exporter;
+  Tensor tensor = test::allocate(*link->pool, {8});
   static_cast<float*>(tensor.data())[0] = 7.0f;
   const cudaStream_t producer = scope->fake().create_stream(0);
   ASSERT_TRUE(tensor.set_readiness_stream(producer));
@@ -60,14 +57,14 @@ TEST(IpcOutOfMemory, PublishIsResourceExhaustedAndKeepsTheLedgerAndTheBorrowedFd
 
   std::size_t sent = 0;
   for (std::uint64_t skip = 0;; ++skip) {
-    const Attempt attempt = publish_failing(*exporter, connected.peer, tensor, skip);
+    const Attempt attempt = publish_failing(exporter, link->peer, tensor, skip);
     ASSERT_FALSE(attempt.threw) << "an exception escaped publish at allocation " << skip;
     sent += attempt.result.has_value() ? 1 : 0;
     if (!attempt.result) {
       EXPECT_EQ(attempt.result.error().code, ErrorCode::kResourceExhausted)
           << "allocation " << skip << ": " << attempt.result.error().message;
     }
-    EXPECT_EQ(exporter->held(), sent) << "allocation " << skip << ": a claim the peer never saw";
+    EXPECT_EQ(exporter.held(), sent) << "allocation " << skip << ": a claim the peer never saw";
     ASSERT_NE(::fcntl(pool_fd, F_GETFD), -1) << "allocation " << skip << " closed the pool's fd";
     if (attempt.failed == 0) {
       break;  // publish made fewer allocations than `skip`: every one has failed once
@@ -75,18 +72,16 @@ TEST(IpcOutOfMemory, PublishIsResourceExhaustedAndKeepsTheLedgerAndTheBorrowedFd
   }
   EXPECT_GT(sent, 0u);
   for (std::size_t i = 0; i < sent; ++i) {
-    Tensor imported = test::receive_one(*connected.importer);
+    Tensor imported = test::receive_one(*link->importer);
     ASSERT_TRUE(imported);
     EXPECT_EQ(imported.data_as<float>()[0], 7.0f) << "mapped through the pool's descriptor";
   }
-  auto more = connected.importer->receive(0);
+  auto more = link->importer->receive(0);
   ASSERT_TRUE(more.has_value()) << more.error().message;
   EXPECT_FALSE(more->has_value()) << "a publish the ledger holds no claim for";
   tensor = Tensor();
-  EXPECT_TRUE(test::poll_until(*exporter, [&] { return exporter->held() == 0; }));
-  connected.importer.reset();
-  exporter = make_unexpected(Error{});
-  pool.reset();
+  EXPECT_TRUE(test::poll_until(exporter, [&] { return exporter.held() == 0; }));
+  link.reset();
   scope.reset();
   EXPECT_EQ(test::open_fd_count(), fds_before) << "descriptor leak";
 }

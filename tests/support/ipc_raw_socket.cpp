@@ -1,7 +1,10 @@
 #include "support/ipc_raw_socket.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -54,6 +57,27 @@ int open_fd_count() {
   }
   ::closedir(dir);
   return count;
+}
+
+DescriptorLimit::DescriptorLimit() {
+  rlimit limit{};
+  const int lowest_free = ::fcntl(0, F_DUPFD_CLOEXEC, 0);
+  if (lowest_free < 0 || ::close(lowest_free) != 0 || ::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    ADD_FAILURE() << "cannot find the lowest free descriptor or the descriptor limit";
+    return;
+  }
+  soft_ = limit.rlim_cur;
+  limit.rlim_cur = static_cast<rlim_t>(lowest_free);
+  lowered_ = ::setrlimit(RLIMIT_NOFILE, &limit) == 0;
+  EXPECT_TRUE(lowered_) << "cannot lower RLIMIT_NOFILE";
+}
+
+DescriptorLimit::~DescriptorLimit() {
+  rlimit limit{};
+  if (lowered_ && ::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limit.rlim_cur = static_cast<rlim_t>(soft_);
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &limit), 0) << "cannot restore RLIMIT_NOFILE";
+  }
 }
 
 }  // namespace holoscan::test

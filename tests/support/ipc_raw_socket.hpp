@@ -17,4 +17,22 @@ bool send_raw(int fd, const std::vector<std::uint8_t>& bytes, const std::vector<
 /** @brief How many descriptors this process has open (entries of /proc/self/fd). */
 int open_fd_count();
 
+/**
+ * @brief While alive, this process cannot open one more descriptor: RLIMIT_NOFILE's soft limit is
+ *        the lowest free descriptor number. Restores the limit when it goes.
+ */
+class DescriptorLimit {
+ public:
+  /** @brief Lowers the limit (fails the test when it cannot). */
+  DescriptorLimit();
+  /** @brief Restores the limit. */
+  ~DescriptorLimit();
+  DescriptorLimit(const DescriptorLimit&) = delete;
+  DescriptorLimit& operator=(const DescriptorLimit&) = delete;
+
+ private:
+  unsigned long long soft_ = 0;
+  bool lowered_ = false;
+};
+
 }  // namespace holoscan::test
