@@ -17,6 +17,7 @@
 #include "holoscan/ipc_channel.hpp"
 #include "ipc_error.hpp"
 #include "ipc_frame.hpp"
+#include "ipc_identity.hpp"
 #include "ipc_poll.hpp"
 #include "ipc_record.hpp"
 #include "ipc_socket.hpp"
@@ -49,10 +50,18 @@ bool peer_hung_up(int fd) noexcept {
 struct ReceivedFds {
   std::array<UniqueFd, kMaxReceivedFds> fds;
   std::size_t count = 0;
-  bool foreign_control = false;  // a control message other than SCM_RIGHTS
+  std::int32_t sender_pid = 0;   // SCM_CREDENTIALS (every record has them: SO_PASSCRED is on)
+  bool foreign_control = false;  // a control message other than SCM_RIGHTS and SCM_CREDENTIALS
 
   void take(msghdr& msg) noexcept {
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+          c->cmsg_len == CMSG_LEN(sizeof(ucred))) {
+        ucred credentials{};
+        std::memcpy(&credentials, CMSG_DATA(c), sizeof(credentials));
+        sender_pid = credentials.pid;
+        continue;
+      }
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
         foreign_control = true;
         continue;
@@ -103,7 +112,20 @@ expected<std::pair<Channel, Channel>, Error> Channel::pair() {
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return make_unexpected(detail::system_error(kWho, "socketpair", errno));
   }
-  return std::pair<Channel, Channel>(Channel(UniqueFd(sv[0])), Channel(UniqueFd(sv[1])));
+  auto first = make(UniqueFd(sv[0]));
+  auto second = make(UniqueFd(sv[1]));
+  if (!first || !second) {
+    return make_unexpected(std::move(!first ? first.error() : second.error()));
+  }
+  return std::pair<Channel, Channel>(std::move(*first), std::move(*second));
+}
+
+expected<Channel, Error> Channel::make(UniqueFd socket) {
+  // On before anything is received: a Hello proves its sender through the credentials.
+  if (auto on = detail::receive_credentials(socket.get()); !on) {
+    return make_unexpected(std::move(on.error()));
+  }
+  return Channel(std::move(socket));
 }
 
 expected<Channel, Error> Channel::connect(const std::string& path) {
@@ -130,7 +152,7 @@ expected<Channel, Error> Channel::connect(const std::string& path) {
       return make_unexpected(detail::system_error(kWho, "connect", err != 0 ? err : errno));
     }
   }
-  return Channel(std::move(socket));
+  return make(std::move(socket));
 }
 
 expected<Channel, Error> Channel::adopt(UniqueFd socket) {
@@ -142,7 +164,7 @@ expected<Channel, Error> Channel::adopt(UniqueFd socket) {
       type != SOCK_SEQPACKET) {
     return make_unexpected(invalid("adopt needs a connected AF_UNIX SOCK_SEQPACKET socket"));
   }
-  return Channel(std::move(socket));
+  return make(std::move(socket));
 }
 
 expected<void, Error> Channel::send(const Message& message, int timeout_ms) {
@@ -150,7 +172,11 @@ expected<void, Error> Channel::send(const Message& message, int timeout_ms) {
 }
 
 expected<void, Error> Channel::send(const Hello& hello, int timeout_ms) {
-  return send_frame(detail::encode_frame(hello), -1, timeout_ms);
+  auto pidfd = detail::own_pidfd();
+  if (!pidfd) {
+    return make_unexpected(std::move(pidfd.error()));
+  }
+  return send_frame(detail::encode_frame(hello), pidfd->get(), timeout_ms, /*credentials=*/true);
 }
 
 expected<void, Error> Channel::send(const Publish& publish, int timeout_ms) {
@@ -166,14 +192,14 @@ expected<void, Error> Channel::send(const Release& release, int timeout_ms) {
 }
 
 expected<void, Error> Channel::send_frame(const expected<detail::Frame, Error>& frame, int fd,
-                                          int timeout_ms) {
+                                          int timeout_ms, bool credentials) {
   if (!frame) {
     return make_unexpected(frame.error());
   }
   try {
     const detail::Deadline deadline(timeout_ms);
     for (;;) {
-      const int err = detail::send_record_now(socket_.get(), *frame, fd);
+      const int err = detail::send_record_now(socket_.get(), *frame, fd, credentials);
       if (err == 0) {
         return {};
       }
@@ -206,7 +232,8 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
     }
     std::array<std::uint8_t, detail::kMaxFrameBytes> buffer;
     iovec iov{buffer.data(), buffer.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxReceivedFds)];
+    alignas(cmsghdr) char
+        control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * kMaxReceivedFds)];
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -240,6 +267,11 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
     if (!message) {
       refused_export_ = detail::publish_export_id(buffer.data(), size);  // a wrong fd count
       return make_unexpected(std::move(message.error()));
+    }
+    if (auto* hello = std::get_if<Hello>(&*message)) {
+      if (auto proven = detail::check_sender(hello->process, received.sender_pid); !proven) {
+        return make_unexpected(std::move(proven.error()));
+      }
     }
     return std::optional<Message>(std::move(*message));
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "holoscan/ipc_exporter.hpp"
+#include "holoscan/ipc_liveness.hpp"
 #include "ipc_error.hpp"
 #include "ipc_handshake.hpp"
 #include "ipc_opened_event.hpp"
@@ -66,7 +67,8 @@ expected<void, Error> send_lent(Channel& channel, Publish& message, int fd) noex
 struct Exporter::State {
   struct Peer {
     Channel channel;
-    std::unique_ptr<PeerLiveness> liveness;  // handed to the ledger at end-of-file
+    std::unique_ptr<PeerLiveness> liveness;  // the Hello's process; handed to the ledger at close
+    int pidfd = -1;  // liveness's descriptor: in the epoll set while connected, so fd() wakes
     holoscan::detail::OpenedEventCache release_events;
     std::unordered_map<std::uint64_t, int> export_devices;  // unreleased export id -> device
     bool closed = false;
@@ -81,9 +83,35 @@ struct Exporter::State {
   ExporterStats stats;
   std::shared_ptr<std::atomic<bool>> abandoned = std::make_shared<std::atomic<bool>>(false);
 
+  // Watches `socket` and `pidfd` for peer `id` through the epoll descriptor.
+  expected<void, Error> watch(PeerId id, int socket, int pidfd) {
+    epoll_event interest{};
+    interest.events = EPOLLIN;
+    interest.data.u64 = id;
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, socket, &interest) != 0) {
+      return make_unexpected(detail::system_error(kWho, "epoll_ctl", errno));
+    }
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, pidfd, &interest) != 0) {
+      const int err = errno;
+      unwatch(socket, -1);
+      return make_unexpected(detail::system_error(kWho, "epoll_ctl", err));
+    }
+    return {};
+  }
+
+  void unwatch(int socket, int pidfd) noexcept {
+    for (int fd : {socket, pidfd}) {
+      if (fd >= 0) {
+        (void)::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
+      }
+    }
+  }
+
+  // The peer will send nothing more: its channel hung up, or its process exited (another process
+  // may still hold the socket). Its claims drop as the ledger decides, by its process's exit.
   void close_peer(PeerId id, Peer& peer) noexcept {
     peer.closed = true;
-    (void)::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, peer.channel.fd(), nullptr);
+    unwatch(peer.channel.fd(), peer.pidfd);
     ledger.on_peer_closed(id, std::move(peer.liveness));
   }
 
@@ -226,24 +254,25 @@ expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms
   if (!hello) {
     return make_unexpected(std::move(hello.error()));
   }
-  auto liveness = detail::watch_hello_peer(channel, *hello);
+  // The claims follow the process that proved it speaks on the channel (its Hello's pidfd), the
+  // one that maps the memory: not whoever made the socket, which may be a launcher.
+  const int pidfd = hello->process.get();
+  auto liveness = watch_pidfd(std::move(hello->process));
   if (!liveness) {
     return make_unexpected(std::move(liveness.error()));
   }
   std::lock_guard<std::mutex> lock(state_->mutex);
   const PeerId id = state_->next_peer++;
-  epoll_event interest{};
-  interest.events = EPOLLIN;
-  interest.data.u64 = id;
-  if (::epoll_ctl(state_->epoll.get(), EPOLL_CTL_ADD, channel.fd(), &interest) != 0) {
-    return make_unexpected(detail::system_error(kWho, "epoll_ctl", errno));
+  if (auto watched = state_->watch(id, channel.fd(), pidfd); !watched) {
+    return make_unexpected(std::move(watched.error()));
   }
   const int fd = channel.fd();
   try {
-    state_->peers.emplace(id, State::Peer{std::move(channel), std::move(*liveness), {}, {}, false});
+    state_->peers.emplace(
+        id, State::Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, false});
   } catch (const std::bad_alloc&) {
-    (void)::epoll_ctl(state_->epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
-    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+    state_->unwatch(fd, pidfd);
+    return make_unexpected(detail::out_of_memory(kWho));
   }
   return id;
 }
@@ -278,6 +307,9 @@ expected<std::size_t, Error> Exporter::poll() {
     for (auto& [id, peer] : s.peers) {
       if (!peer.closed) {
         s.drain(id, peer);
+      }
+      if (!peer.closed && peer.liveness->exited()) {
+        s.close_peer(id, peer);  // no end-of-file needed: a launcher may hold its socket
       }
     }
   }

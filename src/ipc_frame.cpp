@@ -14,7 +14,7 @@ namespace {
 
 enum FrameType : std::uint32_t { kHelloFrame = 1, kPublishFrame = 2, kReleaseFrame = 3 };
 
-constexpr std::size_t kHelloBytes = 8;       // u32 pid, u32 protocol version
+constexpr std::size_t kHelloBytes = 8;       // u32 pid, u32 protocol version; the pidfd beside
 constexpr std::size_t kReleaseEventAt = 16;  // u64 export id, u8 has_event, 7 reserved, event
 constexpr std::size_t kReleaseBytes = kReleaseEventAt + kIpcHandleBytes;
 
@@ -53,14 +53,15 @@ expected<void, Error> check_release(bool has_event, const std::uint8_t* event) {
   return {};
 }
 
-expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t size,
+// The version is checked before the descriptor count, so that a peer of another version is told
+// so, whatever its Hello carries.
+expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t size, UniqueFd* fds,
                                      std::size_t fd_count) {
-  if (size != kHelloBytes || fd_count != 0) {
-    return make_unexpected(invalid("hello of " + std::to_string(size) + " bytes with " +
-                                   std::to_string(fd_count) + " file descriptors, expected " +
-                                   std::to_string(kHelloBytes) + " bytes and none"));
+  if (size != kHelloBytes) {
+    return make_unexpected(invalid("hello of " + std::to_string(size) + " bytes, expected " +
+                                   std::to_string(kHelloBytes)));
   }
-  Hello hello{get_u32(payload), get_u32(payload + 4)};
+  Hello hello{get_u32(payload), get_u32(payload + 4), UniqueFd()};
   if (hello.protocol_version != kProtocolVersion) {
     return make_unexpected(invalid("peer speaks protocol version " +
                                    std::to_string(hello.protocol_version) + ", this build speaks " +
@@ -69,7 +70,12 @@ expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t si
   if (hello.pid == 0) {
     return make_unexpected(invalid("hello pid is 0"));
   }
-  return Message{hello};
+  if (fd_count != 1) {
+    return make_unexpected(invalid("hello with " + std::to_string(fd_count) +
+                                   " file descriptors, expected 1 (the sender's pidfd)"));
+  }
+  hello.process = std::move(fds[0]);
+  return Message{std::move(hello)};
 }
 
 expected<Message, Error> parse_release(const std::uint8_t* payload, std::size_t size,
@@ -178,7 +184,7 @@ expected<Message, Error> parse_frame(const std::uint8_t* bytes, std::size_t size
   const std::uint8_t* payload = bytes + kFrameHeaderBytes;
   switch (type) {
     case kHelloFrame:
-      return parse_hello(payload, length, fd_count);
+      return parse_hello(payload, length, fds, fd_count);
     case kPublishFrame:
       return parse_publish(payload, length, fds, fd_count);
     case kReleaseFrame:

@@ -43,8 +43,9 @@ std::optional<std::uint64_t> publish_export_id(const std::uint8_t* bytes,
 /**
  * @brief Parses and validates one received frame.
  *
- * `fds` are the descriptors that arrived with it; a Publish that needs one moves fds[0] out, and
- * every other descriptor stays in `fds` for the caller to close.
+ * `fds` are the descriptors that arrived with it; a Publish that needs one, and a Hello (its
+ * sender's pidfd, which the caller still has to check), move fds[0] out, and every other
+ * descriptor stays in `fds` for the caller to close.
  */
 expected<Message, Error> parse_frame(const std::uint8_t* bytes, std::size_t size, UniqueFd* fds,
                                      std::size_t fd_count);

@@ -86,7 +86,9 @@ class Channel {
   /**
    * @brief The peer's pid as the kernel recorded it (SO_PEERCRED) when the socket was connected.
    *
-   * For pair() that is the creating process for both ends, even after a fork: exchange Hello.
+   * That is the process that connected or created the socket, not necessarily the one that uses
+   * it: for pair() it is the creating process for both ends, even after a fork or when a launcher
+   * hands the ends to processes it starts. The Hello proves who actually speaks (Hello::process).
    */
   expected<std::int32_t, Error> peer_pid() const;
 
@@ -96,8 +98,9 @@ class Channel {
  private:
   friend class Listener;
   explicit Channel(UniqueFd socket) noexcept : socket_(std::move(socket)) {}
+  static expected<Channel, Error> make(UniqueFd socket);
   expected<void, Error> send_frame(const expected<detail::Frame, Error>& frame, int fd,
-                                   int timeout_ms);
+                                   int timeout_ms, bool credentials = false);
 
   UniqueFd socket_;
   bool closed_ = false;

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -43,6 +44,35 @@ bool send_raw(int fd, const std::vector<std::uint8_t>& bytes, const std::vector<
     std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
   }
   return ::sendmsg(fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+}
+
+std::vector<ipc::UniqueFd> receive_fds(int fd, int timeout_ms) {
+  std::vector<ipc::UniqueFd> fds;
+  pollfd entry{fd, POLLIN, 0};
+  if (::poll(&entry, 1, timeout_ms) != 1) {
+    return fds;
+  }
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  if (::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) < 0) {
+    return fds;
+  }
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      for (std::size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+        int received = -1;
+        std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds.emplace_back(received);
+      }
+    }
+  }
+  return fds;
 }
 
 int open_fd_count() {

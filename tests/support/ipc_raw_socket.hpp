@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "holoscan/ipc_fd.hpp"
 #include "holoscan/ipc_message.hpp"
 
 namespace holoscan::test {
@@ -13,6 +14,10 @@ std::vector<std::uint8_t> raw_frame(const ipc::Message& message);
 
 /** @brief Sends one record of `bytes` on socket `fd` with `fds` attached; false on failure. */
 bool send_raw(int fd, const std::vector<std::uint8_t>& bytes, const std::vector<int>& fds = {});
+
+/** @brief The descriptors that came with the next record on socket `fd` (waiting up to
+ *         `timeout_ms`); empty when none came. */
+std::vector<ipc::UniqueFd> receive_fds(int fd, int timeout_ms);
 
 /** @brief How many descriptors this process has open (entries of /proc/self/fd). */
 int open_fd_count();
