@@ -91,7 +91,7 @@ std::string record_refusal(int flags, const ReceivedFds& received) {
                : "frame carried more file descriptors than any frame may";
   }
   if (received.foreign_control) {
-    return "frame carried a control message other than SCM_RIGHTS";
+    return "frame carried a control message other than SCM_RIGHTS and SCM_CREDENTIALS";
   }
   if ((flags & MSG_TRUNC) != 0) {
     return "frame is larger than the largest valid frame (" +

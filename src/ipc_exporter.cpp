@@ -150,8 +150,8 @@ struct Exporter::State {
     }
     Peer& target = found->second;
     if (target.closed) {
-      return make_unexpected(ErrorCode::kClosed,
-                             std::string(kWho) + ": peer " + std::to_string(id) + " has hung up");
+      return make_unexpected(ErrorCode::kClosed, std::string(kWho) + ": peer " +
+                                                     std::to_string(id) + " has hung up or exited");
     }
     const std::uint64_t export_id = next_export++;
     auto exported = stream != nullptr ? export_tensor(tensor, export_id, *stream)
@@ -180,7 +180,9 @@ struct Exporter::State {
     if (auto sent = send_lent(target.channel, message, held->fd()); !sent) {
       // Never seen by the peer: the claim leaves the ledger now.
       target.export_devices.erase(device);
-      ledger.withdraw(id, export_id)();
+      if (ExportLedger::DropClaim claim = ledger.withdraw(id, export_id)) {
+        claim();  // the caller's tensor still holds the memory: nothing is freed under the lock
+      }
       return make_unexpected(std::move(sent.error()));
     }
     ++stats.published;

@@ -23,7 +23,7 @@
  * ledger.add(peer, id, [t = tensor]() mutable { t = {}; });  // before the Publish is sent
  * channel.send(publish);                   // on failure: ledger.withdraw(peer, id)()
  * // Release from the peer:  ledger.on_release(peer, r.export_id, event_from(r));
- * // End-of-file:            ledger.on_peer_closed(peer, std::move(liveness_opened_at_accept));
+ * // End-of-file or exit:    ledger.on_peer_closed(peer, std::move(liveness_of_its_hello));
  * ledger.poll();                           // now and then; never blocks
  * @endcode
  */
@@ -111,14 +111,16 @@ class ExportLedger {
   DropClaim withdraw(PeerId peer, std::uint64_t export_id) noexcept;
 
   /**
-   * @brief The peer's channel hung up: it will release nothing more. Returns its claims still held.
+   * @brief The peer will release nothing more (its channel hung up, or its process exited).
+   *        Returns its claims still held.
    *
-   * A claim the peer released drops once its event completes; a claim it never released drops
-   * once `liveness` reports the peer exited (its GPU context is gone then, and with it every
-   * mapping and any work that could touch the memory). An exited peer's pending release events
-   * are not waited for either: work of a dead context never completes. A null `liveness` says
-   * the peer is known to be gone already. Open the liveness watch when the peer connects, so
-   * that it cannot name another process that reused the pid.
+   * A claim the peer released drops once its event completes; a claim it never released (or
+   * released uncheckably) drops once `liveness` reports the peer exited (its GPU context is gone
+   * then, and with it every mapping and any work that could touch the memory), never at the
+   * hang-up alone. An exited peer's pending release events are not waited for either: work of a
+   * dead context never completes. A null `liveness` says the peer is known to be gone already.
+   * Watch the process that maps the memory (the Hello's pidfd, see watch_pidfd), opened when the
+   * peer connects, so that it cannot name another process that reused the pid.
    */
   std::size_t on_peer_closed(PeerId peer, std::unique_ptr<PeerLiveness> liveness) noexcept;
 
