@@ -10,13 +10,16 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <string>
 #include <variant>
 
 #include "holoscan/ipc_channel.hpp"
 #include "ipc_error.hpp"
 #include "ipc_frame.hpp"
+#include "ipc_identity.hpp"
 #include "ipc_poll.hpp"
+#include "ipc_record.hpp"
 #include "ipc_socket.hpp"
 
 namespace holoscan::ipc {
@@ -47,10 +50,18 @@ bool peer_hung_up(int fd) noexcept {
 struct ReceivedFds {
   std::array<UniqueFd, kMaxReceivedFds> fds;
   std::size_t count = 0;
-  bool foreign_control = false;  // a control message other than SCM_RIGHTS
+  std::int32_t sender_pid = 0;   // SCM_CREDENTIALS (every record has them: SO_PASSCRED is on)
+  bool foreign_control = false;  // a control message other than SCM_RIGHTS and SCM_CREDENTIALS
 
   void take(msghdr& msg) noexcept {
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+          c->cmsg_len == CMSG_LEN(sizeof(ucred))) {
+        ucred credentials{};
+        std::memcpy(&credentials, CMSG_DATA(c), sizeof(credentials));
+        sender_pid = credentials.pid;
+        continue;
+      }
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
         foreign_control = true;
         continue;
@@ -69,6 +80,31 @@ struct ReceivedFds {
   }
 };
 
+// Why a record is refused before its bytes are looked at; empty when it is not.
+std::string record_refusal(int flags, const ReceivedFds& received) {
+  if ((flags & MSG_CTRUNC) != 0 || received.count > kMaxReceivedFds) {
+    // The kernel stops handing descriptors over at the first it cannot install (EMFILE), and
+    // at the room the control buffer has, which a valid frame never fills.
+    return received.count < kMaxReceivedFds
+               ? "the kernel truncated its file descriptors (MSG_CTRUNC): this process could "
+                 "not take them, e.g. at its descriptor limit (RLIMIT_NOFILE)"
+               : "frame carried more file descriptors than any frame may";
+  }
+  if (received.foreign_control) {
+    return "frame carried a control message other than SCM_RIGHTS and SCM_CREDENTIALS";
+  }
+  if ((flags & MSG_TRUNC) != 0) {
+    return "frame is larger than the largest valid frame (" +
+           std::to_string(detail::kMaxFrameBytes) + " bytes)";
+  }
+  return {};
+}
+
+// "publish of export N: " for a refused Publish whose descriptor names its export, else "".
+std::string naming(const std::optional<std::uint64_t>& export_id) {
+  return export_id ? "publish of export " + std::to_string(*export_id) + ": " : std::string();
+}
+
 }  // namespace
 
 expected<std::pair<Channel, Channel>, Error> Channel::pair() {
@@ -76,7 +112,20 @@ expected<std::pair<Channel, Channel>, Error> Channel::pair() {
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return make_unexpected(detail::system_error(kWho, "socketpair", errno));
   }
-  return std::pair<Channel, Channel>(Channel(UniqueFd(sv[0])), Channel(UniqueFd(sv[1])));
+  auto first = make(UniqueFd(sv[0]));
+  auto second = make(UniqueFd(sv[1]));
+  if (!first || !second) {
+    return make_unexpected(std::move(!first ? first.error() : second.error()));
+  }
+  return std::pair<Channel, Channel>(std::move(*first), std::move(*second));
+}
+
+expected<Channel, Error> Channel::make(UniqueFd socket) {
+  // On before anything is received: a Hello proves its sender through the credentials.
+  if (auto on = detail::receive_credentials(socket.get()); !on) {
+    return make_unexpected(std::move(on.error()));
+  }
+  return Channel(std::move(socket));
 }
 
 expected<Channel, Error> Channel::connect(const std::string& path) {
@@ -103,7 +152,7 @@ expected<Channel, Error> Channel::connect(const std::string& path) {
       return make_unexpected(detail::system_error(kWho, "connect", err != 0 ? err : errno));
     }
   }
-  return Channel(std::move(socket));
+  return make(std::move(socket));
 }
 
 expected<Channel, Error> Channel::adopt(UniqueFd socket) {
@@ -115,7 +164,7 @@ expected<Channel, Error> Channel::adopt(UniqueFd socket) {
       type != SOCK_SEQPACKET) {
     return make_unexpected(invalid("adopt needs a connected AF_UNIX SOCK_SEQPACKET socket"));
   }
-  return Channel(std::move(socket));
+  return make(std::move(socket));
 }
 
 expected<void, Error> Channel::send(const Message& message, int timeout_ms) {
@@ -123,51 +172,44 @@ expected<void, Error> Channel::send(const Message& message, int timeout_ms) {
 }
 
 expected<void, Error> Channel::send(const Hello& hello, int timeout_ms) {
-  return send_frame(detail::encode_frame(hello), -1, timeout_ms);
+  auto pidfd = detail::own_pidfd();
+  if (!pidfd) {
+    return make_unexpected(std::move(pidfd.error()));
+  }
+  return send_frame(detail::encode_frame(hello), pidfd->get(), timeout_ms, /*credentials=*/true);
 }
 
 expected<void, Error> Channel::send(const Publish& publish, int timeout_ms) {
-  return send_frame(detail::encode_frame(publish), publish.fd.get(), timeout_ms);
+  try {
+    return send_frame(detail::encode_frame(publish), publish.fd.get(), timeout_ms);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(detail::out_of_memory(kWho));  // checking the descriptor decodes it
+  }
 }
 
 expected<void, Error> Channel::send(const Release& release, int timeout_ms) {
   return send_frame(detail::encode_frame(release), -1, timeout_ms);
 }
 
-expected<void, Error> Channel::send_frame(const expected<std::vector<std::uint8_t>, Error>& frame,
-                                          int fd, int timeout_ms) {
+expected<void, Error> Channel::send_frame(const expected<detail::Frame, Error>& frame, int fd,
+                                          int timeout_ms, bool credentials) {
   if (!frame) {
     return make_unexpected(frame.error());
   }
-  iovec iov{const_cast<std::uint8_t*>(frame->data()), frame->size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
-  const detail::Deadline deadline(timeout_ms);
-  for (;;) {
-    // A record goes whole or not at all, so there is no partial send to resume.
-    if (::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) {
-      return {};
-    }
-    const int err = errno;
-    if (err == EPIPE || err == ECONNRESET || err == ENOTCONN) {
-      closed_ = true;
-      return make_unexpected(closed_error("send"));
-    }
-    if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
-      return make_unexpected(detail::system_error(kWho, "sendmsg", err));
-    }
-    if (err != EINTR) {
+  try {
+    const detail::Deadline deadline(timeout_ms);
+    for (;;) {
+      const int err = detail::send_record_now(socket_.get(), *frame, fd, credentials);
+      if (err == 0) {
+        return {};
+      }
+      if (detail::hung_up(err)) {
+        closed_ = true;
+        return make_unexpected(closed_error("send"));
+      }
+      if (err != EAGAIN) {
+        return make_unexpected(detail::system_error(kWho, "sendmsg", err));
+      }
       auto room = detail::wait_ready(socket_.get(), POLLOUT, deadline, kWho);
       if (!room) {
         return make_unexpected(std::move(room.error()));
@@ -177,6 +219,8 @@ expected<void, Error> Channel::send_frame(const expected<std::vector<std::uint8_
                                std::string(kWho) + ": send timed out, the peer is not reading");
       }
     }
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(detail::out_of_memory(kWho));  // building an error's message
   }
 }
 
@@ -188,7 +232,8 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
     }
     std::array<std::uint8_t, detail::kMaxFrameBytes> buffer;
     iovec iov{buffer.data(), buffer.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxReceivedFds)];
+    alignas(cmsghdr) char
+        control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * kMaxReceivedFds)];
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -208,24 +253,25 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
     }
     ReceivedFds received;
     received.take(msg);
-    if ((msg.msg_flags & MSG_CTRUNC) != 0 || received.count > kMaxReceivedFds) {
-      return make_unexpected(invalid("frame carried more file descriptors than any frame may"));
-    }
-    if (received.foreign_control) {
-      return make_unexpected(invalid("frame carried a control message other than SCM_RIGHTS"));
-    }
-    if ((msg.msg_flags & MSG_TRUNC) != 0) {
-      return make_unexpected(invalid("frame is larger than the largest valid frame (" +
-                                     std::to_string(detail::kMaxFrameBytes) + " bytes)"));
+    const auto size = static_cast<std::size_t>(n);
+    refused_export_.reset();
+    if (const std::string refusal = record_refusal(msg.msg_flags, received); !refusal.empty()) {
+      refused_export_ = detail::publish_export_id(buffer.data(), size);
+      return make_unexpected(invalid(naming(refused_export_) + refusal));
     }
     if (n == 0 && received.count == 0 && peer_hung_up(socket_.get())) {
       closed_ = true;
       return make_unexpected(closed_error("end of file"));
     }
-    auto message = detail::parse_frame(buffer.data(), static_cast<std::size_t>(n),
-                                       received.fds.data(), received.count);
+    auto message = detail::parse_frame(buffer.data(), size, received.fds.data(), received.count);
     if (!message) {
+      refused_export_ = detail::publish_export_id(buffer.data(), size);  // a wrong fd count
       return make_unexpected(std::move(message.error()));
+    }
+    if (auto* hello = std::get_if<Hello>(&*message)) {
+      if (auto proven = detail::check_sender(hello->process, received.sender_pid); !proven) {
+        return make_unexpected(std::move(proven.error()));
+      }
     }
     return std::optional<Message>(std::move(*message));
   }

@@ -18,7 +18,11 @@ namespace {
 struct Claim {
   ExportLedger::DropClaim drop;
   bool released = false;
+  bool uncheckable = false;             // released with an event that cannot be queried
   std::unique_ptr<ReleaseEvent> event;  // null after a release without one
+
+  // Whether the peer is done with the export by its own word, its GPU work included.
+  bool done() const noexcept { return released && !uncheckable && (!event || event->completed()); }
 };
 
 struct Peer {
@@ -60,6 +64,20 @@ struct ExportLedger::State {
   std::unordered_map<PeerId, Peer> peers;
   std::size_t held = 0;
   std::uint64_t ignored_releases = 0;
+
+  // The claim `peer` holds for `export_id` and has not released; null (counted as an ignored
+  // release) for anything else.
+  Claim* held_claim(PeerId peer, std::uint64_t export_id) noexcept {
+    const auto p = peers.find(peer);
+    if (p != peers.end()) {
+      const auto c = p->second.claims.find(export_id);
+      if (c != p->second.claims.end() && !c->second.released) {
+        return &c->second;
+      }
+    }
+    ++ignored_releases;
+    return nullptr;
+  }
 };
 
 ExportLedger::ExportLedger() : state_(std::make_unique<State>()) {}
@@ -108,17 +126,40 @@ expected<void, Error> ExportLedger::add(PeerId peer, std::uint64_t export_id, Dr
 bool ExportLedger::on_release(PeerId peer, std::uint64_t export_id,
                               std::unique_ptr<ReleaseEvent> event) noexcept {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  const auto p = state_->peers.find(peer);
-  if (p != state_->peers.end()) {
-    const auto c = p->second.claims.find(export_id);
-    if (c != p->second.claims.end() && !c->second.released) {
-      c->second.released = true;
-      c->second.event.swap(event);  // `event` now holds null: nothing is destroyed under the lock
-      return true;
-    }
+  Claim* claim = state_->held_claim(peer, export_id);
+  if (claim == nullptr) {
+    return false;  // a parameter outlives the lock_guard, so `event` is destroyed unlocked
   }
-  ++state_->ignored_releases;
-  return false;  // a parameter outlives the lock_guard, so `event` is destroyed unlocked
+  claim->released = true;
+  claim->event.swap(event);  // `event` now holds null: nothing is destroyed under the lock
+  return true;
+}
+
+bool ExportLedger::on_uncheckable_release(PeerId peer, std::uint64_t export_id) noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  Claim* claim = state_->held_claim(peer, export_id);
+  if (claim == nullptr) {
+    return false;
+  }
+  claim->released = true;
+  claim->uncheckable = true;
+  return true;
+}
+
+ExportLedger::DropClaim ExportLedger::withdraw(PeerId peer, std::uint64_t export_id) noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const auto p = state_->peers.find(peer);
+  if (p == state_->peers.end()) {
+    return {};
+  }
+  const auto c = p->second.claims.find(export_id);
+  if (c == p->second.claims.end() || c->second.released) {
+    return {};
+  }
+  DropClaim drop = std::move(c->second.drop);  // std::function's move never allocates
+  p->second.claims.erase(c);
+  --state_->held;
+  return drop;
 }
 
 std::size_t ExportLedger::on_peer_closed(PeerId peer,
@@ -148,8 +189,7 @@ std::size_t ExportLedger::poll() {
       }
       for (auto c = peer.claims.begin(); c != peer.claims.end();) {
         Claim& claim = c->second;
-        const bool done = claim.released && (!claim.event || claim.event->completed());
-        if (done || peer.exited) {
+        if (peer.exited || claim.done()) {
           retired.claims.push_back(std::move(claim));
           c = peer.claims.erase(c);
           --state_->held;

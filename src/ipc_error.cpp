@@ -18,6 +18,14 @@ Error system_error(const char* who, const char* call, int err) {
                0};
 }
 
+Error out_of_memory(const char* who) noexcept {
+  try {
+    return Error{ErrorCode::kResourceExhausted, std::string(who) + ": out of memory", 0};
+  } catch (...) {
+    return Error{ErrorCode::kResourceExhausted, {}, 0};
+  }
+}
+
 std::string hex(std::uint64_t value) {
   char text[24];
   std::snprintf(text, sizeof(text), "0x%" PRIx64, value);

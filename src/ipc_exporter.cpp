@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "holoscan/ipc_exporter.hpp"
+#include "holoscan/ipc_liveness.hpp"
 #include "ipc_error.hpp"
 #include "ipc_handshake.hpp"
 #include "ipc_opened_event.hpp"
@@ -50,12 +51,24 @@ void keep_until_exit(std::shared_ptr<ExportedTensor> held) noexcept {
   }
 }
 
+// Sends `message` with `fd` lent: the descriptor belongs to the export (or the pool behind it),
+// so it is never closed here, whatever happens.
+expected<void, Error> send_lent(Channel& channel, Publish& message, int fd) noexcept {
+  struct Lent {
+    UniqueFd& fd;
+    ~Lent() { (void)fd.release(); }
+  } lent{message.fd};
+  message.fd = UniqueFd(fd);
+  return channel.send(message, 0);  // never throws, never waits
+}
+
 }  // namespace
 
 struct Exporter::State {
   struct Peer {
     Channel channel;
-    std::unique_ptr<PeerLiveness> liveness;  // handed to the ledger at end-of-file
+    std::unique_ptr<PeerLiveness> liveness;  // the Hello's process; handed to the ledger at close
+    int pidfd = -1;  // liveness's descriptor: in the epoll set while connected, so fd() wakes
     holoscan::detail::OpenedEventCache release_events;
     std::unordered_map<std::uint64_t, int> export_devices;  // unreleased export id -> device
     bool closed = false;
@@ -70,9 +83,35 @@ struct Exporter::State {
   ExporterStats stats;
   std::shared_ptr<std::atomic<bool>> abandoned = std::make_shared<std::atomic<bool>>(false);
 
+  // Watches `socket` and `pidfd` for peer `id` through the epoll descriptor.
+  expected<void, Error> watch(PeerId id, int socket, int pidfd) {
+    epoll_event interest{};
+    interest.events = EPOLLIN;
+    interest.data.u64 = id;
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, socket, &interest) != 0) {
+      return make_unexpected(detail::system_error(kWho, "epoll_ctl", errno));
+    }
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, pidfd, &interest) != 0) {
+      const int err = errno;
+      unwatch(socket, -1);
+      return make_unexpected(detail::system_error(kWho, "epoll_ctl", err));
+    }
+    return {};
+  }
+
+  void unwatch(int socket, int pidfd) noexcept {
+    for (int fd : {socket, pidfd}) {
+      if (fd >= 0) {
+        (void)::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
+      }
+    }
+  }
+
+  // The peer will send nothing more: its channel hung up, or its process exited (another process
+  // may still hold the socket). Its claims drop as the ledger decides, by its process's exit.
   void close_peer(PeerId id, Peer& peer) noexcept {
     peer.closed = true;
-    (void)::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, peer.channel.fd(), nullptr);
+    unwatch(peer.channel.fd(), peer.pidfd);
     ledger.on_peer_closed(id, std::move(peer.liveness));
   }
 
@@ -90,11 +129,64 @@ struct Exporter::State {
     peer.export_devices.erase(device);
     auto event = peer.release_events.open(release.event, on);
     if (!event) {
-      // A release we cannot check must not free the memory: the claim stays until the peer exits.
+      // A release we cannot check must not free the memory: the claim stays until the peer
+      // exits, and counts as released, so that a later Release for it changes nothing.
       ++stats.unopenable_events;
+      ledger.on_uncheckable_release(id, release.export_id);
       return;
     }
     ledger.on_release(id, release.export_id, std::make_unique<IpcReleaseEvent>(std::move(*event)));
+  }
+
+  // Exports `tensor` to `peer` as the next export id: everything that may allocate happens
+  // before the claim is added; once it is, the send either delivers the Publish or the claim is
+  // withdrawn, so the ledger holds exactly what the peer was sent.
+  expected<std::uint64_t, Error> publish(PeerId id, const Tensor& tensor,
+                                         const cudaStream_t* stream) {
+    const auto found = peers.find(id);
+    if (found == peers.end()) {
+      return make_unexpected(ErrorCode::kNotFound,
+                             std::string(kWho) + ": no peer " + std::to_string(id));
+    }
+    Peer& target = found->second;
+    if (target.closed) {
+      return make_unexpected(ErrorCode::kClosed, std::string(kWho) + ": peer " +
+                                                     std::to_string(id) + " has hung up or exited");
+    }
+    const std::uint64_t export_id = next_export++;
+    auto exported = stream != nullptr ? export_tensor(tensor, export_id, *stream)
+                                      : export_tensor(tensor, export_id);
+    if (!exported) {
+      return make_unexpected(std::move(exported.error()));
+    }
+    auto bytes = encode(exported->descriptor());
+    if (!bytes) {
+      return make_unexpected(std::move(bytes.error()));
+    }
+    Publish message;
+    message.descriptor = std::move(*bytes);
+    auto held = std::make_shared<ExportedTensor>(std::move(*exported));
+    ExportLedger::DropClaim drop = [held, gone = abandoned]() mutable {
+      if (gone->load(std::memory_order_acquire)) {
+        keep_until_exit(std::move(held));
+      }
+      held.reset();
+    };
+    auto device = target.export_devices.try_emplace(export_id, held->device()).first;
+    if (auto added = ledger.add(id, export_id, std::move(drop)); !added) {
+      target.export_devices.erase(device);
+      return make_unexpected(std::move(added.error()));
+    }
+    if (auto sent = send_lent(target.channel, message, held->fd()); !sent) {
+      // Never seen by the peer: the claim leaves the ledger now.
+      target.export_devices.erase(device);
+      if (ExportLedger::DropClaim claim = ledger.withdraw(id, export_id)) {
+        claim();  // the caller's tensor still holds the memory: nothing is freed under the lock
+      }
+      return make_unexpected(std::move(sent.error()));
+    }
+    ++stats.published;
+    return export_id;
   }
 
   void drain(PeerId id, Peer& peer) {
@@ -164,24 +256,25 @@ expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms
   if (!hello) {
     return make_unexpected(std::move(hello.error()));
   }
-  auto liveness = detail::watch_hello_peer(channel, *hello);
+  // The claims follow the process that proved it speaks on the channel (its Hello's pidfd), the
+  // one that maps the memory: not whoever made the socket, which may be a launcher.
+  const int pidfd = hello->process.get();
+  auto liveness = watch_pidfd(std::move(hello->process));
   if (!liveness) {
     return make_unexpected(std::move(liveness.error()));
   }
   std::lock_guard<std::mutex> lock(state_->mutex);
   const PeerId id = state_->next_peer++;
-  epoll_event interest{};
-  interest.events = EPOLLIN;
-  interest.data.u64 = id;
-  if (::epoll_ctl(state_->epoll.get(), EPOLL_CTL_ADD, channel.fd(), &interest) != 0) {
-    return make_unexpected(detail::system_error(kWho, "epoll_ctl", errno));
+  if (auto watched = state_->watch(id, channel.fd(), pidfd); !watched) {
+    return make_unexpected(std::move(watched.error()));
   }
   const int fd = channel.fd();
   try {
-    state_->peers.emplace(id, State::Peer{std::move(channel), std::move(*liveness), {}, {}, false});
+    state_->peers.emplace(
+        id, State::Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, false});
   } catch (const std::bad_alloc&) {
-    (void)::epoll_ctl(state_->epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
-    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+    state_->unwatch(fd, pidfd);
+    return make_unexpected(detail::out_of_memory(kWho));
   }
   return id;
 }
@@ -199,63 +292,14 @@ expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& t
                                                     const cudaStream_t* stream) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
-  const auto found = s.peers.find(peer);
-  if (found == s.peers.end()) {
-    return make_unexpected(ErrorCode::kNotFound,
-                           std::string(kWho) + ": no peer " + std::to_string(peer));
-  }
-  State::Peer& target = found->second;
-  if (target.closed) {
-    return make_unexpected(ErrorCode::kClosed,
-                           std::string(kWho) + ": peer " + std::to_string(peer) + " has hung up");
-  }
-  const std::uint64_t id = s.next_export++;
-  auto exported =
-      stream != nullptr ? export_tensor(tensor, id, *stream) : export_tensor(tensor, id);
-  if (!exported) {
-    return make_unexpected(std::move(exported.error()));
-  }
-  Publish message;
   try {
-    auto bytes = encode(exported->descriptor());
-    if (!bytes) {
-      return make_unexpected(std::move(bytes.error()));
-    }
-    message.descriptor = std::move(*bytes);
-    target.export_devices[id] = exported->device();
+    return s.publish(peer, tensor, stream);
   } catch (const std::bad_alloc&) {
-    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+    // Thrown before the claim was added (publish() withdraws it itself after that), and every
+    // object made so far is destroyed here: the caller's tensor still holds the memory, so
+    // nothing is freed under the lock.
+    return make_unexpected(detail::out_of_memory(kWho));
   }
-  std::shared_ptr<ExportedTensor> held;
-  ExportLedger::DropClaim drop;
-  try {
-    held = std::make_shared<ExportedTensor>(std::move(*exported));
-    drop = [held, abandoned = s.abandoned]() mutable {
-      if (abandoned->load(std::memory_order_acquire)) {
-        keep_until_exit(std::move(held));
-      }
-      held.reset();
-    };
-  } catch (const std::bad_alloc&) {
-    target.export_devices.erase(id);
-    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
-  }
-  if (auto added = s.ledger.add(peer, id, std::move(drop)); !added) {
-    target.export_devices.erase(id);
-    return make_unexpected(std::move(added.error()));
-  }
-  // Lent, never closed here: the export (or the pool behind it) owns the descriptor.
-  message.fd = UniqueFd(held->fd());
-  auto sent = target.channel.send(message, 0);
-  (void)message.fd.release();
-  if (!sent) {
-    // Never seen by the peer: the claim drops at the next poll().
-    target.export_devices.erase(id);
-    s.ledger.on_release(peer, id, nullptr);
-    return make_unexpected(std::move(sent.error()));
-  }
-  ++s.stats.published;
-  return id;
 }
 
 expected<std::size_t, Error> Exporter::poll() {
@@ -265,6 +309,9 @@ expected<std::size_t, Error> Exporter::poll() {
     for (auto& [id, peer] : s.peers) {
       if (!peer.closed) {
         s.drain(id, peer);
+      }
+      if (!peer.closed && peer.liveness->exited()) {
+        s.close_peer(id, peer);  // no end-of-file needed: a launcher may hold its socket
       }
     }
   }

@@ -3,6 +3,7 @@
 #include "ipc_frame.hpp"
 
 #include <algorithm>
+#include <new>
 #include <string>
 
 #include "ipc_error.hpp"
@@ -13,16 +14,18 @@ namespace {
 
 enum FrameType : std::uint32_t { kHelloFrame = 1, kPublishFrame = 2, kReleaseFrame = 3 };
 
-constexpr std::size_t kHelloBytes = 8;       // u32 pid, u32 protocol version
+constexpr std::size_t kHelloBytes = 8;       // u32 pid, u32 protocol version; the pidfd beside
 constexpr std::size_t kReleaseEventAt = 16;  // u64 export id, u8 has_event, 7 reserved, event
 constexpr std::size_t kReleaseBytes = kReleaseEventAt + kIpcHandleBytes;
 
 Error invalid(const std::string& what) { return invalid_argument("ipc channel", what); }
 
-std::vector<std::uint8_t> frame(FrameType type, std::size_t payload_bytes) {
-  std::vector<std::uint8_t> out(kFrameHeaderBytes + payload_bytes, 0);
-  put_u32(out.data(), type);
-  put_u32(out.data() + 4, static_cast<std::uint32_t>(payload_bytes));
+// The header of a frame of `payload_bytes` (at most kMaxDescriptorBytes: callers check).
+Frame frame(FrameType type, std::size_t payload_bytes) noexcept {
+  Frame out;
+  out.size = kFrameHeaderBytes + payload_bytes;
+  put_u32(out.bytes.data(), type);
+  put_u32(out.bytes.data() + 4, static_cast<std::uint32_t>(payload_bytes));
   return out;
 }
 
@@ -50,14 +53,15 @@ expected<void, Error> check_release(bool has_event, const std::uint8_t* event) {
   return {};
 }
 
-expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t size,
+// The version is checked before the descriptor count, so that a peer of another version is told
+// so, whatever its Hello carries.
+expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t size, UniqueFd* fds,
                                      std::size_t fd_count) {
-  if (size != kHelloBytes || fd_count != 0) {
-    return make_unexpected(invalid("hello of " + std::to_string(size) + " bytes with " +
-                                   std::to_string(fd_count) + " file descriptors, expected " +
-                                   std::to_string(kHelloBytes) + " bytes and none"));
+  if (size != kHelloBytes) {
+    return make_unexpected(invalid("hello of " + std::to_string(size) + " bytes, expected " +
+                                   std::to_string(kHelloBytes)));
   }
-  Hello hello{get_u32(payload), get_u32(payload + 4)};
+  Hello hello{get_u32(payload), get_u32(payload + 4), UniqueFd()};
   if (hello.protocol_version != kProtocolVersion) {
     return make_unexpected(invalid("peer speaks protocol version " +
                                    std::to_string(hello.protocol_version) + ", this build speaks " +
@@ -66,7 +70,12 @@ expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t si
   if (hello.pid == 0) {
     return make_unexpected(invalid("hello pid is 0"));
   }
-  return Message{hello};
+  if (fd_count != 1) {
+    return make_unexpected(invalid("hello with " + std::to_string(fd_count) +
+                                   " file descriptors, expected 1 (the sender's pidfd)"));
+  }
+  hello.process = std::move(fds[0]);
+  return Message{std::move(hello)};
 }
 
 expected<Message, Error> parse_release(const std::uint8_t* payload, std::size_t size,
@@ -109,38 +118,54 @@ expected<Message, Error> parse_publish(const std::uint8_t* payload, std::size_t 
 
 }  // namespace
 
-expected<std::vector<std::uint8_t>, Error> encode_frame(const Hello& hello) {
+expected<Frame, Error> encode_frame(const Hello& hello) {
   if (hello.pid == 0) {
     return make_unexpected(invalid("hello pid is 0"));
   }
   // The version goes out as given: refusing one it does not speak is the receiver's part.
   auto out = frame(kHelloFrame, kHelloBytes);
-  put_u32(out.data() + kFrameHeaderBytes, hello.pid);
-  put_u32(out.data() + kFrameHeaderBytes + 4, hello.protocol_version);
+  put_u32(out.bytes.data() + kFrameHeaderBytes, hello.pid);
+  put_u32(out.bytes.data() + kFrameHeaderBytes + 4, hello.protocol_version);
   return out;
 }
 
-expected<std::vector<std::uint8_t>, Error> encode_frame(const Publish& publish) {
+expected<Frame, Error> encode_frame(const Publish& publish) {
   const std::size_t fd_count = publish.fd.valid() ? 1 : 0;
+  // Checked first: a descriptor that decodes is at most kMaxDescriptorBytes long.
   if (auto ok = check_publish(publish.descriptor.data(), publish.descriptor.size(), fd_count);
       !ok) {
     return make_unexpected(std::move(ok.error()));
   }
   auto out = frame(kPublishFrame, publish.descriptor.size());
-  std::copy(publish.descriptor.begin(), publish.descriptor.end(), out.begin() + kFrameHeaderBytes);
+  std::copy(publish.descriptor.begin(), publish.descriptor.end(),
+            out.bytes.begin() + kFrameHeaderBytes);
   return out;
 }
 
-expected<std::vector<std::uint8_t>, Error> encode_frame(const Release& release) {
+expected<Frame, Error> encode_frame(const Release& release) {
   if (auto ok = check_release(release.has_event, release.event.data()); !ok) {
     return make_unexpected(std::move(ok.error()));
   }
   auto out = frame(kReleaseFrame, kReleaseBytes);
-  std::uint8_t* payload = out.data() + kFrameHeaderBytes;
+  std::uint8_t* payload = out.bytes.data() + kFrameHeaderBytes;
   put_u64(payload, release.export_id);
   put_u8(payload + 8, release.has_event ? 1 : 0);
   put_bytes(payload + kReleaseEventAt, release.event);
   return out;
+}
+
+std::optional<std::uint64_t> publish_export_id(const std::uint8_t* bytes,
+                                               std::size_t size) noexcept {
+  if (size < kFrameHeaderBytes || get_u32(bytes) != kPublishFrame ||
+      get_u32(bytes + 4) != size - kFrameHeaderBytes) {
+    return std::nullopt;
+  }
+  try {
+    auto descriptor = decode(bytes + kFrameHeaderBytes, size - kFrameHeaderBytes);
+    return descriptor ? std::optional<std::uint64_t>(descriptor->export_id) : std::nullopt;
+  } catch (const std::bad_alloc&) {
+    return std::nullopt;  // out of memory: the export cannot be named, nor given back
+  }
 }
 
 expected<Message, Error> parse_frame(const std::uint8_t* bytes, std::size_t size, UniqueFd* fds,
@@ -159,7 +184,7 @@ expected<Message, Error> parse_frame(const std::uint8_t* bytes, std::size_t size
   const std::uint8_t* payload = bytes + kFrameHeaderBytes;
   switch (type) {
     case kHelloFrame:
-      return parse_hello(payload, length, fd_count);
+      return parse_hello(payload, length, fds, fd_count);
     case kPublishFrame:
       return parse_publish(payload, length, fds, fd_count);
     case kReleaseFrame:

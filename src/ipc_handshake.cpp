@@ -5,7 +5,6 @@
 #include <string>
 #include <variant>
 
-#include "holoscan/ipc_liveness.hpp"
 #include "ipc_poll.hpp"
 
 namespace holoscan::ipc::detail {
@@ -30,23 +29,11 @@ expected<Hello, Error> exchange_hello(Channel& channel, int timeout_ms, const ch
         ErrorCode::kTimeout,
         std::string(who) + ": no Hello from the peer within " + std::to_string(timeout_ms) + " ms");
   }
-  if (const auto* hello = std::get_if<Hello>(&**received)) {
-    return *hello;
+  if (auto* hello = std::get_if<Hello>(&**received)) {
+    return std::move(*hello);
   }
   return make_unexpected(ErrorCode::kIncompatible,
                          std::string(who) + ": the peer's first message is not a Hello");
-}
-
-expected<std::unique_ptr<PeerLiveness>, Error> watch_hello_peer(const Channel& channel,
-                                                                const Hello& hello) {
-  auto pid = channel.peer_pid();
-  if (!pid) {
-    return make_unexpected(std::move(pid.error()));
-  }
-  if (*pid == ::getpid()) {
-    return watch_process(static_cast<std::int32_t>(hello.pid));
-  }
-  return watch_peer(channel);
 }
 
 }  // namespace holoscan::ipc::detail

@@ -96,15 +96,25 @@ expected<Tensor, Error> import_with(const std::shared_ptr<detail::ImporterCore>&
 
 }  // namespace
 
-expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
-                                      Importer& peer) {
-  auto imported = import_with(peer.core_, descriptor, std::move(fd));
+namespace detail {
+
+expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& core,
+                                        const TensorDescriptor& descriptor, UniqueFd fd) {
+  auto imported = import_with(core, descriptor, std::move(fd));
   if (!imported) {
     // Given back at once, so that the exporter's claim does not wait for this process to exit.
-    peer.core_->refused();
-    peer.core_->give_back(descriptor.export_id, nullptr, false);
+    core->refused();
+    core->give_back(descriptor.export_id, nullptr, false);
   }
   return imported;
+}
+
+}  // namespace detail
+
+expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
+                                      Importer& peer) {
+  peer.core_->promise_release();  // here, so that giving it back later never allocates
+  return detail::import_promised(peer.core_, descriptor, std::move(fd));
 }
 
 }  // namespace holoscan::ipc

@@ -27,8 +27,12 @@ expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms
   if (!hello) {
     return make_unexpected(std::move(hello.error()));
   }
+  auto outbox = detail::Outbox::create(std::move(channel));
+  if (!outbox) {
+    return make_unexpected(std::move(outbox.error()));
+  }
   try {
-    return Importer(std::make_shared<detail::ImporterCore>(std::move(channel)));
+    return Importer(std::make_shared<detail::ImporterCore>(std::move(*outbox)));
   } catch (const std::bad_alloc&) {
     return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
   }
@@ -43,7 +47,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
       return make_unexpected(std::move(ready.error()));
     }
     if (!*ready) {
-      (void)core_->flush(0);
+      (void)core_->flush();
       return std::optional<Tensor>();
     }
     auto received = core_->receive_now();
@@ -65,7 +69,8 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     if (!descriptor) {
       return make_unexpected(std::move(descriptor.error()));  // the channel validated it already
     }
-    auto tensor = import_tensor(*descriptor, std::move(publish->fd), *this);
+    // Room for its Release was set aside when the Publish was read.
+    auto tensor = detail::import_promised(core_, *descriptor, std::move(publish->fd));
     if (!tensor) {
       return make_unexpected(std::move(tensor.error()));
     }
@@ -73,13 +78,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
   }
 }
 
-expected<void, Error> Importer::poll() {
-  auto flushed = core_->flush(0);
-  if (!flushed && flushed.error().code == ErrorCode::kNotReady) {
-    return {};  // still queued: queued_releases() says how many
-  }
-  return flushed;
-}
+expected<void, Error> Importer::poll() { return core_->flush(); }
 
 int Importer::fd() const noexcept { return core_->fd(); }
 std::size_t Importer::outstanding() const noexcept { return core_->outstanding(); }

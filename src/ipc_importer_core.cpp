@@ -11,10 +11,6 @@
 namespace holoscan::ipc::detail {
 namespace {
 
-// How long the last owner of an importer's state may wait for room to send what is queued. Only
-// a stalled exporter fills the socket; its claims then drop when this process exits instead.
-constexpr int kFinalFlushMs = 1000;
-
 // As nvidia-smi prints it: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
 std::string uuid_text(const std::array<std::uint8_t, 16>& uuid) {
   std::string text = "GPU-";
@@ -31,19 +27,19 @@ std::string uuid_text(const std::array<std::uint8_t, 16>& uuid) {
 
 }  // namespace
 
-ImporterCore::~ImporterCore() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  try {
-    (void)flush_locked(kFinalFlushMs);
-  } catch (...) {
-    // Out of memory while framing: the exporter keeps those claims until this process exits.
+expected<std::optional<Message>, Error> ImporterCore::receive_now() {
+  Outbox::Received received = outbox_->receive_now();
+  if (received.refused_export) {
+    // A publish the channel refused (its descriptors went wrong) is given back at once too.
+    refused();
+    give_back(*received.refused_export, nullptr, false);
   }
+  return std::move(received.message);
 }
 
-expected<std::optional<Message>, Error> ImporterCore::receive_now() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  (void)flush_locked(0);
-  return channel_.receive(0);
+void ImporterCore::promise_release() noexcept {
+  // Out of memory, the Release is sent without promised room when it comes (see Outbox::send).
+  (void)outbox_->promise();
 }
 
 expected<void, Error> ImporterCore::find_devices_locked() {
@@ -120,16 +116,13 @@ void ImporterCore::give_back(std::uint64_t export_id, const holoscan::detail::Ip
     release.has_event = true;
     release.event = *event;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  outstanding_ -= was_imported && outstanding_ > 0 ? 1 : 0;
-  ++stats_.released;
-  stats_.release_events += event != nullptr ? 1 : 0;
-  try {
-    outbox_.push_back(release);
-    (void)flush_locked(0);
-  } catch (...) {
-    // Out of memory: this release is lost, and the exporter keeps the claim until we exit.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    outstanding_ -= was_imported && outstanding_ > 0 ? 1 : 0;
+    ++stats_.released;
+    stats_.release_events += event != nullptr ? 1 : 0;
   }
+  outbox_->send(release);
 }
 
 void ImporterCore::forget_unused() noexcept {
@@ -143,38 +136,14 @@ void ImporterCore::forget_unused() noexcept {
   // Unmapped here, outside the lock; imports still hold what they use.
 }
 
-expected<void, Error> ImporterCore::flush(int timeout_ms) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return flush_locked(timeout_ms);
-}
-
-expected<void, Error> ImporterCore::flush_locked(int timeout_ms) {
-  while (!outbox_.empty()) {
-    if (channel_.closed()) {
-      outbox_.clear();  // nobody to tell: the exporter learns from end-of-file instead
-      return make_unexpected(ErrorCode::kClosed, "ipc importer: the exporter has hung up");
-    }
-    auto sent = channel_.send(outbox_.front(), timeout_ms);
-    if (!sent) {
-      if (sent.error().code == ErrorCode::kClosed) {
-        outbox_.clear();
-      }
-      return sent;
-    }
-    outbox_.pop_front();
-  }
-  return {};
-}
+expected<void, Error> ImporterCore::flush() { return outbox_->flush(); }
 
 std::size_t ImporterCore::outstanding() const noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   return outstanding_;
 }
 
-std::size_t ImporterCore::queued_releases() const noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return outbox_.size();
-}
+std::size_t ImporterCore::queued_releases() const noexcept { return outbox_->queued(); }
 
 std::size_t ImporterCore::cached_mappings() const noexcept {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -80,7 +80,11 @@ expected<std::optional<Channel>, Error> Listener::accept(int timeout_ms) {
     }
     UniqueFd socket(::accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (socket.valid()) {
-      return std::optional<Channel>(Channel(std::move(socket)));
+      auto channel = Channel::make(std::move(socket));
+      if (!channel) {
+        return make_unexpected(std::move(channel.error()));
+      }
+      return std::optional<Channel>(std::move(*channel));
     }
     const int err = errno;
     if (err != EINTR && err != EAGAIN && err != EWOULDBLOCK && err != ECONNABORTED) {

@@ -72,6 +72,13 @@ expected<std::unique_ptr<PeerLiveness>, Error> watch_process(std::int32_t pid) {
   return make_liveness(std::move(pidfd));
 }
 
+expected<std::unique_ptr<PeerLiveness>, Error> watch_pidfd(UniqueFd pidfd) {
+  if (!pidfd.valid()) {
+    return make_unexpected(detail::invalid_argument(kWho, "no pidfd to watch"));
+  }
+  return make_liveness(std::move(pidfd));
+}
+
 expected<std::unique_ptr<PeerLiveness>, Error> watch_peer(const Channel& channel) {
   int pidfd = -1;
   socklen_t length = sizeof(pidfd);

@@ -20,6 +20,10 @@
 
 namespace holoscan::ipc {
 
+namespace detail {
+struct Frame;
+}  // namespace detail
+
 /** @brief The ErrorCode a channel returns once its peer has hung up (EOF, EPIPE, ECONNRESET). */
 inline constexpr ErrorCode kChannelClosed = ErrorCode::kClosed;
 
@@ -52,7 +56,8 @@ class Channel {
    *
    * Refuses (kInvalidArgument) what the peer would refuse. Waits up to `timeout_ms` (negative:
    * no limit) for room in the socket; on timeout nothing is sent and the error is kNotReady.
-   * Never raises SIGPIPE; a peer that hung up gives kChannelClosed.
+   * Never raises SIGPIPE; a peer that hung up gives kChannelClosed. Never throws: out of memory
+   * (checking a Publish's descriptor) is kResourceExhausted, with nothing sent.
    */
   expected<void, Error> send(const Message& message, int timeout_ms = -1);
   /** @brief Sends a Hello; as send(const Message&). */
@@ -72,9 +77,18 @@ class Channel {
   expected<std::optional<Message>, Error> receive(int timeout_ms);
 
   /**
+   * @brief The export id of the Publish that the last receive() refused although its descriptor
+   *        decodes (the wrong number of file descriptors, or descriptors the kernel could not hand
+   *        over), so that the caller can give it back; nullopt after any other receive().
+   */
+  std::optional<std::uint64_t> refused_export() const noexcept { return refused_export_; }
+
+  /**
    * @brief The peer's pid as the kernel recorded it (SO_PEERCRED) when the socket was connected.
    *
-   * For pair() that is the creating process for both ends, even after a fork: exchange Hello.
+   * That is the process that connected or created the socket, not necessarily the one that uses
+   * it: for pair() it is the creating process for both ends, even after a fork or when a launcher
+   * hands the ends to processes it starts. The Hello proves who actually speaks (Hello::process).
    */
   expected<std::int32_t, Error> peer_pid() const;
 
@@ -84,11 +98,13 @@ class Channel {
  private:
   friend class Listener;
   explicit Channel(UniqueFd socket) noexcept : socket_(std::move(socket)) {}
-  expected<void, Error> send_frame(const expected<std::vector<std::uint8_t>, Error>& frame, int fd,
-                                   int timeout_ms);
+  static expected<Channel, Error> make(UniqueFd socket);
+  expected<void, Error> send_frame(const expected<detail::Frame, Error>& frame, int fd,
+                                   int timeout_ms, bool credentials = false);
 
   UniqueFd socket_;
   bool closed_ = false;
+  std::optional<std::uint64_t> refused_export_;
 };
 
 /** @brief A bound, listening socket path that accepts Channels; move-only. */

@@ -8,12 +8,22 @@
  * if the importer dies without releasing, until its process has exited. The GPU specifics come
  * in through two small interfaces, so this part is the same with or without a GPU.
  *
+ * Each claim goes through these states, and only forward:
+ * - held: added, not yet given back;
+ * - released: the peer gave it back, once; with an event (dropped once the event completes),
+ *   without one (dropped at the next poll()), or with an event this process cannot check
+ *   (dropped only once the peer has exited: its GPU work may still read the memory);
+ * - dropped: gone from the ledger.
+ * A Release for a claim that is not held (unknown, another peer's, released already or dropped)
+ * is a protocol error: it is counted in ignored_releases() and changes nothing. Export ids are
+ * never reused, so a late Release cannot name a newer claim.
+ *
  * Typical exporter loop:
  * @code
  * ledger.add(peer, id, [t = tensor]() mutable { t = {}; });  // before the Publish is sent
- * channel.send(publish);                   // on failure: ledger.on_release(peer, id, nullptr)
+ * channel.send(publish);                   // on failure: ledger.withdraw(peer, id)()
  * // Release from the peer:  ledger.on_release(peer, r.export_id, event_from(r));
- * // End-of-file:            ledger.on_peer_closed(peer, std::move(liveness_opened_at_accept));
+ * // End-of-file or exit:    ledger.on_peer_closed(peer, std::move(liveness_of_its_hello));
  * ledger.poll();                           // now and then; never blocks
  * @endcode
  */
@@ -84,14 +94,33 @@ class ExportLedger {
                   std::unique_ptr<ReleaseEvent> event) noexcept;
 
   /**
-   * @brief The peer's channel hung up: it will release nothing more. Returns its claims still held.
+   * @brief The peer gave `export_id` back with an event this process cannot open or query, so
+   *        its GPU work on the export is not known to be done: the claim counts as released (a
+   *        later release for it is ignored) and drops only once the peer has exited.
    *
-   * A claim the peer released drops once its event completes; a claim it never released drops
-   * once `liveness` reports the peer exited (its GPU context is gone then, and with it every
-   * mapping and any work that could touch the memory). An exited peer's pending release events
-   * are not waited for either: work of a dead context never completes. A null `liveness` says
-   * the peer is known to be gone already. Open the liveness watch when the peer connects, so
-   * that it cannot name another process that reused the pid.
+   * Returns false, changing nothing, for an export the peer does not hold (as on_release()).
+   */
+  bool on_uncheckable_release(PeerId peer, std::uint64_t export_id) noexcept;
+
+  /**
+   * @brief Takes back a claim whose Publish never reached the peer (its send failed): it leaves
+   *        the ledger now and is returned, for the caller to run where it holds no lock.
+   *
+   * Returns an empty DropClaim, changing nothing, for a claim the peer does not hold or released.
+   */
+  DropClaim withdraw(PeerId peer, std::uint64_t export_id) noexcept;
+
+  /**
+   * @brief The peer will release nothing more (its channel hung up, or its process exited).
+   *        Returns its claims still held.
+   *
+   * A claim the peer released drops once its event completes; a claim it never released (or
+   * released uncheckably) drops once `liveness` reports the peer exited (its GPU context is gone
+   * then, and with it every mapping and any work that could touch the memory), never at the
+   * hang-up alone. An exited peer's pending release events are not waited for either: work of a
+   * dead context never completes. A null `liveness` says the peer is known to be gone already.
+   * Watch the process that maps the memory (the Hello's pidfd, see watch_pidfd), opened when the
+   * peer connects, so that it cannot name another process that reused the pid.
    */
   std::size_t on_peer_closed(PeerId peer, std::unique_ptr<PeerLiveness> liveness) noexcept;
 

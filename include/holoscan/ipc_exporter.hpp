@@ -95,8 +95,10 @@ struct ExporterStats {
  * Each publish sends the descriptor (and the memory's fd) and keeps one handle claim in the
  * ledger. The importer's Release carries an interprocess event recorded after its GPU work on the
  * tensor; poll() queries those events (cudaEventQuery, never a wait) and drops a claim once its
- * event has completed. A peer that hangs up (or is killed) gives end-of-file: its unreleased
- * claims drop once its process has exited (a pidfd), since its GPU work dies with its context.
+ * event has completed. Each peer's claims follow the process that proved itself in its Hello (its
+ * pidfd), the one that maps the memory, whoever made the socket: once that process has exited
+ * they all drop, since its GPU work dies with its context, and not before, even when its socket
+ * hung up.
  *
  * Call poll() when fd() is readable, and every few hundred microseconds while held() is not zero
  * (completing events make no fd readable).
@@ -120,7 +122,8 @@ class Exporter {
 
   /**
    * @brief Takes a connected channel, exchanges Hello (waiting up to `hello_timeout_ms`) and
-   *        starts watching the peer's process. kIncompatible for another protocol version.
+   *        starts watching the process that sent the peer's Hello. kIncompatible for another
+   *        protocol version, kPermissionDenied for a Hello that does not prove its sender.
    */
   expected<PeerId, Error> add_peer(Channel channel, int hello_timeout_ms = 5000);
 
@@ -140,13 +143,14 @@ class Exporter {
    */
   expected<std::size_t, Error> poll();
 
-  /** @brief An epoll descriptor, readable when a peer sent something (for poll()/epoll loops). */
+  /** @brief An epoll descriptor, readable when a peer sent something or its process exited (for
+   *         poll()/epoll loops). */
   int fd() const noexcept;
   /** @brief Claims held for every peer. */
   std::size_t held() const noexcept;
   /** @brief Claims held for `peer`. */
   std::size_t held(PeerId peer) const noexcept;
-  /** @brief Whether `peer` is connected (added and not yet seen to hang up). */
+  /** @brief Whether `peer` is connected (added, not yet seen to hang up, its process running). */
   bool connected(PeerId peer) const noexcept;
   /** @brief The counters so far. */
   ExporterStats stats() const noexcept;

@@ -40,13 +40,18 @@ struct ImporterStats {
  * readiness_stream() is null (streams are process-local) and set_readiness_stream() returns false.
  * set_deallocation_stream() records fan-out points as for any tensor. When the last owner goes,
  * an internal stream waits on every deallocation point and records an interprocess event there,
- * and the Release carrying it goes to the exporter at once: no host block on either side.
+ * and the Release carrying it goes to the exporter at once: no host block on either side. Nothing
+ * on the caller's thread or the release thread waits for the exporter: a Release that finds the
+ * socket full is queued, in room set aside when its Publish arrived (giving an import back never
+ * allocates), and a library thread (the courier) sends it as soon as the exporter reads again,
+ * also after the Importer and every import are gone; none is dropped while the exporter is
+ * connected.
  *
  * Each allocation is mapped once per exporter and kept while the exporter is connected (up to a
  * bound of idle mappings); memory whose exporter gives no allocation id is mapped per import and
  * unmapped after the consumers' GPU work on it. Imports may outlive the Importer: the channel
- * stays open until the last of them has been released. Methods may be called from any thread,
- * receive() from one thread at a time.
+ * stays open until the last of them has been released and its Release sent. Methods may be
+ * called from any thread, receive() from one thread at a time.
  */
 class Importer {
  public:
@@ -58,7 +63,8 @@ class Importer {
   Importer& operator=(Importer&& other) noexcept;
   Importer(const Importer&) = delete;
   Importer& operator=(const Importer&) = delete;
-  /** @brief Lets go of the connection; it closes once every import has been released. */
+  /** @brief Lets go of the connection; it closes once every import has been released and every
+   *         Release sent. Never waits. */
   ~Importer();
 
   /**
@@ -70,8 +76,9 @@ class Importer {
    */
   expected<std::optional<Tensor>, Error> receive(int timeout_ms);
 
-  /** @brief Sends the releases that found the socket full, as far as there is room; never
-   *         blocks. kClosed once the exporter hung up (the releases are dropped then). */
+  /** @brief Sends the releases that found the socket full, as far as there is room now (the
+   *         courier sends them anyway); never blocks. kClosed once the exporter hung up (the
+   *         releases are dropped then: the exporter frees its claims itself). */
   expected<void, Error> poll();
 
   /** @brief The channel's socket, for poll()/epoll loops (readable: receive() will not wait). */

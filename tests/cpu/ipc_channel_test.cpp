@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "holoscan/ipc_channel.hpp"
+#include "ipc_identity.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_raw_socket.hpp"
 #include "support/ipc_samples.hpp"
@@ -47,10 +51,10 @@ class IpcChannel : public ::testing::Test {
   }
 
   // Receives one frame and expects its refusal with `message`.
-  void expect_refused(const std::string& message) {
+  void expect_refused(const std::string& message, ErrorCode code = ErrorCode::kInvalidArgument) {
     auto got = channel_->receive(1000);
     ASSERT_FALSE(got.has_value()) << "a malformed frame was accepted";
-    EXPECT_EQ(got.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(got.error().code, code);
     EXPECT_EQ(got.error().message, message);
     EXPECT_FALSE(channel_->closed());
   }
@@ -92,6 +96,7 @@ TEST_F(IpcChannel, EveryMessageRoundTrips) {
   ASSERT_TRUE(hello && *hello) << (hello ? "timeout" : hello.error().message);
   EXPECT_EQ(std::get<Hello>(**hello).pid, static_cast<std::uint32_t>(::getpid()));
   EXPECT_EQ(std::get<Hello>(**hello).protocol_version, kProtocolVersion);
+  EXPECT_TRUE(std::get<Hello>(**hello).process.valid()) << "the sender's pidfd, proven";
 
   auto publish = b.receive(1000);
   ASSERT_TRUE(publish && *publish);
@@ -214,9 +219,9 @@ TEST_F(IpcChannel, MalformedPayloadsAreRefused) {
   ASSERT_TRUE(send_raw(raw_.get(), frame));
   expect_refused("ipc channel: frame type 4 is not hello (1), publish (2) or release (3)");
 
-  frame = raw_frame(Hello{1, 2});
+  frame = raw_frame(Hello{1, 1});  // a version-1 peer, whose Hello proves nothing
   ASSERT_TRUE(send_raw(raw_.get(), frame));
-  expect_refused("ipc channel: peer speaks protocol version 2, this build speaks 1");
+  expect_refused("ipc channel: peer speaks protocol version 1, this build speaks 2");
 
   frame = raw_frame(Release{1, false, {}});
   frame[8 + 8] = 2;  // has_event
@@ -234,10 +239,10 @@ TEST_F(IpcChannel, MalformedPayloadsAreRefused) {
   expect_refused("ipc descriptor: descriptor version 2, this build reads 1");
 
   // The channel still works after refusals.
-  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Hello{5, kProtocolVersion})));
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Release{5, false, {}})));
   auto got = channel_->receive(1000);
   ASSERT_TRUE(got && *got);
-  EXPECT_EQ(std::get<Hello>(**got).pid, 5u);
+  EXPECT_EQ(std::get<Release>(**got).export_id, 5u);
 }
 
 TEST_F(IpcChannel, StrayDescriptorsAreClosed) {
@@ -246,36 +251,51 @@ TEST_F(IpcChannel, StrayDescriptorsAreClosed) {
   UniqueFd b = memfd_with("b");
   const int open_before = test::open_fd_count();
 
-  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Hello{1, kProtocolVersion}), {a.get()}));
-  expect_refused(
-      "ipc channel: hello of 8 bytes with 1 file descriptors, expected 8 bytes and none");
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Hello{1, kProtocolVersion}), {a.get(), b.get()}));
+  expect_refused("ipc channel: hello with 2 file descriptors, expected 1 (the sender's pidfd)");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), std::nullopt);
 
   ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Release{1, false, {}}), {a.get()}));
   expect_refused(
       "ipc channel: release of 80 bytes with 1 file descriptors, expected 80 bytes and none");
   EXPECT_EQ(test::open_fd_count(), open_before);
 
+  // A refused publish whose descriptor decodes names its export, to be given back.
   ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish()), {a.get()}));
   expect_refused(
       "ipc channel: publish of export 7 carries 1 file descriptors, its handle kind needs 0");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), 7u);
 
   TensorDescriptor d = sample_descriptor();
   d.handle_kind = MemoryHandleKind::kPosixFd;
+  d.export_id = 8;
   Bytes posix = raw_frame(Publish{encoded(d), memfd_with("c")});
   ASSERT_TRUE(send_raw(raw_.get(), posix, {a.get(), b.get()}));
   expect_refused(
-      "ipc channel: publish of export 7 carries 2 file descriptors, its handle kind needs 1");
+      "ipc channel: publish of export 8 carries 2 file descriptors, its handle kind needs 1");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), 8u);
 
   ASSERT_TRUE(send_raw(raw_.get(), posix, {a.get(), b.get(), a.get(), b.get(), a.get(), b.get()}));
-  expect_refused("ipc channel: frame carried more file descriptors than any frame may");
+  expect_refused(
+      "ipc channel: publish of export 8: frame carried more file descriptors than any frame may");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), 8u);
 
   ASSERT_TRUE(send_raw(raw_.get(), Bytes{}, {a.get()}));
   expect_refused("ipc channel: frame of 0 bytes is shorter than its 8-byte header");
   EXPECT_EQ(test::open_fd_count(), open_before);
+  EXPECT_EQ(channel_->refused_export(), std::nullopt);
+
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish()), {a.get()}));
+  expect_refused(
+      "ipc channel: publish of export 7 carries 1 file descriptors, its handle kind needs 0");
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish())));
+  auto accepted = channel_->receive(1000);
+  ASSERT_TRUE(accepted && *accepted);
+  EXPECT_EQ(channel_->refused_export(), std::nullopt) << "only the last receive counts";
 }
 
 TEST_F(IpcChannel, EndOfFileComesAfterEveryQueuedMessage) {
@@ -417,6 +437,92 @@ TEST_F(IpcListener, RefusesUnusablePaths) {
   ASSERT_FALSE(client.has_value());
   EXPECT_EQ(client.error().code, ErrorCode::kInvalidArgument);
   EXPECT_FALSE(Channel::connect(std::string("a\0b", 3)).has_value());
+}
+
+// A Hello proves its sender: its pidfd must name the live process whose credentials the kernel
+// attached to it (SCM_CREDENTIALS). Anything else is refused, and its descriptor closed.
+class IpcHelloProof : public IpcChannel {
+ protected:
+  void SetUp() override {
+    IpcChannel::SetUp();
+    make_raw_pair();
+    hello_ = raw_frame(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion});
+  }
+  void TearDown() override {
+    if (child_ > 0) {
+      ::kill(child_, SIGKILL);
+      EXPECT_EQ(::waitpid(child_, nullptr, 0), child_);
+    }
+    IpcChannel::TearDown();
+  }
+
+  // A pidfd of a child that runs until the test ends, or (`exited`) that has exited and been
+  // reaped: then the pidfd names no live process, whatever reuses its pid.
+  UniqueFd pidfd_of_child(bool exited) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      if (!exited) {
+        ::pause();
+      }
+      ::_exit(0);
+    }
+    UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, child, 0)));
+    EXPECT_TRUE(pidfd.valid());
+    if (exited) {
+      EXPECT_EQ(::waitpid(child, nullptr, 0), child);
+    } else {
+      child_ = child;
+    }
+    return pidfd;
+  }
+
+  Bytes hello_;
+  pid_t child_ = -1;
+};
+
+TEST_F(IpcHelloProof, HelloCarriesTheSendersOwnPidfd) {
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  ASSERT_TRUE(
+      ends->first.send(Hello{1234, kProtocolVersion}));  // the pid it claims is its own view
+  auto got = ends->second.receive(1000);
+  ASSERT_TRUE(got && *got) << (got ? "timeout" : got.error().message);
+  const Hello& hello = std::get<Hello>(**got);
+  EXPECT_EQ(hello.pid, 1234u);
+  ASSERT_TRUE(hello.process.valid());
+  EXPECT_TRUE(detail::check_sender(hello.process, ::getpid()).has_value());
+}
+
+TEST_F(IpcHelloProof, HelloWithoutItsPidfdIsRefused) {
+  ASSERT_TRUE(send_raw(raw_.get(), hello_));
+  expect_refused("ipc channel: hello with 0 file descriptors, expected 1 (the sender's pidfd)");
+}
+
+TEST_F(IpcHelloProof, HelloWithAnotherProcessesPidfdIsRefused) {
+  UniqueFd other = pidfd_of_child(/*exited=*/false);
+  ASSERT_TRUE(send_raw(raw_.get(), hello_, {other.get()}));
+  other.reset();
+  const int open_before = test::open_fd_count();
+  expect_refused("ipc channel: the Hello's pidfd names process " + std::to_string(child_) +
+                     ", not its sender (pid " + std::to_string(::getpid()) +
+                     ", as the kernel says)",
+                 ErrorCode::kPermissionDenied);
+  EXPECT_EQ(test::open_fd_count(), open_before) << "the refused pidfd was kept";
+}
+
+TEST_F(IpcHelloProof, HelloWithTheRightPidButAnExitedProcessesPidfdIsRefused) {
+  UniqueFd gone = pidfd_of_child(/*exited=*/true);
+  ASSERT_TRUE(send_raw(raw_.get(), hello_, {gone.get()}));
+  expect_refused("ipc channel: the Hello's pidfd names no live process, not its sender (pid " +
+                     std::to_string(::getpid()) + ", as the kernel says)",
+                 ErrorCode::kPermissionDenied);
+}
+
+TEST_F(IpcHelloProof, HelloWithAnotherDescriptorIsRefused) {
+  UniqueFd file = memfd_with("not a process");
+  ASSERT_TRUE(send_raw(raw_.get(), hello_, {file.get()}));
+  expect_refused("ipc channel: the Hello's descriptor is not a pidfd",
+                 ErrorCode::kPermissionDenied);
 }
 
 }  // namespace

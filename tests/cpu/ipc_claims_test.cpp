@@ -73,6 +73,25 @@ TEST(IpcLedger, UnknownAndDuplicateReleasesAreCountedAndIgnored) {
   EXPECT_EQ(drops.of(5), 0);
 }
 
+TEST(IpcLedger, UncheckableReleaseHoldsTheClaimUntilThePeerExits) {
+  Drops drops;
+  ExportLedger ledger;
+  ASSERT_TRUE(ledger.add(1, 5, drops.claim(5)));
+  EXPECT_FALSE(ledger.on_uncheckable_release(1, 6)) << "unknown export";
+  EXPECT_TRUE(ledger.on_uncheckable_release(1, 5));
+  EXPECT_EQ(ledger.poll(), 0u);
+  EXPECT_FALSE(ledger.on_release(1, 5, nullptr)) << "released already: a protocol error";
+  EXPECT_FALSE(ledger.on_uncheckable_release(1, 5));
+  EXPECT_EQ(ledger.ignored_releases(), 3u);
+  const auto exited = make_flag();
+  EXPECT_EQ(ledger.on_peer_closed(1, fake_liveness(exited)), 1u);
+  EXPECT_EQ(ledger.poll(), 0u) << "hung up, but its process still runs";
+  EXPECT_EQ(drops.of(5), 0);
+  *exited = true;
+  EXPECT_EQ(ledger.poll(), 1u);
+  EXPECT_EQ(drops.of(5), 1);
+}
+
 TEST(IpcLedger, APeerCannotReleaseAnotherPeersClaim) {
   Drops drops;
   ExportLedger ledger;

@@ -6,9 +6,7 @@
 //
 // The child reports through its exit status and talks to the parent through one-byte messages
 // on pipes; it never returns into the test framework.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +20,7 @@
 #include "holoscan/tensor_pool.hpp"
 #include "support/fake_cuda_ipc.hpp"
 #include "support/gtest_printers.hpp"
+#include "support/ipc_child.hpp"
 #include "support/ipc_peers.hpp"
 #include "support/ipc_raw_socket.hpp"
 
@@ -35,51 +34,6 @@
 
 namespace holoscan::ipc {
 namespace {
-
-// A pipe each way between the test and its child: one byte per step.
-class Signals {
- public:
-  // Opens both pipes.
-  void open() {
-    int to_child[2];
-    int to_parent[2];
-    ok_ = ::pipe2(to_child, O_CLOEXEC) == 0 && ::pipe2(to_parent, O_CLOEXEC) == 0;
-    child_in_ = UniqueFd(to_child[0]);
-    parent_out_ = UniqueFd(to_child[1]);
-    parent_in_ = UniqueFd(to_parent[0]);
-    child_out_ = UniqueFd(to_parent[1]);
-  }
-  bool ok() const { return ok_; }
-  // Keeps the ends of one side.
-  void become_parent() {
-    child_in_.reset();
-    child_out_.reset();
-  }
-  void become_child() {
-    parent_in_.reset();
-    parent_out_.reset();
-  }
-  void close() {
-    become_parent();
-    become_child();
-  }
-  bool send(char step) { return ::write(out(), &step, 1) == 1; }
-  // The next byte within `timeout_ms`, or 0.
-  char receive(int timeout_ms = 10000) {
-    pollfd entry{in(), POLLIN, 0};
-    char step = 0;
-    if (::poll(&entry, 1, timeout_ms) != 1 || ::read(in(), &step, 1) != 1) {
-      return 0;
-    }
-    return step;
-  }
-
- private:
-  int in() const { return parent_in_.valid() ? parent_in_.get() : child_in_.get(); }
-  int out() const { return parent_out_.valid() ? parent_out_.get() : child_out_.get(); }
-  bool ok_ = false;
-  UniqueFd child_in_, parent_out_, parent_in_, child_out_;
-};
 
 class IpcProcess : public ::testing::Test {
  protected:
@@ -151,7 +105,7 @@ class IpcProcess : public ::testing::Test {
 
   int fds_before_ = 0;
   std::optional<test::FakeCudaIpcScope> scope_{std::in_place};
-  Signals signals_;
+  test::Steps signals_;
   std::shared_ptr<TensorPool> pool_;
   std::optional<Exporter> exporter_;
   PeerId peer_ = 0;

@@ -403,8 +403,7 @@ TEST_F(IpcRoundTrip, PublishNeverWaitsForASlowImporter) {
   ASSERT_FALSE(last.has_value()) << "the socket never filled";
   EXPECT_EQ(last.error().code, ErrorCode::kNotReady) << last.error().message;
   EXPECT_LT(took, std::chrono::seconds(5));
-  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == published; }))
-      << "the refused publish kept its claim";
+  EXPECT_EQ(exporter_->held(), published) << "the refused publish kept its claim";
   for (std::size_t i = 0; i < published; ++i) {
     Tensor imported = test::receive_one(*importer_);
     ASSERT_TRUE(imported);

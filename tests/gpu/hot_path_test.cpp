@@ -1,85 +1,19 @@
-// After warm-up the stream hooks create no CUDA events and take no heap memory: this file
-// replaces the global operator new to count this thread's calls between two markers.
+// After warm-up the stream hooks create no CUDA events and take no heap memory: the test binary
+// replaces the global operator new (support/allocation_hooks) to count this thread's calls
+// between two markers.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <holoscan/deferred_release.hpp>
 #include <holoscan/dlpack.hpp>
 #include <holoscan/event_pool.hpp>
 #include <holoscan/tensor.hpp>
 #include <memory>
-#include <new>
 
 #include "gpu/gpu_test_fixture.hpp"
 #include "gpu/kernels.hpp"
-
-namespace {
-
-// Constant-initialized thread_locals: safe to touch from operator new at any time.
-thread_local bool t_counting = false;
-thread_local std::uint64_t t_new_calls = 0;
-
-void* counted_malloc(std::size_t size) noexcept {
-  if (t_counting) {
-    ++t_new_calls;
-  }
-  return std::malloc(size == 0 ? 1 : size);
-}
-
-void* counted_aligned(std::size_t size, std::align_val_t alignment) noexcept {
-  if (t_counting) {
-    ++t_new_calls;
-  }
-  void* p = nullptr;
-  const std::size_t align = std::max(static_cast<std::size_t>(alignment), sizeof(void*));
-  return posix_memalign(&p, align, size == 0 ? 1 : size) == 0 ? p : nullptr;
-}
-
-void* or_throw(void* p) {
-  if (p == nullptr) {
-    throw std::bad_alloc();
-  }
-  return p;
-}
-
-}  // namespace
-
-// Every replaceable form, so that no allocation escapes the count and every pair matches.
-void* operator new(std::size_t size) { return or_throw(counted_malloc(size)); }
-void* operator new[](std::size_t size) { return or_throw(counted_malloc(size)); }
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
-  return counted_malloc(size);
-}
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
-  return counted_malloc(size);
-}
-void* operator new(std::size_t size, std::align_val_t alignment) {
-  return or_throw(counted_aligned(size, alignment));
-}
-void* operator new[](std::size_t size, std::align_val_t alignment) {
-  return or_throw(counted_aligned(size, alignment));
-}
-void* operator new(std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
-  return counted_aligned(size, alignment);
-}
-void* operator new[](std::size_t size, std::align_val_t alignment, const std::nothrow_t&) noexcept {
-  return counted_aligned(size, alignment);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+#include "support/allocation_hooks.hpp"
 
 namespace holoscan::test {
 namespace {
@@ -87,19 +21,6 @@ namespace {
 constexpr std::int64_t kElements = 1 << 12;
 constexpr int kRounds = 1000;
 constexpr std::size_t kReservedEvents = 16;
-
-// Counts operator new calls of this thread while alive; no gtest macro may run inside one.
-class NewCounter {
- public:
-  NewCounter() noexcept {
-    t_new_calls = 0;
-    t_counting = true;
-  }
-  ~NewCounter() { t_counting = false; }
-  NewCounter(const NewCounter&) = delete;
-  NewCounter& operator=(const NewCounter&) = delete;
-  std::uint64_t calls() const noexcept { return t_new_calls; }
-};
 
 class HotPathTest : public GpuTest {
  protected:

@@ -118,6 +118,21 @@ ConnectedImporter connect_importer(ipc::Exporter& exporter) {
   return connected;
 }
 
+LocalLink local_link(std::size_t blocks) {
+  LocalLink link;
+  auto exporter = ipc::Exporter::create();
+  if (!exporter) {
+    ADD_FAILURE() << exporter.error().message;
+    return link;
+  }
+  link.exporter.emplace(std::move(*exporter));
+  auto connected = connect_importer(*link.exporter);
+  link.peer = connected.peer;
+  link.importer = std::move(connected.importer);
+  link.pool = make_device_pool(1024, blocks, /*shareable=*/true);
+  return link;
+}
+
 Tensor receive_one(ipc::Importer& importer) {
   auto received = importer.receive(1000);
   if (!received) {

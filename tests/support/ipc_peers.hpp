@@ -64,6 +64,20 @@ struct ConnectedImporter {
 /** @brief Connects a new importer to `exporter` (the Hello exchange runs on a helper thread). */
 ConnectedImporter connect_importer(ipc::Exporter& exporter);
 
+/** @brief A shareable pool, an Exporter, and one Importer connected to it in this process. */
+struct LocalLink {
+  std::shared_ptr<TensorPool> pool;       ///< Null when the link could not be made.
+  std::optional<ipc::Exporter> exporter;  ///< Empty likewise.
+  ipc::PeerId peer = 0;                   ///< The importer as the exporter knows it.
+  std::optional<ipc::Importer> importer;  ///< Empty likewise.
+
+  /** @brief Whether every part was made. */
+  bool ok() const { return pool != nullptr && exporter && importer; }
+};
+
+/** @brief A LocalLink over a pool of `blocks` blocks of 1 KiB (fails the test when it cannot). */
+LocalLink local_link(std::size_t blocks);
+
 /** @brief The next tensor `importer` receives within a second (fails the test otherwise). */
 Tensor receive_one(ipc::Importer& importer);
 

@@ -1,0 +1,90 @@
+// Covers Exporter::publish when the host runs out of memory, with each of its allocations made to
+// fail in turn (the test binary's operator new, support/allocation_hooks): no exception escapes,
+// the refusal is kResourceExhausted, the ledger holds a claim for exactly the exports the importer
+// received, and the pool's descriptor, which publish only borrows, stays open and usable.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "holoscan/ipc.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/allocation_hooks.hpp"
+#include "support/fake_cuda_ipc.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/ipc_peers.hpp"
+#include "support/ipc_raw_socket.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+// One publish with the allocation after the first `skip` failing.
+struct Attempt {
+  expected<std::uint64_t, Error> result = 0;
+  bool threw = false;
+  std::uint64_t failed = 0;
+};
+
+Attempt publish_failing(Exporter& exporter, PeerId peer, const Tensor& tensor, std::uint64_t skip) {
+  Attempt attempt;
+  test::FailingAllocations failing(skip);
+  try {
+    attempt.result = exporter.publish(peer, tensor);
+  } catch (...) {
+    attempt.threw = true;
+  }
+  attempt.failed = failing.failed();
+  return attempt;
+}
+
+TEST(IpcOutOfMemory, PublishIsResourceExhaustedAndKeepsTheLedgerAndTheBorrowedFd) {
+  const int fds_before = test::open_fd_count();
+  std::optional<test::FakeCudaIpcScope> scope(std::in_place);
+  std::optional<test::LocalLink> link(test::local_link(1));
+  ASSERT_TRUE(link->ok());
+  Exporter& exporter = *link->exporter;
+  Tensor tensor = test::allocate(*link->pool, {8});
+  static_cast<float*>(tensor.data())[0] = 7.0f;
+  const cudaStream_t producer = scope->fake().create_stream(0);
+  ASSERT_TRUE(tensor.set_readiness_stream(producer));
+  int pool_fd = -1;
+  {
+    auto probe = export_tensor(tensor, 1000);  // lends the pool's descriptor, as publish does
+    ASSERT_TRUE(probe.has_value()) << probe.error().message;
+    pool_fd = probe->fd();
+  }
+
+  std::size_t sent = 0;
+  for (std::uint64_t skip = 0;; ++skip) {
+    const Attempt attempt = publish_failing(exporter, link->peer, tensor, skip);
+    ASSERT_FALSE(attempt.threw) << "an exception escaped publish at allocation " << skip;
+    sent += attempt.result.has_value() ? 1 : 0;
+    if (!attempt.result) {
+      EXPECT_EQ(attempt.result.error().code, ErrorCode::kResourceExhausted)
+          << "allocation " << skip << ": " << attempt.result.error().message;
+    }
+    EXPECT_EQ(exporter.held(), sent) << "allocation " << skip << ": a claim the peer never saw";
+    ASSERT_NE(::fcntl(pool_fd, F_GETFD), -1) << "allocation " << skip << " closed the pool's fd";
+    if (attempt.failed == 0) {
+      break;  // publish made fewer allocations than `skip`: every one has failed once
+    }
+  }
+  EXPECT_GT(sent, 0u);
+  for (std::size_t i = 0; i < sent; ++i) {
+    Tensor imported = test::receive_one(*link->importer);
+    ASSERT_TRUE(imported);
+    EXPECT_EQ(imported.data_as<float>()[0], 7.0f) << "mapped through the pool's descriptor";
+  }
+  auto more = link->importer->receive(0);
+  ASSERT_TRUE(more.has_value()) << more.error().message;
+  EXPECT_FALSE(more->has_value()) << "a publish the ledger holds no claim for";
+  tensor = Tensor();
+  EXPECT_TRUE(test::poll_until(exporter, [&] { return exporter.held() == 0; }));
+  link.reset();
+  scope.reset();
+  EXPECT_EQ(test::open_fd_count(), fds_before) << "descriptor leak";
+}
+
+}  // namespace
+}  // namespace holoscan::ipc

@@ -1,0 +1,118 @@
+// Covers publishes an importer must refuse although their descriptor decodes: the wrong number of
+// file descriptors, or a descriptor the kernel could not hand over (MSG_CTRUNC, here at the
+// process's descriptor limit). Each is reported for what it is and given back at once (a Release
+// without event), so that the exporter's claim does not wait for the importer to exit.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "holoscan/ipc.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "ipc_handshake.hpp"
+#include "support/fake_cuda_ipc.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/ipc_peers.hpp"
+#include "support/ipc_raw_socket.hpp"
+#include "support/ipc_samples.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+class IpcRefusedPublish : public ::testing::Test {
+ protected:
+  void SetUp() override { fds_before_ = test::open_fd_count(); }
+  void TearDown() override {
+    importer_.reset();
+    raw_.reset();
+    scope_.reset();
+    EXPECT_EQ(test::open_fd_count(), fds_before_) << "descriptor leak";
+  }
+
+  // An Importer whose exporter is `raw_`, a bare channel end that sends what the test says.
+  void connect_raw() {
+    auto ends = Channel::pair();
+    ASSERT_TRUE(ends.has_value());
+    std::optional<expected<Importer, Error>> importer;
+    std::thread other([&] { importer.emplace(Importer::create(std::move(ends->second), 5000)); });
+    auto hello = detail::exchange_hello(ends->first, 5000, "test exporter");
+    other.join();
+    ASSERT_TRUE(hello.has_value()) << hello.error().message;
+    ASSERT_TRUE(*importer) << (*importer).error().message;
+    importer_.emplace(std::move(**importer));
+    raw_.emplace(std::move(ends->first));
+  }
+
+  // Expects the Importer to refuse the next publish with `message`, and to give export `id` back.
+  void expect_refused_and_given_back(const std::string& message, std::uint64_t id) {
+    auto got = importer_->receive(1000);
+    ASSERT_FALSE(got.has_value()) << "the publish was imported";
+    EXPECT_EQ(got.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(got.error().message, message);
+    auto release = raw_->receive(1000);
+    ASSERT_TRUE(release && *release) << "no Release came back";
+    ASSERT_TRUE(std::holds_alternative<Release>(**release));
+    EXPECT_EQ(std::get<Release>(**release).export_id, id);
+    EXPECT_FALSE(std::get<Release>(**release).has_event);
+  }
+
+  int fds_before_ = 0;
+  std::optional<test::FakeCudaIpcScope> scope_{std::in_place};
+  std::optional<Channel> raw_;
+  std::optional<Importer> importer_;
+};
+
+UniqueFd memfd() { return UniqueFd(::memfd_create("holoscan-ipc-test", MFD_CLOEXEC)); }
+
+TEST_F(IpcRefusedPublish, WrongDescriptorCountIsReportedAndGivenBackAtOnce) {
+  connect_raw();
+  TensorDescriptor d = test::sample_descriptor();  // export 7
+  d.handle_kind = MemoryHandleKind::kPosixFd;
+  const std::vector<std::uint8_t> frame = test::raw_frame(Publish{test::encoded(d), memfd()});
+  UniqueFd a = memfd();
+  UniqueFd b = memfd();
+  ASSERT_TRUE(test::send_raw(raw_->fd(), frame, {}));
+  expect_refused_and_given_back(
+      "ipc channel: publish of export 7 carries 0 file descriptors, its handle kind needs 1", 7);
+  ASSERT_TRUE(test::send_raw(raw_->fd(), frame, {a.get(), b.get()}));
+  expect_refused_and_given_back(
+      "ipc channel: publish of export 7 carries 2 file descriptors, its handle kind needs 1", 7);
+  ASSERT_TRUE(test::send_raw(raw_->fd(), frame, {a.get(), b.get(), a.get(), b.get(), a.get()}));
+  expect_refused_and_given_back(
+      "ipc channel: publish of export 7: frame carried more file descriptors than any frame may",
+      7);
+  EXPECT_EQ(importer_->stats().refused, 3u);
+  EXPECT_EQ(importer_->stats().released, 3u);
+  EXPECT_EQ(importer_->outstanding(), 0u);
+}
+
+TEST_F(IpcRefusedPublish, DescriptorTheKernelCouldNotHandOverIsReportedAndGivenBackAtOnce) {
+  test::LocalLink link = test::local_link(1);
+  ASSERT_TRUE(link.ok());
+  auto id = link.exporter->publish(link.peer, test::allocate(*link.pool, {8}));
+  ASSERT_TRUE(id.has_value()) << id.error().message;
+
+  expected<std::optional<Tensor>, Error> got = std::optional<Tensor>();
+  {
+    test::DescriptorLimit no_more_fds;  // the kernel cannot install the pool's fd here
+    got = link.importer->receive(1000);
+  }
+  ASSERT_FALSE(got.has_value()) << "imported without its descriptor";
+  EXPECT_EQ(got.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(got.error().message,
+            "ipc channel: publish of export " + std::to_string(*id) +
+                ": the kernel truncated its file descriptors (MSG_CTRUNC): this process could "
+                "not take them, e.g. at its descriptor limit (RLIMIT_NOFILE)");
+  EXPECT_EQ(link.importer->stats().refused, 1u);
+  EXPECT_EQ(link.importer->stats().released, 1u);
+  EXPECT_TRUE(test::poll_until(*link.exporter, [&] { return link.exporter->held() == 0; }))
+      << "the claim waits for the importer to exit";
+  EXPECT_EQ(link.pool->available_blocks(), 1u);
+}
+
+}  // namespace
+}  // namespace holoscan::ipc

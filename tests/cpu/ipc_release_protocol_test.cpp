@@ -1,0 +1,61 @@
+// Covers the claim state machine as the Exporter runs it against an importer that speaks the
+// protocol by hand (a forked child without CUDA): a Release whose event cannot be opened leaves
+// the claim released but held until the importer has exited, and a later Release for the same
+// export (a duplicate, without event) is a protocol error that changes nothing.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "support/gtest_printers.hpp"
+#include "support/ipc_exporter_test.hpp"
+#include "support/ipc_peers.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+using test::CudaIpcEntry;
+
+class IpcReleaseProtocol : public test::ExporterTest {};
+
+// Releases export `id` twice: first with an event, then again without one.
+int release_twice(Channel& channel, test::Steps& steps) {
+  const auto publish = test::next_publish(channel);
+  if (!publish) {
+    return 11;
+  }
+  Release with_event;
+  with_event.export_id = publish->export_id;
+  with_event.has_event = true;
+  with_event.event.fill(0x5a);
+  if (!channel.send(with_event, 10000) || !channel.send(Release{publish->export_id, false, {}})) {
+    return 12;
+  }
+  steps.send('r');
+  return steps.receive() == 'x' ? 0 : 13;  // lives until the test lets it exit
+}
+
+TEST_F(IpcReleaseProtocol, UnopenableEventKeepsTheClaimUntilTheImporterExitsWhateverFollows) {
+  const PeerId peer = fork_importer(importer_, release_twice);
+  ASSERT_NE(peer, 0u);
+  ipc().fail_next(CudaIpcEntry::kIpcOpenEventHandle, cudaErrorInvalidResourceHandle);
+  ASSERT_TRUE(exporter_->publish(peer, test::allocate(*pool_, {16})).has_value());
+  ASSERT_EQ(importer_.steps().receive(), 'r');
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->stats().releases == 2; }));
+  for (int i = 0; i < 3; ++i) {
+    (void)exporter_->poll();
+  }
+  EXPECT_EQ(exporter_->stats().unopenable_events, 1u);
+  EXPECT_EQ(exporter_->stats().ignored_releases, 1u) << "the second Release is a protocol error";
+  EXPECT_EQ(exporter_->held(), 1u) << "freed before the importer's GPU work was known complete";
+  EXPECT_EQ(pool_->available_blocks(), blocks_ - 1);
+
+  ASSERT_TRUE(importer_.steps().send('x'));
+  EXPECT_EQ(importer_.reap(), 0);
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+      << "the exited importer's claim was never dropped";
+  EXPECT_EQ(pool_->available_blocks(), blocks_);
+  EXPECT_EQ(exporter_->stats().dropped, 1u);
+}
+
+}  // namespace
+}  // namespace holoscan::ipc
