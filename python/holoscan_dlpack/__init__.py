@@ -5,10 +5,10 @@ producer zero-copy and read-only; ``Tensor`` exports them back through ``__dlpac
 C exchange API and the array interfaces. A consumer ``stream`` is handed to the producer and
 recorded as the tensor's readiness point, so that later consumers order themselves after it with
 one event wait. Failures are raised as the :mod:`holoscan_dlpack.errors` class of their code.
-See docs/python.md.
+:mod:`holoscan_dlpack.ipc` hands device tensors to other processes. See docs/python.md.
 """
 
-from . import errors
+from . import errors, ipc
 from ._core import (
     HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR,
     HOLOSCAN_DLPACK_IMPL_VERSION_MINOR,
@@ -48,5 +48,6 @@ __all__ = [
     "errors",
     "flush_deferred_releases",
     "from_dlpack",
+    "ipc",
     "pending_deferred_releases",
 ]
