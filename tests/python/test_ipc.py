@@ -2,8 +2,8 @@
 with multiprocessing), refusals with their exact class and message, closed peers and timeouts,
 selectors, and waits that let go of the GIL and give way to signals. On a GPU (skipped with the
 reason elsewhere): torch and CuPy tensors written by slow kernels reach a consumer process that
-checks every value on its own stream, and 1000 tensors go through a shareable pool and every claim
-comes back."""
+checks every value on its own stream, 1000 tensors go through a shareable pool and every claim
+comes back, and consumers on the legacy default stream wait for the exporter too."""
 
 import multiprocessing
 import os
@@ -460,3 +460,31 @@ def test_a_thousand_tensors_through_a_shareable_pool_all_come_back():
         assert stats.mappings_opened <= 4, "the pool's memory is mapped once, not per tensor"
         assert importer.outstanding() == 0
     finish_producer(child, reports, count)
+
+
+def test_consumers_on_the_legacy_default_stream_wait_for_the_exporter():
+    torch = cuda_torch()
+    cupy = cuda_cupy()
+    count = 6  # two of each consumer below
+    child, reports, importer = start_producer("torch", "pool", count, ipc_peers.SPIN_CYCLES)
+    base = torch.arange(ipc_peers.ROWS, dtype=torch.int32, device="cuda")
+    torch.cuda.synchronize()
+    wrong = []
+    with importer:
+        for i in range(count):
+            tensor = receive(importer)
+            if i % 3 == 0:  # torch's default stream, which is the legacy default stream
+                wrong.append(int((torch.from_dlpack(tensor) != base + i).sum().item()))
+            elif i % 3 == 1:  # CuPy's null stream: __dlpack__(stream=1)
+                view = cupy.from_dlpack(tensor)
+                wrong.append(int((view != cupy.arange(ipc_peers.ROWS, dtype=cupy.int32) + i)
+                                 .sum().get()))
+            else:  # __cuda_array_interface__, which names stream 1
+                view = cupy.asarray(tensor)
+                wrong.append(int((view != cupy.arange(ipc_peers.ROWS, dtype=cupy.int32) + i)
+                                 .sum().get()))
+            torch.cuda.synchronize()  # every check is done before the release
+            del tensor
+    early = finish_producer(child, reports, count)
+    assert early == count
+    assert wrong == [0] * count, "a legacy-stream consumer read before the producer finished"
