@@ -7,8 +7,12 @@ comes back, and consumers on the legacy default stream wait for the exporter too
 
 import multiprocessing
 import os
+import pathlib
+import re
 import selectors
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -279,6 +283,43 @@ def test_fileno_works_with_selectors(tmp_path):
         exporter.close()
 
 
+def documented_example(heading):
+    """The first Python block after `heading` in docs/python.md."""
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "python.md").read_text()
+    return re.search(r"```python\n(.*?)```", text[text.index(heading):], re.S).group(1)
+
+
+def test_the_documented_asyncio_loops_run_as_written(endpoints):
+    import asyncio
+    exporter, peer, importer = endpoints
+    loops = {}
+    exec(documented_example("### Selectors and asyncio"), loops)
+
+    async def main():
+        stop = asyncio.Event()
+        server = asyncio.create_task(loops["serve"](exporter, stop))
+        importer.close()  # the exporter's descriptor turns readable: its reader polls
+        for _ in range(200):
+            if not exporter.connected(peer):
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        await server
+        return exporter.connected(peer)
+
+    assert asyncio.run(main()) is False
+
+    exporter, _, importer = connect_in_threads()
+
+    async def drain():
+        asyncio.get_running_loop().call_later(0.05, exporter.close)
+        return [tensor async for tensor in loops["tensors"](importer)]
+
+    with pytest.raises(hd.errors.ClosedError, match="peer hung up"):
+        asyncio.run(drain())
+    importer.close()
+
+
 def test_receive_gives_way_to_signals(endpoints):
     exporter, _, importer = endpoints
 
@@ -488,3 +529,12 @@ def test_consumers_on_the_legacy_default_stream_wait_for_the_exporter():
     early = finish_producer(child, reports, count)
     assert early == count
     assert wrong == [0] * count, "a legacy-stream consumer read before the producer finished"
+
+
+def test_the_documented_example_runs_as_written(tmp_path):
+    cuda_torch()
+    script = tmp_path / "two_processes.py"
+    script.write_text(documented_example("## Across processes"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
