@@ -8,7 +8,9 @@ one event wait. Failures are raised as the :mod:`holoscan_dlpack.errors` class o
 :mod:`holoscan_dlpack.ipc` hands device tensors to other processes. See docs/python.md.
 """
 
-from . import errors, ipc
+import importlib
+
+from . import errors
 from ._core import (
     HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR,
     HOLOSCAN_DLPACK_IMPL_VERSION_MINOR,
@@ -51,3 +53,10 @@ __all__ = [
     "ipc",
     "pending_deferred_releases",
 ]
+
+
+def __getattr__(name):
+    """Imports :mod:`holoscan_dlpack.ipc` on first use (it brings multiprocessing's pickler)."""
+    if name == "ipc":
+        return importlib.import_module(".ipc", __name__)  # binds it here: asked only once
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,7 @@ import pytest
 
 import holoscan_dlpack as hd
 import ipc_peers
-from conftest import KDL_CUDA, cuda_cupy, cuda_torch
+from conftest import KDL_CUDA, cuda_cupy, cuda_torch, run_python
 from holoscan_dlpack import ipc
 
 HELLO_MS = 10000
@@ -79,6 +79,18 @@ def report(reports, timeout=60):
     item = reports.get(timeout=timeout)
     assert item[0] != "error", f"the child failed: {item[1]}: {item[2]}"
     return item
+
+
+def test_the_package_imports_ipc_on_first_use():
+    done = run_python("""
+        import sys
+        import holoscan_dlpack as hd
+        assert "holoscan_dlpack.ipc" not in sys.modules  # nor multiprocessing's pickler
+        assert hd.ipc.Channel is hd._core.ipc.Channel and "ipc" in vars(hd)
+        from holoscan_dlpack import ipc
+        assert ipc is hd.ipc
+    """)
+    assert done.returncode == 0, done.stderr
 
 
 # ---- sockets -----------------------------------------------------------------------------------
