@@ -15,9 +15,9 @@
 #include <utility>
 
 #include "bindings.hpp"
+#include "endpoint.hpp"
 #include "errors.hpp"
 #include "ipc_bindings.hpp"
-#include "ipc_handle.hpp"
 
 namespace nb = nanobind;
 

@@ -9,10 +9,10 @@
 #include <holoscan/ipc_exporter.hpp>
 
 #include "bindings.hpp"
+#include "endpoint.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
 #include "ipc_bindings.hpp"
-#include "ipc_handle.hpp"
 #include "stream_arg.hpp"
 
 namespace nb = nanobind;

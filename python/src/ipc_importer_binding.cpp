@@ -10,9 +10,9 @@
 #include <holoscan/ipc_importer.hpp>
 
 #include "bindings.hpp"
+#include "endpoint.hpp"
 #include "errors.hpp"
 #include "ipc_bindings.hpp"
-#include "ipc_handle.hpp"
 
 namespace nb = nanobind;
 

@@ -1,6 +1,7 @@
 #pragma once
-// What the ipc endpoints share in Python: a closable handle on a shared C++ object, waits cut
-// into slices so that Ctrl-C interrupts them, and the close()/with-block methods.
+// What the endpoints of a transport (ipc; ucx beside it) share in Python: a closable handle on a
+// shared C++ object, waits cut into slices so that Ctrl-C interrupts them, and the
+// close()/with-block methods.
 #include <nanobind/nanobind.h>
 
 #include <memory>

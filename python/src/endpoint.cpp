@@ -1,4 +1,4 @@
-#include "ipc_handle.hpp"
+#include "endpoint.hpp"
 
 #include <Python.h>
 
