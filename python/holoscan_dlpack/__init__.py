@@ -5,8 +5,10 @@ producer zero-copy and read-only; ``Tensor`` exports them back through ``__dlpac
 C exchange API and the array interfaces. A consumer ``stream`` is handed to the producer and
 recorded as the tensor's readiness point, so that later consumers order themselves after it with
 one event wait. Failures are raised as the :mod:`holoscan_dlpack.errors` class of their code.
-See docs/python.md.
+:mod:`holoscan_dlpack.ipc` hands device tensors to other processes. See docs/python.md.
 """
+
+import importlib
 
 from . import errors
 from ._core import (
@@ -48,5 +50,13 @@ __all__ = [
     "errors",
     "flush_deferred_releases",
     "from_dlpack",
+    "ipc",
     "pending_deferred_releases",
 ]
+
+
+def __getattr__(name):
+    """Imports :mod:`holoscan_dlpack.ipc` on first use (it brings multiprocessing's pickler)."""
+    if name == "ipc":
+        return importlib.import_module(".ipc", __name__)  # binds it here: asked only once
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

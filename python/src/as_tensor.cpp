@@ -22,7 +22,7 @@ namespace {
 Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
   if (consumer.kind != ProtocolStream::Kind::kNoSync && cuda_ordered(tensor.device().device_type) &&
       tensor.has_readiness_stream_contract() &&
-      !both_legacy_default(tensor.readiness_stream(), consumer.handle)) {
+      !ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
     if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
       raise_error(ordered.error());
     }
@@ -72,7 +72,7 @@ nb::object attribute_if_any(nb::handle object, const char* name) {
 
 void order_explicit_consumer(Tensor& tensor, const ProtocolStream& consumer) {
   if (consumer.kind != ProtocolStream::Kind::kStream || !tensor.has_readiness_stream_contract() ||
-      both_legacy_default(tensor.readiness_stream(), consumer.handle)) {
+      ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
     return;
   }
   if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {

@@ -88,7 +88,7 @@ void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
   }
   if (!cuda_ordered(device_type) || consumer.kind == ProtocolStream::Kind::kNoSync ||
       !tensor.has_readiness_stream_contract() ||
-      both_legacy_default(tensor.readiness_stream(), consumer.handle)) {
+      ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
     return;  // no readiness point (ROCm included), or recorded on this very stream
   }
   if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {

@@ -59,7 +59,7 @@ Tensor* tensor_of(void* py_object) {
 // Makes the legacy default stream (our reported work stream) wait for the readiness point.
 void order_work_stream(Tensor& tensor) {
   if (!cuda_ordered(tensor.device().device_type) || !tensor.has_readiness_stream_contract() ||
-      both_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
+      ready_on_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
     return;
   }
   if (auto ordered = tensor.synchronize_for_consumer(kLegacyStream); !ordered) {

@@ -105,9 +105,11 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
                                &work) != 0) {
     throw nb::python_error();
   }
-  auto* producer_stream = static_cast<cudaStream_t>(work);
+  // A null work stream is the producer's legacy default stream (torch's default stream): recorded
+  // as cudaStreamLegacy, which names the same stream and lets legacy consumers skip the wait.
+  cudaStream_t producer_stream = work != nullptr ? static_cast<cudaStream_t>(work) : kLegacyStream;
   if (tensor->set_readiness_stream(producer_stream) && producer_stream != consumer.handle &&
-      !both_legacy_default(producer_stream, consumer.handle)) {
+      !ready_on_legacy_default(producer_stream, consumer.handle)) {
     if (auto ordered = tensor->synchronize_for_consumer(consumer.handle); !ordered) {
       raise_error(ordered.error());
     }

@@ -56,7 +56,7 @@ nb::dict cuda_array_interface(Tensor& tensor) {
   // to it (one event wait on the GPU, none when readiness was recorded there).
   nb::object stream = nb::none();
   if (tensor.has_readiness_stream_contract()) {
-    if (!both_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
+    if (!ready_on_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
       if (auto ordered = tensor.synchronize_for_consumer(kLegacyStream); !ordered) {
         raise_error(ordered.error());
       }

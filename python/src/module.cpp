@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 
 #include "bindings.hpp"
+#include "ipc_bindings.hpp"
 
 namespace nb = nanobind;
 
@@ -13,4 +14,5 @@ NB_MODULE(_core, module) {
   holoscan::python::bind_tensor(module);
   holoscan::python::bind_functions(module);
   holoscan::python::bind_pool(module);
+  holoscan::python::bind_ipc(module);  // the submodule holoscan_dlpack._core.ipc
 }

@@ -30,8 +30,8 @@ PoolMemory parse_memory(nb::handle memory) {
 }
 
 std::shared_ptr<TensorPool> create_pool(nb::handle memory, int device, std::size_t block_bytes,
-                                        std::size_t block_count) {
-  const TensorPoolConfig config{parse_memory(memory), device, block_bytes, block_count};
+                                        std::size_t block_count, bool shareable) {
+  const TensorPoolConfig config{parse_memory(memory), device, block_bytes, block_count, shareable};
   expected<std::shared_ptr<TensorPool>, Error> pool;
   {
     nb::gil_scoped_release unlocked;  // cudaMalloc of every block may take a while
@@ -47,19 +47,21 @@ std::shared_ptr<TensorPool> create_pool(nb::handle memory, int device, std::size
 
 void bind_pool(nb::module_& module) {
   nb::enum_<PoolMemory>(module, "PoolMemory", "Where a TensorPool takes its blocks from.")
-      .value("kDevice", PoolMemory::kDevice, "cudaMalloc on the pool's device (kDLCUDA).")
+      .value("kDevice", PoolMemory::kDevice,
+             "cudaMalloc (the VMM API when shareable) on the pool's device (kDLCUDA).")
       .value("kHost", PoolMemory::kHost, "Pageable host memory (kDLCPU); needs no GPU.");
 
   nb::class_<TensorPool>(module, "TensorPool",
                          "Fixed-size blocks handed out as writable Tensors, reused only when "
                          "every handle is gone and the GPU passed every recorded point.")
       .def(nb::new_(&create_pool), nb::kw_only(), nb::arg("memory"), nb::arg("device") = 0,
-           nb::arg("block_bytes"), nb::arg("block_count"), Entry(),
+           nb::arg("block_bytes"), nb::arg("block_count"), nb::arg("shareable") = false, Entry(),
            "Allocates `block_count` blocks of `block_bytes` up front; memory is a PoolMemory, "
-           "'device' or 'host'.")
+           "'device' or 'host'. shareable=True (device only) allocates through the CUDA VMM "
+           "API, so that an ipc.Exporter can publish its tensors to other processes.")
       .def_static("create", &create_pool, nb::kw_only(), nb::arg("memory"), nb::arg("device") = 0,
-                  nb::arg("block_bytes"), nb::arg("block_count"), Entry(),
-                  "Same as the constructor (the C++ name).")
+                  nb::arg("block_bytes"), nb::arg("block_count"), nb::arg("shareable") = false,
+                  Entry(), "Same as the constructor (the C++ name).")
       .def(
           "allocate",
           [](TensorPool& pool, const std::vector<std::int64_t>& shape, nb::handle dtype) {

@@ -15,11 +15,14 @@ inline const cudaStream_t kLegacyStream = reinterpret_cast<cudaStream_t>(std::ui
 inline const cudaStream_t kPerThreadStream = reinterpret_cast<cudaStream_t>(std::uintptr_t{2});
 
 /**
- * @brief Whether both handles name the legacy default stream (null or cudaStreamLegacy): one
- *        stream per device for every thread, so an event recorded on it needs no wait on it.
+ * @brief Whether a consumer on `consumer` needs no wait for a readiness point on `readiness`:
+ *        both are this process's legacy default stream (one stream per device for every thread,
+ *        so work queued on it runs after the point). The imports of this module record that
+ *        stream as cudaStreamLegacy; a null readiness stream does not count, since a tensor from
+ *        another process (holoscan::ipc) reports null for a stream that is not ours.
  */
-inline bool both_legacy_default(cudaStream_t a, cudaStream_t b) noexcept {
-  return (a == nullptr || a == kLegacyStream) && (b == nullptr || b == kLegacyStream);
+inline bool ready_on_legacy_default(cudaStream_t readiness, cudaStream_t consumer) noexcept {
+  return readiness == kLegacyStream && (consumer == nullptr || consumer == kLegacyStream);
 }
 
 /** @brief A consumer stream in the DLPack protocol's (array API) meaning. */

@@ -68,6 +68,8 @@ def test_device_import_asks_for_the_work_stream(exchange, import_, stream, queri
     assert exchange.exchange_counts()[1] == queries + queried
     assert t.device == hd.DLDevice(KDL_CUDA, 0)
     assert t.has_readiness_stream_contract() == (queried and cuda_device_present())
+    # The producer's null work stream is its legacy default stream, recorded as cudaStreamLegacy.
+    assert t.readiness_stream == (1 if t.has_readiness_stream_contract() else None)
 
 
 def test_from_dlpack_refuses_no_sync(exchange):

@@ -1,5 +1,6 @@
-"""The type stub is generated from the extension at build time (nanobind's stubgen), installed
-beside it, and names exactly what the extension defines, so that it cannot drift."""
+"""The type stubs are generated from the extension at build time (nanobind's stubgen, one file per
+submodule), installed beside it, and name exactly what the extension defines, so that they cannot
+drift."""
 
 import ast
 import pathlib
@@ -9,12 +10,14 @@ import pytest
 import holoscan_dlpack
 from holoscan_dlpack import _core
 
-STUB = pathlib.Path(holoscan_dlpack.__file__).with_name("_core.pyi")
+STUBS = pathlib.Path(holoscan_dlpack.__file__).with_name("_core")
+STUB = STUBS / "__init__.pyi"
+SUBMODULES = {"ipc": _core.ipc}
 PATTERNS = pathlib.Path(__file__).parents[2] / "python" / "stub_patterns.txt"
 
 
-def stub_names():
-    tree = ast.parse(STUB.read_text())
+def stub_names(stub=STUB):
+    tree = ast.parse(stub.read_text())
     names, members = set(), {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
@@ -36,29 +39,43 @@ PROTOCOL = {"__dlpack__", "__dlpack_device__", "__cuda_array_interface__",
 
 def test_stub_is_installed_with_py_typed():
     assert STUB.is_file()
-    assert STUB.with_name("py.typed").is_file()
+    assert {p.name for p in STUBS.iterdir()} == {"__init__.pyi", *(f"{n}.pyi" for n in SUBMODULES)}
+    assert STUBS.with_name("py.typed").is_file()
 
 
 def test_stub_is_what_stubgen_makes_of_the_installed_module(tmp_path):
     stubgen = pytest.importorskip("nanobind.stubgen", reason="nanobind is not installed here")
     if not PATTERNS.is_file():
         pytest.skip(f"run from a source checkout ({PATTERNS} is missing)")
-    fresh = tmp_path / "_core.pyi"
-    stubgen.main(["-q", "-m", "holoscan_dlpack._core", "-p", str(PATTERNS), "-o", str(fresh)])
-    assert STUB.read_text() == fresh.read_text(), "the installed stub is not the generated one"
+    stubgen.main(["-q", "-r", "-m", "holoscan_dlpack._core", "-p", str(PATTERNS), "-O",
+                  str(tmp_path)])
+    fresh = {p.name: p.read_text() for p in (tmp_path / "_core").iterdir()}
+    installed = {p.name: p.read_text() for p in STUBS.iterdir()}
+    assert installed == fresh, "the installed stubs are not the generated ones"
+
+
+def assert_classes_covered(module, members, classes):
+    for cls in classes:
+        defined = {n for n in vars(getattr(module, cls)) if not n.startswith("_") or n in PROTOCOL}
+        assert defined <= members[cls], cls
+        assert not {n for n in members[cls] if not n.startswith("_")} - defined, cls
 
 
 def test_stub_covers_the_module():
     names, members = stub_names()
     module = {n for n in dir(_core) if not n.startswith("_")}
-    assert module == {n for n in names if not n.startswith("_")}
-    for cls in ("Tensor", "TensorPool", "DLDevice", "DLDataType"):
-        defined = {n for n in vars(getattr(_core, cls))
-                   if not n.startswith("_") or n in PROTOCOL}
-        assert defined <= members[cls], cls
-        assert not {n for n in members[cls] if not n.startswith("_")} - defined, cls
+    assert module == {n for n in names if not n.startswith("_")} | set(SUBMODULES)
+    assert_classes_covered(_core, members, ("Tensor", "TensorPool", "DLDevice", "DLDataType"))
     for enum in ("PoolMemory", "DLDeviceType", "DLDataTypeCode", "ErrorCode"):
         assert {m.name for m in getattr(_core, enum)} == members[enum], enum
+
+
+@pytest.mark.parametrize("name", sorted(SUBMODULES))
+def test_stubs_cover_the_submodules(name):
+    submodule = SUBMODULES[name]
+    names, members = stub_names(STUBS / f"{name}.pyi")
+    assert {n for n in dir(submodule) if not n.startswith("_")} == names
+    assert_classes_covered(submodule, members, names)
 
 
 def test_stub_types_the_holoscan_api():
@@ -71,8 +88,18 @@ def test_stub_types_the_holoscan_api():
                  "def __dlpack_device__(self) -> tuple[int, int]:",
                  "__dlpack_c_exchange_api__: object = ...",
                  "class DLDeviceType(enum.IntEnum):",
-                 "class ErrorCode(enum.IntEnum):"):
+                 "class ErrorCode(enum.IntEnum):",
+                 "from holoscan_dlpack._core import ipc as ipc"):
         assert line in text, line
+    ipc = (STUBS / "ipc.pyi").read_text()
+    for line in ("def pair() -> tuple[Channel, Channel]:",
+                 "def accept(self, timeout_ms: int | None = None) -> Channel | None:",
+                 "def publish(self, peer: int, tensor: object, stream: object | None = None) "
+                 "-> int:",
+                 "def receive(self, timeout_ms: int | None = None) -> "
+                 "holoscan_dlpack._core.Tensor | None:",
+                 "def __enter__(self) -> Importer:"):
+        assert line in ipc, line
 
 
 def test_every_public_name_has_a_docstring():
@@ -80,13 +107,14 @@ def test_every_public_name_has_a_docstring():
         value = getattr(holoscan_dlpack, name)
         if callable(value):
             assert (value.__doc__ or "").strip(), name
-    for cls in (_core.Tensor, _core.TensorPool, _core.DLDevice, _core.DLDataType):
+    for cls in (_core.Tensor, _core.TensorPool, _core.DLDevice, _core.DLDataType,
+                *(getattr(_core.ipc, name) for name in holoscan_dlpack.ipc.__all__)):
         for name, member in vars(cls).items():
             if not name.startswith("_") or name in ("__dlpack__", "__dlpack_device__"):
                 assert (getattr(member, "__doc__", "") or "").strip(), f"{cls.__name__}.{name}"
 
 
 def test_the_shipped_package_holds_no_test_hooks():
-    assert not hasattr(_core, "_testing")
+    assert not hasattr(_core, "_testing") and not hasattr(_core.ipc, "_testing")
     package = pathlib.Path(holoscan_dlpack.__file__).parent
     assert not [p.name for p in package.iterdir() if "testing" in p.name]

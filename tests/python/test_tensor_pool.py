@@ -100,3 +100,13 @@ def test_bad_pool_configurations():
         with pytest.raises(hd.errors.FailureError, match="kFailure") as raised:
             hd.TensorPool(memory="device", block_bytes=256, block_count=1)
         assert raised.value.token == "FAILURE"
+
+
+def test_shareable_pools_are_device_pools():
+    with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+        hd.TensorPool(memory="host", block_bytes=256, block_count=1, shareable=True)
+    assert str(raised.value) == ("kInvalidArgument: TensorPool::create: only device memory can "
+                                 "be shareable")
+    if cuda_device_present():  # the VMM API, exportable as a POSIX fd
+        shared = hd.TensorPool(memory="device", block_bytes=1 << 20, block_count=2, shareable=True)
+        assert shared.allocate((16,), "float32").device.device_type == hd.DLDeviceType.DLCUDA

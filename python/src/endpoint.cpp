@@ -1,0 +1,58 @@
+#include "endpoint.hpp"
+
+#include <Python.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include <holoscan/errors.hpp>
+
+#include "errors.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+// Long enough to cost nothing (a wait ends as soon as its socket is ready, whatever the slice),
+// short enough that Ctrl-C or a close() from another thread is noticed at once.
+constexpr long long kSliceMs = 100;
+
+long long now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void raise_closed(const char* who) {
+  raise_error(Error{ErrorCode::kClosed, std::string(who) + ": closed", 0});
+}
+
+SlicedWait::SlicedWait(int timeout_ms) noexcept
+    : unlimited_(timeout_ms < 0),
+      end_ns_(now_ns() + static_cast<long long>(std::max(timeout_ms, 0)) * 1000000) {}
+
+int SlicedWait::slice_ms() const noexcept {
+  if (unlimited_) {
+    return static_cast<int>(kSliceMs);
+  }
+  const long long left_ns = end_ns_ - now_ns();
+  if (left_ns <= 0) {
+    return 0;
+  }
+  // Rounded up, so that the last slice never ends just before the deadline.
+  return static_cast<int>(std::min(kSliceMs, (left_ns + 999999) / 1000000));
+}
+
+bool SlicedWait::expired() const noexcept { return !unlimited_ && now_ns() >= end_ns_; }
+
+void handle_signals() {
+  if (PyErr_CheckSignals() != 0) {
+    throw nb::python_error();
+  }
+}
+
+}  // namespace holoscan::python

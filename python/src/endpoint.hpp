@@ -1,0 +1,130 @@
+#pragma once
+// What the endpoints of a transport (ipc; ucx beside it) share in Python: a closable handle on a
+// shared C++ object, waits cut into slices so that Ctrl-C interrupts them, and the
+// close()/with-block methods.
+#include <nanobind/nanobind.h>
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include <holoscan/expected.hpp>
+
+#include "bindings.hpp"
+#include "errors.hpp"
+
+namespace holoscan::python {
+
+/** @brief Raises ClosedError "`who`: closed" (an endpoint used after close()). */
+[[noreturn]] void raise_closed(const char* who);
+
+/** @brief The value, or the exception of the error's code. */
+template <typename T>
+T value_or_raise(expected<T, Error> result) {
+  if (!result) {
+    raise_error(result.error());
+  }
+  return std::move(*result);
+}
+
+/**
+ * @brief A handle on an endpoint that close() lets go of. A blocking call takes its own reference
+ *        first (get()), so that close() from another thread cannot free the object under it.
+ */
+template <typename T>
+class SharedHandle {
+ public:
+  /** @brief Holds `object`. */
+  explicit SharedHandle(std::shared_ptr<T> object) noexcept : object_(std::move(object)) {}
+
+  /** @brief The object, or ClosedError naming `who`. */
+  std::shared_ptr<T> get(const char* who) const {
+    if (object_ == nullptr) {
+      raise_closed(who);
+    }
+    return object_;
+  }
+
+  /** @brief Whether close() ran. */
+  bool closed() const noexcept { return object_ == nullptr; }
+
+  /** @brief The object's descriptor, or -1 once closed (as socket.fileno(): selectors then find
+   *         a closed object by identity when it is unregistered). */
+  int fileno() const noexcept { return object_ == nullptr ? -1 : object_->fd(); }
+
+  /** @brief Lets go of the object; it is destroyed without the GIL once no call uses it. */
+  void close() noexcept {
+    std::shared_ptr<T> gone = std::move(object_);
+    nanobind::gil_scoped_release unlocked;  // a destructor may wait briefly on a socket
+    gone.reset();
+  }
+
+ private:
+  std::shared_ptr<T> object_;
+};
+
+/** @brief `call()`'s result, called without the GIL (it must touch no Python object). */
+template <typename Call>
+auto without_gil(Call&& call) {
+  nanobind::gil_scoped_release unlocked;
+  return call();
+}
+
+/** @brief A wait of `timeout_ms` (negative: no limit) taken in slices of at most 100 ms. */
+class SlicedWait {
+ public:
+  /** @brief Starts the wait now. */
+  explicit SlicedWait(int timeout_ms) noexcept;
+  /** @brief How long the next slice may wait, in ms (0 once the time is up). */
+  int slice_ms() const noexcept;
+  /** @brief Whether the timeout has passed (never for no limit). */
+  bool expired() const noexcept;
+
+ private:
+  bool unlimited_;
+  long long end_ns_;
+};
+
+/** @brief Runs Python's signal handlers; raises what they raise (KeyboardInterrupt, ...). */
+void handle_signals();
+
+/**
+ * @brief Calls `attempt(slice_ms)` until it gives a valid object (returned) or `timeout_ms` (None:
+ *        no limit) has passed (None returned), handling signals between slices.
+ */
+template <typename Attempt>
+nanobind::object wait_in_slices(std::optional<int> timeout_ms, Attempt&& attempt) {
+  const SlicedWait wait(timeout_ms ? *timeout_ms : -1);
+  for (;;) {
+    nanobind::object got = attempt(wait.slice_ms());
+    if (got.is_valid()) {
+      return got;
+    }
+    if (wait.expired()) {
+      return nanobind::none();
+    }
+    handle_signals();
+  }
+}
+
+/**
+ * @brief Adds close(), closed, __enter__ (typed by `enter_signature`, a string literal) and
+ *        __exit__ (which closes) to an endpoint type.
+ */
+template <typename Handle>
+void def_closable(nanobind::class_<Handle>& type, const char* enter_signature,
+                  const char* close_doc) {
+  namespace nb = nanobind;
+  type.def("close", &Handle::close, Entry(), close_doc)
+      .def_prop_ro("closed", &Handle::closed, Entry(),
+                   "Whether close() ran (or, for a Channel, an endpoint took it).")
+      .def(
+          "__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig(enter_signature),
+          "Returns self.")
+      .def(
+          "__exit__", [](Handle& self, nb::handle, nb::handle, nb::handle) { self.close(); },
+          nb::arg("exc_type").none(), nb::arg("exc_value").none(), nb::arg("traceback").none(),
+          Entry(), "Closes, as close() does.");
+}
+
+}  // namespace holoscan::python

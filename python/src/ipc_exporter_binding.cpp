@@ -1,0 +1,141 @@
+// ipc.Exporter: publishes Tensors (or anything as_tensor takes) to importers in other processes.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include <holoscan/ipc_exporter.hpp>
+
+#include "bindings.hpp"
+#include "endpoint.hpp"
+#include "errors.hpp"
+#include "imports.hpp"
+#include "ipc_bindings.hpp"
+#include "stream_arg.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+constexpr const char* kExporter = "ipc.Exporter";
+
+using ExporterHandle = SharedHandle<ipc::Exporter>;
+
+ExporterHandle create() {
+  return ExporterHandle(std::make_shared<ipc::Exporter>(value_or_raise(ipc::Exporter::create())));
+}
+
+ipc::PeerId add_peer(ExporterHandle& self, ChannelHandle& channel, int hello_timeout_ms) {
+  std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
+  ipc::Channel taken = channel.take("ipc.Exporter.add_peer");
+  return value_or_raise(
+      without_gil([&] { return exporter->add_peer(std::move(taken), hello_timeout_ms); }));
+}
+
+// A handle of our own (the caller's Tensor may be changed by another thread meanwhile). Any other
+// object is imported as as_tensor imports it, with `stream` (None: the legacy default stream) as
+// the consumer that waits for its producer.
+Tensor publishable(nb::handle object, const std::optional<cudaStream_t>& stream) {
+  if (nb::isinstance<Tensor>(object)) {
+    return nb::cast<Tensor&>(object);
+  }
+  nb::object protocol_stream = nb::none();
+  if (stream) {
+    protocol_stream =
+        nb::int_(*stream == nullptr ? std::intptr_t{1} : reinterpret_cast<std::intptr_t>(*stream));
+  }
+  return nb::cast<Tensor&>(as_tensor(object, protocol_stream));
+}
+
+std::uint64_t publish(ExporterHandle& self, ipc::PeerId peer, nb::handle object,
+                      nb::handle stream) {
+  std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
+  std::optional<cudaStream_t> on;
+  if (!stream.is_none()) {
+    on = parse_stream(stream);
+  }
+  const Tensor tensor = publishable(object, on);
+  return value_or_raise(without_gil([&] {
+    // Recorded on `stream` even for an import (whose readiness is its producer's current work
+    // stream): the caller names the stream that wrote the tensor.
+    return on ? exporter->publish(peer, tensor, *on) : exporter->publish(peer, tensor);
+  }));
+}
+
+std::size_t poll(ExporterHandle& self) {
+  std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
+  return value_or_raise(without_gil([&] { return exporter->poll(); }));
+}
+
+std::size_t held(ExporterHandle& self, std::optional<ipc::PeerId> peer) {
+  std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
+  return peer ? exporter->held(*peer) : exporter->held();
+}
+
+void bind_stats(nb::module_& module) {
+  nb::class_<ipc::ExporterStats>(module, "ExporterStats", "Counters of an Exporter.")
+      .def_ro("published", &ipc::ExporterStats::published, "Exports sent.")
+      .def_ro("releases", &ipc::ExporterStats::releases, "Release messages received.")
+      .def_ro("dropped", &ipc::ExporterStats::dropped,
+              "Claims dropped (released and done, or the peer exited).")
+      .def_ro("ignored_releases", &ipc::ExporterStats::ignored_releases,
+              "Releases naming no claim of their peer.")
+      .def_ro("refused_messages", &ipc::ExporterStats::refused_messages,
+              "Frames refused, or messages an importer never sends.")
+      .def_ro("unopenable_events", &ipc::ExporterStats::unopenable_events,
+              "Release events that could not be opened.");
+}
+
+}  // namespace
+
+void bind_ipc_exporter(nb::module_& module) {
+  bind_stats(module);
+  nb::class_<ExporterHandle> type(
+      module, "Exporter",
+      "Publishes tensors to importers in other processes and holds each export's memory until "
+      "its importer is done with it, or has died. Thread-safe. Call poll() when fileno() is "
+      "readable, and every millisecond or so while held() is not zero.");
+  type.def(nb::new_(&create), Entry(), "An exporter with no peers.")
+      .def_static("create", &create, Entry(), "Same as the constructor.")
+      .def("add_peer", &add_peer, nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000, Entry(),
+           "Takes `channel` over (it is closed on failure), exchanges Hello without the GIL and "
+           "returns the peer's id. HoloscanTimeoutError without a Hello in time, ClosedError if "
+           "the peer hung up, IncompatibleError for another protocol version.")
+      .def("publish", &publish, nb::arg("peer"), nb::arg("tensor"), nb::arg("stream") = nb::none(),
+           Entry(),
+           nb::sig("def publish(self, peer: int, tensor: object, stream: object | None = None) "
+                   "-> int"),
+           "Exports `tensor` (a Tensor, or anything as_tensor takes) to `peer` and returns the "
+           "export id; never waits. The importer's readiness event is recorded on `stream` "
+           "(None: the tensor's readiness stream; a stream object or a handle, 0 the null "
+           "stream). Device memory only: a shareable TensorPool's, or cudaMalloc's. "
+           "NotReadyError when the peer's socket is full (poll(), then retry), NotFoundError "
+           "for an unknown or departed peer, InvalidArgumentError for memory that cannot be "
+           "shared.")
+      .def("poll", &poll, Entry(),
+           "Reads the peers' messages and drops the claims whose release completed, without "
+           "the GIL; never blocks. Returns how many it dropped.")
+      .def("fileno", &ExporterHandle::fileno, Entry(),
+           "An epoll descriptor, readable when a peer sent something or hung up; -1 once "
+           "closed.")
+      .def_prop_ro("fd", &ExporterHandle::fileno, Entry(), "Same as fileno().")
+      .def("held", &held, nb::arg("peer") = nb::none(), Entry(),
+           "Claims held for `peer`, or for every peer.")
+      .def(
+          "connected",
+          [](ExporterHandle& self, ipc::PeerId peer) {
+            return self.get(kExporter)->connected(peer);
+          },
+          nb::arg("peer"), Entry(), "Whether `peer` was added and has not been seen to hang up.")
+      .def(
+          "stats", [](ExporterHandle& self) { return self.get(kExporter)->stats(); }, Entry(),
+          "The counters so far.");
+  def_closable(type, "def __enter__(self) -> Exporter",
+               "Closes every channel. Claims of departed peers drop; memory a live peer may still "
+               "read is kept until this process exits (poll until held() is 0 first).");
+}
+
+}  // namespace holoscan::python

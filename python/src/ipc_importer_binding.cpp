@@ -1,0 +1,116 @@
+// ipc.Importer: receives the tensors one exporter publishes, as read-only Tensors.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include <holoscan/ipc_importer.hpp>
+
+#include "bindings.hpp"
+#include "endpoint.hpp"
+#include "errors.hpp"
+#include "ipc_bindings.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+constexpr const char* kImporter = "ipc.Importer";
+
+// Importer::receive is for one thread at a time; Python threads may call it together.
+struct ImporterState {
+  explicit ImporterState(ipc::Importer taken) noexcept : importer(std::move(taken)) {}
+  int fd() const noexcept { return importer.fd(); }
+  ipc::Importer importer;
+  std::mutex receiving;
+};
+
+using ImporterHandle = SharedHandle<ImporterState>;
+
+ImporterHandle create(ChannelHandle& channel, int hello_timeout_ms) {
+  ipc::Channel taken = channel.take("ipc.Importer");
+  return ImporterHandle(std::make_shared<ImporterState>(value_or_raise(
+      without_gil([&] { return ipc::Importer::create(std::move(taken), hello_timeout_ms); }))));
+}
+
+nb::object receive(ImporterHandle& self, std::optional<int> timeout_ms) {
+  return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
+    std::shared_ptr<ImporterState> state = self.get(kImporter);
+    std::optional<Tensor> received = value_or_raise(without_gil([&] {
+      std::lock_guard<std::mutex> lock(state->receiving);
+      return state->importer.receive(slice_ms);
+    }));
+    return received ? nb::cast(std::move(*received)) : nb::object();
+  });
+}
+
+void poll(ImporterHandle& self) {
+  std::shared_ptr<ImporterState> state = self.get(kImporter);
+  auto sent = without_gil([&] { return state->importer.poll(); });
+  if (!sent) {
+    raise_error(sent.error());
+  }
+}
+
+// One of the importer's const queries, as a method of the handle.
+template <typename Value>
+auto query(Value (ipc::Importer::*read)() const noexcept) {
+  return [read](ImporterHandle& self) { return (self.get(kImporter)->importer.*read)(); };
+}
+
+void bind_stats(nb::module_& module) {
+  nb::class_<ipc::ImporterStats>(module, "ImporterStats", "Counters of an Importer.")
+      .def_ro("imported", &ipc::ImporterStats::imported, "Tensors imported.")
+      .def_ro("refused", &ipc::ImporterStats::refused,
+              "Publishes refused (each given back at once).")
+      .def_ro("released", &ipc::ImporterStats::released, "Releases queued for the exporter.")
+      .def_ro("release_events", &ipc::ImporterStats::release_events,
+              "Releases that carried a GPU event (the rest were done).")
+      .def_ro("mappings_opened", &ipc::ImporterStats::mappings_opened,
+              "Allocations mapped into this process.");
+}
+
+}  // namespace
+
+void bind_ipc_importer(nb::module_& module) {
+  bind_stats(module);
+  nb::class_<ImporterHandle> type(
+      module, "Importer",
+      "Receives the tensors one exporter publishes over a channel, as read-only Tensors whose "
+      "readiness is the exporter's (consumers wait for it on the GPU). Call "
+      "set_deallocation_stream(s) on a received Tensor after the last work queued on it: its "
+      "memory goes back to the exporter, without a host block, once that work is done and its "
+      "last owner is gone.");
+  type.def(nb::new_(&create), nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000, Entry(),
+           "Takes `channel` over (it is closed on failure) and exchanges Hello without the GIL. "
+           "HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung up.")
+      .def_static("create", &create, nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000,
+                  Entry(), "Same as the constructor.")
+      .def("receive", &receive, nb::arg("timeout_ms") = nb::none(), Entry(),
+           nb::sig("def receive(self, timeout_ms: int | None = None) -> "
+                   "holoscan_dlpack._core.Tensor | None"),
+           "The next published Tensor, or None when none came within `timeout_ms` (None or "
+           "negative: no limit; 0: only what is there). Waits without the GIL; Ctrl-C "
+           "interrupts it. A publish that cannot be imported is given back and raised here "
+           "(the importer stays usable); ClosedError once the exporter hung up.")
+      .def("poll", &poll, Entry(),
+           "Sends releases that found the socket full, as far as there is room; never blocks.")
+      .def("fileno", &ImporterHandle::fileno, Entry(),
+           "The channel's descriptor (readable: receive() will not wait); -1 once closed.")
+      .def_prop_ro("fd", &ImporterHandle::fileno, Entry(), "Same as fileno().")
+      .def("outstanding", query(&ipc::Importer::outstanding), Entry(),
+           "Imports not yet given back.")
+      .def("queued_releases", query(&ipc::Importer::queued_releases), Entry(),
+           "Releases waiting for room in the socket.")
+      .def("cached_mappings", query(&ipc::Importer::cached_mappings), Entry(),
+           "Allocations mapped and kept for reuse.")
+      .def("stats", query(&ipc::Importer::stats), Entry(), "The counters so far.");
+  def_closable(type, "def __enter__(self) -> Importer",
+               "Lets go of the connection: it closes once every received Tensor is released.");
+}
+
+}  // namespace holoscan::python
