@@ -25,10 +25,15 @@ void defer_release(StreamPointList points, ReleaseFunction release, void* contex
 
 namespace holoscan {
 
-void flush_deferred_releases() noexcept { detail::ReleaseQueue::instance().flush(); }
+void flush_deferred_releases() noexcept {
+  if (detail::ReleaseQueue* queue = detail::ReleaseQueue::existing()) {
+    queue->flush();
+  }
+}
 
 std::size_t pending_deferred_releases() noexcept {
-  return detail::ReleaseQueue::instance().outstanding();
+  detail::ReleaseQueue* queue = detail::ReleaseQueue::existing();
+  return queue != nullptr ? queue->outstanding() : 0;
 }
 
 }  // namespace holoscan

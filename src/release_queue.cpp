@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cuda_api.hpp"
+#include "fork_gate.hpp"
 #include "stream_point.hpp"
 
 namespace holoscan::detail {
@@ -50,20 +51,49 @@ std::chrono::microseconds poll_interval() noexcept {
   return std::chrono::microseconds(50);
 }
 
+// The process's queue, made on first use without a lock or a one-time guard: a fork() while
+// another thread was inside a function-local static's initializer left the guard taken in the
+// child, whose first use of the library then hung. Here a fork() at any moment leaves either no
+// queue (the child makes one) or a whole one. Leaked: static destructors may still release owners.
+std::atomic<ReleaseQueue*> the_queue{nullptr};
+
+// The queue locked by prepare_fork, for the other two handlers of the same fork() (run by the
+// same thread): a queue made meanwhile by another thread of the parent was never locked.
+thread_local ReleaseQueue* locked_for_fork = nullptr;
+
+// Registered when the library is loaded, before any thread of the library exists.
+[[maybe_unused]] const bool fork_handlers_registered =
+    pthread_atfork(&ReleaseQueue::prepare_fork, &ReleaseQueue::after_fork_in_parent,
+                   &ReleaseQueue::after_fork_in_child) == 0;
+
 }  // namespace
 
 ReleaseQueue& ReleaseQueue::instance() noexcept {
-  static ReleaseQueue* queue = [] {
-    auto* created = new ReleaseQueue();
-    // Registered after the CUDA runtime's own exit handler, so it runs before the runtime's
-    // teardown.
-    std::atexit([] { ReleaseQueue::instance().stop(); });
-    (void)pthread_atfork([] { ReleaseQueue::instance().prepare_fork(); },
-                         [] { ReleaseQueue::instance().after_fork_in_parent(); },
-                         [] { ReleaseQueue::instance().after_fork_in_child(); });
-    return created;
-  }();
-  return *queue;
+  if (ReleaseQueue* queue = the_queue.load(std::memory_order_acquire)) {
+    return *queue;
+  }
+  // One ForkGate section: a fork() neither interrupts the set-up nor finds a queue made after its
+  // prepare handler looked (the copy could hold another thread's lock).
+  ForkGate::Section section;
+  // Registered after the CUDA runtime's own exit handler (CUDA recorded the points that brought
+  // us here), so it runs before the runtime's teardown. Threads racing to make the first queue
+  // may each register one: stop() acts once.
+  std::atexit([] {
+    if (ReleaseQueue* queue = the_queue.load(std::memory_order_acquire)) {
+      queue->stop();
+    }
+  });
+  auto* created = new ReleaseQueue();
+  ReleaseQueue* existing = nullptr;
+  if (!the_queue.compare_exchange_strong(existing, created, std::memory_order_acq_rel)) {
+    delete created;  // another thread's queue won
+    return *existing;
+  }
+  return *created;
+}
+
+ReleaseQueue* ReleaseQueue::existing() noexcept {
+  return the_queue.load(std::memory_order_acquire);
 }
 
 bool ReleaseQueue::start_worker_locked() noexcept {
@@ -391,6 +421,9 @@ void ReleaseQueue::stop() noexcept {
   const std::chrono::milliseconds limit = exit_drain_limit();
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::unique_lock<std::mutex> lock(mutex_);
+  if (stopping_) {
+    return;  // the handler may be registered more than once (see instance())
+  }
   stopping_ = true;
   if (worker_ == nullptr && unfinished_.empty()) {
     closed_ = true;
@@ -427,9 +460,20 @@ void ReleaseQueue::stop() noexcept {
   worker->join();
 }
 
-void ReleaseQueue::prepare_fork() noexcept { mutex_.lock(); }
+void ReleaseQueue::prepare_fork() noexcept {
+  ForkGate::close();  // no queue is made from here until the fork() is over
+  locked_for_fork = the_queue.load(std::memory_order_acquire);
+  if (locked_for_fork != nullptr) {
+    locked_for_fork->mutex_.lock();
+  }
+}
 
-void ReleaseQueue::after_fork_in_parent() noexcept { mutex_.unlock(); }
+void ReleaseQueue::after_fork_in_parent() noexcept {
+  if (ReleaseQueue* queue = std::exchange(locked_for_fork, nullptr)) {
+    queue->mutex_.unlock();
+  }
+  ForkGate::open_in_parent();
+}
 
 // The child has this thread only. The lock and condition variables are made anew over the old
 // ones (which may name threads that do not exist here; destroying them could block). The
@@ -438,6 +482,13 @@ void ReleaseQueue::after_fork_in_parent() noexcept { mutex_.unlock(); }
 // after fork()), and a deleter of device memory would call into that unusable runtime. The child's
 // copy of such memory is left to the child's exit; the parent still runs every one of them.
 void ReleaseQueue::after_fork_in_child() noexcept {
+  if (ReleaseQueue* queue = std::exchange(locked_for_fork, nullptr)) {
+    queue->renew_in_child();
+  }
+  ForkGate::open_in_child();
+}
+
+void ReleaseQueue::renew_in_child() noexcept {
   new (&mutex_) std::mutex();
   new (&wake_) std::condition_variable();
   new (&drained_) std::condition_variable();

@@ -51,6 +51,8 @@ class ReleaseQueue {
  public:
   /** @brief The process's queue (leaked: static destructors may still release owners). */
   static ReleaseQueue& instance() noexcept;
+  /** @brief The process's queue if one was made, else null (makes none). */
+  static ReleaseQueue* existing() noexcept;
 
   /** @brief Queues `pending`; false if it cannot (out of memory, no thread, exit drain over). */
   bool push(PendingRelease&& pending) noexcept;
@@ -74,9 +76,17 @@ class ReleaseQueue {
   void move_completed_to_running() noexcept;
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
   void stop() noexcept;
-  void prepare_fork() noexcept;
-  void after_fork_in_parent() noexcept;
-  void after_fork_in_child() noexcept;
+  void renew_in_child() noexcept;
+
+ public:
+  /** @brief pthread_atfork handlers: the lock is held across fork(), renewed in the child. */
+  static void prepare_fork() noexcept;
+  /** @brief See prepare_fork(). */
+  static void after_fork_in_parent() noexcept;
+  /** @brief See prepare_fork(). */
+  static void after_fork_in_child() noexcept;
+
+ private:
 
   static constexpr std::chrono::microseconds kMaxIdle{1000};
   // The longest rest with nothing queued: how late a release may start after a quiet spell.

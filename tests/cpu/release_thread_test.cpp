@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
 #include "support/callback_tensor.hpp"
@@ -79,18 +81,22 @@ TEST_F(ReleaseThread, DeleterThatFlushesReturnsAtOnce) {
   EXPECT_EQ(flushes_returned.load(), 1);
 }
 
-// Runs `child` in a forked process and returns its exit status; -1 when it was still running
-// after `limit` (it is then killed), 128 + the signal when a signal ended it.
-int run_forked(const std::function<int()>& child, std::chrono::seconds limit) {
+// Starts `child` in a forked process, which exits with its result; -1 if fork() failed.
+pid_t start_forked(const std::function<int()>& child) {
   const pid_t pid = fork();
   if (pid == 0) {
     _exit(child());  // no exit handlers: they belong to the parent's test run
   }
+  return pid;
+}
+
+// The exit status of a forked child; -1 when it was still running at `deadline` (it is then
+// killed), 128 + the signal when a signal ended it, -2 when it could not be started.
+int wait_forked(pid_t pid, std::chrono::steady_clock::time_point deadline) {
   if (pid < 0) {
     return -2;
   }
   int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
   while (waitpid(pid, &status, WNOHANG) != pid) {
     if (std::chrono::steady_clock::now() > deadline) {
       kill(pid, SIGKILL);
@@ -102,17 +108,17 @@ int run_forked(const std::function<int()>& child, std::chrono::seconds limit) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Runs `child` in a forked process and returns its exit status (see wait_forked).
+int run_forked(const std::function<int()>& child, std::chrono::seconds limit) {
+  return wait_forked(start_forked(child), std::chrono::steady_clock::now() + limit);
+}
+
 constexpr std::chrono::seconds kChildLimit{20};
 
-// In a child: the parent's pending releases are dropped by a flush, and a release queued in the
-// child runs on a release thread started there. Returns a bit per failed check.
-int child_checks(FakeCuda& fake, const CountingProducer& parent_producer) {
+// In a child: a release queued there runs on a release thread started there. Returns a bit per
+// failed check (8 and up).
+int child_checks_own_release(FakeCuda& fake) {
   int failed = 0;
-  if (pending_deferred_releases() != 1) failed |= 1;
-  flush_deferred_releases();  // hung before: the parent's release thread does not exist here
-  if (pending_deferred_releases() != 0) failed |= 2;
-  if (parent_producer.deleter_calls() != 0) failed |= 4;  // the parent's to run, not ours
-
   CountingProducer producer;
   cudaStream_t stream = fake.create_stream(0);
   {
@@ -126,6 +132,18 @@ int child_checks(FakeCuda& fake, const CountingProducer& parent_producer) {
   if (producer.deleter_calls() != 1) failed |= 32;
   if (producer.last_deleter_thread() == std::this_thread::get_id()) failed |= 64;
   return failed;
+}
+
+// In a child: the parent's pending releases are dropped by a flush, and a release queued in the
+// child runs on a release thread started there. Returns a bit per failed check.
+int child_checks(FakeCuda& fake, const CountingProducer& parent_producer) {
+  int failed = 0;
+  if (pending_deferred_releases() != 1) failed |= 1;
+  flush_deferred_releases();  // hung before: the parent's release thread does not exist here
+  if (pending_deferred_releases() != 0) failed |= 2;
+  if (parent_producer.deleter_calls() != 0) failed |= 4;  // the parent's to run, not ours
+
+  return failed | child_checks_own_release(fake);
 }
 
 TEST_F(ReleaseThread, ForkWithAReleasePendingNeitherHangsNorRunsItInTheChild) {
@@ -170,6 +188,70 @@ TEST_F(ReleaseThread, ForkWhileADeleterRunsDoesNotRunItAgainInTheChild) {
   may_finish.store(true);
   flush_deferred_releases();
   EXPECT_EQ(finished.load(), 1);
+}
+
+// The library's first deferred release while this thread forks: one round in a fresh process (a
+// death test re-executes the binary, so neither the release queue nor the event pools exist yet).
+// Every child must find the library usable: the one-time set-up of the queue and of the pools may
+// not be left half done, or locked, by a thread that the child does not have. The forks start
+// once the other thread has reached `at` (seen through the fake's call counts) and follow each
+// other back to back: each fork() holds the fake's lock, so the other thread moves on between two
+// of them, into its set-up while the next fork() copies the process.
+// Exits with 0, 1 when a child hung, 2 + a child's failed checks otherwise.
+[[noreturn]] void fork_during_the_first_release(test::CudaEntry at) {
+  constexpr int kChildren = 8;
+  FakeCuda& fake = FakeCuda::instance();  // made before the race: the fake is not under test
+  fake.reset(1);
+  detail::install_cuda_api(&FakeCuda::table());  // no FakeCudaScope: it would make the pools
+  cudaStream_t stream = fake.create_stream(0);
+  CountingProducer producer;
+  std::atomic<bool> running{false};
+  std::atomic<bool> go{false};
+  std::thread first([&] {
+    running.store(true);
+    while (!go.load()) {
+    }
+    drop_pending(fake, producer.make_versioned(), stream);  // the pools' and queue's first use
+  });
+  while (!running.load()) {
+  }
+  std::array<pid_t, kChildren> children{};
+  go.store(true);
+  while (fake.calls(at) == 0) {
+  }
+  for (pid_t& child : children) {
+    child = start_forked([&] {
+      flush_deferred_releases();  // hung before: the parent's set-up never ends here
+      return child_checks_own_release(fake);
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int failed = 0;
+  for (pid_t child : children) {
+    const int status = wait_forked(child, deadline);
+    failed = failed != 0 ? failed : status == 0 ? 0 : status == -1 ? 1 : 2 + status;
+  }
+  first.join();
+  std::_Exit(failed);
+}
+
+class ReleaseQueueFirstUseDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+TEST_F(ReleaseQueueFirstUseDeathTest, ForkDuringTheFirstReleaseLeavesTheChildUsable) {
+  // Where the forks begin: the calls of set_deallocation_stream before the pools' first use, then
+  // before the queue's. Before the fix about a third of the rounds hung.
+  const std::array<test::CudaEntry, 4> starts = {
+      test::CudaEntry::kStreamIsCapturing, test::CudaEntry::kStreamGetDevice,
+      test::CudaEntry::kEventCreateWithFlags, test::CudaEntry::kEventRecord};
+  constexpr int kRounds = 12;  // each a fresh process
+  for (int round = 0; round < kRounds; ++round) {
+    EXPECT_EXIT(fork_during_the_first_release(starts[round % starts.size()]),
+                ::testing::ExitedWithCode(0), "")
+        << "round " << round << ": exit 1 means a forked child hung";
+  }
 }
 
 // The exit paths end the process: each runs in a child (GoogleTest re-executes the test binary
