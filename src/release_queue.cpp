@@ -108,8 +108,8 @@ bool ReleaseQueue::start_worker_locked() noexcept {
   return true;
 }
 
-// After warm-up a push allocates nothing (a finished node and the ticket vector's room are
-// reused) and makes no system call: the worker finds the release on its next round.
+// After warm-up a push allocates nothing (a finished node is reused) and makes no system call:
+// the worker finds the release on its next round.
 bool ReleaseQueue::push(PendingRelease&& pending) noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -117,16 +117,10 @@ bool ReleaseQueue::push(PendingRelease&& pending) noexcept {
       return false;
     }
     pending.ticket = next_ticket_;
-    try {
-      unfinished_.push_back(next_ticket_);
-    } catch (...) {
-      return false;
-    }
     if (spare_.empty()) {
       try {
         incoming_.emplace_back();  // on failure `pending` is left to the caller
       } catch (...) {
-        unfinished_.pop_back();
         return false;
       }
     } else {
@@ -140,6 +134,7 @@ bool ReleaseQueue::push(PendingRelease&& pending) noexcept {
     node.started = false;
     node.fan_in = 0;
     ++next_ticket_;
+    ++outstanding_;
   }
   return true;
 }
@@ -149,23 +144,42 @@ void ReleaseQueue::flush() noexcept {
     return;  // a deleter flushing from the release thread would wait for itself
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  const std::uint64_t target = next_ticket_;
-  // unfinished_ is ordered by ticket: done once nothing older than the call is left, or once the
-  // exit drain is over (what it left will never run).
-  auto done = [&] { return closed_ || unfinished_.empty() || unfinished_.front() >= target; };
+  // Every release pending now was queued before the call. Done once they have all run, or once
+  // the exit drain is over (what it left will never run).
+  Flusher self{next_ticket_, outstanding_, flushers_};
+  auto done = [&] { return closed_ || self.remaining == 0; };
   // A forked child keeps the parent's releases but not its thread: start one when needed.
   if (done() || !start_worker_locked()) {
     return;
   }
-  ++flushers_;
+  flushers_ = &self;
   wake_.notify_one();
   drained_.wait(lock, done);
-  --flushers_;
+  Flusher** link = &flushers_;
+  while (*link != &self) {
+    link = &(*link)->next;
+  }
+  *link = self.next;
 }
 
 std::size_t ReleaseQueue::outstanding() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  return unfinished_.size();
+  return outstanding_;
+}
+
+// Under the lock, once a release has run: O(1) per release (and per waiting flush), whatever the
+// backlog.
+void ReleaseQueue::count_out(std::uint64_t ticket) noexcept {
+  --outstanding_;
+  bool flushed = false;
+  for (Flusher* flusher = flushers_; flusher != nullptr; flusher = flusher->next) {
+    if (ticket < flusher->target && flusher->remaining > 0) {
+      flushed = --flusher->remaining == 0 || flushed;
+    }
+  }
+  if (flushed) {
+    drained_.notify_all();
+  }
 }
 
 bool ReleaseQueue::nothing_left_to_start() const noexcept {
@@ -354,11 +368,10 @@ bool ReleaseQueue::run_ready(std::unique_lock<std::mutex>& lock) noexcept {
       it->release(it->context);  // may exit(), flush, or queue more: no lock is held
     }
     lock.lock();
-    unfinished_.erase(std::find(unfinished_.begin(), unfinished_.end(), it->ticket));
+    count_out(it->ticket);
     it->points.clear();
     spare_.splice(spare_.end(), running_, it);  // kept for the next push
     ran = true;
-    drained_.notify_all();
   }
   return ran;
 }
@@ -388,7 +401,7 @@ void ReleaseQueue::run() noexcept {
       continue;
     }
     quiet = min_idle;
-    const bool flushing = flushers_ > 0;
+    const bool flushing = flushers_ != nullptr;
     const bool stopping = stopping_;
     const std::uint64_t inherited_below = inherited_below_;
     lock.unlock();
@@ -406,7 +419,7 @@ void ReleaseQueue::run() noexcept {
     idle = std::max(idle, std::min(spent * kRestFactor, kMaxIdle));
     if (!active_.empty() && !abandoned_) {
       wake_.wait_for(lock, flushing ? min_idle : idle, [&] {
-        return abandoned_ || stopping_ != stopping || (flushers_ > 0 && !flushing);
+        return abandoned_ || stopping_ != stopping || (flushers_ != nullptr && !flushing);
       });
     }
   }
@@ -425,7 +438,7 @@ void ReleaseQueue::stop() noexcept {
     return;  // the handler may be registered more than once (see instance())
   }
   stopping_ = true;
-  if (worker_ == nullptr && unfinished_.empty()) {
+  if (worker_ == nullptr && outstanding_ == 0) {
     closed_ = true;
     return;
   }
@@ -441,7 +454,7 @@ void ReleaseQueue::stop() noexcept {
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: no release thread; %zu deferred release(s) "
                  "left un-run\n",
-                 unfinished_.size());
+                 outstanding_);
     return;
   }
   wake_.notify_all();
@@ -452,7 +465,7 @@ void ReleaseQueue::stop() noexcept {
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: %zu deferred release(s) still pending after "
                  "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS); left un-run\n",
-                 unfinished_.size(), static_cast<long long>(limit.count()));
+                 outstanding_, static_cast<long long>(limit.count()));
     return;  // the worker is left behind: the queue is never destroyed, so it needs no join
   }
   std::unique_ptr<std::thread> worker = std::move(worker_);
@@ -492,7 +505,7 @@ void ReleaseQueue::renew_in_child() noexcept {
   new (&mutex_) std::mutex();
   new (&wake_) std::condition_variable();
   new (&drained_) std::condition_variable();
-  flushers_ = 0;
+  flushers_ = nullptr;  // the parent's waiting threads do not exist here
   inherited_below_ = next_ticket_;
   forget_fan_ins();
   for (PendingRelease& pending : active_) {

@@ -8,7 +8,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "cuda_api.hpp"
 #include "deferred_release.hpp"
@@ -24,6 +23,16 @@ struct PendingRelease {
   std::uint64_t ticket = 0;           ///< Order of arrival, for flush.
   bool started = false;               ///< Its release is running: never start it again.
   std::uint64_t fan_in = 0;           ///< The fan-in its fanned points wait in; 0 for none.
+};
+
+/**
+ * @brief A thread waiting in flush(): it counts down the releases queued before it as they run,
+ *        so that a release costs the same to account for however many others are pending.
+ */
+struct Flusher {
+  std::uint64_t target = 0;    ///< Releases with a smaller ticket were queued before the flush.
+  std::size_t remaining = 0;   ///< Of those, the ones not yet run.
+  Flusher* next = nullptr;     ///< The next waiting flush (a list of stack objects).
 };
 
 /**
@@ -75,6 +84,7 @@ class ReleaseQueue {
   void forget_fan_ins() noexcept;
   void move_completed_to_running() noexcept;
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
+  void count_out(std::uint64_t ticket) noexcept;
   void stop() noexcept;
   void renew_in_child() noexcept;
 
@@ -99,15 +109,15 @@ class ReleaseQueue {
 
   std::mutex mutex_;
   std::condition_variable wake_;     // new work, a stop
-  std::condition_variable drained_;  // a release finished, the drain ended
+  std::condition_variable drained_;  // a flush's releases have all run, the drain ended
   std::list<PendingRelease> incoming_;
   std::list<PendingRelease> active_;       // polled by the worker, which alone changes its points
   std::list<PendingRelease> running_;      // completed; run (or running) in order
   std::list<PendingRelease> spare_;        // finished nodes, reused so a push need not allocate
-  std::vector<std::uint64_t> unfinished_;  // tickets queued and not yet released, ascending
+  std::size_t outstanding_ = 0;  // queued and not yet run
   std::uint64_t next_ticket_ = 0;
   std::uint64_t inherited_below_ = 0;  // in a forked child: tickets queued by the parent
-  int flushers_ = 0;
+  Flusher* flushers_ = nullptr;        // threads waiting in flush()
   bool stopping_ = false;   // the exit drain was asked for
   bool closed_ = false;     // the exit drain ended (or was abandoned): nothing more is taken
   bool abandoned_ = false;  // the exit drain ran out of time: nothing more is run
