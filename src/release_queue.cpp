@@ -11,6 +11,7 @@
 
 #include "cuda_api.hpp"
 #include "fork_gate.hpp"
+#include "release_settings.hpp"
 #include "stream_point.hpp"
 
 namespace holoscan::detail {
@@ -19,37 +20,6 @@ namespace {
 // True on the thread that runs releases: a deleter there that flushes, or exits the process,
 // must not wait for (or join) the very thread it runs on.
 thread_local bool on_release_thread = false;
-
-constexpr long kDefaultExitDrainMs = 5000;
-
-// How long the exit drain may wait for the GPU and for deleters; a deleter blocked on a lock the
-// exiting thread holds would otherwise hang the exit forever.
-std::chrono::milliseconds exit_drain_limit() noexcept {
-  const char* text = std::getenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS");
-  if (text == nullptr || *text == '\0') {
-    return std::chrono::milliseconds(kDefaultExitDrainMs);
-  }
-  char* end = nullptr;
-  const long ms = std::strtol(text, &end, 10);
-  if (*end != '\0' || ms < 0) {
-    return std::chrono::milliseconds(kDefaultExitDrainMs);
-  }
-  return std::chrono::milliseconds(ms);
-}
-
-// The shortest rest between two polling rounds (HOLOSCAN_DLPACK_RELEASE_POLL_US): how soon a
-// release runs after the GPU passed its points, against how often the thread asks the driver.
-std::chrono::microseconds poll_interval() noexcept {
-  const char* text = std::getenv("HOLOSCAN_DLPACK_RELEASE_POLL_US");
-  if (text != nullptr && *text != '\0') {
-    char* end = nullptr;
-    const long us = std::strtol(text, &end, 10);
-    if (*end == '\0' && us > 0 && us <= 1'000'000) {
-      return std::chrono::microseconds(us);
-    }
-  }
-  return std::chrono::microseconds(50);
-}
 
 // The process's queue, made on first use without a lock or a one-time guard: a fork() while
 // another thread was inside a function-local static's initializer left the guard taken in the
@@ -382,7 +352,7 @@ void ReleaseQueue::run() noexcept {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   (void)cuda().thread_exchange_stream_capture_mode(&mode);
 
-  const std::chrono::microseconds min_idle = poll_interval();
+  const std::chrono::microseconds min_idle = poll_interval_setting();
   auto idle = min_idle;
   auto quiet = min_idle;
   std::unique_lock<std::mutex> lock(mutex_);
@@ -431,7 +401,8 @@ void ReleaseQueue::run() noexcept {
 // then ends. Waiting is bounded (HOLOSCAN_DLPACK_EXIT_DRAIN_MS): past the limit, what is left is
 // never run, since a deleter may wait for a lock that the exiting thread holds.
 void ReleaseQueue::stop() noexcept {
-  const std::chrono::milliseconds limit = exit_drain_limit();
+  // Bounded, since a deleter blocked on a lock the exiting thread holds would hang the exit.
+  const std::chrono::milliseconds limit = exit_drain_setting();
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopping_) {

@@ -5,7 +5,8 @@
  *
  * Deferred releases run on one library thread. At process exit (an atexit handler) that thread
  * runs every release still pending as the GPU passes it, for at most HOLOSCAN_DLPACK_EXIT_DRAIN_MS
- * milliseconds (default 5000); past that it prints one line to stderr and leaves the rest un-run,
+ * milliseconds (default 5000; decimal digits only, clamped to 0-86400000, anything else ignored,
+ * with one line on stderr); past that it prints one line to stderr and leaves the rest un-run,
  * so that a deleter waiting for a lock the exiting thread holds cannot hang the exit. A deleter
  * may itself call exit(): the other pending releases still run, on a fresh thread. In a child of
  * fork() the releases inherited from the parent are never run (the parent runs them): the child

@@ -312,8 +312,13 @@ TEST_F(ReleaseThreadDeathTest, ExitDrainGivesUpAfterItsLimit) {
               "exit drain: 2 deferred release.s. still pending after 200 ms");
 }
 
-void exit_while_the_gpu_still_works(FakeCuda& fake) {
-  unsetenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS");
+// `drain_ms`: the value of HOLOSCAN_DLPACK_EXIT_DRAIN_MS, null to leave it unset.
+void exit_while_the_gpu_still_works(FakeCuda& fake, const char* drain_ms) {
+  if (drain_ms != nullptr) {
+    setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", drain_ms, 1);
+  } else {
+    unsetenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS");
+  }
   cudaStream_t stream = fake.create_stream(0);
   drop_pending(fake, make_callback_tensor([] { std::fputs("released during exit\n", stderr); }),
                stream);
@@ -331,8 +336,16 @@ void exit_while_the_gpu_still_works(FakeCuda& fake) {
 }
 
 TEST_F(ReleaseThreadDeathTest, ExitDrainWaitsForTheGpuWithinItsLimit) {
-  EXPECT_EXIT(exit_while_the_gpu_still_works(fake()), ::testing::ExitedWithCode(7),
+  EXPECT_EXIT(exit_while_the_gpu_still_works(fake(), nullptr), ::testing::ExitedWithCode(7),
               "released during exit");
+}
+
+TEST_F(ReleaseThreadDeathTest, HugeExitDrainLimitIsClampedNotOverflowed) {
+  // Before the fix 10^13 ms overflowed the deadline: the drain gave up at once, un-run.
+  EXPECT_EXIT(exit_while_the_gpu_still_works(fake(), "10000000000000"),
+              ::testing::ExitedWithCode(7),
+              "EXIT_DRAIN_MS=\"10000000000000\" is above the maximum; 86400000 ms applies"
+              "(.|\n)*released during exit");
 }
 
 }  // namespace
