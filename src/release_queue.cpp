@@ -352,11 +352,12 @@ void ReleaseQueue::run() noexcept {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   (void)cuda().thread_exchange_stream_capture_mode(&mode);
 
-  const std::chrono::microseconds min_idle = poll_interval_setting();
-  auto idle = min_idle;
-  auto quiet = min_idle;
+  auto idle = refresh_poll_interval();  // the environment is read as the thread starts
+  auto quiet = idle;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!abandoned_) {
+    // Options set from code meanwhile apply from this round on.
+    const std::chrono::microseconds min_idle = poll_interval_in_effect();
     active_.splice(active_.end(), incoming_);
     if (nothing_left_to_start()) {
       if (stopping_) {
@@ -435,7 +436,8 @@ void ReleaseQueue::stop() noexcept {
     wake_.notify_all();
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: %zu deferred release(s) still pending after "
-                 "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS); left un-run\n",
+                 "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain); "
+                 "left un-run\n",
                  outstanding_, static_cast<long long>(limit.count()));
     return;  // the worker is left behind: the queue is never destroyed, so it needs no join
   }

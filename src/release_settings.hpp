@@ -26,10 +26,16 @@ struct SettingRange {
 std::int64_t setting_or(const char* text, const SettingRange& range, std::int64_t fallback,
                         std::atomic<bool>& reported) noexcept;
 
-/** @brief The exit drain's limit (HOLOSCAN_DLPACK_EXIT_DRAIN_MS), read now. */
+/** @brief The exit drain's limit: HOLOSCAN_DLPACK_EXIT_DRAIN_MS (read now), else code's. */
 std::chrono::milliseconds exit_drain_setting() noexcept;
 
-/** @brief The shortest rest between polling rounds (HOLOSCAN_DLPACK_RELEASE_POLL_US), read now. */
-std::chrono::microseconds poll_interval_setting() noexcept;
+/**
+ * @brief The shortest rest between polling rounds: HOLOSCAN_DLPACK_RELEASE_POLL_US (read now),
+ *        else code's; it becomes the interval in effect.
+ */
+std::chrono::microseconds refresh_poll_interval() noexcept;
+
+/** @brief The poll interval in effect, as last refreshed (one atomic load). */
+std::chrono::microseconds poll_interval_in_effect() noexcept;
 
 }  // namespace holoscan::detail

@@ -13,9 +13,42 @@
  * cannot use the parent's CUDA context, so their GPU work cannot be queried there and a deleter
  * of device memory would call into an unusable runtime; flush_deferred_releases() drops them.
  */
+#include <chrono>
 #include <cstddef>
 
+#include "holoscan/expected.hpp"
+
 namespace holoscan {
+
+/**
+ * @brief How the release thread polls the GPU, and how long the exit drain may wait for it.
+ *
+ * Precedence, field by field: an environment variable that holds a valid value
+ * (HOLOSCAN_DLPACK_RELEASE_POLL_US, HOLOSCAN_DLPACK_EXIT_DRAIN_MS), then the value set from code
+ * with set_release_thread_options(), then the defaults below. The environment is read when the
+ * release thread starts, when options are set, when they are asked for, and (exit drain) when the
+ * drain begins; the poll interval applies from the thread's next polling round.
+ */
+struct ReleaseThreadOptions {
+  /**
+   * @brief The shortest rest between two polling rounds while releases are pending (1 us to 1 s;
+   *        default 50 us): how soon a release runs after the GPU passed it, against how often the
+   *        thread asks the driver.
+   */
+  std::chrono::microseconds poll_interval{50};
+  /** @brief The longest the exit drain waits for pending releases (0 to 24 h; default 5 s). */
+  std::chrono::milliseconds exit_drain{5000};
+};
+
+/**
+ * @brief Sets the release thread's options from code (environment variables still override).
+ *
+ * kInvalidArgument, naming the field, with nothing changed, when a value is out of its range.
+ */
+expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& options);
+
+/** @brief The options in effect: the environment's, else those set from code, else defaults. */
+ReleaseThreadOptions release_thread_options() noexcept;
 
 /**
  * @brief Blocks until every release deferred before this call has run.

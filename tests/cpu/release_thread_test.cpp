@@ -287,8 +287,18 @@ TEST_F(ReleaseThreadDeathTest, DeleterThatExitsKeepsItsStatusAndTheOtherReleases
               "other release ran");
 }
 
-void exit_while_a_deleter_waits_for_our_lock(FakeCuda& fake) {
-  setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "200", 1);
+// The drain's limit of 200 ms comes from the environment, or from code when `from_code`.
+void exit_while_a_deleter_waits_for_our_lock(FakeCuda& fake, bool from_code) {
+  if (from_code) {
+    unsetenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS");
+    ReleaseThreadOptions options;
+    options.exit_drain = std::chrono::milliseconds(200);
+    if (!set_release_thread_options(options)) {
+      std::_Exit(5);
+    }
+  } else {
+    setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "200", 1);
+  }
   static std::mutex held_by_exiting_thread;
   static std::atomic<bool> deleter_waits{false};
   held_by_exiting_thread.lock();
@@ -308,7 +318,13 @@ void exit_while_a_deleter_waits_for_our_lock(FakeCuda& fake) {
 }
 
 TEST_F(ReleaseThreadDeathTest, ExitDrainGivesUpAfterItsLimit) {
-  EXPECT_EXIT(exit_while_a_deleter_waits_for_our_lock(fake()), ::testing::ExitedWithCode(0),
+  EXPECT_EXIT(exit_while_a_deleter_waits_for_our_lock(fake(), false),
+              ::testing::ExitedWithCode(0),
+              "exit drain: 2 deferred release.s. still pending after 200 ms");
+}
+
+TEST_F(ReleaseThreadDeathTest, ExitDrainLimitSetFromCodeApplies) {
+  EXPECT_EXIT(exit_while_a_deleter_waits_for_our_lock(fake(), true), ::testing::ExitedWithCode(0),
               "exit drain: 2 deferred release.s. still pending after 200 ms");
 }
 
