@@ -356,18 +356,21 @@ void ReleaseQueue::run() noexcept {
   auto quiet = idle;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!abandoned_) {
-    // Options set from code meanwhile apply from this round on.
+    // Options set from code meanwhile apply from this round on. The interval is a floor: the
+    // backoffs below never cap a rest under it.
     const std::chrono::microseconds min_idle = poll_interval_in_effect();
+    const std::chrono::microseconds max_idle = std::max(kMaxIdle, min_idle);
     active_.splice(active_.end(), incoming_);
     if (nothing_left_to_start()) {
       if (stopping_) {
         break;
       }
-      // Nothing to do: rest longer and longer (up to kQuietMax) rather than sleep until woken.
-      // A push never wakes this thread: waking a sleeping thread is a system call and a
-      // cross-core interrupt (microseconds), which the application's thread would pay on every
-      // drop after a quiet spell. A flush (of something queued) or the exit drain wakes it.
-      quiet = std::min(quiet * 2, kQuietMax);
+      // Nothing to do: rest longer and longer (up to kQuietMax, or the interval if longer)
+      // rather than sleep until woken. A push never wakes this thread: waking a sleeping thread
+      // is a system call and a cross-core interrupt (microseconds), which the application's
+      // thread would pay on every drop after a quiet spell. A flush (of something queued) or the
+      // exit drain wakes it.
+      quiet = std::clamp(quiet * 2, min_idle, std::max(kQuietMax, min_idle));
       wake_.wait_for(lock, quiet, [&] { return stopping_ || !incoming_.empty(); });
       continue;
     }
@@ -383,13 +386,15 @@ void ReleaseQueue::run() noexcept {
     const bool progressed = run_ready(lock);
     // Each round's CUDA calls contend with the application's for the driver: the thread rests
     // at least kRestFactor times as long as its round took, and new releases do not cut the rest
-    // short (they join the next round); only a flush or the exit drain does.
+    // short (they join the next round); only a flush or the exit drain does. While a flush
+    // waits, the thread polls at least every kFlushRest: a flush is a thread blocked on the GPU,
+    // which must not wait a whole (possibly long) interval once the GPU is done.
     const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(
         std::chrono::steady_clock::now() - started);
-    idle = progressed || flushing ? min_idle : std::min(idle * 2, kMaxIdle);
-    idle = std::max(idle, std::min(spent * kRestFactor, kMaxIdle));
+    idle = progressed || flushing ? min_idle : std::clamp(idle * 2, min_idle, max_idle);
+    idle = std::max(idle, std::min(spent * kRestFactor, max_idle));
     if (!active_.empty() && !abandoned_) {
-      wake_.wait_for(lock, flushing ? min_idle : idle, [&] {
+      wake_.wait_for(lock, flushing ? std::min(min_idle, kFlushRest) : idle, [&] {
         return abandoned_ || stopping_ != stopping || (flushers_ != nullptr && !flushing);
       });
     }

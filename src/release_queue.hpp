@@ -98,8 +98,12 @@ class ReleaseQueue {
 
  private:
 
+  // The longest rest while releases wait and none completes (or the poll interval, if longer).
   static constexpr std::chrono::microseconds kMaxIdle{1000};
-  // The longest rest with nothing queued: how late a release may start after a quiet spell.
+  // The longest rest while a flush waits, whatever the poll interval.
+  static constexpr std::chrono::microseconds kFlushRest{20};
+  // The longest rest with nothing queued (or the poll interval, if longer): how late a release
+  // may start after a quiet spell.
   static constexpr std::chrono::microseconds kQuietMax{20'000};
   static constexpr int kRestFactor = 9;  // at most a tenth of the time spent polling
   // Past this, the points of a fan-in that has not completed are queried one by one, so that a

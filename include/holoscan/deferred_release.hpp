@@ -33,7 +33,9 @@ struct ReleaseThreadOptions {
   /**
    * @brief The shortest rest between two polling rounds while releases are pending (1 us to 1 s;
    *        default 50 us): how soon a release runs after the GPU passed it, against how often the
-   *        thread asks the driver.
+   *        thread asks the driver. The thread never polls more often than this; without progress
+   *        its rest grows up to the larger of 1 ms and this, with nothing pending up to the larger
+   *        of 20 ms and this. While flush_deferred_releases() waits, it polls at least every 20 us.
    */
   std::chrono::microseconds poll_interval{50};
   /** @brief The longest the exit drain waits for pending releases (0 to 24 h; default 5 s). */
