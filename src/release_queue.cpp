@@ -80,18 +80,21 @@ bool ReleaseQueue::start_worker_locked() noexcept {
 
 // After warm-up a push allocates nothing (a finished node is reused) and makes no system call:
 // the worker finds the release on its next round.
-bool ReleaseQueue::push(PendingRelease&& pending) noexcept {
+ReleaseQueue::PushResult ReleaseQueue::push(PendingRelease&& pending) noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_ || !start_worker_locked()) {
-      return false;
+    if (closed_) {
+      return PushResult::kClosed;
+    }
+    if (!start_worker_locked()) {
+      return PushResult::kNoRoom;
     }
     pending.ticket = next_ticket_;
     if (spare_.empty()) {
       try {
         incoming_.emplace_back();  // on failure `pending` is left to the caller
       } catch (...) {
-        return false;
+        return PushResult::kNoRoom;
       }
     } else {
       incoming_.splice(incoming_.end(), spare_, spare_.begin());
@@ -106,7 +109,12 @@ bool ReleaseQueue::push(PendingRelease&& pending) noexcept {
     ++next_ticket_;
     ++outstanding_;
   }
-  return true;
+  return PushResult::kQueued;
+}
+
+std::chrono::steady_clock::time_point ReleaseQueue::drain_deadline() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return drain_deadline_;
 }
 
 void ReleaseQueue::flush() noexcept {
@@ -415,6 +423,7 @@ void ReleaseQueue::stop() noexcept {
     return;  // the handler may be registered more than once (see instance())
   }
   stopping_ = true;
+  drain_deadline_ = deadline;  // releases deferred after the drain wait no longer than it
   if (worker_ == nullptr && outstanding_ == 0) {
     closed_ = true;
     return;

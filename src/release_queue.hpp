@@ -63,8 +63,17 @@ class ReleaseQueue {
   /** @brief The process's queue if one was made, else null (makes none). */
   static ReleaseQueue* existing() noexcept;
 
-  /** @brief Queues `pending`; false if it cannot (out of memory, no thread, exit drain over). */
-  bool push(PendingRelease&& pending) noexcept;
+  /** @brief What push() did with a release. */
+  enum class PushResult {
+    kQueued,  ///< The release thread runs it.
+    kClosed,  ///< The exit drain is over: no thread will; it is left to the caller.
+    kNoRoom,  ///< Out of memory, or no thread could start: it is left to the caller.
+  };
+
+  /** @brief Queues `pending`, or leaves it to the caller and says why. */
+  PushResult push(PendingRelease&& pending) noexcept;
+  /** @brief When the exit drain gives up (meaningful once push() said kClosed). */
+  std::chrono::steady_clock::time_point drain_deadline() noexcept;
   /** @brief Waits for every release queued before the call; at once on the release thread. */
   void flush() noexcept;
   /** @brief Releases queued and not yet run. */
@@ -125,6 +134,7 @@ class ReleaseQueue {
   bool stopping_ = false;   // the exit drain was asked for
   bool closed_ = false;     // the exit drain ended (or was abandoned): nothing more is taken
   bool abandoned_ = false;  // the exit drain ran out of time: nothing more is run
+  std::chrono::steady_clock::time_point drain_deadline_{};  // set as the exit drain begins
   std::unique_ptr<std::thread> worker_;
   // The worker's own (never under the lock): fan-ins, and its stream per device with the CUDA
   // table that made them (tests swap tables).

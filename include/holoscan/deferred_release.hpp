@@ -7,7 +7,10 @@
  * runs every release still pending as the GPU passes it, for at most HOLOSCAN_DLPACK_EXIT_DRAIN_MS
  * milliseconds (default 5000; decimal digits only, clamped to 0-86400000, anything else ignored,
  * with one line on stderr); past that it prints one line to stderr and leaves the rest un-run,
- * so that a deleter waiting for a lock the exiting thread holds cannot hang the exit. A deleter
+ * so that a deleter waiting for a lock the exiting thread holds cannot hang the exit. An owner
+ * dropped after the drain (one in static storage, destroyed after the atexit handlers) waits on
+ * its own thread for the GPU, but only until the drain's deadline; a release still pending then
+ * is left un-run (its memory leaks; one line on stderr for the first). A deleter
  * may itself call exit(): the other pending releases still run, on a fresh thread. In a child of
  * fork() the releases inherited from the parent are never run (the parent runs them): the child
  * cannot use the parent's CUDA context, so their GPU work cannot be queried there and a deleter

@@ -356,6 +356,65 @@ TEST_F(ReleaseThreadDeathTest, ExitDrainWaitsForTheGpuWithinItsLimit) {
               "released during exit");
 }
 
+// An owner in static storage, destroyed among the static destructors: after the exit drain,
+// which is registered later (on the library's first deferred release). Its destructor fails the
+// exit (status 9) if dropping the owner held the exiting thread past the drain's limit.
+struct LateOwner {
+  std::unique_ptr<Buffer> buffer;
+  std::chrono::milliseconds limit{};
+  ~LateOwner() {
+    if (buffer == nullptr) {
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    buffer.reset();
+    if (std::chrono::steady_clock::now() - start > limit) {
+      std::fputs("the late release held the exit past the drain's limit\n", stderr);
+      std::_Exit(9);
+    }
+  }
+};
+LateOwner late_owner;
+
+// Exits with an owner left in static storage whose stream finishes `gpu_done` after exit begins;
+// the drain's limit is 300 ms. Its deleter prints "late release ran", or fails the exit (status 8)
+// when `must_not_run`.
+void exit_with_a_late_owner(FakeCuda& fake, std::chrono::milliseconds gpu_done, bool must_not_run) {
+  setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "300", 1);
+  cudaStream_t stream = fake.create_stream(0);
+  drop_pending(fake, make_callback_tensor([] {}), stream);  // the queue and its exit handler
+  fake.complete(stream);
+  flush_deferred_releases();
+  late_owner.limit = std::chrono::milliseconds(300 + 200);  // the drain's limit, and a margin
+  late_owner.buffer = std::make_unique<Buffer>(make_callback_tensor([must_not_run] {
+    std::fputs("late release ran\n", stderr);
+    if (must_not_run) {
+      std::_Exit(8);
+    }
+  }));
+  fake.launch(stream);
+  if (!late_owner.buffer->set_deallocation_stream(stream)) {
+    std::_Exit(5);
+  }
+  std::thread([&fake, stream, gpu_done] {
+    std::this_thread::sleep_for(gpu_done);
+    fake.complete(stream);
+  }).detach();
+  std::exit(0);
+}
+
+TEST_F(ReleaseThreadDeathTest, ReleaseAfterTheExitDrainWaitsNoLongerThanItsLimit) {
+  // Before the fix the exiting thread waited on the host for the GPU (here 3 s), then released.
+  EXPECT_EXIT(exit_with_a_late_owner(fake(), std::chrono::seconds(3), true),
+              ::testing::ExitedWithCode(0),
+              "release deferred after the exit drain was still pending at its limit");
+}
+
+TEST_F(ReleaseThreadDeathTest, ReleaseAfterTheExitDrainRunsIfTheGpuFinishesInTime) {
+  EXPECT_EXIT(exit_with_a_late_owner(fake(), std::chrono::milliseconds(100), false),
+              ::testing::ExitedWithCode(0), "late release ran");
+}
+
 TEST_F(ReleaseThreadDeathTest, HugeExitDrainLimitIsClampedNotOverflowed) {
   // Before the fix 10^13 ms overflowed the deadline: the drain gave up at once, un-run.
   EXPECT_EXIT(exit_while_the_gpu_still_works(fake(), "10000000000000"),
