@@ -18,6 +18,7 @@
  */
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 
 #include "holoscan/expected.hpp"
 
@@ -67,5 +68,15 @@ void flush_deferred_releases() noexcept;
 
 /** @brief Releases queued and not yet run (a forked child counts the parent's until flushed). */
 std::size_t pending_deferred_releases() noexcept;
+
+/**
+ * @brief DLPack producer deleters that threw, run inline or on the release thread.
+ *
+ * DLPack deleters are C function pointers, but a C++ producer can throw through one. The
+ * exception is contained (the process goes on, the release thread too), the deleter counts as
+ * run (it is never called again; what it did not free leaks) and the failure goes to stderr, one
+ * line each for the first 16, then only to this count.
+ */
+std::uint64_t failed_releases() noexcept;
 
 }  // namespace holoscan
