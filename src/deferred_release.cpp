@@ -18,11 +18,10 @@ namespace {
 // the exiting thread: it waits here for the GPU, but no later than the drain would have. Past
 // that the release is left un-run (the memory and its events leak; the process is ending), since
 // a GPU that never finishes would otherwise hang the exit.
-void release_after_the_exit_drain(StreamPointList& points, ReleaseFunction release,
-                                  void* context,
+void release_after_the_exit_drain(StreamPointList& points, ReleaseFunction release, void* context,
                                   std::chrono::steady_clock::time_point deadline) noexcept {
-  const auto rest = std::min<std::chrono::microseconds>(poll_interval_in_effect(),
-                                                        std::chrono::milliseconds(1));
+  const auto rest =
+      std::min<std::chrono::microseconds>(poll_interval_in_effect(), std::chrono::milliseconds(1));
   if (drop_points_until(points, deadline, rest)) {
     if (release != nullptr) {
       release(context);

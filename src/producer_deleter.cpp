@@ -30,12 +30,12 @@ void contain_deleter_exception() noexcept {
     what = error.what();
   } catch (...) {
   }
-  std::fprintf(stderr,
-               "holoscan-dlpack: a DLPack producer's deleter threw: %s; contained, what it did "
-               "not free leaks%s\n",
-               what,
-               count == kReportedFailures ? " (further ones are only counted: failed_releases())"
-                                          : "");
+  std::fprintf(
+      stderr,
+      "holoscan-dlpack: a DLPack producer's deleter threw: %s; contained, what it did "
+      "not free leaks%s\n",
+      what,
+      count == kReportedFailures ? " (further ones are only counted: failed_releases())" : "");
 }
 
 template <class Managed>

@@ -27,8 +27,8 @@ thread_local bool on_release_thread = false;
 // queue (the child makes one) or a whole one. Leaked: static destructors may still release owners.
 std::atomic<ReleaseQueue*> the_queue{nullptr};
 
-// The queue locked by prepare_fork, for the other two handlers of the same fork() (run by the
-// same thread): a queue made meanwhile by another thread of the parent was never locked.
+// The queue locked by prepare_fork (none if none existed), for the other two handlers of the
+// same fork(), which the same thread runs.
 thread_local ReleaseQueue* locked_for_fork = nullptr;
 
 // Registered when the library is loaded, before any thread of the library exists.

@@ -30,9 +30,9 @@ struct PendingRelease {
  *        so that a release costs the same to account for however many others are pending.
  */
 struct Flusher {
-  std::uint64_t target = 0;    ///< Releases with a smaller ticket were queued before the flush.
-  std::size_t remaining = 0;   ///< Of those, the ones not yet run.
-  Flusher* next = nullptr;     ///< The next waiting flush (a list of stack objects).
+  std::uint64_t target = 0;   ///< Releases with a smaller ticket were queued before the flush.
+  std::size_t remaining = 0;  ///< Of those, the ones not yet run.
+  Flusher* next = nullptr;    ///< The next waiting flush (a list of stack objects).
 };
 
 /**
@@ -106,7 +106,6 @@ class ReleaseQueue {
   static void after_fork_in_child() noexcept;
 
  private:
-
   // The longest rest while releases wait and none completes (or the poll interval, if longer).
   static constexpr std::chrono::microseconds kMaxIdle{1000};
   // The longest rest while a flush waits, whatever the poll interval.
@@ -124,14 +123,14 @@ class ReleaseQueue {
   std::condition_variable wake_;     // new work, a stop
   std::condition_variable drained_;  // a flush's releases have all run, the drain ended
   std::list<PendingRelease> incoming_;
-  std::list<PendingRelease> active_;       // polled by the worker, which alone changes its points
-  std::list<PendingRelease> running_;      // completed; run (or running) in order
-  std::list<PendingRelease> spare_;        // finished nodes, reused so a push need not allocate
-  std::size_t outstanding_ = 0;  // queued and not yet run
+  std::list<PendingRelease> active_;   // polled by the worker, which alone changes its points
+  std::list<PendingRelease> running_;  // completed; run (or running) in order
+  std::list<PendingRelease> spare_;    // finished nodes, reused so a push need not allocate
+  std::size_t outstanding_ = 0;        // queued and not yet run
   std::uint64_t next_ticket_ = 0;
   std::uint64_t inherited_below_ = 0;  // in a forked child: tickets queued by the parent
   Flusher* flushers_ = nullptr;        // threads waiting in flush()
-  bool stopping_ = false;   // the exit drain was asked for
+  bool stopping_ = false;              // the exit drain was asked for
   bool closed_ = false;     // the exit drain ended (or was abandoned): nothing more is taken
   bool abandoned_ = false;  // the exit drain ran out of time: nothing more is run
   std::chrono::steady_clock::time_point drain_deadline_{};  // set as the exit drain begins

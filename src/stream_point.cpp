@@ -121,7 +121,8 @@ bool drop_points_until(StreamPointList& points, std::chrono::steady_clock::time_
     if (now >= deadline) {
       return false;
     }
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(rest, deadline - now));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(rest, deadline - now));
   }
   return true;
 }

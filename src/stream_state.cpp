@@ -71,10 +71,9 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
 bool StreamState::order_after_readiness(const StreamPoint& next) noexcept {
   const bool same_stream =
       next.stream == readiness_.stream && next.thread_key == readiness_.thread_key;
-  return same_stream ||
-         check_cuda(cuda().stream_wait_event(next.stream, readiness_.event, 0),
-                    "cudaStreamWaitEvent")
-             .has_value();
+  return same_stream || check_cuda(cuda().stream_wait_event(next.stream, readiness_.event, 0),
+                                   "cudaStreamWaitEvent")
+                            .has_value();
 }
 
 expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consumer) {

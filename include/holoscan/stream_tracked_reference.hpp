@@ -106,7 +106,9 @@ class StreamTrackedReference : public TensorMemoryReference {
       return;
     }
     release_when_safe(
-        [](void* context) noexcept { detail::run_producer_deleter(static_cast<Managed*>(context)); },
+        [](void* context) noexcept {
+          detail::run_producer_deleter(static_cast<Managed*>(context));
+        },
         managed);
   }
 

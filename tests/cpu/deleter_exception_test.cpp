@@ -61,8 +61,8 @@ void expect_contained(Drop drop, const std::atomic<int>& calls, const std::strin
 
 TEST_F(ThrowingDeleter, InlineThrowIsContainedReportedAndCounted) {
   std::atomic<int> calls{0};
-  expect_contained([&] { DLManagedMemoryBufferVersioned buffer(throwing_tensor(calls)); },
-                          calls, "producer failed to free; contained");
+  expect_contained([&] { DLManagedMemoryBufferVersioned buffer(throwing_tensor(calls)); }, calls,
+                   "producer failed to free; contained");
 }
 
 TEST_F(ThrowingDeleter, ThrowOnTheReleaseThreadIsContainedAndTheThreadGoesOn) {
@@ -72,8 +72,7 @@ TEST_F(ThrowingDeleter, ThrowOnTheReleaseThreadIsContainedAndTheThreadGoesOn) {
   expect_contained(
       [&] {
         test::drop_pending(fake(), throwing_tensor(calls), stream);
-        test::drop_pending(fake(), make_callback_tensor([&] { later_calls.fetch_add(1); }),
-                           stream);
+        test::drop_pending(fake(), make_callback_tensor([&] { later_calls.fetch_add(1); }), stream);
         fake().complete(stream);
         flush_deferred_releases();
       },
@@ -84,8 +83,8 @@ TEST_F(ThrowingDeleter, ThrowOnTheReleaseThreadIsContainedAndTheThreadGoesOn) {
 
 TEST_F(ThrowingDeleter, LegacyDeleterThrowingAnythingIsContained) {
   std::atomic<int> calls{0};
-  expect_contained([&] { DLManagedMemoryBuffer buffer(throwing_legacy_tensor(calls)); },
-                          calls, "an exception not derived from std::exception");
+  expect_contained([&] { DLManagedMemoryBuffer buffer(throwing_legacy_tensor(calls)); }, calls,
+                   "an exception not derived from std::exception");
 }
 
 TEST_F(ThrowingDeleter, ReportsStopAfterSixteenButTheCountGoesOn) {

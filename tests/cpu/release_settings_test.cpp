@@ -66,8 +66,9 @@ TEST(ReleaseSettings, TheMessageIsPrintedOnce) {
   EXPECT_EQ(setting_or("x", kRange, kFallback, reported), kFallback);
   EXPECT_EQ(setting_or("5000", kRange, kFallback, reported), kRange.max);
   const std::string printed = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(printed, "holoscan-dlpack: HOLOSCAN_DLPACK_TEST_SETTING=\"x\" is not a whole number; "
-                     "50 ms applies\n");
+  EXPECT_EQ(printed,
+            "holoscan-dlpack: HOLOSCAN_DLPACK_TEST_SETTING=\"x\" is not a whole number; "
+            "50 ms applies\n");
   EXPECT_TRUE(reported.load());
 }
 

@@ -318,8 +318,7 @@ void exit_while_a_deleter_waits_for_our_lock(FakeCuda& fake, bool from_code) {
 }
 
 TEST_F(ReleaseThreadDeathTest, ExitDrainGivesUpAfterItsLimit) {
-  EXPECT_EXIT(exit_while_a_deleter_waits_for_our_lock(fake(), false),
-              ::testing::ExitedWithCode(0),
+  EXPECT_EXIT(exit_while_a_deleter_waits_for_our_lock(fake(), false), ::testing::ExitedWithCode(0),
               "exit drain: 2 deferred release.s. still pending after 200 ms");
 }
 

@@ -71,8 +71,7 @@ TEST_F(ReadinessAcrossDevices, ReleaseWaitsForTheReadinessLeftOnAnotherDevice) {
 // so before the fix the first stream's point was simply lost.
 class ReadinessAcrossStreams : public test::FakeCudaTest {
  protected:
-  ReadinessAcrossStreams()
-      : busy_(fake().create_stream(0)), idle_(fake().create_stream(0)) {}
+  ReadinessAcrossStreams() : busy_(fake().create_stream(0)), idle_(fake().create_stream(0)) {}
 
   // Records readiness on busy_ (with work queued), then moves it to idle_.
   void move_readiness(detail::StreamState& state) {
