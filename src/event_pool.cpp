@@ -10,6 +10,7 @@
 
 #include "cuda_error.hpp"
 #include "device_guard.hpp"
+#include "fork_gate.hpp"
 #include "holoscan/detail/spin_mutex.hpp"
 #include "holoscan/event_pool.hpp"
 
@@ -24,7 +25,14 @@ struct DevicePool {
 
 using PoolTable = std::array<std::atomic<DevicePool*>, kMaxPoolDevices>;
 
-PoolTable& pools();
+// Constant-initialized and trivially destructible, so it needs no one-time set-up that a fork()
+// could interrupt (a function-local static's guard, held by a thread that the child does not
+// have, hung the child), and it is never destroyed: the pools are leaked on purpose, since they
+// must outlive every static destructor that may still return an event, and their events must not
+// be destroyed after the runtime unloads.
+PoolTable the_pools{};
+
+PoolTable& pools() noexcept { return the_pools; }
 
 // A fork() while another thread (the release thread, say) holds a pool's lock would leave the
 // lock held forever in the child: every pool is locked around the fork instead. The pools locked
@@ -33,6 +41,7 @@ PoolTable& pools();
 thread_local std::array<DevicePool*, kMaxPoolDevices> pools_locked_for_fork{};
 
 void lock_pools_for_fork() noexcept {
+  ForkGate::close();  // no pool is made from here until the fork() is over
   for (std::size_t i = 0; i < pools_locked_for_fork.size(); ++i) {
     DevicePool* pool = pools()[i].load(std::memory_order_acquire);
     if (pool != nullptr) {
@@ -51,16 +60,19 @@ void unlock_pools_after_fork() noexcept {
   }
 }
 
-// Leaked on purpose: the pools must outlive every static destructor that may still return an
-// event, and their events must not be destroyed after the runtime unloads.
-PoolTable& pools() {
-  static PoolTable* table = [] {
-    auto* created = new PoolTable{};
-    (void)pthread_atfork(lock_pools_for_fork, unlock_pools_after_fork, unlock_pools_after_fork);
-    return created;
-  }();
-  return *table;
+void unlock_pools_in_parent() noexcept {
+  unlock_pools_after_fork();
+  ForkGate::open_in_parent();
 }
+
+void unlock_pools_in_child() noexcept {
+  unlock_pools_after_fork();
+  ForkGate::open_in_child();
+}
+
+// Registered when the library is loaded, before any thread of the library exists.
+[[maybe_unused]] const bool fork_handlers_registered =
+    pthread_atfork(lock_pools_for_fork, unlock_pools_in_parent, unlock_pools_in_child) == 0;
 
 expected<DevicePool*, Error> pool_of(int device) noexcept {
   if (device < 0 || device >= kMaxPoolDevices) {
@@ -72,6 +84,8 @@ expected<DevicePool*, Error> pool_of(int device) noexcept {
   if (pool != nullptr) {
     return pool;
   }
+  // Made and published whole before a fork() can look for it (see fork_gate.hpp).
+  ForkGate::Section section;
   auto* fresh = new (std::nothrow) DevicePool();
   if (fresh == nullptr) {
     return tl::unexpected<Error>(

@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "cuda_api.hpp"
+#include "fork_gate.hpp"
+#include "release_settings.hpp"
 #include "stream_point.hpp"
 
 namespace holoscan::detail {
@@ -19,51 +21,49 @@ namespace {
 // must not wait for (or join) the very thread it runs on.
 thread_local bool on_release_thread = false;
 
-constexpr long kDefaultExitDrainMs = 5000;
+// The process's queue, made on first use without a lock or a one-time guard: a fork() while
+// another thread was inside a function-local static's initializer left the guard taken in the
+// child, whose first use of the library then hung. Here a fork() at any moment leaves either no
+// queue (the child makes one) or a whole one. Leaked: static destructors may still release owners.
+std::atomic<ReleaseQueue*> the_queue{nullptr};
 
-// How long the exit drain may wait for the GPU and for deleters; a deleter blocked on a lock the
-// exiting thread holds would otherwise hang the exit forever.
-std::chrono::milliseconds exit_drain_limit() noexcept {
-  const char* text = std::getenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS");
-  if (text == nullptr || *text == '\0') {
-    return std::chrono::milliseconds(kDefaultExitDrainMs);
-  }
-  char* end = nullptr;
-  const long ms = std::strtol(text, &end, 10);
-  if (*end != '\0' || ms < 0) {
-    return std::chrono::milliseconds(kDefaultExitDrainMs);
-  }
-  return std::chrono::milliseconds(ms);
-}
+// The queue locked by prepare_fork (none if none existed), for the other two handlers of the
+// same fork(), which the same thread runs.
+thread_local ReleaseQueue* locked_for_fork = nullptr;
 
-// The shortest rest between two polling rounds (HOLOSCAN_DLPACK_RELEASE_POLL_US): how soon a
-// release runs after the GPU passed its points, against how often the thread asks the driver.
-std::chrono::microseconds poll_interval() noexcept {
-  const char* text = std::getenv("HOLOSCAN_DLPACK_RELEASE_POLL_US");
-  if (text != nullptr && *text != '\0') {
-    char* end = nullptr;
-    const long us = std::strtol(text, &end, 10);
-    if (*end == '\0' && us > 0 && us <= 1'000'000) {
-      return std::chrono::microseconds(us);
-    }
-  }
-  return std::chrono::microseconds(50);
-}
+// Registered when the library is loaded, before any thread of the library exists.
+[[maybe_unused]] const bool fork_handlers_registered =
+    pthread_atfork(&ReleaseQueue::prepare_fork, &ReleaseQueue::after_fork_in_parent,
+                   &ReleaseQueue::after_fork_in_child) == 0;
 
 }  // namespace
 
 ReleaseQueue& ReleaseQueue::instance() noexcept {
-  static ReleaseQueue* queue = [] {
-    auto* created = new ReleaseQueue();
-    // Registered after the CUDA runtime's own exit handler, so it runs before the runtime's
-    // teardown.
-    std::atexit([] { ReleaseQueue::instance().stop(); });
-    (void)pthread_atfork([] { ReleaseQueue::instance().prepare_fork(); },
-                         [] { ReleaseQueue::instance().after_fork_in_parent(); },
-                         [] { ReleaseQueue::instance().after_fork_in_child(); });
-    return created;
-  }();
-  return *queue;
+  if (ReleaseQueue* queue = the_queue.load(std::memory_order_acquire)) {
+    return *queue;
+  }
+  // One ForkGate section: a fork() neither interrupts the set-up nor finds a queue made after its
+  // prepare handler looked (the copy could hold another thread's lock).
+  ForkGate::Section section;
+  // Registered after the CUDA runtime's own exit handler (CUDA recorded the points that brought
+  // us here), so it runs before the runtime's teardown. Threads racing to make the first queue
+  // may each register one: stop() acts once.
+  std::atexit([] {
+    if (ReleaseQueue* queue = the_queue.load(std::memory_order_acquire)) {
+      queue->stop();
+    }
+  });
+  auto* created = new ReleaseQueue();
+  ReleaseQueue* existing = nullptr;
+  if (!the_queue.compare_exchange_strong(existing, created, std::memory_order_acq_rel)) {
+    delete created;  // another thread's queue won
+    return *existing;
+  }
+  return *created;
+}
+
+ReleaseQueue* ReleaseQueue::existing() noexcept {
+  return the_queue.load(std::memory_order_acquire);
 }
 
 bool ReleaseQueue::start_worker_locked() noexcept {
@@ -78,26 +78,23 @@ bool ReleaseQueue::start_worker_locked() noexcept {
   return true;
 }
 
-// After warm-up a push allocates nothing (a finished node and the ticket vector's room are
-// reused) and makes no system call: the worker finds the release on its next round.
-bool ReleaseQueue::push(PendingRelease&& pending) noexcept {
+// After warm-up a push allocates nothing (a finished node is reused) and makes no system call:
+// the worker finds the release on its next round.
+ReleaseQueue::PushResult ReleaseQueue::push(PendingRelease&& pending) noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_ || !start_worker_locked()) {
-      return false;
+    if (closed_) {
+      return PushResult::kClosed;
+    }
+    if (!start_worker_locked()) {
+      return PushResult::kNoRoom;
     }
     pending.ticket = next_ticket_;
-    try {
-      unfinished_.push_back(next_ticket_);
-    } catch (...) {
-      return false;
-    }
     if (spare_.empty()) {
       try {
         incoming_.emplace_back();  // on failure `pending` is left to the caller
       } catch (...) {
-        unfinished_.pop_back();
-        return false;
+        return PushResult::kNoRoom;
       }
     } else {
       incoming_.splice(incoming_.end(), spare_, spare_.begin());
@@ -110,8 +107,14 @@ bool ReleaseQueue::push(PendingRelease&& pending) noexcept {
     node.started = false;
     node.fan_in = 0;
     ++next_ticket_;
+    ++outstanding_;
   }
-  return true;
+  return PushResult::kQueued;
+}
+
+std::chrono::steady_clock::time_point ReleaseQueue::drain_deadline() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return drain_deadline_;
 }
 
 void ReleaseQueue::flush() noexcept {
@@ -119,23 +122,42 @@ void ReleaseQueue::flush() noexcept {
     return;  // a deleter flushing from the release thread would wait for itself
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  const std::uint64_t target = next_ticket_;
-  // unfinished_ is ordered by ticket: done once nothing older than the call is left, or once the
-  // exit drain is over (what it left will never run).
-  auto done = [&] { return closed_ || unfinished_.empty() || unfinished_.front() >= target; };
+  // Every release pending now was queued before the call. Done once they have all run, or once
+  // the exit drain is over (what it left will never run).
+  Flusher self{next_ticket_, outstanding_, flushers_};
+  auto done = [&] { return closed_ || self.remaining == 0; };
   // A forked child keeps the parent's releases but not its thread: start one when needed.
   if (done() || !start_worker_locked()) {
     return;
   }
-  ++flushers_;
+  flushers_ = &self;
   wake_.notify_one();
   drained_.wait(lock, done);
-  --flushers_;
+  Flusher** link = &flushers_;
+  while (*link != &self) {
+    link = &(*link)->next;
+  }
+  *link = self.next;
 }
 
 std::size_t ReleaseQueue::outstanding() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  return unfinished_.size();
+  return outstanding_;
+}
+
+// Under the lock, once a release has run: O(1) per release (and per waiting flush), whatever the
+// backlog.
+void ReleaseQueue::count_out(std::uint64_t ticket) noexcept {
+  --outstanding_;
+  bool flushed = false;
+  for (Flusher* flusher = flushers_; flusher != nullptr; flusher = flusher->next) {
+    if (ticket < flusher->target && flusher->remaining > 0) {
+      flushed = --flusher->remaining == 0 || flushed;
+    }
+  }
+  if (flushed) {
+    drained_.notify_all();
+  }
 }
 
 bool ReleaseQueue::nothing_left_to_start() const noexcept {
@@ -324,11 +346,10 @@ bool ReleaseQueue::run_ready(std::unique_lock<std::mutex>& lock) noexcept {
       it->release(it->context);  // may exit(), flush, or queue more: no lock is held
     }
     lock.lock();
-    unfinished_.erase(std::find(unfinished_.begin(), unfinished_.end(), it->ticket));
+    count_out(it->ticket);
     it->points.clear();
     spare_.splice(spare_.end(), running_, it);  // kept for the next push
     ran = true;
-    drained_.notify_all();
   }
   return ran;
 }
@@ -339,26 +360,30 @@ void ReleaseQueue::run() noexcept {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   (void)cuda().thread_exchange_stream_capture_mode(&mode);
 
-  const std::chrono::microseconds min_idle = poll_interval();
-  auto idle = min_idle;
-  auto quiet = min_idle;
+  auto idle = refresh_poll_interval();  // the environment is read as the thread starts
+  auto quiet = idle;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!abandoned_) {
+    // Options set from code meanwhile apply from this round on. The interval is a floor: the
+    // backoffs below never cap a rest under it.
+    const std::chrono::microseconds min_idle = poll_interval_in_effect();
+    const std::chrono::microseconds max_idle = std::max(kMaxIdle, min_idle);
     active_.splice(active_.end(), incoming_);
     if (nothing_left_to_start()) {
       if (stopping_) {
         break;
       }
-      // Nothing to do: rest longer and longer (up to kQuietMax) rather than sleep until woken.
-      // A push never wakes this thread: waking a sleeping thread is a system call and a
-      // cross-core interrupt (microseconds), which the application's thread would pay on every
-      // drop after a quiet spell. A flush (of something queued) or the exit drain wakes it.
-      quiet = std::min(quiet * 2, kQuietMax);
+      // Nothing to do: rest longer and longer (up to kQuietMax, or the interval if longer)
+      // rather than sleep until woken. A push never wakes this thread: waking a sleeping thread
+      // is a system call and a cross-core interrupt (microseconds), which the application's
+      // thread would pay on every drop after a quiet spell. A flush (of something queued) or the
+      // exit drain wakes it.
+      quiet = std::clamp(quiet * 2, min_idle, std::max(kQuietMax, min_idle));
       wake_.wait_for(lock, quiet, [&] { return stopping_ || !incoming_.empty(); });
       continue;
     }
     quiet = min_idle;
-    const bool flushing = flushers_ > 0;
+    const bool flushing = flushers_ != nullptr;
     const bool stopping = stopping_;
     const std::uint64_t inherited_below = inherited_below_;
     lock.unlock();
@@ -369,14 +394,16 @@ void ReleaseQueue::run() noexcept {
     const bool progressed = run_ready(lock);
     // Each round's CUDA calls contend with the application's for the driver: the thread rests
     // at least kRestFactor times as long as its round took, and new releases do not cut the rest
-    // short (they join the next round); only a flush or the exit drain does.
+    // short (they join the next round); only a flush or the exit drain does. While a flush
+    // waits, the thread polls at least every kFlushRest: a flush is a thread blocked on the GPU,
+    // which must not wait a whole (possibly long) interval once the GPU is done.
     const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(
         std::chrono::steady_clock::now() - started);
-    idle = progressed || flushing ? min_idle : std::min(idle * 2, kMaxIdle);
-    idle = std::max(idle, std::min(spent * kRestFactor, kMaxIdle));
+    idle = progressed || flushing ? min_idle : std::clamp(idle * 2, min_idle, max_idle);
+    idle = std::max(idle, std::min(spent * kRestFactor, max_idle));
     if (!active_.empty() && !abandoned_) {
-      wake_.wait_for(lock, flushing ? min_idle : idle, [&] {
-        return abandoned_ || stopping_ != stopping || (flushers_ > 0 && !flushing);
+      wake_.wait_for(lock, flushing ? std::min(min_idle, kFlushRest) : idle, [&] {
+        return abandoned_ || stopping_ != stopping || (flushers_ != nullptr && !flushing);
       });
     }
   }
@@ -388,11 +415,16 @@ void ReleaseQueue::run() noexcept {
 // then ends. Waiting is bounded (HOLOSCAN_DLPACK_EXIT_DRAIN_MS): past the limit, what is left is
 // never run, since a deleter may wait for a lock that the exiting thread holds.
 void ReleaseQueue::stop() noexcept {
-  const std::chrono::milliseconds limit = exit_drain_limit();
+  // Bounded, since a deleter blocked on a lock the exiting thread holds would hang the exit.
+  const std::chrono::milliseconds limit = exit_drain_setting();
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::unique_lock<std::mutex> lock(mutex_);
+  if (stopping_) {
+    return;  // the handler may be registered more than once (see instance())
+  }
   stopping_ = true;
-  if (worker_ == nullptr && unfinished_.empty()) {
+  drain_deadline_ = deadline;  // releases deferred after the drain wait no longer than it
+  if (worker_ == nullptr && outstanding_ == 0) {
     closed_ = true;
     return;
   }
@@ -408,7 +440,7 @@ void ReleaseQueue::stop() noexcept {
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: no release thread; %zu deferred release(s) "
                  "left un-run\n",
-                 unfinished_.size());
+                 outstanding_);
     return;
   }
   wake_.notify_all();
@@ -418,8 +450,9 @@ void ReleaseQueue::stop() noexcept {
     wake_.notify_all();
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: %zu deferred release(s) still pending after "
-                 "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS); left un-run\n",
-                 unfinished_.size(), static_cast<long long>(limit.count()));
+                 "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain); "
+                 "left un-run\n",
+                 outstanding_, static_cast<long long>(limit.count()));
     return;  // the worker is left behind: the queue is never destroyed, so it needs no join
   }
   std::unique_ptr<std::thread> worker = std::move(worker_);
@@ -427,9 +460,20 @@ void ReleaseQueue::stop() noexcept {
   worker->join();
 }
 
-void ReleaseQueue::prepare_fork() noexcept { mutex_.lock(); }
+void ReleaseQueue::prepare_fork() noexcept {
+  ForkGate::close();  // no queue is made from here until the fork() is over
+  locked_for_fork = the_queue.load(std::memory_order_acquire);
+  if (locked_for_fork != nullptr) {
+    locked_for_fork->mutex_.lock();
+  }
+}
 
-void ReleaseQueue::after_fork_in_parent() noexcept { mutex_.unlock(); }
+void ReleaseQueue::after_fork_in_parent() noexcept {
+  if (ReleaseQueue* queue = std::exchange(locked_for_fork, nullptr)) {
+    queue->mutex_.unlock();
+  }
+  ForkGate::open_in_parent();
+}
 
 // The child has this thread only. The lock and condition variables are made anew over the old
 // ones (which may name threads that do not exist here; destroying them could block). The
@@ -438,10 +482,17 @@ void ReleaseQueue::after_fork_in_parent() noexcept { mutex_.unlock(); }
 // after fork()), and a deleter of device memory would call into that unusable runtime. The child's
 // copy of such memory is left to the child's exit; the parent still runs every one of them.
 void ReleaseQueue::after_fork_in_child() noexcept {
+  if (ReleaseQueue* queue = std::exchange(locked_for_fork, nullptr)) {
+    queue->renew_in_child();
+  }
+  ForkGate::open_in_child();
+}
+
+void ReleaseQueue::renew_in_child() noexcept {
   new (&mutex_) std::mutex();
   new (&wake_) std::condition_variable();
   new (&drained_) std::condition_variable();
-  flushers_ = 0;
+  flushers_ = nullptr;  // the parent's waiting threads do not exist here
   inherited_below_ = next_ticket_;
   forget_fan_ins();
   for (PendingRelease& pending : active_) {

@@ -1,6 +1,8 @@
 #include "stream_point.hpp"
 
+#include <algorithm>
 #include <optional>
+#include <thread>
 
 #include "cuda_error.hpp"
 #include "event_pool.hpp"
@@ -110,6 +112,19 @@ bool drop_completed_points(StreamPointList& points, QueryThread thread) noexcept
     }
   }
   return points.empty();
+}
+
+bool drop_points_until(StreamPointList& points, std::chrono::steady_clock::time_point deadline,
+                       std::chrono::microseconds rest) noexcept {
+  while (!drop_completed_points(points)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(rest, deadline - now));
+  }
+  return true;
 }
 
 void wait_and_drop_points(StreamPointList& points, QueryThread thread) noexcept {

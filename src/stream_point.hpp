@@ -1,5 +1,6 @@
 #pragma once
 // Recording, waiting on and querying stream points; shared by readiness and deallocation.
+#include <chrono>
 #include <cstdint>
 
 #include "cuda_api.hpp"
@@ -63,6 +64,13 @@ void use_device_on_release_thread(int device) noexcept;
 /** @brief Returns the events of completed points and removes them; true when none is left. */
 bool drop_completed_points(StreamPointList& points,
                            QueryThread thread = QueryThread::kCaller) noexcept;
+
+/**
+ * @brief Polls the points (every `rest`) until all completed, their events returned, or until
+ *        `deadline`; true when none is left. From a caller's thread.
+ */
+bool drop_points_until(StreamPointList& points, std::chrono::steady_clock::time_point deadline,
+                       std::chrono::microseconds rest) noexcept;
 
 /** @brief Blocks until every point completed, then returns their events (a last resort). */
 void wait_and_drop_points(StreamPointList& points,

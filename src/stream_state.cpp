@@ -17,6 +17,9 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
   StreamPoint next{stream, readiness_.event, location->device, location->thread_key};
   const bool switches_device = next.event == nullptr || readiness_.device != next.device;
+  if (!switches_device && !order_after_readiness(next)) {
+    return false;
+  }
   auto spare = spare_readiness_.end();
   if (switches_device) {
     spare = std::find_if(spare_readiness_.begin(), spare_readiness_.end(),
@@ -58,6 +61,19 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   readiness_stream_.store(stream, std::memory_order_release);
   has_readiness_.store(true, std::memory_order_release);
   return true;
+}
+
+// The readiness moves to another stream of its device, where its one event is recorded next: that
+// stream first waits for the point recorded before, so that the new point is ordered after both.
+// (Keeping the old point beside it instead would take a second event and leave consumers, who
+// wait for one point, unordered with the first stream.) Costs one cudaStreamWaitEvent when the
+// stream changes, none when the same stream records again; false, state unchanged, on failure.
+bool StreamState::order_after_readiness(const StreamPoint& next) noexcept {
+  const bool same_stream =
+      next.stream == readiness_.stream && next.thread_key == readiness_.thread_key;
+  return same_stream || check_cuda(cuda().stream_wait_event(next.stream, readiness_.event, 0),
+                                   "cudaStreamWaitEvent")
+                            .has_value();
 }
 
 expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consumer) {

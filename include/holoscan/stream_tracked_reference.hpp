@@ -3,6 +3,8 @@
  * @file
  * @brief A TensorMemoryReference with real claim counting and readiness/deallocation streams.
  */
+#include <dlpack/dlpack.h>
+
 #include <cstdint>
 
 #include "holoscan/detail/handle_claims.hpp"
@@ -10,6 +12,17 @@
 #include "holoscan/tensor_memory_reference.hpp"
 
 namespace holoscan {
+
+namespace detail {
+/**
+ * @brief Calls `managed->deleter(managed)`. A C++ producer can throw through that C function
+ *        pointer: the exception is contained (never rethrown), reported on stderr and counted in
+ *        failed_releases(); the deleter counts as run and is never called again.
+ */
+void run_producer_deleter(DLManagedTensorVersioned* managed) noexcept;
+/** @brief run_producer_deleter() for a legacy managed tensor. */
+void run_producer_deleter(DLManagedTensor* managed) noexcept;
+}  // namespace detail
 
 /**
  * @brief The hooks of TensorMemoryReference implemented for real, shared by every owner here.
@@ -81,7 +94,11 @@ class StreamTrackedReference : public TensorMemoryReference {
    */
   void release_when_safe(ReleaseFunction release, void* context) noexcept;
 
-  /** @brief release_when_safe for a DLPack managed tensor: its deleter, when it has one. */
+  /**
+   * @brief release_when_safe for a DLPack managed tensor: its deleter, when it has one. A deleter
+   *        that throws is contained (see detail::run_producer_deleter), inline as on the release
+   *        thread.
+   */
   template <class Managed>
   void release_managed_when_safe(Managed* managed) noexcept {
     if (managed == nullptr || managed->deleter == nullptr) {
@@ -90,8 +107,7 @@ class StreamTrackedReference : public TensorMemoryReference {
     }
     release_when_safe(
         [](void* context) noexcept {
-          auto* self = static_cast<Managed*>(context);
-          self->deleter(self);
+          detail::run_producer_deleter(static_cast<Managed*>(context));
         },
         managed);
   }

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
 #include "support/callback_tensor.hpp"
@@ -79,18 +81,22 @@ TEST_F(ReleaseThread, DeleterThatFlushesReturnsAtOnce) {
   EXPECT_EQ(flushes_returned.load(), 1);
 }
 
-// Runs `child` in a forked process and returns its exit status; -1 when it was still running
-// after `limit` (it is then killed), 128 + the signal when a signal ended it.
-int run_forked(const std::function<int()>& child, std::chrono::seconds limit) {
+// Starts `child` in a forked process, which exits with its result; -1 if fork() failed.
+pid_t start_forked(const std::function<int()>& child) {
   const pid_t pid = fork();
   if (pid == 0) {
     _exit(child());  // no exit handlers: they belong to the parent's test run
   }
+  return pid;
+}
+
+// The exit status of a forked child; -1 when it was still running at `deadline` (it is then
+// killed), 128 + the signal when a signal ended it, -2 when it could not be started.
+int wait_forked(pid_t pid, std::chrono::steady_clock::time_point deadline) {
   if (pid < 0) {
     return -2;
   }
   int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
   while (waitpid(pid, &status, WNOHANG) != pid) {
     if (std::chrono::steady_clock::now() > deadline) {
       kill(pid, SIGKILL);
@@ -102,17 +108,17 @@ int run_forked(const std::function<int()>& child, std::chrono::seconds limit) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Runs `child` in a forked process and returns its exit status (see wait_forked).
+int run_forked(const std::function<int()>& child, std::chrono::seconds limit) {
+  return wait_forked(start_forked(child), std::chrono::steady_clock::now() + limit);
+}
+
 constexpr std::chrono::seconds kChildLimit{20};
 
-// In a child: the parent's pending releases are dropped by a flush, and a release queued in the
-// child runs on a release thread started there. Returns a bit per failed check.
-int child_checks(FakeCuda& fake, const CountingProducer& parent_producer) {
+// In a child: a release queued there runs on a release thread started there. Returns a bit per
+// failed check (8 and up).
+int child_checks_own_release(FakeCuda& fake) {
   int failed = 0;
-  if (pending_deferred_releases() != 1) failed |= 1;
-  flush_deferred_releases();  // hung before: the parent's release thread does not exist here
-  if (pending_deferred_releases() != 0) failed |= 2;
-  if (parent_producer.deleter_calls() != 0) failed |= 4;  // the parent's to run, not ours
-
   CountingProducer producer;
   cudaStream_t stream = fake.create_stream(0);
   {
@@ -126,6 +132,18 @@ int child_checks(FakeCuda& fake, const CountingProducer& parent_producer) {
   if (producer.deleter_calls() != 1) failed |= 32;
   if (producer.last_deleter_thread() == std::this_thread::get_id()) failed |= 64;
   return failed;
+}
+
+// In a child: the parent's pending releases are dropped by a flush, and a release queued in the
+// child runs on a release thread started there. Returns a bit per failed check.
+int child_checks(FakeCuda& fake, const CountingProducer& parent_producer) {
+  int failed = 0;
+  if (pending_deferred_releases() != 1) failed |= 1;
+  flush_deferred_releases();  // hung before: the parent's release thread does not exist here
+  if (pending_deferred_releases() != 0) failed |= 2;
+  if (parent_producer.deleter_calls() != 0) failed |= 4;  // the parent's to run, not ours
+
+  return failed | child_checks_own_release(fake);
 }
 
 TEST_F(ReleaseThread, ForkWithAReleasePendingNeitherHangsNorRunsItInTheChild) {
@@ -172,6 +190,70 @@ TEST_F(ReleaseThread, ForkWhileADeleterRunsDoesNotRunItAgainInTheChild) {
   EXPECT_EQ(finished.load(), 1);
 }
 
+// The library's first deferred release while this thread forks: one round in a fresh process (a
+// death test re-executes the binary, so neither the release queue nor the event pools exist yet).
+// Every child must find the library usable: the one-time set-up of the queue and of the pools may
+// not be left half done, or locked, by a thread that the child does not have. The forks start
+// once the other thread has reached `at` (seen through the fake's call counts) and follow each
+// other back to back: each fork() holds the fake's lock, so the other thread moves on between two
+// of them, into its set-up while the next fork() copies the process.
+// Exits with 0, 1 when a child hung, 2 + a child's failed checks otherwise.
+[[noreturn]] void fork_during_the_first_release(test::CudaEntry at) {
+  constexpr int kChildren = 8;
+  FakeCuda& fake = FakeCuda::instance();  // made before the race: the fake is not under test
+  fake.reset(1);
+  detail::install_cuda_api(&FakeCuda::table());  // no FakeCudaScope: it would make the pools
+  cudaStream_t stream = fake.create_stream(0);
+  CountingProducer producer;
+  std::atomic<bool> running{false};
+  std::atomic<bool> go{false};
+  std::thread first([&] {
+    running.store(true);
+    while (!go.load()) {
+    }
+    drop_pending(fake, producer.make_versioned(), stream);  // the pools' and queue's first use
+  });
+  while (!running.load()) {
+  }
+  std::array<pid_t, kChildren> children{};
+  go.store(true);
+  while (fake.calls(at) == 0) {
+  }
+  for (pid_t& child : children) {
+    child = start_forked([&] {
+      flush_deferred_releases();  // hung before: the parent's set-up never ends here
+      return child_checks_own_release(fake);
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int failed = 0;
+  for (pid_t child : children) {
+    const int status = wait_forked(child, deadline);
+    failed = failed != 0 ? failed : status == 0 ? 0 : status == -1 ? 1 : 2 + status;
+  }
+  first.join();
+  std::_Exit(failed);
+}
+
+class ReleaseQueueFirstUseDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+TEST_F(ReleaseQueueFirstUseDeathTest, ForkDuringTheFirstReleaseLeavesTheChildUsable) {
+  // Where the forks begin: the calls of set_deallocation_stream before the pools' first use, then
+  // before the queue's. Before the fix about a third of the rounds hung.
+  const std::array<test::CudaEntry, 4> starts = {
+      test::CudaEntry::kStreamIsCapturing, test::CudaEntry::kStreamGetDevice,
+      test::CudaEntry::kEventCreateWithFlags, test::CudaEntry::kEventRecord};
+  constexpr int kRounds = 12;  // each a fresh process
+  for (int round = 0; round < kRounds; ++round) {
+    EXPECT_EXIT(fork_during_the_first_release(starts[round % starts.size()]),
+                ::testing::ExitedWithCode(0), "")
+        << "round " << round << ": exit 1 means a forked child hung";
+  }
+}
+
 // The exit paths end the process: each runs in a child (GoogleTest re-executes the test binary
 // for it, so the child starts with one thread).
 class ReleaseThreadDeathTest : public test::FakeCudaTest {
@@ -205,8 +287,18 @@ TEST_F(ReleaseThreadDeathTest, DeleterThatExitsKeepsItsStatusAndTheOtherReleases
               "other release ran");
 }
 
-void exit_while_a_deleter_waits_for_our_lock(FakeCuda& fake) {
-  setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "200", 1);
+// The drain's limit of 200 ms comes from the environment, or from code when `from_code`.
+void exit_while_a_deleter_waits_for_our_lock(FakeCuda& fake, bool from_code) {
+  if (from_code) {
+    unsetenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS");
+    ReleaseThreadOptions options;
+    options.exit_drain = std::chrono::milliseconds(200);
+    if (!set_release_thread_options(options)) {
+      std::_Exit(5);
+    }
+  } else {
+    setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "200", 1);
+  }
   static std::mutex held_by_exiting_thread;
   static std::atomic<bool> deleter_waits{false};
   held_by_exiting_thread.lock();
@@ -226,12 +318,22 @@ void exit_while_a_deleter_waits_for_our_lock(FakeCuda& fake) {
 }
 
 TEST_F(ReleaseThreadDeathTest, ExitDrainGivesUpAfterItsLimit) {
-  EXPECT_EXIT(exit_while_a_deleter_waits_for_our_lock(fake()), ::testing::ExitedWithCode(0),
+  EXPECT_EXIT(exit_while_a_deleter_waits_for_our_lock(fake(), false), ::testing::ExitedWithCode(0),
               "exit drain: 2 deferred release.s. still pending after 200 ms");
 }
 
-void exit_while_the_gpu_still_works(FakeCuda& fake) {
-  unsetenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS");
+TEST_F(ReleaseThreadDeathTest, ExitDrainLimitSetFromCodeApplies) {
+  EXPECT_EXIT(exit_while_a_deleter_waits_for_our_lock(fake(), true), ::testing::ExitedWithCode(0),
+              "exit drain: 2 deferred release.s. still pending after 200 ms");
+}
+
+// `drain_ms`: the value of HOLOSCAN_DLPACK_EXIT_DRAIN_MS, null to leave it unset.
+void exit_while_the_gpu_still_works(FakeCuda& fake, const char* drain_ms) {
+  if (drain_ms != nullptr) {
+    setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", drain_ms, 1);
+  } else {
+    unsetenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS");
+  }
   cudaStream_t stream = fake.create_stream(0);
   drop_pending(fake, make_callback_tensor([] { std::fputs("released during exit\n", stderr); }),
                stream);
@@ -249,8 +351,75 @@ void exit_while_the_gpu_still_works(FakeCuda& fake) {
 }
 
 TEST_F(ReleaseThreadDeathTest, ExitDrainWaitsForTheGpuWithinItsLimit) {
-  EXPECT_EXIT(exit_while_the_gpu_still_works(fake()), ::testing::ExitedWithCode(7),
+  EXPECT_EXIT(exit_while_the_gpu_still_works(fake(), nullptr), ::testing::ExitedWithCode(7),
               "released during exit");
+}
+
+// An owner in static storage, destroyed among the static destructors: after the exit drain,
+// which is registered later (on the library's first deferred release). Its destructor fails the
+// exit (status 9) if dropping the owner held the exiting thread past the drain's limit.
+struct LateOwner {
+  std::unique_ptr<Buffer> buffer;
+  std::chrono::milliseconds limit{};
+  ~LateOwner() {
+    if (buffer == nullptr) {
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    buffer.reset();
+    if (std::chrono::steady_clock::now() - start > limit) {
+      std::fputs("the late release held the exit past the drain's limit\n", stderr);
+      std::_Exit(9);
+    }
+  }
+};
+LateOwner late_owner;
+
+// Exits with an owner left in static storage whose stream finishes `gpu_done` after exit begins;
+// the drain's limit is 300 ms. Its deleter prints "late release ran", or fails the exit (status 8)
+// when `must_not_run`.
+void exit_with_a_late_owner(FakeCuda& fake, std::chrono::milliseconds gpu_done, bool must_not_run) {
+  setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "300", 1);
+  cudaStream_t stream = fake.create_stream(0);
+  drop_pending(fake, make_callback_tensor([] {}), stream);  // the queue and its exit handler
+  fake.complete(stream);
+  flush_deferred_releases();
+  late_owner.limit = std::chrono::milliseconds(300 + 200);  // the drain's limit, and a margin
+  late_owner.buffer = std::make_unique<Buffer>(make_callback_tensor([must_not_run] {
+    std::fputs("late release ran\n", stderr);
+    if (must_not_run) {
+      std::_Exit(8);
+    }
+  }));
+  fake.launch(stream);
+  if (!late_owner.buffer->set_deallocation_stream(stream)) {
+    std::_Exit(5);
+  }
+  std::thread([&fake, stream, gpu_done] {
+    std::this_thread::sleep_for(gpu_done);
+    fake.complete(stream);
+  }).detach();
+  std::exit(0);
+}
+
+TEST_F(ReleaseThreadDeathTest, ReleaseAfterTheExitDrainWaitsNoLongerThanItsLimit) {
+  // Before the fix the exiting thread waited on the host for the GPU (here 3 s), then released.
+  EXPECT_EXIT(exit_with_a_late_owner(fake(), std::chrono::seconds(3), true),
+              ::testing::ExitedWithCode(0),
+              "release deferred after the exit drain was still pending at its limit");
+}
+
+TEST_F(ReleaseThreadDeathTest, ReleaseAfterTheExitDrainRunsIfTheGpuFinishesInTime) {
+  EXPECT_EXIT(exit_with_a_late_owner(fake(), std::chrono::milliseconds(100), false),
+              ::testing::ExitedWithCode(0), "late release ran");
+}
+
+TEST_F(ReleaseThreadDeathTest, HugeExitDrainLimitIsClampedNotOverflowed) {
+  // Before the fix 10^13 ms overflowed the deadline: the drain gave up at once, un-run.
+  EXPECT_EXIT(exit_while_the_gpu_still_works(fake(), "10000000000000"),
+              ::testing::ExitedWithCode(7),
+              "EXIT_DRAIN_MS=\"10000000000000\" is above the maximum; 86400000 ms applies"
+              "(.|\n)*released during exit");
 }
 
 }  // namespace

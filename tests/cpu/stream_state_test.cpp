@@ -1,8 +1,10 @@
-// Covers StreamState's readiness across devices against a two-device fake runtime: memory is not
-// idle while any device the producer recorded readiness on may still write it.
+// Covers StreamState's readiness moved between streams, on one device and across two, against the
+// fake runtime: memory is not idle (nor handed over, nor released) while any stream the producer
+// recorded readiness on may still write it.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 
 #include "holoscan/deferred_release.hpp"
@@ -10,6 +12,7 @@
 #include "holoscan/dlpack.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda_test.hpp"
+#include "support/gtest_printers.hpp"
 
 namespace holoscan {
 namespace {
@@ -62,6 +65,100 @@ TEST_F(ReadinessAcrossDevices, ReleaseWaitsForTheReadinessLeftOnAnotherDevice) {
   fake().complete(busy_on_0);
   flush_deferred_releases();
   EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+// Readiness moved from a busy stream to an idle one on the same device: one event serves both,
+// so before the fix the first stream's point was simply lost.
+class ReadinessAcrossStreams : public test::FakeCudaTest {
+ protected:
+  ReadinessAcrossStreams() : busy_(fake().create_stream(0)), idle_(fake().create_stream(0)) {}
+
+  // Records readiness on busy_ (with work queued), then moves it to idle_.
+  void move_readiness(detail::StreamState& state) {
+    fake().launch(busy_);
+    ASSERT_TRUE(state.set_readiness_stream(busy_));
+    ASSERT_TRUE(state.set_readiness_stream(idle_));
+    ASSERT_EQ(state.readiness_stream(), idle_);
+  }
+
+  // Whether work queued on `stream` from now on has passed (as a point recorded there says).
+  bool later_work_passed(cudaStream_t stream) {
+    detail::StreamState probe;
+    return probe.set_deallocation_stream(stream) && probe.poll_idle();
+  }
+
+  cudaStream_t busy_;
+  cudaStream_t idle_;
+};
+
+TEST_F(ReadinessAcrossStreams, PollIdleWaitsForTheReadinessLeftOnTheFirstStream) {
+  detail::StreamState state;
+  move_readiness(state);
+  EXPECT_FALSE(state.poll_idle());  // before the fix: idle at once
+  fake().complete(busy_);
+  EXPECT_TRUE(state.poll_idle());
+}
+
+TEST_F(ReadinessAcrossStreams, ReleaseWaitsForTheReadinessLeftOnTheFirstStream) {
+  test::CountingProducer producer;
+  auto buffer = std::make_unique<DLManagedMemoryBufferVersioned>(producer.make_versioned());
+  fake().launch(busy_);
+  ASSERT_TRUE(buffer->set_readiness_stream(busy_));
+  ASSERT_TRUE(buffer->set_readiness_stream(idle_));
+  buffer.reset();
+  EXPECT_FALSE(test::eventually([&] { return producer.deleter_calls() != 0; },
+                                std::chrono::milliseconds(50)));
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+
+  fake().complete(busy_);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST_F(ReadinessAcrossStreams, HandOverWaitsForTheReadinessLeftOnTheFirstStream) {
+  cudaStream_t next_user = fake().create_stream(0);
+  detail::StreamState state;
+  move_readiness(state);
+  ASSERT_TRUE(state.hand_over_to(next_user));  // stream-ordered pool reuse
+  EXPECT_FALSE(later_work_passed(next_user));
+  fake().complete(busy_);
+  EXPECT_TRUE(later_work_passed(next_user));
+}
+
+TEST_F(ReadinessAcrossStreams, ConsumersWaitForBothStreamsWithOneWait) {
+  cudaStream_t consumer = fake().create_stream(0);
+  detail::StreamState state;
+  move_readiness(state);
+  const auto waits = fake().calls(test::CudaEntry::kStreamWaitEvent);
+  ASSERT_TRUE(state.synchronize_for_consumer(consumer));
+  EXPECT_EQ(fake().calls(test::CudaEntry::kStreamWaitEvent) - waits, 1u);
+  EXPECT_FALSE(later_work_passed(consumer));
+  fake().complete(busy_);
+  EXPECT_TRUE(later_work_passed(consumer));
+}
+
+TEST_F(ReadinessAcrossStreams, MovingCostsOneWaitAndStayingNone) {
+  detail::StreamState state;
+  const auto waits = [&] { return fake().calls(test::CudaEntry::kStreamWaitEvent); };
+  const auto before = waits();
+  ASSERT_TRUE(state.set_readiness_stream(busy_));
+  ASSERT_TRUE(state.set_readiness_stream(busy_));  // the same stream: the point moves forward
+  EXPECT_EQ(waits() - before, 0u);
+  ASSERT_TRUE(state.set_readiness_stream(idle_));
+  EXPECT_EQ(waits() - before, 1u);
+}
+
+TEST_F(ReadinessAcrossStreams, FailedWaitLeavesTheReadinessWhereItWas) {
+  detail::StreamState state;
+  fake().launch(busy_);
+  ASSERT_TRUE(state.set_readiness_stream(busy_));
+  fake().fail_next(test::CudaEntry::kStreamWaitEvent, cudaErrorLaunchFailure);
+  EXPECT_FALSE(state.set_readiness_stream(idle_));
+  EXPECT_EQ(fake().last_error(), cudaSuccess);
+  EXPECT_EQ(state.readiness_stream(), busy_);
+  EXPECT_FALSE(state.poll_idle());
+  fake().complete(busy_);
+  EXPECT_TRUE(state.poll_idle());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Releases that must not come early: flush ordering across releases queued during it, owners
 // destroyed while the thread captures a graph, pool blocks dropped while the producer still
-// writes them, and readiness that alternates between devices without consuming new events.
+// writes them (also after its readiness moved to another stream), and readiness that alternates
+// between devices without consuming new events.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -93,31 +94,72 @@ TEST_F(ReleaseSafetyTest, DestructionDuringCaptureDefersAndKeepsTheCapture) {
   EXPECT_EQ(seen[0], cudaSuccess) << "the consumer still ran when the deleter did";
 }
 
-// A producer that drops a pooled tensor before anyone consumed it is still writing the block:
-// the block must wait for the producer's readiness point as well.
-TEST_F(ReleaseSafetyTest, PoolBlockWaitsForTheProducersWork) {
+// A one-block device pool whose tensor is written slowly on `writer`, which records readiness,
+// then (when `moved_to` is given) moves readiness there, and is dropped: the block must not come
+// back while `writer` still writes it, and must come back once it is done.
+void expect_block_waits_for_the_writer(int device, cudaStream_t writer, cudaStream_t moved_to) {
   TensorPoolConfig config;
   config.memory = PoolMemory::kDevice;
-  config.device = device_;
+  config.device = device;
   config.block_bytes = kElements * sizeof(std::uint32_t);
   config.block_count = 1;
   auto pool = TensorPool::create(config);
   ASSERT_TRUE(pool.has_value()) << pool.error().message;
-  cudaStream_t producer = make_stream();
   {
     auto tensor = (*pool)->allocate({kElements}, DLDataType{kDLUInt, 32, 1});
     ASSERT_TRUE(tensor.has_value()) << tensor.error().message;
     HDL_ASSERT_CUDA(launch_slow_fill(static_cast<std::uint32_t*>(tensor->data()), kElements, 7,
-                                     200'000, producer));
-    ASSERT_TRUE(tensor->set_readiness_stream(producer));
+                                     200'000, writer));
+    ASSERT_TRUE(tensor->set_readiness_stream(writer));
+    if (moved_to != nullptr) {
+      ASSERT_TRUE(tensor->set_readiness_stream(moved_to));
+    }
   }
   auto refused = (*pool)->allocate({kElements}, DLDataType{kDLUInt, 32, 1});
   ASSERT_FALSE(refused.has_value()) << "the block came back while the producer still wrote it";
   EXPECT_EQ(refused.error().code, ErrorCode::kResourceExhausted);
-  EXPECT_EQ(query_stream(producer), cudaErrorNotReady);
-  HDL_ASSERT_CUDA(cudaStreamSynchronize(producer));
+  EXPECT_EQ(query_stream(writer), cudaErrorNotReady);
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(writer));
   auto again = (*pool)->allocate({kElements}, DLDataType{kDLUInt, 32, 1});
   EXPECT_TRUE(again.has_value()) << again.error().message;
+}
+
+// A producer that drops a pooled tensor before anyone consumed it is still writing the block:
+// the block must wait for the producer's readiness point as well.
+TEST_F(ReleaseSafetyTest, PoolBlockWaitsForTheProducersWork) {
+  expect_block_waits_for_the_writer(device_, make_stream(), nullptr);
+}
+
+// Readiness moved to another (idle) stream of the same device, where its one event is recorded
+// next: the pool's reuse of the block must still wait for the first stream's writes.
+TEST_F(ReleaseSafetyTest, PoolBlockWaitsForTheReadinessLeftOnAnotherStream) {
+  expect_block_waits_for_the_writer(device_, make_stream(), make_stream());
+}
+
+// The same move seen by a consumer: its one wait orders it after both streams' writes.
+TEST_F(ReleaseSafetyTest, ConsumerWaitsForTheReadinessLeftOnAnotherStream) {
+  constexpr std::uint32_t kSeed = 11;
+  DeleterProbe probe;
+  std::uint32_t* data = device_alloc_zeroed(kElements);
+  ASSERT_NE(data, nullptr);
+  auto buffer = std::make_unique<DLManagedMemoryBufferVersioned>(
+      make_versioned_device_tensor(DeviceTensorSpec{data, kElements, device_, &probe, true}));
+  cudaStream_t first = make_stream();
+  cudaStream_t second = make_stream();
+  cudaStream_t consumer = make_stream();
+  DeviceArray<CheckResult> result(1);
+  HDL_ASSERT_CUDA(launch_slow_fill(data, kElements, kSeed, 200'000, first));
+  ASSERT_TRUE(buffer->set_readiness_stream(first));
+  ASSERT_TRUE(buffer->set_readiness_stream(second));  // an idle stream
+  ASSERT_TRUE(buffer->synchronize_for_consumer(consumer).has_value());
+  HDL_ASSERT_CUDA(launch_check(data, kElements, kSeed, 0, result.get(), consumer));
+  ASSERT_TRUE(buffer->set_deallocation_stream(consumer));
+  buffer.reset();
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(consumer));
+  EXPECT_EQ(result.at(0).mismatches, 0u) << "the consumer read before the first stream's writes";
+  EXPECT_EQ(result.at(0).checksum, expected_checksum(kSeed, kElements));
+  flush_deferred_releases();  // the probe must outlive the deleter
+  EXPECT_EQ(probe.calls(), 1);
 }
 
 // Readiness moving back and forth between two devices reuses one event per device.

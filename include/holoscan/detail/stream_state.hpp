@@ -28,7 +28,14 @@ class StreamState {
   /** @brief Returns every event still held to its pool. */
   ~StreamState() { reset(); }
 
-  /** @brief Records the readiness point on `stream`; false, state unchanged, on any failure. */
+  /**
+   * @brief Records the readiness point on `stream`; false, state unchanged, on any failure.
+   *
+   * Moved to another stream of the same device, the point is ordered after the previous one (the
+   * new stream waits for it: one cudaStreamWaitEvent), so consumers, reuse and the release wait
+   * for both; moved to another device, the previous device's point is kept beside it for reuse
+   * and the release.
+   */
   bool set_readiness_stream(cudaStream_t stream) noexcept;
   /** @brief Whether a readiness point exists. */
   bool has_readiness() const noexcept { return has_readiness_.load(std::memory_order_acquire); }
@@ -70,6 +77,8 @@ class StreamState {
   void reset() noexcept;
 
  private:
+  bool order_after_readiness(const StreamPoint& next) noexcept;
+
   mutable SpinMutex mutex_;
   StreamPoint readiness_;
   std::atomic<bool> has_readiness_{false};
