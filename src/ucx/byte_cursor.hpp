@@ -11,7 +11,7 @@ class ByteWriter {
  public:
   explicit ByteWriter(std::uint8_t* out) noexcept : out_(out) {}
 
-  /** @brief Writes the low `bytes` bytes of `value`. */
+  /** @brief Writes the low `bytes` (at most 8) bytes of `value`. */
   ByteWriter& put(std::uint64_t value, std::size_t bytes) noexcept {
     for (std::size_t i = 0; i < bytes; ++i) {
       *out_++ = static_cast<std::uint8_t>(value >> (8 * i));
@@ -33,7 +33,10 @@ class ByteReader {
  public:
   explicit ByteReader(const std::uint8_t* in) noexcept : in_(in) {}
 
-  /** @brief Reads `bytes` bytes as an unsigned value. */
+  /** @brief Steps over `bytes` bytes. */
+  void skip(std::size_t bytes) noexcept { in_ += bytes; }
+
+  /** @brief Reads `bytes` (at most 8) bytes as an unsigned value. */
   std::uint64_t get(std::size_t bytes) noexcept {
     std::uint64_t value = 0;
     for (std::size_t i = 0; i < bytes; ++i) {

@@ -188,7 +188,7 @@ std::uint64_t peek_sequence(const std::uint8_t* bytes, std::size_t size) noexcep
   if (r.u32() != kWireMagic) {
     return 0;
   }
-  r.get(12);  // version, total length, ndim
+  r.skip(12);  // version, total length, ndim
   return r.u64();
 }
 
