@@ -15,6 +15,7 @@ namespace {
 void on_landed_callback(void* request, ucs_status_t status, std::size_t length, void* user_data) {
   auto* arrival = static_cast<Arrival*>(user_data);
   ucp_request_free(request);
+  arrival->request = nullptr;
   try {
     arrival->state->on_landed(*arrival, status, length);
   } catch (...) {
@@ -123,7 +124,9 @@ std::size_t Worker::State::land_arrivals() {
     arrival.data = nullptr;  // UCX owns it from here, whatever happens
     void* request = ucp_am_recv_data_nbx(worker.get(), descriptor, arrival.tensor.data(),
                                          arrival.length, &params);
-    if (!UCS_PTR_IS_PTR(request)) {
+    if (UCS_PTR_IS_PTR(request)) {
+      arrival.request = request;
+    } else {
       on_landed(arrival, UCS_PTR_STATUS(request), arrival.length);
     }
   }

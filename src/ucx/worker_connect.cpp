@@ -241,8 +241,54 @@ bool Worker::State::drain_closing() noexcept {
   return closing.empty();
 }
 
-// Closes every connection (giving UCX up to a second to flush them), destroys the worker (UCX
-// cancels what is left and calls back), and only then drops the claims of the sends in flight.
+bool Worker::State::requests_pending() const noexcept {
+  for (const auto& [id, peer] : peers) {
+    for (const auto& send : peer.outgoing) {
+      if (send->request != nullptr) {
+        return true;
+      }
+    }
+  }
+  for (const auto& arrival : arrivals) {
+    if (arrival->request != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Progresses until every endpoint closed and every request completed, or `limit` passed.
+void Worker::State::settle(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while ((!drain_closing() || requests_pending()) && std::chrono::steady_clock::now() < deadline) {
+    ucp_worker_progress(worker.get());
+  }
+}
+
+// A request UCX never completed may still have a copy of its own in flight on the GPU: the memory
+// it names is never freed or reused, but kept until the process exits (it is reachable from here).
+void Worker::State::keep_unsettled_memory() noexcept {
+  static auto* kept = new std::vector<Tensor>();
+  try {
+    for (auto& [id, peer] : peers) {
+      for (auto& send : peer.outgoing) {
+        if (send->request != nullptr) {
+          kept->push_back(std::move(send->claim));
+        }
+      }
+    }
+    for (auto& arrival : arrivals) {
+      if (arrival->request != nullptr) {
+        kept->push_back(std::move(arrival->tensor));
+      }
+    }
+  } catch (...) {
+    // No room to keep it: the Tensor stays where it was and goes with the worker.
+  }
+}
+
+// Closes every connection and gives UCX up to a second to finish what it was doing, then cancels
+// what is left (another second); only memory of completed requests is let go of with the worker.
 void Worker::State::shut_down() noexcept {
   if (worker == nullptr) {
     return;
@@ -261,13 +307,26 @@ void Worker::State::shut_down() noexcept {
         lose_peer(peer, Error{ErrorCode::kClosed, "ucx: the worker was destroyed", 0}, false);
       }
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    while (!drain_closing() && std::chrono::steady_clock::now() < deadline) {
-      ucp_worker_progress(worker.get());
+    settle(std::chrono::seconds(1));
+    if (requests_pending()) {
+      for (auto& [id, peer] : peers) {
+        for (auto& send : peer.outgoing) {
+          if (send->request != nullptr) {
+            ucp_request_cancel(worker.get(), send->request);
+          }
+        }
+      }
+      for (auto& arrival : arrivals) {
+        if (arrival->request != nullptr) {
+          ucp_request_cancel(worker.get(), arrival->request);
+        }
+      }
+      settle(std::chrono::seconds(1));
     }
   } catch (...) {
-    // Out of host memory while closing: the worker's destruction below still cancels everything.
+    // Out of host memory while closing: what UCX did not finish is kept below.
   }
+  keep_unsettled_memory();
   for (void* request : closing) {
     ucp_request_free(request);  // released by UCX when it completes
   }

@@ -14,6 +14,7 @@ namespace {
 void on_sent(void* request, ucs_status_t status, void* user_data) {
   auto* send = static_cast<Outgoing*>(user_data);
   ucp_request_free(request);
+  send->request = nullptr;
   try {
     send->state->on_ucx_done(*send, status);
   } catch (...) {
@@ -155,7 +156,9 @@ std::size_t Worker::State::post_ready_sends() {
                                       send.header.data(), send.header_size, send.claim.data(),
                                       static_cast<std::size_t>(send.claim.nbytes()), &params);
       ++posted;
-      if (!UCS_PTR_IS_PTR(request)) {
+      if (UCS_PTR_IS_PTR(request)) {
+        send.request = request;
+      } else {
         on_ucx_done(send, UCS_PTR_STATUS(request));  // done at once, or refused at once
       }
     }

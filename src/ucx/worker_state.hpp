@@ -3,6 +3,7 @@
 // under `mutex`; UCX calls back only from inside ucp_worker_progress (or the calls that complete
 // requests), which the worker makes under the same mutex.
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -39,6 +40,7 @@ struct Outgoing {
   ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_UNKNOWN;
   std::optional<detail::ReadinessGate::Ticket> ticket;  ///< While its readiness is pending.
   Phase phase = Phase::kHeld;
+  void* request = nullptr;  ///< UCX's request while kPosted, if it did not complete at once.
   std::optional<expected<void, Error>> outcome;  ///< The peer's answer, or the failure.
   bool ended = false;                            ///< Reported as a SendResult.
 };
@@ -62,6 +64,7 @@ struct Arrival {
   Tensor tensor;
   Error error;
   Phase phase = Phase::kWaitingMemory;
+  void* request = nullptr;  ///< UCX's request while kLanding, if it did not complete at once.
   bool counted_wait = false;  ///< Counted once in WorkerStats::memory_waits.
 };
 
@@ -125,6 +128,9 @@ struct Worker::State {
   void lose_peer(Peer& peer, const Error& reason, bool report);
   void close_endpoint(Peer& peer, bool force);
   bool drain_closing() noexcept;
+  bool requests_pending() const noexcept;
+  void settle(std::chrono::milliseconds limit);
+  void keep_unsettled_memory() noexcept;
   void shut_down() noexcept;
 
   // worker_send.cpp
