@@ -35,9 +35,13 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS:-default asan tsan fuzz}; do
   cmake --preset "$preset" >/dev/null
   case "$preset" in
     tsan)
-      # The tsan test preset runs the cpu label only: build just the binaries that hold it.
-      cmake --build --preset "$preset" -j "$jobs" \
-        --target holoscan_dlpack_tests holoscan_dlpack_compat_tests
+      # The tsan test preset runs the cpu label only: build just the binaries that hold it (the
+      # UCX ones when UCX was found).
+      targets=(holoscan_dlpack_tests holoscan_dlpack_compat_tests)
+      if ninja -C build/tsan -t targets all | grep -q '^holoscan_dlpack_ucx_tests:'; then
+        targets+=(holoscan_dlpack_ucx_tests holoscan_dlpack_ucx_peer)
+      fi
+      cmake --build --preset "$preset" -j "$jobs" --target "${targets[@]}"
       ;;
     *)
       cmake --build --preset "$preset" -j "$jobs"
