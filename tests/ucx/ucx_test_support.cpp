@@ -15,6 +15,18 @@ pid_t start_peer(const std::vector<std::string>& arguments, const std::vector<in
   return pid;
 }
 
+pid_t start_gpu_peer(const std::vector<std::string>& arguments) {
+#ifdef HOLOSCAN_DLPACK_UCX_GPU_PEER
+  const pid_t pid = ipc_demo::spawn(HOLOSCAN_DLPACK_UCX_GPU_PEER, arguments, {});
+  EXPECT_GT(pid, 0) << "could not start " << HOLOSCAN_DLPACK_UCX_GPU_PEER;
+  return pid;
+#else
+  ADD_FAILURE() << "this binary was built without the GPU peer";
+  (void)arguments;
+  return -1;
+#endif
+}
+
 int wait_peer(pid_t pid, int timeout_ms, ucx::Worker* worker) {
   return ipc_demo::wait_exit(pid, timeout_ms, [worker] {
     if (worker != nullptr) {

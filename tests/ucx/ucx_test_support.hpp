@@ -17,6 +17,9 @@ namespace holoscan::test {
 /** @brief Starts the peer binary (peer_main.cpp) with `arguments`, keeping `inherited` fds open. */
 pid_t start_peer(const std::vector<std::string>& arguments, const std::vector<int>& inherited = {});
 
+/** @brief Starts the GPU peer binary (gpu_peer_main.cpp) with `arguments`. */
+pid_t start_gpu_peer(const std::vector<std::string>& arguments);
+
 /** @brief Waits up to `timeout_ms` for the peer to exit, progressing `worker` meanwhile (when
  *         given); its exit status, or -1 when it was killed. */
 int wait_peer(pid_t pid, int timeout_ms, ucx::Worker* worker = nullptr);
