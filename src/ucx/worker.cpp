@@ -200,13 +200,9 @@ std::optional<SendResult> Worker::next_send_result() {
 
 expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
   State& state = *state_;
-  auto taken = wait_for(state, timeout_ms, [&] {
-    auto arrival = state.take_arrival();
-    if (arrival) {
-      state.flush_controls();  // the delivery Ack goes out now
-    }
-    return arrival;
-  });
+  // The delivery Ack goes out with the next call's progress round: a tensor the caller sends
+  // in reply leaves first.
+  auto taken = wait_for(state, timeout_ms, [&] { return state.take_arrival(); });
   if (!taken) {
     return std::optional<Received>();
   }

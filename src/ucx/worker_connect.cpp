@@ -198,6 +198,9 @@ std::size_t Worker::State::handle_failures() {
 }
 
 void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
+  if (!report) {
+    flush_controls();  // an orderly close still confirms what receive() handed out
+  }
   peer.lost = true;
   fail_outgoing(peer, reason);
   drop_arrivals(peer.id);
