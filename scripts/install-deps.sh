@@ -74,19 +74,7 @@ done
 ucx_version=1.22.0
 ucx_dir=$deps/ucx
 
-dedupe_links() {  # dir: libX.so and libX.so.N that copy libX.so.N.M.K become links to it
-  local dir=$1 file shorter
-  for file in "$dir"/*.so.*; do
-    [ -f "$file" ] && [ ! -L "$file" ] || continue
-    shorter=$file
-    while [[ $shorter == *.so.* ]]; do
-      shorter=${shorter%.*}
-      if [ -f "$shorter" ] && [ ! -L "$shorter" ] && cmp -s "$shorter" "$file"; then
-        ln -sf "$(basename "$file")" "$shorter"
-      fi
-    done
-  done
-}
+source "$root/scripts/trim-shared-objects.sh"
 
 unpack_ucx() {
   local work=$1 wheel tree
@@ -98,11 +86,10 @@ unpack_ucx() {
   rm -f "$tree/libucx/bin/io_demo"
   chmod +x "$tree"/libucx/bin/* "$tree"/libucx_cu13.libs/*
   find "$tree" -name '*.so*' -type f -exec chmod +x {} +
-  dedupe_links "$tree/libucx/lib"
-  dedupe_links "$tree/libucx/lib/ucx"
+  link_copies "$tree/libucx/lib"
+  link_copies "$tree/libucx/lib/ucx"
   if [ "${HOLOSCAN_DLPACK_UCX_DEBUG_INFO:-0}" != 1 ]; then
-    find "$tree/libucx/bin" "$tree/libucx/lib" -type f \( -name '*.so*' -o -perm -u+x \) \
-      -exec strip --strip-debug {} +
+    strip_debug $(find "$tree/libucx/bin" "$tree/libucx/lib" -type f \( -name '*.so*' -o -perm -u+x \))
   fi
   echo "$ucx_version" >"$tree/VERSION"
   rm -rf "${ucx_dir:?}"
