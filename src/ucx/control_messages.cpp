@@ -90,9 +90,15 @@ std::array<std::uint8_t, kHelloBytes> encode(const Hello& hello) noexcept {
 }
 
 expected<Hello, Error> decode_hello(const std::uint8_t* bytes, std::size_t size) {
-  auto version = check_preamble("ucx hello", bytes, size, kHelloBytes);
+  constexpr const char* kWho = "ucx hello";
+  auto version = check_preamble(kWho, bytes, size, kHelloBytes);
   if (!version) {
     return forward_error(std::move(version));
+  }
+  // Another version's Hello may be longer; it is read only far enough to say which it is.
+  if (*version == kWireVersion &&
+      (size != kHelloBytes || detail::ByteReader(bytes + 12).u32() != 0)) {
+    return make_unexpected(malformed(kWho, "a version 1 Hello is 16 bytes ending in zero"));
   }
   return Hello{*version};
 }

@@ -93,6 +93,11 @@ TEST(UcxWire, HelloCarriesTheVersion) {
   auto hello = ucx::decode_hello(bytes.data(), bytes.size());
   ASSERT_TRUE(hello);
   EXPECT_EQ(hello->version, 42u);
+  auto current = ucx::encode(ucx::Hello{});
+  current[12] = 1;
+  auto refused = ucx::decode_hello(current.data(), current.size());
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kProtocolError);
   bytes[0] ^= 1;
   EXPECT_FALSE(ucx::decode_hello(bytes.data(), bytes.size()));
 }

@@ -112,7 +112,10 @@ struct Hello {
 /** @brief The wire bytes of `hello`. */
 std::array<std::uint8_t, kHelloBytes> encode(const Hello& hello) noexcept;
 
-/** @brief Parses a Hello of any version (the caller compares it); kProtocolError on defects. */
+/**
+ * @brief Parses a Hello of any version (the caller compares it; another version's may be
+ *        longer); kProtocolError on defects.
+ */
 expected<Hello, Error> decode_hello(const std::uint8_t* bytes, std::size_t size);
 
 }  // namespace holoscan::ucx
