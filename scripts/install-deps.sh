@@ -16,8 +16,11 @@ mkdir -p "$deps"
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
-for pkg in cmake ninja-build g++ make libexpected-dev libgtest-dev libbenchmark-dev clang-14 \
-           libclang-rt-14-dev; do
+packages=(cmake ninja-build g++ make libexpected-dev libgtest-dev libbenchmark-dev clang-14
+          libclang-rt-14-dev)
+# UCX comes as a wheel, fetched with pip (python3 -m zipfile unpacks it, binutils trims it).
+[ "${HOLOSCAN_DLPACK_UCX:-1}" = 1 ] && packages+=(python3-pip binutils)
+for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then

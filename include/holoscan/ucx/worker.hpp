@@ -90,7 +90,7 @@ class Worker {
  public:
   /** @brief A worker on a fresh UCX context (active messages, wakeup). */
   static expected<Worker, Error> create(const WorkerConfig& config = {});
-  /** @brief Takes `other`'s worker; `other` is left empty. */
+  /** @brief Takes `other`'s worker; `other` is left empty (only destroy or assign it). */
   Worker(Worker&& other) noexcept;
   /** @brief Closes this worker (as the destructor does), then takes `other`'s. */
   Worker& operator=(Worker&& other) noexcept;
