@@ -1,12 +1,20 @@
-# Installs the library, its headers and a version-checked package config (holoscan_dlpack).
+# Installs the library, its headers and a version-checked package config (holoscan_dlpack), with
+# the UCX library (holoscan::dlpack_ucx, component "ucx") when it was built.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS holoscan_dlpack EXPORT holoscan_dlpack_targets
+set(_hdl_installed holoscan_dlpack)
+set(_hdl_header_filter)
+if(HOLOSCAN_DLPACK_HAVE_UCX)
+  list(APPEND _hdl_installed holoscan_dlpack_ucx)
+else()
+  set(_hdl_header_filter PATTERN ucx EXCLUDE PATTERN ucx.hpp EXCLUDE)
+endif()
+install(TARGETS ${_hdl_installed} EXPORT holoscan_dlpack_targets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(DIRECTORY include/holoscan DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/holoscan DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} ${_hdl_header_filter})
 
 set(HOLOSCAN_DLPACK_CONFIG_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/holoscan_dlpack)
 install(EXPORT holoscan_dlpack_targets NAMESPACE holoscan:: FILE holoscan_dlpack-targets.cmake

@@ -5,10 +5,10 @@
 # floor ratios. Logs go to $OUT (or out/gpu-check); a summary is printed last.
 #
 # Usage: gpu-check.sh [STAGE...] with stages build, test, demo, python, sanitize, probe, bench,
-# pipeline, ipc, twogpu (default: all; twogpu needs two GPUs, i.e. the nvidia-h200-x2 kind, and
-# says so on one). SANITIZER_TOOLS picks the compute-sanitizer tools (default:
+# pipeline, ipc, ucx, twogpu (default: all; twogpu needs two GPUs, i.e. the nvidia-h200-x2 kind,
+# and says so on one). SANITIZER_TOOLS picks the compute-sanitizer tools (default:
 # memcheck racecheck synccheck initcheck); BENCH_REPETITIONS the interleaved repetitions of the
-# benchmarks (default 7).
+# benchmarks (default 7); UCX_SANITIZER_TOOLS those of the ucx stage (default: memcheck).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-$PWD/out/gpu-check}
@@ -16,7 +16,7 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-stages=${*:-build test demo python sanitize probe bench pipeline ipc twogpu}
+stages=${*:-build test demo python sanitize probe bench pipeline ipc ucx twogpu}
 
 build() {
   if [ ! -f .deps/dlpack-1.3/usr/include/dlpack/dlpack.h ]; then
@@ -166,6 +166,33 @@ ipc() {
     >"$out/ipc-bench.txt" 2>&1
   note "ipc bench: exit $?"
   tail -5 "$out/ipc-bench.txt" | tee -a "$summary"
+}
+
+# Tensors over UCX (built when .deps/ucx was carried): the GPU tests (device tensors both ways over
+# tcp+cuda_copy and cuda_ipc+cuda_copy, each a pair of processes), again under compute-sanitizer
+# on both sides, then scripts/ucx-bench.sh (beside ucx_perftest and ucxx; carry
+# .whl/ucxx-site.tar.xz for ucxx). The CPU UCX tests run in the test stage.
+ucx() {
+  local gpu_tests=build/gpu/tests/ucx/holoscan_dlpack_ucx_gpu_tests
+  if [ ! -x "$gpu_tests" ]; then
+    note "ucx: not built (run scripts/install-deps.sh where a registry is reachable; carry .deps)"
+    return 0
+  fi
+  export UCX_MODULE_DIR=$PWD/.deps/ucx/libucx/lib/ucx UCX_WARN_UNUSED_ENV_VARS=n
+  "$gpu_tests" >"$out/ucx-gpu-tests.log" 2>&1
+  note "ucx gpu tests: exit $? — $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/ucx-gpu-tests.log" | tr '\n' ' ')"
+  grep -E '^ucx gpu peer: ' "$out/ucx-gpu-tests.log" | tee -a "$summary"
+  : >"$out/ucx-sanitizers.log"
+  for tool in ${UCX_SANITIZER_TOOLS:-memcheck}; do
+    echo "===== compute-sanitizer --tool $tool (both sides)" >>"$out/ucx-sanitizers.log"
+    timeout "${SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --target-processes all \
+      --error-exitcode 9 --report-api-errors no "$gpu_tests" --gtest_brief=1 \
+      >>"$out/ucx-sanitizers.log" 2>&1
+    note "ucx compute-sanitizer $tool: exit $? — $(grep -c 'ERROR SUMMARY: 0 errors' "$out/ucx-sanitizers.log") clean summaries"
+  done
+  OUT="$out/ucx-bench" scripts/ucx-bench.sh >"$out/ucx-bench.txt" 2>&1
+  note "ucx bench: exit $? (ucx-bench/ucx-bench.json)"
+  grep -E 'target|^==' "$out/ucx-bench.txt" | tee -a "$summary"
 }
 
 # Two GPUs of one host: the two-device tests, then moving tensors from GPU 0 to GPU 1 with raw

@@ -9,7 +9,7 @@
 #
 # HOLOSCAN_DLPACK_PRESETS picks the configurations (unset: default asan tsan fuzz; empty: none);
 # HOLOSCAN_DLPACK_FUZZ_SECONDS the time per fuzzer (default: 90 for DLPack import, 40 for the
-# IPC descriptor); HOLOSCAN_DLPACK_PYTHON=0 skips the Python part.
+# IPC descriptor and the UCX messages); HOLOSCAN_DLPACK_PYTHON=0 skips the Python part.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -35,9 +35,13 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS-default asan tsan fuzz}; do
   cmake --preset "$preset" >/dev/null
   case "$preset" in
     tsan)
-      # The tsan test preset runs the cpu label only: build just the binaries that hold it.
-      cmake --build --preset "$preset" -j "$jobs" \
-        --target holoscan_dlpack_tests holoscan_dlpack_compat_tests
+      # The tsan test preset runs the cpu label only: build just the binaries that hold it (the
+      # UCX ones when UCX was found).
+      targets=(holoscan_dlpack_tests holoscan_dlpack_compat_tests)
+      if ninja -C build/tsan -t targets all | grep -q '^holoscan_dlpack_ucx_tests:'; then
+        targets+=(holoscan_dlpack_ucx_tests holoscan_dlpack_ucx_peer)
+      fi
+      cmake --build --preset "$preset" -j "$jobs" --target "${targets[@]}"
       ;;
     *)
       cmake --build --preset "$preset" -j "$jobs"
@@ -45,9 +49,10 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS-default asan tsan fuzz}; do
   esac
   ctest --preset "$preset" -j "$jobs"
   if [ "$preset" = fuzz ]; then
-    rm -f build/fuzz/dlpack_import-* build/fuzz/ipc_descriptor-*
+    rm -f build/fuzz/dlpack_import-* build/fuzz/ipc_descriptor-* build/fuzz/ucx_wire-*
     fuzz_for dlpack_import "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-90}"
     fuzz_for ipc_descriptor "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
+    fuzz_for ucx_wire "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
   fi
 done
 

@@ -1,0 +1,282 @@
+// Tensors over UCX between two processes on one host, measured the way ucx_perftest measures the
+// transport itself, so that scripts/ucx-bench.sh can put the two side by side in one run:
+//
+//   holoscan_dlpack_ucx_bench pingpong size=BYTES iters=N [warmup=N] [mem=host|cuda] [ready=1]
+//       a tensor there and back (the peer sends the received tensor itself back, from its own
+//       receive pool); one-way latency = round trip / 2, as ucx_perftest's ucp_am_lat reports.
+//   holoscan_dlpack_ucx_bench stream size=BYTES count=N [warmup=N] [window=W] [mem=host|cuda]
+//       a stream of tensors, `window` in flight, each reused from a pool once UCX is done with
+//       it and counted when the peer confirmed it; bandwidth as ucx_perftest's ucp_am_bw.
+//
+// Each run starts its peer (this binary, role echo or sink) connected over 127.0.0.1 with the
+// same environment (UCX_TLS among it), busy-polls on both sides, and prints one JSON object.
+// ready=1 gives each tensor a readiness contract on an idle stream first (the gate's cost).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "holoscan/tensor_pool.hpp"
+#include "holoscan/ucx.hpp"
+#include "ipc/spawn.hpp"
+
+namespace {
+
+namespace ucx = holoscan::ucx;
+using Clock = std::chrono::steady_clock;
+constexpr DLDataType kBytes{kDLUInt, 8, 1};
+
+struct Options {
+  std::string role;
+  std::map<std::string, std::string> values;
+  std::uint64_t number(const char* key, std::uint64_t fallback) const {
+    auto found = values.find(key);
+    return found == values.end() ? fallback : std::strtoull(found->second.c_str(), nullptr, 10);
+  }
+  std::string text(const char* key, const char* fallback) const {
+    auto found = values.find(key);
+    return found == values.end() ? fallback : found->second;
+  }
+  bool device() const { return text("mem", "host") == "cuda"; }
+};
+
+[[noreturn]] void die(const std::string& why) {
+  std::fprintf(stderr, "ucx bench: %s\n", why.c_str());
+  std::exit(1);
+}
+
+std::shared_ptr<holoscan::TensorPool> make_pool(const Options& o, std::size_t blocks) {
+  auto pool = holoscan::TensorPool::create(
+      {o.device() ? holoscan::PoolMemory::kDevice : holoscan::PoolMemory::kHost, 0,
+       static_cast<std::size_t>(o.number("size", 4096)), blocks});
+  if (!pool) {
+    die(pool.error().message);
+  }
+  return *pool;
+}
+
+ucx::Worker make_worker(std::shared_ptr<holoscan::TensorPool> receive_pool, std::size_t window) {
+  ucx::WorkerConfig config;
+  config.window = window;
+  config.receive_pool = std::move(receive_pool);
+  config.spin_us = 1000000;  // busy-poll, as ucx_perftest does
+  auto worker = ucx::Worker::create(config);
+  if (!worker) {
+    die(worker.error().message);
+  }
+  return std::move(*worker);
+}
+
+// Drops the results (a benchmark that kept none would let them pile up) and counts them.
+std::uint64_t drain(ucx::Worker& worker) {
+  std::uint64_t ended = 0;
+  while (auto result = worker.next_send_result()) {
+    if (!result->outcome) {
+      die(holoscan::to_string(result->outcome.error()));
+    }
+    ++ended;
+  }
+  return ended;
+}
+
+holoscan::Tensor next_tensor(ucx::Worker& worker, holoscan::TensorPool& pool, std::uint64_t size,
+                             std::uint64_t& ended) {
+  for (;;) {
+    auto tensor = pool.allocate({static_cast<std::int64_t>(size)}, kBytes);
+    if (tensor) {
+      return std::move(*tensor);
+    }
+    (void)worker.progress();
+    ended += drain(worker);
+  }
+}
+
+void send(ucx::Worker& worker, ucx::PeerId peer, const holoscan::Tensor& tensor,
+          std::uint64_t& ended) {
+  for (;;) {
+    auto sent = worker.send(peer, tensor);
+    if (sent) {
+      return;
+    }
+    if (sent.error().code != holoscan::ErrorCode::kBackpressured) {
+      die(holoscan::to_string(sent.error()));
+    }
+    (void)worker.progress();
+    ended += drain(worker);
+  }
+}
+
+ucx::Received receive(ucx::Worker& worker) {
+  for (;;) {
+    auto received = worker.receive(0);
+    if (!received) {
+      die(holoscan::to_string(received.error()));
+    }
+    if (*received) {
+      return std::move(**received);
+    }
+  }
+}
+
+// The other process: sends back (echo) or drops (sink) what comes, until the connection ends.
+int serve(const Options& o) {
+  const std::size_t window = o.number("window", 16);
+  auto worker = make_worker(make_pool(o, window + 2), window);
+  auto peer = worker.connect("127.0.0.1", static_cast<std::uint16_t>(o.number("port", 0)));
+  if (!peer) {
+    die(peer.error().message);
+  }
+  std::uint64_t ended = 0;
+  for (;;) {
+    auto received = worker.receive(0);
+    if (!received) {
+      return received.error().code == holoscan::ErrorCode::kClosed ? 0 : 1;
+    }
+    if (*received && o.role == "echo") {
+      send(worker, *peer, (**received).tensor, ended);
+    }
+    ended += drain(worker);
+  }
+}
+
+// Listens, starts the peer with `role`, and returns the connection.
+ucx::PeerId start_peer(ucx::Worker& worker, const Options& o, const char* role, pid_t& pid) {
+  auto port = worker.listen("127.0.0.1");
+  if (!port) {
+    die(port.error().message);
+  }
+  std::vector<std::string> arguments{role, "port=" + std::to_string(*port)};
+  for (const auto& [key, value] : o.values) {
+    arguments.push_back(key + "=" + value);
+  }
+  pid = ipc_demo::spawn("/proc/self/exe", arguments, {});
+  auto peer = worker.accept(30000);
+  if (!peer) {
+    die("the peer did not connect");
+  }
+  return *peer;
+}
+
+// An idle stream whose (empty) work the tensors are said to be ready after, when ready=1.
+cudaStream_t readiness_stream(const Options& o) {
+  cudaStream_t stream = nullptr;
+  if (o.number("ready", 0) != 0 && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != 0) {
+    die("no CUDA stream for ready=1");
+  }
+  return stream;
+}
+
+void finish(ucx::Worker& worker, ucx::PeerId peer, pid_t pid) {
+  (void)worker.disconnect(peer);  // the peer sees kClosed and exits
+  (void)ipc_demo::wait_exit(pid, 10000, [&worker] { (void)worker.progress(); });
+}
+
+int pingpong(const Options& o) {
+  const std::uint64_t size = o.number("size", 4096);
+  const std::uint64_t iters = o.number("iters", 10000);
+  const std::uint64_t warmup = o.number("warmup", 1000);
+  auto worker = make_worker(make_pool(o, 8), 16);
+  pid_t pid = -1;
+  const ucx::PeerId peer = start_peer(worker, o, "echo", pid);
+  auto pool = make_pool(o, 1);
+  std::uint64_t ended = 0;
+  auto tensor = next_tensor(worker, *pool, size, ended);
+  const cudaStream_t ready = readiness_stream(o);
+  std::vector<double> samples;
+  samples.reserve(iters);
+  for (std::uint64_t i = 0; i < warmup + iters; ++i) {
+    const auto start = Clock::now();
+    if (ready != nullptr) {
+      tensor.set_readiness_stream(ready);
+    }
+    send(worker, peer, tensor, ended);
+    (void)receive(worker);
+    if (i >= warmup) {
+      samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    ended += drain(worker);
+  }
+  double total = 0;
+  for (double s : samples) {
+    total += s;
+  }
+  std::sort(samples.begin(), samples.end());
+  std::printf(
+      "{\"test\": \"pingpong\", \"size\": %llu, \"mem\": \"%s\", \"ready\": %d, \"iters\": %llu, "
+      "\"latency_us\": %.3f, \"latency_p50_us\": %.3f, \"roundtrips_per_s\": %.1f}\n",
+      static_cast<unsigned long long>(size), o.device() ? "cuda" : "host", ready != nullptr ? 1 : 0,
+      static_cast<unsigned long long>(iters), total / static_cast<double>(iters) / 2,
+      samples[samples.size() / 2] / 2, static_cast<double>(iters) / total * 1e6);
+  tensor = {};
+  finish(worker, peer, pid);
+  return 0;
+}
+
+int stream(const Options& o) {
+  const std::uint64_t size = o.number("size", std::uint64_t{1} << 20);
+  const std::uint64_t count = o.number("count", 1000);
+  const std::uint64_t warmup = o.number("warmup", 100);
+  const std::size_t window = o.number("window", 16);
+  auto worker = make_worker(nullptr, window);
+  pid_t pid = -1;
+  const ucx::PeerId peer = start_peer(worker, o, "sink", pid);
+  auto pool = make_pool(o, window + 1);
+  const cudaStream_t ready = readiness_stream(o);
+  std::uint64_t ended = 0;
+  Clock::time_point start;
+  for (std::uint64_t i = 0; i < warmup + count; ++i) {
+    if (i == warmup) {
+      while (ended < warmup) {  // the measured part starts with nothing in flight
+        (void)worker.progress();
+        ended += drain(worker);
+      }
+      start = Clock::now();
+    }
+    auto tensor = next_tensor(worker, *pool, size, ended);
+    if (ready != nullptr) {
+      tensor.set_readiness_stream(ready);
+    }
+    send(worker, peer, tensor, ended);
+  }
+  while (ended < warmup + count) {
+    (void)worker.progress();
+    ended += drain(worker);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf(
+      "{\"test\": \"stream\", \"size\": %llu, \"mem\": \"%s\", \"ready\": %d, \"count\": %llu, "
+      "\"window\": %zu, \"bandwidth_MiBps\": %.1f, \"tensors_per_s\": %.1f}\n",
+      static_cast<unsigned long long>(size), o.device() ? "cuda" : "host", ready != nullptr ? 1 : 0,
+      static_cast<unsigned long long>(count), window,
+      static_cast<double>(size) * static_cast<double>(count) / seconds / (1 << 20),
+      static_cast<double>(count) / seconds);
+  finish(worker, peer, pid);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  o.role = argc > 1 ? argv[1] : "";
+  for (int i = 2; i < argc; ++i) {
+    const std::string word = argv[i];
+    const auto equals = word.find('=');
+    o.values[word.substr(0, equals)] = equals == std::string::npos ? "" : word.substr(equals + 1);
+  }
+  if (o.role == "pingpong") {
+    return pingpong(o);
+  }
+  if (o.role == "stream") {
+    return stream(o);
+  }
+  if (o.role == "echo" || o.role == "sink") {
+    return serve(o);
+  }
+  die("usage: holoscan_dlpack_ucx_bench pingpong|stream size=BYTES ... (see the source)");
+}

@@ -1,0 +1,79 @@
+// libFuzzer target for the UCX messages' decoders: bytes from another host must never crash them,
+// every refusal must carry one of the protocol's codes and a message, and whatever decodes must
+// re-encode to the very same bytes (the formats are canonical). The first byte picks the decoder.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "holoscan/ucx/wire.hpp"
+
+namespace {
+
+using holoscan::ErrorCode;
+namespace ucx = holoscan::ucx;
+
+void check_tensor_header(const std::uint8_t* data, std::size_t size) {
+  const std::uint64_t sequence = ucx::peek_sequence(data, size);
+  auto decoded = ucx::decode_tensor_header(data, size);
+  if (!decoded) {
+    const ErrorCode code = decoded.error().code;
+    if ((code != ErrorCode::kInvalidArgument && code != ErrorCode::kProtocolError &&
+         code != ErrorCode::kIncompatible && code != ErrorCode::kNotImplemented) ||
+        decoded.error().message.empty()) {
+      __builtin_trap();
+    }
+    return;
+  }
+  std::vector<std::uint8_t> again(ucx::encoded_size(*decoded));
+  auto written = ucx::encode(*decoded, again.data(), again.size());
+  if (!written || *written != size || !std::equal(again.begin(), again.end(), data) ||
+      decoded->sequence != sequence) {
+    __builtin_trap();
+  }
+}
+
+void check_ack(const std::uint8_t* data, std::size_t size) {
+  auto decoded = ucx::decode_ack(data, size);
+  if (!decoded) {
+    if (decoded.error().code != ErrorCode::kProtocolError || decoded.error().message.empty()) {
+      __builtin_trap();
+    }
+    return;
+  }
+  const auto again = ucx::encode(*decoded);
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(again.data());  // chars may be signed
+  if (again.size() != size || !std::equal(bytes, bytes + again.size(), data)) {
+    __builtin_trap();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) {
+    return 0;
+  }
+  const std::uint8_t* message = data + 1;
+  const std::size_t length = size - 1;
+  switch (data[0] % 3) {
+    case 0:
+      check_tensor_header(message, length);
+      break;
+    case 1:
+      check_ack(message, length);
+      break;
+    default:
+      if (auto hello = ucx::decode_hello(message, length); hello) {
+        // A version 1 Hello re-encodes to itself; another version's is only read, not checked.
+        const auto again = ucx::encode(*hello);
+        const std::size_t same = hello->version == ucx::kWireVersion ? again.size() : 8;
+        if (length < ucx::kHelloBytes || !std::equal(again.begin(), again.begin() + same, message)) {
+          __builtin_trap();
+        }
+      } else if (hello.error().code != ErrorCode::kProtocolError) {
+        __builtin_trap();
+      }
+  }
+  return 0;
+}

@@ -1,0 +1,180 @@
+#pragma once
+/**
+ * @file
+ * @brief A UCX worker that sends Tensors to peers on other hosts (or processes) and receives
+ *        theirs, with the library's promises: data leaves only once it is ready, memory is
+ *        reused only once UCX is done with it, and every tensor sent is accounted for.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "holoscan/expected.hpp"
+#include "holoscan/tensor.hpp"
+#include "holoscan/tensor_pool.hpp"
+
+namespace holoscan::ucx {
+
+/** @brief A connection of a Worker, unique for the worker's life (never reused). */
+using PeerId = std::uint64_t;
+
+/** @brief How a Worker is set up. */
+struct WorkerConfig {
+  /** @brief Tensors per peer sent and not yet delivered or failed; send() beyond it is
+   *         kBackpressured. At least 1. */
+  std::size_t window = 16;
+  /**
+   * @brief Where received tensors land: blocks of this pool (host or device memory; a message
+   *        waits inside UCX while the pool is exhausted). Null: a fresh host allocation each.
+   */
+  std::shared_ptr<TensorPool> receive_pool;
+  /** @brief Largest payload accepted into a host allocation (a bigger one is refused). */
+  std::uint64_t max_receive_bytes = std::uint64_t{1} << 32;
+  /** @brief Microseconds receive() keeps polling before it sleeps on fd() (latency vs CPU). */
+  int spin_us = 50;
+};
+
+/** @brief A tensor that arrived, with the peer that sent it. */
+struct Received {
+  PeerId peer = 0;            ///< The connection it came on.
+  std::uint64_t sequence = 0;  ///< The sender's sequence number (what its send() returned).
+  Tensor tensor;               ///< Writable, in receiver-owned memory, ready to use.
+};
+
+/** @brief What became of one send(). */
+struct SendResult {
+  PeerId peer = 0;                ///< Where it went.
+  std::uint64_t sequence = 0;     ///< What send() returned.
+  expected<void, Error> outcome;  ///< Delivered (the peer's receive() handed it out), or why not.
+};
+
+/** @brief Counters of a Worker. */
+struct WorkerStats {
+  std::uint64_t sent = 0;              ///< Tensors accepted by send().
+  std::uint64_t delivered = 0;         ///< Sent tensors the peer confirmed.
+  std::uint64_t failed = 0;            ///< Sent tensors reported failed (refused, closed, error).
+  std::uint64_t received = 0;          ///< Tensors handed out by receive().
+  std::uint64_t refused = 0;           ///< Incoming messages refused (each answered, if possible).
+  std::uint64_t ignored_acks = 0;      ///< Acks naming nothing in flight, or malformed.
+  std::uint64_t peers_accepted = 0;    ///< Connections accepted by the listener.
+  std::uint64_t peers_lost = 0;        ///< Connections that failed or were closed by the peer.
+  std::uint64_t readiness_waits = 0;   ///< Sends held back until their readiness point passed.
+  std::uint64_t memory_waits = 0;      ///< Arrivals that waited for a free receive_pool block.
+};
+
+/**
+ * @brief One UCX worker: listens and connects, sends tensors and receives them.
+ *
+ * Sending: send() never blocks. A tensor with a readiness contract is sent once its readiness
+ * point has passed (a stream of the worker waits for it on the GPU and progress() queries an
+ * event recorded there); the worker holds a Tensor copy (a handle claim: a pool cannot reuse
+ * the block) until UCX reports that it has read the memory. Each peer accepts `window` tensors
+ * in flight; the peer confirms each one when its receive() hands it out, or refuses it at once.
+ * Every send() ends as exactly one SendResult: delivered, refused (the receiver's code and
+ * reason), or failed (kClosed when the connection broke).
+ *
+ * Receiving: a tensor lands in receiver-owned memory (receive_pool, else a host allocation),
+ * device to device through UCX's CUDA transports where they apply, after its header passed the
+ * checks of a DLPack import. receive() hands it out once UCX completed the copy: nothing remains
+ * to wait for. A refused message is reported by receive() (and to its sender); a peer that
+ * disconnects or dies is reported once as kClosed, after every tensor it delivered.
+ *
+ * Progress: every call progresses UCX. Between calls, call progress() when fd() is readable
+ * (arm() first), and every few tens of microseconds while sends wait for readiness or arrivals
+ * for memory (waiting() is not zero). Methods may be called from any thread, one at a time
+ * inside (a mutex); receive() waits without holding it.
+ */
+class Worker {
+ public:
+  /** @brief A worker on a fresh UCX context (active messages, wakeup). */
+  static expected<Worker, Error> create(const WorkerConfig& config = {});
+  /** @brief Takes `other`'s worker; `other` is left empty (only destroy or assign it). */
+  Worker(Worker&& other) noexcept;
+  /** @brief Closes this worker (as the destructor does), then takes `other`'s. */
+  Worker& operator=(Worker&& other) noexcept;
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  /**
+   * @brief Closes every connection (flushing for up to a second), reports every send still in
+   *        flight as failed, and drops the claims once UCX has let go of their memory.
+   */
+  ~Worker();
+
+  /**
+   * @brief Listens on `address` ("0.0.0.0", an interface's address, "::") and `port` (0: any)
+   *        and returns the port bound. One listener per worker (kDuplicateName for a second).
+   */
+  expected<std::uint16_t, Error> listen(const std::string& address, std::uint16_t port = 0);
+
+  /**
+   * @brief Connects to a listening worker and waits up to `timeout_ms` for its Hello.
+   *        kClosed when nobody listens there, kTimeout, kIncompatible for another wire version.
+   */
+  expected<PeerId, Error> connect(const std::string& address, std::uint16_t port,
+                                  int timeout_ms = 5000);
+
+  /**
+   * @brief The next connection the listener accepted, waiting up to `timeout_ms` (0: do not
+   *        wait, negative: no limit); nullopt when none came. Each is returned once.
+   */
+  std::optional<PeerId> accept(int timeout_ms);
+
+  /** @brief Closes a connection; its sends in flight are reported failed (kClosed). */
+  expected<void, Error> disconnect(PeerId peer);
+
+  /**
+   * @brief Sends `tensor` to `peer` and returns its sequence number; never waits.
+   *
+   * kBackpressured at once when `window` tensors are in flight to the peer; kNotFound for an
+   * unknown peer, kClosed for a lost one; kInvalidArgument for an empty tensor;
+   * kNotImplemented for a tensor that is not contiguous, is padded sub-byte, or lives on a device
+   * type UCX does not move; kFailure naming the CUDA call when the readiness wait cannot be set up.
+   */
+  expected<std::uint64_t, Error> send(PeerId peer, const Tensor& tensor);
+
+  /** @brief The next SendResult, in the order the sends ended; nullopt when none is waiting. */
+  std::optional<SendResult> next_send_result();
+
+  /**
+   * @brief The next arrival, waiting up to `timeout_ms` (0: do not wait, negative: no limit);
+   *        nullopt when none came. Handing it out confirms it to its sender.
+   *
+   * Errors, each reported once, in arrival order, the worker staying usable: a refused message
+   * (kInvalidArgument / kProtocolError / kIncompatible / kNotImplemented naming the field, or
+   * the pool's or the allocation's refusal); kClosed naming a peer that disconnected or died.
+   */
+  expected<std::optional<Received>, Error> receive(int timeout_ms);
+
+  /** @brief Progresses UCX, sends what became ready, lands what found memory; never blocks.
+   *         Returns how many things happened. */
+  expected<std::size_t, Error> progress();
+
+  /** @brief UCX's event descriptor: readable when progress() has something to do. */
+  int fd() const noexcept;
+  /**
+   * @brief Prepares fd() for a wait: true when it is safe to sleep on it now, false when there
+   *        is work to do first (call progress() and try again).
+   */
+  bool arm();
+
+  /** @brief Sends in flight to every peer (not yet ended as a SendResult). */
+  std::size_t in_flight() const noexcept;
+  /** @brief Sends in flight to `peer`. */
+  std::size_t in_flight(PeerId peer) const noexcept;
+  /** @brief Sends held for readiness plus arrivals held for memory: progress() must be polled. */
+  std::size_t waiting() const noexcept;
+  /** @brief Whether `peer` is connected (known and not lost or closed). */
+  bool connected(PeerId peer) const noexcept;
+  /** @brief The counters so far. */
+  WorkerStats stats() const noexcept;
+
+  struct State;  ///< The UCX handles, peers, sends in flight and arrivals.
+
+ private:
+  explicit Worker(std::unique_ptr<State> state) noexcept;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace holoscan::ucx

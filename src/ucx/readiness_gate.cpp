@@ -1,0 +1,159 @@
+#include "readiness_gate.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_error.hpp"
+
+namespace holoscan::ucx::detail {
+namespace {
+
+using holoscan::detail::check_cuda;
+using holoscan::detail::CudaApi;
+
+// Makes `ordinal` the current device for a scope (streams and events belong to the current one).
+class CurrentDevice {
+ public:
+  CurrentDevice(const CudaApi& api, int ordinal) noexcept : api_(api) {
+    if (api_.get_device(&previous_) == cudaSuccess && previous_ != ordinal) {
+      switched_ = api_.set_device(ordinal) == cudaSuccess;
+    }
+  }
+  ~CurrentDevice() {
+    if (switched_) {
+      (void)api_.set_device(previous_);
+    }
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  const CudaApi& api_;
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
+}  // namespace
+
+ReadinessGate::~ReadinessGate() {
+  for (Device& device : devices_) {
+    CurrentDevice current(*device.api, device.ordinal);
+    for (cudaEvent_t event : device.all_events) {
+      (void)device.api->event_destroy(event);
+    }
+    // The table has no cudaStreamDestroy; a fake runtime's streams need none.
+    if (device.api == &holoscan::detail::real_cuda_api() && device.stream != nullptr) {
+      (void)cudaStreamDestroy(device.stream);
+    }
+  }
+}
+
+expected<int, Error> ReadinessGate::device_of(const Tensor& tensor) const {
+  const DLDevice where = tensor.device();
+  if (where.device_type == kDLCUDA || where.device_type == kDLCUDAManaged) {
+    return where.device_id;
+  }
+  // Host memory written by the GPU: the device that runs the producer's stream.
+  const CudaApi& api = holoscan::detail::cuda();
+  int ordinal = -1;
+  const cudaStream_t stream = tensor.readiness_stream();
+  const cudaError_t status = stream != nullptr ? api.stream_get_device(stream, &ordinal)
+                                               : api.get_device(&ordinal);
+  if (auto checked = check_cuda(status, stream != nullptr ? "cudaStreamGetDevice" : "cudaGetDevice");
+      !checked) {
+    return forward_error(std::move(checked));
+  }
+  return ordinal;
+}
+
+expected<std::size_t, Error> ReadinessGate::slot_for(int ordinal) {
+  const CudaApi& api = holoscan::detail::cuda();
+  for (std::size_t slot = 0; slot < devices_.size(); ++slot) {
+    if (devices_[slot].ordinal == ordinal && devices_[slot].api == &api) {
+      return slot;
+    }
+  }
+  Device device;
+  device.ordinal = ordinal;
+  device.api = &api;
+  CurrentDevice current(api, ordinal);
+  if (auto created = check_cuda(api.stream_create_with_flags(&device.stream, cudaStreamNonBlocking),
+                                "cudaStreamCreateWithFlags");
+      !created) {
+    return forward_error(std::move(created));
+  }
+  devices_.push_back(std::move(device));
+  return devices_.size() - 1;
+}
+
+expected<cudaEvent_t, Error> ReadinessGate::take_event(Device& device) {
+  if (!device.free_events.empty()) {
+    cudaEvent_t event = device.free_events.back();
+    device.free_events.pop_back();
+    return event;
+  }
+  CurrentDevice current(*device.api, device.ordinal);
+  cudaEvent_t event = nullptr;
+  if (auto created = check_cuda(device.api->event_create_with_flags(&event, cudaEventDisableTiming),
+                                "cudaEventCreateWithFlags");
+      !created) {
+    return forward_error(std::move(created));
+  }
+  device.all_events.push_back(event);
+  return event;
+}
+
+expected<ReadinessGate::Ticket, Error> ReadinessGate::arm(Tensor& tensor) {
+  auto ordinal = device_of(tensor);
+  if (!ordinal) {
+    return forward_error(std::move(ordinal));
+  }
+  auto slot = slot_for(*ordinal);
+  if (!slot) {
+    return forward_error(std::move(slot));
+  }
+  Device& device = devices_[*slot];
+  auto event = take_event(device);
+  if (!event) {
+    return forward_error(std::move(event));
+  }
+  const Ticket ticket{*slot, *event};
+  if (auto waited = tensor.synchronize_for_consumer(device.stream); !waited) {
+    release(ticket);
+    return forward_error(std::move(waited));
+  }
+  if (auto recorded = check_cuda(device.api->event_record(*event, device.stream), "cudaEventRecord");
+      !recorded) {
+    release(ticket);
+    return forward_error(std::move(recorded));
+  }
+  return ticket;
+}
+
+expected<bool, Error> ReadinessGate::passed(const Ticket& ticket) {
+  const CudaApi& api = *devices_[ticket.device_slot].api;
+  // Relaxed capture mode: a query must not invalidate a graph another thread is capturing.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  const bool relaxed = api.thread_exchange_stream_capture_mode(&mode) == cudaSuccess;
+  const cudaError_t status = api.event_query(ticket.event);
+  if (relaxed) {
+    (void)api.thread_exchange_stream_capture_mode(&mode);
+  }
+  if (status == cudaErrorNotReady) {
+    return false;
+  }
+  if (auto checked = check_cuda(status, "cudaEventQuery"); !checked) {
+    return forward_error(std::move(checked));
+  }
+  return true;
+}
+
+void ReadinessGate::release(const Ticket& ticket) noexcept {
+  Device& device = devices_[ticket.device_slot];
+  try {
+    device.free_events.push_back(ticket.event);
+  } catch (...) {
+    // Kept in all_events: destroyed with the gate.
+  }
+}
+
+}  // namespace holoscan::ucx::detail

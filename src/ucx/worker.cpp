@@ -1,0 +1,303 @@
+// The Worker's public calls: each takes the mutex and runs the steps of Worker::State; the ones
+// that wait (connect, accept, receive) do so between rounds without the mutex.
+#include <poll.h>
+
+#include <chrono>
+#include <string>
+
+#include "holoscan/ucx/worker.hpp"
+#include "worker_state.hpp"
+
+namespace holoscan::ucx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a wait sleeps at most while something must be polled rather than awaited.
+constexpr std::chrono::microseconds kPollingSleep{20};
+
+// Sleeps on `fd` until it is readable or `limit` passed (negative fd: just sleeps).
+void sleep_on(int fd, std::chrono::nanoseconds limit) {
+  const auto nanoseconds = limit.count() > 0 ? limit.count() : 0;
+  const timespec timeout{static_cast<time_t>(nanoseconds / 1000000000),
+                         static_cast<long>(nanoseconds % 1000000000)};
+  pollfd entry{fd, POLLIN, 0};
+  (void)ppoll(&entry, fd >= 0 ? 1 : 0, &timeout, nullptr);
+}
+
+// Runs `step` under the mutex after each progress round until it yields a value or `timeout_ms`
+// ran out (0: one round, negative: no limit). Between rounds it spins for spin_us, then sleeps
+// on the event fd, or briefly while something must be polled that no fd announces.
+template <class Step>
+auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step()) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  const auto spin_until = start + std::chrono::microseconds(state.config.spin_us);
+  for (;;) {
+    bool armed = false;
+    {
+      std::lock_guard<std::mutex> lock(state.mutex);
+      state.progress_locked();
+      if (auto done = step()) {
+        return done;
+      }
+      const auto now = Clock::now();
+      if (timeout_ms == 0 || (timeout_ms > 0 && now >= deadline)) {
+        return std::nullopt;
+      }
+      if (now < spin_until) {
+        continue;
+      }
+      armed = state.waiting_locked() == 0 && state.arm_locked();
+    }
+    const auto limit = timeout_ms < 0 ? std::chrono::nanoseconds(std::chrono::seconds(1))
+                                      : std::chrono::nanoseconds(deadline - Clock::now());
+    sleep_on(armed ? state.efd : -1, armed ? limit : std::min<std::chrono::nanoseconds>(
+                                                         limit, kPollingSleep));
+  }
+}
+
+}  // namespace
+
+expected<Worker, Error> Worker::create(const WorkerConfig& config) {
+  if (config.window == 0) {
+    return make_unexpected(ErrorCode::kInvalidArgument, "ucx worker: window must be at least 1");
+  }
+  auto state = std::make_unique<State>(config);
+  auto context = detail::create_context();
+  if (!context) {
+    return forward_error(std::move(context));
+  }
+  state->context = std::move(*context);
+  auto worker = detail::create_worker(state->context.get());
+  if (!worker) {
+    return forward_error(std::move(worker));
+  }
+  state->worker = std::move(worker->worker);
+  state->efd = worker->efd;
+  state->max_am_header = worker->max_am_header;
+  if (state->max_am_header < kMaxTensorHeaderBytes) {
+    return make_unexpected(ErrorCode::kNotImplemented,
+                           "ucx worker: UCX allows active message headers of " +
+                               std::to_string(state->max_am_header) + " bytes, the protocol needs " +
+                               std::to_string(kMaxTensorHeaderBytes));
+  }
+  if (auto registered = state->register_handlers(); !registered) {
+    return forward_error(std::move(registered));
+  }
+  return Worker(std::move(state));
+}
+
+Worker::Worker(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
+Worker::Worker(Worker&& other) noexcept = default;
+
+Worker& Worker::operator=(Worker&& other) noexcept {
+  if (this != &other) {
+    if (state_ != nullptr) {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->shut_down();
+    }
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Worker::~Worker() {
+  if (state_ != nullptr) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->shut_down();
+  }
+}
+
+expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::uint16_t port) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->listen_locked(address, port);
+}
+
+expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_t port,
+                                        int timeout_ms) {
+  PeerId id = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto started = state_->start_connect(address, port);
+    if (!started) {
+      return started;
+    }
+    id = *started;
+  }
+  const std::string who = "ucx connect to " + address + ":" + std::to_string(port);
+  State& state = *state_;
+  auto answered = wait_for(state, timeout_ms, [&]() -> std::optional<expected<PeerId, Error>> {
+    Peer& peer = *state.find(id);
+    if (peer.hello_version && *peer.hello_version == kWireVersion) {
+      return expected<PeerId, Error>(id);
+    }
+    if (peer.hello_version) {
+      const std::string version = std::to_string(*peer.hello_version);
+      state.lose_peer(peer, Error{}, false);
+      return expected<PeerId, Error>(make_unexpected(
+          ErrorCode::kIncompatible, who + ": the listener speaks wire version " + version +
+                                        ", this build " + std::to_string(kWireVersion)));
+    }
+    if (peer.lost) {
+      return expected<PeerId, Error>(
+          make_unexpected(ErrorCode::kClosed, who + ": the connection failed"));
+    }
+    return std::nullopt;
+  });
+  if (answered) {
+    return std::move(*answered);
+  }
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.lose_peer(*state.find(id), Error{}, false);
+  return make_unexpected(ErrorCode::kTimeout,
+                         who + ": no answer within " + std::to_string(timeout_ms) + " ms");
+}
+
+std::optional<PeerId> Worker::accept(int timeout_ms) {
+  State& state = *state_;
+  return wait_for(state, timeout_ms, [&]() -> std::optional<PeerId> {
+    if (state.accepted.empty()) {
+      return std::nullopt;
+    }
+    const PeerId id = state.accepted.front();
+    state.accepted.pop_front();
+    return id;
+  });
+}
+
+expected<void, Error> Worker::disconnect(PeerId id) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  Peer* peer = state_->find(id);
+  if (peer == nullptr) {
+    return make_unexpected(ErrorCode::kNotFound, "ucx disconnect: no peer " + std::to_string(id));
+  }
+  if (!peer->lost) {
+    state_->lose_peer(*peer, Error{ErrorCode::kClosed, "ucx: disconnected by this worker", 0},
+                      false);
+  }
+  state_->sweep_ended();
+  return {};
+}
+
+expected<std::uint64_t, Error> Worker::send(PeerId peer, const Tensor& tensor) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto sent = state_->send_locked(peer, tensor);
+  state_->flush_controls();
+  state_->sweep_ended();
+  return sent;
+}
+
+std::optional<SendResult> Worker::next_send_result() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->results.empty()) {
+    return std::nullopt;
+  }
+  SendResult result = std::move(state_->results.front());
+  state_->results.pop_front();
+  return result;
+}
+
+expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
+  State& state = *state_;
+  // The delivery Ack goes out with the next call's progress round: a tensor the caller sends
+  // in reply leaves first.
+  auto taken = wait_for(state, timeout_ms, [&] { return state.take_arrival(); });
+  if (!taken) {
+    return std::optional<Received>();
+  }
+  if (!*taken) {
+    return forward_error(std::move(*taken));
+  }
+  return std::optional<Received>(std::move(**taken));
+}
+
+expected<std::size_t, Error> Worker::progress() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->progress_locked();
+}
+
+int Worker::fd() const noexcept { return state_->efd; }
+
+bool Worker::arm() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->arm_locked();
+}
+
+std::size_t Worker::in_flight() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::size_t count = 0;
+  for (const auto& [id, peer] : state_->peers) {
+    count += state_->in_flight_locked(peer);
+  }
+  return count;
+}
+
+std::size_t Worker::in_flight(PeerId id) const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto found = state_->peers.find(id);
+  return found == state_->peers.end() ? 0 : state_->in_flight_locked(found->second);
+}
+
+std::size_t Worker::waiting() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->waiting_locked();
+}
+
+bool Worker::connected(PeerId id) const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto found = state_->peers.find(id);
+  return found != state_->peers.end() && !found->second.lost;
+}
+
+WorkerStats Worker::stats() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->stats;
+}
+
+// One round: UCX's own progress (callbacks run in it), then what the callbacks left to do.
+std::size_t Worker::State::progress_locked() {
+  std::size_t done = 0;
+  for (int round = 0; round < 64; ++round) {
+    const unsigned progressed = ucp_worker_progress(worker.get());
+    done += progressed;
+    if (progressed == 0) {
+      break;
+    }
+  }
+  done += accept_connections();
+  done += handle_failures();
+  done += post_ready_sends();
+  done += land_arrivals();
+  done += flush_controls();
+  drain_closing();
+  sweep_ended();
+  return done;
+}
+
+bool Worker::State::arm_locked() { return ucp_worker_arm(worker.get()) == UCS_OK; }
+
+std::size_t Worker::State::waiting_locked() const noexcept {
+  std::size_t count = 0;
+  for (const auto& [id, peer] : peers) {
+    for (const auto& send : peer.outgoing) {
+      count += send->phase == Outgoing::Phase::kHeld && !send->ended ? 1 : 0;
+    }
+  }
+  for (const auto& arrival : arrivals) {
+    count += arrival->phase == Arrival::Phase::kWaitingMemory ? 1 : 0;
+  }
+  return count + closing.size();
+}
+
+Peer* Worker::State::find(PeerId id) noexcept {
+  auto found = peers.find(id);
+  return found == peers.end() ? nullptr : &found->second;
+}
+
+Peer* Worker::State::find(ucp_ep_h endpoint) noexcept {
+  auto found = by_endpoint.find(endpoint);
+  return found == by_endpoint.end() ? nullptr : find(found->second);
+}
+
+}  // namespace holoscan::ucx

@@ -1,0 +1,201 @@
+// The receiving side. A tensor message's header is checked in UCX's callback; its data stays
+// inside UCX (rendezvous descriptor or persistent eager data) until receiver memory is found,
+// then UCX copies it there (ucp_am_recv_data_nbx): host to host, or into device memory through
+// the CUDA transports. Arrivals are handed out in the order they came, each one confirmed to its
+// sender as receive() hands it out; refusals are answered at once.
+#include <string>
+
+#include "landing_memory.hpp"
+#include "ucx_error.hpp"
+#include "worker_state.hpp"
+
+namespace holoscan::ucx {
+namespace {
+
+void on_landed_callback(void* request, ucs_status_t status, std::size_t length, void* user_data) {
+  auto* arrival = static_cast<Arrival*>(user_data);
+  ucp_request_free(request);
+  arrival->request = nullptr;
+  try {
+    arrival->state->on_landed(*arrival, status, length);
+  } catch (...) {
+    arrival->phase = Arrival::Phase::kDropped;  // no room to report it: the sender sees no Ack
+  }
+}
+
+std::string about(const Arrival& arrival) {
+  return "tensor " + std::to_string(arrival.header.sequence) + " from peer " +
+         std::to_string(arrival.peer);
+}
+
+}  // namespace
+
+ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t header_length,
+                                              void* data, std::size_t length,
+                                              const ucp_am_recv_param_t& param) {
+  auto arrival = std::make_unique<Arrival>();
+  arrival->state = this;
+  const auto* bytes = static_cast<const std::uint8_t*>(header);
+  Peer* peer = (param.recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? find(param.reply_ep)
+                                                                        : nullptr;
+  const std::uint64_t sequence = peek_sequence(bytes, header_length);
+  arrival->peer = peer != nullptr ? peer->id : 0;
+  arrival->header.sequence = sequence;
+  const bool kept =
+      (param.recv_attr & (UCP_AM_RECV_ATTR_FLAG_DATA | UCP_AM_RECV_ATTR_FLAG_RNDV)) != 0;
+  std::optional<Error> refusal;
+  if (peer == nullptr) {
+    refusal = Error{ErrorCode::kProtocolError,
+                    "ucx receive: a tensor message came without a known reply endpoint", 0};
+  } else if (auto decoded = decode_tensor_header(bytes, header_length); !decoded) {
+    refusal = std::move(decoded.error());
+  } else if (decoded->payload_bytes != length) {
+    refusal = Error{ErrorCode::kProtocolError,
+                    "ucx tensor header: data of " + std::to_string(length) +
+                        " bytes, payload_bytes says " + std::to_string(decoded->payload_bytes),
+                    0};
+  } else if (length > 0 && !kept) {
+    refusal = Error{ErrorCode::kFailure,
+                    "ucx receive: UCX delivered tensor data without keeping it", 0};
+  } else {
+    arrival->header = *decoded;
+    arrival->data = length > 0 ? data : nullptr;
+    arrival->length = length;
+  }
+  Arrival& placed = *arrival;
+  arrivals.push_back(std::move(arrival));
+  if (refusal) {
+    refuse(placed, std::move(*refusal));
+    return UCS_OK;  // UCX drops the data (a rendezvous sender completes)
+  }
+  return placed.data != nullptr ? UCS_INPROGRESS : UCS_OK;
+}
+
+void Worker::State::refuse(Arrival& arrival, Error error) {
+  ++stats.refused;
+  arrival.phase = Arrival::Phase::kRefused;
+  arrival.tensor = Tensor();
+  if (arrival.peer != 0) {
+    queue_control(arrival.peer, MessageId::kAck,
+                  encode(Ack{arrival.header.sequence, error.code, error.message}));
+  }
+  arrival.error = std::move(error);
+}
+
+// In arrival order; the first arrival that finds the pool exhausted holds back the ones after it.
+std::size_t Worker::State::land_arrivals() {
+  std::size_t started = 0;
+  for (auto& entry : arrivals) {
+    Arrival& arrival = *entry;
+    if (arrival.phase != Arrival::Phase::kWaitingMemory) {
+      continue;
+    }
+    auto tensor = detail::allocate_landing(arrival.header, config.receive_pool,
+                                           config.max_receive_bytes);
+    if (!tensor && detail::is_pool_exhausted(tensor.error(), config.receive_pool)) {
+      stats.memory_waits += arrival.counted_wait ? 0 : 1;
+      arrival.counted_wait = true;
+      break;
+    }
+    if (!tensor) {
+      if (arrival.data != nullptr) {
+        ucp_am_data_release(worker.get(), arrival.data);
+        arrival.data = nullptr;
+      }
+      Error error = std::move(tensor.error());
+      error.message = "ucx receive of " + about(arrival) + ": " + error.message;
+      refuse(arrival, std::move(error));
+      continue;
+    }
+    arrival.tensor = std::move(*tensor);
+    ++started;
+    if (arrival.length == 0) {
+      arrival.phase = Arrival::Phase::kLanded;
+      continue;
+    }
+    ucp_request_param_t params{};
+    params.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    params.cb.recv_am = on_landed_callback;
+    params.user_data = &arrival;
+    params.memory_type = detail::memory_type_of(arrival.tensor);
+    arrival.phase = Arrival::Phase::kLanding;
+    void* descriptor = arrival.data;
+    arrival.data = nullptr;  // UCX owns it from here, whatever happens
+    void* request = ucp_am_recv_data_nbx(worker.get(), descriptor, arrival.tensor.data(),
+                                         arrival.length, &params);
+    if (UCS_PTR_IS_PTR(request)) {
+      arrival.request = request;
+    } else {
+      on_landed(arrival, UCS_PTR_STATUS(request), arrival.length);
+    }
+  }
+  return started;
+}
+
+void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t length) {
+  const Peer* peer = find(arrival.peer);
+  if (peer == nullptr || peer->lost || detail::is_connection_failure(status)) {
+    // The peer is gone (UCX's error callback for it runs in this round): its kClosed follows.
+    arrival.phase = Arrival::Phase::kDropped;
+    arrival.tensor = Tensor();
+    return;
+  }
+  if (status == UCS_OK && length == arrival.length) {
+    arrival.phase = Arrival::Phase::kLanded;
+    return;
+  }
+  refuse(arrival, status != UCS_OK
+                      ? detail::ucx_error("ucx receive of " + about(arrival),
+                                          "ucp_am_recv_data_nbx", status)
+                      : Error{ErrorCode::kProtocolError,
+                              "ucx receive of " + about(arrival) + ": " + std::to_string(length) +
+                                  " bytes landed, " + std::to_string(arrival.length) + " expected",
+                              0});
+}
+
+void Worker::State::drop_arrivals(PeerId peer) {
+  for (auto& entry : arrivals) {
+    Arrival& arrival = *entry;
+    if (arrival.peer != peer || arrival.phase != Arrival::Phase::kWaitingMemory) {
+      continue;  // landing ones are dropped when UCX calls back; landed ones are still handed out
+    }
+    if (arrival.data != nullptr) {
+      ucp_am_data_release(worker.get(), arrival.data);
+      arrival.data = nullptr;
+    }
+    arrival.phase = Arrival::Phase::kDropped;
+  }
+}
+
+std::optional<expected<Received, Error>> Worker::State::take_arrival() {
+  while (!arrivals.empty()) {
+    Arrival& head = *arrivals.front();
+    switch (head.phase) {
+      case Arrival::Phase::kWaitingMemory:
+      case Arrival::Phase::kLanding:
+        return std::nullopt;  // handed out in arrival order
+      case Arrival::Phase::kDropped:
+        arrivals.pop_front();
+        continue;
+      case Arrival::Phase::kLanded: {
+        Received received{head.peer, head.header.sequence, std::move(head.tensor)};
+        if (const Peer* peer = find(head.peer); peer != nullptr && !peer->lost) {
+          queue_control(head.peer, MessageId::kAck, encode(Ack{head.header.sequence, ErrorCode::kSuccess, {}}));
+        }
+        ++stats.received;
+        arrivals.pop_front();
+        return expected<Received, Error>(std::move(received));
+      }
+      case Arrival::Phase::kRefused:
+      case Arrival::Phase::kPeerClosed: {
+        Error error = std::move(head.error);
+        arrivals.pop_front();
+        return expected<Received, Error>(make_unexpected(std::move(error)));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace holoscan::ucx

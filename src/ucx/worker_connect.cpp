@@ -1,0 +1,344 @@
+// Connections: the listener, connecting, accepting, and what happens when a connection ends. A
+// peer is lost exactly once (UCX's error callback, a disconnect, or the worker's end); losing it
+// fails its sends in flight and drops its pending arrivals, and a peer lost by failure is
+// reported to receive() as kClosed after everything it delivered.
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "ucx_error.hpp"
+#include "worker_state.hpp"
+
+namespace holoscan::ucx {
+namespace {
+
+// Resolved socket address; freed with the object.
+class Resolved {
+ public:
+  ~Resolved() {
+    if (list_ != nullptr) {
+      freeaddrinfo(list_);
+    }
+  }
+  expected<void, Error> resolve(const std::string& who, const std::string& address,
+                                std::uint16_t port, bool passive) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+    const std::string service = std::to_string(port);
+    if (int status = getaddrinfo(address.c_str(), service.c_str(), &hints, &list_); status != 0) {
+      list_ = nullptr;
+      return make_unexpected(ErrorCode::kInvalidArgument,
+                             who + ": cannot resolve \"" + address + "\": " + gai_strerror(status));
+    }
+    return {};
+  }
+  const addrinfo& first() const noexcept { return *list_; }
+
+ private:
+  addrinfo* list_ = nullptr;
+};
+
+std::string describe(const sockaddr_storage& address) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  std::uint16_t port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    port = ntohs(in->sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    port = ntohs(in6->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+void on_connection_request(ucp_conn_request_h request, void* arg) {
+  auto* state = static_cast<Worker::State*>(arg);
+  try {
+    state->connection_requests.push_back(request);
+  } catch (...) {
+    (void)ucp_listener_reject(state->listener, request);
+  }
+}
+
+void on_endpoint_error(void* arg, ucp_ep_h endpoint, ucs_status_t status) {
+  auto* state = static_cast<Worker::State*>(arg);
+  if (Peer* peer = state->find(endpoint); peer != nullptr) {
+    try {
+      state->failures.emplace_back(peer->id, status);
+    } catch (...) {
+      // Lost only if the heap is gone too; the endpoint is closed with the worker.
+    }
+  }
+}
+
+ucp_ep_params_t endpoint_params(Worker::State* state) {
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;  // a dead peer fails its requests, not us
+  params.err_handler.cb = on_endpoint_error;
+  params.err_handler.arg = state;
+  return params;
+}
+
+}  // namespace
+
+expected<std::uint16_t, Error> Worker::State::listen_locked(const std::string& address,
+                                                            std::uint16_t port) {
+  const std::string who = "ucx listen on " + address + ":" + std::to_string(port);
+  if (listener != nullptr) {
+    return make_unexpected(ErrorCode::kDuplicateName, who + ": this worker already listens");
+  }
+  Resolved resolved;
+  if (auto ok = resolved.resolve(who, address, port, true); !ok) {
+    return forward_error(std::move(ok));
+  }
+  ucp_listener_params_t params{};
+  params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  params.sockaddr.addr = resolved.first().ai_addr;
+  params.sockaddr.addrlen = resolved.first().ai_addrlen;
+  params.conn_handler.cb = on_connection_request;
+  params.conn_handler.arg = this;
+  if (ucs_status_t status = ucp_listener_create(worker.get(), &params, &listener);
+      status != UCS_OK) {
+    listener = nullptr;
+    return make_unexpected(detail::ucx_error(who, "ucp_listener_create", status));
+  }
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  if (ucs_status_t status = ucp_listener_query(listener, &attr); status != UCS_OK) {
+    return make_unexpected(detail::ucx_error(who, "ucp_listener_query", status));
+  }
+  const auto& bound = attr.sockaddr;
+  return bound.ss_family == AF_INET6
+             ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
+             : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+}
+
+expected<PeerId, Error> Worker::State::start_connect(const std::string& address,
+                                                      std::uint16_t port) {
+  const std::string name = address + ":" + std::to_string(port);
+  const std::string who = "ucx connect to " + name;
+  Resolved resolved;
+  if (auto ok = resolved.resolve(who, address, port, false); !ok) {
+    return forward_error(std::move(ok));
+  }
+  ucp_ep_params_t params = endpoint_params(this);
+  params.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+  params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  params.sockaddr.addr = resolved.first().ai_addr;
+  params.sockaddr.addrlen = resolved.first().ai_addrlen;
+  ucp_ep_h endpoint = nullptr;
+  if (ucs_status_t status = ucp_ep_create(worker.get(), &params, &endpoint); status != UCS_OK) {
+    return make_unexpected(detail::ucx_error(who, "ucp_ep_create", status));
+  }
+  const PeerId id = add_peer(endpoint, name);
+  const auto hello = encode(Hello{});
+  queue_control(id, MessageId::kHello, std::string(hello.begin(), hello.end()));
+  flush_controls();
+  return id;
+}
+
+PeerId Worker::State::add_peer(ucp_ep_h endpoint, std::string name) {
+  const PeerId id = next_peer++;
+  Peer& peer = peers[id];
+  peer.id = id;
+  peer.endpoint = endpoint;
+  peer.name = std::move(name);
+  by_endpoint[endpoint] = id;
+  return id;
+}
+
+std::size_t Worker::State::accept_connections() {
+  std::vector<ucp_conn_request_h> requests;
+  requests.swap(connection_requests);
+  for (ucp_conn_request_h request : requests) {
+    ucp_conn_request_attr_t attr{};
+    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    const std::string name =
+        ucp_conn_request_query(request, &attr) == UCS_OK ? describe(attr.client_address) : "?";
+    ucp_ep_params_t params = endpoint_params(this);
+    params.field_mask |= UCP_EP_PARAM_FIELD_CONN_REQUEST;
+    params.conn_request = request;
+    ucp_ep_h endpoint = nullptr;
+    if (ucp_ep_create(worker.get(), &params, &endpoint) != UCS_OK) {
+      continue;  // the request is consumed either way; the client sees its connect fail
+    }
+    const PeerId id = add_peer(endpoint, name);
+    peers[id].accepted = true;
+    accepted.push_back(id);
+    ++stats.peers_accepted;
+  }
+  return requests.size();
+}
+
+std::size_t Worker::State::handle_failures() {
+  std::vector<std::pair<PeerId, ucs_status_t>> failed;
+  failed.swap(failures);
+  for (const auto& [id, status] : failed) {
+    Peer* peer = find(id);
+    if (peer == nullptr || peer->lost) {
+      continue;
+    }
+    ++stats.peers_lost;
+    lose_peer(*peer,
+              Error{ErrorCode::kClosed,
+                    "ucx: peer " + std::to_string(id) + " (" + peer->name +
+                        ") is gone: " + ucs_status_string(status),
+                    0},
+              true);
+  }
+  return failed.size();
+}
+
+void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
+  if (!report) {
+    flush_controls();  // an orderly close still confirms what receive() handed out
+  }
+  peer.lost = true;
+  fail_outgoing(peer, reason);
+  drop_arrivals(peer.id);
+  if (report) {
+    auto marker = std::make_unique<Arrival>();
+    marker->state = this;
+    marker->peer = peer.id;
+    marker->phase = Arrival::Phase::kPeerClosed;
+    marker->error = reason;
+    arrivals.push_back(std::move(marker));
+  }
+  // A failed connection is closed at once; an orderly one lets UCX finish what it sends first.
+  close_endpoint(peer, report);
+}
+
+void Worker::State::close_endpoint(Peer& peer, bool force) {
+  if (peer.endpoint == nullptr) {
+    return;
+  }
+  by_endpoint.erase(peer.endpoint);
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  params.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  void* request = ucp_ep_close_nbx(peer.endpoint, &params);
+  peer.endpoint = nullptr;
+  if (UCS_PTR_IS_PTR(request)) {
+    closing.push_back(request);
+  }
+}
+
+bool Worker::State::drain_closing() noexcept {
+  for (std::size_t i = 0; i < closing.size();) {
+    if (ucp_request_check_status(closing[i]) == UCS_INPROGRESS) {
+      ++i;
+      continue;
+    }
+    ucp_request_free(closing[i]);
+    closing[i] = closing.back();
+    closing.pop_back();
+  }
+  return closing.empty();
+}
+
+bool Worker::State::requests_pending() const noexcept {
+  for (const auto& [id, peer] : peers) {
+    for (const auto& send : peer.outgoing) {
+      if (send->request != nullptr) {
+        return true;
+      }
+    }
+  }
+  for (const auto& arrival : arrivals) {
+    if (arrival->request != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Progresses until every endpoint closed and every request completed, or `limit` passed.
+void Worker::State::settle(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while ((!drain_closing() || requests_pending()) && std::chrono::steady_clock::now() < deadline) {
+    ucp_worker_progress(worker.get());
+  }
+}
+
+// A request UCX never completed may still have a copy of its own in flight on the GPU: the memory
+// it names is never freed or reused, but kept until the process exits (it is reachable from here).
+void Worker::State::keep_unsettled_memory() noexcept {
+  static auto* kept = new std::vector<Tensor>();
+  try {
+    for (auto& [id, peer] : peers) {
+      for (auto& send : peer.outgoing) {
+        if (send->request != nullptr) {
+          kept->push_back(std::move(send->claim));
+        }
+      }
+    }
+    for (auto& arrival : arrivals) {
+      if (arrival->request != nullptr) {
+        kept->push_back(std::move(arrival->tensor));
+      }
+    }
+  } catch (...) {
+    // No room to keep it: the Tensor stays where it was and goes with the worker.
+  }
+}
+
+// Closes every connection and gives UCX up to a second to finish what it was doing, then cancels
+// what is left (another second); only memory of completed requests is let go of with the worker.
+void Worker::State::shut_down() noexcept {
+  if (worker == nullptr) {
+    return;
+  }
+  try {
+    for (ucp_conn_request_h request : connection_requests) {
+      (void)ucp_listener_reject(listener, request);
+    }
+    connection_requests.clear();
+    if (listener != nullptr) {
+      ucp_listener_destroy(listener);
+      listener = nullptr;
+    }
+    for (auto& [id, peer] : peers) {
+      if (!peer.lost) {
+        lose_peer(peer, Error{ErrorCode::kClosed, "ucx: the worker was destroyed", 0}, false);
+      }
+    }
+    settle(std::chrono::seconds(1));
+    if (requests_pending()) {
+      for (auto& [id, peer] : peers) {
+        for (auto& send : peer.outgoing) {
+          if (send->request != nullptr) {
+            ucp_request_cancel(worker.get(), send->request);
+          }
+        }
+      }
+      for (auto& arrival : arrivals) {
+        if (arrival->request != nullptr) {
+          ucp_request_cancel(worker.get(), arrival->request);
+        }
+      }
+      settle(std::chrono::seconds(1));
+    }
+  } catch (...) {
+    // Out of host memory while closing: what UCX did not finish is kept below.
+  }
+  keep_unsettled_memory();
+  for (void* request : closing) {
+    ucp_request_free(request);  // released by UCX when it completes
+  }
+  closing.clear();
+  worker.reset();
+  peers.clear();
+  by_endpoint.clear();
+  arrivals.clear();
+  context.reset();
+}
+
+}  // namespace holoscan::ucx

@@ -1,0 +1,110 @@
+// The protocol's small messages (Ack, Hello) and the active message handlers. Small messages are
+// queued by callbacks and sent after the progress round, never from inside UCX's callback; each
+// goes as an eager message whose header UCX copies, so nothing of it has to outlive the call.
+#include <string>
+
+#include "worker_state.hpp"
+
+namespace holoscan::ucx {
+namespace {
+
+ucp_ep_h reply_endpoint(const ucp_am_recv_param_t* param) {
+  return (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? param->reply_ep : nullptr;
+}
+
+ucs_status_t tensor_handler(void* arg, const void* header, std::size_t header_length, void* data,
+                       std::size_t length, const ucp_am_recv_param_t* param) {
+  try {
+    return static_cast<Worker::State*>(arg)->on_tensor_message(header, header_length, data,
+                                                                length, *param);
+  } catch (...) {
+    return UCS_OK;  // out of host memory: the message is dropped and its sender gets no Ack
+  }
+}
+
+ucs_status_t ack_handler(void* arg, const void* header, std::size_t header_length, void*, std::size_t,
+                    const ucp_am_recv_param_t* param) {
+  try {
+    static_cast<Worker::State*>(arg)->on_ack(
+        reply_endpoint(param), static_cast<const std::uint8_t*>(header), header_length);
+  } catch (...) {
+    // Out of host memory: the send stays in flight until its connection ends.
+  }
+  return UCS_OK;
+}
+
+ucs_status_t hello_handler(void* arg, const void* header, std::size_t header_length, void*,
+                      std::size_t, const ucp_am_recv_param_t* param) {
+  try {
+    static_cast<Worker::State*>(arg)->on_hello(
+        reply_endpoint(param), static_cast<const std::uint8_t*>(header), header_length);
+  } catch (...) {
+    // Out of host memory: the connecting side times out.
+  }
+  return UCS_OK;
+}
+
+}  // namespace
+
+expected<void, Error> Worker::State::register_handlers() {
+  const struct {
+    MessageId id;
+    unsigned flags;
+    ucp_am_recv_callback_t callback;
+  } handlers[] = {
+      // Tensor data stays inside UCX until receiver memory is found for it.
+      {MessageId::kTensor, UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA, tensor_handler},
+      {MessageId::kAck, UCP_AM_FLAG_WHOLE_MSG, ack_handler},
+      {MessageId::kHello, UCP_AM_FLAG_WHOLE_MSG, hello_handler},
+  };
+  for (const auto& handler : handlers) {
+    if (auto set = detail::set_am_handler(worker.get(), static_cast<unsigned>(handler.id),
+                                          handler.flags, handler.callback, this);
+        !set) {
+      return set;
+    }
+  }
+  return {};
+}
+
+void Worker::State::queue_control(PeerId peer, MessageId id, std::string bytes) {
+  controls.push_back(Control{peer, id, std::move(bytes)});
+}
+
+std::size_t Worker::State::flush_controls() {
+  std::vector<Control> queued;
+  queued.swap(controls);
+  for (const Control& control : queued) {
+    const Peer* peer = find(control.peer);
+    if (peer == nullptr || peer->endpoint == nullptr) {
+      continue;  // its connection is gone: nobody to tell
+    }
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_COPY_HEADER | UCP_AM_SEND_FLAG_EAGER;
+    void* request = ucp_am_send_nbx(peer->endpoint, static_cast<unsigned>(control.id),
+                                    control.bytes.data(), control.bytes.size(), nullptr, 0, &params);
+    if (UCS_PTR_IS_PTR(request)) {
+      ucp_request_free(request);  // UCX releases it once sent; a failure shows on the endpoint
+    }
+  }
+  return queued.size();
+}
+
+// The listener answers every Hello with its own; the connecting side notes the answer.
+void Worker::State::on_hello(ucp_ep_h reply, const std::uint8_t* bytes, std::size_t size) {
+  Peer* peer = find(reply);
+  auto hello = decode_hello(bytes, size);
+  if (peer == nullptr || !hello) {
+    ++stats.refused;
+    return;
+  }
+  if (peer->accepted) {
+    const auto answer = encode(Hello{});
+    queue_control(peer->id, MessageId::kHello, std::string(answer.begin(), answer.end()));
+  } else if (!peer->hello_version) {
+    peer->hello_version = hello->version;  // a second answer changes nothing
+  }
+}
+
+}  // namespace holoscan::ucx

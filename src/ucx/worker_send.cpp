@@ -1,0 +1,252 @@
+// The sending side. A send is held until its readiness point passed (and every earlier send to
+// the peer went to UCX: a peer sees tensors in send order), then posted as one active message
+// whose data is the tensor's own memory. The claim is dropped when UCX reports that it is done
+// with the memory; the send ends when, in addition, the peer answered (or the connection broke).
+#include <string>
+
+#include "landing_memory.hpp"
+#include "ucx_error.hpp"
+#include "worker_state.hpp"
+
+namespace holoscan::ucx {
+namespace {
+
+void on_sent(void* request, ucs_status_t status, void* user_data) {
+  auto* send = static_cast<Outgoing*>(user_data);
+  ucp_request_free(request);
+  send->request = nullptr;
+  try {
+    send->state->on_ucx_done(*send, status);
+  } catch (...) {
+    // Out of host memory for the result: the claim is dropped, the send ends with its peer.
+  }
+}
+
+std::string about(const Outgoing& send) {
+  return "tensor " + std::to_string(send.sequence) + " to peer " + std::to_string(send.peer);
+}
+
+// What a tensor must be to travel: the payload is its memory, as one compact run of bytes.
+expected<void, Error> check_sendable(const Tensor& tensor) {
+  constexpr const char* kWho = "ucx send: ";
+  if (!tensor || (tensor.data() == nullptr && tensor.size() > 0)) {
+    return make_unexpected(ErrorCode::kInvalidArgument, std::string(kWho) + "the tensor is empty");
+  }
+  if (!tensor.is_contiguous()) {
+    return make_unexpected(ErrorCode::kNotImplemented,
+                           std::string(kWho) +
+                               "the tensor is not contiguous (row-major, compact); copy it first");
+  }
+  if (detail::memory_type_of(tensor) == UCS_MEMORY_TYPE_UNKNOWN) {
+    return make_unexpected(ErrorCode::kNotImplemented,
+                           std::string(kWho) + "device type " +
+                               std::to_string(tensor.device().device_type) +
+                               " is not memory UCX moves (CPU, CUDA, CUDA host, CUDA managed)");
+  }
+  return {};
+}
+
+TensorHeader header_of(const Tensor& tensor, std::uint64_t sequence) {
+  TensorHeader h;
+  h.sequence = sequence;
+  h.payload_bytes = static_cast<std::uint64_t>(tensor.nbytes());
+  h.dlpack_flags = tensor.flags();
+  h.dlpack_version = tensor.version();
+  h.dtype = tensor.dtype();
+  h.ndim = tensor.ndim();
+  const DLTensor& view = tensor.dl_tensor();
+  std::int64_t stride = 1;
+  for (std::int32_t i = h.ndim; i-- > 0;) {
+    h.shape[i] = view.shape[i];
+    h.strides[i] = stride;  // the payload is compact whatever strides size-1 dims had
+    stride *= view.shape[i] > 0 ? view.shape[i] : 1;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::size_t Worker::State::in_flight_locked(const Peer& peer) const noexcept {
+  std::size_t count = 0;
+  for (const auto& send : peer.outgoing) {
+    count += send->ended ? 0 : 1;
+  }
+  return count;
+}
+
+expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tensor& tensor) {
+  Peer* peer = find(id);
+  if (peer == nullptr) {
+    return make_unexpected(ErrorCode::kNotFound, "ucx send: no peer " + std::to_string(id));
+  }
+  if (peer->lost) {
+    return make_unexpected(ErrorCode::kClosed,
+                           "ucx send: peer " + std::to_string(id) + " (" + peer->name + ") is gone");
+  }
+  if (in_flight_locked(*peer) >= config.window) {
+    return make_unexpected(ErrorCode::kBackpressured,
+                           "ucx send: " + std::to_string(config.window) +
+                               " tensors in flight to peer " + std::to_string(id) + " (the window)");
+  }
+  if (auto sendable = check_sendable(tensor); !sendable) {
+    return forward_error(std::move(sendable));
+  }
+  auto send = std::make_unique<Outgoing>();
+  send->state = this;
+  send->peer = id;
+  send->sequence = peer->next_sequence;
+  send->claim = tensor;
+  send->memory_type = detail::memory_type_of(tensor);
+  auto size = encode(header_of(tensor, send->sequence), send->header.data(), send->header.size());
+  if (!size) {
+    return forward_error(std::move(size));
+  }
+  send->header_size = *size;
+  if (send->claim.has_readiness_stream_contract()) {
+    auto ticket = gate.arm(send->claim);
+    if (!ticket) {
+      Error error = std::move(ticket.error());
+      error.message = "ucx send: " + error.message;
+      return make_unexpected(std::move(error));
+    }
+    send->ticket = *ticket;
+    ++stats.readiness_waits;
+  }
+  peer->outgoing.push_back(std::move(send));
+  ++peer->next_sequence;
+  ++stats.sent;
+  post_ready_sends();
+  return peer->next_sequence - 1;
+}
+
+// Posts, per peer and in send order, every held send whose readiness passed; the first one still
+// waiting holds back the ones after it.
+std::size_t Worker::State::post_ready_sends() {
+  std::size_t posted = 0;
+  for (auto& [id, peer] : peers) {
+    for (std::size_t i = 0; i < peer.outgoing.size() && !peer.lost; ++i) {
+      Outgoing& send = *peer.outgoing[i];
+      if (send.phase != Outgoing::Phase::kHeld) {
+        continue;
+      }
+      if (send.ticket) {
+        auto passed = gate.passed(*send.ticket);
+        if (passed && !*passed) {
+          break;
+        }
+        gate.release(*send.ticket);
+        send.ticket.reset();
+        if (!passed) {
+          send.outcome = make_unexpected(Error{passed.error().code, "ucx send of " + about(send) +
+                                                                        ": " + passed.error().message,
+                                               passed.error().provenance});
+          on_ucx_done(send, UCS_OK);
+          continue;
+        }
+      }
+      ucp_request_param_t params{};
+      params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                            UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+      params.flags = UCP_AM_SEND_FLAG_REPLY;
+      params.cb.send = on_sent;
+      params.user_data = &send;
+      params.memory_type = send.memory_type;
+      send.phase = Outgoing::Phase::kPosted;
+      void* request = ucp_am_send_nbx(peer.endpoint, static_cast<unsigned>(MessageId::kTensor),
+                                      send.header.data(), send.header_size, send.claim.data(),
+                                      static_cast<std::size_t>(send.claim.nbytes()), &params);
+      ++posted;
+      if (UCS_PTR_IS_PTR(request)) {
+        send.request = request;
+      } else {
+        on_ucx_done(send, UCS_PTR_STATUS(request));  // done at once, or refused at once
+      }
+    }
+  }
+  return posted;
+}
+
+void Worker::State::on_ucx_done(Outgoing& send, ucs_status_t status) {
+  send.phase = Outgoing::Phase::kReleased;
+  send.claim = Tensor();  // UCX no longer reads the memory: the pool may reuse it
+  if (status != UCS_OK && !send.outcome) {
+    Error error = detail::ucx_error("ucx send of " + about(send), "ucp_am_send_nbx", status);
+    send.outcome = make_unexpected(std::move(error));
+  }
+  end_if_done(send);
+}
+
+void Worker::State::on_ack(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size) {
+  Peer* peer = find(reply_endpoint);
+  auto ack = decode_ack(bytes, size);
+  if (peer == nullptr || !ack) {
+    ++stats.ignored_acks;
+    return;
+  }
+  for (auto& send : peer->outgoing) {
+    if (send->sequence != ack->sequence || send->ended || send->outcome ||
+        send->phase == Outgoing::Phase::kHeld) {
+      continue;
+    }
+    if (ack->code == ErrorCode::kSuccess) {
+      send->outcome = expected<void, Error>();
+    } else {
+      send->outcome = make_unexpected(
+          Error{ack->code, "ucx send of " + about(*send) + " refused by the peer: " + ack->message,
+                0});
+    }
+    end_if_done(*send);
+    return;
+  }
+  ++stats.ignored_acks;  // an answer to nothing in flight (or a second one): changes nothing
+}
+
+// Sends that UCX still holds end when it calls back (the closed endpoint cancels them); the rest
+// end now.
+void Worker::State::fail_outgoing(Peer& peer, const Error& reason) {
+  for (auto& send : peer.outgoing) {
+    if (send->ended) {
+      continue;
+    }
+    if (!send->outcome) {
+      send->outcome = make_unexpected(
+          Error{ErrorCode::kClosed, "ucx send of " + about(*send) + ": " + reason.message, 0});
+    }
+    if (send->phase == Outgoing::Phase::kHeld) {
+      if (send->ticket) {
+        gate.release(*send->ticket);
+        send->ticket.reset();
+      }
+      send->phase = Outgoing::Phase::kReleased;
+      send->claim = Tensor();
+    }
+    end_if_done(*send);
+  }
+}
+
+void Worker::State::end_if_done(Outgoing& send) {
+  if (send.ended || !send.outcome || send.phase != Outgoing::Phase::kReleased) {
+    return;
+  }
+  send.ended = true;
+  ++(*send.outcome ? stats.delivered : stats.failed);
+  results.push_back(SendResult{send.peer, send.sequence, std::move(*send.outcome)});
+}
+
+void Worker::State::sweep_ended() {
+  for (auto& [id, peer] : peers) {
+    auto& list = peer.outgoing;
+    while (!list.empty() && list.front()->ended) {
+      list.pop_front();
+    }
+    for (std::size_t i = 0; i < list.size();) {
+      if (list[i]->ended) {
+        list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+}
+
+}  // namespace holoscan::ucx

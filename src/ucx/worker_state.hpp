@@ -1,0 +1,162 @@
+#pragma once
+// Everything a Worker holds, and the steps its public calls are made of. Every member is used
+// under `mutex`; UCX calls back only from inside ucp_worker_progress (or the calls that complete
+// requests), which the worker makes under the same mutex.
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "holoscan/ucx/wire.hpp"
+#include "holoscan/ucx/worker.hpp"
+#include "readiness_gate.hpp"
+#include "ucp_objects.hpp"
+
+namespace holoscan::ucx {
+
+/** @brief One send() until it ends as a SendResult. */
+struct Outgoing {
+  /** @brief Where the tensor's memory stands with UCX. */
+  enum class Phase {
+    kHeld,      ///< Waiting for its readiness point (or its turn): UCX has not seen it.
+    kPosted,    ///< Handed to UCX, which may be reading the memory.
+    kReleased,  ///< UCX is done with the memory (sent, failed or never posted): claim dropped.
+  };
+  Worker::State* state = nullptr;
+  PeerId peer = 0;
+  std::uint64_t sequence = 0;
+  Tensor claim;  ///< Keeps the memory from reuse until kReleased.
+  std::array<std::uint8_t, kMaxTensorHeaderBytes> header{};
+  std::size_t header_size = 0;
+  ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_UNKNOWN;
+  std::optional<detail::ReadinessGate::Ticket> ticket;  ///< While its readiness is pending.
+  Phase phase = Phase::kHeld;
+  void* request = nullptr;  ///< UCX's request while kPosted, if it did not complete at once.
+  std::optional<expected<void, Error>> outcome;  ///< The peer's answer, or the failure.
+  bool ended = false;                            ///< Reported as a SendResult.
+};
+
+/** @brief One tensor message that arrived, until receive() hands it (or its refusal) out. */
+struct Arrival {
+  /** @brief How far it got. */
+  enum class Phase {
+    kWaitingMemory,  ///< Accepted; its data waits inside UCX for receiver memory.
+    kLanding,        ///< UCX is copying it into `tensor`.
+    kLanded,         ///< In `tensor`, to be handed out.
+    kRefused,        ///< Refused: `error` is reported by receive().
+    kPeerClosed,     ///< Marks the end of a lost peer's arrivals: `error` is kClosed.
+    kDropped,        ///< Its peer was lost first: nothing to report.
+  };
+  Worker::State* state = nullptr;
+  PeerId peer = 0;
+  TensorHeader header;
+  void* data = nullptr;  ///< UCX's data descriptor while kWaitingMemory.
+  std::size_t length = 0;
+  Tensor tensor;
+  Error error;
+  Phase phase = Phase::kWaitingMemory;
+  void* request = nullptr;  ///< UCX's request while kLanding, if it did not complete at once.
+  bool counted_wait = false;  ///< Counted once in WorkerStats::memory_waits.
+};
+
+/** @brief One connection. */
+struct Peer {
+  PeerId id = 0;
+  ucp_ep_h endpoint = nullptr;  ///< Null once closed.
+  std::string name;             ///< "host:port" as given or as the listener saw it.
+  bool accepted = false;        ///< Accepted by the listener (else this worker connected).
+  bool lost = false;            ///< Failed, closed by the peer, or disconnected here.
+  std::optional<std::uint32_t> hello_version;  ///< The listener's answer (connecting side).
+  std::uint64_t next_sequence = 1;
+  std::deque<std::unique_ptr<Outgoing>> outgoing;  ///< In send order; ended ones swept.
+};
+
+/** @brief A small message waiting to go out after the current progress round. */
+struct Control {
+  PeerId peer = 0;
+  MessageId id = MessageId::kAck;
+  std::string bytes;
+};
+
+struct Worker::State {
+  explicit State(const WorkerConfig& worker_config) : config(worker_config) {}
+
+  WorkerConfig config;
+  mutable std::mutex mutex;
+  detail::UniqueContext context;
+  detail::UniqueWorker worker;
+  int efd = -1;
+  std::size_t max_am_header = 0;
+  ucp_listener_h listener = nullptr;
+
+  std::unordered_map<PeerId, Peer> peers;  // never erased: ids stay answerable
+  std::unordered_map<ucp_ep_h, PeerId> by_endpoint;
+  PeerId next_peer = 1;
+  std::vector<ucp_conn_request_h> connection_requests;
+  std::deque<PeerId> accepted;  // for accept(), in the order the listener took them
+  std::vector<std::pair<PeerId, ucs_status_t>> failures;  // from UCX's error callback
+  std::vector<void*> closing;  // ucp_ep_close_nbx requests not yet complete
+
+  std::deque<std::unique_ptr<Arrival>> arrivals;  // in arrival order
+  std::deque<SendResult> results;
+  std::vector<Control> controls;
+  detail::ReadinessGate gate;
+  WorkerStats stats;
+
+  // worker.cpp
+  std::size_t progress_locked();
+  bool arm_locked();
+  std::size_t waiting_locked() const noexcept;
+  Peer* find(PeerId id) noexcept;
+  Peer* find(ucp_ep_h endpoint) noexcept;
+
+  // worker_connect.cpp
+  expected<std::uint16_t, Error> listen_locked(const std::string& address, std::uint16_t port);
+  expected<PeerId, Error> start_connect(const std::string& address, std::uint16_t port);
+  std::size_t accept_connections();
+  PeerId add_peer(ucp_ep_h endpoint, std::string name);
+  std::size_t handle_failures();
+  void lose_peer(Peer& peer, const Error& reason, bool report);
+  void close_endpoint(Peer& peer, bool force);
+  bool drain_closing() noexcept;
+  bool requests_pending() const noexcept;
+  void settle(std::chrono::milliseconds limit);
+  void keep_unsettled_memory() noexcept;
+  void shut_down() noexcept;
+
+  // worker_send.cpp
+  expected<std::uint64_t, Error> send_locked(PeerId peer, const Tensor& tensor);
+  std::size_t post_ready_sends();
+  void on_ucx_done(Outgoing& send, ucs_status_t status);
+  void on_ack(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
+  void fail_outgoing(Peer& peer, const Error& reason);
+  void end_if_done(Outgoing& send);
+  void sweep_ended();
+  std::size_t in_flight_locked(const Peer& peer) const noexcept;
+
+  // worker_arrivals.cpp
+  ucs_status_t on_tensor_message(const void* header, std::size_t header_length, void* data,
+                                 std::size_t length, const ucp_am_recv_param_t& param);
+  std::size_t land_arrivals();
+  void on_landed(Arrival& arrival, ucs_status_t status, std::size_t length);
+  void refuse(Arrival& arrival, Error error);
+  void drop_arrivals(PeerId peer);
+  std::optional<expected<Received, Error>> take_arrival();
+
+  // worker_control.cpp
+  void queue_control(PeerId peer, MessageId id, std::string bytes);
+  std::size_t flush_controls();
+  void on_hello(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
+  expected<void, Error> register_handlers();
+};
+
+}  // namespace holoscan::ucx

@@ -1,0 +1,71 @@
+// Device tensors between two processes over UCX's CUDA transports, both directions: the network
+// path forced (tcp with cuda_copy staging through host memory) and the same-host GPU path
+// (cuda_ipc, cuda_copy, and tcp for the connection). Producers are slow kernels and send() is
+// called before they finish; every element is checked on the GPU by the receiver. Skips without
+// a CUDA device.
+#include <cstdlib>
+#include <string>
+
+#include "gpu/gpu_test_fixture.hpp"
+#include "ucx/gpu_series.hpp"
+#include "ucx/ucx_test_support.hpp"
+
+namespace holoscan::test {
+namespace {
+
+constexpr std::int64_t kElements = std::int64_t{1} << 18;  // 1 MiB of uint32
+constexpr std::uint64_t kCount = 48;
+constexpr std::uint64_t kProducerDelayUs = 1000;
+constexpr int kPatienceMs = 60000;
+
+struct Transports {
+  const char* name;  ///< For the test name.
+  const char* tls;   ///< UCX_TLS for both processes.
+};
+
+class UcxGpu : public GpuTest, public ::testing::WithParamInterface<Transports> {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (!IsSkipped()) {
+      ::setenv("UCX_TLS", GetParam().tls, 1);  // read when a worker is made; the peer inherits it
+    }
+  }
+  std::vector<std::string> peer_options(const std::string& role) const {
+    return {role, "count=" + std::to_string(kCount), "elements=" + std::to_string(kElements),
+            "delay_us=" + std::to_string(kProducerDelayUs)};
+  }
+};
+
+TEST_P(UcxGpu, DeviceTensorsLeaveOnlyWhenReadyAndTheirBlocksComeBackOnlyWhenSent) {
+  auto worker = make_worker();
+  auto options = peer_options("receive");
+  options.push_back("port=" + listen_on_loopback(worker));
+  const pid_t receiver = start_gpu_peer(options);
+  const auto peer = worker.accept(kPatienceMs);
+  ASSERT_TRUE(peer);
+  const auto report = send_device_series(worker, *peer, kCount, kElements, kProducerDelayUs);
+  EXPECT_EQ(report.delivered, kCount) << report.error;
+  EXPECT_EQ(wait_peer(receiver, kPatienceMs, &worker), 0)
+      << "the receiver found wrong elements (see its line above)";
+}
+
+TEST_P(UcxGpu, DeviceTensorsLandInTheReceiversPoolReadyToUse) {
+  auto worker = make_worker(device_receiving_config(kElements));
+  auto options = peer_options("send");
+  options.push_back("port=" + listen_on_loopback(worker));
+  const pid_t sender = start_gpu_peer(options);
+  const auto report = receive_device_series(worker, kCount, kElements);
+  EXPECT_EQ(report.received, kCount) << report.error;
+  EXPECT_EQ(report.mismatches, 0u);
+  EXPECT_EQ(report.wrong_sums, 0u);
+  EXPECT_EQ(wait_peer(sender, kPatienceMs, &worker), 0) << "a send failed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, UcxGpu,
+                         ::testing::Values(Transports{"network", "tcp,cuda_copy"},
+                                           Transports{"same_host", "cuda_ipc,cuda_copy,tcp"}),
+                         [](const auto& test_param) { return std::string(test_param.param.name); });
+
+}  // namespace
+}  // namespace holoscan::test

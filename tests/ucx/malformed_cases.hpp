@@ -1,0 +1,28 @@
+#pragma once
+// The malformed tensor messages a raw peer sends, each with the refusal the receiver must give,
+// then well-formed ones that must still arrive on the same connection.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "holoscan/errors.hpp"
+
+namespace holoscan::test {
+
+/** @brief One message and what the receiver must make of it. */
+struct WireCase {
+  std::string name;                 ///< What is wrong with it.
+  std::uint64_t sequence = 0;       ///< Its sequence number (the Ack names it).
+  std::vector<std::uint8_t> header;  ///< AM header bytes.
+  std::vector<std::uint8_t> data;    ///< AM data bytes.
+  bool reply = true;                ///< Sent with the reply endpoint flag (else never answered).
+  std::uint64_t acked_as = 0;       ///< The sequence its Ack names (0: unreadable).
+  ErrorCode code = ErrorCode::kSuccess;  ///< The receiver's verdict (kSuccess: delivered).
+  std::string says;                 ///< A part of the refusal's message (naming the field).
+  std::uint64_t series_index = 0;   ///< For a delivered case: which tensor of the series it is.
+};
+
+/** @brief Every malformed case, then two valid tensors (small, then rendezvous-sized). */
+std::vector<WireCase> wire_cases();
+
+}  // namespace holoscan::test

@@ -1,0 +1,196 @@
+// The other process of the UCX tests. It always connects to the test's listener on 127.0.0.1.
+//
+//   holoscan_dlpack_ucx_peer send port=P count=N [window=W]
+//       sends tensors 0..N-1 of the series from a 4-block host pool; exits 0 when all N were
+//       delivered, 4 otherwise (count=0: sends until killed).
+//   holoscan_dlpack_ucx_peer receive port=P count=N [go_fd=F] [hold_after=H]
+//       (after a byte arrives on fd F) receives N tensors and checks each against the series;
+//       exits 0 when all are right, 5 otherwise (count=0: receives until killed). With H, stops
+//       receiving after H tensors and only progresses until killed.
+//   holoscan_dlpack_ucx_peer raw port=P
+//       sends the malformed cases by hand (malformed_cases.hpp) and checks the Acks; exits 0
+//       when each refusal came back with its code, 6 otherwise.
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "holoscan/tensor_pool.hpp"
+#include "holoscan/ucx.hpp"
+#include "ucx/malformed_cases.hpp"
+#include "ucx/raw_peer.hpp"
+#include "ucx/series.hpp"
+
+namespace {
+
+using holoscan::ErrorCode;
+namespace ucx = holoscan::ucx;
+namespace series = holoscan::test::ucx_series;
+
+std::map<std::string, std::string> parse(int argc, char** argv) {
+  std::map<std::string, std::string> options;
+  for (int i = 2; i < argc; ++i) {
+    const std::string word = argv[i];
+    const auto equals = word.find('=');
+    options[word.substr(0, equals)] = equals == std::string::npos ? "" : word.substr(equals + 1);
+  }
+  return options;
+}
+
+std::uint64_t number(const std::map<std::string, std::string>& options, const char* key,
+                     std::uint64_t fallback) {
+  auto found = options.find(key);
+  return found == options.end() ? fallback : std::strtoull(found->second.c_str(), nullptr, 10);
+}
+
+int fail(int code, const std::string& why) {
+  std::fprintf(stderr, "ucx peer: %s\n", why.c_str());
+  return code;
+}
+
+// Counts the results that came; prints each failure.
+void drain(ucx::Worker& worker, std::uint64_t& ended, std::uint64_t& delivered) {
+  (void)worker.progress();
+  while (auto result = worker.next_send_result()) {
+    ++ended;
+    if (result->outcome) {
+      ++delivered;
+    } else {
+      std::fprintf(stderr, "ucx peer: send %llu failed: %s\n",
+                   static_cast<unsigned long long>(result->sequence),
+                   holoscan::to_string(result->outcome.error()).c_str());
+    }
+  }
+}
+
+int send_series(ucx::Worker& worker, ucx::PeerId peer, std::uint64_t count) {
+  auto pool = holoscan::TensorPool::create({holoscan::PoolMemory::kHost, 0, series::kMaxBytes, 4});
+  if (!pool) {
+    return fail(3, pool.error().message);
+  }
+  std::uint64_t ended = 0;
+  std::uint64_t delivered = 0;
+  for (std::uint64_t k = 0; count == 0 || k < count; ++k) {
+    const auto layout = series::layout(k);
+    auto tensor = (*pool)->allocate(layout.shape, layout.dtype);
+    for (; !tensor && tensor.error().code == ErrorCode::kResourceExhausted;
+         tensor = (*pool)->allocate(layout.shape, layout.dtype)) {
+      drain(worker, ended, delivered);
+    }
+    if (!tensor) {
+      return fail(3, tensor.error().message);
+    }
+    series::fill(k, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+    auto sent = worker.send(peer, *tensor);
+    for (; !sent && sent.error().code == ErrorCode::kBackpressured;
+         sent = worker.send(peer, *tensor)) {
+      drain(worker, ended, delivered);
+    }
+    if (!sent) {
+      return fail(3, holoscan::to_string(sent.error()));
+    }
+  }
+  while (ended < count) {
+    drain(worker, ended, delivered);
+  }
+  return delivered == count ? 0 : 4;
+}
+
+bool wait_for_go(ucx::Worker& worker, int fd) {
+  pollfd entry{fd, POLLIN, 0};
+  while (poll(&entry, 1, 0) == 0) {
+    (void)worker.progress();  // keep the connection serviced while holding everything back
+    usleep(100);
+  }
+  char byte = 0;
+  return read(fd, &byte, 1) == 1;
+}
+
+int receive_series(ucx::Worker& worker, std::uint64_t count, int go_fd, std::uint64_t hold_after) {
+  if (go_fd >= 0 && !wait_for_go(worker, go_fd)) {
+    return fail(5, "no go");
+  }
+  for (std::uint64_t k = 0; count == 0 || k < count; ++k) {
+    while (hold_after != 0 && k == hold_after) {
+      (void)worker.progress();  // land what comes, hand nothing out: the sender's window fills
+      usleep(100);
+    }
+    auto received = worker.receive(20000);
+    if (!received || !*received) {
+      return fail(5, !received ? holoscan::to_string(received.error()) : "nothing came");
+    }
+    if ((*received)->sequence != k + 1) {
+      return fail(5, "sequence " + std::to_string((*received)->sequence) + " where " +
+                         std::to_string(k + 1) + " was due");
+    }
+    if (auto wrong = series::check(k, (*received)->tensor); !wrong.empty()) {
+      return fail(5, wrong);
+    }
+  }
+  return 0;
+}
+
+int send_raw(std::uint16_t port) {
+  holoscan::test::RawPeer raw(port);
+  if (!raw.ok()) {
+    return fail(6, "no raw connection");
+  }
+  const auto cases = holoscan::test::wire_cases();
+  std::size_t answered = 0;
+  for (const auto& c : cases) {
+    if (!raw.send(static_cast<unsigned>(ucx::MessageId::kTensor), c.header, c.data, c.reply)) {
+      return fail(6, "sending \"" + c.name + "\" failed");
+    }
+    answered += c.reply ? 1 : 0;
+  }
+  const auto& acks = raw.wait_acks(answered, 20000);
+  int status = 0;
+  for (const auto& c : cases) {
+    if (!c.reply) {
+      continue;
+    }
+    auto found = acks.find(c.acked_as);
+    if (found == acks.end() || found->second != static_cast<std::uint32_t>(c.code)) {
+      status = fail(6, "\"" + c.name + "\": no Ack with code " +
+                           std::to_string(static_cast<int>(c.code)));
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    return fail(2, "usage: holoscan_dlpack_ucx_peer send|receive|raw port=P ...");
+  }
+  const std::string role = argv[1];
+  const auto options = parse(argc, argv);
+  const auto port = static_cast<std::uint16_t>(number(options, "port", 0));
+  if (role == "raw") {
+    return send_raw(port);
+  }
+  ucx::WorkerConfig config;
+  config.window = number(options, "window", 8);
+  auto worker = ucx::Worker::create(config);
+  if (!worker) {
+    return fail(2, worker.error().message);
+  }
+  auto peer = worker->connect("127.0.0.1", port, 10000);
+  if (!peer) {
+    return fail(2, peer.error().message);
+  }
+  const std::uint64_t count = number(options, "count", 0);
+  if (role == "send") {
+    return send_series(*worker, *peer, count);
+  }
+  if (role == "receive") {
+    const auto go_fd = options.count("go_fd") != 0 ? static_cast<int>(number(options, "go_fd", 0))
+                                                   : -1;
+    return receive_series(*worker, count, go_fd, number(options, "hold_after", 0));
+  }
+  return fail(2, "unknown role " + role);
+}

@@ -1,0 +1,104 @@
+#include "ucx/raw_peer.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <chrono>
+
+#include "holoscan/ucx/wire.hpp"
+
+namespace holoscan::test {
+namespace {
+
+// Progresses until `request` (from a *_nbx call) completed; its status.
+ucs_status_t wait(ucp_worker_h worker, void* request) {
+  if (!UCS_PTR_IS_PTR(request)) {
+    return UCS_PTR_STATUS(request);
+  }
+  ucs_status_t status = UCS_INPROGRESS;
+  while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    ucp_worker_progress(worker);
+  }
+  ucp_request_free(request);
+  return status;
+}
+
+}  // namespace
+
+RawPeer::RawPeer(std::uint16_t port) {
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_AM;
+  if (ucp_init(&params, nullptr, &context_) != UCS_OK) {
+    context_ = nullptr;
+    return;
+  }
+  ucp_worker_params_t worker_params{};
+  if (ucp_worker_create(context_, &worker_params, &worker_) != UCS_OK) {
+    worker_ = nullptr;
+    return;
+  }
+  ucp_am_handler_param_t handler{};
+  handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  handler.id = static_cast<unsigned>(ucx::MessageId::kAck);
+  handler.cb = on_ack;
+  handler.arg = this;
+  (void)ucp_worker_set_am_recv_handler(worker_, &handler);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&address);
+  ep.sockaddr.addrlen = sizeof(address);
+  if (ucp_ep_create(worker_, &ep, &endpoint_) != UCS_OK) {
+    endpoint_ = nullptr;
+  }
+}
+
+RawPeer::~RawPeer() {
+  if (endpoint_ != nullptr) {
+    ucp_request_param_t params{};
+    (void)wait(worker_, ucp_ep_close_nbx(endpoint_, &params));
+  }
+  if (worker_ != nullptr) {
+    ucp_worker_destroy(worker_);
+  }
+  if (context_ != nullptr) {
+    ucp_cleanup(context_);
+  }
+}
+
+bool RawPeer::send(unsigned id, const std::vector<std::uint8_t>& header,
+                   const std::vector<std::uint8_t>& data, bool reply) {
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  params.flags = reply ? UCP_AM_SEND_FLAG_REPLY : 0;
+  return wait(worker_, ucp_am_send_nbx(endpoint_, id, header.data(), header.size(), data.data(),
+                                       data.size(), &params)) == UCS_OK;
+}
+
+const std::map<std::uint64_t, std::uint32_t>& RawPeer::wait_acks(std::size_t count,
+                                                                 int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (acks_.size() < count && std::chrono::steady_clock::now() < deadline) {
+    ucp_worker_progress(worker_);
+  }
+  return acks_;
+}
+
+ucs_status_t RawPeer::on_ack(void* arg, const void* header, std::size_t header_length, void*,
+                             std::size_t, const ucp_am_recv_param_t*) {
+  auto ack = ucx::decode_ack(static_cast<const std::uint8_t*>(header), header_length);
+  if (ack) {
+    static_cast<RawPeer*>(arg)->acks_[ack->sequence] = static_cast<std::uint32_t>(ack->code);
+  }
+  return UCS_OK;
+}
+
+}  // namespace holoscan::test

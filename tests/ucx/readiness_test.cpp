@@ -1,0 +1,106 @@
+// A send leaves only once its tensor's readiness point passed, with the fake CUDA runtime
+// playing the GPU: the "producer" writes the bytes after send() returned and before its stream
+// completes, so a send that went early would carry stale bytes, which the receiver refuses.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "support/fake_cuda.hpp"
+#include "ucx/series.hpp"
+#include "ucx/ucx_test_support.hpp"
+
+namespace holoscan::test {
+namespace {
+
+constexpr int kPatienceMs = 20000;
+
+// Progresses for `duration`, collecting results.
+void hold_for(SeriesSender& sender, std::chrono::milliseconds duration) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until) {
+    sender.drain();
+  }
+}
+
+TEST(UcxReadiness, ASendLeavesOnlyOnceItsReadinessPointPassed) {
+  FakeCudaScope cuda;
+  auto [worker, receiver, peer] = connect_receiver(16, {"count=1"});
+  ASSERT_NE(peer, 0u);
+  SeriesSender sender(worker, peer, 1);
+  const auto layout = ucx_series::layout(0);
+  auto tensor = sender.pool->allocate(layout.shape, layout.dtype);
+  ASSERT_TRUE(tensor);
+  void* data = tensor->data();
+  const auto bytes = static_cast<std::size_t>(tensor->nbytes());
+  std::memset(data, 0, bytes);  // stale until the producer's work completes
+  cudaStream_t producer = cuda->create_stream(0);
+  cuda->launch(producer);
+  ASSERT_TRUE(tensor->set_readiness_stream(producer));
+  auto sequence = worker.send(peer, *tensor);
+  ASSERT_TRUE(sequence) << to_string(sequence.error());
+  tensor = {};  // the worker's claim is the only one now
+  hold_for(sender, std::chrono::milliseconds(200));
+  EXPECT_TRUE(sender.delivered.empty() && sender.failed.empty());
+  EXPECT_EQ(worker.waiting(), 1u);
+  EXPECT_EQ(worker.stats().readiness_waits, 1u);
+  EXPECT_EQ(sender.pool->available_blocks(), 0u) << "the claim is held while the send waits";
+  ucx_series::fill(0, data, bytes);  // the producer's kernel writes...
+  cuda->complete(producer);          // ...and finishes
+  sender.sent.push_back(*sequence);
+  ASSERT_TRUE(sender.finish(kPatienceMs));
+  ASSERT_EQ(sender.delivered.size(), 1u);
+  EXPECT_EQ(wait_peer(receiver, kPatienceMs, &worker), 0) << "the receiver got stale bytes";
+  EXPECT_EQ(sender.pool->available_blocks(), 1u);
+}
+
+TEST(UcxReadiness, ARefusedReadinessWaitRefusesTheSendAndKeepsNothing) {
+  FakeCudaScope cuda;
+  auto [worker, receiver, peer] = connect_receiver(16, {"count=0"});
+  ASSERT_NE(peer, 0u);
+  SeriesSender sender(worker, peer, 1);
+  {
+    auto tensor = sender.pool->allocate({16}, DLDataType{kDLFloat, 32, 1});
+    ASSERT_TRUE(tensor);
+    cudaStream_t producer = cuda->create_stream(0);
+    cuda->launch(producer);
+    ASSERT_TRUE(tensor->set_readiness_stream(producer));
+    cuda->fail_next(CudaEntry::kStreamWaitEvent, cudaErrorInvalidResourceHandle);
+    auto refused = worker.send(peer, *tensor);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::kFailure);
+    EXPECT_NE(refused.error().message.find("cudaStreamWaitEvent"), std::string::npos)
+        << refused.error().message;
+    EXPECT_EQ(refused.error().provenance, static_cast<std::uint64_t>(cudaErrorInvalidResourceHandle));
+    EXPECT_EQ(worker.in_flight(), 0u);
+    cuda->complete(producer);
+  }
+  EXPECT_EQ(sender.pool->available_blocks(), 1u);
+  // A query that fails ends the send as failed, naming the call.
+  {
+    auto tensor = sender.pool->allocate({16}, DLDataType{kDLFloat, 32, 1});
+    ASSERT_TRUE(tensor);
+    cudaStream_t producer = cuda->create_stream(0);
+    cuda->launch(producer);
+    ASSERT_TRUE(tensor->set_readiness_stream(producer));
+    cuda->fail_next(CudaEntry::kEventQuery, cudaErrorLaunchFailure, 1000);
+    auto sequence = worker.send(peer, *tensor);
+    ASSERT_TRUE(sequence);
+    sender.sent.push_back(*sequence);
+    ASSERT_TRUE(sender.finish(kPatienceMs));
+    ASSERT_EQ(sender.failed.size(), 1u);
+    EXPECT_EQ(sender.failed[0].second.code, ErrorCode::kFailure);
+    EXPECT_NE(sender.failed[0].second.message.find("cudaEventQuery"), std::string::npos)
+        << sender.failed[0].second.message;
+    cuda->clear_faults();
+    cuda->complete(producer);
+  }
+  EXPECT_EQ(sender.pool->available_blocks(), 1u);
+  ::kill(receiver, SIGKILL);
+  (void)wait_peer(receiver, kPatienceMs);
+}
+
+}  // namespace
+}  // namespace holoscan::test

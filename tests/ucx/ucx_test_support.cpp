@@ -1,0 +1,135 @@
+#include "ucx/ucx_test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "ipc/spawn.hpp"
+#include "ucx/series.hpp"
+
+namespace holoscan::test {
+pid_t start_peer(const std::vector<std::string>& arguments, const std::vector<int>& inherited) {
+  const pid_t pid = ipc_demo::spawn(HOLOSCAN_DLPACK_UCX_PEER, arguments, inherited);
+  EXPECT_GT(pid, 0) << "could not start " << HOLOSCAN_DLPACK_UCX_PEER;
+  return pid;
+}
+
+pid_t start_gpu_peer(const std::vector<std::string>& arguments) {
+#ifdef HOLOSCAN_DLPACK_UCX_GPU_PEER
+  const pid_t pid = ipc_demo::spawn(HOLOSCAN_DLPACK_UCX_GPU_PEER, arguments, {});
+  EXPECT_GT(pid, 0) << "could not start " << HOLOSCAN_DLPACK_UCX_GPU_PEER;
+  return pid;
+#else
+  ADD_FAILURE() << "this binary was built without the GPU peer";
+  (void)arguments;
+  return -1;
+#endif
+}
+
+int wait_peer(pid_t pid, int timeout_ms, ucx::Worker* worker) {
+  return ipc_demo::wait_exit(pid, timeout_ms, [worker] {
+    if (worker != nullptr) {
+      (void)worker->progress();
+    }
+  });
+}
+
+ucx::Worker make_worker(const ucx::WorkerConfig& config) {
+  auto worker = ucx::Worker::create(config);
+  if (!worker) {
+    ADD_FAILURE() << "ucx::Worker::create: " << to_string(worker.error());
+    std::abort();  // every test needs its worker; nothing sensible follows without one
+  }
+  return std::move(*worker);
+}
+
+std::string listen_on_loopback(ucx::Worker& worker) {
+  auto port = worker.listen("127.0.0.1", 0);
+  EXPECT_TRUE(port) << (port ? "" : to_string(port.error()));
+  return port ? std::to_string(*port) : "0";
+}
+
+SendingSide connect_receiver(std::size_t window, const std::vector<std::string>& options,
+                             const std::vector<int>& inherited) {
+  ucx::WorkerConfig config;
+  config.window = window;
+  SendingSide side{make_worker(config)};
+  std::vector<std::string> arguments{"receive", "port=" + listen_on_loopback(side.worker)};
+  arguments.insert(arguments.end(), options.begin(), options.end());
+  side.receiver = start_peer(arguments, inherited);
+  const auto peer = side.worker.accept(20000);
+  EXPECT_TRUE(peer) << "the receiver did not connect";
+  side.peer = peer.value_or(0);
+  return side;
+}
+
+ReceivingSide connect_sender(std::size_t pool_blocks, const std::vector<std::string>& options) {
+  ucx::WorkerConfig config;
+  if (pool_blocks != 0) {
+    auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, pool_blocks});
+    EXPECT_TRUE(pool) << (pool ? "" : to_string(pool.error()));
+    config.receive_pool = pool ? *pool : nullptr;
+  }
+  ReceivingSide side{config.receive_pool, make_worker(config)};
+  std::vector<std::string> arguments{"send", "port=" + listen_on_loopback(side.worker)};
+  arguments.insert(arguments.end(), options.begin(), options.end());
+  side.sender = start_peer(arguments);
+  return side;
+}
+
+SeriesSender::SeriesSender(ucx::Worker& worker, ucx::PeerId peer, std::size_t blocks)
+    : worker_(worker), peer_(peer) {
+  auto made = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, blocks});
+  EXPECT_TRUE(made) << (made ? "" : to_string(made.error()));
+  pool = made ? *made : nullptr;
+}
+
+bool SeriesSender::send(std::uint64_t k) {
+  const auto layout = ucx_series::layout(k);
+  auto tensor = pool->allocate(layout.shape, layout.dtype);
+  for (; !tensor && tensor.error().code == ErrorCode::kResourceExhausted;
+       tensor = pool->allocate(layout.shape, layout.dtype)) {
+    drain();  // a block comes back once UCX is done with it
+  }
+  if (!tensor) {
+    ADD_FAILURE() << to_string(tensor.error());
+    return false;
+  }
+  ucx_series::fill(k, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+  auto sequence = worker_.send(peer_, *tensor);
+  for (; !sequence && sequence.error().code == ErrorCode::kBackpressured;
+       sequence = worker_.send(peer_, *tensor)) {
+    drain();
+  }
+  if (!sequence) {
+    ADD_FAILURE() << "send of tensor " << k << ": " << to_string(sequence.error());
+    return false;
+  }
+  sent.push_back(*sequence);
+  most_in_flight = std::max(most_in_flight, worker_.in_flight(peer_));
+  return true;
+}
+
+void SeriesSender::drain() {
+  (void)worker_.progress();
+  while (auto result = worker_.next_send_result()) {
+    EXPECT_EQ(result->peer, peer_);
+    if (result->outcome) {
+      delivered.push_back(result->sequence);
+    } else {
+      failed.emplace_back(result->sequence, result->outcome.error());
+    }
+  }
+}
+
+bool SeriesSender::finish(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (delivered.size() + failed.size() < sent.size() &&
+         std::chrono::steady_clock::now() < deadline) {
+    drain();
+  }
+  return delivered.size() + failed.size() == sent.size();
+}
+
+}  // namespace holoscan::test

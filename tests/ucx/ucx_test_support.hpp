@@ -1,0 +1,81 @@
+#pragma once
+// Helpers of the UCX tests: the peer process, a listening worker, and the sending loop that
+// keeps within the pool and the window.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "holoscan/tensor_pool.hpp"
+#include "holoscan/ucx.hpp"
+
+namespace holoscan::test {
+
+/** @brief Starts the peer binary (peer_main.cpp) with `arguments`, keeping `inherited` fds open. */
+pid_t start_peer(const std::vector<std::string>& arguments, const std::vector<int>& inherited = {});
+
+/** @brief Starts the GPU peer binary (gpu_peer_main.cpp) with `arguments`. */
+pid_t start_gpu_peer(const std::vector<std::string>& arguments);
+
+/** @brief Waits up to `timeout_ms` for the peer to exit, progressing `worker` meanwhile (when
+ *         given); its exit status, or -1 when it was killed. */
+int wait_peer(pid_t pid, int timeout_ms, ucx::Worker* worker = nullptr);
+
+/** @brief A worker with `config` (fails the test when it cannot be made). */
+ucx::Worker make_worker(const ucx::WorkerConfig& config = {});
+
+/** @brief Makes `worker` listen on 127.0.0.1, any port; the port as text (0 on failure). */
+std::string listen_on_loopback(ucx::Worker& worker);
+
+/** @brief A worker and the receiving peer process connected to it. */
+struct SendingSide {
+  ucx::Worker worker;    ///< Listens on the loopback; the receiver connected to it.
+  pid_t receiver = -1;   ///< The peer process (role receive).
+  ucx::PeerId peer = 0;  ///< The receiver's connection (0 when it did not come: test failed).
+};
+
+/** @brief Starts the peer binary as `receive` with `options` (and `inherited` fds open), connected
+ *         to a new worker with `window`. */
+SendingSide connect_receiver(std::size_t window, const std::vector<std::string>& options,
+                             const std::vector<int>& inherited = {});
+
+/** @brief A worker receiving from the sending peer process. */
+struct ReceivingSide {
+  std::shared_ptr<TensorPool> pool;  ///< The worker's receive_pool (null: host allocations).
+  ucx::Worker worker;                ///< Listens on the loopback; the sender connects to it.
+  pid_t sender = -1;                 ///< The peer process (role send).
+};
+
+/** @brief A worker receiving into a host pool of `pool_blocks` series-sized blocks (0: into host
+ *         allocations), and the peer binary started as `send` with `options`. */
+ReceivingSide connect_sender(std::size_t pool_blocks, const std::vector<std::string>& options);
+
+/** @brief Sends tensors of the series from a host pool and keeps the record of what ended. */
+class SeriesSender {
+ public:
+  /** @brief Sends to `peer` of `worker` from a pool of `blocks` blocks. */
+  SeriesSender(ucx::Worker& worker, ucx::PeerId peer, std::size_t blocks);
+
+  /** @brief Sends tensor `k` of the series, waiting for a free block and room in the window;
+   *         false (with a test failure) when send() refuses otherwise. */
+  bool send(std::uint64_t k);
+  /** @brief Progresses once and collects every SendResult waiting. */
+  void drain();
+  /** @brief Drains until every send ended or `timeout_ms` passed; whether all ended. */
+  bool finish(int timeout_ms);
+
+  std::shared_ptr<TensorPool> pool;                  ///< Where the tensors come from.
+  std::vector<std::uint64_t> sent;                   ///< Sequences send() returned.
+  std::vector<std::uint64_t> delivered;              ///< Sequences reported delivered.
+  std::vector<std::pair<std::uint64_t, Error>> failed;  ///< Sequences reported failed, and why.
+  std::size_t most_in_flight = 0;                    ///< Largest in_flight(peer) seen.
+
+ private:
+  ucx::Worker& worker_;
+  ucx::PeerId peer_;
+};
+
+}  // namespace holoscan::test
