@@ -11,6 +11,10 @@
 // Each run starts its peer (this binary, role echo or sink) connected over 127.0.0.1 with the
 // same environment (UCX_TLS among it), busy-polls on both sides, and prints one JSON object.
 // ready=1 gives each tensor a readiness contract on an idle stream first (the gate's cost).
+// device=N puts this process's pools and streams on device N, peer_device=N the peer's (two GPUs).
+// verify=1 (stream, mem=cuda; built with the test kernels) writes every tensor with a kernel on a
+// producer stream, sends it with that readiness, and has the sink check every element on its own
+// stream before its block may be reused: the stream of tensors the two-GPU comparison measures.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +28,9 @@
 #include "holoscan/tensor_pool.hpp"
 #include "holoscan/ucx.hpp"
 #include "ipc/spawn.hpp"
+#if HOLOSCAN_BENCH_VERIFY
+#include "gpu/kernels.hpp"
+#endif
 
 namespace {
 
@@ -43,6 +50,8 @@ struct Options {
     return found == values.end() ? fallback : found->second;
   }
   bool device() const { return text("mem", "host") == "cuda"; }
+  int ordinal() const { return static_cast<int>(number("device", 0)); }
+  bool verify() const { return number("verify", 0) != 0; }
 };
 
 [[noreturn]] void die(const std::string& why) {
@@ -52,7 +61,7 @@ struct Options {
 
 std::shared_ptr<holoscan::TensorPool> make_pool(const Options& o, std::size_t blocks) {
   auto pool = holoscan::TensorPool::create(
-      {o.device() ? holoscan::PoolMemory::kDevice : holoscan::PoolMemory::kHost, 0,
+      {o.device() ? holoscan::PoolMemory::kDevice : holoscan::PoolMemory::kHost, o.ordinal(),
        static_cast<std::size_t>(o.number("size", 4096)), blocks});
   if (!pool) {
     die(pool.error().message);
@@ -123,6 +132,66 @@ ucx::Received receive(ucx::Worker& worker) {
   }
 }
 
+// What a sink with verify=1 does to each tensor: checks it on its own stream against the pattern
+// of its sequence number, and keeps its block from reuse until the check is done. The verdict
+// comes at the end, through the exit status.
+class Verifier {
+ public:
+  explicit Verifier(const Options& o) {
+#if HOLOSCAN_BENCH_VERIFY
+    if (o.verify()) {
+      if (cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess ||
+          cudaMallocManaged(reinterpret_cast<void**>(&result_), sizeof(*result_)) != cudaSuccess) {
+        die("verify=1: no stream or result memory");
+      }
+      *result_ = {};
+    }
+#else
+    if (o.verify()) {
+      die("verify=1 needs the test kernels (configure with the GPU tests)");
+    }
+#endif
+  }
+
+  void check(ucx::Received& received) {
+#if HOLOSCAN_BENCH_VERIFY
+    if (stream_ == nullptr) {
+      return;
+    }
+    holoscan::Tensor& tensor = received.tensor;
+    const auto seed = static_cast<std::uint32_t>(received.sequence);
+    if (holoscan::test::launch_check(static_cast<const std::uint32_t*>(tensor.data()),
+                                     static_cast<std::uint64_t>(tensor.nbytes()) / 4, seed, 0,
+                                     result_, stream_) != 0 ||
+        !tensor.set_deallocation_stream(stream_)) {
+      die("verify=1: the check could not be queued");
+    }
+#else
+    (void)received;
+#endif
+  }
+
+  // 0 when every element of every tensor held its pattern.
+  int verdict() const {
+#if HOLOSCAN_BENCH_VERIFY
+    if (stream_ != nullptr) {
+      (void)cudaStreamSynchronize(stream_);
+      if (result_->mismatches != 0) {
+        std::fprintf(stderr, "ucx bench: %u mismatched elements\n", result_->mismatches);
+        return 3;
+      }
+    }
+#endif
+    return 0;
+  }
+
+ private:
+#if HOLOSCAN_BENCH_VERIFY
+  cudaStream_t stream_ = nullptr;
+  holoscan::test::CheckResult* result_ = nullptr;
+#endif
+};
+
 // The other process: sends back (echo) or drops (sink) what comes, until the connection ends.
 int serve(const Options& o) {
   const std::size_t window = o.number("window", 16);
@@ -131,14 +200,18 @@ int serve(const Options& o) {
   if (!peer) {
     die(peer.error().message);
   }
+  Verifier verifier(o);
   std::uint64_t ended = 0;
   for (;;) {
     auto received = worker.receive(0);
     if (!received) {
-      return received.error().code == holoscan::ErrorCode::kClosed ? 0 : 1;
+      const int verdict = verifier.verdict();
+      return received.error().code == holoscan::ErrorCode::kClosed ? verdict : 1;
     }
     if (*received && o.role == "echo") {
       send(worker, *peer, (**received).tensor, ended);
+    } else if (*received) {
+      verifier.check(**received);
     }
     ended += drain(worker);
   }
@@ -152,8 +225,11 @@ ucx::PeerId start_peer(ucx::Worker& worker, const Options& o, const char* role, 
   }
   std::vector<std::string> arguments{role, "port=" + std::to_string(*port)};
   for (const auto& [key, value] : o.values) {
-    arguments.push_back(key + "=" + value);
+    if (key != "device" && key != "peer_device") {
+      arguments.push_back(key + "=" + value);
+    }
   }
+  arguments.push_back("device=" + std::to_string(o.number("peer_device", o.number("device", 0))));
   pid = ipc_demo::spawn("/proc/self/exe", arguments, {});
   auto peer = worker.accept(30000);
   if (!peer) {
@@ -162,18 +238,35 @@ ucx::PeerId start_peer(ucx::Worker& worker, const Options& o, const char* role, 
   return *peer;
 }
 
-// An idle stream whose (empty) work the tensors are said to be ready after, when ready=1.
+// The stream whose work the tensors are said to be ready after: an idle one for ready=1, the
+// producer's for verify=1.
 cudaStream_t readiness_stream(const Options& o) {
   cudaStream_t stream = nullptr;
-  if (o.number("ready", 0) != 0 && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != 0) {
-    die("no CUDA stream for ready=1");
+  if ((o.number("ready", 0) != 0 || o.verify()) &&
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != 0) {
+    die("no CUDA stream for ready=1 or verify=1");
   }
   return stream;
 }
 
-void finish(ucx::Worker& worker, ucx::PeerId peer, pid_t pid) {
+// verify=1: writes the pattern of `seed` into `tensor` on `stream` (its readiness comes next).
+void fill(holoscan::Tensor& tensor, std::uint64_t seed, cudaStream_t stream) {
+#if HOLOSCAN_BENCH_VERIFY
+  if (holoscan::test::launch_slow_fill(static_cast<std::uint32_t*>(tensor.data()),
+                                       static_cast<std::uint64_t>(tensor.nbytes()) / 4,
+                                       static_cast<std::uint32_t>(seed), 0, stream) != 0) {
+    die("verify=1: the fill could not be queued");
+  }
+#else
+  (void)tensor, (void)seed, (void)stream;
+  die("verify=1 needs the test kernels (configure with the GPU tests)");
+#endif
+}
+
+// The peer's exit status (a sink with verify=1 reports mismatched data through it).
+int finish(ucx::Worker& worker, ucx::PeerId peer, pid_t pid) {
   (void)worker.disconnect(peer);  // the peer sees kClosed and exits
-  (void)ipc_demo::wait_exit(pid, 10000, [&worker] { (void)worker.progress(); });
+  return ipc_demo::wait_exit(pid, 10000, [&worker] { (void)worker.progress(); });
 }
 
 int pingpong(const Options& o) {
@@ -213,8 +306,7 @@ int pingpong(const Options& o) {
       static_cast<unsigned long long>(iters), total / static_cast<double>(iters) / 2,
       samples[samples.size() / 2] / 2, static_cast<double>(iters) / total * 1e6);
   tensor = {};
-  finish(worker, peer, pid);
-  return 0;
+  return finish(worker, peer, pid);
 }
 
 int stream(const Options& o) {
@@ -238,6 +330,9 @@ int stream(const Options& o) {
       start = Clock::now();
     }
     auto tensor = next_tensor(worker, *pool, size, ended);
+    if (o.verify()) {
+      fill(tensor, i + 1, ready);  // per-peer sequence numbers count from 1: the sink's seed
+    }
     if (ready != nullptr) {
       tensor.set_readiness_stream(ready);
     }
@@ -249,14 +344,14 @@ int stream(const Options& o) {
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf(
-      "{\"test\": \"stream\", \"size\": %llu, \"mem\": \"%s\", \"ready\": %d, \"count\": %llu, "
-      "\"window\": %zu, \"bandwidth_MiBps\": %.1f, \"tensors_per_s\": %.1f}\n",
+      "{\"test\": \"stream\", \"size\": %llu, \"mem\": \"%s\", \"ready\": %d, \"verify\": %d, "
+      "\"count\": %llu, \"window\": %zu, \"bandwidth_MiBps\": %.1f, \"tensors_per_s\": %.1f}\n",
       static_cast<unsigned long long>(size), o.device() ? "cuda" : "host", ready != nullptr ? 1 : 0,
+      o.verify() ? 1 : 0,
       static_cast<unsigned long long>(count), window,
       static_cast<double>(size) * static_cast<double>(count) / seconds / (1 << 20),
       static_cast<double>(count) / seconds);
-  finish(worker, peer, pid);
-  return 0;
+  return finish(worker, peer, pid);
 }
 
 }  // namespace
@@ -268,6 +363,9 @@ int main(int argc, char** argv) {
     const std::string word = argv[i];
     const auto equals = word.find('=');
     o.values[word.substr(0, equals)] = equals == std::string::npos ? "" : word.substr(equals + 1);
+  }
+  if (cudaSetDevice(o.ordinal()) != cudaSuccess && (o.device() || o.verify())) {
+    die("no CUDA device " + std::to_string(o.ordinal()));
   }
   if (o.role == "pingpong") {
     return pingpong(o);

@@ -223,6 +223,26 @@ twogpu() {
     --tensors "${TWO_GPU_TENSORS:-10000}" >"$out/two-gpu-torch.jsonl" 2>"$out/two-gpu-torch.err"
   note "torch.distributed: exit $?"
   results+=("$out/two-gpu-torch.jsonl")
+  local bench=build/gpu/benchmarks/holoscan_dlpack_ucx_bench
+  if [ -x "$bench" ]; then
+    export UCX_MODULE_DIR=$PWD/.deps/ucx/libucx/lib/ucx UCX_WARN_UNUSED_ENV_VARS=n
+    local tls
+    for tls in cuda_ipc,cuda_copy,tcp tcp,cuda_copy; do
+      local file="$out/two-gpu-ucx-${tls%%,*}.jsonl" gpus="mem=cuda device=0 peer_device=1"
+      {
+        UCX_TLS=$tls "$bench" pingpong size=4096 iters=2000 warmup=200 $gpus
+        UCX_TLS=$tls "$bench" stream size=1048576 count=400 warmup=40 window=16 $gpus
+        UCX_TLS=$tls "$bench" stream size=67108864 count=40 warmup=4 window=4 $gpus
+        UCX_TLS=$tls "$bench" stream size=1048576 count="${TWO_GPU_TENSORS:-10000}" warmup=100 \
+          window=16 verify=1 $gpus
+      } >"$file.raw" 2>"$file.err"
+      note "ucx over $tls: exit $? (every streamed tensor checked on GPU 1)"
+      python3 scripts/two-gpu-report.py --convert-ucx "holoscan-dlpack ucx ${tls%%,*}" "$file.raw" >"$file"
+      results+=("$file")
+    done
+  else
+    note "ucx bench: not built (UCX not found at configure time; carry .deps)"
+  fi
   python3 scripts/two-gpu-report.py "${results[@]}" >"$out/two-gpu.md" 2>&1
   cat "$out/two-gpu.md" | tee -a "$summary"
 }

@@ -5,6 +5,7 @@ transport, as a Markdown table with each row's ratios to the floor and to torch.
 Ratios are computed only between figures of the files given, i.e. of one run.
 
 Usage: two-gpu-report.py FILE.jsonl [FILE.jsonl ...]
+       two-gpu-report.py --convert-ucx PEER FILE   (holoscan_dlpack_ucx_bench's JSON to those lines)
 """
 import json
 import sys
@@ -42,6 +43,25 @@ def ratio(value, reference, metric):
     return f"{(reference / value if HIGHER_IS_BETTER[metric] else value / reference):.2f}"
 
 
+def convert_ucx(peer, path):
+    """holoscan_dlpack_ucx_bench prints one JSON object per run: pingpong gives the latency, a
+    stream its bandwidth, and a verified stream (verify=1) the tensors per second."""
+    with open(path) as lines:
+        for line in lines:
+            if not line.startswith("{"):
+                continue
+            run = json.loads(line)
+            size = run["size"]
+            if run["test"] == "pingpong":
+                rows = [("latency_us", run["latency_us"])]
+            elif run.get("verify"):
+                rows = [("stream_tensors_per_s", run["tensors_per_s"])]
+            else:
+                rows = [("bandwidth_gbps", run["bandwidth_MiBps"] * (1 << 20) / 1e9)]
+            for metric, value in rows:
+                print(json.dumps({"peer": peer, "metric": metric, "bytes": size, "value": value}))
+
+
 def main(paths):
     rows = read(paths)
     peers = sorted({peer for row in rows.values() for peer in row} - {FLOOR, PEER})
@@ -58,4 +78,7 @@ def main(paths):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if len(sys.argv) == 4 and sys.argv[1] == "--convert-ucx":
+        convert_ucx(sys.argv[2], sys.argv[3])
+    else:
+        main(sys.argv[1:])
