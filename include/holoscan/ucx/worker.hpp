@@ -127,6 +127,9 @@ class Worker {
   /**
    * @brief Sends `tensor` to `peer` and returns its sequence number; never waits.
    *
+   * Sequence numbers count 1, 2, 3, ... per peer, one for each send() that succeeded, so a
+   * receiver can tell which send a Received tensor came from.
+   *
    * kBackpressured at once when `window` tensors are in flight to the peer; kNotFound for an
    * unknown peer, kClosed for a lost one; kInvalidArgument for an empty tensor;
    * kNotImplemented for a tensor that is not contiguous, is padded sub-byte, or lives on a device
