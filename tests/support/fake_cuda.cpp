@@ -390,7 +390,14 @@ cudaError_t stream_get_id(cudaStream_t handle, unsigned long long* id) {
   });
 }
 
-// Names and descriptions are static tables of the real runtime, usable without a driver.
+// Names and descriptions are the fake's own: see fake_cuda_errors.cpp.
+const char* get_error_name(cudaError_t status) {
+  const char* name = FakeCuda::error_name(status);
+  return name != nullptr ? name : "unrecognized error code (fake runtime)";
+}
+
+const char* get_error_string(cudaError_t status) { return FakeCuda::error_description(status); }
+
 const detail::CudaApi kFakeTable = {
     &event_record,
     &stream_wait_event,
@@ -406,8 +413,8 @@ const detail::CudaApi kFakeTable = {
     &device_malloc,
     &device_free,
     &get_last_error,
-    &cudaGetErrorName,
-    &cudaGetErrorString,
+    &get_error_name,
+    &get_error_string,
     &stream_synchronize,
     &pointer_get_attributes,
     &stream_get_id,

@@ -88,6 +88,12 @@ class FakeCuda {
   /** @brief The calling thread's last error, left as it is (cudaPeekAtLastError). */
   cudaError_t last_error() const noexcept;
 
+  /** @brief The runtime's name of `status` (its enumerator), or null for one the fake does not
+   *         name yet (fake_cuda_errors.cpp); the real runtime is never asked. */
+  static const char* error_name(cudaError_t status) noexcept;
+  /** @brief What the fake's cudaGetErrorString says of `status`. */
+  static const char* error_description(cudaError_t status) noexcept;
+
   struct State;  ///< Devices, streams, events, faults and counters (defined in fake_cuda.cpp).
 
  private:
