@@ -98,17 +98,21 @@ class _TorchWriter:
         self.stream = torch.cuda.Stream()
         self.base = torch.arange(ROWS, dtype=torch.int32, device="cuda")
         self.spin = spin
+        # Loads both kernels now: CUDA loads a kernel's module on its first launch, and that load
+        # waits for the whole device, so the first write's spin would be over before its publish.
+        self.write(self.new(), 0, spin=1)
         torch.cuda.synchronize()
 
     def new(self):
         with self.torch.cuda.stream(self.stream):
             return self.torch.empty(ROWS, dtype=self.torch.int32, device="cuda")
 
-    def write(self, target, first):
+    def write(self, target, first, spin=None):
         with self.torch.cuda.stream(self.stream):
             view = self.torch.from_dlpack(target) if isinstance(target, hd.Tensor) else target
-            if self.spin:
-                self.torch.cuda._sleep(self.spin)
+            cycles = self.spin if spin is None else spin
+            if cycles:
+                self.torch.cuda._sleep(cycles)
             self.torch.add(self.base, first, out=view)
 
     def busy(self):
