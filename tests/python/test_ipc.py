@@ -532,12 +532,17 @@ def test_consumers_on_the_legacy_default_stream_wait_for_the_exporter():
                 view = cupy.from_dlpack(tensor)
                 wrong.append(int((view != cupy.arange(ipc_peers.ROWS, dtype=cupy.int32) + i)
                                  .sum().get()))
+                del view
             else:  # __cuda_array_interface__, which names stream 1
                 view = cupy.asarray(tensor)
                 wrong.append(int((view != cupy.arange(ipc_peers.ROWS, dtype=cupy.int32) + i)
                                  .sum().get()))
+                del view  # CuPy's array holds the Tensor itself
             torch.cuda.synchronize()  # every check is done before the release
             del tensor
+        # Every import released before the importer closes: one still alive here keeps its claim
+        # until it goes, after the producer's report (which would say it is held).
+        assert importer.outstanding() == 0
     early = finish_producer(child, reports, count)
     assert early == count
     assert wrong == [0] * count, "a legacy-stream consumer read before the producer finished"
