@@ -241,6 +241,11 @@ class ReleaseQueueFirstUseDeathTest : public ::testing::Test {
 };
 
 TEST_F(ReleaseQueueFirstUseDeathTest, ForkDuringTheFirstReleaseLeavesTheChildUsable) {
+#if defined(__SANITIZE_ADDRESS__)
+  // g++ 12's AddressSanitizer allocator is not fork-safe: a child forked while another thread
+  // allocates can hang on the allocator's own lock, whatever this library does.
+  GTEST_SKIP() << "AddressSanitizer's allocator can deadlock a child forked mid-allocation";
+#endif
   // Where the forks begin: the calls of set_deallocation_stream before the pools' first use, then
   // before the queue's. Before the fix about a third of the rounds hung.
   const std::array<test::CudaEntry, 4> starts = {
