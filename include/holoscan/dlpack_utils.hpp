@@ -5,7 +5,7 @@
  *        NumPy type strings. Fallible helpers return `expected` instead of throwing.
  */
 #include <cstdint>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include <dlpack/dlpack.h>
@@ -13,6 +13,8 @@
 #include "holoscan/expected.hpp"
 
 namespace holoscan {
+
+struct DLManagedTensorContext;
 
 /** @brief DLPack major version this build reads and writes (that of its dlpack.h). */
 constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR = DLPACK_MAJOR_VERSION;
@@ -33,6 +35,23 @@ struct DLPackMetadataCopyOptions {
 void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destination,
                                         std::vector<std::int64_t>& owned_shape,
                                         std::vector<std::int64_t>& owned_strides,
+                                        DLPackMetadataCopyOptions options = {});
+
+/**
+ * @brief Points `context`'s view at a copy of `source` with the shape and strides in the
+ *        context's own vectors (as the overload above), and stamps the view as this build's
+ *        DLPack version with no flags, no manager context and no deleter (the context's memory
+ *        reference owns the memory).
+ */
+void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context, const DLTensor& source,
+                                        DLPackMetadataCopyOptions options = {});
+
+/**
+ * @brief As above for a DLPack >= 1.0 tensor: the view also takes `source`'s version and flags;
+ *        its manager context and deleter are not copied (they stay `source`'s).
+ */
+void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context,
+                                        const DLManagedTensorVersioned& source,
                                         DLPackMetadataCopyOptions options = {});
 
 /** @brief Whether a tensor of `version` must carry explicit strides when ndim != 0 (>= 1.2). */
@@ -63,7 +82,7 @@ expected<DLDevice, Error> dldevice_from_pointer(void* ptr);
  * @brief The DLDataType of a NumPy array-interface type string ("<f4", "|u1", "<c8", "|b1",
  *        "<f2", ...); kInvalidArgument for big-endian multi-byte types and unknown strings.
  */
-expected<DLDataType, Error> dldatatype_from_typestr(const std::string& typestr);
+expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr);
 
 /**
  * @brief The NumPy array-interface type string of `dtype` (little-endian, e.g. "<f4", "|b1");

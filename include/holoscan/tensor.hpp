@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <memory>
 #include <vector>
+#if __cplusplus >= 202002L
+#include <span>
+#endif
 
 #include <dlpack/dlpack.h>
 
@@ -33,10 +36,11 @@ class Tensor {
  public:
   /** @brief An empty tensor: no context, no claim. */
   Tensor() = default;
-  /** @brief Wraps `ctx` (shared, not copied) and retains one claim on its memory; null is empty. */
-  explicit Tensor(std::shared_ptr<DLManagedTensorContext>& ctx) noexcept;
-  /** @brief As above, taking the caller's pointer. */
-  explicit Tensor(std::shared_ptr<DLManagedTensorContext>&& ctx) noexcept;
+  /**
+   * @brief Wraps `ctx` (shared, not copied) and retains one claim on its memory; null is empty.
+   *        Taken by value, as Holoscan 5.0 does: pass an lvalue to share, an rvalue to hand over.
+   */
+  explicit Tensor(std::shared_ptr<DLManagedTensorContext> ctx) noexcept;
   /**
    * @brief Imports a legacy DLPack tensor as make_tensor_from_dlpack does; throws RuntimeError
    *        (with that Error's code) on a rejection, which leaves ownership with the caller.
@@ -61,6 +65,13 @@ class Tensor {
 
   /** @brief Address of the first element (DLPack data plus byte_offset); null when empty. */
   void* data() const noexcept;
+  /**
+   * @brief data() for writing: kInvalidArgument for an empty tensor or a null data pointer,
+   *        kPermissionDenied for read-only authority (every zero-copy import has it).
+   */
+  expected<void*, Error> mutable_data() &;
+  /** @brief Refused on a temporary, as in Holoscan 5.0: its authority would end with it. */
+  expected<void*, Error> mutable_data() && = delete;
   /** @brief data() as a pointer to const T (read-only authority is the norm for imports). */
   template <class T>
   const T* data_as() const noexcept {
@@ -73,13 +84,28 @@ class Tensor {
   /** @brief Extent of each dimension. */
   std::vector<std::int64_t> shape() const;
   /**
-   * @brief Stride of each dimension in bytes (Holoscan's convention): element stride times
-   *        itemsize(). For packed sub-byte types (4- or 6-bit elements without
-   *        IS_SUBBYTE_TYPE_PADDED) a step of a fraction of a byte is rounded up to a whole byte,
-   *        sign kept: a float4 tensor of shape {2, 8} reports {4, 1}. dl_tensor().strides holds
-   *        the exact element strides.
+   * @brief Stride of each dimension in bytes (Holoscan 5.0's convention): element stride times
+   *        itemsize(), for every type. A packed sub-byte tensor (4- or 6-bit elements without
+   *        IS_SUBBYTE_TYPE_PADDED) reports whole items too: float4 of shape {2, 8} gives {8, 1}.
+   *        dl_tensor().strides (or dlpack_strides_span()) holds the element strides.
    */
   std::vector<std::int64_t> strides() const;
+#if __cplusplus >= 202002L
+  /** @brief The extents without a copy (C++20 only); empty for an empty or 0-d tensor. */
+  std::span<const std::int64_t> shape_span() const noexcept {
+    const DLTensor& view = dl_tensor();
+    return view.ndim > 0 && view.shape != nullptr
+               ? std::span<const std::int64_t>(view.shape, static_cast<std::size_t>(view.ndim))
+               : std::span<const std::int64_t>();
+  }
+  /** @brief DLPack's element strides without a copy (C++20 only); empty when there are none. */
+  std::span<const std::int64_t> dlpack_strides_span() const noexcept {
+    const DLTensor& view = dl_tensor();
+    return view.ndim > 0 && view.strides != nullptr
+               ? std::span<const std::int64_t>(view.strides, static_cast<std::size_t>(view.ndim))
+               : std::span<const std::int64_t>();
+  }
+#endif
   /** @brief Whether the elements are compact and row-major (size-1 dims may have any stride). */
   bool is_contiguous() const noexcept;
   /** @brief Number of elements. */
@@ -93,24 +119,26 @@ class Tensor {
 
   /**
    * @brief Exports a new legacy DLPack owner that keeps the memory alive after every Tensor is
-   *        gone; the consumer calls its deleter once. Legacy tensors carry no flags, so
-   *        READ_ONLY is dropped (as in Holoscan). Throws RuntimeError when export_dlpack fails.
+   *        gone and holds one handle claim until the consumer calls its deleter (once). Never
+   *        throws. kInvalidArgument for an empty tensor or a padded sub-byte tensor (the legacy
+   *        format cannot say how its bytes are read); kNotSupported for read-only authority
+   *        (legacy DLPack has no READ_ONLY flag, and Holoscan 5.0 refuses rather than widen
+   *        access: use to_dlpack_versioned()); kResourceExhausted when the heap refuses.
    */
-  DLManagedTensor* to_dlpack() const;
+  expected<DLManagedTensor*, Error> to_dlpack() const;
   /**
-   * @brief Exports a new DLPack >= 1.0 owner: this build's version, the context's flags plus
-   *        READ_ONLY for read-only authority, its own shape and explicit strides. Throws
-   *        RuntimeError when export_dlpack_versioned fails.
+   * @brief Exports a new DLPack >= 1.0 owner: the context's (producer's) DLPack version, its
+   *        flags plus READ_ONLY for read-only authority, its own shape and explicit strides.
+   *        Never throws; kInvalidArgument for an empty tensor, kResourceExhausted when the heap
+   *        refuses.
    */
-  DLManagedTensorVersioned* to_dlpack_versioned() const;
-  /**
-   * @brief to_dlpack() that reports failure as an Error: kInvalidArgument for an empty tensor
-   *        or a padded sub-byte tensor (the legacy format cannot say how its bytes are read),
-   *        kResourceExhausted when the heap refuses.
-   */
-  expected<DLManagedTensor*, Error> export_dlpack() const;
-  /** @brief to_dlpack_versioned() that reports failure as an Error. */
-  expected<DLManagedTensorVersioned*, Error> export_dlpack_versioned() const;
+  expected<DLManagedTensorVersioned*, Error> to_dlpack_versioned() const;
+  /** @brief The former name of to_dlpack(). */
+  expected<DLManagedTensor*, Error> export_dlpack() const { return to_dlpack(); }
+  /** @brief The former name of to_dlpack_versioned(). */
+  expected<DLManagedTensorVersioned*, Error> export_dlpack_versioned() const {
+    return to_dlpack_versioned();
+  }
 
   /** @brief The shared context (null when empty). Keep a Tensor while its memory is in use. */
   std::shared_ptr<DLManagedTensorContext>& dl_ctx() noexcept { return dl_ctx_; }
@@ -120,7 +148,9 @@ class Tensor {
   /** @brief DLPACK_FLAG_BITMASK_* bits of the producer (0 for a legacy import). */
   std::uint64_t flags() const noexcept;
   /** @brief Whether this tensor has read-only authority (every zero-copy import has). */
-  bool read_only() const noexcept;
+  bool is_read_only() const noexcept;
+  /** @brief The former name of is_read_only(). */
+  bool read_only() const noexcept { return is_read_only(); }
   /** @brief Whether the producer marked the data as a copy. */
   bool is_copied() const noexcept;
   /** @brief DLPack version of the context's view. */
@@ -139,13 +169,28 @@ class Tensor {
   bool has_readiness_stream_contract() const noexcept;
   /** @brief The producer stream recorded, or null (also for cross-process imports). */
   cudaStream_t readiness_stream() const noexcept;
-  /** @brief Orders `stream` after readiness; kNotImplemented when there is no readiness contract.
+  /**
+   * @brief Orders `stream` after readiness (one cudaStreamWaitEvent, none on the readiness stream
+   *        itself); kNotImplemented when there is no readiness contract, kInvalidArgument when
+   *        the tensor is empty.
    */
-  expected<void, Error> synchronize_for_consumer(cudaStream_t stream);
+  expected<void, Error> synchronize_for_consumer_stream(cudaStream_t stream) const;
+  /** @brief The former name of synchronize_for_consumer_stream(). */
+  expected<void, Error> synchronize_for_consumer(cudaStream_t stream) const {
+    return synchronize_for_consumer_stream(stream);
+  }
   /** @brief Blocks until the data is ready; kNotImplemented when there is no readiness contract. */
-  expected<void, Error> synchronize_for_host();
+  expected<void, Error> synchronize_for_host() const;
   /** @brief Records a stream whose current work must finish before the memory is reused. */
   bool set_deallocation_stream(cudaStream_t stream);
+
+  /**
+   * @brief Takes one more handle claim on the memory (retain_tensor_handle), for a holder that is
+   *        no Tensor; pair it with exactly one release_handle(). No-op when empty.
+   */
+  void retain_handle() const noexcept;
+  /** @brief Gives back one claim taken by retain_handle(). No-op when empty. */
+  void release_handle() const noexcept;
 
  protected:
   /** @brief The shared context; every Tensor over it holds one claim on its memory reference. */
@@ -155,8 +200,6 @@ class Tensor {
   TensorMemoryReference* memory() const noexcept {
     return dl_ctx_ != nullptr ? dl_ctx_->memory_reference.get() : nullptr;
   }
-  void retain_claim() noexcept;
-  void release_claim() noexcept;
 };
 
 /**

@@ -240,7 +240,7 @@ TEST(TensorPoolHost, PoolTensorsAreWritable) {
   ASSERT_NE(pool, nullptr);
   const Tensor tensor = allocate_or_die(*pool, {16});
   EXPECT_FALSE(tensor.read_only());
-  DLManagedTensorVersioned* exported = tensor.to_dlpack_versioned();
+  DLManagedTensorVersioned* exported = tensor.to_dlpack_versioned().value();
   EXPECT_EQ(exported->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
   auto reimported = make_tensor_from_dlpack_versioned(exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;

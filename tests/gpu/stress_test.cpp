@@ -108,7 +108,7 @@ TEST_F(GpuTest, PooledTensorsWithRandomFanOutStayCorrectAndReleaseOnce) {
     Tensor reader = tensor;
     if (i % 8 == 0) {  // hand it on over DLPack, as to another framework and back
       DLManagedTensorVersioned* exported =
-          CountedWrap::wrap(tensor.to_dlpack_versioned(), &deleter_calls);
+          CountedWrap::wrap(tensor.to_dlpack_versioned().value(), &deleter_calls);
       ++exports;
       auto imported = make_tensor_from_dlpack_versioned(exported);
       ASSERT_TRUE(imported.has_value()) << imported.error().message;
