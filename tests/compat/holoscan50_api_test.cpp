@@ -12,8 +12,10 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -113,6 +115,28 @@ static_assert(std::is_constructible_v<holoscan::RuntimeError, ErrorCode>);
 static_assert(std::is_constructible_v<holoscan::RuntimeError, ErrorCode, const char*>);
 static_assert(std::is_constructible_v<holoscan::RuntimeError, ErrorCode, const std::string&>);
 static_assert(std::is_constructible_v<holoscan::RuntimeError, ErrorCode, std::string_view>);
+
+// make_tensor's non-allocating overloads, MemoryStorageType numbered as 5.0 maps it.
+[[maybe_unused]] constexpr auto kMakeTensorOnDevice = static_cast<Expected<Tensor> (*)(
+    std::span<const int64_t>, DLDataType, holoscan::TensorByteStridesView,
+    holoscan::MemoryStorageType, void*, std::shared_ptr<holoscan::TensorMemoryReference>, int)>(
+    &holoscan::make_tensor);
+[[maybe_unused]] constexpr auto kMakeTensor = static_cast<Expected<Tensor> (*)(
+    std::span<const int64_t>, DLDataType, holoscan::TensorByteStridesView,
+    holoscan::MemoryStorageType, void*, std::shared_ptr<holoscan::TensorMemoryReference>)>(
+    &holoscan::make_tensor);
+[[maybe_unused]] constexpr auto kMakeTensorReleased = static_cast<Expected<Tensor> (*)(
+    std::span<const int64_t>, DLDataType, holoscan::TensorByteStridesView,
+    holoscan::MemoryStorageType, void*, std::function<Expected<void>(void*)>)>(
+    &holoscan::make_tensor);
+static_assert(static_cast<int>(holoscan::MemoryStorageType::kHost) == 0);
+static_assert(static_cast<int>(holoscan::MemoryStorageType::kDevice) == 1);
+static_assert(static_cast<int>(holoscan::MemoryStorageType::kSystem) == 2);
+static_assert(static_cast<int>(holoscan::MemoryStorageType::kCudaManaged) == 3);
+static_assert(std::is_convertible_v<std::nullopt_t, holoscan::TensorByteStridesView>);
+static_assert(std::is_convertible_v<std::span<const int64_t>, holoscan::TensorByteStridesView>);
+static_assert(std::is_convertible_v<std::optional<std::span<const int64_t>>,
+                                    holoscan::TensorByteStridesView>);
 
 // --- 5.0-style user code ------------------------------------------------------------------------
 
@@ -222,6 +246,45 @@ TEST(Holoscan50Api, ExportsNeverThrow) {
   EXPECT_EQ(refused.error().code, ErrorCode::kNotSupported);
   EXPECT_NE(refused.error().message.find("Legacy DLPack cannot represent read-only Tensor"),
             std::string::npos);
+}
+
+TEST(Holoscan50Api, MakeTensorWrapsAnOperatorsBuffer) {
+  auto buffer = std::make_shared<HostBuffer>(6);
+  const std::array<int64_t, 2> shape{2, 3};
+  auto tensor = holoscan::make_tensor(shape, DLDataType{kDLFloat, 32, 1}, std::nullopt,
+                                      holoscan::MemoryStorageType::kSystem, buffer->data(), buffer);
+  ASSERT_TRUE(tensor) << tensor.error().message;
+  EXPECT_FALSE(tensor->is_read_only());
+  EXPECT_EQ(tensor->device().device_type, kDLCPU);
+  ASSERT_TRUE(fill_iota(*tensor).has_value());
+  EXPECT_EQ(buffer->data()[5], 5.0f);
+
+  const std::array<int64_t, 2> transposed{3, 2};
+  const std::array<int64_t, 2> byte_strides{4, 12};
+  auto view =
+      holoscan::make_tensor(std::span<const int64_t>(transposed), DLDataType{kDLFloat, 32, 1},
+                            std::optional<std::span<const int64_t>>(byte_strides),
+                            holoscan::MemoryStorageType::kSystem, buffer->data(), buffer, 0);
+  ASSERT_TRUE(view) << view.error().message;
+  EXPECT_EQ(view->dlpack_strides_span()[1], 3);
+
+  auto refused = holoscan::make_tensor(
+      shape, DLDataType{kDLFloat, 32, 1}, std::span<const int64_t>(byte_strides.data(), 1),
+      holoscan::MemoryStorageType::kSystem, buffer->data(), buffer);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+
+  int released = 0;
+  {
+    auto owned = holoscan::make_tensor(shape, DLDataType{kDLFloat, 32, 1}, std::nullopt,
+                                       holoscan::MemoryStorageType::kSystem, buffer->data(),
+                                       [&released](void*) -> Expected<void> {
+                                         ++released;
+                                         return {};
+                                       });
+    ASSERT_TRUE(owned) << owned.error().message;
+  }
+  EXPECT_EQ(released, 1);
 }
 
 TEST(Holoscan50Api, HandleClaimsArePairedByTheCaller) {

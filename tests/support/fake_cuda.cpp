@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -67,6 +68,13 @@ bool reached(const Stream& stream, std::uint64_t position, std::uint64_t op) {
   return true;
 }
 
+// Memory the fake runtime handed out: what cudaPointerGetAttributes reports for it.
+struct Allocation {
+  std::size_t bytes = 0;
+  int device = 0;
+  cudaMemoryType type = cudaMemoryTypeDevice;
+};
+
 struct Fault {
   cudaError_t error = cudaSuccess;
   int remaining = 0;
@@ -95,7 +103,7 @@ struct FakeCuda::State {
   std::unordered_set<const Stream*> streams;
   std::vector<Stream*> default_streams;  // one per device
   std::unordered_set<const Event*> events;
-  std::unordered_set<void*> allocations;
+  std::unordered_map<void*, Allocation> allocations;
   std::array<Fault, kEntries> faults{};
   std::array<std::atomic<std::uint64_t>, kEntries> calls{};
 
@@ -129,6 +137,29 @@ struct FakeCuda::State {
     Stream* stream = owned_streams.back().get();
     stream->device = device;
     return stream;
+  }
+
+  // Host memory standing for an allocation of `type` on `device`.
+  cudaError_t allocate(void** memory, std::size_t bytes, int device, cudaMemoryType type) {
+    void* allocated = std::malloc(bytes == 0 ? 1 : bytes);
+    if (allocated == nullptr) {
+      return cudaErrorMemoryAllocation;
+    }
+    allocations.emplace(allocated, Allocation{bytes == 0 ? 1 : bytes, device, type});
+    *memory = allocated;
+    return cudaSuccess;
+  }
+
+  // The allocation `pointer` points into, or null.
+  const Allocation* allocation_of(const void* pointer) const {
+    const auto* address = static_cast<const char*>(pointer);
+    for (const auto& [base, allocation] : allocations) {
+      const auto* begin = static_cast<const char*>(base);
+      if (address >= begin && address < begin + allocation.bytes) {
+        return &allocation;
+      }
+    }
+    return nullptr;
   }
 
   static bool done(const Event& event) {
@@ -307,13 +338,7 @@ cudaError_t thread_exchange_stream_capture_mode(cudaStreamCaptureMode* mode) {
 
 cudaError_t device_malloc(void** memory, std::size_t bytes) {
   return call(CudaEntry::kMalloc, [&](State& s, Lock&) {
-    void* allocated = std::malloc(bytes == 0 ? 1 : bytes);
-    if (allocated == nullptr) {
-      return cudaErrorMemoryAllocation;
-    }
-    s.allocations.insert(allocated);
-    *memory = allocated;
-    return cudaSuccess;
+    return s.allocate(memory, bytes, current_device_of_thread, cudaMemoryTypeDevice);
   });
 }
 
@@ -368,12 +393,17 @@ cudaError_t stream_create_with_flags(cudaStream_t* handle, unsigned int) {
   });
 }
 
-// Every pointer is host memory the fake runtime does not know, as a plain malloc would be.
-cudaError_t pointer_get_attributes(cudaPointerAttributes* attributes, const void*) {
-  return call(CudaEntry::kPointerGetAttributes, [&](State&, Lock&) {
+// Memory the fake handed out is reported as what it stands for; every other pointer is host
+// memory the runtime does not know, as a plain malloc would be.
+cudaError_t pointer_get_attributes(cudaPointerAttributes* attributes, const void* pointer) {
+  return call(CudaEntry::kPointerGetAttributes, [&](State& s, Lock&) {
     *attributes = cudaPointerAttributes{};
     attributes->type = cudaMemoryTypeUnregistered;
     attributes->device = -1;
+    if (const Allocation* allocation = s.allocation_of(pointer)) {
+      attributes->type = allocation->type;
+      attributes->device = allocation->device;
+    }
     return cudaSuccess;
   });
 }
@@ -450,8 +480,8 @@ void FakeCuda::reset(int devices) {
     for (int device = 0; device < devices; ++device) {
       state_->default_streams.push_back(state_->add_stream(device));
     }
-    for (void* memory : state_->allocations) {
-      std::free(memory);
+    for (const auto& allocation : state_->allocations) {
+      std::free(allocation.first);
     }
     state_->allocations.clear();
     state_->faults.fill(Fault{});
