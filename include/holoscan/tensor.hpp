@@ -4,6 +4,7 @@
  * @brief holoscan::Tensor, a handle to a shared DLManagedTensorContext, and DLPack import/export,
  *        as Holoscan declares them.
  */
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,6 +21,8 @@
 #include "holoscan/tensor_memory_reference.hpp"
 
 namespace holoscan {
+
+class TensorPool;
 
 /** @brief Most dimensions an imported or pooled tensor may have. */
 inline constexpr std::int32_t kMaxTensorDims = 32;
@@ -139,6 +142,54 @@ class Tensor {
   expected<DLManagedTensorVersioned*, Error> export_dlpack_versioned() const {
     return to_dlpack_versioned();
   }
+
+  /**
+   * @brief An owning, compact, writable copy on the same device: copy_to(device(), stream).
+   */
+  expected<Tensor, Error> copy(cudaStream_t stream) const;
+  /**
+   * @brief An owning, compact row-major, writable copy on `device` (kDLCPU, kDLCUDAHost, kDLCUDA
+   *        or kDLCUDAManaged), with IS_COPIED set; any strides are gathered.
+   *
+   * Host memory to kDLCPU is copied by the host, without CUDA (no GPU needed), once the source
+   * is ready (synchronize_for_host when it has a readiness contract). Anything else is copied on
+   * `stream`, ordered after the source's readiness (synchronize_for_consumer_stream), and the
+   * source gets a deallocation point on `stream` (an owner that tracks none makes the call wait
+   * for the copy instead). A kDLCUDA copy takes its memory from `stream` with cudaMallocAsync
+   * (`stream` must be of that device; a default-stream handle means that device's) and is
+   * stream-ordered: it returns at once with the copy's readiness recorded on `stream`. So is a
+   * kDLCUDAManaged copy (cudaMallocManaged). A host target (kDLCPU, kDLCUDAHost by
+   * cudaMallocHost) is complete on return, as in Holoscan 5.0. The memory is freed once every
+   * point recorded on the copy has completed. kInvalidArgument for an empty tensor, an
+   * unsupported device or a stream of another device; kNotSupported for a non-contiguous packed
+   * sub-byte tensor; kNotImplemented for a stream that is capturing a CUDA graph; kFailure (with
+   * the cudaError_t in provenance) for a failed CUDA call. After a failure nothing is kept: the
+   * memory goes once the GPU has passed what was queued.
+   */
+  expected<Tensor, Error> copy_to(DLDevice device, cudaStream_t stream) const;
+  /**
+   * @brief copy_to() into a block of `pool` (device or host), allocated stream-ordered on
+   *        `stream` for a device pool; kResourceExhausted at once when the pool has no free
+   *        block, kInvalidArgument when the tensor does not fit one.
+   */
+  expected<Tensor, Error> copy_to(TensorPool& pool, cudaStream_t stream) const;
+  /**
+   * @brief Copies the elements, compact row-major (any strides gathered), to `destination`
+   *        (host memory of at least `destination_bytes` >= nbytes()) and returns once they are
+   *        there. Host memory is copied by the host without CUDA; device memory on `stream`,
+   *        after the source's readiness. kInvalidArgument for an empty tensor, a null or too
+   *        small destination.
+   */
+  expected<void, Error> copy_to_host(void* destination, std::size_t destination_bytes,
+                                     cudaStream_t stream) const;
+  /**
+   * @brief copy_to_host() that returns once the copy is queued on `stream` (for device memory):
+   *        the caller waits for `stream` before reading `destination`. The source gets a
+   *        deallocation point on `stream` (or, with an owner that tracks none, the call waits).
+   *        Host memory is copied at once, as by copy_to_host().
+   */
+  expected<void, Error> copy_to_host_async(void* destination, std::size_t destination_bytes,
+                                           cudaStream_t stream) const;
 
   /** @brief The shared context (null when empty). Keep a Tensor while its memory is in use. */
   std::shared_ptr<DLManagedTensorContext>& dl_ctx() noexcept { return dl_ctx_; }
