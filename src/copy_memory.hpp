@@ -8,19 +8,20 @@
 #include <dlpack/dlpack.h>
 
 #include "holoscan/cuda_handles.hpp"
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 
 namespace holoscan::detail {
 
 /** @brief Whether copies can go to (or come from) memory of `type`. */
-bool copyable_device_type(std::int32_t type) noexcept;
+HOLOSCAN_DLPACK_ABI bool copyable_device_type(std::int32_t type) noexcept;
 
 /** @brief Whether the host reads memory of `type` directly (pageable or page-locked memory). */
-bool host_memory_type(std::int32_t type) noexcept;
+HOLOSCAN_DLPACK_ABI bool host_memory_type(std::int32_t type) noexcept;
 
 /** @brief Owner of a copy's memory; frees it after the points (possibly on the release thread). */
-class CopyMemory final : public StreamTrackedReference {
+class HOLOSCAN_DLPACK_ABI CopyMemory final : public StreamTrackedReference {
  public:
   /**
    * @brief At least one byte of memory for `device`: kDLCPU from the heap (256-byte aligned),

@@ -7,13 +7,14 @@
 
 #include <dlpack/dlpack.h>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan::detail {
 
 /** @brief `height` rows of `width` bytes: a source row every `source_pitch` bytes, copied to a
  *         destination row every `destination_pitch` bytes. */
-struct CopyPiece {
+struct HOLOSCAN_DLPACK_ABI CopyPiece {
   std::int64_t source_offset = 0;       ///< Bytes from the source's first element (may be < 0).
   std::int64_t destination_offset = 0;  ///< Bytes from the start of the copy.
   std::size_t width = 0;                ///< Bytes of one row.
@@ -29,7 +30,7 @@ struct CopyPiece {
  * rows do not overlap gives the row count; every other dimension (negative, zero or overlapping
  * strides) is walked on the host, one piece per index. A contiguous tensor is one piece.
  */
-class CopyPlan {
+class HOLOSCAN_DLPACK_ABI CopyPlan {
  public:
   /**
    * @brief The plan for `view` (already validated). Packed sub-byte elements can only be copied

@@ -6,10 +6,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "holoscan/detail/abi.hpp"
+
 namespace holoscan::detail {
 
 /** @brief The CUDA runtime entry points the library uses, one pointer each. */
-struct CudaApi {
+struct HOLOSCAN_DLPACK_ABI CudaApi {
   /** @brief cudaEventRecord. */
   cudaError_t (*event_record)(cudaEvent_t event, cudaStream_t stream);
   /** @brief cudaStreamWaitEvent. */

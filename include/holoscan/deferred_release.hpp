@@ -14,6 +14,8 @@
  */
 #include <cstddef>
 
+#include "holoscan/detail/abi.hpp"
+
 namespace holoscan {
 
 /**
@@ -24,9 +26,9 @@ namespace holoscan {
  * that needs the GIL while the caller holds it). The exit drain is bounded in time (see above);
  * this call is not.
  */
-void flush_deferred_releases() noexcept;
+HOLOSCAN_DLPACK_ABI void flush_deferred_releases() noexcept;
 
 /** @brief Releases queued and not yet run (a forked child counts the parent's until flushed). */
-std::size_t pending_deferred_releases() noexcept;
+HOLOSCAN_DLPACK_ABI std::size_t pending_deferred_releases() noexcept;
 
 }  // namespace holoscan

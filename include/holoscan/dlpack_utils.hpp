@@ -10,11 +10,12 @@
 
 #include <dlpack/dlpack.h>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan {
 
-struct DLManagedTensorContext;
+struct HOLOSCAN_DLPACK_ABI DLManagedTensorContext;
 
 /** @brief DLPack major version this build reads and writes (that of its dlpack.h). */
 constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR = DLPACK_MAJOR_VERSION;
@@ -22,7 +23,7 @@ constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR = DLPACK_MAJOR_VERSIO
 constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MINOR = DLPACK_MINOR_VERSION;
 
 /** @brief Options of copy_dl_tensor_with_owned_metadata. */
-struct DLPackMetadataCopyOptions {
+struct HOLOSCAN_DLPACK_ABI DLPackMetadataCopyOptions {
   /** @brief Write compact row-major element strides when the source has none (null strides). */
   bool materialize_implicit_strides = false;
 };
@@ -55,21 +56,21 @@ void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context,
                                         DLPackMetadataCopyOptions options = {});
 
 /** @brief Whether a tensor of `version` must carry explicit strides when ndim != 0 (>= 1.2). */
-bool dlpack_version_requires_explicit_strides(DLPackVersion version) noexcept;
+HOLOSCAN_DLPACK_ABI bool dlpack_version_requires_explicit_strides(DLPackVersion version) noexcept;
 
 /**
  * @brief Bytes of one element: ceil(bits * lanes / 8). Vector lanes count as one element; a
  *        packed sub-byte element reports the whole byte it starts in.
  */
-std::uint64_t dlpack_dtype_item_size_bytes(DLDataType dtype) noexcept;
+HOLOSCAN_DLPACK_ABI std::uint64_t dlpack_dtype_item_size_bytes(DLDataType dtype) noexcept;
 
 /**
  * @brief Resizes `strides` to tensor.ndim and fills it with the tensor's strides (compact
  *        row-major when tensor.strides is null), in bytes (element strides times
  *        dlpack_dtype_item_size_bytes), or in elements when `to_num_elements` is true.
  */
-void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
-                  bool to_num_elements = false);
+HOLOSCAN_DLPACK_ABI void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
+                                      bool to_num_elements = false);
 
 /**
  * @brief The DLDevice that owns `ptr` per cudaPointerGetAttributes: kDLCUDA (device memory),

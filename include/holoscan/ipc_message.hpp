@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/ipc_descriptor.hpp"
 #include "holoscan/ipc_fd.hpp"
 
@@ -17,20 +18,20 @@ namespace holoscan::ipc {
 inline constexpr std::uint32_t kProtocolVersion = 1;
 
 /** @brief The first message each side sends: its process id and protocol version. */
-struct Hello {
+struct HOLOSCAN_DLPACK_ABI Hello {
   std::uint32_t pid =
       0;  ///< The sender's own view of its pid; Channel::peer_pid() is the kernel's.
   std::uint32_t protocol_version = kProtocolVersion;  ///< Must equal kProtocolVersion.
 };
 
 /** @brief An export offered to the peer: an encoded TensorDescriptor, and its memory's fd. */
-struct Publish {
+struct HOLOSCAN_DLPACK_ABI Publish {
   std::vector<std::uint8_t> descriptor;  ///< encode() output; receive() has validated it.
   UniqueFd fd;  ///< Held exactly when handle_kind is kPosixFd; send() lends it, receive() gives it.
 };
 
 /** @brief The importer is done with an export once `event` (when present) has completed. */
-struct Release {
+struct HOLOSCAN_DLPACK_ABI Release {
   std::uint64_t export_id = 0;  ///< TensorDescriptor::export_id of the export given back.
   bool has_event = false;       ///< Whether `event` holds a handle; without one, done already.
   std::array<std::uint8_t, kIpcHandleBytes> event{};  ///< cudaIpcEventHandle_t bytes, else zero.

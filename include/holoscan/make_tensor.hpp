@@ -17,6 +17,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
@@ -41,7 +42,7 @@ enum class MemoryStorageType {
  * `int64_t`, from a pointer and a count, and under C++20 from a `std::span<const int64_t>` or an
  * `std::optional` of one.
  */
-class TensorByteStridesView {
+class HOLOSCAN_DLPACK_ABI TensorByteStridesView {
  public:
   /** @brief No strides: the tensor is compact and row-major. */
   constexpr TensorByteStridesView() noexcept = default;

@@ -5,6 +5,7 @@
  */
 #include <cstdint>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/detail/handle_claims.hpp"
 #include "holoscan/detail/stream_state.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
@@ -26,7 +27,7 @@ namespace holoscan {
  *   synchronize_for_consumer on a capturing stream returns kFailure
  *   (cudaErrorStreamCaptureIsolation, and CUDA invalidates that capture): synchronize first.
  */
-class StreamTrackedReference : public TensorMemoryReference {
+class HOLOSCAN_DLPACK_ABI StreamTrackedReference : public TensorMemoryReference {
  public:
   StreamTrackedReference() = default;
   /** @brief Returns the stream events still held; derived owners release their memory first. */

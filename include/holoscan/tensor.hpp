@@ -16,13 +16,14 @@
 
 #include "holoscan/cuda_handles.hpp"
 #include "holoscan/cuda_stream_sync.hpp"
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
 
 namespace holoscan {
 
-class TensorPool;
+class HOLOSCAN_DLPACK_ABI TensorPool;
 
 /** @brief Most dimensions an imported or pooled tensor may have. */
 inline constexpr std::int32_t kMaxTensorDims = 32;
@@ -35,7 +36,7 @@ inline constexpr std::int32_t kMaxTensorDims = 32;
  * move-assignment release it, and a moved-from Tensor is empty and holds none. A subclass that
  * assigns `dl_ctx_` itself must keep that pairing (construct through the base instead).
  */
-class Tensor {
+class HOLOSCAN_DLPACK_ABI Tensor {
  public:
   /** @brief An empty tensor: no context, no claim. */
   Tensor() = default;

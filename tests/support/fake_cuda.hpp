@@ -6,9 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace holoscan::detail {
-struct CudaApi;
-}
+#include "cuda_api.hpp"  // the table's type carries the library's ABI tag: no forward declaration
 
 namespace holoscan::test {
 
