@@ -134,13 +134,18 @@ class HOLOSCAN_DLPACK_ABI Tensor {
    * @brief Exports a new DLPack >= 1.0 owner: the context's (producer's) DLPack version, its
    *        flags plus READ_ONLY for read-only authority, its own shape and explicit strides.
    *        Never throws; kInvalidArgument for an empty tensor, kResourceExhausted when the heap
-   *        refuses.
+   *        refuses. Exports of a writable tensor share it as Tensor copies do: unlike Holoscan
+   *        5.0, a second one is not refused (kPermissionDenied) while the first is alive, since
+   *        stream points, not access leases, order the writers (docs/holoscan-5.0.md).
    */
   expected<DLManagedTensorVersioned*, Error> to_dlpack_versioned() const;
-  /** @brief The former name of to_dlpack(). */
-  expected<DLManagedTensor*, Error> export_dlpack() const { return to_dlpack(); }
-  /** @brief The former name of to_dlpack_versioned(). */
-  expected<DLManagedTensorVersioned*, Error> export_dlpack_versioned() const {
+  /** @brief The former name of to_dlpack(), which now returns the expected itself. */
+  [[deprecated("use to_dlpack()")]] expected<DLManagedTensor*, Error> export_dlpack() const {
+    return to_dlpack();
+  }
+  /** @brief The former name of to_dlpack_versioned(), which now returns the expected itself. */
+  [[deprecated("use to_dlpack_versioned()")]] expected<DLManagedTensorVersioned*, Error>
+  export_dlpack_versioned() const {
     return to_dlpack_versioned();
   }
 
@@ -201,8 +206,8 @@ class HOLOSCAN_DLPACK_ABI Tensor {
   std::uint64_t flags() const noexcept;
   /** @brief Whether this tensor has read-only authority (every zero-copy import has). */
   bool is_read_only() const noexcept;
-  /** @brief The former name of is_read_only(). */
-  bool read_only() const noexcept { return is_read_only(); }
+  /** @brief The former name of is_read_only() (Holoscan 5.0's). */
+  [[deprecated("use is_read_only()")]] bool read_only() const noexcept { return is_read_only(); }
   /** @brief Whether the producer marked the data as a copy. */
   bool is_copied() const noexcept;
   /** @brief DLPack version of the context's view. */
@@ -227,8 +232,9 @@ class HOLOSCAN_DLPACK_ABI Tensor {
    *        the tensor is empty.
    */
   expected<void, Error> synchronize_for_consumer_stream(cudaStream_t stream) const;
-  /** @brief The former name of synchronize_for_consumer_stream(). */
-  expected<void, Error> synchronize_for_consumer(cudaStream_t stream) const {
+  /** @brief The former name of synchronize_for_consumer_stream() (Holoscan 5.0's). */
+  [[deprecated("use synchronize_for_consumer_stream()")]] expected<void, Error>
+  synchronize_for_consumer(cudaStream_t stream) const {
     return synchronize_for_consumer_stream(stream);
   }
   /** @brief Blocks until the data is ready; kNotImplemented when there is no readiness contract. */

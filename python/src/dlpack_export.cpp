@@ -92,7 +92,7 @@ void order_consumer(Tensor& tensor, nb::handle stream) {
       both_legacy_default(tensor.readiness_stream(), consumer.handle)) {
     return;  // no readiness point (ROCm included), or recorded on this very stream
   }
-  if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
+  if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
     raise_error(ordered.error(), Raise::kBuffer);
   }
 }
@@ -111,10 +111,9 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
   const bool versioned = wants_versioned(max_version);
   order_consumer(tensor, stream);
   if (versioned) {
-    return to_capsule(tensor.export_dlpack_versioned(), kVersionedName,
-                      &versioned_capsule_destructor);
+    return to_capsule(tensor.to_dlpack_versioned(), kVersionedName, &versioned_capsule_destructor);
   }
-  return to_capsule(tensor.export_dlpack(), kLegacyName, &legacy_capsule_destructor);
+  return to_capsule(tensor.to_dlpack(), kLegacyName, &legacy_capsule_destructor);
 }
 
 nb::tuple dlpack_device(const Tensor& tensor) {

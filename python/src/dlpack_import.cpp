@@ -279,7 +279,7 @@ Tensor from_dlpack(nb::handle object, nb::handle stream, nb::handle copy) {
   }
   record_import_readiness(tensor, ProtocolStream{});
   if (consumer.handle != kLegacyStream && tensor.has_readiness_stream_contract()) {
-    if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
+    if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
       raise_error(ordered.error());
     }
   }

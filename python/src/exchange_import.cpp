@@ -108,7 +108,7 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
   auto* producer_stream = static_cast<cudaStream_t>(work);
   if (tensor->set_readiness_stream(producer_stream) && producer_stream != consumer.handle &&
       !both_legacy_default(producer_stream, consumer.handle)) {
-    if (auto ordered = tensor->synchronize_for_consumer(consumer.handle); !ordered) {
+    if (auto ordered = tensor->synchronize_for_consumer_stream(consumer.handle); !ordered) {
       raise_error(ordered.error());
     }
   }

@@ -28,7 +28,7 @@ nb::dict interface_dict(const Tensor& tensor) {
   dict["shape"] = nb::tuple(extents);
   dict["typestr"] = *typestr;
   dict["data"] =
-      nb::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data()), tensor.read_only());
+      nb::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data()), tensor.is_read_only());
   dict["version"] = 3;
   if (tensor.is_contiguous()) {
     dict["strides"] = nb::none();
@@ -56,7 +56,7 @@ nb::dict cuda_array_interface(Tensor& tensor) {
     cudaStream_t readiness = tensor.readiness_stream();
     if (readiness == kPerThreadStream) {
       // "2" would name the consumer thread's own per-thread stream: hand over on legacy instead.
-      if (auto ordered = tensor.synchronize_for_consumer(kLegacyStream); !ordered) {
+      if (auto ordered = tensor.synchronize_for_consumer_stream(kLegacyStream); !ordered) {
         raise_error(ordered.error());
       }
       readiness = kLegacyStream;

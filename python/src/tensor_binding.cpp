@@ -56,7 +56,7 @@ std::string repr(const Tensor& tensor) {
   text += shape.size() == 1 ? ",)" : ")";
   text += ", dtype='" + dtype_string(tensor.dtype()) + "', device=(" +
           std::to_string(device.device_type) + ", " + std::to_string(device.device_id) +
-          "), read_only=" + (tensor.read_only() ? "True" : "False") + ")";
+          "), read_only=" + (tensor.is_read_only() ? "True" : "False") + ")";
   return text;
 }
 
@@ -93,7 +93,7 @@ void bind_tensor(nb::module_& module) {
       .def_prop_ro(
           "data", [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data()); },
           Entry(), "Address of the first element.")
-      .def_prop_ro("read_only", &Tensor::read_only, Entry(),
+      .def_prop_ro("read_only", &Tensor::is_read_only, Entry(),
                    "Whether this tensor has read-only authority (every zero-copy import has).")
       .def_prop_ro("flags", &Tensor::flags, Entry(), "The producer's DLPACK_FLAG_BITMASK_* bits.")
       .def_prop_ro(
@@ -124,7 +124,7 @@ void bind_tensor(nb::module_& module) {
       .def(
           "synchronize_for_consumer",
           [](Tensor& t, nb::handle stream) {
-            return ordered_or_raise(t.synchronize_for_consumer(parse_stream(stream)));
+            return ordered_or_raise(t.synchronize_for_consumer_stream(parse_stream(stream)));
           },
           nb::arg("stream"), Entry(),
           "Makes `stream` wait for the readiness point (one event wait, never a host block); "

@@ -80,6 +80,15 @@ static_assert(
 static_assert(std::is_same_v<decltype(&Tensor::to_dlpack_versioned),
                              Expected<DLManagedTensorVersioned*> (Tensor::*)() const>);
 
+static_assert(
+    std::is_same_v<decltype(&Tensor::copy), Expected<Tensor> (Tensor::*)(cudaStream_t) const>);
+[[maybe_unused]] constexpr auto kCopyTo =
+    static_cast<Expected<Tensor> (Tensor::*)(DLDevice, cudaStream_t) const>(&Tensor::copy_to);
+static_assert(std::is_same_v<decltype(&Tensor::copy_to_host),
+                             Expected<void> (Tensor::*)(void*, std::size_t, cudaStream_t) const>);
+static_assert(std::is_same_v<decltype(&Tensor::copy_to_host_async),
+                             Expected<void> (Tensor::*)(void*, std::size_t, cudaStream_t) const>);
+
 // --- free functions, as 5.0 exports them --------------------------------------------------------
 
 static_assert(std::is_same_v<decltype(&holoscan::make_tensor_from_dlpack),
@@ -285,6 +294,22 @@ TEST(Holoscan50Api, MakeTensorWrapsAnOperatorsBuffer) {
     ASSERT_TRUE(owned) << owned.error().message;
   }
   EXPECT_EQ(released, 1);
+}
+
+TEST(Holoscan50Api, HostCopiesAreOwningAndWritable) {
+  Tensor tensor = make_host_tensor({2, 3});
+  ASSERT_TRUE(fill_iota(tensor).has_value());
+  auto copy = tensor.copy(nullptr);
+  ASSERT_TRUE(copy) << copy.error().message;
+  EXPECT_NE(copy->data(), tensor.data());
+  EXPECT_NE(copy->dl_ctx()->tensor.flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+  ASSERT_TRUE(fill_iota(*copy).has_value());
+  std::array<float, 6> out{};
+  ASSERT_TRUE(tensor.copy_to_host(out.data(), sizeof(out), nullptr).has_value());
+  EXPECT_EQ(out[5], 5.0f);
+  auto small = tensor.copy_to_host(out.data(), sizeof(out) - 1, nullptr);
+  ASSERT_FALSE(small);
+  EXPECT_EQ(small.error().code, ErrorCode::kInvalidArgument);
 }
 
 TEST(Holoscan50Api, HandleClaimsArePairedByTheCaller) {

@@ -185,7 +185,7 @@ TEST(HoloscanStyle, TensorOverAHandBuiltContext) {
   EXPECT_EQ(tensor.itemsize(), 4);
   EXPECT_EQ(tensor.nbytes(), 32);
   EXPECT_TRUE(tensor.is_contiguous());
-  EXPECT_FALSE(tensor.read_only());  // a context starts with writable authority
+  EXPECT_FALSE(tensor.is_read_only());  // a context starts with writable authority
   auto* values = static_cast<float*>(tensor.data());
   values[5] = 2.5f;
   EXPECT_EQ(tensor.data_as<float>()[5], 2.5f);
@@ -208,13 +208,13 @@ TEST(HoloscanStyle, RawDLPackConstructorsTakeOwnership) {
   {
     Tensor versioned(&producer.versioned);
     EXPECT_EQ(versioned.size(), 6);
-    EXPECT_TRUE(versioned.read_only());
+    EXPECT_TRUE(versioned.is_read_only());
   }
   EXPECT_EQ(producer.deleter_calls, 1);
   {
     Tensor legacy(&producer.legacy);
     EXPECT_EQ(legacy.shape(), (std::vector<int64_t>{2, 3}));
-    EXPECT_TRUE(legacy.read_only());
+    EXPECT_TRUE(legacy.is_read_only());
     EXPECT_EQ(legacy.version().major, holoscan::HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR);
   }
   EXPECT_EQ(producer.deleter_calls, 2);
@@ -405,16 +405,16 @@ TEST(ReadOnlyAuthority, ImportsAreNarrowedWhateverTheFlags) {
   {
     auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer.versioned);
     ASSERT_TRUE(tensor) << tensor.error().message;
-    EXPECT_TRUE(tensor->read_only());
+    EXPECT_TRUE(tensor->is_read_only());
     EXPECT_EQ(tensor->flags(), DLPACK_FLAG_BITMASK_IS_COPIED);  // the producer's bits, unchanged
-    const Tensor copy = *tensor;    // NOLINT(performance-unnecessary-copy-initialization)
-    EXPECT_TRUE(copy.read_only());  // copies share the authority
+    const Tensor copy = *tensor;       // NOLINT(performance-unnecessary-copy-initialization)
+    EXPECT_TRUE(copy.is_read_only());  // copies share the authority
 
     DLManagedTensorVersioned* exported = copy.to_dlpack_versioned().value();
     EXPECT_EQ(exported->flags, DLPACK_FLAG_BITMASK_IS_COPIED | DLPACK_FLAG_BITMASK_READ_ONLY);
     auto again = holoscan::make_tensor_from_dlpack_versioned(exported);
     ASSERT_TRUE(again) << again.error().message;
-    EXPECT_TRUE(again->read_only());
+    EXPECT_TRUE(again->is_read_only());
     EXPECT_EQ(again->flags(), DLPACK_FLAG_BITMASK_IS_COPIED | DLPACK_FLAG_BITMASK_READ_ONLY);
 
     auto legacy = copy.to_dlpack();  // the legacy format cannot say read-only: refused

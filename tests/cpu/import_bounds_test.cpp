@@ -140,7 +140,8 @@ TEST(TensorContext, ContextWithoutMemoryIsAViewWithoutHooks) {
   EXPECT_EQ(tensor.size(), 1);  // a 0-d tensor
   EXPECT_FALSE(tensor.set_readiness_stream(nullptr));
   EXPECT_FALSE(tensor.set_deallocation_stream(nullptr));
-  EXPECT_EQ(tensor.synchronize_for_consumer(nullptr).error().code, ErrorCode::kNotImplemented);
+  EXPECT_EQ(tensor.synchronize_for_consumer_stream(nullptr).error().code,
+            ErrorCode::kNotImplemented);
 }
 
 TEST(TensorContext, EmptyTensorRefusesExport) {

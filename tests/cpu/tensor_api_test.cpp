@@ -170,5 +170,23 @@ TEST(TypeStrings, StringViewNeedNotEndTheString) {
   EXPECT_FALSE(dldatatype_from_typestr("<f04x").has_value());
 }
 
+// The former spellings stay, deprecated, and do what their replacements do.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST(DeprecatedSpellings, ForwardToTheirReplacements) {
+  CountingProducer producer;
+  {
+    const Tensor tensor = import_or_die(producer);
+    EXPECT_EQ(tensor.read_only(), tensor.is_read_only());
+    EXPECT_EQ(tensor.synchronize_for_consumer(nullptr).error().code, ErrorCode::kNotImplemented);
+    EXPECT_EQ(tensor.export_dlpack().error().code, ErrorCode::kNotSupported);
+    auto exported = tensor.export_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    (*exported)->deleter(*exported);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+#pragma GCC diagnostic pop
+
 }  // namespace
 }  // namespace holoscan

@@ -162,7 +162,7 @@ TEST(ExportVersioned, RoundTripSharesDataAndDeletesOnceAtTheEnd) {
   EXPECT_EQ(reimported->shape(), original.shape());
   EXPECT_EQ(reimported->strides(), original.strides());
   EXPECT_EQ(reimported->flags(), original.flags());
-  EXPECT_TRUE(reimported->read_only());
+  EXPECT_TRUE(reimported->is_read_only());
   EXPECT_TRUE(reimported->is_copied());
 
   original = Tensor();

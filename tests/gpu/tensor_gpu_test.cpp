@@ -79,7 +79,7 @@ TEST_F(TensorGpuTest, SynchronizeForConsumerOrdersAfterTheProducerStream) {
   DeviceArray<CheckResult> result(1);
   // Before any readiness point the Tensor says so instead of succeeding silently.
   EXPECT_FALSE(tensor_.has_readiness_stream_contract());
-  auto refused = tensor_.synchronize_for_consumer(consumer_);
+  auto refused = tensor_.synchronize_for_consumer_stream(consumer_);
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code, ErrorCode::kNotImplemented);
 
@@ -88,7 +88,7 @@ TEST_F(TensorGpuTest, SynchronizeForConsumerOrdersAfterTheProducerStream) {
   ASSERT_TRUE(tensor_.set_readiness_stream(producer_));
   EXPECT_TRUE(tensor_.has_readiness_stream_contract());
   EXPECT_EQ(tensor_.memory_reference()->readiness_stream(), producer_);
-  auto synced = tensor_.synchronize_for_consumer(consumer_);
+  auto synced = tensor_.synchronize_for_consumer_stream(consumer_);
   ASSERT_TRUE(synced.has_value()) << synced.error().message;
   HDL_ASSERT_CUDA(launch_check(data, kElements, kSeed, 0, result.get(), consumer_));
   ASSERT_TRUE(tensor_.set_deallocation_stream(consumer_));
@@ -103,7 +103,7 @@ TEST_F(TensorGpuTest, DroppingTheLastHandleDefersTheDeleterPastConsumers) {
   probe_.watch({consumer_});
   HDL_ASSERT_CUDA(launch_slow_fill(data_, kElements, 3, 0, producer_));
   ASSERT_TRUE(tensor_.set_readiness_stream(producer_));
-  ASSERT_TRUE(tensor_.synchronize_for_consumer(consumer_).has_value());
+  ASSERT_TRUE(tensor_.synchronize_for_consumer_stream(consumer_).has_value());
   HDL_ASSERT_CUDA(launch_check(data_, kElements, 3, 100'000, result.get(), consumer_));
   ASSERT_TRUE(tensor_.set_deallocation_stream(consumer_));
   Tensor copy = tensor_;
@@ -125,7 +125,7 @@ TEST_F(TensorGpuTest, VersionedExportRoundTripKeepsPointerDeviceAndMemory) {
   HDL_ASSERT_CUDA(launch_slow_fill(data_, kElements, kSeed, 0, producer_));
   HDL_ASSERT_CUDA(cudaStreamSynchronize(producer_));
 
-  auto exported = tensor_.export_dlpack_versioned();
+  auto exported = tensor_.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   const DLManagedTensorVersioned* managed = *exported;
   EXPECT_EQ(managed->version.major, 1u);

@@ -44,11 +44,14 @@ def test_round_trip_is_zero_copy_and_read_only():
 def test_versioned_and_legacy_exports():
     t = hd.from_dlpack(np.ones(3))
     versioned = t.__dlpack__(max_version=(1, 0))
-    legacy = t.__dlpack__()
-    old = t.__dlpack__(max_version=(0, 8))
     assert "dltensor_versioned" in repr(versioned)
-    assert '"dltensor"' in repr(legacy) and '"dltensor"' in repr(old)
     assert hd.from_dlpack(versioned).flags & FLAG_READ_ONLY
+    with pytest.raises(BufferError, match="read-only"):  # legacy DLPack cannot say read-only
+        t.__dlpack__()
+    w = hd.TensorPool(memory="host", block_bytes=256, block_count=1).allocate((3,), "float64")
+    legacy = w.__dlpack__()
+    old = w.__dlpack__(max_version=(0, 8))
+    assert '"dltensor"' in repr(legacy) and '"dltensor"' in repr(old)
     assert hd.from_dlpack(legacy).flags == 0  # the legacy layout has no flags
     assert "used_dltensor" in repr(legacy)
 
@@ -185,7 +188,7 @@ def test_unconsumed_export_is_freed_by_its_capsule():
     a = np.arange(10)
     w = weakref.ref(a)
     t = hd.from_dlpack(a)
-    capsules = [t.__dlpack__(max_version=(1, 0)), t.__dlpack__()]
+    capsules = [t.__dlpack__(max_version=(1, 0)), t.__dlpack__(max_version=(1, 0))]
     del a, t
     gc.collect()
     assert w() is not None, "an unconsumed export still owns the memory"
@@ -197,13 +200,13 @@ def test_export_arguments_follow_the_array_api():
     t = hd.from_dlpack(np.arange(3))
     with pytest.raises(BufferError, match="copy"):
         t.__dlpack__(copy=True)
-    assert t.__dlpack__(copy=False) is not None
+    assert t.__dlpack__(copy=False, max_version=(1, 0)) is not None
     with pytest.raises(BufferError, match="dl_device"):
         t.__dlpack__(dl_device=(2, 0))
-    assert t.__dlpack__(dl_device=(KDL_CPU, 0)) is not None
+    assert t.__dlpack__(dl_device=(KDL_CPU, 0), max_version=(1, 0)) is not None
     with pytest.raises(BufferError, match="host tensor"):
         t.__dlpack__(stream=5)
-    assert t.__dlpack__(stream=-1) is not None
+    assert t.__dlpack__(stream=-1, max_version=(1, 0)) is not None
     with pytest.raises(TypeError):
         t.__dlpack__(None)  # keyword-only, as the array API says
     with pytest.raises(TypeError, match="max_version"):
