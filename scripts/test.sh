@@ -37,7 +37,8 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS:-default asan tsan fuzz}; do
     tsan)
       # The tsan test preset runs the cpu label only: build just the binaries that hold it.
       cmake --build --preset "$preset" -j "$jobs" \
-        --target holoscan_dlpack_tests holoscan_dlpack_compat_tests holoscan_dlpack_compat20_tests
+        --target holoscan_dlpack_tests holoscan_dlpack_compat_tests holoscan_dlpack_compat20_tests \
+        holoscan_dlpack_coexistence_tests
       ;;
     *)
       cmake --build --preset "$preset" -j "$jobs"
