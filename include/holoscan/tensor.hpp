@@ -23,6 +23,7 @@
 
 namespace holoscan {
 
+/** @brief The block pool of <holoscan/tensor_pool.hpp>, which Tensor::copy_to can fill. */
 class HOLOSCAN_DLPACK_ABI TensorPool;
 
 /** @brief Most dimensions an imported or pooled tensor may have. */
