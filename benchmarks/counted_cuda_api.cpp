@@ -49,6 +49,13 @@ const CudaApi kCounting = {
     counted<&CudaApi::pointer_get_attributes>,
     counted<&CudaApi::stream_get_id>,
     counted<&CudaApi::stream_create_with_flags>,
+    counted<&CudaApi::malloc_async>,
+    counted<&CudaApi::free_async>,
+    counted<&CudaApi::malloc_host>,
+    counted<&CudaApi::free_host>,
+    counted<&CudaApi::malloc_managed>,
+    counted<&CudaApi::memcpy_async>,
+    counted<&CudaApi::memcpy_2d_async>,
 };
 
 }  // namespace

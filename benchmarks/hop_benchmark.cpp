@@ -49,7 +49,7 @@ void BM_Hop3_Library(benchmark::State& state) {
     auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer->managed);
     tensor->set_readiness_stream(streams.producer);
     for (cudaStream_t consumer : streams.consumers) {
-      benchmark::DoNotOptimize(tensor->synchronize_for_consumer(consumer));
+      benchmark::DoNotOptimize(tensor->synchronize_for_consumer_stream(consumer));
       tensor->set_deallocation_stream(consumer);
     }
   }

@@ -166,7 +166,7 @@ struct Run {
             holoscan::test::launch_slow_fill(data, kElements, seed, kernel_us, streams.producer));
         tensor->set_readiness_stream(streams.producer);
         for (std::size_t c = 0; c < consumers; ++c) {
-          if (!tensor->synchronize_for_consumer(streams.consumers[c])) {
+          if (!tensor->synchronize_for_consumer_stream(streams.consumers[c])) {
             std::exit(2);
           }
           counted(holoscan::test::launch_check(data, kElements, seed, kernel_us, results + c,

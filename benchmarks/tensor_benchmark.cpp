@@ -32,7 +32,7 @@ void BM_ExportAndDelete_Host4D(benchmark::State& state) {
   auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer->managed);
   const auto start = holoscan_bench::thread_allocations();
   for (auto _ : state) {
-    auto exported = tensor->export_dlpack_versioned();
+    auto exported = tensor->to_dlpack_versioned();
     (*exported)->deleter(*exported);
   }
   report_allocations(state, start);
@@ -44,7 +44,7 @@ void BM_ExportImportRoundTrip_Host4D(benchmark::State& state) {
   auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer->managed);
   const auto start = holoscan_bench::thread_allocations();
   for (auto _ : state) {
-    auto again = holoscan::make_tensor_from_dlpack_versioned(tensor->to_dlpack_versioned());
+    auto again = holoscan::make_tensor_from_dlpack_versioned(*tensor->to_dlpack_versioned());
     benchmark::DoNotOptimize(again->data());
   }
   report_allocations(state, start);

@@ -208,9 +208,9 @@ void pipeline(Tally& tally, bool gpu) {
     for (int k = 0; k < kConsumers; ++k) {
       // The producer's side of __dlpack__(stream=consumer): order the consumer, then export.
       if (gpu) {
-        (void)tensor->synchronize_for_consumer(consumers[k]);
+        (void)tensor->synchronize_for_consumer_stream(consumers[k]);
       }
-      auto exported = tensor->export_dlpack_versioned();
+      auto exported = tensor->to_dlpack_versioned();
       auto received = exported
                           ? holoscan::make_tensor_from_dlpack_versioned(*exported)
                           : holoscan::expected<holoscan::Tensor>(tl::unexpect, exported.error());

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include <holoscan/tensor.hpp>
@@ -91,13 +93,8 @@ Reference reference_of(const DLTensor& t, std::uint64_t flags) {
   return ref;
 }
 
-Wide byte_stride(Wide stride, const Reference& ref) {
-  if (!ref.packed) {
-    return stride * ((ref.bits + 7) / 8);
-  }
-  const Wide magnitude = ((stride < 0 ? -stride : stride) * ref.bits + 7) / 8;
-  return stride < 0 ? -magnitude : magnitude;
-}
+// Holoscan 5.0: element stride times the item size, packed sub-byte types included.
+Wide byte_stride(Wide stride, const Reference& ref) { return stride * ((ref.bits + 7) / 8); }
 
 void check_tensor(const holoscan::Tensor& tensor, const DLTensor& source, std::uint64_t flags) {
   const Reference ref = reference_of(source, flags);
@@ -119,19 +116,27 @@ void check_tensor(const holoscan::Tensor& tensor, const DLTensor& source, std::u
   if (source.data != nullptr) {
     check(tensor.data() == static_cast<char*>(source.data) + source.byte_offset, "data");
   }
-  check(tensor.read_only(), "imports are read-only");
+  check(tensor.is_read_only(), "imports are read-only");
 }
 
 // Exports `tensor` both ways and imports each export again: the same tensor must come back.
 void round_trip(const holoscan::Tensor& tensor) {
-  auto versioned = tensor.export_dlpack_versioned();
+  auto versioned = tensor.to_dlpack_versioned();
   check(versioned.has_value(), "a valid tensor exports");
   auto again = holoscan::make_tensor_from_dlpack_versioned(*versioned);
   check(again.has_value(), "a versioned export re-imports");
   check(again->shape() == tensor.shape() && again->strides() == tensor.strides() &&
             again->nbytes() == tensor.nbytes() && again->data() == tensor.data(),
         "versioned round trip");
-  auto legacy = tensor.export_dlpack();
+  // Legacy DLPack cannot say read-only: refused for the import, exported for a writable view.
+  auto refused = tensor.to_dlpack();
+  check(!refused.has_value() && refused.error().code == holoscan::ErrorCode::kNotSupported,
+        "a legacy export of read-only authority is refused");
+  auto context = std::make_shared<holoscan::DLManagedTensorContext>(*tensor.dl_ctx());
+  holoscan::detail::ContextAccess::restore_writable(*context);
+  context->tensor.flags &= ~static_cast<std::uint64_t>(DLPACK_FLAG_BITMASK_READ_ONLY);
+  const holoscan::Tensor writable(std::move(context));
+  auto legacy = writable.to_dlpack();
   if (!legacy.has_value()) {
     check(legacy.error().code == holoscan::ErrorCode::kInvalidArgument, "legacy refusal code");
     check((tensor.flags() & (std::uint64_t{1} << 2)) != 0, "only padded sub-byte is refused");

@@ -37,7 +37,8 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS-default asan tsan fuzz}; do
     tsan)
       # The tsan test preset runs the cpu label only: build just the binaries that hold it (the
       # UCX ones when UCX was found).
-      targets=(holoscan_dlpack_tests holoscan_dlpack_compat_tests)
+      targets=(holoscan_dlpack_tests holoscan_dlpack_compat_tests holoscan_dlpack_compat20_tests
+               holoscan_dlpack_coexistence_tests)
       if ninja -C build/tsan -t targets all | grep -q '^holoscan_dlpack_ucx_tests:'; then
         targets+=(holoscan_dlpack_ucx_tests holoscan_dlpack_ucx_peer)
       fi

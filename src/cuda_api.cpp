@@ -30,6 +30,13 @@ const CudaApi kRealCudaApi = {
     &cudaPointerGetAttributes,
     &fast::stream_get_id,
     &cudaStreamCreateWithFlags,
+    &cudaMallocAsync,
+    &cudaFreeAsync,
+    &cudaMallocHost,
+    &cudaFreeHost,
+    &cudaMallocManaged,
+    &cudaMemcpyAsync,
+    &cudaMemcpy2DAsync,
 };
 
 }  // namespace

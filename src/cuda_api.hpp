@@ -6,10 +6,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "holoscan/detail/abi.hpp"
+
 namespace holoscan::detail {
 
 /** @brief The CUDA runtime entry points the library uses, one pointer each. */
-struct CudaApi {
+struct HOLOSCAN_DLPACK_ABI CudaApi {
   /** @brief cudaEventRecord. */
   cudaError_t (*event_record)(cudaEvent_t event, cudaStream_t stream);
   /** @brief cudaStreamWaitEvent. */
@@ -50,6 +52,23 @@ struct CudaApi {
   cudaError_t (*stream_get_id)(cudaStream_t stream, unsigned long long* id);
   /** @brief cudaStreamCreateWithFlags. */
   cudaError_t (*stream_create_with_flags)(cudaStream_t* stream, unsigned int flags);
+  /** @brief cudaMallocAsync (stream-ordered, from the stream's device's default pool). */
+  cudaError_t (*malloc_async)(void** memory, std::size_t bytes, cudaStream_t stream);
+  /** @brief cudaFreeAsync. */
+  cudaError_t (*free_async)(void* memory, cudaStream_t stream);
+  /** @brief cudaMallocHost (page-locked host memory). */
+  cudaError_t (*malloc_host)(void** memory, std::size_t bytes);
+  /** @brief cudaFreeHost. */
+  cudaError_t (*free_host)(void* memory);
+  /** @brief cudaMallocManaged. */
+  cudaError_t (*malloc_managed)(void** memory, std::size_t bytes, unsigned int flags);
+  /** @brief cudaMemcpyAsync. */
+  cudaError_t (*memcpy_async)(void* destination, const void* source, std::size_t bytes,
+                              cudaMemcpyKind kind, cudaStream_t stream);
+  /** @brief cudaMemcpy2DAsync. */
+  cudaError_t (*memcpy_2d_async)(void* destination, std::size_t destination_pitch,
+                                 const void* source, std::size_t source_pitch, std::size_t width,
+                                 std::size_t height, cudaMemcpyKind kind, cudaStream_t stream);
 };
 
 /** @brief The table of the real CUDA runtime (the default). */

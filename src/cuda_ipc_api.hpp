@@ -13,10 +13,12 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "holoscan/detail/abi.hpp"
+
 namespace holoscan::detail {
 
 /** @brief The CUDA entry points of the cross-process code, one pointer each. */
-struct CudaIpcApi {
+struct HOLOSCAN_DLPACK_ABI CudaIpcApi {
   /** @brief cudaEventCreateWithFlags (interprocess events). */
   cudaError_t (*event_create_with_flags)(cudaEvent_t* event, unsigned int flags);
   /** @brief cudaEventDestroy (interprocess and opened events). */

@@ -1,11 +1,12 @@
 #pragma once
 // Makes a device current for one scope and restores the caller's device afterwards.
 #include "cuda_api.hpp"
+#include "holoscan/detail/abi.hpp"
 
 namespace holoscan::detail {
 
 /** @brief Sets `device` current only if it is not already; restores the previous one on exit. */
-class DeviceGuard {
+class HOLOSCAN_DLPACK_ABI DeviceGuard {
  public:
   /** @brief Switches to `device` when needed; check status() before relying on it. */
   explicit DeviceGuard(int device) noexcept;

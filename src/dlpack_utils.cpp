@@ -1,10 +1,12 @@
 #include "holoscan/dlpack_utils.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <string>
 
 #include "dlpack_validate.hpp"
+#include "holoscan/dlpack.hpp"
 
 namespace holoscan {
 namespace {
@@ -47,6 +49,27 @@ void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destin
   destination.strides = ndim > 0 && !owned_strides.empty() ? owned_strides.data() : nullptr;
 }
 
+void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context, const DLTensor& source,
+                                        DLPackMetadataCopyOptions options) {
+  copy_dl_tensor_with_owned_metadata(source, context.tensor.dl_tensor, context.dl_shape,
+                                     context.dl_strides, options);
+  context.tensor.version =
+      DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR};
+  context.tensor.flags = 0;
+  context.tensor.manager_ctx = nullptr;
+  context.tensor.deleter = nullptr;
+}
+
+void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context,
+                                        const DLManagedTensorVersioned& source,
+                                        DLPackMetadataCopyOptions options) {
+  const DLPackVersion version = source.version;  // `source` may be the context's own view
+  const std::uint64_t flags = source.flags;
+  copy_dl_tensor_with_owned_metadata(context, source.dl_tensor, options);
+  context.tensor.version = version;
+  context.tensor.flags = flags;
+}
+
 bool dlpack_version_requires_explicit_strides(DLPackVersion version) noexcept {
   return version.major > 1 || (version.major == 1 && version.minor >= 2);
 }
@@ -73,10 +96,10 @@ void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
   }
 }
 
-expected<DLDataType, Error> dldatatype_from_typestr(const std::string& typestr) {
+expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) {
   const auto invalid = [&] {
     return make_unexpected(ErrorCode::kInvalidArgument,
-                           "dldatatype_from_typestr: '" + typestr +
+                           "dldatatype_from_typestr: '" + std::string(typestr) +
                                "' is not a little-endian NumPy bool, int, uint, float or complex "
                                "type string");
   };
@@ -85,14 +108,10 @@ expected<DLDataType, Error> dldatatype_from_typestr(const std::string& typestr) 
   }
   const char order = typestr[0];
   const char kind = typestr[1];
-  std::size_t digits = 0;
   unsigned long bytes = 0;
-  try {
-    bytes = std::stoul(typestr.substr(2), &digits);
-  } catch (...) {
-    return invalid();
-  }
-  if (digits != typestr.size() - 2 || bytes == 0 || bytes > 16) {
+  const char* const end = typestr.data() + typestr.size();
+  const auto parsed = std::from_chars(typestr.data() + 2, end, bytes);
+  if (parsed.ec != std::errc() || parsed.ptr != end || bytes == 0 || bytes > 16) {
     return invalid();
   }
   // The data is read as this host's byte order, which the library only supports little-endian.

@@ -5,27 +5,28 @@
 
 #include <dlpack/dlpack.h>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan::detail {
 
 /** @brief Flag bits this build understands (READ_ONLY, IS_COPIED, and SUBBYTE_PADDED from 1.1). */
-std::uint64_t known_flag_bits() noexcept;
+HOLOSCAN_DLPACK_ABI std::uint64_t known_flag_bits() noexcept;
 
 /** @brief DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (DLPack 1.1), named for 1.0 headers too. */
 inline constexpr std::uint64_t kSubBytePaddedFlag = std::uint64_t{1} << 2;
 
 /** @brief Whether elements of `dtype` are packed below a byte (4/6-bit types, not padded). */
-bool is_packed_sub_byte(DLDataType dtype, std::uint64_t flags) noexcept;
+HOLOSCAN_DLPACK_ABI bool is_packed_sub_byte(DLDataType dtype, std::uint64_t flags) noexcept;
 
 /** @brief Whether `type` is a DLDeviceType this build knows. */
-bool known_device_type(std::int32_t type) noexcept;
+HOLOSCAN_DLPACK_ABI bool known_device_type(std::int32_t type) noexcept;
 
 /** @brief Checks the dtype: known code, bits and lanes that make sense for it, item <= 255 B. */
 expected<void, Error> validate_dtype(DLDataType dtype, const char* who);
 
 /** @brief Element count and payload bytes of a validated layout. */
-struct Layout {
+struct HOLOSCAN_DLPACK_ABI Layout {
   std::int64_t size = 0;    ///< Number of elements.
   std::int64_t nbytes = 0;  ///< Bytes of the elements' payload.
 };
@@ -46,21 +47,25 @@ expected<Layout, Error> validate_dl_tensor(const DLTensor& tensor, std::uint64_t
                                            const char* who);
 
 /** @brief Number of elements of `ndim` extents; saturates at INT64_MAX instead of overflowing. */
-std::int64_t element_count(std::int32_t ndim, const std::int64_t* shape) noexcept;
+HOLOSCAN_DLPACK_ABI std::int64_t element_count(std::int32_t ndim,
+                                               const std::int64_t* shape) noexcept;
 
 /** @brief Payload bytes of `size` elements; saturates at INT64_MAX instead of overflowing. */
-std::int64_t payload_bytes(std::int64_t size, DLDataType dtype, std::uint64_t flags) noexcept;
+HOLOSCAN_DLPACK_ABI std::int64_t payload_bytes(std::int64_t size, DLDataType dtype,
+                                               std::uint64_t flags) noexcept;
 
 /**
  * @brief A stride in elements as bytes: stride * item bytes, or for packed sub-byte types the
  *        fraction of a byte rounded away from zero; saturates at the int64 limits.
  */
-std::int64_t stride_in_bytes(std::int64_t stride, DLDataType dtype, std::uint64_t flags) noexcept;
+HOLOSCAN_DLPACK_ABI std::int64_t stride_in_bytes(std::int64_t stride, DLDataType dtype,
+                                                 std::uint64_t flags) noexcept;
 
 /**
  * @brief Writes compact row-major element strides for `ndim` extents into `strides`; a zero
  *        extent counts as one, so strides of zero-size tensors stay meaningful.
  */
-void compact_strides(std::int32_t ndim, const std::int64_t* shape, std::int64_t* strides) noexcept;
+HOLOSCAN_DLPACK_ABI void compact_strides(std::int32_t ndim, const std::int64_t* shape,
+                                         std::int64_t* strides) noexcept;
 
 }  // namespace holoscan::detail

@@ -3,6 +3,7 @@
 // event is destroyed after the CUDA runtime has been torn down at process exit.
 #include "cuda_api.hpp"
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan::detail {
@@ -14,7 +15,7 @@ inline constexpr int kMaxPoolDevices = 64;
 expected<cudaEvent_t, Error> acquire_event(int device) noexcept;
 
 /** @brief Gives `event` back to the pool of `device`; never allocates after warm-up. */
-void release_event(int device, cudaEvent_t event) noexcept;
+HOLOSCAN_DLPACK_ABI void release_event(int device, cudaEvent_t event) noexcept;
 
 /**
  * @brief Destroys every pooled event not in use, through the CUDA table in use, and forgets it.
@@ -22,6 +23,6 @@ void release_event(int device, cudaEvent_t event) noexcept;
  * For tests that swap the CUDA table: pooled events are handles of the table that created them.
  * Returns how many events are still held by owners (and so still counted as created).
  */
-std::size_t destroy_free_events() noexcept;
+HOLOSCAN_DLPACK_ABI std::size_t destroy_free_events() noexcept;
 
 }  // namespace holoscan::detail

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_descriptor.hpp"
 #include "holoscan/ipc_fd.hpp"
@@ -11,7 +12,7 @@
 namespace holoscan::detail {
 
 /** @brief The allocation a tensor lies in, and how another process can map it. */
-struct ExportableAllocation {
+struct HOLOSCAN_DLPACK_ABI ExportableAllocation {
   ipc::MemoryHandleKind kind = ipc::MemoryHandleKind::kCudaIpc;  ///< How the handle travels.
   /** @brief Unique for the allocation's whole life in this process; 0 when no such id is known
    *         (importers then map it for one export only, so a reused address is never mistaken
@@ -29,7 +30,7 @@ struct ExportableAllocation {
 };
 
 /** @brief A memory reference that can describe its allocation for export without asking CUDA. */
-class ExportableMemory {
+class HOLOSCAN_DLPACK_ABI ExportableMemory {
  public:
   /** @brief Nothing to release. */
   virtual ~ExportableMemory() = default;

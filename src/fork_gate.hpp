@@ -1,4 +1,5 @@
 #pragma once
+#include "holoscan/detail/abi.hpp"
 // Keeps fork() out of the one-time set-up of process-wide objects made on first use.
 //
 // A fork() copies one thread: anything another thread was half-way through (a function-local
@@ -10,7 +11,7 @@
 namespace holoscan::detail {
 
 /** @brief Lets set-up sections and fork() exclude each other, without a lock. */
-class ForkGate {
+class HOLOSCAN_DLPACK_ABI ForkGate {
  public:
   /** @brief A set-up section: entered after any fork() in progress, waited for by the next. */
   class Section {

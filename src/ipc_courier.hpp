@@ -15,10 +15,10 @@ expected<void, Error> start_courier();
 
 /** @brief Gives `outbox` to the courier until its queue is sent (no allocation, no waiting);
  *         call under the outbox's lock, with its CourierLink::hold set. */
-void courier_take(Outbox& outbox) noexcept;
+HOLOSCAN_DLPACK_ABI void courier_take(Outbox& outbox) noexcept;
 
 /** @brief Takes `outbox` out of the courier's list (its hold is the caller's to drop). Called by
  *         the courier's own flush, under the outbox's lock. */
-void courier_drop(Outbox& outbox) noexcept;
+HOLOSCAN_DLPACK_ABI void courier_drop(Outbox& outbox) noexcept;
 
 }  // namespace holoscan::ipc::detail

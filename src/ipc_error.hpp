@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan::ipc::detail {
@@ -20,6 +21,6 @@ Error system_error(const char* who, const char* call, int err);
 Error out_of_memory(const char* who) noexcept;
 
 /** @brief `value` in hexadecimal with a 0x prefix, e.g. for flag words. */
-std::string hex(std::uint64_t value);
+HOLOSCAN_DLPACK_ABI std::string hex(std::uint64_t value);
 
 }  // namespace holoscan::ipc::detail

@@ -8,13 +8,14 @@
 #include <cstdint>
 
 #include "cuda_ipc_api.hpp"
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_descriptor.hpp"
 
 namespace holoscan::detail {
 
 /** @brief An interprocess event of `device` and its cudaIpcEventHandle_t. */
-struct IpcEvent {
+struct HOLOSCAN_DLPACK_ABI IpcEvent {
   cudaEvent_t event = nullptr;                              ///< Through cuda_ipc() only.
   int device = -1;                                          ///< Device it was created on.
   std::array<std::uint8_t, ipc::kIpcHandleBytes> handle{};  ///< Asked for once, at creation.
@@ -31,6 +32,6 @@ void release_ipc_event(const IpcEvent& event) noexcept;
  *
  * For tests that swap the CUDA tables. Returns how many events are still held (not yet released).
  */
-std::size_t destroy_free_ipc_events() noexcept;
+HOLOSCAN_DLPACK_ABI std::size_t destroy_free_ipc_events() noexcept;
 
 }  // namespace holoscan::detail

@@ -83,7 +83,7 @@ expected<void, Error> describe_memory(const Tensor& tensor, const ExportableAllo
 // `stream` (the readiness stream itself costs no wait).
 expected<IpcEvent, Error> record_readiness(Tensor& tensor, cudaStream_t stream) {
   if (tensor.has_readiness_stream_contract()) {
-    if (auto ordered = tensor.synchronize_for_consumer(stream); !ordered) {
+    if (auto ordered = tensor.synchronize_for_consumer_stream(stream); !ordered) {
       return tl::unexpected<Error>(std::move(ordered.error()));
     }
   }

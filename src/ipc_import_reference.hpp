@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "ipc_importer_core.hpp"
 #include "ipc_mapping.hpp"
@@ -13,7 +14,7 @@
 namespace holoscan::ipc::detail {
 
 /** @brief Owner of one import; Holoscan-owned, read-only memory of another process. */
-class ImportedReference final : public StreamTrackedReference {
+class HOLOSCAN_DLPACK_ABI ImportedReference final : public StreamTrackedReference {
  public:
   /** @brief Holds the mapping and the readiness event (null: none) of export `export_id`. */
   ImportedReference(std::shared_ptr<ImporterCore> core, std::shared_ptr<ImportedMapping> mapping,

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_channel.hpp"
 #include "holoscan/ipc_importer.hpp"
@@ -21,7 +22,7 @@
 namespace holoscan::ipc::detail {
 
 /** @brief The shared state of one importer connection; every method is thread-safe. */
-class ImporterCore {
+class HOLOSCAN_DLPACK_ABI ImporterCore {
  public:
   /** @brief Shares `outbox` (its Hello exchanged already). */
   explicit ImporterCore(std::shared_ptr<Outbox> outbox) noexcept : outbox_(std::move(outbox)) {}

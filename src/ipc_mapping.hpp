@@ -6,6 +6,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_descriptor.hpp"
 #include "holoscan/ipc_fd.hpp"
@@ -16,7 +17,7 @@ namespace holoscan::ipc::detail {
 
 /** @brief An exported allocation mapped here; unmapped (or its IPC handle closed) when destroyed.
  */
-class ImportedMapping {
+class HOLOSCAN_DLPACK_ABI ImportedMapping {
  public:
   /** @brief Maps the allocation `descriptor` names on `device` (`fd` for kPosixFd, else -1). */
   static expected<std::shared_ptr<ImportedMapping>, Error> open(const TensorDescriptor& descriptor,
@@ -45,7 +46,7 @@ class ImportedMapping {
  * unmapped. An allocation id of 0 means the exporter cannot tell allocations apart (memory that
  * is not a pool's): such memory is mapped for one import and unmapped after it.
  */
-class MappingCache {
+class HOLOSCAN_DLPACK_ABI MappingCache {
  public:
   /** @brief Mappings kept while no import uses them. */
   static constexpr std::size_t kMaxIdle = 64;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "cuda_ipc_api.hpp"
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_descriptor.hpp"
 
@@ -18,13 +19,13 @@ namespace holoscan::detail {
 using IpcHandleBytes = std::array<std::uint8_t, ipc::kIpcHandleBytes>;
 
 /** @brief Hash of handle bytes, for the caches keyed by them. */
-struct IpcHandleHash {
+struct HOLOSCAN_DLPACK_ABI IpcHandleHash {
   /** @brief FNV-1a over the bytes. */
   std::size_t operator()(const IpcHandleBytes& bytes) const noexcept;
 };
 
 /** @brief An opened interprocess event; destroyed (closed) with this object. */
-class OpenedEvent {
+class HOLOSCAN_DLPACK_ABI OpenedEvent {
  public:
   /** @brief Opens `handle` with `device` current. */
   static expected<std::shared_ptr<OpenedEvent>, Error> open(const IpcHandleBytes& handle,
@@ -55,7 +56,7 @@ class OpenedEvent {
 };
 
 /** @brief Opened events by handle, for one peer; not thread-safe (its owner locks). */
-class OpenedEventCache {
+class HOLOSCAN_DLPACK_ABI OpenedEventCache {
  public:
   /** @brief The event opened for `handle`, opening it (with `device` current) on first use. */
   expected<std::shared_ptr<OpenedEvent>, Error> open(const IpcHandleBytes& handle, int device);

@@ -20,7 +20,7 @@
 namespace holoscan::ipc::detail {
 
 /** @brief One importer connection's channel and its queue of Releases; thread-safe. */
-class Outbox : public std::enable_shared_from_this<Outbox> {
+class HOLOSCAN_DLPACK_ABI Outbox : public std::enable_shared_from_this<Outbox> {
  public:
   /** @brief An outbox on `channel` (its Hello exchanged); starts the courier if none runs. */
   static expected<std::shared_ptr<Outbox>, Error> create(Channel channel);

@@ -4,12 +4,13 @@
 #include <optional>
 #include <utility>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan::ipc::detail {
 
 /** @brief A point in time `timeout_ms` from construction; negative means never. */
-class Deadline {
+class HOLOSCAN_DLPACK_ABI Deadline {
  public:
   /** @brief Starts the clock. */
   explicit Deadline(int timeout_ms) noexcept;

@@ -10,9 +10,9 @@ namespace holoscan::ipc::detail {
  *        credentials by SCM_CREDENTIALS when `credentials` is set) if the socket has room now: 0,
  *        or the errno of the failure (EAGAIN: no room). Never raises SIGPIPE.
  */
-int send_record_now(int socket, const Frame& frame, int fd, bool credentials = false) noexcept;
+HOLOSCAN_DLPACK_ABI int send_record_now(int socket, const Frame& frame, int fd, bool credentials = false) noexcept;
 
 /** @brief Whether `err` from send_record_now() means the peer hung up. */
-bool hung_up(int err) noexcept;
+HOLOSCAN_DLPACK_ABI bool hung_up(int err) noexcept;
 
 }  // namespace holoscan::ipc::detail

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/detail/stream_point.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_descriptor.hpp"
@@ -31,6 +32,6 @@ expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> record_release(
  * @brief Destroys the release streams and gives their events back to the interprocess pool,
  *        through the tables in use. For tests that swap the CUDA tables.
  */
-void reset_release_streams() noexcept;
+HOLOSCAN_DLPACK_ABI void reset_release_streams() noexcept;
 
 }  // namespace holoscan::detail

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <new>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/detail/spin_mutex.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -23,7 +24,7 @@ namespace holoscan::detail {
 
 /** @brief Blocks of `Size` bytes aligned to `Align`, kept for reuse (at most kKeep of them). */
 template <std::size_t Size, std::size_t Align>
-class BlockRecycler {
+class HOLOSCAN_DLPACK_ABI BlockRecycler {
  public:
   /** @brief Blocks kept at most; beyond them a given block goes back to the heap. */
   static constexpr std::size_t kKeep = 4096;
@@ -80,7 +81,7 @@ class BlockRecycler {
 
 /** @brief A standard allocator over BlockRecycler, for std::allocate_shared and friends. */
 template <class T>
-struct RecyclingAllocator {
+struct HOLOSCAN_DLPACK_ABI RecyclingAllocator {
   using value_type = T;  ///< What it allocates.
 
   RecyclingAllocator() noexcept = default;

@@ -12,11 +12,12 @@
 #include "cuda_api.hpp"
 #include "deferred_release.hpp"
 #include "event_pool.hpp"
+#include "holoscan/detail/abi.hpp"
 
 namespace holoscan::detail {
 
 /** @brief One release waiting for its points. */
-struct PendingRelease {
+struct HOLOSCAN_DLPACK_ABI PendingRelease {
   StreamPointList points;             ///< Still to complete; empty once it may run.
   ReleaseFunction release = nullptr;  ///< Run once, never under the queue's lock.
   void* context = nullptr;            ///< Argument of `release`.
@@ -39,7 +40,7 @@ struct Flusher {
  * @brief One polling round's fan-in: the release thread's stream of each device waited on the
  *        round's new points, then recorded one event; once those complete, so have the points.
  */
-struct FanIn {
+struct HOLOSCAN_DLPACK_ABI FanIn {
   std::uint64_t id = 0;      ///< 0: the slot is free.
   StreamPointList marks;     ///< The events recorded after the waits, one per device; dropped
                              ///< as they complete.
@@ -56,7 +57,7 @@ struct FanIn {
  * The lists are changed only under the lock, so that a fork() (which takes it first) leaves them
  * consistent in the child. At exit the thread drains what is left, within a time limit.
  */
-class ReleaseQueue {
+class HOLOSCAN_DLPACK_ABI ReleaseQueue {
  public:
   /** @brief The process's queue (leaked: static destructors may still release owners). */
   static ReleaseQueue& instance() noexcept;

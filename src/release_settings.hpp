@@ -1,4 +1,5 @@
 #pragma once
+#include "holoscan/detail/abi.hpp"
 // The release thread's settings as the environment gives them: parsed strictly, clamped to a
 // range that no deadline computation can overflow, and reported (once) when they are not used
 // as written.
@@ -23,19 +24,19 @@ struct SettingRange {
  * `fallback`, with one line on stderr. Digits outside the range: the nearest bound, with one line
  * on stderr. A line is printed only while `reported` is false, which it then becomes.
  */
-std::int64_t setting_or(const char* text, const SettingRange& range, std::int64_t fallback,
+HOLOSCAN_DLPACK_ABI std::int64_t setting_or(const char* text, const SettingRange& range, std::int64_t fallback,
                         std::atomic<bool>& reported) noexcept;
 
 /** @brief The exit drain's limit: HOLOSCAN_DLPACK_EXIT_DRAIN_MS (read now), else code's. */
-std::chrono::milliseconds exit_drain_setting() noexcept;
+HOLOSCAN_DLPACK_ABI std::chrono::milliseconds exit_drain_setting() noexcept;
 
 /**
  * @brief The shortest rest between polling rounds: HOLOSCAN_DLPACK_RELEASE_POLL_US (read now),
  *        else code's; it becomes the interval in effect.
  */
-std::chrono::microseconds refresh_poll_interval() noexcept;
+HOLOSCAN_DLPACK_ABI std::chrono::microseconds refresh_poll_interval() noexcept;
 
 /** @brief The poll interval in effect, as last refreshed (one atomic load). */
-std::chrono::microseconds poll_interval_in_effect() noexcept;
+HOLOSCAN_DLPACK_ABI std::chrono::microseconds poll_interval_in_effect() noexcept;
 
 }  // namespace holoscan::detail

@@ -4,13 +4,14 @@
 #include <cstdint>
 
 #include "cuda_api.hpp"
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/detail/stream_point.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan::detail {
 
 /** @brief Which device a stream runs on, and which thread's per-thread stream it is. */
-struct StreamLocation {
+struct HOLOSCAN_DLPACK_ABI StreamLocation {
   int device = -1;                ///< Device of the stream.
   std::uintptr_t thread_key = 0;  ///< Non-zero only for cudaStreamPerThread.
 };
@@ -40,7 +41,7 @@ bool point_completed(const StreamPoint& point) noexcept;
  * @brief Puts the calling thread in relaxed capture mode for a scope, so that querying or waiting
  *        on events neither fails nor invalidates a graph capture of this or another thread.
  */
-class RelaxedCaptureScope {
+class HOLOSCAN_DLPACK_ABI RelaxedCaptureScope {
  public:
   RelaxedCaptureScope() noexcept;
   ~RelaxedCaptureScope();
@@ -59,7 +60,7 @@ enum class QueryThread {
 };
 
 /** @brief On the release thread: makes `device` current, once per device switch. */
-void use_device_on_release_thread(int device) noexcept;
+HOLOSCAN_DLPACK_ABI void use_device_on_release_thread(int device) noexcept;
 
 /** @brief Returns the events of completed points and removes them; true when none is left. */
 bool drop_completed_points(StreamPointList& points,

@@ -11,22 +11,18 @@ const DLTensor kEmptyDLTensor{};
 
 }  // namespace
 
-Tensor::Tensor(std::shared_ptr<DLManagedTensorContext>& ctx) noexcept : dl_ctx_(ctx) {
-  retain_claim();
+Tensor::Tensor(std::shared_ptr<DLManagedTensorContext> ctx) noexcept : dl_ctx_(std::move(ctx)) {
+  retain_handle();
 }
 
-Tensor::Tensor(std::shared_ptr<DLManagedTensorContext>&& ctx) noexcept : dl_ctx_(std::move(ctx)) {
-  retain_claim();
-}
-
-Tensor::Tensor(const Tensor& other) noexcept : dl_ctx_(other.dl_ctx_) { retain_claim(); }
+Tensor::Tensor(const Tensor& other) noexcept : dl_ctx_(other.dl_ctx_) { retain_handle(); }
 
 Tensor& Tensor::operator=(const Tensor& other) noexcept {
   if (this != &other) {
     if (TensorMemoryReference* incoming = other.memory(); incoming != nullptr) {
       incoming->retain_tensor_handle();  // first, so that sharing one memory never dips to zero
     }
-    release_claim();
+    release_handle();
     dl_ctx_ = other.dl_ctx_;
   }
   return *this;
@@ -34,21 +30,21 @@ Tensor& Tensor::operator=(const Tensor& other) noexcept {
 
 Tensor& Tensor::operator=(Tensor&& other) noexcept {
   if (this != &other) {
-    release_claim();
+    release_handle();
     dl_ctx_ = std::move(other.dl_ctx_);
   }
   return *this;
 }
 
-Tensor::~Tensor() { release_claim(); }
+Tensor::~Tensor() { release_handle(); }
 
-void Tensor::retain_claim() noexcept {
+void Tensor::retain_handle() const noexcept {
   if (TensorMemoryReference* reference = memory(); reference != nullptr) {
     reference->retain_tensor_handle();
   }
 }
 
-void Tensor::release_claim() noexcept {
+void Tensor::release_handle() const noexcept {
   if (TensorMemoryReference* reference = memory(); reference != nullptr) {
     reference->release_tensor_handle();
   }
@@ -90,7 +86,7 @@ std::int64_t Tensor::nbytes() const noexcept {
   return detail::payload_bytes(size(), dtype(), flags());
 }
 
-bool Tensor::read_only() const noexcept {
+bool Tensor::is_read_only() const noexcept {
   return dl_ctx_ != nullptr && (detail::ContextAccess::read_only(*dl_ctx_) ||
                                 (dl_ctx_->tensor.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
 }
@@ -107,11 +103,25 @@ std::vector<std::int64_t> Tensor::shape() const {
 
 std::vector<std::int64_t> Tensor::strides() const {
   std::vector<std::int64_t> strides;
-  calc_strides(dl_tensor(), strides, /*to_num_elements=*/true);
-  for (auto& stride : strides) {
-    stride = detail::stride_in_bytes(stride, dtype(), flags());
-  }
+  calc_strides(dl_tensor(), strides, /*to_num_elements=*/false);
   return strides;
+}
+
+expected<void*, Error> Tensor::mutable_data() & {
+  if (dl_ctx_ == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::mutable_data: the Tensor is empty");
+  }
+  void* address = data();
+  if (address == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::mutable_data: the Tensor's data pointer is null");
+  }
+  if (is_read_only()) {
+    return make_unexpected(ErrorCode::kPermissionDenied,
+                           "Tensor::mutable_data: the Tensor has read-only authority");
+  }
+  return address;
 }
 
 bool Tensor::is_contiguous() const noexcept {
@@ -148,21 +158,21 @@ cudaStream_t Tensor::readiness_stream() const noexcept {
   return reference != nullptr ? reference->readiness_stream() : nullptr;
 }
 
-expected<void, Error> Tensor::synchronize_for_consumer(cudaStream_t stream) {
+expected<void, Error> Tensor::synchronize_for_consumer_stream(cudaStream_t stream) const {
   if (dl_ctx_ == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
-                           "Tensor::synchronize_for_consumer: the Tensor is empty");
+                           "Tensor::synchronize_for_consumer_stream: the Tensor is empty");
   }
   if (!has_readiness_stream_contract()) {
     return make_unexpected(
         ErrorCode::kNotImplemented,
-        "Tensor::synchronize_for_consumer: the memory reference has no readiness "
+        "Tensor::synchronize_for_consumer_stream: the memory reference has no readiness "
         "contract (no readiness stream was recorded)");
   }
   return memory()->synchronize_for_consumer(stream);
 }
 
-expected<void, Error> Tensor::synchronize_for_host() {
+expected<void, Error> Tensor::synchronize_for_host() const {
   if (dl_ctx_ == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            "Tensor::synchronize_for_host: the Tensor is empty");

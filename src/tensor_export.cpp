@@ -97,23 +97,37 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   return &owner.release()->managed;
 }
 
+// The producer's version travels with the tensor (as in Holoscan 5.0). A context built by hand
+// that never set one (major 0) is stamped with this build's version, which describes its layout.
+DLPackVersion exported_version(DLPackVersion context_version) noexcept {
+  if (context_version.major != DLPACK_MAJOR_VERSION) {
+    return DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  }
+  return context_version;
+}
+
 }  // namespace
 
-expected<DLManagedTensorVersioned*, Error> Tensor::export_dlpack_versioned() const {
+expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
   std::uint64_t flags = this->flags();
-  if (read_only()) {
+  if (is_read_only()) {
     flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   }
   auto managed =
       export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
   if (managed) {
-    (*managed)->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    (*managed)->version = exported_version(dl_ctx_->tensor.version);
     (*managed)->flags = flags;
   }
   return managed;
 }
 
-expected<DLManagedTensor*, Error> Tensor::export_dlpack() const {
+expected<DLManagedTensor*, Error> Tensor::to_dlpack() const {
+  if (dl_ctx_ != nullptr && is_read_only()) {
+    return make_unexpected(ErrorCode::kNotSupported,
+                           "Tensor::to_dlpack: Legacy DLPack cannot represent read-only Tensor "
+                           "authority; use to_dlpack_versioned");
+  }
   if ((flags() & detail::kSubBytePaddedFlag) != 0 && detail::is_packed_sub_byte(dtype(), 0)) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            "Tensor::to_dlpack: the tensor's sub-byte elements are padded "
@@ -121,22 +135,6 @@ expected<DLManagedTensor*, Error> Tensor::export_dlpack() const {
                            "use to_dlpack_versioned");
   }
   return export_context<DLManagedTensor>(dl_ctx_, flags(), "Tensor::to_dlpack");
-}
-
-DLManagedTensorVersioned* Tensor::to_dlpack_versioned() const {
-  auto managed = export_dlpack_versioned();
-  if (!managed) {
-    throw RuntimeError(managed.error());
-  }
-  return *managed;
-}
-
-DLManagedTensor* Tensor::to_dlpack() const {
-  auto managed = export_dlpack();
-  if (!managed) {
-    throw RuntimeError(managed.error());
-  }
-  return *managed;
 }
 
 }  // namespace holoscan

@@ -7,13 +7,14 @@
 
 #include <cuda.h>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_fd.hpp"
 
 namespace holoscan::detail {
 
 /** @brief One VMM allocation mapped into this process; unmapped and released when destroyed. */
-class VmmAllocation {
+class HOLOSCAN_DLPACK_ABI VmmAllocation {
  public:
   /**
    * @brief At least `bytes` of device memory on `device` (rounded up to the allocation

@@ -171,7 +171,7 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
       }
       blocks_before = host_blocks();
     }
-    if (auto ordered = tensor.synchronize_for_consumer(stream); !ordered) {
+    if (auto ordered = tensor.synchronize_for_consumer_stream(stream); !ordered) {
       return failed(5, "synchronize_for_consumer", ordered.error());
     }
     if (launch_check(tensor.data_as<std::uint32_t>(), static_cast<std::uint64_t>(tensor.size()),
@@ -223,7 +223,7 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
     if (!allocate(**pool, *exporter, shape, out_tensor)) {
       return 4;
     }
-    if (!in_tensor.synchronize_for_consumer(stream) ||
+    if (!in_tensor.synchronize_for_consumer_stream(stream) ||
         launch_add_one(in_tensor.data_as<std::uint32_t>(),
                        static_cast<std::uint32_t*>(out_tensor.data()),
                        static_cast<std::uint64_t>(shape.elements), stream) != 0 ||

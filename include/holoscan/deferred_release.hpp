@@ -22,6 +22,8 @@
 
 #include "holoscan/expected.hpp"
 
+#include "holoscan/detail/abi.hpp"
+
 namespace holoscan {
 
 /**
@@ -54,7 +56,7 @@ struct ReleaseThreadOptions {
 expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& options);
 
 /** @brief The options in effect: the environment's, else those set from code, else defaults. */
-ReleaseThreadOptions release_thread_options() noexcept;
+HOLOSCAN_DLPACK_ABI ReleaseThreadOptions release_thread_options() noexcept;
 
 /**
  * @brief Blocks until every release deferred before this call has run.
@@ -64,10 +66,10 @@ ReleaseThreadOptions release_thread_options() noexcept;
  * that needs the GIL while the caller holds it). The exit drain is bounded in time (see above);
  * this call is not.
  */
-void flush_deferred_releases() noexcept;
+HOLOSCAN_DLPACK_ABI void flush_deferred_releases() noexcept;
 
 /** @brief Releases queued and not yet run (a forked child counts the parent's until flushed). */
-std::size_t pending_deferred_releases() noexcept;
+HOLOSCAN_DLPACK_ABI std::size_t pending_deferred_releases() noexcept;
 
 /**
  * @brief DLPack producer deleters that threw, run inline or on the release thread.
@@ -77,6 +79,6 @@ std::size_t pending_deferred_releases() noexcept;
  * run (it is never called again; what it did not free leaks) and the failure goes to stderr, one
  * line each for the first 16, then only to this count.
  */
-std::uint64_t failed_releases() noexcept;
+HOLOSCAN_DLPACK_ABI std::uint64_t failed_releases() noexcept;
 
 }  // namespace holoscan

@@ -13,6 +13,7 @@
 
 #include "holoscan/cuda_handles.hpp"
 #include "holoscan/deferred_release.hpp"
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/dlpack_utils.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
@@ -24,12 +25,12 @@
 
 namespace holoscan {
 
-struct DLManagedTensorContext;
+struct HOLOSCAN_DLPACK_ABI DLManagedTensorContext;
 
 namespace detail {
 
 /** @brief Read and narrow the access authority that a context keeps privately. */
-struct ContextAccess {
+struct HOLOSCAN_DLPACK_ABI ContextAccess {
   /** @brief Whether the context's memory may only be read through it. */
   static bool read_only(const DLManagedTensorContext& context) noexcept;
   /** @brief Narrows the context to read-only authority (imports); never widened again. */
@@ -50,7 +51,7 @@ struct ContextAccess {
  * every Tensor over the context sees the same authority. Copying a context re-points the copy's
  * shape and strides at its own vectors.
  */
-struct DLManagedTensorContext {
+struct HOLOSCAN_DLPACK_ABI DLManagedTensorContext {
   /** @brief An empty context with writable authority. */
   DLManagedTensorContext() noexcept = default;
   /** @brief Copies everything; the copy's DLTensor points at the copy's own vectors. */
@@ -78,7 +79,7 @@ struct DLManagedTensorContext {
  * blocks on the GPU (a pending release runs on the library's release thread, see
  * flush_deferred_releases()).
  */
-class DLManagedMemoryBufferVersioned : public StreamTrackedReference {
+class HOLOSCAN_DLPACK_ABI DLManagedMemoryBufferVersioned : public StreamTrackedReference {
  public:
   /** @brief Takes ownership of `self`; null owns nothing. */
   explicit DLManagedMemoryBufferVersioned(DLManagedTensorVersioned* self);
@@ -101,7 +102,7 @@ class DLManagedMemoryBufferVersioned : public StreamTrackedReference {
  *
  * Same hooks and the same release guarantees as DLManagedMemoryBufferVersioned.
  */
-class DLManagedMemoryBuffer : public StreamTrackedReference {
+class HOLOSCAN_DLPACK_ABI DLManagedMemoryBuffer : public StreamTrackedReference {
  public:
   /** @brief Takes ownership of `self`; null owns nothing. */
   explicit DLManagedMemoryBuffer(DLManagedTensor* self);

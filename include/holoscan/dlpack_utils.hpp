@@ -5,14 +5,17 @@
  *        NumPy type strings. Fallible helpers return `expected` instead of throwing.
  */
 #include <cstdint>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include <dlpack/dlpack.h>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan {
+
+struct HOLOSCAN_DLPACK_ABI DLManagedTensorContext;
 
 /** @brief DLPack major version this build reads and writes (that of its dlpack.h). */
 constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR = DLPACK_MAJOR_VERSION;
@@ -20,7 +23,7 @@ constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR = DLPACK_MAJOR_VERSIO
 constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MINOR = DLPACK_MINOR_VERSION;
 
 /** @brief Options of copy_dl_tensor_with_owned_metadata. */
-struct DLPackMetadataCopyOptions {
+struct HOLOSCAN_DLPACK_ABI DLPackMetadataCopyOptions {
   /** @brief Write compact row-major element strides when the source has none (null strides). */
   bool materialize_implicit_strides = false;
 };
@@ -35,22 +38,39 @@ void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destin
                                         std::vector<std::int64_t>& owned_strides,
                                         DLPackMetadataCopyOptions options = {});
 
+/**
+ * @brief Points `context`'s view at a copy of `source` with the shape and strides in the
+ *        context's own vectors (as the overload above), and stamps the view as this build's
+ *        DLPack version with no flags, no manager context and no deleter (the context's memory
+ *        reference owns the memory).
+ */
+void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context, const DLTensor& source,
+                                        DLPackMetadataCopyOptions options = {});
+
+/**
+ * @brief As above for a DLPack >= 1.0 tensor: the view also takes `source`'s version and flags;
+ *        its manager context and deleter are not copied (they stay `source`'s).
+ */
+void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context,
+                                        const DLManagedTensorVersioned& source,
+                                        DLPackMetadataCopyOptions options = {});
+
 /** @brief Whether a tensor of `version` must carry explicit strides when ndim != 0 (>= 1.2). */
-bool dlpack_version_requires_explicit_strides(DLPackVersion version) noexcept;
+HOLOSCAN_DLPACK_ABI bool dlpack_version_requires_explicit_strides(DLPackVersion version) noexcept;
 
 /**
  * @brief Bytes of one element: ceil(bits * lanes / 8). Vector lanes count as one element; a
  *        packed sub-byte element reports the whole byte it starts in.
  */
-std::uint64_t dlpack_dtype_item_size_bytes(DLDataType dtype) noexcept;
+HOLOSCAN_DLPACK_ABI std::uint64_t dlpack_dtype_item_size_bytes(DLDataType dtype) noexcept;
 
 /**
  * @brief Resizes `strides` to tensor.ndim and fills it with the tensor's strides (compact
  *        row-major when tensor.strides is null), in bytes (element strides times
  *        dlpack_dtype_item_size_bytes), or in elements when `to_num_elements` is true.
  */
-void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
-                  bool to_num_elements = false);
+HOLOSCAN_DLPACK_ABI void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
+                                      bool to_num_elements = false);
 
 /**
  * @brief The DLDevice that owns `ptr` per cudaPointerGetAttributes: kDLCUDA (device memory),
@@ -63,7 +83,7 @@ expected<DLDevice, Error> dldevice_from_pointer(void* ptr);
  * @brief The DLDataType of a NumPy array-interface type string ("<f4", "|u1", "<c8", "|b1",
  *        "<f2", ...); kInvalidArgument for big-endian multi-byte types and unknown strings.
  */
-expected<DLDataType, Error> dldatatype_from_typestr(const std::string& typestr);
+expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr);
 
 /**
  * @brief The NumPy array-interface type string of `dtype` (little-endian, e.g. "<f4", "|b1");

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "holoscan/detail/abi.hpp"
+
 namespace holoscan {
 
 /**
@@ -62,7 +64,7 @@ enum class ErrorCode {
 };
 
 /** @brief The enumerator's name, e.g. "kInvalidArgument"; "unknown" for a value outside the table. */
-std::string_view error_code_name(ErrorCode code) noexcept;
+HOLOSCAN_DLPACK_ABI std::string_view error_code_name(ErrorCode code) noexcept;
 
 /**
  * @brief A recoverable failure, the error half of `expected<T, Error>`.
@@ -70,7 +72,7 @@ std::string_view error_code_name(ErrorCode code) noexcept;
  * An aggregate, as in Holoscan: `Error{ErrorCode::kInvalidArgument, "shape[0] is -1"}`. Building
  * one with an empty message allocates nothing.
  */
-struct Error {
+struct HOLOSCAN_DLPACK_ABI Error {
   ErrorCode code = ErrorCode::kFailure;  ///< Category of the failure.
   std::string message;                   ///< What failed and why; empty costs no allocation.
   std::uint64_t provenance = 0;          ///< The cudaError_t value for CUDA failures, else 0.
@@ -80,7 +82,7 @@ struct Error {
 std::string to_string(const Error& error);
 
 /** @brief The exception form of an Error: a std::runtime_error that keeps its ErrorCode. */
-class RuntimeError : public std::runtime_error {
+class HOLOSCAN_DLPACK_ABI RuntimeError : public std::runtime_error {
  public:
   /** @brief A kFailure error with `what_arg` as its text. */
   using std::runtime_error::runtime_error;

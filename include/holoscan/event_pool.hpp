@@ -5,6 +5,7 @@
  */
 #include <cstddef>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan {
@@ -13,6 +14,6 @@ namespace holoscan {
 expected<void, Error> reserve_stream_events(int device, std::size_t count);
 
 /** @brief Events the pool of `device` has created so far (they are never destroyed). */
-std::size_t created_stream_events(int device) noexcept;
+HOLOSCAN_DLPACK_ABI std::size_t created_stream_events(int device) noexcept;
 
 }  // namespace holoscan

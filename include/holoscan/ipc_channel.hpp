@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_fd.hpp"
 #include "holoscan/ipc_message.hpp"
@@ -27,8 +28,10 @@ struct Frame;
 /** @brief The ErrorCode a channel returns once its peer has hung up (EOF, EPIPE, ECONNRESET). */
 inline constexpr ErrorCode kChannelClosed = ErrorCode::kClosed;
 
+class HOLOSCAN_DLPACK_ABI Listener;
+
 /** @brief One connected end of a message channel; move-only, closes its socket. */
-class Channel {
+class HOLOSCAN_DLPACK_ABI Channel {
  public:
   /** @brief Two connected ends, e.g. to hand one to a child process. */
   static expected<std::pair<Channel, Channel>, Error> pair();
@@ -108,7 +111,7 @@ class Channel {
 };
 
 /** @brief A bound, listening socket path that accepts Channels; move-only. */
-class Listener {
+class HOLOSCAN_DLPACK_ABI Listener {
  public:
   /** @brief Binds and listens at `path`, which must not exist yet (a stale one: unlink it first).
    */

@@ -14,6 +14,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 
 namespace holoscan::ipc {
@@ -42,7 +43,7 @@ enum class MemoryHandleKind : std::uint32_t {
 };
 
 /** @brief An exported tensor: memory handle, placement, layout, device and readiness point. */
-struct TensorDescriptor {
+struct HOLOSCAN_DLPACK_ABI TensorDescriptor {
   std::uint64_t export_id = 0;      ///< Unique per export within the exporter process.
   std::uint64_t allocation_id = 0;  ///< Unique per allocation within the exporter: a mapping key.
   MemoryHandleKind handle_kind = MemoryHandleKind::kFake;    ///< How handle_bytes is read.

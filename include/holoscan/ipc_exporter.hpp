@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "holoscan/cuda_handles.hpp"
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_channel.hpp"
 #include "holoscan/ipc_claims.hpp"
@@ -26,7 +27,7 @@ namespace holoscan::ipc {
  * the importer has released the export and the release's event has completed: then the claim
  * drops and the event goes back to its pool. Move-only.
  */
-class ExportedTensor {
+class HOLOSCAN_DLPACK_ABI ExportedTensor {
  public:
   struct State;  ///< The descriptor, the memory's fd, the claim and the readiness event.
 
@@ -79,7 +80,7 @@ expected<ExportedTensor, Error> export_tensor(const Tensor& tensor, std::uint64_
                                               cudaStream_t stream);
 
 /** @brief Counters of an Exporter. */
-struct ExporterStats {
+struct HOLOSCAN_DLPACK_ABI ExporterStats {
   std::uint64_t published = 0;          ///< Exports sent.
   std::uint64_t releases = 0;           ///< Release messages received.
   std::uint64_t dropped = 0;            ///< Claims dropped (released and done, or peer exited).
@@ -103,7 +104,7 @@ struct ExporterStats {
  * Call poll() when fd() is readable, and every few hundred microseconds while held() is not zero
  * (completing events make no fd readable).
  */
-class Exporter {
+class HOLOSCAN_DLPACK_ABI Exporter {
  public:
   /** @brief An exporter with no peers. */
   static expected<Exporter, Error> create();

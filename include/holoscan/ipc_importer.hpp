@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc_channel.hpp"
 #include "holoscan/ipc_descriptor.hpp"
@@ -19,11 +20,11 @@
 namespace holoscan::ipc {
 
 namespace detail {
-class ImporterCore;
+class HOLOSCAN_DLPACK_ABI ImporterCore;
 }  // namespace detail
 
 /** @brief Counters of an Importer. */
-struct ImporterStats {
+struct HOLOSCAN_DLPACK_ABI ImporterStats {
   std::uint64_t imported = 0;         ///< Tensors imported.
   std::uint64_t refused = 0;          ///< Publishes refused (each given back at once).
   std::uint64_t released = 0;         ///< Releases queued for the exporter.
@@ -53,7 +54,7 @@ struct ImporterStats {
  * stays open until the last of them has been released and its Release sent. Methods may be
  * called from any thread, receive() from one thread at a time.
  */
-class Importer {
+class HOLOSCAN_DLPACK_ABI Importer {
  public:
   /** @brief Takes a connected channel and exchanges Hello (waiting up to `hello_timeout_ms`). */
   static expected<Importer, Error> create(Channel channel, int hello_timeout_ms = 5000);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/detail/handle_claims.hpp"
 #include "holoscan/detail/stream_state.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
@@ -19,9 +20,9 @@ namespace detail {
  *        pointer: the exception is contained (never rethrown), reported on stderr and counted in
  *        failed_releases(); the deleter counts as run and is never called again.
  */
-void run_producer_deleter(DLManagedTensorVersioned* managed) noexcept;
+HOLOSCAN_DLPACK_ABI void run_producer_deleter(DLManagedTensorVersioned* managed) noexcept;
 /** @brief run_producer_deleter() for a legacy managed tensor. */
-void run_producer_deleter(DLManagedTensor* managed) noexcept;
+HOLOSCAN_DLPACK_ABI void run_producer_deleter(DLManagedTensor* managed) noexcept;
 }  // namespace detail
 
 /**
@@ -39,7 +40,7 @@ void run_producer_deleter(DLManagedTensor* managed) noexcept;
  *   synchronize_for_consumer on a capturing stream returns kFailure
  *   (cudaErrorStreamCaptureIsolation, and CUDA invalidates that capture): synchronize first.
  */
-class StreamTrackedReference : public TensorMemoryReference {
+class HOLOSCAN_DLPACK_ABI StreamTrackedReference : public TensorMemoryReference {
  public:
   StreamTrackedReference() = default;
   /** @brief Returns the stream events still held; derived owners release their memory first. */

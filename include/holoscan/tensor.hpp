@@ -4,19 +4,27 @@
  * @brief holoscan::Tensor, a handle to a shared DLManagedTensorContext, and DLPack import/export,
  *        as Holoscan declares them.
  */
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
+#if __cplusplus >= 202002L
+#include <span>
+#endif
 
 #include <dlpack/dlpack.h>
 
 #include "holoscan/cuda_handles.hpp"
 #include "holoscan/cuda_stream_sync.hpp"
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
 
 namespace holoscan {
+
+/** @brief The block pool of <holoscan/tensor_pool.hpp>, which Tensor::copy_to can fill. */
+class HOLOSCAN_DLPACK_ABI TensorPool;
 
 /** @brief Most dimensions an imported or pooled tensor may have. */
 inline constexpr std::int32_t kMaxTensorDims = 32;
@@ -29,14 +37,15 @@ inline constexpr std::int32_t kMaxTensorDims = 32;
  * move-assignment release it, and a moved-from Tensor is empty and holds none. A subclass that
  * assigns `dl_ctx_` itself must keep that pairing (construct through the base instead).
  */
-class Tensor {
+class HOLOSCAN_DLPACK_ABI Tensor {
  public:
   /** @brief An empty tensor: no context, no claim. */
   Tensor() = default;
-  /** @brief Wraps `ctx` (shared, not copied) and retains one claim on its memory; null is empty. */
-  explicit Tensor(std::shared_ptr<DLManagedTensorContext>& ctx) noexcept;
-  /** @brief As above, taking the caller's pointer. */
-  explicit Tensor(std::shared_ptr<DLManagedTensorContext>&& ctx) noexcept;
+  /**
+   * @brief Wraps `ctx` (shared, not copied) and retains one claim on its memory; null is empty.
+   *        Taken by value, as Holoscan 5.0 does: pass an lvalue to share, an rvalue to hand over.
+   */
+  explicit Tensor(std::shared_ptr<DLManagedTensorContext> ctx) noexcept;
   /**
    * @brief Imports a legacy DLPack tensor as make_tensor_from_dlpack does; throws RuntimeError
    *        (with that Error's code) on a rejection, which leaves ownership with the caller.
@@ -61,6 +70,13 @@ class Tensor {
 
   /** @brief Address of the first element (DLPack data plus byte_offset); null when empty. */
   void* data() const noexcept;
+  /**
+   * @brief data() for writing: kInvalidArgument for an empty tensor or a null data pointer,
+   *        kPermissionDenied for read-only authority (every zero-copy import has it).
+   */
+  expected<void*, Error> mutable_data() &;
+  /** @brief Refused on a temporary, as in Holoscan 5.0: its authority would end with it. */
+  expected<void*, Error> mutable_data() && = delete;
   /** @brief data() as a pointer to const T (read-only authority is the norm for imports). */
   template <class T>
   const T* data_as() const noexcept {
@@ -73,13 +89,28 @@ class Tensor {
   /** @brief Extent of each dimension. */
   std::vector<std::int64_t> shape() const;
   /**
-   * @brief Stride of each dimension in bytes (Holoscan's convention): element stride times
-   *        itemsize(). For packed sub-byte types (4- or 6-bit elements without
-   *        IS_SUBBYTE_TYPE_PADDED) a step of a fraction of a byte is rounded up to a whole byte,
-   *        sign kept: a float4 tensor of shape {2, 8} reports {4, 1}. dl_tensor().strides holds
-   *        the exact element strides.
+   * @brief Stride of each dimension in bytes (Holoscan 5.0's convention): element stride times
+   *        itemsize(), for every type. A packed sub-byte tensor (4- or 6-bit elements without
+   *        IS_SUBBYTE_TYPE_PADDED) reports whole items too: float4 of shape {2, 8} gives {8, 1}.
+   *        dl_tensor().strides (or dlpack_strides_span()) holds the element strides.
    */
   std::vector<std::int64_t> strides() const;
+#if __cplusplus >= 202002L
+  /** @brief The extents without a copy (C++20 only); empty for an empty or 0-d tensor. */
+  std::span<const std::int64_t> shape_span() const noexcept {
+    const DLTensor& view = dl_tensor();
+    return view.ndim > 0 && view.shape != nullptr
+               ? std::span<const std::int64_t>(view.shape, static_cast<std::size_t>(view.ndim))
+               : std::span<const std::int64_t>();
+  }
+  /** @brief DLPack's element strides without a copy (C++20 only); empty when there are none. */
+  std::span<const std::int64_t> dlpack_strides_span() const noexcept {
+    const DLTensor& view = dl_tensor();
+    return view.ndim > 0 && view.strides != nullptr
+               ? std::span<const std::int64_t>(view.strides, static_cast<std::size_t>(view.ndim))
+               : std::span<const std::int64_t>();
+  }
+#endif
   /** @brief Whether the elements are compact and row-major (size-1 dims may have any stride). */
   bool is_contiguous() const noexcept;
   /** @brief Number of elements. */
@@ -93,24 +124,79 @@ class Tensor {
 
   /**
    * @brief Exports a new legacy DLPack owner that keeps the memory alive after every Tensor is
-   *        gone; the consumer calls its deleter once. Legacy tensors carry no flags, so
-   *        READ_ONLY is dropped (as in Holoscan). Throws RuntimeError when export_dlpack fails.
+   *        gone and holds one handle claim until the consumer calls its deleter (once). Never
+   *        throws. kInvalidArgument for an empty tensor or a padded sub-byte tensor (the legacy
+   *        format cannot say how its bytes are read); kNotSupported for read-only authority
+   *        (legacy DLPack has no READ_ONLY flag, and Holoscan 5.0 refuses rather than widen
+   *        access: use to_dlpack_versioned()); kResourceExhausted when the heap refuses.
    */
-  DLManagedTensor* to_dlpack() const;
+  expected<DLManagedTensor*, Error> to_dlpack() const;
   /**
-   * @brief Exports a new DLPack >= 1.0 owner: this build's version, the context's flags plus
-   *        READ_ONLY for read-only authority, its own shape and explicit strides. Throws
-   *        RuntimeError when export_dlpack_versioned fails.
+   * @brief Exports a new DLPack >= 1.0 owner: the context's (producer's) DLPack version, its
+   *        flags plus READ_ONLY for read-only authority, its own shape and explicit strides.
+   *        Never throws; kInvalidArgument for an empty tensor, kResourceExhausted when the heap
+   *        refuses. Exports of a writable tensor share it as Tensor copies do: unlike Holoscan
+   *        5.0, a second one is not refused (kPermissionDenied) while the first is alive, since
+   *        stream points, not access leases, order the writers (docs/holoscan-5.0.md).
    */
-  DLManagedTensorVersioned* to_dlpack_versioned() const;
+  expected<DLManagedTensorVersioned*, Error> to_dlpack_versioned() const;
+  /** @brief The former name of to_dlpack(), which now returns the expected itself. */
+  [[deprecated("use to_dlpack()")]] expected<DLManagedTensor*, Error> export_dlpack() const {
+    return to_dlpack();
+  }
+  /** @brief The former name of to_dlpack_versioned(), which now returns the expected itself. */
+  [[deprecated("use to_dlpack_versioned()")]] expected<DLManagedTensorVersioned*, Error>
+  export_dlpack_versioned() const {
+    return to_dlpack_versioned();
+  }
+
   /**
-   * @brief to_dlpack() that reports failure as an Error: kInvalidArgument for an empty tensor
-   *        or a padded sub-byte tensor (the legacy format cannot say how its bytes are read),
-   *        kResourceExhausted when the heap refuses.
+   * @brief An owning, compact, writable copy on the same device: copy_to(device(), stream).
    */
-  expected<DLManagedTensor*, Error> export_dlpack() const;
-  /** @brief to_dlpack_versioned() that reports failure as an Error. */
-  expected<DLManagedTensorVersioned*, Error> export_dlpack_versioned() const;
+  expected<Tensor, Error> copy(cudaStream_t stream) const;
+  /**
+   * @brief An owning, compact row-major, writable copy on `device` (kDLCPU, kDLCUDAHost, kDLCUDA
+   *        or kDLCUDAManaged), with IS_COPIED set; any strides are gathered.
+   *
+   * Host memory to kDLCPU is copied by the host, without CUDA (no GPU needed), once the source
+   * is ready (synchronize_for_host when it has a readiness contract). Anything else is copied on
+   * `stream`, ordered after the source's readiness (synchronize_for_consumer_stream), and the
+   * source gets a deallocation point on `stream` (an owner that tracks none makes the call wait
+   * for the copy instead). A kDLCUDA copy takes its memory from `stream` with cudaMallocAsync
+   * (`stream` must be of that device; a default-stream handle means that device's) and is
+   * stream-ordered: it returns at once with the copy's readiness recorded on `stream`. So is a
+   * kDLCUDAManaged copy (cudaMallocManaged). A host target (kDLCPU, kDLCUDAHost by
+   * cudaMallocHost) is complete on return, as in Holoscan 5.0. The memory is freed once every
+   * point recorded on the copy has completed. kInvalidArgument for an empty tensor, an
+   * unsupported device or a stream of another device; kNotSupported for a non-contiguous packed
+   * sub-byte tensor; kNotImplemented for a stream that is capturing a CUDA graph; kFailure (with
+   * the cudaError_t in provenance) for a failed CUDA call. After a failure nothing is kept: the
+   * memory goes once the GPU has passed what was queued.
+   */
+  expected<Tensor, Error> copy_to(DLDevice device, cudaStream_t stream) const;
+  /**
+   * @brief copy_to() into a block of `pool` (device or host), allocated stream-ordered on
+   *        `stream` for a device pool; kResourceExhausted at once when the pool has no free
+   *        block, kInvalidArgument when the tensor does not fit one.
+   */
+  expected<Tensor, Error> copy_to(TensorPool& pool, cudaStream_t stream) const;
+  /**
+   * @brief Copies the elements, compact row-major (any strides gathered), to `destination`
+   *        (host memory of at least `destination_bytes` >= nbytes()) and returns once they are
+   *        there. Host memory is copied by the host without CUDA; device memory on `stream`,
+   *        after the source's readiness. kInvalidArgument for an empty tensor, a null or too
+   *        small destination.
+   */
+  expected<void, Error> copy_to_host(void* destination, std::size_t destination_bytes,
+                                     cudaStream_t stream) const;
+  /**
+   * @brief copy_to_host() that returns once the copy is queued on `stream` (for device memory):
+   *        the caller waits for `stream` before reading `destination`. The source gets a
+   *        deallocation point on `stream` (or, with an owner that tracks none, the call waits).
+   *        Host memory is copied at once, as by copy_to_host().
+   */
+  expected<void, Error> copy_to_host_async(void* destination, std::size_t destination_bytes,
+                                           cudaStream_t stream) const;
 
   /** @brief The shared context (null when empty). Keep a Tensor while its memory is in use. */
   std::shared_ptr<DLManagedTensorContext>& dl_ctx() noexcept { return dl_ctx_; }
@@ -120,7 +206,9 @@ class Tensor {
   /** @brief DLPACK_FLAG_BITMASK_* bits of the producer (0 for a legacy import). */
   std::uint64_t flags() const noexcept;
   /** @brief Whether this tensor has read-only authority (every zero-copy import has). */
-  bool read_only() const noexcept;
+  bool is_read_only() const noexcept;
+  /** @brief The former name of is_read_only() (Holoscan 5.0's). */
+  [[deprecated("use is_read_only()")]] bool read_only() const noexcept { return is_read_only(); }
   /** @brief Whether the producer marked the data as a copy. */
   bool is_copied() const noexcept;
   /** @brief DLPack version of the context's view. */
@@ -139,13 +227,29 @@ class Tensor {
   bool has_readiness_stream_contract() const noexcept;
   /** @brief The producer stream recorded, or null (also for cross-process imports). */
   cudaStream_t readiness_stream() const noexcept;
-  /** @brief Orders `stream` after readiness; kNotImplemented when there is no readiness contract.
+  /**
+   * @brief Orders `stream` after readiness (one cudaStreamWaitEvent, none on the readiness stream
+   *        itself); kNotImplemented when there is no readiness contract, kInvalidArgument when
+   *        the tensor is empty.
    */
-  expected<void, Error> synchronize_for_consumer(cudaStream_t stream);
+  expected<void, Error> synchronize_for_consumer_stream(cudaStream_t stream) const;
+  /** @brief The former name of synchronize_for_consumer_stream() (Holoscan 5.0's). */
+  [[deprecated("use synchronize_for_consumer_stream()")]] expected<void, Error>
+  synchronize_for_consumer(cudaStream_t stream) const {
+    return synchronize_for_consumer_stream(stream);
+  }
   /** @brief Blocks until the data is ready; kNotImplemented when there is no readiness contract. */
-  expected<void, Error> synchronize_for_host();
+  expected<void, Error> synchronize_for_host() const;
   /** @brief Records a stream whose current work must finish before the memory is reused. */
   bool set_deallocation_stream(cudaStream_t stream);
+
+  /**
+   * @brief Takes one more handle claim on the memory (retain_tensor_handle), for a holder that is
+   *        no Tensor; pair it with exactly one release_handle(). No-op when empty.
+   */
+  void retain_handle() const noexcept;
+  /** @brief Gives back one claim taken by retain_handle(). No-op when empty. */
+  void release_handle() const noexcept;
 
  protected:
   /** @brief The shared context; every Tensor over it holds one claim on its memory reference. */
@@ -155,8 +259,6 @@ class Tensor {
   TensorMemoryReference* memory() const noexcept {
     return dl_ctx_ != nullptr ? dl_ctx_->memory_reference.get() : nullptr;
   }
-  void retain_claim() noexcept;
-  void release_claim() noexcept;
 };
 
 /**
@@ -180,3 +282,5 @@ expected<Tensor, Error> make_tensor_from_dlpack_versioned(
 expected<Tensor, Error> make_tensor_from_dlpack(DLManagedTensor* dl_managed_tensor_ptr);
 
 }  // namespace holoscan
+
+#include "holoscan/make_tensor.hpp"  // Holoscan code reaches make_tensor from here

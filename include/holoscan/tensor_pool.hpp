@@ -11,6 +11,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/detail/spin_mutex.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/expected.hpp"
@@ -25,7 +26,7 @@ enum class PoolMemory {
 };
 
 /** @brief Shape of a TensorPool. */
-struct TensorPoolConfig {
+struct HOLOSCAN_DLPACK_ABI TensorPoolConfig {
   PoolMemory memory = PoolMemory::kDevice;  ///< Kind of memory.
   int device = 0;                           ///< CUDA device for kDevice (ignored for kHost).
   std::size_t block_bytes = 0;              ///< Bytes of each block (rounded up to 256).
@@ -49,7 +50,7 @@ struct TensorPoolConfig {
  * Tensor::set_readiness_stream once the data is written (the "commit"). Tensors may outlive the
  * pool: the memory is freed once the last of them is gone and the GPU has passed their points.
  */
-class TensorPool {
+class HOLOSCAN_DLPACK_ABI TensorPool {
  public:
   /** @brief Allocates every block up front. */
   static expected<std::shared_ptr<TensorPool>, Error> create(const TensorPoolConfig& config);

@@ -23,11 +23,11 @@ Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
   if (consumer.kind != ProtocolStream::Kind::kNoSync && cuda_ordered(tensor.device().device_type) &&
       tensor.has_readiness_stream_contract() &&
       !ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
-    if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
+    if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
       raise_error(ordered.error());
     }
   }
-  auto managed = tensor.export_dlpack_versioned();
+  auto managed = tensor.to_dlpack_versioned();
   if (!managed) {
     raise_error(managed.error());
   }
@@ -44,7 +44,7 @@ Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
 // read-only wrapper.
 nb::object import_tensor(nb::handle object, const ProtocolStream& consumer) {
   Tensor& tensor = nb::cast<Tensor&>(object);
-  if (tensor.read_only()) {
+  if (tensor.is_read_only()) {
     return nb::borrow(object);
   }
   return nb::cast(read_only_wrapper(tensor, consumer));
@@ -75,7 +75,7 @@ void order_explicit_consumer(Tensor& tensor, const ProtocolStream& consumer) {
       ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
     return;
   }
-  if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
+  if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
     raise_error(ordered.error());
   }
 }

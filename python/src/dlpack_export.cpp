@@ -91,7 +91,7 @@ void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
       ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
     return;  // no readiness point (ROCm included), or recorded on this very stream
   }
-  if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
+  if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
     raise_error(ordered.error(), Raise::kBuffer);
   }
 }
@@ -132,7 +132,7 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
   if (other_device || copy.ptr() == Py_True) {
     return export_copy(tensor, target, versioned);  // the copy is writable: any layout may carry it
   }
-  if (!versioned && tensor.read_only()) {
+  if (!versioned && tensor.is_read_only()) {
     throw nb::buffer_error(
         "a read-only tensor cannot be exported as a legacy DLPack capsule (it cannot carry "
         "read-only authority, and holoscan_dlpack does not widen access): pass "
@@ -140,9 +140,9 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
   }
   order_consumer(tensor, consumer);
   if (versioned) {
-    return to_capsule(tensor.export_dlpack_versioned());
+    return to_capsule(tensor.to_dlpack_versioned());
   }
-  return to_capsule(tensor.export_dlpack());
+  return to_capsule(tensor.to_dlpack());
 }
 
 nb::tuple dlpack_device(const Tensor& tensor) {

@@ -270,7 +270,7 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
   }
   record_import_readiness(tensor, ProtocolStream{});
   if (consumer.handle != kLegacyStream && tensor.has_readiness_stream_contract()) {
-    if (auto ordered = tensor.synchronize_for_consumer(consumer.handle); !ordered) {
+    if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
       raise_error(ordered.error());
     }
   }

@@ -62,7 +62,7 @@ void order_work_stream(Tensor& tensor) {
       ready_on_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
     return;
   }
-  if (auto ordered = tensor.synchronize_for_consumer(kLegacyStream); !ordered) {
+  if (auto ordered = tensor.synchronize_for_consumer_stream(kLegacyStream); !ordered) {
     raise_error(ordered.error(), Raise::kBuffer);
   }
 }
@@ -75,7 +75,7 @@ int managed_from_tensor(void* py_object, DLManagedTensorVersioned** out) {
       return fail(PyExc_TypeError, "expected a holoscan_dlpack.Tensor object");
     }
     order_work_stream(*tensor);
-    auto managed = tensor->export_dlpack_versioned();
+    auto managed = tensor->to_dlpack_versioned();
     if (!managed) {
       raise_error(managed.error(), Raise::kBuffer);
     }
@@ -93,7 +93,7 @@ int view_of_tensor(void* py_object, DLTensor* out) {
     if (tensor == nullptr) {
       return fail(PyExc_TypeError, "expected a holoscan_dlpack.Tensor object");
     }
-    if (tensor->read_only()) {
+    if (tensor->is_read_only()) {
       return fail(PyExc_BufferError,
                   "an unversioned DLTensor view cannot carry a read-only Tensor's authority");
     }

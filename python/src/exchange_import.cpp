@@ -110,7 +110,7 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
   cudaStream_t producer_stream = work != nullptr ? static_cast<cudaStream_t>(work) : kLegacyStream;
   if (tensor->set_readiness_stream(producer_stream) && producer_stream != consumer.handle &&
       !ready_on_legacy_default(producer_stream, consumer.handle)) {
-    if (auto ordered = tensor->synchronize_for_consumer(consumer.handle); !ordered) {
+    if (auto ordered = tensor->synchronize_for_consumer_stream(consumer.handle); !ordered) {
       raise_error(ordered.error());
     }
   }

@@ -28,7 +28,7 @@ nb::dict interface_dict(const Tensor& tensor) {
   dict["shape"] = nb::tuple(extents);
   dict["typestr"] = *typestr;
   dict["data"] =
-      nb::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data()), tensor.read_only());
+      nb::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data()), tensor.is_read_only());
   dict["version"] = 3;
   if (tensor.is_contiguous()) {
     dict["strides"] = nb::none();
@@ -57,7 +57,7 @@ nb::dict cuda_array_interface(Tensor& tensor) {
   nb::object stream = nb::none();
   if (tensor.has_readiness_stream_contract()) {
     if (!ready_on_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
-      if (auto ordered = tensor.synchronize_for_consumer(kLegacyStream); !ordered) {
+      if (auto ordered = tensor.synchronize_for_consumer_stream(kLegacyStream); !ordered) {
         raise_error(ordered.error());
       }
     }

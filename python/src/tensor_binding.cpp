@@ -47,7 +47,7 @@ bool ordered_or_raise(const expected<void, Error>& result) {
 }
 
 bool synchronize_for_consumer_stream(Tensor& tensor, nb::handle stream) {
-  return ordered_or_raise(tensor.synchronize_for_consumer(parse_stream(stream)));
+  return ordered_or_raise(tensor.synchronize_for_consumer_stream(parse_stream(stream)));
 }
 
 std::string repr(const Tensor& tensor) {
@@ -59,7 +59,7 @@ std::string repr(const Tensor& tensor) {
   text += shape.size() == 1 ? ",)" : ")";
   return text + ", dtype=" + dtype_repr(tensor.dtype()) +
          ", device=" + device_repr(tensor.device()) +
-         ", is_read_only=" + (tensor.read_only() ? "True" : "False") + ")";
+         ", is_read_only=" + (tensor.is_read_only() ? "True" : "False") + ")";
 }
 
 // Holoscan 5.0's names and meanings: the properties, is_contiguous, the import entry points.
@@ -95,7 +95,7 @@ void bind_holoscan_api(nb::class_<Tensor>& type) {
       .def_prop_ro(
           "data", [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data()); },
           Entry(), "Address of the first element.")
-      .def_prop_ro("is_read_only", &Tensor::read_only, Entry(),
+      .def_prop_ro("is_read_only", &Tensor::is_read_only, Entry(),
                    "Whether this tensor has read-only authority (every zero-copy import has).")
       .def("is_contiguous", &Tensor::is_contiguous, Entry(),
            "Whether the elements are compact and row-major.");
@@ -180,7 +180,7 @@ void bind_deprecated(nb::class_<Tensor>& type) {
           [](const Tensor& t) {
             warn_deprecated(
                 "holoscan_dlpack: Tensor.read_only is deprecated; use Tensor.is_read_only");
-            return t.read_only();
+            return t.is_read_only();
           },
           Entry(), "Deprecated: use is_read_only.")
       .def_prop_ro(

@@ -117,7 +117,7 @@ expected<ReadinessGate::Ticket, Error> ReadinessGate::arm(Tensor& tensor) {
     return forward_error(std::move(event));
   }
   const Ticket ticket{*slot, *event};
-  if (auto waited = tensor.synchronize_for_consumer(device.stream); !waited) {
+  if (auto waited = tensor.synchronize_for_consumer_stream(device.stream); !waited) {
     release(ticket);
     return forward_error(std::move(waited));
   }

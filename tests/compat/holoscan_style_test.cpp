@@ -36,10 +36,10 @@ static_assert(
     std::is_same_v<decltype(std::declval<const Tensor&>().strides()), std::vector<int64_t>>);
 static_assert(std::is_same_v<decltype(std::declval<const Tensor&>().device()), DLDevice>);
 static_assert(std::is_same_v<decltype(std::declval<const Tensor&>().dtype()), DLDataType>);
-static_assert(
-    std::is_same_v<decltype(std::declval<const Tensor&>().to_dlpack()), DLManagedTensor*>);
+static_assert(std::is_same_v<decltype(std::declval<const Tensor&>().to_dlpack()),
+                             holoscan::expected<DLManagedTensor*, holoscan::Error>>);
 static_assert(std::is_same_v<decltype(std::declval<const Tensor&>().to_dlpack_versioned()),
-                             DLManagedTensorVersioned*>);
+                             holoscan::expected<DLManagedTensorVersioned*, holoscan::Error>>);
 static_assert(std::is_same_v<decltype(std::declval<Tensor&>().dl_ctx()),
                              std::shared_ptr<holoscan::DLManagedTensorContext>&>);
 static_assert(
@@ -185,7 +185,7 @@ TEST(HoloscanStyle, TensorOverAHandBuiltContext) {
   EXPECT_EQ(tensor.itemsize(), 4);
   EXPECT_EQ(tensor.nbytes(), 32);
   EXPECT_TRUE(tensor.is_contiguous());
-  EXPECT_FALSE(tensor.read_only());  // a context starts with writable authority
+  EXPECT_FALSE(tensor.is_read_only());  // a context starts with writable authority
   auto* values = static_cast<float*>(tensor.data());
   values[5] = 2.5f;
   EXPECT_EQ(tensor.data_as<float>()[5], 2.5f);
@@ -208,13 +208,13 @@ TEST(HoloscanStyle, RawDLPackConstructorsTakeOwnership) {
   {
     Tensor versioned(&producer.versioned);
     EXPECT_EQ(versioned.size(), 6);
-    EXPECT_TRUE(versioned.read_only());
+    EXPECT_TRUE(versioned.is_read_only());
   }
   EXPECT_EQ(producer.deleter_calls, 1);
   {
     Tensor legacy(&producer.legacy);
     EXPECT_EQ(legacy.shape(), (std::vector<int64_t>{2, 3}));
-    EXPECT_TRUE(legacy.read_only());
+    EXPECT_TRUE(legacy.is_read_only());
     EXPECT_EQ(legacy.version().major, holoscan::HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR);
   }
   EXPECT_EQ(producer.deleter_calls, 2);
@@ -240,10 +240,14 @@ TEST(HoloscanStyle, SubclassReachesTheContext) {
   EXPECT_EQ(producer.deleter_calls, 1);
 }
 
-TEST(HoloscanStyle, ExportsAreRawOwningPointers) {
+TEST(HoloscanStyle, ExportsAreOwningPointersInExpected) {
   Tensor tensor = wrap_host_storage(2, 2);
-  DLManagedTensorVersioned* versioned = tensor.to_dlpack_versioned();
-  DLManagedTensor* legacy = tensor.to_dlpack();
+  auto versioned_result = tensor.to_dlpack_versioned();
+  auto legacy_result = tensor.to_dlpack();
+  ASSERT_TRUE(versioned_result) << versioned_result.error().message;
+  ASSERT_TRUE(legacy_result) << legacy_result.error().message;
+  DLManagedTensorVersioned* versioned = *versioned_result;
+  DLManagedTensor* legacy = *legacy_result;
   tensor = Tensor();  // the exports keep the storage alive
   static_cast<float*>(versioned->dl_tensor.data)[3] = 1.0f;
   EXPECT_EQ(versioned->version.major, static_cast<uint32_t>(DLPACK_MAJOR_VERSION));
@@ -401,22 +405,21 @@ TEST(ReadOnlyAuthority, ImportsAreNarrowedWhateverTheFlags) {
   {
     auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer.versioned);
     ASSERT_TRUE(tensor) << tensor.error().message;
-    EXPECT_TRUE(tensor->read_only());
+    EXPECT_TRUE(tensor->is_read_only());
     EXPECT_EQ(tensor->flags(), DLPACK_FLAG_BITMASK_IS_COPIED);  // the producer's bits, unchanged
-    const Tensor copy = *tensor;    // NOLINT(performance-unnecessary-copy-initialization)
-    EXPECT_TRUE(copy.read_only());  // copies share the authority
+    const Tensor copy = *tensor;       // NOLINT(performance-unnecessary-copy-initialization)
+    EXPECT_TRUE(copy.is_read_only());  // copies share the authority
 
-    DLManagedTensorVersioned* exported = copy.to_dlpack_versioned();
+    DLManagedTensorVersioned* exported = copy.to_dlpack_versioned().value();
     EXPECT_EQ(exported->flags, DLPACK_FLAG_BITMASK_IS_COPIED | DLPACK_FLAG_BITMASK_READ_ONLY);
     auto again = holoscan::make_tensor_from_dlpack_versioned(exported);
     ASSERT_TRUE(again) << again.error().message;
-    EXPECT_TRUE(again->read_only());
+    EXPECT_TRUE(again->is_read_only());
     EXPECT_EQ(again->flags(), DLPACK_FLAG_BITMASK_IS_COPIED | DLPACK_FLAG_BITMASK_READ_ONLY);
 
-    DLManagedTensor* legacy = copy.to_dlpack();  // the legacy format cannot say read-only
-    auto from_legacy = holoscan::make_tensor_from_dlpack(legacy);
-    ASSERT_TRUE(from_legacy) << from_legacy.error().message;
-    EXPECT_TRUE(from_legacy->read_only());  // but every import is read-only again
+    auto legacy = copy.to_dlpack();  // the legacy format cannot say read-only: refused
+    ASSERT_FALSE(legacy);
+    EXPECT_EQ(legacy.error().code, holoscan::ErrorCode::kNotSupported);
   }
   EXPECT_EQ(producer.deleter_calls, 1);
 }

@@ -48,7 +48,7 @@ TEST(TensorMemoryReferenceDefaults, TensorOverPlainReferenceHasNoReadinessContra
   }
   EXPECT_FALSE(tensor.set_readiness_stream(some_stream()));
   EXPECT_FALSE(tensor.has_readiness_stream_contract());
-  const expected<void> consumer = tensor.synchronize_for_consumer(some_stream());
+  const expected<void> consumer = tensor.synchronize_for_consumer_stream(some_stream());
   ASSERT_FALSE(consumer.has_value());
   EXPECT_EQ(consumer.error().code, ErrorCode::kNotImplemented);
   const expected<void> host = tensor.synchronize_for_host();

@@ -375,7 +375,7 @@ TEST(ImportValidationVersion, NewerMinorWithKnownFieldsIsAccepted) {
     const expected<Tensor> result =
         make_tensor_from_dlpack_versioned(producer.make_versioned(spec));
     ASSERT_TRUE(result.has_value()) << result.error().message;
-    EXPECT_TRUE(result->read_only());
+    EXPECT_TRUE(result->is_read_only());
     EXPECT_EQ(result->shape(), (std::vector<std::int64_t>{2, 3}));
   }
   EXPECT_EQ(producer.deleter_calls(), 1);
@@ -402,7 +402,7 @@ TEST(ImportValidationFlags, ReadOnlyAndIsCopiedAreReported) {
         make_tensor_from_dlpack_versioned(producer.make_versioned(spec));
     ASSERT_TRUE(result.has_value()) << result.error().message;
     EXPECT_EQ(result->flags(), DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED);
-    EXPECT_TRUE(result->read_only());
+    EXPECT_TRUE(result->is_read_only());
     EXPECT_TRUE(result->is_copied());
   }
   EXPECT_EQ(producer.deleter_calls(), 1);
@@ -421,10 +421,10 @@ TEST(ImportValidationFlags, EachFlagIsReportedAlone) {
     ASSERT_TRUE(a.has_value()) << a.error().message;
     ASSERT_TRUE(b.has_value()) << b.error().message;
     EXPECT_EQ(a->flags(), DLPACK_FLAG_BITMASK_READ_ONLY);
-    EXPECT_TRUE(a->read_only());
+    EXPECT_TRUE(a->is_read_only());
     EXPECT_FALSE(a->is_copied());
     EXPECT_EQ(b->flags(), DLPACK_FLAG_BITMASK_IS_COPIED);
-    EXPECT_TRUE(b->read_only());  // every import has read-only authority, whatever its flags
+    EXPECT_TRUE(b->is_read_only());  // every import has read-only authority, whatever its flags
     EXPECT_TRUE(b->is_copied());
   }
   EXPECT_EQ(producer.deleter_calls(), 2);
@@ -436,7 +436,7 @@ TEST(ImportValidationFlags, LegacyImportHasNoFlags) {
     const expected<Tensor> result = make_tensor_from_dlpack(producer.make_legacy());
     ASSERT_TRUE(result.has_value()) << result.error().message;
     EXPECT_EQ(result->flags(), 0u);
-    EXPECT_TRUE(result->read_only());  // imported ownership establishes no local writer
+    EXPECT_TRUE(result->is_read_only());  // imported ownership establishes no local writer
     EXPECT_FALSE(result->is_copied());
     // Read as a current-version tensor.
     EXPECT_EQ(result->version().major, static_cast<std::uint32_t>(DLPACK_MAJOR_VERSION));

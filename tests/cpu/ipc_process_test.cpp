@@ -146,7 +146,8 @@ TEST_F(IpcProcess, ForkedImporterReadsTheDataAndItsReleaseWaitsForItsStream) {
     signals_.send('h');
     const cudaStream_t consumer = test::FakeCuda::instance().create_stream(0);
     test::FakeCuda::instance().launch(consumer);
-    if (!tensor.synchronize_for_consumer(consumer) || !tensor.set_deallocation_stream(consumer)) {
+    if (!tensor.synchronize_for_consumer_stream(consumer) ||
+        !tensor.set_deallocation_stream(consumer)) {
       return 14;
     }
     tensor = Tensor();

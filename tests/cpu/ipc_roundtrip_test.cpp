@@ -110,7 +110,7 @@ TEST_F(IpcRoundTrip, ImportedTensorIsTheExportersDataReadOnlyWithAReadinessContr
   EXPECT_EQ(imported.dtype().bits, 32);
   EXPECT_EQ(imported.device().device_type, kDLCUDA);
   EXPECT_EQ(imported.device().device_id, 0);
-  EXPECT_TRUE(imported.read_only());
+  EXPECT_TRUE(imported.is_read_only());
   EXPECT_TRUE(imported.has_readiness_stream_contract());
   EXPECT_EQ(imported.readiness_stream(), nullptr) << "streams are process-local";
   EXPECT_FALSE(imported.set_readiness_stream(producer));
@@ -119,7 +119,7 @@ TEST_F(IpcRoundTrip, ImportedTensorIsTheExportersDataReadOnlyWithAReadinessContr
   // One wait on the exporter's event, nothing recorded, no host block.
   const cudaStream_t consumer = fake().create_stream(0);
   const std::uint64_t waits = ipc().calls(CudaIpcEntry::kStreamWaitEvent);
-  ASSERT_TRUE(imported.synchronize_for_consumer(consumer).has_value());
+  ASSERT_TRUE(imported.synchronize_for_consumer_stream(consumer).has_value());
   EXPECT_EQ(ipc().calls(CudaIpcEntry::kStreamWaitEvent), waits + 1);
   EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), 0u);
   EXPECT_EQ(host_waits(), 0u);
@@ -153,7 +153,7 @@ TEST_F(IpcRoundTrip, BlockComesBackOnlyAfterEveryDeallocationStreamWithoutAHostB
   const cudaStream_t first = fake().create_stream(0);
   const cudaStream_t second = fake().create_stream(0);
   for (cudaStream_t consumer : {first, second}) {
-    ASSERT_TRUE(imported.synchronize_for_consumer(consumer).has_value());
+    ASSERT_TRUE(imported.synchronize_for_consumer_stream(consumer).has_value());
     fake().launch(consumer);
     ASSERT_TRUE(imported.set_deallocation_stream(consumer));
   }

@@ -81,7 +81,7 @@ TEST_F(NoDriver, TensorHooksReportNoReadinessContract) {
       EXPECT_FALSE(tensor.has_readiness_stream_contract());
       EXPECT_FALSE(tensor.set_deallocation_stream(stream));
 
-      const expected<void> consumer = tensor.synchronize_for_consumer(stream);
+      const expected<void> consumer = tensor.synchronize_for_consumer_stream(stream);
       ASSERT_FALSE(consumer.has_value());
       EXPECT_EQ(consumer.error().code, ErrorCode::kNotImplemented);
     }
@@ -99,7 +99,7 @@ TEST_F(NoDriver, LegacyTensorHooksReportNoReadinessContract) {
     expected<Tensor> imported = make_tensor_from_dlpack(producer.make_legacy());
     ASSERT_TRUE(imported.has_value()) << imported.error().message;
     EXPECT_FALSE(imported->set_readiness_stream(cudaStreamPerThread));
-    const expected<void> consumer = imported->synchronize_for_consumer(cudaStreamPerThread);
+    const expected<void> consumer = imported->synchronize_for_consumer_stream(cudaStreamPerThread);
     ASSERT_FALSE(consumer.has_value());
     EXPECT_EQ(consumer.error().code, ErrorCode::kNotImplemented);
   }

@@ -9,22 +9,16 @@
 #include "holoscan/tensor.hpp"
 #include "support/counting_producer.hpp"
 #include "support/gtest_printers.hpp"
+#include "support/tensor_helpers.hpp"
 
 namespace holoscan {
 namespace {
 
 using test::CountingProducer;
+using test::import_or_die;
 using test::TensorSpec;
-
-Tensor import_or_die(CountingProducer& producer, const TensorSpec& spec = {}) {
-  expected<Tensor> result = make_tensor_from_dlpack_versioned(producer.make_versioned(spec));
-  EXPECT_TRUE(result.has_value()) << result.error().message;
-  return result.has_value() ? std::move(*result) : Tensor();
-}
-
-std::shared_ptr<StreamTrackedReference> tracked(const Tensor& tensor) {
-  return std::dynamic_pointer_cast<StreamTrackedReference>(tensor.memory_reference());
-}
+using test::tracked;
+using test::writable_view_of;
 
 std::vector<std::int64_t> as_vector(const std::int64_t* values, std::int32_t count) {
   return values == nullptr ? std::vector<std::int64_t>{}
@@ -70,11 +64,12 @@ TEST(ExportVersioned, KeepsFlagsVersionAndView) {
   CountingProducer producer;
   {
     const Tensor tensor = import_or_die(producer, strided_spec());
-    expected<DLManagedTensorVersioned*> exported = tensor.export_dlpack_versioned();
+    expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     DLManagedTensorVersioned* managed = *exported;
     ASSERT_NE(managed, nullptr);
     EXPECT_EQ(managed->version.major, 1u);
+    EXPECT_EQ(managed->version.minor, 0u);  // the producer's version (spec), not this build's
     EXPECT_EQ(managed->flags, DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED);
     expect_same_view(managed->dl_tensor, tensor);
     EXPECT_EQ(as_vector(managed->dl_tensor.strides, 2), (std::vector<std::int64_t>{1, 3}));
@@ -91,7 +86,7 @@ TEST(ExportVersioned, ComputedStridesAreExportedInElements) {
     spec.shape = {2, 3, 4};
     spec.dtype = {kDLFloat, 64, 1};
     const Tensor tensor = import_or_die(producer, spec);
-    expected<DLManagedTensorVersioned*> exported = tensor.export_dlpack_versioned();
+    expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     EXPECT_EQ(as_vector((*exported)->dl_tensor.strides, 3), (std::vector<std::int64_t>{12, 4, 1}));
     EXPECT_EQ((*exported)->flags, DLPACK_FLAG_BITMASK_READ_ONLY);  // imports are read-only
@@ -106,10 +101,10 @@ TEST(ExportVersioned, HoldsOneClaimUntilItsDeleterRuns) {
   auto reference = tracked(tensor);
   ASSERT_NE(reference, nullptr);
   EXPECT_EQ(reference->handle_claims(), 1);
-  expected<DLManagedTensorVersioned*> first = tensor.export_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> first = tensor.to_dlpack_versioned();
   ASSERT_TRUE(first.has_value()) << first.error().message;
   EXPECT_EQ(reference->handle_claims(), 2);
-  expected<DLManagedTensorVersioned*> second = tensor.export_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> second = tensor.to_dlpack_versioned();
   ASSERT_TRUE(second.has_value()) << second.error().message;
   EXPECT_EQ(reference->handle_claims(), 3);
   EXPECT_NE(*first, *second);
@@ -136,7 +131,7 @@ TEST(ExportVersioned, OutlivesEveryTensor) {
       values[i] = 100 + i;
     }
     const Tensor copy = tensor;  // NOLINT(performance-unnecessary-copy-initialization)
-    expected<DLManagedTensorVersioned*> exported = copy.export_dlpack_versioned();
+    expected<DLManagedTensorVersioned*> exported = copy.to_dlpack_versioned();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     managed = *exported;
     weak_reference = tensor.memory_reference();
@@ -158,7 +153,7 @@ TEST(ExportVersioned, RoundTripSharesDataAndDeletesOnceAtTheEnd) {
   CountingProducer producer;
   Tensor original = import_or_die(producer, strided_spec());
   const void* data = original.data();
-  expected<DLManagedTensorVersioned*> exported = original.export_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> exported = original.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expected<Tensor> reimported = make_tensor_from_dlpack_versioned(*exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
@@ -167,7 +162,7 @@ TEST(ExportVersioned, RoundTripSharesDataAndDeletesOnceAtTheEnd) {
   EXPECT_EQ(reimported->shape(), original.shape());
   EXPECT_EQ(reimported->strides(), original.strides());
   EXPECT_EQ(reimported->flags(), original.flags());
-  EXPECT_TRUE(reimported->read_only());
+  EXPECT_TRUE(reimported->is_read_only());
   EXPECT_TRUE(reimported->is_copied());
 
   original = Tensor();
@@ -180,7 +175,7 @@ TEST(ExportVersioned, RoundTripSharesDataAndDeletesOnceAtTheEnd) {
 TEST(ExportVersioned, RoundTripReleasedInTheOtherOrder) {
   CountingProducer producer;
   Tensor original = import_or_die(producer);
-  expected<DLManagedTensorVersioned*> exported = original.export_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> exported = original.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expected<Tensor> reimported = make_tensor_from_dlpack_versioned(*exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
@@ -199,7 +194,7 @@ TEST(ExportVersioned, ManyDimensionsAndZeroDimensions) {
     scalar.shape = {};
     for (const TensorSpec& spec : {many, scalar}) {
       const Tensor tensor = import_or_die(producer, spec);
-      expected<DLManagedTensorVersioned*> exported = tensor.export_dlpack_versioned();
+      expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
       ASSERT_TRUE(exported.has_value()) << exported.error().message;
       expect_same_view((*exported)->dl_tensor, tensor);
       run_deleter(*exported);
@@ -211,8 +206,8 @@ TEST(ExportVersioned, ManyDimensionsAndZeroDimensions) {
 TEST(ExportLegacy, KeepsViewWithoutFlags) {
   CountingProducer producer;
   {
-    const Tensor tensor = import_or_die(producer, strided_spec());
-    expected<DLManagedTensor*> exported = tensor.export_dlpack();
+    const Tensor tensor = writable_view_of(import_or_die(producer, strided_spec()));
+    expected<DLManagedTensor*> exported = tensor.to_dlpack();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     expect_same_view((*exported)->dl_tensor, tensor);
     EXPECT_EQ(as_vector((*exported)->dl_tensor.strides, 2), (std::vector<std::int64_t>{1, 3}));
@@ -224,10 +219,10 @@ TEST(ExportLegacy, KeepsViewWithoutFlags) {
 
 TEST(ExportLegacy, HoldsOneClaimUntilItsDeleterRuns) {
   CountingProducer producer;
-  Tensor tensor = import_or_die(producer);
+  Tensor tensor = writable_view_of(import_or_die(producer));
   auto reference = tracked(tensor);
   ASSERT_NE(reference, nullptr);
-  expected<DLManagedTensor*> exported = tensor.export_dlpack();
+  expected<DLManagedTensor*> exported = tensor.to_dlpack();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   EXPECT_EQ(reference->handle_claims(), 2);
   run_deleter(*exported);
@@ -241,12 +236,12 @@ TEST(ExportLegacy, OutlivesEveryTensor) {
     TensorSpec spec;
     spec.shape = {4};
     spec.dtype = {kDLUInt, 8, 1};
-    Tensor tensor = import_or_die(producer, spec);
-    auto* bytes = static_cast<std::uint8_t*>(tensor.data());
+    Tensor tensor = writable_view_of(import_or_die(producer, spec));
+    auto* bytes = static_cast<std::uint8_t*>(tensor.mutable_data().value());
     for (int i = 0; i < 4; ++i) {
       bytes[i] = static_cast<std::uint8_t>(0xA0 + i);
     }
-    expected<DLManagedTensor*> exported = tensor.export_dlpack();
+    expected<DLManagedTensor*> exported = tensor.to_dlpack();
     ASSERT_TRUE(exported.has_value()) << exported.error().message;
     managed = *exported;
   }
@@ -263,9 +258,9 @@ TEST(ExportLegacy, OutlivesEveryTensor) {
 
 TEST(ExportLegacy, RoundTripDropsFlagsAndDeletesOnceAtTheEnd) {
   CountingProducer producer;
-  Tensor original = import_or_die(producer, strided_spec());
+  Tensor original = writable_view_of(import_or_die(producer, strided_spec()));
   const void* data = original.data();
-  expected<DLManagedTensor*> exported = original.export_dlpack();
+  expected<DLManagedTensor*> exported = original.to_dlpack();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expected<Tensor> reimported = make_tensor_from_dlpack(*exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
@@ -279,16 +274,60 @@ TEST(ExportLegacy, RoundTripDropsFlagsAndDeletesOnceAtTheEnd) {
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+TEST(ExportLegacy, ReadOnlyAuthorityIsRefusedAndNothingIsHeld) {
+  CountingProducer producer;
+  {
+    const Tensor tensor = import_or_die(producer, strided_spec());
+    auto reference = tracked(tensor);
+    ASSERT_NE(reference, nullptr);
+    expected<DLManagedTensor*> exported = tensor.to_dlpack();
+    ASSERT_FALSE(exported.has_value());
+    EXPECT_EQ(exported.error().code, ErrorCode::kNotSupported);
+    EXPECT_NE(
+        exported.error().message.find("Legacy DLPack cannot represent read-only Tensor authority"),
+        std::string::npos)
+        << exported.error().message;
+    EXPECT_EQ(reference->handle_claims(), 1);       // only the Tensor's own claim
+    auto versioned = tensor.to_dlpack_versioned();  // the format that can say read-only
+    ASSERT_TRUE(versioned.has_value()) << versioned.error().message;
+    EXPECT_NE((*versioned)->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
+    run_deleter(*versioned);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(ExportVersioned, StampsTheContextsVersion) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.version = {1, 1};
+  const Tensor tensor = import_or_die(producer, spec);
+  expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  EXPECT_EQ((*exported)->version.major, 1u);
+  EXPECT_EQ((*exported)->version.minor, 1u);
+  run_deleter(*exported);
+  // A context built by hand that never set a version gets this build's.
+  float value = 1.0f;
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->tensor.dl_tensor.data = &value;
+  context->tensor.dl_tensor.device = {kDLCPU, 0};
+  context->tensor.dl_tensor.dtype = {kDLFloat, 32, 1};
+  const Tensor hand_made(context);
+  exported = hand_made.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  EXPECT_EQ((*exported)->version.major, static_cast<std::uint32_t>(DLPACK_MAJOR_VERSION));
+  EXPECT_EQ((*exported)->version.minor, static_cast<std::uint32_t>(DLPACK_MINOR_VERSION));
+  run_deleter(*exported);
+}
+
 TEST(ExportEmpty, BothFormatsRefuseAnEmptyTensor) {
   const Tensor empty;
-  const expected<DLManagedTensorVersioned*> versioned = empty.export_dlpack_versioned();
+  const expected<DLManagedTensorVersioned*> versioned = empty.to_dlpack_versioned();
   ASSERT_FALSE(versioned.has_value());
   EXPECT_EQ(versioned.error().code, ErrorCode::kInvalidArgument);
-  const expected<DLManagedTensor*> legacy = empty.export_dlpack();
+  const expected<DLManagedTensor*> legacy = empty.to_dlpack();
   ASSERT_FALSE(legacy.has_value());
   EXPECT_EQ(legacy.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_THROW((void)empty.to_dlpack_versioned(), RuntimeError);
-  EXPECT_THROW((void)empty.to_dlpack(), RuntimeError);
 }
 
 }  // namespace

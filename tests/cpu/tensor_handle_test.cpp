@@ -239,14 +239,14 @@ TEST(EmptyTensor, ReportsNothing) {
   EXPECT_TRUE(tensor.shape().empty());
   EXPECT_TRUE(tensor.strides().empty());
   EXPECT_EQ(tensor.flags(), 0u);
-  EXPECT_FALSE(tensor.read_only());
+  EXPECT_FALSE(tensor.is_read_only());
   EXPECT_FALSE(tensor.is_copied());
   EXPECT_EQ(tensor.memory_reference(), nullptr);
   EXPECT_FALSE(tensor.has_readiness_stream_contract());
   EXPECT_FALSE(tensor.set_readiness_stream(nullptr));
   EXPECT_FALSE(tensor.set_deallocation_stream(nullptr));
 
-  const expected<void> consumer = tensor.synchronize_for_consumer(nullptr);
+  const expected<void> consumer = tensor.synchronize_for_consumer_stream(nullptr);
   ASSERT_FALSE(consumer.has_value());
   EXPECT_EQ(consumer.error().code, ErrorCode::kInvalidArgument);
 }
@@ -267,7 +267,7 @@ TEST(TensorReadiness, FreshImportHasNoReadinessContract) {
     Tensor tensor = import_or_die(producer);
     EXPECT_FALSE(tensor.has_readiness_stream_contract());
 
-    const expected<void> consumer = tensor.synchronize_for_consumer(nullptr);
+    const expected<void> consumer = tensor.synchronize_for_consumer_stream(nullptr);
     ASSERT_FALSE(consumer.has_value());
     EXPECT_EQ(consumer.error().code, ErrorCode::kNotImplemented);
     EXPECT_FALSE(consumer.error().message.empty());

@@ -169,9 +169,9 @@ TEST(TensorPoolHost, BlockReturnsOnlyAfterEveryCopyAndExportIsGone) {
   ASSERT_NE(pool, nullptr);
   Tensor tensor = allocate_or_die(*pool, {16});
   Tensor copy = tensor;
-  expected<DLManagedTensorVersioned*> exported = tensor.export_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
-  expected<DLManagedTensor*> legacy_export = copy.export_dlpack();
+  expected<DLManagedTensor*> legacy_export = copy.to_dlpack();
   ASSERT_TRUE(legacy_export.has_value()) << legacy_export.error().message;
 
   tensor = Tensor();
@@ -239,13 +239,13 @@ TEST(TensorPoolHost, PoolTensorsAreWritable) {
   auto pool = make_host_pool(256, 1);
   ASSERT_NE(pool, nullptr);
   const Tensor tensor = allocate_or_die(*pool, {16});
-  EXPECT_FALSE(tensor.read_only());
-  DLManagedTensorVersioned* exported = tensor.to_dlpack_versioned();
+  EXPECT_FALSE(tensor.is_read_only());
+  DLManagedTensorVersioned* exported = tensor.to_dlpack_versioned().value();
   EXPECT_EQ(exported->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
   auto reimported = make_tensor_from_dlpack_versioned(exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
-  EXPECT_TRUE(reimported->read_only());  // a zero-copy import never gets writer authority
-  EXPECT_FALSE(tensor.read_only());      // and the pool's own handle keeps it
+  EXPECT_TRUE(reimported->is_read_only());  // a zero-copy import never gets writer authority
+  EXPECT_FALSE(tensor.is_read_only());      // and the pool's own handle keeps it
 }
 
 TEST(TensorPoolHost, ReuseCountCountsOnlyReusedBlocks) {
@@ -307,7 +307,7 @@ TEST(TensorPoolHost, OutstandingExportKeepsTheMemoryAlive) {
   {
     const Tensor tensor = allocate_or_die(*pool, {8});
     static_cast<float*>(tensor.data())[7] = 7.5f;
-    expected<DLManagedTensorVersioned*> result = tensor.export_dlpack_versioned();
+    expected<DLManagedTensorVersioned*> result = tensor.to_dlpack_versioned();
     ASSERT_TRUE(result.has_value()) << result.error().message;
     exported = *result;
   }

@@ -45,8 +45,8 @@ TEST_F(PoolStreamOrder, BusyBlockIsHandedOutWithTheProducerOrderedAfterItsReader
     auto first = pool->allocate({16}, kFloat32, producer);
     ASSERT_TRUE(first.has_value()) << first.error().message;
     ASSERT_TRUE(first->set_readiness_stream(producer));
-    ASSERT_TRUE(first->synchronize_for_consumer(reader_a).has_value());
-    ASSERT_TRUE(first->synchronize_for_consumer(reader_b).has_value());
+    ASSERT_TRUE(first->synchronize_for_consumer_stream(reader_a).has_value());
+    ASSERT_TRUE(first->synchronize_for_consumer_stream(reader_b).has_value());
     fake().launch(reader_a);
     fake().launch(reader_b);
     ASSERT_TRUE(first->set_deallocation_stream(reader_a));
@@ -60,7 +60,7 @@ TEST_F(PoolStreamOrder, BusyBlockIsHandedOutWithTheProducerOrderedAfterItsReader
   EXPECT_EQ(fake().calls(CudaEntry::kEventQuery), queries);         // nothing asked
   EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), waits + 2);  // one per reader
   EXPECT_EQ(pool->reuse_count(), 1u);
-  EXPECT_FALSE(second->read_only());
+  EXPECT_FALSE(second->is_read_only());
 
   // Work the producer queues now runs after both readers.
   const cudaEvent_t write = mark(producer);

@@ -65,7 +65,7 @@ TEST_F(DeviceTest, HooksKeepTheCallersCurrentDevice) {
   expect_current(current, "synchronize_for_host");
   EXPECT_TRUE(tensor.set_readiness_stream(producer));
   expect_current(current, "Tensor::set_readiness_stream");
-  EXPECT_TRUE(tensor.synchronize_for_consumer(consumer).has_value());
+  EXPECT_TRUE(tensor.synchronize_for_consumer_stream(consumer).has_value());
   expect_current(current, "Tensor::synchronize_for_consumer");
 
   HDL_ASSERT_CUDA(cudaSetDevice(work_device));  // a kernel launch needs its stream's device
@@ -77,7 +77,7 @@ TEST_F(DeviceTest, HooksKeepTheCallersCurrentDevice) {
   expect_current(current, "set_deallocation_stream");
   EXPECT_TRUE(tensor.set_deallocation_stream(consumer));
   expect_current(current, "Tensor::set_deallocation_stream");
-  auto exported = tensor.export_dlpack_versioned();
+  auto exported = tensor.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expect_current(current, "Tensor::to_dlpack_versioned");
   EXPECT_TRUE(reserve_stream_events(work_device, 8).has_value());

@@ -143,8 +143,8 @@ TEST_F(HotPathTest, TensorHooksAndHandleCopiesAllocateNothing) {
     {
       NewCounter counter;
       ok = tensor.set_readiness_stream(producer_) && ok;
-      ok = tensor.synchronize_for_consumer(consumer_a_).has_value() && ok;
-      ok = tensor.synchronize_for_consumer(consumer_b_).has_value() && ok;
+      ok = tensor.synchronize_for_consumer_stream(consumer_a_).has_value() && ok;
+      ok = tensor.synchronize_for_consumer_stream(consumer_b_).has_value() && ok;
       Tensor copy = tensor;
       copy = Tensor();
       if (round > 0) {

@@ -117,7 +117,7 @@ int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
       }
       elements = tensor.size();
     }
-    if (auto ordered = tensor.synchronize_for_consumer(consumer.stream); !ordered) {
+    if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.stream); !ordered) {
       return fail(14, "synchronize_for_consumer: " + ordered.error().message);
     }
     if (holoscan::test::launch_check(
@@ -193,7 +193,7 @@ int hold(const Arguments& args, holoscan::ipc::Importer& importer, int signal_fd
                                           sizeof(CheckResult) * count) != cudaSuccess)) {
       return fail(13, "cannot make the consumer's stream or results");
     }
-    if (!tensor.synchronize_for_consumer(consumer.stream) ||
+    if (!tensor.synchronize_for_consumer_stream(consumer.stream) ||
         holoscan::test::launch_check(
             tensor.data_as<std::uint32_t>(), static_cast<std::uint64_t>(tensor.size()), 1,
             static_cast<std::uint64_t>(delay_us), results + i, consumer.stream) != 0 ||

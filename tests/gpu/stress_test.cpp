@@ -108,11 +108,11 @@ TEST_F(GpuTest, PooledTensorsWithRandomFanOutStayCorrectAndReleaseOnce) {
     Tensor reader = tensor;
     if (i % 8 == 0) {  // hand it on over DLPack, as to another framework and back
       DLManagedTensorVersioned* exported =
-          CountedWrap::wrap(tensor.to_dlpack_versioned(), &deleter_calls);
+          CountedWrap::wrap(tensor.to_dlpack_versioned().value(), &deleter_calls);
       ++exports;
       auto imported = make_tensor_from_dlpack_versioned(exported);
       ASSERT_TRUE(imported.has_value()) << imported.error().message;
-      ASSERT_TRUE(imported->read_only());
+      ASSERT_TRUE(imported->is_read_only());
       // The import knows no readiness: order it by hand, as a consumer of a foreign tensor must.
       reader = std::move(*imported);
     }
@@ -120,7 +120,7 @@ TEST_F(GpuTest, PooledTensorsWithRandomFanOutStayCorrectAndReleaseOnce) {
     const std::size_t first = random() % kConsumerStreams;
     for (int k = 0; k < fan_out; ++k) {
       const std::size_t c = (first + static_cast<std::size_t>(k)) % kConsumerStreams;
-      auto synced = tensor.synchronize_for_consumer(consumers[c]);
+      auto synced = tensor.synchronize_for_consumer_stream(consumers[c]);
       ASSERT_TRUE(synced.has_value()) << synced.error().message;
       HDL_ASSERT_CUDA(launch_check(static_cast<const std::uint32_t*>(reader.data()), kElements,
                                    seed, random() % 8, results.get(c), consumers[c]));

@@ -1,22 +1,27 @@
-// Tensor-level stream ordering of imported CUDA tensors, and DLPack export/import round trips
-// that keep the device pointer, the device and the memory alive.
+// Tensor-level stream ordering of imported CUDA tensors, DLPack export/import round trips that
+// keep the device pointer, the device and the memory alive, and owning copies (copy_to,
+// copy_to_host) that wait for a slow producer and keep the source alive while they read it.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <holoscan/deferred_release.hpp>
+#include <holoscan/make_tensor.hpp>
 #include <holoscan/tensor.hpp>
+#include <holoscan/tensor_pool.hpp>
 #include <memory>
 #include <vector>
 
 #include "gpu/gpu_test_fixture.hpp"
 #include "gpu/kernels.hpp"
+#include "support/tensor_helpers.hpp"
 
 namespace holoscan::test {
 namespace {
 
 constexpr std::int64_t kElements = 1 << 15;
 constexpr std::uint64_t kProducerDelayUs = 5'000;
+constexpr DLDataType kUInt32{kDLUInt, 32, 1};
 
 class TensorGpuTest : public GpuTest {
  protected:
@@ -45,6 +50,12 @@ class TensorGpuTest : public GpuTest {
     }
   }
 
+  // A slow producer writes the pattern of `seed`; its readiness is recorded on its stream.
+  void produce(std::uint32_t seed) {
+    HDL_ASSERT_CUDA(launch_slow_fill(data_, kElements, seed, kProducerDelayUs, producer_));
+    ASSERT_TRUE(tensor_.set_readiness_stream(producer_));
+  }
+
   bool imported_ = false;
   int device_ = 0;
   cudaStream_t producer_ = nullptr;
@@ -68,7 +79,7 @@ TEST_F(TensorGpuTest, SynchronizeForConsumerOrdersAfterTheProducerStream) {
   DeviceArray<CheckResult> result(1);
   // Before any readiness point the Tensor says so instead of succeeding silently.
   EXPECT_FALSE(tensor_.has_readiness_stream_contract());
-  auto refused = tensor_.synchronize_for_consumer(consumer_);
+  auto refused = tensor_.synchronize_for_consumer_stream(consumer_);
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code, ErrorCode::kNotImplemented);
 
@@ -77,7 +88,7 @@ TEST_F(TensorGpuTest, SynchronizeForConsumerOrdersAfterTheProducerStream) {
   ASSERT_TRUE(tensor_.set_readiness_stream(producer_));
   EXPECT_TRUE(tensor_.has_readiness_stream_contract());
   EXPECT_EQ(tensor_.memory_reference()->readiness_stream(), producer_);
-  auto synced = tensor_.synchronize_for_consumer(consumer_);
+  auto synced = tensor_.synchronize_for_consumer_stream(consumer_);
   ASSERT_TRUE(synced.has_value()) << synced.error().message;
   HDL_ASSERT_CUDA(launch_check(data, kElements, kSeed, 0, result.get(), consumer_));
   ASSERT_TRUE(tensor_.set_deallocation_stream(consumer_));
@@ -92,7 +103,7 @@ TEST_F(TensorGpuTest, DroppingTheLastHandleDefersTheDeleterPastConsumers) {
   probe_.watch({consumer_});
   HDL_ASSERT_CUDA(launch_slow_fill(data_, kElements, 3, 0, producer_));
   ASSERT_TRUE(tensor_.set_readiness_stream(producer_));
-  ASSERT_TRUE(tensor_.synchronize_for_consumer(consumer_).has_value());
+  ASSERT_TRUE(tensor_.synchronize_for_consumer_stream(consumer_).has_value());
   HDL_ASSERT_CUDA(launch_check(data_, kElements, 3, 100'000, result.get(), consumer_));
   ASSERT_TRUE(tensor_.set_deallocation_stream(consumer_));
   Tensor copy = tensor_;
@@ -114,7 +125,7 @@ TEST_F(TensorGpuTest, VersionedExportRoundTripKeepsPointerDeviceAndMemory) {
   HDL_ASSERT_CUDA(launch_slow_fill(data_, kElements, kSeed, 0, producer_));
   HDL_ASSERT_CUDA(cudaStreamSynchronize(producer_));
 
-  auto exported = tensor_.export_dlpack_versioned();
+  auto exported = tensor_.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   const DLManagedTensorVersioned* managed = *exported;
   EXPECT_EQ(managed->version.major, 1u);
@@ -150,7 +161,10 @@ TEST_F(TensorGpuTest, VersionedExportRoundTripKeepsPointerDeviceAndMemory) {
 }
 
 TEST_F(TensorGpuTest, LegacyExportRoundTripKeepsPointerAndDevice) {
-  auto exported = tensor_.export_dlpack();
+  auto refused = tensor_.to_dlpack();  // read-only authority has no legacy form
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kNotSupported);
+  auto exported = writable_view_of(tensor_).to_dlpack();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   auto reimported = make_tensor_from_dlpack(*exported);
   ASSERT_TRUE(reimported.has_value()) << reimported.error().message;
@@ -163,6 +177,126 @@ TEST_F(TensorGpuTest, LegacyExportRoundTripKeepsPointerAndDevice) {
   EXPECT_EQ(probe_.calls(), 0);
   back = Tensor();
   EXPECT_EQ(probe_.calls(), 1) << "no stream used the memory: the release is inline";
+}
+
+// --- owning copies: each must wait for the slow producer, or it reads zeros ----------------------
+
+TEST_F(TensorGpuTest, DeviceCopyWaitsForTheSlowProducer) {
+  constexpr std::uint32_t kSeed = 0xC0;
+  DeviceArray<CheckResult> result(1);
+  produce(kSeed);
+  const cudaStream_t reader = make_stream();
+  auto copy = tensor_.copy_to(DLDevice{kDLCUDA, device_}, consumer_);
+  ASSERT_TRUE(copy.has_value()) << copy.error().message;
+  EXPECT_NE(copy->data(), tensor_.data());
+  EXPECT_EQ(query_stream(producer_), cudaErrorNotReady) << "copy_to blocked on the producer";
+  // A reader on a third stream goes through the copy's readiness, as any consumer would.
+  ASSERT_TRUE(copy->synchronize_for_consumer_stream(reader).has_value());
+  HDL_ASSERT_CUDA(launch_check(static_cast<const std::uint32_t*>(copy->data()), kElements, kSeed, 0,
+                               result.get(), reader));
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(reader));
+  EXPECT_EQ(result.at(0).mismatches, 0u);
+  EXPECT_EQ(result.at(0).checksum, expected_checksum(kSeed, kElements));
+}
+
+TEST_F(TensorGpuTest, HostCopiesHoldTheProducedValuesOnReturn) {
+  constexpr std::uint32_t kSeed = 0xC1;
+  produce(kSeed);
+  auto host = tensor_.copy_to(DLDevice{kDLCPU, 0}, consumer_);
+  ASSERT_TRUE(host.has_value()) << host.error().message;
+  const auto* values = static_cast<const std::uint32_t*>(host->data());
+  std::vector<std::uint32_t> out(kElements);
+  ASSERT_TRUE(tensor_.copy_to_host(out.data(), out.size() * 4, consumer_).has_value());
+  for (std::int64_t i = 0; i < kElements; i += 997) {
+    ASSERT_EQ(values[i], pattern_value(kSeed, i)) << i;
+    ASSERT_EQ(out[i], pattern_value(kSeed, i)) << i;
+  }
+}
+
+TEST_F(TensorGpuTest, AsyncHostCopyIsOrderedOnItsStream) {
+  constexpr std::uint32_t kSeed = 0xC2;
+  produce(kSeed);
+  std::vector<std::uint32_t> out(kElements, 0);
+  void* pinned = nullptr;
+  HDL_ASSERT_CUDA(cudaMallocHost(&pinned, kElements * 4));
+  ASSERT_TRUE(tensor_.copy_to_host_async(pinned, kElements * 4, consumer_).has_value());
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(consumer_));
+  const auto* values = static_cast<const std::uint32_t*>(pinned);
+  for (std::int64_t i = 0; i < kElements; i += 991) {
+    ASSERT_EQ(values[i], pattern_value(kSeed, i)) << i;
+  }
+  HDL_EXPECT_CUDA(cudaFreeHost(pinned));
+}
+
+TEST_F(TensorGpuTest, SourceDeleterWaitsForTheCopyThatReadsIt) {
+  probe_.watch({consumer_});
+  produce(0xC3);
+  auto copy = tensor_.copy_to(DLDevice{kDLCUDA, device_}, consumer_);
+  ASSERT_TRUE(copy.has_value()) << copy.error().message;
+  tensor_ = Tensor();
+  EXPECT_EQ(probe_.calls(), 0) << "the copy still reads the source";
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(consumer_));
+  flush_deferred_releases();
+  ASSERT_EQ(probe_.calls(), 1);
+  EXPECT_EQ(probe_.stream_status_at_delete()[0], cudaSuccess);
+}
+
+TEST_F(TensorGpuTest, StridedDeviceViewIsGathered) {
+  constexpr std::uint32_t kSeed = 0xC4;
+  produce(kSeed);
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(producer_));
+  // Every other column of a 256 x 256 view, rows reversed: negative and non-unit strides.
+  constexpr std::int64_t kRows = kElements / 256;
+  constexpr std::int64_t kColumns = 128;
+  auto context = std::make_shared<DLManagedTensorContext>(*tensor_.dl_ctx());
+  std::vector<std::int64_t> shape{kRows, kColumns};
+  context->dl_shape = shape;
+  context->dl_strides = {-256, 2};
+  DLTensor& view = context->tensor.dl_tensor;
+  view.ndim = 2;
+  view.shape = context->dl_shape.data();
+  view.strides = context->dl_strides.data();
+  view.byte_offset = (kRows - 1) * 256 * 4;
+  const Tensor strided(context);
+  auto copy = strided.copy_to(DLDevice{kDLCUDA, device_}, consumer_);
+  ASSERT_TRUE(copy.has_value()) << copy.error().message;
+  std::vector<std::uint32_t> out(kRows * kColumns);
+  ASSERT_TRUE(copy->copy_to_host(out.data(), out.size() * 4, consumer_).has_value());
+  for (std::int64_t r = 0; r < kRows; r += 7) {
+    for (std::int64_t c = 0; c < kColumns; c += 5) {
+      ASSERT_EQ(out[r * kColumns + c], pattern_value(kSeed, (kRows - 1 - r) * 256 + 2 * c))
+          << r << ", " << c;
+    }
+  }
+}
+
+TEST_F(TensorGpuTest, CopyIntoADevicePoolBlock) {
+  constexpr std::uint32_t kSeed = 0xC5;
+  DeviceArray<CheckResult> result(1);
+  auto pool = TensorPool::create({PoolMemory::kDevice, device_, kElements * 4, 2});
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  produce(kSeed);
+  const cudaStream_t reader = make_stream();
+  auto copy = tensor_.copy_to(**pool, consumer_);
+  ASSERT_TRUE(copy.has_value()) << copy.error().message;
+  ASSERT_TRUE(copy->synchronize_for_consumer_stream(reader).has_value());
+  HDL_ASSERT_CUDA(launch_check(static_cast<const std::uint32_t*>(copy->data()), kElements, kSeed, 0,
+                               result.get(), reader));
+  ASSERT_TRUE(copy->set_deallocation_stream(reader));
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(reader));
+  EXPECT_EQ(result.at(0).mismatches, 0u);
+}
+
+TEST_F(TensorGpuTest, MakeTensorOverDeviceMemoryTakesThePointersDevice) {
+  auto owner = std::make_shared<StreamTrackedReference>();
+  auto wrapped = make_tensor({kElements}, kUInt32, {}, MemoryStorageType::kDevice, data_, owner);
+  ASSERT_TRUE(wrapped.has_value()) << wrapped.error().message;
+  EXPECT_EQ(wrapped->device().device_type, kDLCUDA);
+  EXPECT_EQ(wrapped->device().device_id, device_);
+  std::vector<std::uint32_t> host(4);
+  auto refused = make_tensor({4}, kUInt32, {}, MemoryStorageType::kDevice, host.data(), owner);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

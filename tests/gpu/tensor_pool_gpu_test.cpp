@@ -91,7 +91,7 @@ TEST_F(TensorPoolGpuTest, ReuseNeverOverwritesDataThatConsumersStillRead) {
     HDL_ASSERT_CUDA(launch_slow_fill(data, kElements, seed, kProducerDelayUs, producer_));
     ASSERT_TRUE(tensor.set_readiness_stream(producer_));
     for (int c = 0; c < kConsumers; ++c) {
-      auto synced = tensor.synchronize_for_consumer(consumers_[c]);
+      auto synced = tensor.synchronize_for_consumer_stream(consumers_[c]);
       ASSERT_TRUE(synced.has_value()) << synced.error().message;
       const auto slot = static_cast<std::size_t>(iteration) * kConsumers + c;
       HDL_ASSERT_CUDA(
@@ -149,7 +149,7 @@ TEST_F(TensorPoolGpuTest, ExhaustionIsImmediateAndBlocksReturnWhenConsumersFinis
     HDL_ASSERT_CUDA(launch_slow_fill(data, kElements, seed, 0, producer_));
     ASSERT_TRUE(tensor.set_readiness_stream(producer_));
     for (int c = 0; c < 2; ++c) {
-      ASSERT_TRUE(tensor.synchronize_for_consumer(consumers_[c]).has_value());
+      ASSERT_TRUE(tensor.synchronize_for_consumer_stream(consumers_[c]).has_value());
       HDL_ASSERT_CUDA(launch_check(data, kElements, seed, kDelayUs[b][c], results.get(2 * b + c),
                                    consumers_[c]));
       ASSERT_TRUE(tensor.set_deallocation_stream(consumers_[c]));
@@ -194,7 +194,7 @@ TEST_F(TensorPoolGpuTest, HandlesAndExportsHoldTheirBlock) {
   EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
   EXPECT_EQ(attributes.device, device_);
 
-  auto exported = tensor.export_dlpack_versioned();
+  auto exported = tensor.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   Tensor copy = tensor;
   tensor = Tensor();

@@ -61,7 +61,7 @@ class TwoDevicePoolTest : public GpuTest {
     HDL_ASSERT_CUDA(launch_slow_fill(data, kElements, seed, fill_delay_us, producer_));
     ASSERT_TRUE(tensor.set_readiness_stream(producer_));
     HDL_ASSERT_CUDA(cudaSetDevice(1));
-    ASSERT_TRUE(tensor.synchronize_for_consumer(consumer_).has_value());
+    ASSERT_TRUE(tensor.synchronize_for_consumer_stream(consumer_).has_value());
     HDL_ASSERT_CUDA(launch_check(data, kElements, seed, kSlowUs, result, consumer_));
     ASSERT_TRUE(tensor.set_deallocation_stream(consumer_));
     HDL_ASSERT_CUDA(cudaSetDevice(0));

@@ -37,8 +37,9 @@ int main() {
   {
     auto tensor = holoscan::make_tensor_from_dlpack_versioned(&managed);
     if (!tensor || tensor->size() != 6) { return 1; }
-    DLManagedTensorVersioned* exported = tensor->to_dlpack_versioned();
-    exported->deleter(exported);
+    auto exported = tensor->to_dlpack_versioned();
+    if (!exported) { return 2; }
+    (*exported)->deleter(*exported);
   }
   std::printf("consumer: deleter ran %d time(s)\n", deleted);
   return deleted == 1 ? 0 : 3;

@@ -7,9 +7,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -67,6 +70,22 @@ bool reached(const Stream& stream, std::uint64_t position, std::uint64_t op) {
   return true;
 }
 
+// Memory the fake runtime handed out: what cudaPointerGetAttributes reports for it.
+struct Allocation {
+  std::size_t bytes = 0;
+  int device = 0;
+  cudaMemoryType type = cudaMemoryTypeDevice;
+};
+
+// Work queued on a stream that the "GPU" does once the stream passes it: a copy or a
+// stream-ordered free. It runs under the simulation's lock.
+struct Operation {
+  const Stream* stream = nullptr;
+  std::uint64_t position = 0;
+  std::uint64_t op = 0;
+  std::function<void()> run;
+};
+
 struct Fault {
   cudaError_t error = cudaSuccess;
   int remaining = 0;
@@ -95,7 +114,8 @@ struct FakeCuda::State {
   std::unordered_set<const Stream*> streams;
   std::vector<Stream*> default_streams;  // one per device
   std::unordered_set<const Event*> events;
-  std::unordered_set<void*> allocations;
+  std::unordered_map<void*, Allocation> allocations;
+  std::vector<Operation> operations;  // queued, in the order they were issued
   std::array<Fault, kEntries> faults{};
   std::array<std::atomic<std::uint64_t>, kEntries> calls{};
 
@@ -129,6 +149,63 @@ struct FakeCuda::State {
     Stream* stream = owned_streams.back().get();
     stream->device = device;
     return stream;
+  }
+
+  // Host memory standing for an allocation of `type` on `device`.
+  cudaError_t allocate(void** memory, std::size_t bytes, int device, cudaMemoryType type) {
+    void* allocated = std::malloc(bytes == 0 ? 1 : bytes);
+    if (allocated == nullptr) {
+      return cudaErrorMemoryAllocation;
+    }
+    allocations.emplace(allocated, Allocation{bytes == 0 ? 1 : bytes, device, type});
+    *memory = allocated;
+    return cudaSuccess;
+  }
+
+  // Frees `memory` if the runtime handed it out as one of `types`.
+  cudaError_t release(void* memory, cudaMemoryType type, cudaMemoryType other_type) {
+    if (memory == nullptr) {
+      return cudaSuccess;
+    }
+    const auto found = allocations.find(memory);
+    if (found == allocations.end() ||
+        (found->second.type != type && found->second.type != other_type)) {
+      return cudaErrorInvalidValue;
+    }
+    allocations.erase(found);
+    std::free(memory);
+    return cudaSuccess;
+  }
+  cudaError_t release(void* memory, cudaMemoryType type) { return release(memory, type, type); }
+
+  // Queues `run` on `stream` after everything issued on it so far; runs it now if that is done.
+  void enqueue(Stream& stream, std::function<void()> run) {
+    operations.push_back(Operation{&stream, stream.launched, ++stream.ops, std::move(run)});
+    run_ready_operations();
+  }
+
+  // Runs every queued operation whose stream has passed it (one stream's in issue order).
+  void run_ready_operations() {
+    for (auto it = operations.begin(); it != operations.end();) {
+      if (reached(*it->stream, it->position, it->op)) {
+        it->run();
+        it = operations.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // The allocation `pointer` points into, or null.
+  const Allocation* allocation_of(const void* pointer) const {
+    const auto* address = static_cast<const char*>(pointer);
+    for (const auto& [base, allocation] : allocations) {
+      const auto* begin = static_cast<const char*>(base);
+      if (address >= begin && address < begin + allocation.bytes) {
+        return &allocation;
+      }
+    }
+    return nullptr;
   }
 
   static bool done(const Event& event) {
@@ -307,27 +384,94 @@ cudaError_t thread_exchange_stream_capture_mode(cudaStreamCaptureMode* mode) {
 
 cudaError_t device_malloc(void** memory, std::size_t bytes) {
   return call(CudaEntry::kMalloc, [&](State& s, Lock&) {
-    void* allocated = std::malloc(bytes == 0 ? 1 : bytes);
-    if (allocated == nullptr) {
-      return cudaErrorMemoryAllocation;
-    }
-    s.allocations.insert(allocated);
-    *memory = allocated;
-    return cudaSuccess;
+    return s.allocate(memory, bytes, current_device_of_thread, cudaMemoryTypeDevice);
   });
 }
 
 cudaError_t device_free(void* memory) {
   return call(CudaEntry::kFree, [&](State& s, Lock&) {
-    if (memory == nullptr) {
-      return cudaSuccess;
+    return s.release(memory, cudaMemoryTypeDevice, cudaMemoryTypeManaged);
+  });
+}
+
+cudaError_t malloc_async(void** memory, std::size_t bytes, cudaStream_t handle) {
+  return call(CudaEntry::kMallocAsync, [&](State& s, Lock&) {
+    Stream* stream = s.stream_of(handle);
+    if (stream == nullptr || stream->destroyed) {
+      return cudaErrorInvalidResourceHandle;
     }
-    if (s.allocations.erase(memory) == 0) {
+    return s.allocate(memory, bytes, stream->device, cudaMemoryTypeDevice);
+  });
+}
+
+// The memory goes back once the stream passes the free, as with CUDA's stream-ordered pools.
+cudaError_t free_async(void* memory, cudaStream_t handle) {
+  return call(CudaEntry::kFreeAsync, [&](State& s, Lock&) {
+    Stream* stream = s.stream_of(handle);
+    if (stream == nullptr || stream->destroyed) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    const auto found = s.allocations.find(memory);
+    if (found == s.allocations.end() || found->second.type != cudaMemoryTypeDevice) {
       return cudaErrorInvalidValue;
     }
-    std::free(memory);
+    s.enqueue(*stream, [&s, memory] { (void)s.release(memory, cudaMemoryTypeDevice); });
     return cudaSuccess;
   });
+}
+
+cudaError_t malloc_host(void** memory, std::size_t bytes) {
+  return call(CudaEntry::kMallocHost, [&](State& s, Lock&) {
+    return s.allocate(memory, bytes, current_device_of_thread, cudaMemoryTypeHost);
+  });
+}
+
+cudaError_t free_host(void* memory) {
+  return call(CudaEntry::kFreeHost,
+              [&](State& s, Lock&) { return s.release(memory, cudaMemoryTypeHost); });
+}
+
+cudaError_t malloc_managed(void** memory, std::size_t bytes, unsigned int) {
+  return call(CudaEntry::kMallocManaged, [&](State& s, Lock&) {
+    return s.allocate(memory, bytes, current_device_of_thread, cudaMemoryTypeManaged);
+  });
+}
+
+// A copy is done by the "GPU": once the stream passes it (at once on an idle stream).
+cudaError_t memcpy_2d(CudaEntry entry, void* destination, std::size_t destination_pitch,
+                      const void* source, std::size_t source_pitch, std::size_t width,
+                      std::size_t height, cudaStream_t handle) {
+  return call(entry, [&](State& s, Lock&) {
+    Stream* stream = s.stream_of(handle);
+    if (stream == nullptr || stream->destroyed) {
+      return cudaErrorInvalidResourceHandle;
+    }
+    if (destination_pitch < width || source_pitch < width) {
+      return cudaErrorInvalidPitchValue;
+    }
+    if ((destination == nullptr || source == nullptr) && width * height != 0) {
+      return cudaErrorInvalidValue;
+    }
+    s.enqueue(*stream, [=] {
+      for (std::size_t row = 0; row < height; ++row) {
+        std::memcpy(static_cast<char*>(destination) + row * destination_pitch,
+                    static_cast<const char*>(source) + row * source_pitch, width);
+      }
+    });
+    return cudaSuccess;
+  });
+}
+
+cudaError_t memcpy_async(void* destination, const void* source, std::size_t bytes, cudaMemcpyKind,
+                         cudaStream_t stream) {
+  return memcpy_2d(CudaEntry::kMemcpyAsync, destination, bytes, source, bytes, bytes, 1, stream);
+}
+
+cudaError_t memcpy_2d_async(void* destination, std::size_t destination_pitch, const void* source,
+                            std::size_t source_pitch, std::size_t width, std::size_t height,
+                            cudaMemcpyKind, cudaStream_t stream) {
+  return memcpy_2d(CudaEntry::kMemcpy2DAsync, destination, destination_pitch, source, source_pitch,
+                   width, height, stream);
 }
 
 // Not through call(): reading the last error must not set it again.
@@ -368,12 +512,17 @@ cudaError_t stream_create_with_flags(cudaStream_t* handle, unsigned int) {
   });
 }
 
-// Every pointer is host memory the fake runtime does not know, as a plain malloc would be.
-cudaError_t pointer_get_attributes(cudaPointerAttributes* attributes, const void*) {
-  return call(CudaEntry::kPointerGetAttributes, [&](State&, Lock&) {
+// Memory the fake handed out is reported as what it stands for; every other pointer is host
+// memory the runtime does not know, as a plain malloc would be.
+cudaError_t pointer_get_attributes(cudaPointerAttributes* attributes, const void* pointer) {
+  return call(CudaEntry::kPointerGetAttributes, [&](State& s, Lock&) {
     *attributes = cudaPointerAttributes{};
     attributes->type = cudaMemoryTypeUnregistered;
     attributes->device = -1;
+    if (const Allocation* allocation = s.allocation_of(pointer)) {
+      attributes->type = allocation->type;
+      attributes->device = allocation->device;
+    }
     return cudaSuccess;
   });
 }
@@ -419,6 +568,13 @@ const detail::CudaApi kFakeTable = {
     &pointer_get_attributes,
     &stream_get_id,
     &stream_create_with_flags,
+    &malloc_async,
+    &free_async,
+    &malloc_host,
+    &free_host,
+    &malloc_managed,
+    &memcpy_async,
+    &memcpy_2d_async,
 };
 
 // A fork() while another thread (the release thread, say) is inside the fake would leave its lock
@@ -457,10 +613,11 @@ void FakeCuda::reset(int devices) {
     for (int device = 0; device < devices; ++device) {
       state_->default_streams.push_back(state_->add_stream(device));
     }
-    for (void* memory : state_->allocations) {
-      std::free(memory);
+    for (const auto& allocation : state_->allocations) {
+      std::free(allocation.first);
     }
     state_->allocations.clear();
+    state_->operations.clear();
     state_->faults.fill(Fault{});
     for (auto& count : state_->calls) {
       count.store(0, std::memory_order_relaxed);
@@ -496,6 +653,7 @@ void FakeCuda::complete(cudaStream_t stream) {
     if (Stream* found = state_->stream_of(stream)) {
       found->completed = found->launched;
     }
+    state_->run_ready_operations();
   }
   state_->progress.notify_all();
 }
@@ -506,6 +664,7 @@ void FakeCuda::complete_all() {
     for (const auto& stream : state_->owned_streams) {
       stream->completed = stream->launched;
     }
+    state_->run_ready_operations();
   }
   state_->progress.notify_all();
 }

@@ -6,9 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace holoscan::detail {
-struct CudaApi;
-}
+#include "cuda_api.hpp"  // the table's type carries the library's ABI tag: no forward declaration
 
 namespace holoscan::test {
 
@@ -32,6 +30,13 @@ enum class CudaEntry : int {
   kPointerGetAttributes,
   kStreamGetId,
   kStreamCreateWithFlags,
+  kMallocAsync,
+  kFreeAsync,
+  kMallocHost,
+  kFreeHost,
+  kMallocManaged,
+  kMemcpyAsync,
+  kMemcpy2DAsync,
   kCount,  ///< Number of entries, not an entry.
 };
 
@@ -44,6 +49,10 @@ enum class CudaEntry : int {
  * an event recorded on an idle stream is done at once, as in CUDA. cudaStreamWaitEvent orders as
  * in CUDA: work (and events) queued on the waiting stream afterwards pass only once the waited
  * event has.
+ * A copy (cudaMemcpyAsync, cudaMemcpy2DAsync) or a cudaFreeAsync is done by the "GPU" once its
+ * stream passes it: at once on an idle stream, otherwise when complete() lets the stream (and every
+ * event it waits for) get there. Memory the fake hands out is host memory, reported by
+ * cudaPointerGetAttributes as the kind it stands for.
  * The handles nullptr, cudaStreamLegacy and cudaStreamPerThread all name one default stream per
  * device, that of the calling thread's current device. The current device and the capture mode are
  * per thread, as in CUDA, and survive reset().
@@ -81,7 +90,8 @@ class FakeCuda {
 
   /** @brief Events created and not destroyed. */
   std::size_t live_events() const;
-  /** @brief Allocations made by cudaMalloc and not freed. */
+  /** @brief Memory handed out (cudaMalloc, cudaMallocAsync, cudaMallocHost, cudaMallocManaged)
+   *         and not freed; a cudaFreeAsync counts once its stream passed it. */
   std::size_t live_allocations() const;
   /** @brief The calling thread's current device. */
   int current_device() const noexcept;

@@ -12,11 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda_ipc_api.hpp"  // the table's type carries the library's ABI tag
 #include "support/fake_cuda.hpp"
-
-namespace holoscan::detail {
-struct CudaIpcApi;
-}
 
 namespace holoscan::test {
 

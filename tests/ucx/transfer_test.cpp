@@ -29,7 +29,7 @@ TEST(UcxTransfer, HostTensorsArriveIntactInMemoryTheReceiverOwns) {
       EXPECT_EQ(got.sequence, k + 1);
       EXPECT_EQ(ucx_series::check(k, got.tensor), "");
       EXPECT_EQ(got.tensor.device().device_type, kDLCPU);
-      EXPECT_FALSE(got.tensor.read_only()) << "the receiver owns the copy";
+      EXPECT_FALSE(got.tensor.is_read_only()) << "the receiver owns the copy";
       kept.push_back(std::move(got.tensor));
     }
     EXPECT_EQ(wait_peer(peer, kPatienceMs, &worker), 0) << "the sender saw a send fail";

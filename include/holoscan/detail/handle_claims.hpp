@@ -6,10 +6,12 @@
 #include <atomic>
 #include <cstdint>
 
+#include "holoscan/detail/abi.hpp"
+
 namespace holoscan::detail {
 
 /** @brief One atomic per retain or release; an unpaired release is counted, never wrapped. */
-class HandleClaims {
+class HOLOSCAN_DLPACK_ABI HandleClaims {
  public:
   /** @brief Adds one claim. */
   void retain() noexcept { count_.fetch_add(1, std::memory_order_relaxed); }

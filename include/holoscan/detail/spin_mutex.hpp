@@ -6,10 +6,12 @@
 #include <atomic>
 #include <thread>
 
+#include "holoscan/detail/abi.hpp"
+
 namespace holoscan::detail {
 
 /** @brief Test-and-test-and-set lock; yields after a short spin so waiters do not burn a core. */
-class SpinMutex {
+class HOLOSCAN_DLPACK_ABI SpinMutex {
  public:
   /** @brief Acquires the lock. */
   void lock() noexcept {

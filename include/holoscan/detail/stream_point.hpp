@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "holoscan/cuda_handles.hpp"
+#include "holoscan/detail/abi.hpp"
 
 namespace holoscan::detail {
 
 /** @brief A pooled event recorded on `stream` (on `device`) at one moment. */
-struct StreamPoint {
+struct HOLOSCAN_DLPACK_ABI StreamPoint {
   cudaStream_t stream = nullptr;  ///< Borrowed; only compared, never used after recording.
   cudaEvent_t event = nullptr;    ///< Pooled event of `device`.
   int device = -1;                ///< Device of `stream` and `event`.
@@ -23,7 +24,7 @@ struct StreamPoint {
 };
 
 /** @brief Stream points with inline room for the common fan-out, spilling to the heap past it. */
-class StreamPointList {
+class HOLOSCAN_DLPACK_ABI StreamPointList {
  public:
   /** @brief Points held without a heap allocation. */
   static constexpr std::size_t kInlineCapacity = 4;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "holoscan/cuda_handles.hpp"
+#include "holoscan/detail/abi.hpp"
 #include "holoscan/detail/spin_mutex.hpp"
 #include "holoscan/detail/stream_point.hpp"
 #include "holoscan/expected.hpp"
@@ -20,7 +21,7 @@ namespace holoscan::detail {
  * caller returns taken points. Readiness keeps one event per device it was recorded on until
  * then, so that a host wait in another thread never waits on a recycled event.
  */
-class StreamState {
+class HOLOSCAN_DLPACK_ABI StreamState {
  public:
   StreamState() = default;
   StreamState(const StreamState&) = delete;

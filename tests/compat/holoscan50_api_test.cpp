@@ -1,0 +1,330 @@
+// Code written against Holoscan 5.0's exported C++ API (a C++20 API: std::span), compiled as
+// C++20 against this library, which is itself built as C++17. The signatures are pinned as 5.0
+// exports them (libholoscan_core.so.5, read with nm and objdump); the tests check that 5.0-style
+// code behaves as 5.0 declares.
+#include <holoscan/core/domain/dlpack.hpp>
+#include <holoscan/core/domain/tensor.hpp>
+#include <holoscan/core/errors.hpp>
+#include <holoscan/core/expected.hpp>
+#include <holoscan/dlpack_utils.hpp>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#if __cplusplus < 202002L
+#error "this test is the C++20 consumer: compile it as C++20"
+#endif
+
+namespace {
+
+using holoscan::DLManagedTensorContext;
+using holoscan::Error;
+using holoscan::ErrorCode;
+using holoscan::Tensor;
+template <class T>
+using Expected = holoscan::expected<T, Error>;
+
+// --- Tensor members, as 5.0 exports them --------------------------------------------------------
+
+static_assert(std::is_constructible_v<Tensor, const std::shared_ptr<DLManagedTensorContext>&>);
+static_assert(std::is_constructible_v<Tensor, std::shared_ptr<DLManagedTensorContext>&&>);
+static_assert(std::is_constructible_v<Tensor, DLManagedTensor*>);
+static_assert(std::is_constructible_v<Tensor, DLManagedTensorVersioned*>);
+static_assert(std::is_copy_constructible_v<Tensor> && std::is_move_constructible_v<Tensor>);
+static_assert(std::is_copy_assignable_v<Tensor> && std::is_move_assignable_v<Tensor>);
+static_assert(std::has_virtual_destructor_v<Tensor>);
+// Layout: a vtable, then the shared context (5.0: the context's shared_ptr at +8).
+static_assert(sizeof(Tensor) == sizeof(void*) + sizeof(std::shared_ptr<DLManagedTensorContext>));
+
+static_assert(std::is_same_v<decltype(&Tensor::data), void* (Tensor::*)() const noexcept>);
+// mutable_data() is an lvalue-only member: the cast compiles only for that exact overload.
+[[maybe_unused]] constexpr auto kMutableData =
+    static_cast<Expected<void*> (Tensor::*)()&>(&Tensor::mutable_data);
+static_assert(!std::is_invocable_v<decltype(kMutableData), Tensor&&>);
+static_assert(std::is_same_v<decltype(&Tensor::shape), std::vector<int64_t> (Tensor::*)() const>);
+static_assert(std::is_same_v<decltype(&Tensor::strides), std::vector<int64_t> (Tensor::*)() const>);
+static_assert(std::is_same_v<decltype(&Tensor::shape_span),
+                             std::span<const int64_t> (Tensor::*)() const noexcept>);
+static_assert(std::is_same_v<decltype(&Tensor::dlpack_strides_span),
+                             std::span<const int64_t> (Tensor::*)() const noexcept>);
+static_assert(std::is_same_v<decltype(&Tensor::size), int64_t (Tensor::*)() const noexcept>);
+static_assert(std::is_same_v<decltype(&Tensor::itemsize), uint8_t (Tensor::*)() const noexcept>);
+static_assert(std::is_same_v<decltype(&Tensor::nbytes), int64_t (Tensor::*)() const noexcept>);
+static_assert(std::is_same_v<decltype(&Tensor::is_contiguous), bool (Tensor::*)() const noexcept>);
+static_assert(std::is_same_v<decltype(&Tensor::is_read_only), bool (Tensor::*)() const noexcept>);
+static_assert(std::is_same_v<decltype(&Tensor::has_readiness_stream_contract),
+                             bool (Tensor::*)() const noexcept>);
+static_assert(
+    std::is_same_v<decltype(&Tensor::set_readiness_stream), bool (Tensor::*)(cudaStream_t)>);
+static_assert(
+    std::is_same_v<decltype(&Tensor::set_deallocation_stream), bool (Tensor::*)(cudaStream_t)>);
+static_assert(std::is_same_v<decltype(&Tensor::synchronize_for_consumer_stream),
+                             Expected<void> (Tensor::*)(cudaStream_t) const>);
+static_assert(
+    std::is_same_v<decltype(&Tensor::synchronize_for_host), Expected<void> (Tensor::*)() const>);
+static_assert(std::is_same_v<decltype(&Tensor::retain_handle), void (Tensor::*)() const noexcept>);
+static_assert(std::is_same_v<decltype(&Tensor::release_handle), void (Tensor::*)() const noexcept>);
+static_assert(
+    std::is_same_v<decltype(&Tensor::to_dlpack), Expected<DLManagedTensor*> (Tensor::*)() const>);
+static_assert(std::is_same_v<decltype(&Tensor::to_dlpack_versioned),
+                             Expected<DLManagedTensorVersioned*> (Tensor::*)() const>);
+
+static_assert(
+    std::is_same_v<decltype(&Tensor::copy), Expected<Tensor> (Tensor::*)(cudaStream_t) const>);
+[[maybe_unused]] constexpr auto kCopyTo =
+    static_cast<Expected<Tensor> (Tensor::*)(DLDevice, cudaStream_t) const>(&Tensor::copy_to);
+static_assert(std::is_same_v<decltype(&Tensor::copy_to_host),
+                             Expected<void> (Tensor::*)(void*, std::size_t, cudaStream_t) const>);
+static_assert(std::is_same_v<decltype(&Tensor::copy_to_host_async),
+                             Expected<void> (Tensor::*)(void*, std::size_t, cudaStream_t) const>);
+
+// --- free functions, as 5.0 exports them --------------------------------------------------------
+
+static_assert(std::is_same_v<decltype(&holoscan::make_tensor_from_dlpack),
+                             Expected<Tensor> (*)(DLManagedTensor*)>);
+static_assert(std::is_same_v<decltype(&holoscan::make_tensor_from_dlpack_versioned),
+                             Expected<Tensor> (*)(DLManagedTensorVersioned*)>);
+static_assert(std::is_same_v<decltype(&holoscan::calc_strides),
+                             void (*)(const DLTensor&, std::vector<int64_t>&, bool)>);
+[[maybe_unused]] constexpr auto kCopyDLTensor =
+    static_cast<void (*)(const DLTensor&, DLTensor&, std::vector<int64_t>&, std::vector<int64_t>&,
+                         holoscan::DLPackMetadataCopyOptions)>(
+        &holoscan::copy_dl_tensor_with_owned_metadata);
+[[maybe_unused]] constexpr auto kCopyIntoContextVersioned = static_cast<void (*)(
+    DLManagedTensorContext&, const DLManagedTensorVersioned&, holoscan::DLPackMetadataCopyOptions)>(
+    &holoscan::copy_dl_tensor_with_owned_metadata);
+[[maybe_unused]] constexpr auto kCopyIntoContext = static_cast<void (*)(
+    DLManagedTensorContext&, const DLTensor&, holoscan::DLPackMetadataCopyOptions)>(
+    &holoscan::copy_dl_tensor_with_owned_metadata);
+static_assert(
+    std::is_same_v<decltype(&holoscan::dldevice_from_pointer), Expected<DLDevice> (*)(void*)>);
+static_assert(std::is_same_v<decltype(&holoscan::dldatatype_from_typestr),
+                             Expected<DLDataType> (*)(std::string_view)>);
+static_assert(
+    std::is_same_v<decltype(&holoscan::numpy_dtype), Expected<const char*> (*)(DLDataType)>);
+static_assert(std::is_same_v<decltype(&holoscan::synchronize_cuda_streams),
+                             Expected<void> (*)(cudaStream_t, cudaStream_t)>);
+static_assert(std::is_same_v<decltype(&holoscan::synchronize_cuda_stream_for_host),
+                             Expected<void> (*)(cudaStream_t)>);
+static_assert(
+    std::is_same_v<decltype(&holoscan::error_code_name), std::string_view (*)(ErrorCode) noexcept>);
+static_assert(std::is_constructible_v<holoscan::RuntimeError, const Error&>);
+static_assert(std::is_constructible_v<holoscan::RuntimeError, ErrorCode>);
+static_assert(std::is_constructible_v<holoscan::RuntimeError, ErrorCode, const char*>);
+static_assert(std::is_constructible_v<holoscan::RuntimeError, ErrorCode, const std::string&>);
+static_assert(std::is_constructible_v<holoscan::RuntimeError, ErrorCode, std::string_view>);
+
+// make_tensor's non-allocating overloads, MemoryStorageType numbered as 5.0 maps it.
+[[maybe_unused]] constexpr auto kMakeTensorOnDevice = static_cast<Expected<Tensor> (*)(
+    std::span<const int64_t>, DLDataType, holoscan::TensorByteStridesView,
+    holoscan::MemoryStorageType, void*, std::shared_ptr<holoscan::TensorMemoryReference>, int)>(
+    &holoscan::make_tensor);
+[[maybe_unused]] constexpr auto kMakeTensor = static_cast<Expected<Tensor> (*)(
+    std::span<const int64_t>, DLDataType, holoscan::TensorByteStridesView,
+    holoscan::MemoryStorageType, void*, std::shared_ptr<holoscan::TensorMemoryReference>)>(
+    &holoscan::make_tensor);
+[[maybe_unused]] constexpr auto kMakeTensorReleased = static_cast<Expected<Tensor> (*)(
+    std::span<const int64_t>, DLDataType, holoscan::TensorByteStridesView,
+    holoscan::MemoryStorageType, void*, std::function<Expected<void>(void*)>)>(
+    &holoscan::make_tensor);
+static_assert(static_cast<int>(holoscan::MemoryStorageType::kHost) == 0);
+static_assert(static_cast<int>(holoscan::MemoryStorageType::kDevice) == 1);
+static_assert(static_cast<int>(holoscan::MemoryStorageType::kSystem) == 2);
+static_assert(static_cast<int>(holoscan::MemoryStorageType::kCudaManaged) == 3);
+static_assert(std::is_convertible_v<std::nullopt_t, holoscan::TensorByteStridesView>);
+static_assert(std::is_convertible_v<std::span<const int64_t>, holoscan::TensorByteStridesView>);
+static_assert(std::is_convertible_v<std::optional<std::span<const int64_t>>,
+                                    holoscan::TensorByteStridesView>);
+
+// --- 5.0-style user code ------------------------------------------------------------------------
+
+// An operator's host buffer behind a context built by hand (writable authority).
+class HostBuffer final : public holoscan::TensorMemoryReference {
+ public:
+  explicit HostBuffer(std::size_t count) : values_(count) {}
+  float* data() { return values_.data(); }
+
+ private:
+  std::vector<float> values_;
+};
+
+Tensor make_host_tensor(std::vector<int64_t> shape) {
+  const int64_t count = std::accumulate(shape.begin(), shape.end(), int64_t{1},
+                                        [](int64_t a, int64_t b) { return a * b; });
+  auto buffer = std::make_shared<HostBuffer>(static_cast<std::size_t>(count));
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->memory_reference = buffer;
+  const DLTensor view{buffer->data(),
+                      {kDLCPU, 0},
+                      static_cast<int32_t>(shape.size()),
+                      {kDLFloat, 32, 1},
+                      shape.data(),
+                      nullptr,
+                      0};
+  holoscan::copy_dl_tensor_with_owned_metadata(*context, view, {true});
+  return Tensor(context);  // a const-correct lvalue: shared, not moved
+}
+
+// Writes through mutable_data(), forwarding its error, as 5.0 operators do.
+Expected<void> fill_iota(Tensor& tensor) {
+  auto data = tensor.mutable_data();
+  if (!data) {
+    return holoscan::forward_error(data);
+  }
+  auto* values = static_cast<float*>(*data);
+  for (int64_t i = 0; i < tensor.size(); ++i) {
+    values[i] = static_cast<float>(i);
+  }
+  return {};
+}
+
+int64_t product_of_extents(const Tensor& tensor) {
+  int64_t product = 1;
+  for (const int64_t extent : tensor.shape_span()) {
+    product *= extent;
+  }
+  return product;
+}
+
+// DLManagedTensorContext as 5.0 lays it out: the view at +0, the owner at +0x50, dl_shape at
+// +0x60, dl_strides at +0x78 (measured on an object: the type is not standard-layout).
+TEST(Holoscan50Api, ContextLayout) {
+  const DLManagedTensorContext context;
+  const auto offset = [&](const void* member) {
+    return static_cast<const char*>(member) - reinterpret_cast<const char*>(&context);
+  };
+  EXPECT_EQ(offset(&context.tensor), 0);
+  EXPECT_EQ(offset(&context.memory_reference), 0x50);
+  EXPECT_EQ(offset(&context.dl_shape), 0x60);
+  EXPECT_EQ(offset(&context.dl_strides), 0x78);
+}
+
+TEST(Holoscan50Api, SpansViewTheContextWithoutCopies) {
+  const Tensor tensor = make_host_tensor({2, 3, 4});
+  EXPECT_EQ(product_of_extents(tensor), 24);
+  EXPECT_EQ(tensor.shape_span().data(), tensor.dl_ctx()->tensor.dl_tensor.shape);
+  const std::span<const int64_t> strides = tensor.dlpack_strides_span();
+  ASSERT_EQ(strides.size(), 3u);
+  EXPECT_EQ(strides[0], 12);  // elements, not bytes
+  EXPECT_EQ(tensor.strides()[0], 48);
+  const Tensor empty;
+  EXPECT_TRUE(empty.shape_span().empty());
+  EXPECT_TRUE(empty.dlpack_strides_span().empty());
+}
+
+TEST(Holoscan50Api, MutableDataWritesAndRefusesReadOnlyAuthority) {
+  Tensor tensor = make_host_tensor({4});
+  ASSERT_TRUE(fill_iota(tensor).has_value());
+  EXPECT_EQ(tensor.data_as<float>()[3], 3.0f);
+
+  auto exported = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(exported) << exported.error().message;
+  EXPECT_EQ((*exported)->flags & DLPACK_FLAG_BITMASK_READ_ONLY, 0u);
+  auto imported = holoscan::make_tensor_from_dlpack_versioned(*exported);
+  ASSERT_TRUE(imported) << imported.error().message;
+  EXPECT_TRUE(imported->is_read_only());
+  auto refused = fill_iota(*imported);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kPermissionDenied);
+}
+
+TEST(Holoscan50Api, ExportsNeverThrow) {
+  const Tensor empty;
+  auto versioned = empty.to_dlpack_versioned();
+  ASSERT_FALSE(versioned);
+  EXPECT_EQ(versioned.error().code, ErrorCode::kInvalidArgument);
+
+  Tensor writable = make_host_tensor({2, 2});
+  auto legacy = writable.to_dlpack();
+  ASSERT_TRUE(legacy) << legacy.error().message;
+  auto imported = holoscan::make_tensor_from_dlpack(*legacy);
+  ASSERT_TRUE(imported) << imported.error().message;
+  auto refused = imported->to_dlpack();  // read-only authority has no legacy form
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kNotSupported);
+  EXPECT_NE(refused.error().message.find("Legacy DLPack cannot represent read-only Tensor"),
+            std::string::npos);
+}
+
+TEST(Holoscan50Api, MakeTensorWrapsAnOperatorsBuffer) {
+  auto buffer = std::make_shared<HostBuffer>(6);
+  const std::array<int64_t, 2> shape{2, 3};
+  auto tensor = holoscan::make_tensor(shape, DLDataType{kDLFloat, 32, 1}, std::nullopt,
+                                      holoscan::MemoryStorageType::kSystem, buffer->data(), buffer);
+  ASSERT_TRUE(tensor) << tensor.error().message;
+  EXPECT_FALSE(tensor->is_read_only());
+  EXPECT_EQ(tensor->device().device_type, kDLCPU);
+  ASSERT_TRUE(fill_iota(*tensor).has_value());
+  EXPECT_EQ(buffer->data()[5], 5.0f);
+
+  const std::array<int64_t, 2> transposed{3, 2};
+  const std::array<int64_t, 2> byte_strides{4, 12};
+  auto view =
+      holoscan::make_tensor(std::span<const int64_t>(transposed), DLDataType{kDLFloat, 32, 1},
+                            std::optional<std::span<const int64_t>>(byte_strides),
+                            holoscan::MemoryStorageType::kSystem, buffer->data(), buffer, 0);
+  ASSERT_TRUE(view) << view.error().message;
+  EXPECT_EQ(view->dlpack_strides_span()[1], 3);
+
+  auto refused = holoscan::make_tensor(
+      shape, DLDataType{kDLFloat, 32, 1}, std::span<const int64_t>(byte_strides.data(), 1),
+      holoscan::MemoryStorageType::kSystem, buffer->data(), buffer);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+
+  int released = 0;
+  {
+    auto owned = holoscan::make_tensor(shape, DLDataType{kDLFloat, 32, 1}, std::nullopt,
+                                       holoscan::MemoryStorageType::kSystem, buffer->data(),
+                                       [&released](void*) -> Expected<void> {
+                                         ++released;
+                                         return {};
+                                       });
+    ASSERT_TRUE(owned) << owned.error().message;
+  }
+  EXPECT_EQ(released, 1);
+}
+
+TEST(Holoscan50Api, HostCopiesAreOwningAndWritable) {
+  Tensor tensor = make_host_tensor({2, 3});
+  ASSERT_TRUE(fill_iota(tensor).has_value());
+  auto copy = tensor.copy(nullptr);
+  ASSERT_TRUE(copy) << copy.error().message;
+  EXPECT_NE(copy->data(), tensor.data());
+  EXPECT_NE(copy->dl_ctx()->tensor.flags & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
+  ASSERT_TRUE(fill_iota(*copy).has_value());
+  std::array<float, 6> out{};
+  ASSERT_TRUE(tensor.copy_to_host(out.data(), sizeof(out), nullptr).has_value());
+  EXPECT_EQ(out[5], 5.0f);
+  auto small = tensor.copy_to_host(out.data(), sizeof(out) - 1, nullptr);
+  ASSERT_FALSE(small);
+  EXPECT_EQ(small.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(Holoscan50Api, HandleClaimsArePairedByTheCaller) {
+  const Tensor tensor = make_host_tensor({1});
+  tensor.retain_handle();
+  const Tensor copy = tensor;  // NOLINT(performance-unnecessary-copy-initialization)
+  tensor.release_handle();
+  EXPECT_EQ(copy.dl_ctx(), tensor.dl_ctx());
+}
+
+TEST(Holoscan50Api, ErrorCodeNames) {
+  EXPECT_EQ(holoscan::error_code_name(ErrorCode::kNotSupported), "kNotSupported");
+  EXPECT_EQ(holoscan::error_code_name(static_cast<ErrorCode>(4242)), "unknown");
+  const holoscan::RuntimeError error(ErrorCode::kPermissionDenied, std::string_view("no"));
+  EXPECT_EQ(error.code(), ErrorCode::kPermissionDenied);
+}
+
+}  // namespace

@@ -1,0 +1,192 @@
+// Covers the Tensor members and free functions as Holoscan 5.0 spells them: the by-value context
+// constructor, mutable_data(), explicit handle claims, the context overloads of
+// copy_dl_tensor_with_owned_metadata and dldatatype_from_typestr on a string_view.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "holoscan/dlpack.hpp"
+#include "holoscan/tensor.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/counting_producer.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/tensor_helpers.hpp"
+
+namespace holoscan {
+namespace {
+
+using test::CountingProducer;
+using test::import_or_die;
+using test::TensorSpec;
+using test::tracked;
+using test::writable_view_of;
+
+TEST(TensorConstruction, ConstLvalueContextIsSharedAndRvalueIsTaken) {
+  CountingProducer producer;
+  const Tensor imported = import_or_die(producer);
+  const std::shared_ptr<DLManagedTensorContext> context = imported.dl_ctx();
+  auto reference = tracked(imported);
+  ASSERT_NE(reference, nullptr);
+  {
+    const Tensor shared(context);  // a const lvalue: copied into the parameter
+    EXPECT_EQ(shared.dl_ctx(), context);
+    EXPECT_EQ(reference->handle_claims(), 2);
+    std::shared_ptr<DLManagedTensorContext> handed = context;
+    const Tensor taken(std::move(handed));
+    EXPECT_EQ(handed, nullptr);  // NOLINT(bugprone-use-after-move): moved into the Tensor
+    EXPECT_EQ(reference->handle_claims(), 3);
+  }
+  EXPECT_EQ(reference->handle_claims(), 1);
+  const Tensor empty(std::shared_ptr<DLManagedTensorContext>{});
+  EXPECT_FALSE(static_cast<bool>(empty));
+}
+
+TEST(TensorMutableData, EmptyTensorIsAnInvalidArgument) {
+  Tensor empty;
+  auto data = empty.mutable_data();
+  ASSERT_FALSE(data.has_value());
+  EXPECT_EQ(data.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(TensorMutableData, NullDataIsAnInvalidArgument) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {0, 3};
+  spec.null_data = true;
+  Tensor tensor = writable_view_of(import_or_die(producer, spec));
+  auto data = tensor.mutable_data();
+  ASSERT_FALSE(data.has_value());
+  EXPECT_EQ(data.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(data.error().message.find("null"), std::string::npos) << data.error().message;
+}
+
+TEST(TensorMutableData, ReadOnlyAuthorityIsPermissionDenied) {
+  CountingProducer producer;
+  {
+    Tensor imported = import_or_die(producer);
+    auto data = imported.mutable_data();
+    ASSERT_FALSE(data.has_value());
+    EXPECT_EQ(data.error().code, ErrorCode::kPermissionDenied);
+    EXPECT_NE(data.error().message.find("read-only"), std::string::npos) << data.error().message;
+    EXPECT_NE(imported.data(), nullptr);  // reading stays allowed
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(TensorMutableData, WriterAuthorityGivesTheFirstElement) {
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, 256, 1});
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  auto tensor = (*pool)->allocate(std::vector<std::int64_t>{4}, DLDataType{kDLInt, 32, 1});
+  ASSERT_TRUE(tensor.has_value()) << tensor.error().message;
+  auto data = tensor->mutable_data();
+  ASSERT_TRUE(data.has_value()) << data.error().message;
+  EXPECT_EQ(*data, tensor->data());
+  static_cast<std::int32_t*>(*data)[3] = 7;
+  EXPECT_EQ(tensor->data_as<std::int32_t>()[3], 7);
+}
+
+TEST(TensorHandles, ExplicitClaimsArePairedByTheCaller) {
+  CountingProducer producer;
+  const Tensor tensor = import_or_die(producer);
+  auto reference = tracked(tensor);
+  ASSERT_NE(reference, nullptr);
+  tensor.retain_handle();
+  tensor.retain_handle();
+  EXPECT_EQ(reference->handle_claims(), 3);
+  tensor.release_handle();
+  tensor.release_handle();
+  EXPECT_EQ(reference->handle_claims(), 1);
+  EXPECT_EQ(reference->unpaired_releases(), 0u);
+  const Tensor empty;
+  empty.retain_handle();  // no context: nothing to claim
+  empty.release_handle();
+}
+
+TEST(TensorSynchronization, ConstTensorWithoutContractIsNotImplemented) {
+  CountingProducer producer;
+  const Tensor tensor = import_or_die(producer);
+  EXPECT_EQ(tensor.synchronize_for_consumer_stream(nullptr).error().code,
+            ErrorCode::kNotImplemented);
+  EXPECT_EQ(tensor.synchronize_for_host().error().code, ErrorCode::kNotImplemented);
+  const Tensor empty;
+  EXPECT_EQ(empty.synchronize_for_consumer_stream(nullptr).error().code,
+            ErrorCode::kInvalidArgument);
+}
+
+TEST(CopyMetadata, ContextFromAVersionedTensorTakesVersionAndFlags) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.version = {1, 1};
+  spec.flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+  DLManagedTensorVersioned* managed = producer.make_versioned(spec);
+  DLManagedTensorContext context;
+  copy_dl_tensor_with_owned_metadata(context, *managed, {/*materialize_implicit_strides=*/true});
+  EXPECT_EQ(context.tensor.version.major, 1u);
+  EXPECT_EQ(context.tensor.version.minor, 1u);
+  EXPECT_EQ(context.tensor.flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  EXPECT_EQ(context.tensor.manager_ctx, nullptr);  // the producer's stay with the producer
+  EXPECT_EQ(context.tensor.deleter, nullptr);
+  EXPECT_EQ(context.tensor.dl_tensor.data, managed->dl_tensor.data);
+  EXPECT_EQ(context.tensor.dl_tensor.shape, context.dl_shape.data());
+  EXPECT_EQ(context.dl_shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(context.dl_strides, (std::vector<std::int64_t>{3, 1}));
+  // The context's own view as the source: shape and strides survive the copy onto itself.
+  copy_dl_tensor_with_owned_metadata(context, context.tensor);
+  EXPECT_EQ(context.dl_shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(context.tensor.flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  managed->deleter(managed);
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(CopyMetadata, ContextFromADLTensorIsThisBuildsVersionWithoutFlags) {
+  std::vector<std::int64_t> shape{4};
+  float values[4] = {};
+  const DLTensor tensor{values, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape.data(), nullptr, 0};
+  DLManagedTensorContext context;
+  context.tensor.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  copy_dl_tensor_with_owned_metadata(context, tensor);
+  EXPECT_EQ(context.tensor.version.major, HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR);
+  EXPECT_EQ(context.tensor.version.minor, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR);
+  EXPECT_EQ(context.tensor.flags, 0u);
+  EXPECT_EQ(context.tensor.dl_tensor.strides, nullptr);  // not asked to write them out
+  EXPECT_EQ(context.dl_shape, shape);
+}
+
+TEST(TypeStrings, StringViewNeedNotEndTheString) {
+  const std::string text = "<f4 and more";
+  auto parsed = dldatatype_from_typestr(std::string_view(text).substr(0, 3));
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message;
+  EXPECT_EQ(parsed->code, kDLFloat);
+  EXPECT_EQ(parsed->bits, 32);
+  auto rejected = dldatatype_from_typestr(std::string_view(text).substr(0, 5));
+  ASSERT_FALSE(rejected.has_value());
+  EXPECT_EQ(rejected.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(dldatatype_from_typestr("<f+4").has_value());
+  EXPECT_FALSE(dldatatype_from_typestr("<f04x").has_value());
+}
+
+// The former spellings stay, deprecated, and do what their replacements do.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST(DeprecatedSpellings, ForwardToTheirReplacements) {
+  CountingProducer producer;
+  {
+    const Tensor tensor = import_or_die(producer);
+    EXPECT_EQ(tensor.read_only(), tensor.is_read_only());
+    EXPECT_EQ(tensor.synchronize_for_consumer(nullptr).error().code, ErrorCode::kNotImplemented);
+    EXPECT_EQ(tensor.export_dlpack().error().code, ErrorCode::kNotSupported);
+    auto exported = tensor.export_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    (*exported)->deleter(*exported);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
+}  // namespace holoscan
