@@ -184,6 +184,12 @@ TEST_F(TensorGpuTest, LegacyExportRoundTripKeepsPointerAndDevice) {
 TEST_F(TensorGpuTest, DeviceCopyWaitsForTheSlowProducer) {
   constexpr std::uint32_t kSeed = 0xC0;
   DeviceArray<CheckResult> result(1);
+  // The stream-ordered allocator's first allocation sets its pool up, which can take longer than
+  // the producer's spin: do it before the race, or copy_to would seem to have blocked.
+  void* warm = nullptr;
+  HDL_ASSERT_CUDA(cudaMallocAsync(&warm, kElements * sizeof(std::uint32_t), consumer_));
+  HDL_ASSERT_CUDA(cudaFreeAsync(warm, consumer_));
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(consumer_));
   produce(kSeed);
   const cudaStream_t reader = make_stream();
   auto copy = tensor_.copy_to(DLDevice{kDLCUDA, device_}, consumer_);
