@@ -22,6 +22,7 @@ KDL_CUDA = 2
 KDL_CUDA_HOST = 3
 FLAG_READ_ONLY = 1 << 0
 FLAG_IS_COPIED = 1 << 1
+SLOW_CYCLES = int(2e8)  # torch.cuda._sleep cycles: about 0.1 s on an H200, far beyond any handoff
 
 
 def helpers():
@@ -88,6 +89,18 @@ def _warm_torch(torch):
     torch.arange(4, dtype=torch.float32, device="cuda").reshape(2, 2)
     torch.cuda._sleep(1)
     torch.cuda.synchronize()
+
+
+def slow_pinned_fill(torch, producer, value, count):
+    """`count` pinned float32 zeros, filled with `value` by a device-to-host copy that `producer`
+    queues after a long spin; returns (the pinned tensor, its device source)."""
+    host = torch.zeros(count, dtype=torch.float32, pin_memory=True)
+    with torch.cuda.stream(producer):
+        x = torch.zeros(count, device="cuda")
+        torch.cuda._sleep(SLOW_CYCLES)
+        x.fill_(value)
+        host.copy_(x, non_blocking=True)
+    return host, x
 
 
 def cuda_cupy():
