@@ -19,12 +19,16 @@ from ._core import (
     DLDevice,
     DLDeviceType,
     PoolMemory,
+    ReleaseThreadOptions,
     Tensor,
     TensorPool,
     as_tensor,
+    failed_releases,
     flush_deferred_releases,
     from_dlpack,
     pending_deferred_releases,
+    release_thread_options,
+    set_release_thread_options,
 )
 from .errors import ErrorCode, HoloscanError
 
@@ -44,14 +48,18 @@ __all__ = [
     "HOLOSCAN_DLPACK_IMPL_VERSION_MINOR",
     "HoloscanError",
     "PoolMemory",
+    "ReleaseThreadOptions",
     "Tensor",
     "TensorPool",
     "as_tensor",
     "errors",
+    "failed_releases",
     "flush_deferred_releases",
     "from_dlpack",
     "ipc",
     "pending_deferred_releases",
+    "release_thread_options",
+    "set_release_thread_options",
 ]
 
 

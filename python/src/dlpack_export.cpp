@@ -5,12 +5,12 @@
 #include <string>
 #include <type_traits>
 
+#include "copy_export.hpp"
 #include "devices.hpp"
 #include "dl_types.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
 #include "stream_arg.hpp"
-#include "copy_export.hpp"
 #include "tensor_copy.hpp"
 
 namespace nb = nanobind;

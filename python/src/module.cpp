@@ -13,6 +13,7 @@ NB_MODULE(_core, module) {
   holoscan::python::bind_dl_types(module);
   holoscan::python::bind_tensor(module);
   holoscan::python::bind_functions(module);
+  holoscan::python::bind_release_controls(module);
   holoscan::python::bind_pool(module);
   holoscan::python::bind_ipc(module);  // the submodule holoscan_dlpack._core.ipc
 }

@@ -70,11 +70,9 @@ Tensor copy_for_export(const Tensor& tensor, DLDevice target, const ProtocolStre
         copy_without_gil(tensor, [&](const Tensor& t) { return copy_settled(t, target); }),
         Raise::kBuffer);
   }
-  return copy_or_raise(copy_without_gil(tensor,
-                                        [&](const Tensor& t) {
-                                          return t.copy_to(target, consumer.handle);
-                                        }),
-                       Raise::kBuffer);
+  return copy_or_raise(
+      copy_without_gil(tensor, [&](const Tensor& t) { return t.copy_to(target, consumer.handle); }),
+      Raise::kBuffer);
 }
 
 void bind_tensor_copies(nb::class_<Tensor>& tensor_type) {
