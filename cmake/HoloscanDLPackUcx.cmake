@@ -3,12 +3,8 @@
 # and the presets put .deps/ucx/libucx on CMAKE_PREFIX_PATH), ON requires it, OFF skips it.
 # Sets HOLOSCAN_DLPACK_HAVE_UCX and, when built, HOLOSCAN_DLPACK_UCX_LIBDIR (where UCX's libraries
 # are; its transport plugins are in ${HOLOSCAN_DLPACK_UCX_LIBDIR}/ucx).
-if(SKBUILD)
-  set(_hdl_ucx_default OFF)  # the Python wheel carries the core only
-else()
-  set(_hdl_ucx_default AUTO)
-endif()
-set(HOLOSCAN_DLPACK_WITH_UCX ${_hdl_ucx_default} CACHE STRING
+# The Python package (SKBUILD) binds it as holoscan_dlpack.ucx when it is built.
+set(HOLOSCAN_DLPACK_WITH_UCX AUTO CACHE STRING
   "Build holoscan::dlpack_ucx (tensors across hosts over UCX): AUTO, ON or OFF")
 set_property(CACHE HOLOSCAN_DLPACK_WITH_UCX PROPERTY STRINGS AUTO ON OFF)
 

@@ -71,6 +71,10 @@ python() {
     "$venv/bin/python" benchmarks/python_bench.py >"$out/python-bench.txt" 2>&1
     note "python benchmark: $(tail -1 "$out/python-bench.txt")"
     cat "$out/python-bench.txt"
+    # holoscan_dlpack.ucx beside ucxx (carry .whl/ucxx-site.tar.xz for ucxx; ours alone without).
+    "$venv/bin/python" benchmarks/python_ucx_bench.py >"$out/python-ucx-bench.txt" 2>&1
+    note "python ucx benchmark: exit $? (python-ucx-bench.txt)"
+    tail -6 "$out/python-ucx-bench.txt" | tee -a "$summary"
   fi
 }
 

@@ -65,6 +65,9 @@ if [ "${HOLOSCAN_DLPACK_PYTHON:-1}" = 1 ]; then
   # nanobind beside the package: test_stubs regenerates the stub and compares it with the
   # installed one. HOLOSCAN_DLPACK_PYTHON_TESTING adds the suite's helper extension.
   "$venv/bin/python" -m pip install -q numpy pytest nanobind
-  "$venv/bin/python" -m pip install -q -Ccmake.define.HOLOSCAN_DLPACK_PYTHON_TESTING=ON .
+  # HOLOSCAN_DLPACK_WITH_UCX=AUTO: holoscan_dlpack.ucx whenever .deps/ucx is there, also in a build
+  # folder configured before the package had it.
+  "$venv/bin/python" -m pip install -q -Ccmake.define.HOLOSCAN_DLPACK_PYTHON_TESTING=ON \
+    -Ccmake.define.HOLOSCAN_DLPACK_WITH_UCX=AUTO .
   "$venv/bin/python" -m pytest -rs -p no:cacheprovider tests/python
 fi

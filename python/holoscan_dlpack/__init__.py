@@ -5,12 +5,15 @@ producer zero-copy and read-only; ``Tensor`` exports them back through ``__dlpac
 C exchange API and the array interfaces. A consumer ``stream`` is handed to the producer and
 recorded as the tensor's readiness point, so that later consumers order themselves after it with
 one event wait. Failures are raised as the :mod:`holoscan_dlpack.errors` class of their code.
-:mod:`holoscan_dlpack.ipc` hands device tensors to other processes. See docs/python.md.
+:mod:`holoscan_dlpack.ipc` hands device tensors to other processes, :mod:`holoscan_dlpack.ucx`
+(when built with UCX) sends tensors to other hosts. See docs/python.md.
 """
 
 import importlib
+import os
+import signal
 
-from . import errors
+from . import _core, errors
 from ._core import (
     HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR,
     HOLOSCAN_DLPACK_IMPL_VERSION_MINOR,
@@ -19,12 +22,16 @@ from ._core import (
     DLDevice,
     DLDeviceType,
     PoolMemory,
+    ReleaseThreadOptions,
     Tensor,
     TensorPool,
     as_tensor,
+    failed_releases,
     flush_deferred_releases,
     from_dlpack,
     pending_deferred_releases,
+    release_thread_options,
+    set_release_thread_options,
 )
 from .errors import ErrorCode, HoloscanError
 
@@ -44,19 +51,41 @@ __all__ = [
     "HOLOSCAN_DLPACK_IMPL_VERSION_MINOR",
     "HoloscanError",
     "PoolMemory",
+    "ReleaseThreadOptions",
     "Tensor",
     "TensorPool",
     "as_tensor",
     "errors",
+    "failed_releases",
     "flush_deferred_releases",
     "from_dlpack",
     "ipc",
     "pending_deferred_releases",
+    "release_thread_options",
+    "set_release_thread_options",
 ]
 
 
 def __getattr__(name):
-    """Imports :mod:`holoscan_dlpack.ipc` on first use (it brings multiprocessing's pickler)."""
-    if name == "ipc":
-        return importlib.import_module(".ipc", __name__)  # binds it here: asked only once
+    """Imports :mod:`holoscan_dlpack.ipc` (it brings multiprocessing's pickler) and
+    :mod:`holoscan_dlpack.ucx` on first use."""
+    if name in ("ipc", "ucx"):
+        return importlib.import_module("." + name, __name__)  # binds it here: asked only once
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _give_back_hangup():
+    """UCX, loaded with the extension when it is built in, installs a handler of its own for
+    SIGHUP (UCX_DEBUG_SIGNO) as it loads: a process that imported this package would no longer end
+    on a hang-up. Python's own record of SIGHUP is untouched by that, so it is installed again
+    (unless UCX_DEBUG_SIGNO asks UCX for a signal; only the main thread can; None means C code
+    set the handler before, which cannot be told apart from UCX's)."""
+    previous = signal.getsignal(signal.SIGHUP)
+    if hasattr(_core, "ucx") and "UCX_DEBUG_SIGNO" not in os.environ and previous is not None:
+        try:
+            signal.signal(signal.SIGHUP, previous)
+        except ValueError:  # imported on another thread: UCX's handler stays
+            pass
+
+
+_give_back_hangup()

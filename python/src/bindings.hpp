@@ -18,8 +18,11 @@ void bind_dl_types(nanobind::module_& module);
 /** @brief Binds holoscan.Tensor: properties, stream hooks, DLPack and the array interfaces. */
 void bind_tensor(nanobind::module_& module);
 
-/** @brief Binds as_tensor, from_dlpack, the deferred-release controls and the version constants. */
+/** @brief Binds as_tensor, from_dlpack and the version constants. */
 void bind_functions(nanobind::module_& module);
+
+/** @brief Binds the release thread's controls: flush, counts, ReleaseThreadOptions. */
+void bind_release_controls(nanobind::module_& module);
 
 /** @brief Binds TensorPool and PoolMemory. */
 void bind_pool(nanobind::module_& module);

@@ -5,6 +5,7 @@
 #include <string>
 #include <type_traits>
 
+#include "copy_export.hpp"
 #include "devices.hpp"
 #include "dl_types.hpp"
 #include "errors.hpp"
@@ -96,18 +97,16 @@ void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
   }
 }
 
-nb::object export_copy(Tensor& tensor, DLDevice target, bool versioned) {
-  if (!host_copy_supported(tensor, target)) {
-    throw nb::buffer_error(("a copy of a tensor on device " + device_text(tensor.device()) +
-                            " to device " + device_text(target) +
-                            " is not supported: holoscan_dlpack copies host memory to kDLCPU only")
-                               .c_str());
-  }
-  wait_ready_on_host(tensor);
+// The copy is writable, so any layout may carry it (a legacy capsule refuses only padded
+// sub-byte elements, which it cannot describe); it is ready on the consumer's stream, and its
+// memory outlives what the consumer queues there.
+nb::object export_copy(const Tensor& tensor, DLDevice target, const ProtocolStream& consumer,
+                       bool versioned) {
+  const Tensor copy = copy_for_export(tensor, target, consumer);
   if (versioned) {
-    return to_capsule(copy_to_host_versioned(tensor));
+    return to_capsule(export_copy_versioned(copy, consumer));
   }
-  return to_capsule(copy_to_host_legacy(tensor));
+  return to_capsule(export_copy_legacy(copy, consumer));
 }
 
 }  // namespace
@@ -130,7 +129,7 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
             .c_str());
   }
   if (other_device || copy.ptr() == Py_True) {
-    return export_copy(tensor, target, versioned);  // the copy is writable: any layout may carry it
+    return export_copy(tensor, target, consumer, versioned);
   }
   if (!versioned && tensor.is_read_only()) {
     throw nb::buffer_error(

@@ -5,6 +5,7 @@
 #include <string>
 
 #include <holoscan/dlpack_utils.hpp>
+#include <holoscan/stream_tracked_reference.hpp>
 
 #include "devices.hpp"
 #include "errors.hpp"
@@ -56,7 +57,9 @@ struct ProducerOwner final : PythonRelease {
     if (python_alive) {
       ErrorIndicatorGuard keep_callers_error;
       if (owner->managed->deleter != nullptr) {
-        owner->managed->deleter(owner->managed);
+        // A C++ producer may throw through its deleter: contained and counted, as the library
+        // does for the deleters it runs itself (failed_releases()).
+        detail::run_producer_deleter(owner->managed);
       }
       Py_XDECREF(owner->producer);
     }

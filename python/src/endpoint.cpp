@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include <holoscan/errors.hpp>
 
 #include "errors.hpp"
+#include "imports.hpp"
 
 namespace nb = nanobind;
 
@@ -26,6 +28,18 @@ long long now_ns() noexcept {
 }
 
 }  // namespace
+
+Tensor tensor_argument(nb::handle object, const std::optional<cudaStream_t>& stream) {
+  if (nb::isinstance<Tensor>(object)) {
+    return nb::cast<Tensor&>(object);
+  }
+  nb::object protocol_stream = nb::none();
+  if (stream) {
+    protocol_stream =
+        nb::int_(*stream == nullptr ? std::intptr_t{1} : reinterpret_cast<std::intptr_t>(*stream));
+  }
+  return nb::cast<Tensor&>(as_tensor(object, protocol_stream));
+}
 
 void raise_closed(const char* who) {
   raise_error(Error{ErrorCode::kClosed, std::string(who) + ": closed", 0});

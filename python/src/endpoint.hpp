@@ -1,6 +1,6 @@
 #pragma once
-// What the endpoints of a transport (ipc; ucx beside it) share in Python: a closable handle on a
-// shared C++ object, waits cut into slices so that Ctrl-C interrupts them, and the
+// What the endpoints of a transport (ipc, ucx) share in Python: a closable handle on a shared C++
+// object, the tensors they send, waits cut into slices so that Ctrl-C interrupts them, and the
 // close()/with-block methods.
 #include <nanobind/nanobind.h>
 
@@ -8,7 +8,9 @@
 #include <optional>
 #include <utility>
 
+#include <holoscan/cuda_handles.hpp>
 #include <holoscan/expected.hpp>
+#include <holoscan/tensor.hpp>
 
 #include "bindings.hpp"
 #include "errors.hpp"
@@ -62,6 +64,13 @@ class SharedHandle {
  private:
   std::shared_ptr<T> object_;
 };
+
+/**
+ * @brief A Tensor for an endpoint to send, a handle of our own (another thread may change the
+ *        caller's meanwhile): a Tensor as is, anything else imported as as_tensor imports it,
+ *        with `stream` as the consumer that waits for its producer (none: the legacy default).
+ */
+Tensor tensor_argument(nanobind::handle object, const std::optional<cudaStream_t>& stream);
 
 /** @brief `call()`'s result, called without the GIL (it must touch no Python object). */
 template <typename Call>

@@ -9,15 +9,18 @@ namespace nb = nanobind;
 
 namespace holoscan::python {
 
-void raise_error(const Error& error, Raise kind) {
-  const std::string text = to_string(error);
-  if (kind == Raise::kBuffer) {
-    throw nb::buffer_error(text.c_str());
-  }
+nb::object exception_for(const Error& error) {
   // The classes live in Python (holoscan_dlpack/errors.py), so that users subclass and catch
   // ordinary Python exceptions; an ImportError here would itself propagate, never a lost failure.
-  nb::object exception = nb::module_::import_("holoscan_dlpack.errors")
-                             .attr("_exception_for")(static_cast<int>(error.code), text);
+  return nb::module_::import_("holoscan_dlpack.errors")
+      .attr("_exception_for")(static_cast<int>(error.code), to_string(error));
+}
+
+void raise_error(const Error& error, Raise kind) {
+  if (kind == Raise::kBuffer) {
+    throw nb::buffer_error(to_string(error).c_str());
+  }
+  nb::object exception = exception_for(error);
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
   throw nb::python_error();
 }

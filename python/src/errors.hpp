@@ -1,5 +1,7 @@
 #pragma once
 // The library's Errors as Python exceptions: holoscan_dlpack.errors' class for each ErrorCode.
+#include <nanobind/nanobind.h>
+
 #include <string>
 
 #include <holoscan/errors.hpp>
@@ -11,6 +13,9 @@ enum class Raise {
   kByCode,  ///< The HoloscanError subclass of the code (InvalidArgumentError, ...).
   kBuffer,  ///< BufferError: the DLPack protocol's exception for a failed import or export.
 };
+
+/** @brief The exception object for `error` ("kCode: message"), not raised (a result's error). */
+nanobind::object exception_for(const Error& error);
 
 /** @brief Raises the exception for `error` ("kCode: message"), carrying its code and token. */
 [[noreturn]] void raise_error(const Error& error, Raise kind = Raise::kByCode);

@@ -11,9 +11,9 @@ namespace holoscan::python {
  *        stream, 2 per-thread, -1 no synchronization, a handle, or a `__cuda_stream__()` object
  *        (0 is invalid; ignored for host tensors, whose readiness the host waits for). A versioned
  *        capsule for max_version >= (1, 0), else legacy, which a read-only tensor refuses
- *        (BufferError). `copy=True` or another `dl_device` gives an owning copy (host memory
- *        only); `copy=False` with another `dl_device` raises BufferError. An unconsumed capsule
- *        frees its export when it dies.
+ *        (BufferError). `copy=True` or another `dl_device` gives an owning, writable copy
+ *        (Tensor::copy_to) ordered on the consumer's stream; `copy=False` with another
+ *        `dl_device` raises BufferError. An unconsumed capsule frees its export when it dies.
  */
 nanobind::object export_dlpack(Tensor& tensor, nanobind::handle stream,
                                nanobind::handle max_version, nanobind::handle dl_device,

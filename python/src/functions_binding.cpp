@@ -1,6 +1,5 @@
 #include <nanobind/nanobind.h>
 
-#include <holoscan/deferred_release.hpp>
 #include <holoscan/dlpack_utils.hpp>
 
 #include "bindings.hpp"
@@ -23,26 +22,8 @@ void bind_functions(nb::module_& module) {
                      "bool | None = None) -> Tensor"),
              "Imports a DLPack producer (or capsule) zero-copy, read-only, ordered for `stream` "
              "(Tensor.from_dlpack).");
-  module.def(
-      "flush_deferred_releases",
-      [] {
-        {
-          // The releases waited for may need this thread's GIL (they queue for it): let go.
-          nb::gil_scoped_release unlocked;
-          flush_deferred_releases();
-        }
-        drain_python_releases();
-      },
-      Entry(), "Blocks until every release deferred before the call has run, Python ones too.");
-  module.def(
-      "pending_deferred_releases", [] { return pending_deferred_releases(); }, Entry(),
-      "Releases the library has queued and not yet run.");
   module.attr("HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR") = HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR;
   module.attr("HOLOSCAN_DLPACK_IMPL_VERSION_MINOR") = HOLOSCAN_DLPACK_IMPL_VERSION_MINOR;
-
-  // Before finalization begins, and while every module is whole: run what is queued, then stop
-  // queueing, since no Python thread will drain again and Py_AddPendingCall is unsafe later on.
-  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { stop_python_releases(); }));
 }
 
 }  // namespace holoscan::python

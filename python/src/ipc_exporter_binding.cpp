@@ -11,7 +11,6 @@
 #include "bindings.hpp"
 #include "endpoint.hpp"
 #include "errors.hpp"
-#include "imports.hpp"
 #include "ipc_bindings.hpp"
 #include "stream_arg.hpp"
 
@@ -35,21 +34,6 @@ ipc::PeerId add_peer(ExporterHandle& self, ChannelHandle& channel, int hello_tim
       without_gil([&] { return exporter->add_peer(std::move(taken), hello_timeout_ms); }));
 }
 
-// A handle of our own (the caller's Tensor may be changed by another thread meanwhile). Any other
-// object is imported as as_tensor imports it, with `stream` (None: the legacy default stream) as
-// the consumer that waits for its producer.
-Tensor publishable(nb::handle object, const std::optional<cudaStream_t>& stream) {
-  if (nb::isinstance<Tensor>(object)) {
-    return nb::cast<Tensor&>(object);
-  }
-  nb::object protocol_stream = nb::none();
-  if (stream) {
-    protocol_stream =
-        nb::int_(*stream == nullptr ? std::intptr_t{1} : reinterpret_cast<std::intptr_t>(*stream));
-  }
-  return nb::cast<Tensor&>(as_tensor(object, protocol_stream));
-}
-
 std::uint64_t publish(ExporterHandle& self, ipc::PeerId peer, nb::handle object,
                       nb::handle stream) {
   std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
@@ -57,7 +41,7 @@ std::uint64_t publish(ExporterHandle& self, ipc::PeerId peer, nb::handle object,
   if (!stream.is_none()) {
     on = parse_stream(stream);
   }
-  const Tensor tensor = publishable(object, on);
+  const Tensor tensor = tensor_argument(object, on);
   return value_or_raise(without_gil([&] {
     // Recorded on `stream` even for an import (whose readiness is its producer's current work
     // stream): the caller names the stream that wrote the tensor.

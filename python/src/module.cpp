@@ -4,6 +4,9 @@
 
 #include "bindings.hpp"
 #include "ipc_bindings.hpp"
+#ifdef HOLOSCAN_DLPACK_PYTHON_UCX
+#include "ucx_bindings.hpp"
+#endif
 
 namespace nb = nanobind;
 
@@ -13,6 +16,10 @@ NB_MODULE(_core, module) {
   holoscan::python::bind_dl_types(module);
   holoscan::python::bind_tensor(module);
   holoscan::python::bind_functions(module);
+  holoscan::python::bind_release_controls(module);
   holoscan::python::bind_pool(module);
   holoscan::python::bind_ipc(module);  // the submodule holoscan_dlpack._core.ipc
+#ifdef HOLOSCAN_DLPACK_PYTHON_UCX
+  holoscan::python::bind_ucx(module);  // the submodule holoscan_dlpack._core.ucx
+#endif
 }

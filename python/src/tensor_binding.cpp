@@ -13,6 +13,7 @@
 #include "exports.hpp"
 #include "imports.hpp"
 #include "stream_arg.hpp"
+#include "tensor_copy.hpp"
 
 namespace nb = nanobind;
 
@@ -113,7 +114,7 @@ void bind_protocols(nb::class_<Tensor>& type) {
            "default, 2 per-thread default, -1 no synchronization, a stream pointer, or an object "
            "with __cuda_stream__(); 0 is invalid; ignored for host tensors. A read-only tensor "
            "needs max_version >= (1, 0) (BufferError else). copy=True or another dl_device "
-           "gives an owning copy.")
+           "gives an owning, writable copy, made on `stream` after the readiness point.")
       .def("__dlpack_device__", &dlpack_device, Entry(),
            nb::sig("def __dlpack_device__(self) -> tuple[int, int]"),
            "(device_type, device_id) as ints.")
@@ -128,7 +129,7 @@ void bind_protocols(nb::class_<Tensor>& type) {
   bind_exchange_export(type);
 }
 
-// Beyond Holoscan's Python Tensor: the C++ stream hooks, the producer's flags.
+// Beyond Holoscan's Python Tensor: the C++ stream hooks and copies, the producer's flags.
 void bind_stream_hooks(nb::class_<Tensor>& type) {
   type.def_prop_ro("flags", &Tensor::flags, Entry(), "The producer's DLPACK_FLAG_BITMASK_* bits.")
       .def_prop_ro(
@@ -171,6 +172,7 @@ void bind_stream_hooks(nb::class_<Tensor>& type) {
           },
           Entry(), "Blocks until the readiness point completed; False when there is none.")
       .def("__repr__", &repr, Entry());
+  bind_tensor_copies(type);
 }
 
 // The spellings before Holoscan 5.0's; each warns and names its replacement.

@@ -1,27 +1,25 @@
 #pragma once
-// Owning copies for `__dlpack__(copy=True)` and for exports to another device.
+// Owning copies (the C++ Tensor::copy_to) for Python: `__dlpack__(copy=True)`, exports to another
+// device, and the Tensor.copy / Tensor.copy_to extensions.
+#include <nanobind/nanobind.h>
+
 #include <dlpack/dlpack.h>
 
 #include <holoscan/tensor.hpp>
 
+#include "stream_arg.hpp"
+
 namespace holoscan::python {
 
 /**
- * @brief Whether `copy_to_host` can copy `tensor` to `target`: host-readable memory (kDLCPU,
- *        kDLCUDAHost) to (kDLCPU, 0). Copies that involve device memory need the C++ library's
- *        Tensor::copy_to, which this build does not have yet.
+ * @brief The copy `__dlpack__` exports: compact, writable, IS_COPIED, on `target`, ordered on the
+ *        consumer's stream as Holoscan 5.0 documents it (None: the legacy default stream). With
+ *        -1 the copy is made on the legacy default stream and waited for on the host, since the
+ *        consumer orders nothing after it. Waits without the GIL; BufferError on failure.
  */
-bool host_copy_supported(const Tensor& tensor, DLDevice target) noexcept;
+Tensor copy_for_export(const Tensor& tensor, DLDevice target, const ProtocolStream& consumer);
 
-/**
- * @brief A compact, writable, owning copy of `tensor`'s elements in new host memory (flags
- *        IS_COPIED, plus IS_SUBBYTE_TYPE_PADDED when the source has it): a versioned managed
- *        tensor whose deleter frees it on any thread. The caller waited for the data (host).
- *        BufferError for packed sub-byte elements that are not contiguous.
- */
-DLManagedTensorVersioned* copy_to_host_versioned(const Tensor& tensor);
-
-/** @brief As above, in the legacy layout; BufferError when a flag would be lost (padded). */
-DLManagedTensor* copy_to_host_legacy(const Tensor& tensor);
+/** @brief Binds Tensor.copy(stream=None) and Tensor.copy_to(device_or_pool, stream=None). */
+void bind_tensor_copies(nanobind::class_<Tensor>& tensor_type);
 
 }  // namespace holoscan::python

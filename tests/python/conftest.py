@@ -4,13 +4,25 @@ the reason when absent) and a runner for scripts that must see interpreter shutd
 import functools
 import gc
 import os
+import pathlib
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-import holoscan_dlpack as hd
+# UCX (holoscan_dlpack.ucx) as the C++ tests run it (tests/ucx/CMakeLists.txt): the transport
+# plugins of the UCX this checkout builds against, and TCP on the loopback, which every machine
+# has (GPU tests pick their own UCX_TLS). UCX reads UCX_MODULE_DIR as the extension loads it, so
+# before the first import; the rest when a Worker is made. Spawned peers inherit them.
+UCX_PLUGINS = pathlib.Path(__file__).parents[2] / ".deps" / "ucx" / "libucx" / "lib" / "ucx"
+if UCX_PLUGINS.is_dir():
+    os.environ["UCX_MODULE_DIR"] = str(UCX_PLUGINS)
+os.environ["UCX_TLS"] = "tcp"
+os.environ["UCX_WARN_UNUSED_ENV_VARS"] = "n"
+
+import holoscan_dlpack as hd  # noqa: E402 -- after UCX's environment
 
 try:
     import holoscan_dlpack_testing
@@ -22,6 +34,7 @@ KDL_CUDA = 2
 KDL_CUDA_HOST = 3
 FLAG_READ_ONLY = 1 << 0
 FLAG_IS_COPIED = 1 << 1
+SLOW_CYCLES = int(2e8)  # torch.cuda._sleep cycles: about 0.1 s on an H200, far beyond any handoff
 
 
 def helpers():
@@ -90,6 +103,18 @@ def _warm_torch(torch):
     torch.cuda.synchronize()
 
 
+def slow_pinned_fill(torch, producer, value, count):
+    """`count` pinned float32 zeros, filled with `value` by a device-to-host copy that `producer`
+    queues after a long spin; returns (the pinned tensor, its device source)."""
+    host = torch.zeros(count, dtype=torch.float32, pin_memory=True)
+    with torch.cuda.stream(producer):
+        x = torch.zeros(count, device="cuda")
+        torch.cuda._sleep(SLOW_CYCLES)
+        x.fill_(value)
+        host.copy_(x, non_blocking=True)
+    return host, x
+
+
 def cuda_cupy():
     """CuPy with a CUDA device, or a skip that says why not."""
     cupy = pytest.importorskip("cupy")
@@ -99,6 +124,12 @@ def cuda_cupy():
     except cupy.cuda.runtime.CUDARuntimeError as error:
         pytest.skip(f"CuPy sees no CUDA device (GPU test): {error}")
     return cupy
+
+
+def documented_example(heading):
+    """The first Python block after `heading` in docs/python.md."""
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "python.md").read_text()
+    return re.search(r"```python\n(.*?)```", text[text.index(heading):], re.S).group(1)
 
 
 def run_python(source, timeout=60):

@@ -8,6 +8,7 @@ import time
 import traceback
 
 import holoscan_dlpack as hd
+from gpu_writers import CupyWriter, TorchWriter
 from holoscan_dlpack import ipc
 
 HELLO_MS = 60000
@@ -16,18 +17,6 @@ ROWS = 1 << 16  # int32 elements per tensor: 256 KiB
 
 # The producer's slow write: about 20 ms of spinning on an H200, far longer than a handoff.
 SPIN_CYCLES = 40_000_000
-
-_SPIN_THEN_WRITE = r"""
-extern "C" __global__ void spin_then_write(int* out, int n, int first, long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) {
-    out[i] = first + i;
-  }
-}
-"""
 
 
 @contextlib.contextmanager
@@ -89,70 +78,12 @@ def _drain(exporter):
     return exporter.held()
 
 
-class _TorchWriter:
-    """Writes `first + arange(ROWS)` after a spin, on a torch stream."""
-
-    def __init__(self, spin):
-        import torch
-        self.torch = torch
-        self.stream = torch.cuda.Stream()
-        self.base = torch.arange(ROWS, dtype=torch.int32, device="cuda")
-        self.spin = spin
-        # Loads both kernels now: CUDA loads a kernel's module on its first launch, and that load
-        # waits for the whole device, so the first write's spin would be over before its publish.
-        self.write(self.new(), 0, spin=1)
-        torch.cuda.synchronize()
-
-    def new(self):
-        with self.torch.cuda.stream(self.stream):
-            return self.torch.empty(ROWS, dtype=self.torch.int32, device="cuda")
-
-    def write(self, target, first, spin=None):
-        with self.torch.cuda.stream(self.stream):
-            view = self.torch.from_dlpack(target) if isinstance(target, hd.Tensor) else target
-            cycles = self.spin if spin is None else spin
-            if cycles:
-                self.torch.cuda._sleep(cycles)
-            self.torch.add(self.base, first, out=view)
-
-    def busy(self):
-        return not self.stream.query()
-
-
-class _CupyWriter:
-    """Writes `first + arange(ROWS)` after a spin, with one kernel on a CuPy stream."""
-
-    def __init__(self, spin):
-        import cupy
-        self.cupy = cupy
-        self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.kernel = cupy.RawKernel(_SPIN_THEN_WRITE, "spin_then_write")
-        self.spin = spin
-        self.write(cupy.zeros(ROWS, dtype=cupy.int32), 0, spin=0)  # loads the kernel now
-        cupy.cuda.Device().synchronize()
-
-    def new(self):
-        with self.stream:
-            return self.cupy.empty(ROWS, dtype=self.cupy.int32)
-
-    def write(self, target, first, spin=None):
-        import numpy
-        with self.stream:
-            view = self.cupy.from_dlpack(target) if isinstance(target, hd.Tensor) else target
-            cycles = self.spin if spin is None else spin
-            self.kernel(((ROWS + 255) // 256,), (256,),
-                        (view, numpy.int32(ROWS), numpy.int32(first), numpy.int64(cycles)))
-
-    def busy(self):
-        return not self.stream.done
-
-
 def produce(reports, channel, framework, memory, count, spin):
     """Publishes `count` tensors, tensor i holding `i + arange(ROWS)`, each written by a slow
     kernel on the producer's stream and published before that kernel is done. `memory` is "pool"
     (a shareable TensorPool's blocks, reused) or "framework" (the framework's own tensors)."""
     with reported(reports):
-        writer = (_TorchWriter if framework == "torch" else _CupyWriter)(spin)
+        writer = (TorchWriter if framework == "torch" else CupyWriter)(ROWS, spin)
         pool = hd.TensorPool(memory="device", block_bytes=ROWS * 4, block_count=4, shareable=True)
         with ipc.Exporter() as exporter:
             peer = exporter.add_peer(channel, hello_timeout_ms=HELLO_MS)

@@ -13,10 +13,11 @@ import weakref
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CUDA, KDL_CUDA_HOST, cuda_cupy, cuda_torch, run_python
+from conftest import (KDL_CUDA, KDL_CUDA_HOST, SLOW_CYCLES, cuda_cupy, cuda_torch, run_python,
+                      slow_pinned_fill)
 
 ROWS, COLS = 256, 1024  # 1 MiB of float32: visible in the frameworks' allocator counters
-SLOW = int(2e8)  # torch.cuda._sleep cycles: about 0.1 s on an H200, far longer than any handoff
+SLOW = SLOW_CYCLES
 
 
 class Producer:
@@ -334,12 +335,7 @@ def test_pinned_host_export_waits_for_its_producer(testing):
     torch = cuda_torch()
     np = pytest.importorskip("numpy")
     producer = torch.cuda.Stream()
-    host = torch.zeros(ROWS * COLS, dtype=torch.float32, pin_memory=True)
-    with torch.cuda.stream(producer):
-        x = torch.zeros(ROWS * COLS, device="cuda")
-        torch.cuda._sleep(SLOW)
-        x.fill_(2.0)
-        host.copy_(x, non_blocking=True)
+    host, x = slow_pinned_fill(torch, producer, 2.0, ROWS * COLS)
     capsule = testing.make_capsule(shape=[ROWS * COLS], device=(KDL_CUDA_HOST, 0),
                                    address=host.data_ptr())
     t = hd.from_dlpack(capsule, stream=producer)  # readiness: the producer stream, now

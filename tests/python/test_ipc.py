@@ -7,10 +7,7 @@ comes back, and consumers on the legacy default stream wait for the exporter too
 
 import multiprocessing
 import os
-import pathlib
-import re
 import selectors
-import signal
 import subprocess
 import sys
 import threading
@@ -20,8 +17,9 @@ import pytest
 
 import holoscan_dlpack as hd
 import ipc_peers
-from conftest import KDL_CUDA, cuda_cupy, cuda_torch, run_python
+from conftest import KDL_CUDA, cuda_cupy, cuda_torch, documented_example, run_python
 from holoscan_dlpack import ipc
+from waits import assert_close_ends_a_wait, assert_gives_way_to_signals
 
 HELLO_MS = 10000
 SPAWN = multiprocessing.get_context("spawn")
@@ -295,12 +293,6 @@ def test_fileno_works_with_selectors(tmp_path):
         exporter.close()
 
 
-def documented_example(heading):
-    """The first Python block after `heading` in docs/python.md."""
-    text = (pathlib.Path(__file__).parents[2] / "docs" / "python.md").read_text()
-    return re.search(r"```python\n(.*?)```", text[text.index(heading):], re.S).group(1)
-
-
 def test_the_documented_asyncio_loops_run_as_written(endpoints):
     import asyncio
     exporter, peer, importer = endpoints
@@ -334,46 +326,13 @@ def test_the_documented_asyncio_loops_run_as_written(endpoints):
 
 def test_receive_gives_way_to_signals(endpoints):
     exporter, _, importer = endpoints
-
-    class Alarm(Exception):
-        pass
-
-    def ring(signum, frame):
-        raise Alarm()
-
-    # Should the wait ignore the signal, closing the exporter ends it with ClosedError instead.
-    watchdog = threading.Timer(10, exporter.close)
-    previous = signal.signal(signal.SIGALRM, ring)
-    try:
-        watchdog.start()
-        signal.setitimer(signal.ITIMER_REAL, 0.2)
-        start = time.monotonic()
-        with pytest.raises(Alarm):
-            importer.receive()  # no limit
-        assert time.monotonic() - start < 5
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        watchdog.cancel()
+    assert_gives_way_to_signals(importer.receive, exporter.close)  # receive(): no limit
 
 
 def test_close_from_another_thread_ends_a_receive(endpoints):
     _, _, importer = endpoints
-    outcome = {}
-
-    def wait():
-        try:
-            outcome["got"] = importer.receive(timeout_ms=HELLO_MS)
-        except hd.errors.HoloscanError as error:
-            outcome["error"] = error
-
-    thread = threading.Thread(target=wait)
-    thread.start()
-    time.sleep(0.05)
-    importer.close()
-    thread.join(timeout=HELLO_MS / 1000)
-    assert not thread.is_alive()
-    assert str(outcome.get("error")) == "kClosed: ipc.Importer: closed", outcome
+    assert_close_ends_a_wait(lambda: importer.receive(timeout_ms=HELLO_MS), importer.close,
+                             "kClosed: ipc.Importer: closed")
 
 
 # ---- two processes ------------------------------------------------------------------------------

@@ -8,11 +8,12 @@ import pathlib
 import pytest
 
 import holoscan_dlpack
+from conftest import UCX_PLUGINS
 from holoscan_dlpack import _core
 
 STUBS = pathlib.Path(holoscan_dlpack.__file__).with_name("_core")
 STUB = STUBS / "__init__.pyi"
-SUBMODULES = {"ipc": _core.ipc}
+SUBMODULES = {name: getattr(_core, name) for name in ("ipc", "ucx") if hasattr(_core, name)}
 PATTERNS = pathlib.Path(__file__).parents[2] / "python" / "stub_patterns.txt"
 
 
@@ -35,6 +36,13 @@ def stub_names(stub=STUB):
 
 PROTOCOL = {"__dlpack__", "__dlpack_device__", "__cuda_array_interface__",
             "__array_interface__", "__dlpack_c_exchange_api__"}
+
+
+def test_the_ucx_submodule_is_built_where_the_checkout_has_ucx():
+    # scripts/install-deps.sh unpacked UCX, so `pip install .` must have found it.
+    if UCX_PLUGINS.is_dir():
+        assert "ucx" in SUBMODULES, ("UCX is in .deps/ucx but holoscan_dlpack was built without "
+                                     "it: reinstall with -Ccmake.define.HOLOSCAN_DLPACK_WITH_UCX=ON")
 
 
 def test_stub_is_installed_with_py_typed():
@@ -75,7 +83,7 @@ def test_stubs_cover_the_submodules(name):
     submodule = SUBMODULES[name]
     names, members = stub_names(STUBS / f"{name}.pyi")
     assert {n for n in dir(submodule) if not n.startswith("_")} == names
-    assert_classes_covered(submodule, members, names)
+    assert_classes_covered(submodule, members, members)
 
 
 def test_stub_types_the_holoscan_api():
@@ -102,13 +110,28 @@ def test_stub_types_the_holoscan_api():
         assert line in ipc, line
 
 
+def test_the_ucx_stub_types_its_worker():
+    if "ucx" not in SUBMODULES:
+        pytest.skip("holoscan_dlpack was built without UCX")
+    text = (STUBS / "ucx.pyi").read_text()
+    for line in ("def send(self, peer: int, tensor: object) -> int:",
+                 "def receive(self, timeout_ms: int | None = None) -> Received | None:",
+                 "def accept(self, timeout_ms: int | None = None) -> int | None:",
+                 "def tensor(self) -> holoscan_dlpack._core.Tensor:",
+                 "def error(self) -> Exception | None:",
+                 "def __enter__(self) -> Worker:"):
+        assert line in text, line
+
+
 def test_every_public_name_has_a_docstring():
     for name in holoscan_dlpack.__all__:
         value = getattr(holoscan_dlpack, name)
         if callable(value):
             assert (value.__doc__ or "").strip(), name
+    submodule_classes = [getattr(module, name) for module in SUBMODULES.values()
+                         for name in dir(module) if isinstance(getattr(module, name), type)]
     for cls in (_core.Tensor, _core.TensorPool, _core.DLDevice, _core.DLDataType,
-                *(getattr(_core.ipc, name) for name in holoscan_dlpack.ipc.__all__)):
+                _core.ReleaseThreadOptions, *submodule_classes):
         for name, member in vars(cls).items():
             if not name.startswith("_") or name in ("__dlpack__", "__dlpack_device__"):
                 assert (getattr(member, "__doc__", "") or "").strip(), f"{cls.__name__}.{name}"

@@ -19,8 +19,8 @@ namespace {
 
 nb::object make_capsule(unsigned major, unsigned minor, bool versioned, std::uint64_t flags,
                         const std::vector<std::int64_t>& shape, nb::tuple dtype, nb::tuple device,
-                        bool gil_deleter, bool null_data, std::uintptr_t address,
-                        std::uint64_t byte_offset) {
+                        bool gil_deleter, bool throwing_deleter, bool null_data,
+                        std::uintptr_t address, std::uint64_t byte_offset) {
   ProducerSpec spec;
   spec.version = DLPackVersion{major, minor};
   spec.flags = flags;
@@ -30,6 +30,7 @@ nb::object make_capsule(unsigned major, unsigned minor, bool versioned, std::uin
   spec.device = DLDevice{static_cast<DLDeviceType>(nb::cast<int>(device[0])),
                          nb::cast<std::int32_t>(device[1])};
   spec.gil_deleter = gil_deleter;
+  spec.throwing_deleter = throwing_deleter;
   spec.null_data = null_data;
   spec.address = address;
   spec.byte_offset = byte_offset;
@@ -63,10 +64,10 @@ NB_MODULE(holoscan_dlpack_testing, module) {
              nb::arg("minor") = 0, nb::arg("versioned") = true, nb::arg("flags") = 0,
              nb::arg("shape") = std::vector<std::int64_t>{4},
              nb::arg("dtype") = nb::make_tuple(2, 32, 1), nb::arg("device") = nb::make_tuple(1, 0),
-             nb::arg("gil_deleter") = false, nb::arg("null_data") = false, nb::arg("address") = 0,
-             nb::arg("byte_offset") = 0,
+             nb::arg("gil_deleter") = false, nb::arg("throwing_deleter") = false,
+             nb::arg("null_data") = false, nb::arg("address") = 0, nb::arg("byte_offset") = 0,
              "A DLPack capsule over new host memory (or over `address`, not owned) whose deleter "
-             "is counted.");
+             "is counted (and, versioned with throwing_deleter, then throws).");
   module.def("deleter_calls", &testing::deleter_calls,
              "Deleter calls of the test producers' tensors so far.");
   module.def("last_deleter_thread", &testing::last_deleter_thread,

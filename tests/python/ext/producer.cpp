@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <stdexcept>
 
 namespace holoscan::python::testing {
 namespace {
@@ -35,6 +36,11 @@ struct Record {
   }
   static void delete_legacy(DLManagedTensor* self) noexcept {
     static_cast<Record*>(self->manager_ctx)->count_and_free();
+  }
+  // DLPack deleters are C function pointers, but nothing stops a C++ producer from throwing.
+  static void delete_and_throw(DLManagedTensorVersioned* self) {
+    delete_versioned(self);
+    throw std::runtime_error("the test producer's deleter throws");
   }
 };
 
@@ -70,7 +76,8 @@ DLManagedTensorVersioned* make_versioned(const ProducerSpec& spec) {
   record->versioned.flags = spec.flags;
   record->versioned.dl_tensor = tensor;
   record->versioned.manager_ctx = record;
-  record->versioned.deleter = &Record::delete_versioned;
+  record->versioned.deleter =
+      spec.throwing_deleter ? &Record::delete_and_throw : &Record::delete_versioned;
   return &record->versioned;
 }
 

@@ -17,6 +17,7 @@ struct ProducerSpec {
   DLDataType dtype{kDLFloat, 32, 1};   ///< Element type.
   DLDevice device{kDLCPU, 0};          ///< Reported device; new memory is always host.
   bool gil_deleter = false;            ///< The deleter takes the GIL, as NumPy's does.
+  bool throwing_deleter = false;       ///< The deleter frees, then throws (a faulty C++ producer).
   bool null_data = false;              ///< Give a null data pointer.
   std::uintptr_t address = 0;          ///< Describe this memory (not owned) instead of new bytes.
   std::uint64_t byte_offset = 0;       ///< Bytes before the first element (new memory only).

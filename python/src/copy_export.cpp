@@ -1,0 +1,73 @@
+// A copy's export wraps the library's own (which owns the shape, the strides and a reference to
+// the memory) and adds one step to its deleter: a deallocation point on the consumer's stream.
+#include "copy_export.hpp"
+
+#include <memory>
+#include <new>
+
+#include "devices.hpp"
+
+namespace holoscan::python {
+namespace {
+
+template <class Managed>
+struct RetiringExport {
+  Managed view{};            // what the consumer gets: the inner export's fields, our deleter
+  Managed* inner = nullptr;  // the library's export
+  Tensor copy;               // the copy, to record the point on
+  cudaStream_t consumer = nullptr;
+
+  static void deleter(Managed* self) noexcept {
+    std::unique_ptr<RetiringExport> owner(static_cast<RetiringExport*>(self->manager_ctx));
+    try {
+      // Without the point the memory would go once the copy was made, under the consumer's
+      // kernels. A stream that cannot take it any more (destroyed) leaves the legacy one.
+      if (!owner->copy.set_deallocation_stream(owner->consumer)) {
+        (void)owner->copy.set_deallocation_stream(kLegacyStream);
+      }
+    } catch (...) {  // out of memory for the point: still freed after the copy's own points
+    }
+    owner->inner->deleter(owner->inner);
+  }
+};
+
+cudaStream_t retiring_stream(const ProtocolStream& consumer) noexcept {
+  const bool explicit_stream = consumer.kind == ProtocolStream::Kind::kStream &&
+                               consumer.handle != kLegacyStream &&
+                               consumer.handle != kPerThreadStream;
+  return explicit_stream ? consumer.handle : kLegacyStream;
+}
+
+template <class Managed>
+expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& copy,
+                               const ProtocolStream& consumer) {
+  if (!inner || !cuda_ordered(copy.device().device_type)) {
+    return inner;  // host memory: its consumer reads it on the host, nothing to retire
+  }
+  auto* owner = new (std::nothrow) RetiringExport<Managed>();
+  if (owner == nullptr) {
+    (*inner)->deleter(*inner);
+    return make_unexpected(ErrorCode::kResourceExhausted, "__dlpack__: out of host memory");
+  }
+  owner->view = **inner;
+  owner->view.manager_ctx = owner;
+  owner->view.deleter = &RetiringExport<Managed>::deleter;
+  owner->inner = *inner;
+  owner->copy = copy;
+  owner->consumer = retiring_stream(consumer);
+  return &owner->view;
+}
+
+}  // namespace
+
+expected<DLManagedTensorVersioned*, Error> export_copy_versioned(const Tensor& copy,
+                                                                 const ProtocolStream& consumer) {
+  return wrap(copy.to_dlpack_versioned(), copy, consumer);
+}
+
+expected<DLManagedTensor*, Error> export_copy_legacy(const Tensor& copy,
+                                                     const ProtocolStream& consumer) {
+  return wrap(copy.to_dlpack(), copy, consumer);
+}
+
+}  // namespace holoscan::python

@@ -1,0 +1,149 @@
+// The release thread from Python: flush and count deferred releases, its options (the C++
+// ReleaseThreadOptions, durations as datetime.timedelta) and the producer deleters that threw.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/chrono.h>
+#include <nanobind/stl/string.h>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <new>
+#include <string>
+
+#include <holoscan/deferred_release.hpp>
+
+#include "bindings.hpp"
+#include "errors.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+// A timedelta (or a number of seconds) in whole `Unit`s, rounded down and saturated to int64:
+// a value past the range stays past it, for set_release_thread_options to refuse by name.
+template <class Unit>
+Unit whole_units(nb::handle value, const char* field) {
+  nb::module_ datetime = nb::module_::import_("datetime");
+  nb::object timedelta = datetime.attr("timedelta");
+  nb::object duration = nb::borrow(value);
+  if (PyLong_Check(value.ptr()) || PyFloat_Check(value.ptr())) {
+    duration = timedelta(nb::arg("seconds") = value);
+  } else if (!nb::isinstance(value, timedelta)) {
+    throw nb::type_error((std::string(field) + " must be a datetime.timedelta or seconds").c_str());
+  }
+  const auto unit_us = std::chrono::duration_cast<std::chrono::microseconds>(Unit(1)).count();
+  const nb::object unit = timedelta(nb::arg("microseconds") = unit_us);
+  const nb::object count = duration.attr("__floordiv__")(unit);
+  int overflow = 0;
+  const long long units = PyLong_AsLongLongAndOverflow(count.ptr(), &overflow);
+  if (overflow != 0) {
+    return Unit(overflow > 0 ? std::numeric_limits<std::int64_t>::max()
+                             : std::numeric_limits<std::int64_t>::min());
+  }
+  return Unit(units);
+}
+
+ReleaseThreadOptions make_options(nb::handle poll_interval, nb::handle exit_drain) {
+  ReleaseThreadOptions options;
+  if (!poll_interval.is_none()) {
+    options.poll_interval = whole_units<std::chrono::microseconds>(poll_interval, "poll_interval");
+  }
+  if (!exit_drain.is_none()) {
+    options.exit_drain = whole_units<std::chrono::milliseconds>(exit_drain, "exit_drain");
+  }
+  return options;
+}
+
+std::string repr(const ReleaseThreadOptions& options) {
+  return "ReleaseThreadOptions(poll_interval=" + std::to_string(options.poll_interval.count()) +
+         " us, exit_drain=" + std::to_string(options.exit_drain.count()) + " ms)";
+}
+
+// A duration field: read as a timedelta, written from a timedelta or seconds.
+template <class Unit>
+void def_duration(nb::class_<ReleaseThreadOptions>& type, const char* name,
+                  Unit ReleaseThreadOptions::*field, nb::sig setter_signature, const char* doc) {
+  type.def_prop_rw(
+      name, [field](const ReleaseThreadOptions& o) { return o.*field; },
+      [field, name](ReleaseThreadOptions& o, nb::handle value) {
+        o.*field = whole_units<Unit>(value, name);
+      },
+      nb::for_setter(setter_signature), doc);
+}
+
+void bind_options(nb::module_& module) {
+  nb::class_<ReleaseThreadOptions> type(
+      module, "ReleaseThreadOptions",
+      "How the release thread polls the GPU and how long the exit drain may wait for it (the "
+      "C++ holoscan::ReleaseThreadOptions). The environment variables "
+      "HOLOSCAN_DLPACK_RELEASE_POLL_US and HOLOSCAN_DLPACK_EXIT_DRAIN_MS win over what code sets.");
+  type.def(
+          "__init__",
+          [](ReleaseThreadOptions* self, nb::handle poll_interval, nb::handle exit_drain) {
+            new (self) ReleaseThreadOptions(make_options(poll_interval, exit_drain));
+          },
+          nb::kw_only(), nb::arg("poll_interval") = nb::none(), nb::arg("exit_drain") = nb::none(),
+          Entry(),
+          nb::sig("def __init__(self, *, poll_interval: datetime.timedelta | float | None = None, "
+                  "exit_drain: datetime.timedelta | float | None = None) -> None"),
+          "Options with the defaults (50 us, 5 s) where None; a number is seconds.")
+      .def(
+          "__eq__",
+          [](const ReleaseThreadOptions& a, const ReleaseThreadOptions& b) {
+            return a.poll_interval == b.poll_interval && a.exit_drain == b.exit_drain;
+          },
+          nb::is_operator(), Entry())
+      .def("__repr__", &repr, Entry());
+  def_duration(type, "poll_interval", &ReleaseThreadOptions::poll_interval,
+               nb::sig("def poll_interval(self, value: datetime.timedelta | float, /) -> None"),
+               "The shortest rest between two polling rounds while releases are pending (1 us "
+               "to 1 s, whole microseconds).");
+  def_duration(type, "exit_drain", &ReleaseThreadOptions::exit_drain,
+               nb::sig("def exit_drain(self, value: datetime.timedelta | float, /) -> None"),
+               "The longest the exit drain waits for pending releases (0 to 24 h, whole "
+               "milliseconds).");
+}
+
+}  // namespace
+
+void bind_release_controls(nb::module_& module) {
+  bind_options(module);
+  module.def(
+      "set_release_thread_options",
+      [](const ReleaseThreadOptions& options) {
+        if (auto set = set_release_thread_options(options); !set) {
+          raise_error(set.error());
+        }
+      },
+      nb::arg("options"), Entry(),
+      "Sets the release thread's options from code (environment variables still win). "
+      "InvalidArgumentError naming the field, with nothing changed, when a value is out of its "
+      "range.");
+  module.def("release_thread_options", &release_thread_options, Entry(),
+             "The options in effect: the environment's, else those set from code, else the "
+             "defaults.");
+  module.def("failed_releases", &failed_releases, Entry(),
+             "DLPack producer deleters that threw (contained: counted, the first 16 reported on "
+             "stderr; what they did not free leaks).");
+  module.def(
+      "flush_deferred_releases",
+      [] {
+        {
+          // The releases waited for may need this thread's GIL (they queue for it): let go.
+          nb::gil_scoped_release unlocked;
+          flush_deferred_releases();
+        }
+        drain_python_releases();
+      },
+      Entry(), "Blocks until every release deferred before the call has run, Python ones too.");
+  module.def(
+      "pending_deferred_releases", [] { return pending_deferred_releases(); }, Entry(),
+      "Releases the library has queued and not yet run.");
+
+  // Before finalization begins, and while every module is whole: run what is queued, then stop
+  // queueing, since no Python thread will drain again and Py_AddPendingCall is unsafe later on.
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { stop_python_releases(); }));
+}
+
+}  // namespace holoscan::python

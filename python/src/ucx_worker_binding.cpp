@@ -1,0 +1,205 @@
+// ucx.Worker: listens and connects, sends Tensors (or anything as_tensor takes) and receives them.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <holoscan/tensor_pool.hpp>
+#include <holoscan/ucx/worker.hpp>
+
+#include "bindings.hpp"
+#include "endpoint.hpp"
+#include "errors.hpp"
+#include "ucx_bindings.hpp"
+
+namespace nb = nanobind;
+
+namespace holoscan::python {
+namespace {
+
+constexpr const char* kWorker = "ucx.Worker";
+// The C++ default (4 GiB), as the keyword default.
+const std::uint64_t kMaxReceiveBytes = ucx::WorkerConfig{}.max_receive_bytes;
+
+using WorkerHandle = SharedHandle<ucx::Worker>;
+
+WorkerHandle create(std::size_t window, nb::handle receive_pool, std::uint64_t max_receive_bytes,
+                    int spin_us) {
+  ucx::WorkerConfig config;
+  config.window = window;
+  if (!receive_pool.is_none()) {
+    config.receive_pool = nb::cast<std::shared_ptr<TensorPool>>(receive_pool);
+  }
+  config.max_receive_bytes = max_receive_bytes;
+  config.spin_us = spin_us;
+  return WorkerHandle(std::make_shared<ucx::Worker>(
+      value_or_raise(without_gil([&] { return ucx::Worker::create(config); }))));
+}
+
+std::uint16_t listen(WorkerHandle& self, const std::string& address, std::uint16_t port) {
+  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+  return value_or_raise(without_gil([&] { return worker->listen(address, port); }));
+}
+
+ucx::PeerId connect(WorkerHandle& self, const std::string& address, std::uint16_t port,
+                    int timeout_ms) {
+  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+  return value_or_raise(without_gil([&] { return worker->connect(address, port, timeout_ms); }));
+}
+
+nb::object accept(WorkerHandle& self, std::optional<int> timeout_ms) {
+  return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
+    std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+    const std::optional<ucx::PeerId> peer = without_gil([&] { return worker->accept(slice_ms); });
+    return peer ? nb::int_(*peer) : nb::object();
+  });
+}
+
+nb::object receive(WorkerHandle& self, std::optional<int> timeout_ms) {
+  return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
+    std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+    std::optional<ucx::Received> got =
+        value_or_raise(without_gil([&] { return worker->receive(slice_ms); }));
+    return got ? nb::cast(std::move(*got)) : nb::object();
+  });
+}
+
+std::uint64_t send(WorkerHandle& self, ucx::PeerId peer, nb::handle object) {
+  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+  const Tensor tensor = tensor_argument(object, std::nullopt);
+  return value_or_raise(without_gil([&] { return worker->send(peer, tensor); }));
+}
+
+void disconnect(WorkerHandle& self, ucx::PeerId peer) {
+  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+  auto closed = without_gil([&] { return worker->disconnect(peer); });
+  if (!closed) {
+    raise_error(closed.error());
+  }
+}
+
+std::size_t progress(WorkerHandle& self) {
+  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+  return value_or_raise(without_gil([&] { return worker->progress(); }));
+}
+
+std::size_t in_flight(WorkerHandle& self, std::optional<ucx::PeerId> peer) {
+  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+  return peer ? worker->in_flight(*peer) : worker->in_flight();
+}
+
+void bind_connections(nb::class_<WorkerHandle>& type) {
+  type.def("listen", &listen, nb::arg("address") = "0.0.0.0", nb::arg("port") = 0, Entry(),
+           "Listens on `address` (\"0.0.0.0\", an interface's address, \"::\") and `port` (0: "
+           "any) and returns the port bound. One listener per worker: DuplicateNameError for a "
+           "second, InvalidArgumentError for an address UCX cannot use.")
+      .def("connect", &connect, nb::arg("address"), nb::arg("port"), nb::arg("timeout_ms") = 5000,
+           Entry(),
+           "Connects to a listening worker, waits up to `timeout_ms` (without the GIL) for its "
+           "Hello and returns the peer's id. ClosedError when nobody listens there, "
+           "HoloscanTimeoutError, IncompatibleError for another wire version.")
+      .def("accept", &accept, nb::arg("timeout_ms") = nb::none(), Entry(),
+           nb::sig("def accept(self, timeout_ms: int | None = None) -> int | None"),
+           "The next peer the listener accepted, or None when none came within `timeout_ms` "
+           "(None or negative: no limit; 0: only what is there). Waits without the GIL; Ctrl-C "
+           "interrupts it.")
+      .def("disconnect", &disconnect, nb::arg("peer"), Entry(),
+           "Closes a connection (flushing without the GIL); its sends in flight end failed "
+           "(ClosedError). NotFoundError for an unknown peer.")
+      .def(
+          "connected",
+          [](WorkerHandle& self, ucx::PeerId peer) { return self.get(kWorker)->connected(peer); },
+          nb::arg("peer"), Entry(), "Whether `peer` is connected (known, not lost or closed).");
+}
+
+void bind_transfers(nb::class_<WorkerHandle>& type) {
+  type.def("send", &send, nb::arg("peer"), nb::arg("tensor"), Entry(),
+           nb::sig("def send(self, peer: int, tensor: object) -> int"),
+           "Sends `tensor` (a Tensor, or anything as_tensor takes: its readiness is its "
+           "producer's current work) to `peer` and returns its sequence number (1, 2, ... per "
+           "peer); never waits: the data leaves once the tensor's readiness point has passed. "
+           "Every send ends as one SendResult (next_send_result()). BackpressuredError when "
+           "`window` sends to the peer are in flight, NotFoundError for an unknown peer, "
+           "ClosedError for a lost one, HoloscanNotImplementedError for a tensor that is not "
+           "contiguous or lives where UCX does not move memory.")
+      .def(
+          "next_send_result",
+          [](WorkerHandle& self) { return self.get(kWorker)->next_send_result(); }, Entry(),
+          "The next SendResult, in the order the sends ended; None when none is waiting.")
+      .def("receive", &receive, nb::arg("timeout_ms") = nb::none(), Entry(),
+           nb::sig("def receive(self, timeout_ms: int | None = None) -> Received | None"),
+           "The next arrival (a Received: peer, sequence, tensor), or None when none came within "
+           "`timeout_ms` (None or negative: no limit; 0: only what is there); handing it out "
+           "confirms it to its sender. Waits without the GIL; Ctrl-C interrupts it. A refused "
+           "message raises its error here (InvalidArgumentError, ProtocolError, ...), a peer "
+           "that disconnected or died ClosedError, each once, in arrival order; the worker "
+           "stays usable.")
+      .def("progress", &progress, Entry(),
+           "Progresses UCX, sends what became ready, lands what found memory; never blocks. "
+           "Returns how many things happened.");
+}
+
+void bind_state(nb::class_<WorkerHandle>& type) {
+  type.def("fileno", &WorkerHandle::fileno, Entry(),
+           "UCX's event descriptor, readable when progress() has something to do (arm() first); "
+           "-1 once closed.")
+      .def_prop_ro("fd", &WorkerHandle::fileno, Entry(), "Same as fileno().")
+      .def(
+          "arm", [](WorkerHandle& self) { return self.get(kWorker)->arm(); }, Entry(),
+          "Prepares fileno() for a wait: True when it is safe to sleep on it now, False when "
+          "progress() has work first.")
+      .def("in_flight", &in_flight, nb::arg("peer") = nb::none(), Entry(),
+           "Sends in flight (not yet ended as a SendResult) to `peer`, or to every peer.")
+      .def(
+          "waiting", [](WorkerHandle& self) { return self.get(kWorker)->waiting(); }, Entry(),
+          "Sends held for readiness plus arrivals held for memory: poll progress() meanwhile.")
+      .def(
+          "stats", [](WorkerHandle& self) { return self.get(kWorker)->stats(); }, Entry(),
+          "The counters so far.");
+}
+
+}  // namespace
+
+void bind_ucx_worker(nb::module_& module) {
+  nb::class_<WorkerHandle> type(
+      module, "Worker",
+      "A UCX worker: listens and connects, sends Tensors to its peers and receives theirs. Data "
+      "leaves only once it is ready; the worker holds each tensor sent until UCX is done with "
+      "its memory; every send ends as exactly one SendResult. Received tensors land in memory "
+      "the receiver owns (receive_pool's blocks, else host memory). Thread-safe.");
+  type.def(
+          "__init__",
+          [](WorkerHandle* self, std::size_t window, nb::handle receive_pool,
+             std::uint64_t max_receive_bytes, int spin_us) {
+            new (self) WorkerHandle(create(window, receive_pool, max_receive_bytes, spin_us));
+          },
+          nb::kw_only(), nb::arg("window") = 16, nb::arg("receive_pool") = nb::none(),
+          nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = 50, Entry(),
+          nb::sig("def __init__(self, *, window: int = 16, receive_pool: "
+                  "holoscan_dlpack._core.TensorPool | None = None, max_receive_bytes: int = "
+                  "4294967296, spin_us: int = 50) -> None"),
+          "A worker on a fresh UCX context: `window` sends in flight per peer; received "
+          "tensors land in blocks of `receive_pool` (a TensorPool, host or device), else in a "
+          "host allocation each, up to `max_receive_bytes`; waits poll for `spin_us` before "
+          "they sleep.")
+      .def_static("create", &create, nb::kw_only(), nb::arg("window") = 16,
+                  nb::arg("receive_pool") = nb::none(),
+                  nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = 50, Entry(),
+                  "Same as the constructor (the C++ name).");
+  bind_connections(type);
+  bind_transfers(type);
+  bind_state(type);
+  def_closable(type, "def __enter__(self) -> Worker",
+               "Closes every connection (flushing for up to a second, without the GIL); sends in "
+               "flight end failed. Memory UCX may still read is kept until it lets go.");
+}
+
+}  // namespace holoscan::python

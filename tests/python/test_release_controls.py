@@ -1,0 +1,130 @@
+"""The release thread's controls from Python: ReleaseThreadOptions set from code and read back,
+the environment winning over code, refusals naming the field with nothing changed, and producer
+deleters that throw, contained and counted by failed_releases()."""
+
+import datetime
+
+import pytest
+
+import holoscan_dlpack as hd
+from conftest import run_python
+
+US = datetime.timedelta(microseconds=1)
+MS = datetime.timedelta(milliseconds=1)
+ENV_POLL = "HOLOSCAN_DLPACK_RELEASE_POLL_US"
+ENV_DRAIN = "HOLOSCAN_DLPACK_EXIT_DRAIN_MS"
+
+
+@pytest.fixture
+def restored_options():
+    """The options in effect before the test, set again after it."""
+    before = hd.release_thread_options()
+    yield before
+    hd.set_release_thread_options(before)
+
+
+@pytest.fixture
+def no_option_environment(monkeypatch):
+    monkeypatch.delenv(ENV_POLL, raising=False)
+    monkeypatch.delenv(ENV_DRAIN, raising=False)
+
+
+def test_the_defaults_are_the_cpp_ones():
+    options = hd.ReleaseThreadOptions()
+    assert options.poll_interval == 50 * US and options.exit_drain == 5000 * MS
+    assert repr(options) == "ReleaseThreadOptions(poll_interval=50 us, exit_drain=5000 ms)"
+    assert options == hd.ReleaseThreadOptions(poll_interval=50 * US, exit_drain=5.0)
+    assert options != hd.ReleaseThreadOptions(exit_drain=0)
+    assert options != "ReleaseThreadOptions()"
+
+
+def test_durations_take_timedeltas_and_seconds_in_whole_units():
+    options = hd.ReleaseThreadOptions(poll_interval=0.000250, exit_drain=datetime.timedelta(
+        seconds=2, microseconds=1999))
+    assert options.poll_interval == 250 * US
+    assert options.exit_drain == 2001 * MS, "whole milliseconds, rounded down"
+    options.poll_interval = datetime.timedelta(milliseconds=3)
+    options.exit_drain = 1
+    assert (options.poll_interval, options.exit_drain) == (3000 * US, 1000 * MS)
+    with pytest.raises(TypeError, match="poll_interval must be a datetime.timedelta or seconds"):
+        options.poll_interval = "50us"
+    with pytest.raises(TypeError, match="exit_drain must be"):
+        hd.ReleaseThreadOptions(exit_drain=[1])
+
+
+def test_options_set_from_code_are_in_effect(restored_options, no_option_environment, testing):
+    wanted = hd.ReleaseThreadOptions(poll_interval=200 * US, exit_drain=1500 * MS)
+    assert hd.set_release_thread_options(wanted) is None
+    assert hd.release_thread_options() == wanted
+    calls = testing.deleter_calls()
+    del_me = hd.from_dlpack(testing.make_capsule(shape=[16]))
+    del del_me
+    hd.flush_deferred_releases()  # the thread still runs releases with the new interval
+    assert testing.deleter_calls() == calls + 1
+    assert hd.pending_deferred_releases() == 0
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("poll_interval", 0 * US,
+     "ReleaseThreadOptions::poll_interval must be 1 us to 1 s, not 0 us"),
+    ("poll_interval", datetime.timedelta(seconds=1, microseconds=1),
+     "ReleaseThreadOptions::poll_interval must be 1 us to 1 s, not 1000001 us"),
+    ("poll_interval", -1 * US,
+     "ReleaseThreadOptions::poll_interval must be 1 us to 1 s, not -1 us"),
+    ("exit_drain", datetime.timedelta(hours=24, milliseconds=1),
+     "ReleaseThreadOptions::exit_drain must be 0 ms to 24 h, not 86400001 ms"),
+    ("exit_drain", -1 * MS,
+     "ReleaseThreadOptions::exit_drain must be 0 ms to 24 h, not -1 ms"),
+    ("exit_drain", datetime.timedelta.max,
+     "ReleaseThreadOptions::exit_drain must be 0 ms to 24 h, not 86399999999999999 ms"),
+    ("poll_interval", datetime.timedelta.max,  # past int64 microseconds: saturated, not wrapped
+     "ReleaseThreadOptions::poll_interval must be 1 us to 1 s, not 9223372036854775807 us"),
+], ids=["poll-zero", "poll-too-long", "poll-negative", "drain-too-long", "drain-negative",
+        "drain-max", "poll-max"])
+def test_out_of_range_values_are_refused_and_change_nothing(restored_options, field, value,
+                                                            message):
+    options = hd.ReleaseThreadOptions(**{field: value})
+    with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+        hd.set_release_thread_options(options)
+    assert str(raised.value) == "kInvalidArgument: " + message
+    assert hd.release_thread_options() == restored_options
+
+
+def test_the_environment_wins_over_code():
+    result = run_python(f"""
+        import datetime, os
+        os.environ["{ENV_POLL}"] = "300"
+        import holoscan_dlpack as hd
+        us = datetime.timedelta(microseconds=1)
+        hd.set_release_thread_options(hd.ReleaseThreadOptions(poll_interval=100 * us,
+                                                              exit_drain=2.0))
+        options = hd.release_thread_options()
+        assert options.poll_interval == 300 * us, options
+        assert options.exit_drain == datetime.timedelta(seconds=2), options
+        print("ok")
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok\n"
+
+
+def test_a_throwing_producer_deleter_is_contained_and_counted():
+    # A C++ producer may throw through its (C) deleter; the release path is noexcept, so an
+    # uncontained exception would end the process with std::terminate.
+    result = run_python("""
+        import gc
+        import holoscan_dlpack as hd
+        import holoscan_dlpack_testing as testing
+        before = hd.failed_releases()
+        calls = testing.deleter_calls()
+        t = hd.from_dlpack(testing.make_capsule(shape=[4], throwing_deleter=True))
+        del t
+        gc.collect()
+        hd.flush_deferred_releases()
+        assert testing.deleter_calls() == calls + 1, "the deleter ran once"
+        assert hd.failed_releases() == before + 1, hd.failed_releases()
+        print("ok")
+    """)
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
+    assert result.stdout == "ok\n"
+    assert ("holoscan-dlpack: a DLPack producer's deleter threw: the test producer's deleter "
+            "throws; contained, what it did not free leaks") in result.stderr

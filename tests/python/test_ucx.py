@@ -1,0 +1,445 @@
+"""holoscan_dlpack.ucx: the UCX Worker from Python. Over TCP on the loopback, as the C++ UCX tests
+run: NumPy tensors between two workers of one process and between two processes (spawned with
+multiprocessing), every value checked; refusals with their exact class and message; the window
+(BackpressuredError), a receiver and a sender killed with SIGKILL; waits that let go of the GIL
+and give way to signals. On a GPU (skipped with the reason elsewhere): torch and CuPy tensors
+written by slow kernels reach a receiver process's device pool over UCX's CUDA transports."""
+
+import contextlib
+import multiprocessing
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import holoscan_dlpack as hd
+from conftest import cuda_cupy, cuda_torch, documented_example, run_python
+
+ucx = pytest.importorskip("holoscan_dlpack.ucx")
+
+import ucx_peers  # noqa: E402 -- imports holoscan_dlpack.ucx too
+from ucx_peers import drain_sends  # noqa: E402
+from gpu_writers import CupyWriter, TorchWriter  # noqa: E402
+from waits import assert_close_ends_a_wait, assert_gives_way_to_signals  # noqa: E402
+
+SPAWN = multiprocessing.get_context("spawn")
+PATIENCE_MS = 60000
+SPIN_CYCLES = 40_000_000  # a GPU writer's spin: about 20 ms on an H200, far longer than a send
+
+
+def report(reports, timeout=60):
+    """The next report of a child process; its failure, if it reported one, fails the test."""
+    item = reports.get(timeout=timeout)
+    assert item[0] != "error", f"the child failed: {item[1]}: {item[2]}"
+    return item
+
+
+class Pump:
+    """Progresses workers on a thread of its own (Hellos and Acks go out) until stopped."""
+
+    def __init__(self, *workers):
+        self.workers, self.stop = list(workers), threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            for worker in self.workers:
+                with contextlib.suppress(hd.errors.ClosedError):  # a test closed it
+                    worker.progress()
+            time.sleep(0.0005)
+
+    def join(self):
+        self.stop.set()
+        self.thread.join()
+
+
+@contextlib.contextmanager
+def connected(window=16, **server_config):
+    """(client, its peer id, server, its peer id): two workers of this process, connected over
+    the loopback, progressed by a Pump while the test runs."""
+    with ucx.Worker(**server_config) as server, ucx.Worker(window=window) as client:
+        port = server.listen("127.0.0.1")
+        pump = Pump(server)
+        try:
+            # The client is pumped only once connected: connect() sleeps on the worker's event
+            # descriptor for its whole timeout, and a progress() on another thread can take the
+            # event that would wake it (then it returns only when the timeout ends).
+            client_peer = client.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
+            server_peer = server.accept(timeout_ms=PATIENCE_MS)
+            assert server_peer is not None
+            pump.workers.append(client)
+            yield client, client_peer, server, server_peer
+            client.close()  # while the server is pumped: the orderly leave needs its answer
+            server.close()
+        finally:
+            pump.join()
+
+
+@pytest.fixture
+def pair():
+    with connected() as workers:
+        yield workers
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# ---- the module --------------------------------------------------------------------------------
+
+def test_the_package_imports_ucx_on_first_use():
+    done = run_python("""
+        import sys
+        import holoscan_dlpack as hd
+        assert "holoscan_dlpack.ucx" not in sys.modules
+        assert hd.ucx.Worker is hd._core.ucx.Worker and "ucx" in vars(hd)
+        from holoscan_dlpack import ucx
+        assert ucx is hd.ucx
+    """)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_tests_load_the_ucx_the_package_was_built_with():
+    module_dir = os.environ.get("UCX_MODULE_DIR")
+    if module_dir is None:
+        pytest.skip("UCX_MODULE_DIR is not set (no .deps/ucx in this checkout)")
+    assert os.path.realpath(module_dir) == os.path.realpath(
+        os.path.join(ucx.UCX_LIBRARY_DIR, "ucx"))
+
+
+def test_importing_the_package_leaves_sighup_to_the_process():
+    # Loading UCX installs its debug handler for SIGHUP; the process must still end on one.
+    done = run_python("""
+        import os, signal, time
+        import holoscan_dlpack
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(5)
+        print("survived SIGHUP")
+    """)
+    assert done.returncode == -signal.SIGHUP, done.stdout + done.stderr
+
+
+def test_refusals_name_their_class_and_message():
+    def refused(error, message, call):
+        with pytest.raises(error) as raised:
+            call()
+        assert str(raised.value) == message
+
+    refused(hd.errors.InvalidArgumentError,
+            "kInvalidArgument: ucx worker: window must be at least 1", lambda: ucx.Worker(window=0))
+    with ucx.Worker() as worker:
+        worker.listen("127.0.0.1")
+        refused(hd.errors.DuplicateNameError,
+                "kDuplicateName: ucx listen on 127.0.0.1:0: this worker already listens",
+                lambda: worker.listen("127.0.0.1"))
+        refused(hd.errors.NotFoundError, "kNotFound: ucx send: no peer 42",
+                lambda: worker.send(42, np.arange(3)))
+        refused(hd.errors.NotFoundError, "kNotFound: ucx disconnect: no peer 42",
+                lambda: worker.disconnect(42))
+        assert worker.accept(timeout_ms=0) is None and worker.receive(timeout_ms=0) is None
+        assert worker.next_send_result() is None and worker.in_flight() == 0
+    with ucx.Worker() as worker:
+        with pytest.raises(hd.errors.InvalidArgumentError, match="^kInvalidArgument: ucx listen "
+                           "on 999.1.1.1:0: cannot resolve"):
+            worker.listen("999.1.1.1")
+        port = free_port()
+        refused(hd.errors.ClosedError,
+                f"kClosed: ucx connect to 127.0.0.1:{port}: the connection failed",
+                lambda: worker.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS))
+
+
+# ---- two workers of one process ------------------------------------------------------------------
+
+ARRAYS = [
+    np.arange(12, dtype=np.int32).reshape(3, 4),
+    np.linspace(-1.0, 1.0, 7),
+    np.arange(24, dtype=np.uint8).reshape(2, 3, 4),
+    np.zeros((0, 3), dtype=np.float32),
+    np.array(2.5, dtype=np.float16),
+]
+
+
+def test_tensors_cross_with_their_values_and_every_send_ends_once(pair):
+    client, peer, server, server_peer = pair
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+    block = pool.allocate((4,), "int64")
+    np.from_dlpack(block)[:] = [7, 8, 9, 10]
+    sequences = [client.send(peer, a) for a in ARRAYS] + [client.send(peer, block)]
+    assert sequences == list(range(1, len(ARRAYS) + 2)), "sequence numbers count per peer"
+    for sequence, expected in zip(sequences, ARRAYS + [np.array([7, 8, 9, 10])]):
+        got = server.receive(timeout_ms=PATIENCE_MS)
+        assert (got.peer, got.sequence) == (server_peer, sequence)
+        assert not got.tensor.is_read_only and got.tensor.is_contiguous()
+        received = np.from_dlpack(got.tensor)
+        assert received.dtype == expected.dtype and received.shape == expected.shape
+        np.testing.assert_array_equal(received, expected)
+        assert received.flags.writeable, "the receiver owns the memory"
+    results = drain_sends(client, len(sequences))
+    assert [(r.peer, r.sequence, r.delivered, r.error) for r in results] == \
+        [(peer, s, True, None) for s in sequences]
+    assert client.next_send_result() is None and client.in_flight() == 0
+    stats = client.stats()
+    assert (stats.sent, stats.delivered, stats.failed) == (len(sequences), len(sequences), 0)
+    assert server.stats().received == len(sequences) and server.stats().peers_accepted == 1
+    del block
+    hd.flush_deferred_releases()
+    assert pool.available_blocks() == 1, "the worker let go of the block once UCX was done"
+
+
+def test_a_strided_tensor_is_refused(pair):
+    client, peer, _, _ = pair
+    with pytest.raises(hd.errors.HoloscanNotImplementedError) as raised:
+        client.send(peer, np.arange(12).reshape(3, 4)[:, ::2])
+    assert str(raised.value) == ("kNotImplemented: ucx send: the tensor is not contiguous "
+                                 "(row-major, compact); copy it first")
+    assert client.in_flight() == 0 and client.stats().sent == 0
+
+
+def test_arrivals_land_in_the_receive_pool():
+    pool = hd.TensorPool(memory="host", block_bytes=256, block_count=2)
+    with connected(receive_pool=pool) as (client, peer, server, _):
+        for i in range(3):
+            client.send(peer, np.full(8, i, dtype=np.float64))
+        first = server.receive(timeout_ms=PATIENCE_MS)
+        second = server.receive(timeout_ms=PATIENCE_MS)
+        assert pool.available_blocks() == 0 and pool.reuse_count == 0
+        assert first.tensor.data != second.tensor.data
+        del first  # its block is free again: the third arrival takes it
+        hd.flush_deferred_releases()
+        third = server.receive(timeout_ms=PATIENCE_MS)
+        assert np.from_dlpack(third.tensor).tolist() == [2.0] * 8
+        assert np.from_dlpack(second.tensor).tolist() == [1.0] * 8
+        assert pool.reuse_count == 1
+        assert [r.delivered for r in drain_sends(client, 3)] == [True] * 3
+
+
+def test_receive_waits_without_the_gil(pair):
+    client, peer, server, _ = pair
+    sender = threading.Timer(0.05, lambda: client.send(peer, np.arange(3)))
+    sender.start()
+    got = server.receive(timeout_ms=PATIENCE_MS)
+    sender.join()
+    assert got is not None, "the sending thread never ran"
+    assert np.from_dlpack(got.tensor).tolist() == [0, 1, 2]
+
+
+def test_receive_gives_way_to_signals(pair):
+    _, _, server, _ = pair
+    assert_gives_way_to_signals(server.receive, server.close)  # receive(): no limit
+
+
+def test_close_from_another_thread_ends_a_receive(pair):
+    _, _, server, _ = pair
+    assert_close_ends_a_wait(lambda: server.receive(timeout_ms=PATIENCE_MS), server.close,
+                             "kClosed: ucx.Worker: closed")
+
+
+def test_a_closed_worker_refuses_use():
+    with ucx.Worker() as worker:
+        assert worker.fileno() >= 0 and worker.fd == worker.fileno() and not worker.closed
+    assert worker.closed and worker.fileno() == -1
+    for call in (lambda: worker.listen(), lambda: worker.send(1, np.arange(2)),
+                 lambda: worker.receive(timeout_ms=0), worker.progress, worker.next_send_result,
+                 worker.stats, worker.arm):
+        with pytest.raises(hd.errors.ClosedError) as raised:
+            call()
+        assert str(raised.value) == "kClosed: ucx.Worker: closed"
+    worker.close()  # twice is fine
+
+
+def test_fileno_works_with_selectors():
+    with ucx.Worker() as server, ucx.Worker() as client:
+        port = server.listen("127.0.0.1")
+        pump = Pump(server)
+        peer = client.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
+        assert server.accept(timeout_ms=PATIENCE_MS) is not None
+        pump.join()
+        client.send(peer, np.arange(5))
+        with selectors.DefaultSelector() as selector:
+            selector.register(server.fileno(), selectors.EVENT_READ)
+            deadline, got = time.monotonic() + PATIENCE_MS / 1000, None
+            while got is None and time.monotonic() < deadline:
+                client.progress()
+                if server.arm():  # safe to sleep: wait for UCX's descriptor
+                    selector.select(timeout=0.01)
+                server.progress()
+                got = server.receive(timeout_ms=0)
+        assert got is not None and np.from_dlpack(got.tensor).tolist() == [0, 1, 2, 3, 4]
+
+
+# ---- two processes -----------------------------------------------------------------------------
+
+def start(target, *args):
+    """A spawned ucx_peers function that listens; (the child, its reports, its port)."""
+    reports = SPAWN.Queue()
+    child = SPAWN.Process(target=target, args=(reports, *args))
+    child.start()
+    _, port = report(reports)
+    return child, reports, port
+
+
+def finish(child, timeout=60):
+    child.join(timeout=timeout)
+    if child.is_alive():
+        child.kill()
+        child.join()
+
+
+def test_tensors_go_to_another_process_and_come_back():
+    child, reports, port = start(ucx_peers.echo, len(ARRAYS))
+    try:
+        with ucx.Worker() as worker:
+            peer = worker.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
+            for a in ARRAYS:
+                worker.send(peer, a)
+            for i, a in enumerate(ARRAYS):
+                got = worker.receive(timeout_ms=PATIENCE_MS)
+                assert (got.peer, got.sequence) == (peer, i + 1)
+                np.testing.assert_array_equal(np.from_dlpack(got.tensor), a + 1)
+            assert [r.delivered for r in drain_sends(worker, len(ARRAYS))] == [True] * len(ARRAYS)
+            _, results, received = report(reports)
+            assert results == [(i + 1, True) for i in range(len(ARRAYS))]
+            assert received == len(ARRAYS)
+    finally:
+        finish(child)
+    assert child.exitcode == 0
+
+
+@contextlib.contextmanager
+def holding_receiver(window):
+    """(this process's worker, its peer, the child, its reports, the child's inbox): a spawned
+    ucx_peers.hold_then_receive, which takes nothing until told, connected to a worker here."""
+    inbox, outbox = SPAWN.Pipe(duplex=False)
+    child, reports, port = start(ucx_peers.hold_then_receive, inbox)
+    try:
+        with ucx.Worker(window=window) as worker:
+            peer = worker.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
+            assert report(reports) == ("holding", child.pid)
+            yield worker, peer, child, reports, outbox
+    finally:
+        finish(child)
+
+
+def test_a_full_window_is_backpressure_until_the_receiver_takes_its_tensors():
+    with holding_receiver(window=2) as (worker, peer, child, reports, outbox):
+        worker.send(peer, np.arange(3))
+        worker.send(peer, np.arange(3) + 10)
+        for _ in range(20):  # UCX has long written them: only the receiver's receive() counts
+            worker.progress()
+            time.sleep(0.005)
+        with pytest.raises(hd.errors.BackpressuredError) as raised:
+            worker.send(peer, np.arange(3) + 20)
+        assert str(raised.value) == ("kBackpressured: ucx send: 2 tensors in flight to "
+                                     f"peer {peer} (the window)")
+        assert raised.value.code == hd.errors.ErrorCode.BACKPRESSURED
+        assert worker.in_flight(peer) == 2 and worker.next_send_result() is None
+        outbox.send(("receive", 2))
+        assert report(reports) == ("received", [(1, [0, 1, 2]), (2, [10, 11, 12])])
+        assert [r.sequence for r in drain_sends(worker, 2) if r.delivered] == [1, 2]
+        assert worker.send(peer, np.arange(3) + 20) == 3, "the window has room again"
+        outbox.send(("receive", 1))
+        assert report(reports) == ("received", [(3, [20, 21, 22])])
+        assert drain_sends(worker, 1)[0].delivered
+        outbox.send("exit")
+    assert child.exitcode == 0
+
+
+def test_a_killed_receiver_ends_every_send_once_as_closed():
+    with holding_receiver(window=3) as (worker, peer, child, _, _):
+        sequences = [worker.send(peer, np.arange(100) + i) for i in range(3)]
+        with pytest.raises(hd.errors.BackpressuredError):
+            worker.send(peer, np.arange(100))
+        os.kill(child.pid, signal.SIGKILL)
+        results = drain_sends(worker, 3)
+        assert sorted(r.sequence for r in results) == sequences, "each send ended once"
+        for result in results:
+            assert not result.delivered and isinstance(result.error, hd.errors.ClosedError)
+            assert result.error.code == hd.errors.ErrorCode.CLOSED
+        assert worker.next_send_result() is None and worker.in_flight() == 0
+        assert not worker.connected(peer)
+        with pytest.raises(hd.errors.ClosedError):
+            worker.send(peer, np.arange(3))
+        stats = worker.stats()
+        assert (stats.sent, stats.delivered, stats.failed, stats.peers_lost) == (3, 0, 3, 1)
+    assert child.exitcode == -signal.SIGKILL
+
+
+def test_a_killed_sender_is_reported_once_after_what_it_delivered():
+    inbox, outbox = SPAWN.Pipe(duplex=False)
+    reports = SPAWN.Queue()
+    with ucx.Worker() as worker:
+        port = worker.listen("127.0.0.1")
+        child = SPAWN.Process(target=ucx_peers.send_then_die, args=(reports, port, 3, inbox))
+        child.start()
+        try:
+            peer = worker.accept(timeout_ms=PATIENCE_MS)
+            for i in range(3):  # each receive() progresses: the child's Hello is answered
+                got = worker.receive(timeout_ms=PATIENCE_MS)
+                assert got.peer == peer and np.from_dlpack(got.tensor).tolist() == \
+                    [i, i + 1, i + 2, i + 3]
+            assert report(reports) == ("sent", 3)
+            outbox.send("die")
+            with pytest.raises(hd.errors.ClosedError, match=rf"^kClosed: ucx: peer {peer} .* is "
+                               "gone"):
+                worker.receive(timeout_ms=PATIENCE_MS)
+            assert worker.receive(timeout_ms=200) is None, "the loss is reported once"
+            assert not worker.connected(peer) and worker.stats().peers_lost == 1
+        finally:
+            finish(child)
+    assert child.exitcode == -signal.SIGKILL
+
+
+def test_the_documented_example_runs_as_written(tmp_path):
+    script = tmp_path / "across_hosts.py"
+    script.write_text(documented_example("## Across hosts"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.endswith("tensors checked in the receiver\n"), done.stdout
+
+
+# ---- device tensors (GPU) ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("transports", ["tcp,cuda_copy", "cuda_ipc,cuda_copy,tcp"])
+@pytest.mark.parametrize("framework", ["torch", "cupy"])
+def test_slowly_written_device_tensors_reach_a_receivers_device_pool(monkeypatch, framework,
+                                                                     transports):
+    cuda_torch() if framework == "torch" else cuda_cupy()
+    monkeypatch.setenv("UCX_TLS", transports)  # this worker's and the spawned receiver's
+    count = 12
+    writer = (TorchWriter if framework == "torch" else CupyWriter)(ucx_peers.GPU_ROWS,
+                                                                   SPIN_CYCLES)
+    inbox, outbox = SPAWN.Pipe(duplex=False)
+    child, reports, port = start(ucx_peers.receive_on_the_gpu, framework, count, inbox)
+    try:
+        with ucx.Worker() as worker:
+            peer = worker.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
+            early = 0  # sends made while the write was still running
+            for i in range(count):
+                target = writer.new()
+                writer.write(target, i)
+                with writer.current():  # the import's readiness: the writer's stream, now
+                    worker.send(peer, target)
+                early += writer.busy()
+                del target  # the worker holds it until UCX is done with it
+                worker.progress()
+            results = drain_sends(worker, count)
+            _, wrong, received = report(reports, timeout=120)
+            outbox.send("exit")
+            assert [r.sequence for r in results if r.delivered] == list(range(1, count + 1))
+    finally:
+        finish(child)
+    assert child.exitcode == 0
+    assert received == count
+    assert early == count, "a write finished before its send: no race to see"
+    assert wrong == 0, "data left before the producer's kernel finished"

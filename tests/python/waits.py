@@ -1,0 +1,54 @@
+"""Checks shared by the endpoints of ipc and ucx: a blocking wait gives way to signals, and a
+close() from another thread ends it with ClosedError."""
+
+import signal
+import threading
+import time
+
+import pytest
+
+import holoscan_dlpack as hd
+
+
+def assert_gives_way_to_signals(wait, close):
+    """`wait()` (no time limit) ends with what a SIGALRM handler raises, within 5 s. Should the
+    wait ignore the signal, `close()` ends it after 10 s with ClosedError instead."""
+
+    class Alarm(Exception):
+        pass
+
+    def ring(signum, frame):
+        raise Alarm()
+
+    watchdog = threading.Timer(10, close)
+    previous = signal.signal(signal.SIGALRM, ring)
+    try:
+        watchdog.start()
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        start = time.monotonic()
+        with pytest.raises(Alarm):
+            wait()
+        assert time.monotonic() - start < 5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        watchdog.cancel()
+
+
+def assert_close_ends_a_wait(wait, close, message, patience_s=60):
+    """`wait()` on another thread ends with ClosedError `message` once this one calls `close()`."""
+    outcome = {}
+
+    def waiting():
+        try:
+            outcome["got"] = wait()
+        except hd.errors.HoloscanError as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    time.sleep(0.05)
+    close()
+    thread.join(timeout=patience_s)
+    assert not thread.is_alive()
+    assert str(outcome.get("error")) == message, outcome
