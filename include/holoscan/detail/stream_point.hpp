@@ -13,13 +13,21 @@
 
 namespace holoscan::detail {
 
-/** @brief A pooled event recorded on `stream` (on `device`) at one moment. */
+/**
+ * @brief A pooled event recorded on `stream` (on `device`) at one moment.
+ *
+ * Two points with the same stream id and recorder complete in the order of their `order`: they
+ * were recorded on one stream, by one thread, one after the other. The release thread asks the
+ * GPU about a stream's latest point and knows the earlier ones from it (see ReleaseQueue).
+ */
 struct HOLOSCAN_DLPACK_ABI StreamPoint {
   cudaStream_t stream = nullptr;  ///< Borrowed; only compared, never used after recording.
   cudaEvent_t event = nullptr;    ///< Pooled event of `device`.
   int device = -1;                ///< Device of `stream` and `event`.
   std::uintptr_t thread_key = 0;  ///< Tells apart per-thread default streams of two threads.
-  bool fanned_in = false;         ///< The release thread's stream waits on it (see ReleaseQueue).
+  std::uint64_t stream_id = 0;    ///< cudaStreamGetId of an explicit stream; 0 when unknown.
+  std::uint64_t recorder = 0;     ///< The recording thread (never reused); 0 until recorded.
+  std::uint64_t order = 0;        ///< Its records so far, this one included.
 };
 
 /** @brief Stream points with inline room for the common fan-out, spilling to the heap past it. */
