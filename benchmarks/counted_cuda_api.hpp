@@ -1,17 +1,41 @@
 #pragma once
-// Counts the library's CUDA calls by installing a table that forwards every entry to the real one
-// (an interposer at the library's one seam), per calling thread and in all.
+// Counts the library's CUDA calls by installing a table that forwards every entry to another one
+// (the real runtime, or a test's fake) at the library's one seam, per calling thread and in all,
+// per entry.
+#include <array>
+#include <cstddef>
 #include <cstdint>
+
+#include "cuda_api.hpp"  // the table's type carries the library's ABI tag: no forward declaration
 
 namespace holoscan_bench {
 
-/** @brief Installs the counting table in front of the real one (idempotent). */
-void count_library_cuda_calls();
+/** @brief Entries of the library's CUDA table, in the table's order. */
+inline constexpr std::size_t kCountedEntries = 27;
+
+/** @brief The entries' CUDA names, in the table's order. */
+extern const std::array<const char*, kCountedEntries> kCountedEntryNames;
+
+/** @brief Calls per entry. */
+using CallCounts = std::array<std::uint64_t, kCountedEntries>;
+
+/**
+ * @brief Installs the counting table in front of `base` (null: the real runtime) and returns the
+ *        table that was in use. Install the returned table again to stop counting.
+ */
+const holoscan::detail::CudaApi* count_library_cuda_calls(
+    const holoscan::detail::CudaApi* base = nullptr);
 
 /** @brief Calls made through the table by this thread so far. */
 std::uint64_t library_calls_on_this_thread() noexcept;
 
 /** @brief Calls made through the table by every thread so far. */
 std::uint64_t library_calls_in_all() noexcept;
+
+/** @brief Calls per entry made by this thread so far. */
+CallCounts library_calls_by_entry_on_this_thread() noexcept;
+
+/** @brief Calls per entry made by every thread so far. */
+CallCounts library_calls_by_entry_in_all() noexcept;
 
 }  // namespace holoscan_bench

@@ -6,21 +6,27 @@ Two measures, each after a warm-up:
   round trip  one producer and one consumer process; the producer sends a tensor and waits until
               the consumer has given it back (holoscan: the Release arrives; torch: the consumer
               acknowledges after dropping it), so it is the per-tensor cost of export + import +
-              release.
+              release. Beside it, its floor done by hand (holoscan_dlpack_ipc_demo floor): a Unix
+              socket ping-pong of the library's own frames plus one event record and one wait per
+              side, with the same kernels, the processes blocking in recv (floor) or spinning on
+              it (floor, spinning); the lower of the two is the floor.
   pipeline    producer -> relay (adds one into a new tensor) -> sink (checks), free running with
               at most `blocks` tensors in flight per hop (holoscan: pool blocks; torch: bounded
               queues); tensors per second.
 
-holoscan-dlpack's side is the C++ demo binary (holoscan_dlpack_ipc_demo roundtrip|pipeline);
+holoscan-dlpack's side is the C++ demo binary (holoscan_dlpack_ipc_demo roundtrip|pipeline|floor);
 torch's side runs here, with CUDA tensors sent through torch.multiprocessing queues. Each measure
-is repeated `--reps` times, alternating the two, and the medians are compared.
+is repeated `--reps` times, all of them interleaved, and the medians are compared. --json writes
+the medians for scripts/bench-report.py.
 """
 import argparse
+import json
 import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 DEFAULT_BINARY = os.path.join(os.path.dirname(__file__), "..", "build", "gpu", "examples",
@@ -28,15 +34,25 @@ DEFAULT_BINARY = os.path.join(os.path.dirname(__file__), "..", "build", "gpu", "
 WARM_UP = 100
 
 
-def run_holoscan(binary, mode, count, elements, blocks):
+def run_holoscan(binary, mode, count, elements, blocks, *extra):
     out = subprocess.run([binary, mode, f"count={count}", f"elements={elements}",
-                          f"blocks={blocks}"], capture_output=True, text=True, timeout=600)
+                          f"blocks={blocks}", *extra], capture_output=True, text=True, timeout=600)
     match = re.search(r"RESULT mode=\w+ .*?(us_per_tensor|tensors_per_s)=([\d.]+).*ok=(\d)",
                       out.stdout)
     if out.returncode != 0 or not match or match.group(3) != "1":
         sys.stderr.write(out.stdout + out.stderr)
         raise RuntimeError(f"holoscan {mode} failed (exit {out.returncode})")
     return float(match.group(2))
+
+
+def trace_round_trip(binary, shape):
+    """One more round trip run (not in the medians) with each stage stamped on both sides."""
+    with tempfile.TemporaryDirectory() as folder:
+        count, elements, blocks = shape
+        out = subprocess.run([binary, "roundtrip", f"count={count}", f"elements={elements}",
+                              f"blocks={blocks}", f"trace={os.path.join(folder, 'stages')}"],
+                             capture_output=True, text=True, timeout=600)
+    return [line for line in out.stdout.splitlines() if line.startswith("TRACE ")]
 
 
 # ---- torch side (functions at module level so that the spawn start method can import them) ----
@@ -148,7 +164,8 @@ def main():
     parser.add_argument("--blocks", type=int, default=8, help="tensors in flight per hop")
     parser.add_argument("--reps", type=int, default=3, help="repetitions, alternating")
     parser.add_argument("--require-ratio", type=float, default=0.0,
-                        help="exit 1 when the pipeline ratio is below this (the target is 3)")
+                        help="exit 1 when the pipeline ratio is below this (the target is 8)")
+    parser.add_argument("--json", help="write the medians here (for scripts/bench-report.py)")
     args = parser.parse_args()
     try:
         import torch
@@ -159,33 +176,50 @@ def main():
         print("ipc bench: torch is not installed; nothing to compare")
         return 0
 
-    rows = {"round trip (us per tensor, lower is better)": ([], []),
-            "pipeline (tensors per s, higher is better)": ([], [])}
-    (ours_rt, torch_rt), (ours_pl, torch_pl) = rows.values()
+    runs = {name: [] for name in ("roundtrip", "floor", "floor_spin", "torch_roundtrip",
+                                  "pipeline", "torch_pipeline")}
     holoscan_count = args.count + WARM_UP  # the demo counts its own warm-up in `count`
+    shape = (holoscan_count, args.elements, args.blocks)
     for rep in range(args.reps):
-        ours_rt.append(run_holoscan(args.binary, "roundtrip", holoscan_count, args.elements,
-                                    args.blocks))
-        torch_rt.append(torch_roundtrip(args.count, args.elements))
-        ours_pl.append(run_holoscan(args.binary, "pipeline", holoscan_count, args.elements,
-                                    args.blocks))
-        torch_pl.append(torch_pipeline(args.count, args.elements, args.blocks))
-        print(f"rep {rep + 1}: round trip {ours_rt[-1]:.1f} vs {torch_rt[-1]:.1f} us, "
-              f"pipeline {ours_pl[-1]:.0f} vs {torch_pl[-1]:.0f} tensors/s", flush=True)
+        runs["roundtrip"].append(run_holoscan(args.binary, "roundtrip", *shape))
+        runs["floor"].append(run_holoscan(args.binary, "floor", *shape, "spin=0"))
+        runs["floor_spin"].append(run_holoscan(args.binary, "floor", *shape, "spin=1"))
+        runs["torch_roundtrip"].append(torch_roundtrip(args.count, args.elements))
+        runs["pipeline"].append(run_holoscan(args.binary, "pipeline", *shape))
+        runs["torch_pipeline"].append(torch_pipeline(args.count, args.elements, args.blocks))
+        print(f"rep {rep + 1}: round trip {runs['roundtrip'][-1]:.1f} us (floor "
+              f"{runs['floor'][-1]:.1f}, spinning {runs['floor_spin'][-1]:.1f}; torch "
+              f"{runs['torch_roundtrip'][-1]:.1f}), pipeline {runs['pipeline'][-1]:.0f} vs "
+              f"{runs['torch_pipeline'][-1]:.0f} tensors/s", flush=True)
 
+    median = {name: statistics.median(values) for name, values in runs.items()}
+    floor = min(median["floor"], median["floor_spin"])
+    rt_ratio = median["roundtrip"] / floor
+    pl_ratio = median["pipeline"] / median["torch_pipeline"]
     print(f"\n{args.count} tensors of {args.elements} int32 per run, median of {args.reps}, "
           f"torch {torch.__version__}")
-    print(f"{'measure':46} {'holoscan-dlpack':>16} {'torch.mp':>12} {'ratio':>8}")
-    rt_ours, rt_torch = statistics.median(ours_rt), statistics.median(torch_rt)
-    pl_ours, pl_torch = statistics.median(ours_pl), statistics.median(torch_pl)
-    print(f"{'round trip (us per tensor, lower is better)':46} {rt_ours:16.1f} {rt_torch:12.1f} "
-          f"{rt_torch / rt_ours:7.1f}x")
-    print(f"{'pipeline (tensors per s, higher is better)':46} {pl_ours:16.0f} {pl_torch:12.0f} "
-          f"{pl_ours / pl_torch:7.1f}x")
-    ratio = pl_ours / pl_torch
-    verdict = "meets" if ratio >= 3 else "MISSES"
-    print(f"pipeline throughput is {ratio:.1f}x torch.multiprocessing: {verdict} the 3x target")
-    return 1 if args.require_ratio and ratio < args.require_ratio else 0
+    print(f"{'measure':40} {'holoscan-dlpack':>16} {'floor':>10} {'x floor':>8} {'torch.mp':>10} "
+          f"{'vs torch':>9}")
+    print(f"{'round trip (us per tensor)':40} {median['roundtrip']:16.1f} {floor:10.1f} "
+          f"{rt_ratio:8.2f} {median['torch_roundtrip']:10.1f} "
+          f"{median['torch_roundtrip'] / median['roundtrip']:8.1f}x")
+    print(f"{'  floor blocking / spinning (us)':40} {'':16} {median['floor']:10.1f} {'':8} "
+          f"{median['floor_spin']:10.1f}")
+    print(f"{'pipeline (tensors per s)':40} {median['pipeline']:16.0f} {'':10} {'':8} "
+          f"{median['torch_pipeline']:10.0f} {pl_ratio:8.1f}x")
+    print(f"round trip is {rt_ratio:.2f}x its floor: "
+          f"{'meets' if rt_ratio <= 2 else 'MISSES'} the 2x target; pipeline throughput is "
+          f"{pl_ratio:.1f}x torch.multiprocessing: {'meets' if pl_ratio >= 8 else 'MISSES'} the "
+          f"8x target")
+    stages = trace_round_trip(args.binary, shape)
+    for line in stages:
+        print(line)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"count": args.count, "elements": args.elements, "blocks": args.blocks,
+                       "reps": args.reps, "torch": torch.__version__, "median": median,
+                       "runs": runs, "round_trip_stages": stages}, f, indent=1)
+    return 1 if args.require_ratio and pl_ratio < args.require_ratio else 0
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 // way (import, a new CUDAEvent recorded on the producer, three consumers blocked on it).
 #include <ATen/ATen.h>
 #include <ATen/DLConvertor.h>
+#if HOLOSCAN_BENCH_TORCH_CUDA
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <array>
 
@@ -12,12 +14,6 @@
 #include "reusable_producer.hpp"
 
 namespace {
-
-constexpr int kConsumers = 3;
-
-c10::cuda::CUDAStream wrap(cudaStream_t stream) {
-  return c10::cuda::getStreamFromExternal(stream, 0);
-}
 
 void BM_Torch_ImportAndDestroy_Host4D(benchmark::State& state) {
   holoscan_bench::ReusableProducer& producer = holoscan_bench::host_producer();
@@ -36,6 +32,13 @@ void BM_Torch_ExportAndDelete_Host4D(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Torch_ExportAndDelete_Host4D);
+
+#if HOLOSCAN_BENCH_TORCH_CUDA
+constexpr int kConsumers = 3;
+
+c10::cuda::CUDAStream wrap(cudaStream_t stream) {
+  return c10::cuda::getStreamFromExternal(stream, 0);
+}
 
 // c10's event hand-off with a reused event: record on the producer, block the consumer.
 void BM_Torch_Handoff_C10Event(benchmark::State& state) {
@@ -83,5 +86,6 @@ void BM_Torch_Hop3(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Torch_Hop3);
+#endif  // HOLOSCAN_BENCH_TORCH_CUDA
 
 }  // namespace

@@ -22,8 +22,11 @@ if(NOT HOLOSCAN_DLPACK_TORCH_DIR OR NOT EXISTS "${HOLOSCAN_DLPACK_TORCH_DIR}/inc
   return()
 endif()
 
+# c10 and torch_cpu give the host rows (DLPack import and export); c10_cuda and torch_cuda add the
+# GPU rows when present (HOLOSCAN_BENCH_TORCH_CUDA). The wheel's torch_cpu needs libcudart and
+# libcupti at run time, which the CUDA toolkit provides.
 set(_hdl_torch_libs)
-foreach(_hdl_lib c10 c10_cuda torch torch_cpu torch_cuda)
+foreach(_hdl_lib c10 torch_cpu)
   find_library(_hdl_torch_${_hdl_lib} ${_hdl_lib} PATHS "${HOLOSCAN_DLPACK_TORCH_DIR}/lib"
     NO_DEFAULT_PATH)
   if(NOT _hdl_torch_${_hdl_lib})
@@ -32,12 +35,27 @@ foreach(_hdl_lib c10 c10_cuda torch torch_cpu torch_cuda)
   endif()
   list(APPEND _hdl_torch_libs "${_hdl_torch_${_hdl_lib}}")
 endforeach()
+set(_hdl_torch_cuda ON)
+foreach(_hdl_lib c10_cuda torch_cuda torch)
+  find_library(_hdl_torch_${_hdl_lib} ${_hdl_lib} PATHS "${HOLOSCAN_DLPACK_TORCH_DIR}/lib"
+    NO_DEFAULT_PATH)
+  if(_hdl_torch_${_hdl_lib})
+    list(APPEND _hdl_torch_libs "${_hdl_torch_${_hdl_lib}}")
+  else()
+    set(_hdl_torch_cuda OFF)
+  endif()
+endforeach()
+set(HOLOSCAN_DLPACK_TORCH_CUDA_ROWS "${_hdl_torch_cuda}" CACHE BOOL
+  "Build the PyTorch benchmark rows that need torch's CUDA libraries")
 
 add_library(holoscan_dlpack_torch INTERFACE)
 target_include_directories(holoscan_dlpack_torch SYSTEM INTERFACE
   "${HOLOSCAN_DLPACK_TORCH_DIR}/include"
   "${HOLOSCAN_DLPACK_TORCH_DIR}/include/torch/csrc/api/include")
 target_link_libraries(holoscan_dlpack_torch INTERFACE ${_hdl_torch_libs})
+if(HOLOSCAN_DLPACK_TORCH_CUDA_ROWS)
+  target_compile_definitions(holoscan_dlpack_torch INTERFACE HOLOSCAN_BENCH_TORCH_CUDA=1)
+endif()
 # The wheel's libraries find their CUDA libraries (from other wheels) through their own RUNPATH
 # at run time; the linker need not resolve them here.
 target_link_options(holoscan_dlpack_torch INTERFACE "LINKER:--allow-shlib-undefined"

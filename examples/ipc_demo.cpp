@@ -3,12 +3,17 @@
 // value on the GPU. Readiness and reuse are ordered on the GPU with interprocess events; no
 // process blocks its host thread on the GPU while tensors flow (the count is printed).
 //
-//   holoscan_dlpack_ipc_demo [demo|roundtrip|pipeline] [count=N] [elements=N] [blocks=N] [ctest=1]
+//   holoscan_dlpack_ipc_demo [demo|roundtrip|pipeline|floor] [count=N] [elements=N] [blocks=N]
+//                            [ctest=1]
 //
 // demo       one producer, two consumers, every tensor to both (default: 10^4 tensors)
 // roundtrip  one consumer; each tensor waits for its Release before the next (RESULT line:
-//            microseconds per export + import + release)
+//            microseconds per export + import + release; trace=PREFIX adds the median of each
+//            stage on both sides, TRACE lines)
 // pipeline   producer -> relay (adds one into its own pool) -> sink (RESULT line: tensors/s)
+// floor      the round trip's floor by hand: a socket ping-pong of the library's frames plus one
+//            event record and one wait per side (spin=1: poll without sleeping; fd=0: no
+//            descriptor with each Publish; kernels=0: no kernel on either side)
 //
 // Without a CUDA device it says so and exits 0 (77 with ctest=1, which CTest reads as a skip).
 #include <cuda_runtime_api.h>
@@ -26,6 +31,7 @@
 
 #include <holoscan/ipc.hpp>
 
+#include "ipc/floor.hpp"
 #include "ipc/host_blocks.hpp"
 #include "ipc/roles.hpp"
 #include "ipc/spawn.hpp"
@@ -36,7 +42,7 @@ namespace ipc = holoscan::ipc;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kChildTimeoutMs = 10 * 60 * 1000;
-constexpr long kWarmUp = 100;  // tensors before the clock starts: contexts, mappings, events
+constexpr long kWarmUp = ipc_demo::kWarmUpTensors;
 
 struct Words {
   std::string mode = "demo";
@@ -61,6 +67,14 @@ Words parse(int argc, char** argv) {
   return words;
 }
 
+ipc_demo::FloorOptions floor_options(const Words& words) {
+  ipc_demo::FloorOptions options;
+  options.spin = words.get("spin", 0) != 0;
+  options.send_fd = words.get("fd", 1) != 0;
+  options.kernels = words.get("kernels", 1) != 0;
+  return options;
+}
+
 std::string self_path() {
   char path[PATH_MAX] = {};
   const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
@@ -68,8 +82,13 @@ std::string self_path() {
 }
 
 std::vector<std::string> shape_words(const ipc_demo::RunShape& shape) {
-  return {"count=" + std::to_string(shape.count), "elements=" + std::to_string(shape.elements),
-          "blocks=" + std::to_string(shape.blocks)};
+  std::vector<std::string> words{"count=" + std::to_string(shape.count),
+                                 "elements=" + std::to_string(shape.elements),
+                                 "blocks=" + std::to_string(shape.blocks)};
+  if (!shape.trace.empty()) {
+    words.push_back("trace=" + shape.trace);
+  }
+  return words;
 }
 
 // A child running `role` with `in` (and `out`, for a relay) as its channel ends.
@@ -92,7 +111,9 @@ pid_t start(const std::string& role, const ipc_demo::RunShape& shape, int in, in
 // The producer's side of one run: the children, the exporter, the produce loop and the report.
 class Run {
  public:
-  explicit Run(const ipc_demo::RunShape& shape) : shape_(shape) {}
+  explicit Run(const ipc_demo::RunShape& shape)
+      : shape_(shape),
+        trace_(shape.trace.empty() ? std::string() : shape.trace + ".producer", shape.count) {}
 
   // Starts a consumer (or relay) whose other end this process exports to.
   bool connect(const std::string& role, const std::string& extra = "", int out = -1) {
@@ -140,14 +161,14 @@ class Run {
   // Produces every tensor; the clock runs from the end of the warm-up to the children's exit.
   bool run(bool one_at_a_time) {
     const long warm_up = std::min(kWarmUp, shape_.count);
-    if (!ipc_demo::produce(*exporter_, peers_, *pool_, stream_, shape_, 0, warm_up,
-                           one_at_a_time)) {
+    if (!ipc_demo::produce(*exporter_, peers_, *pool_, stream_, shape_, 0, warm_up, one_at_a_time,
+                           &trace_)) {
       return false;
     }
     const std::uint64_t blocks_before = ipc_demo::host_blocks();
     const auto start_time = Clock::now();
     const bool produced = ipc_demo::produce(*exporter_, peers_, *pool_, stream_, shape_, warm_up,
-                                            shape_.count, one_at_a_time) &&
+                                            shape_.count, one_at_a_time, &trace_) &&
                           ipc_demo::drain(*exporter_);
     host_blocks_ = ipc_demo::host_blocks() - blocks_before;
     bool children_ok = true;
@@ -157,6 +178,9 @@ class Run {
     }
     seconds_ = std::chrono::duration<double>(Clock::now() - start_time).count();
     timed_ = shape_.count - warm_up;
+    if (!shape_.trace.empty() && trace_.write()) {
+      ipc_demo::print_round_trip_stages(stdout, shape_.trace, warm_up);
+    }
     return produced && children_ok;
   }
 
@@ -166,6 +190,7 @@ class Run {
 
  private:
   ipc_demo::RunShape shape_;
+  ipc_demo::StageTrace trace_;
   std::optional<ipc::Exporter> exporter_;
   std::shared_ptr<holoscan::TensorPool> pool_;
   cudaStream_t stream_ = nullptr;
@@ -235,6 +260,9 @@ int main(int argc, char** argv) {
   shape.elements = words.get("elements", shape.elements);
   shape.blocks = static_cast<std::size_t>(words.get("blocks", static_cast<long>(shape.blocks)));
   shape.delay_us = static_cast<std::uint64_t>(words.get("delay_us", 0));
+  if (const auto trace = words.values.find("trace"); trace != words.values.end()) {
+    shape.trace = trace->second;
+  }
   const auto role = words.values.find("role");
   if (role != words.values.end()) {
     const int in = static_cast<int>(words.get("in_fd", -1));
@@ -243,6 +271,9 @@ int main(int argc, char** argv) {
     }
     if (role->second == "relay") {
       return ipc_demo::relay(in, static_cast<int>(words.get("out_fd", -1)), shape);
+    }
+    if (role->second == "floor") {
+      return ipc_demo::floor_peer(in, shape, floor_options(words));
     }
     std::fprintf(stderr, "ipc demo: unknown role %s\n", role->second.c_str());
     return 2;
@@ -264,7 +295,10 @@ int main(int argc, char** argv) {
   if (words.mode == "pipeline") {
     return run_pipeline(shape);
   }
-  std::fprintf(stderr, "ipc demo: unknown mode %s (demo, roundtrip or pipeline)\n",
+  if (words.mode == "floor") {
+    return ipc_demo::run_floor(self_path(), shape, floor_options(words));
+  }
+  std::fprintf(stderr, "ipc demo: unknown mode %s (demo, roundtrip, pipeline or floor)\n",
                words.mode.c_str());
   return 2;
 }

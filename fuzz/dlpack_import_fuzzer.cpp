@@ -12,65 +12,15 @@
 
 #include <holoscan/tensor.hpp>
 
+#include "dlpack_input.hpp"
+
 namespace {
+
+using holoscan_fuzz::check;
 
 __extension__ typedef __int128 Wide;
 
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "invariant broken: %s\n", what);
-  std::abort();
-}
-
-void check(bool condition, const char* what) {
-  if (!condition) {
-    fail(what);
-  }
-}
-
-// Reads the fuzzer's bytes as a stream of fields; past the end every field is zero.
-class Bytes {
- public:
-  Bytes(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  template <class T>
-  T take() {
-    T value{};
-    const std::size_t n = sizeof(T) < size_ - offset_ ? sizeof(T) : size_ - offset_;
-    std::memcpy(&value, data_ + offset_, n);
-    offset_ += n;
-    return value;
-  }
-  // A 64-bit value biased towards the edges that break arithmetic.
-  std::int64_t extent() {
-    const auto kind = take<std::uint8_t>();
-    switch (kind % 8) {
-      case 0:
-        return 0;
-      case 1:
-        return 1;
-      case 2:
-        return INT64_MAX - take<std::uint8_t>();
-      case 3:
-        return INT64_MIN + take<std::uint8_t>();
-      case 4:
-        return static_cast<std::int64_t>(take<std::uint64_t>());
-      case 5:
-        return -static_cast<std::int64_t>(take<std::uint8_t>());
-      case 6:
-        return std::int64_t{1} << (take<std::uint8_t>() % 63);
-      default:
-        return take<std::uint8_t>();
-    }
-  }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-  std::size_t offset_ = 0;
-};
-
 struct Producer {
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> strides;
   int deleter_calls = 0;
   DLManagedTensorVersioned versioned{};
   DLManagedTensor legacy{};
@@ -151,45 +101,14 @@ void round_trip(const holoscan::Tensor& tensor) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  Bytes in(data, size);
+  holoscan_fuzz::Bytes bytes(data, size);
+  holoscan_fuzz::Input in;
+  holoscan_fuzz::read_input(bytes, in);
   Producer producer;
-  const auto shape_kind = in.take<std::uint8_t>();
-  const bool use_legacy = (shape_kind & 1) != 0;
-  const std::int32_t ndim = static_cast<std::int8_t>(in.take<std::uint8_t>()) % 40;
-  const auto count = static_cast<std::size_t>(ndim > 0 ? ndim : 0);
-  for (std::size_t i = 0; i < count; ++i) {
-    producer.shape.push_back(in.extent());
-  }
-  const bool has_strides = (shape_kind & 2) != 0;
-  for (std::size_t i = 0; has_strides && i < count; ++i) {
-    producer.strides.push_back(in.extent());
-  }
-  static std::uint8_t storage[256];
-  DLTensor view{};
-  switch ((shape_kind >> 2) % 4) {
-    case 0:
-      view.data = nullptr;
-      break;
-    case 1:
-      view.data = storage;
-      break;
-    default:
-      view.data = reinterpret_cast<void*>(static_cast<std::uintptr_t>(in.take<std::uint64_t>()));
-      break;
-  }
-  view.ndim = ndim;
-  view.shape = (shape_kind & 16) != 0 ? nullptr : producer.shape.data();
-  view.strides = has_strides ? producer.strides.data() : nullptr;
-  view.dtype =
-      DLDataType{in.take<std::uint8_t>(), in.take<std::uint8_t>(), in.take<std::uint16_t>()};
-  view.device = DLDevice{static_cast<DLDeviceType>(in.take<std::uint8_t>() % 24),
-                         static_cast<std::int8_t>(in.take<std::uint8_t>())};
-  view.byte_offset = (shape_kind & 32) != 0 ? in.take<std::uint64_t>() : in.take<std::uint8_t>();
-  const auto flags = static_cast<std::uint64_t>(in.take<std::uint8_t>() % 16);
-
-  const bool other_major = in.take<std::uint8_t>() % 8 == 0;
-  const auto minor = static_cast<std::uint32_t>(in.take<std::uint8_t>() % 5);
-  producer.versioned.version = {DLPACK_MAJOR_VERSION + (other_major ? 1u : 0u), minor};
+  const DLTensor& view = in.view;
+  const bool use_legacy = in.legacy;
+  const std::uint64_t flags = in.flags;
+  producer.versioned.version = in.version;
   producer.versioned.flags = flags;
   producer.versioned.manager_ctx = &producer;
   producer.versioned.deleter = [](DLManagedTensorVersioned* self) {

@@ -1,79 +1,66 @@
 #include "context_recycler.hpp"
 
-#include <mutex>
 #include <new>
-#include <vector>
 
+#include "holoscan/tensor.hpp"
 #include "recycler.hpp"
 
 namespace holoscan::detail {
 namespace {
 
-class ContextFreeList {
- public:
-  static constexpr std::size_t kKeep = 4096;
-
-  static ContextFreeList& instance() noexcept {
-    static auto* list = new ContextFreeList();  // leaked: contexts may come back at exit
-    return *list;
+// What the context cache frees for good.
+struct ContextKind {
+  static void release(void* context) noexcept {
+    delete static_cast<DLManagedTensorContext*>(context);
   }
-
-  DLManagedTensorContext* take() noexcept {
-#if HOLOSCAN_DLPACK_RECYCLE
-    {
-      std::lock_guard<SpinMutex> lock(mutex_);
-      if (!free_.empty()) {
-        DLManagedTensorContext* context = free_.back();
-        free_.pop_back();
-        return context;
-      }
-    }
-#endif
-    return new (std::nothrow) DLManagedTensorContext();
-  }
-
-  void give(DLManagedTensorContext* context) noexcept {
-    // Outside the lock: dropping the memory may run a producer's deleter, which may drop more.
-    context->memory_reference.reset();
-#if HOLOSCAN_DLPACK_RECYCLE
-    context->tensor = DLManagedTensorVersioned{};
-    context->dl_shape.clear();
-    context->dl_strides.clear();
-    ContextAccess::restore_writable(*context);
-    {
-      std::lock_guard<SpinMutex> lock(mutex_);
-      if (free_.size() < free_.capacity()) {  // within the room reserved once: no allocation
-        free_.push_back(context);
-        return;
-      }
-    }
-#endif
-    delete context;
-  }
-
- private:
-  ContextFreeList() {
-    try {
-      free_.reserve(kKeep);
-    } catch (...) {
-      // Nothing is kept then: every context goes back to the heap.
-    }
-  }
-
-  SpinMutex mutex_;
-  std::vector<DLManagedTensorContext*> free_;
 };
+
+using ContextCache = PointerCache<ContextKind>;
+
+// Room for the largest shape, so that filling a kept context never allocates. A context whose
+// vectors were replaced through its public members gets the room back here.
+bool has_room(DLManagedTensorContext& context) noexcept {
+  constexpr auto kRoom = static_cast<std::size_t>(kMaxTensorDims);
+  if (context.dl_shape.capacity() >= kRoom && context.dl_strides.capacity() >= kRoom) {
+    return true;
+  }
+  try {
+    context.dl_shape.reserve(kRoom);
+    context.dl_strides.reserve(kRoom);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
 
 }  // namespace
 
-std::shared_ptr<DLManagedTensorContext> make_recycled_context() {
-  DLManagedTensorContext* context = ContextFreeList::instance().take();
+DLManagedTensorContext* take_context() noexcept {
+  auto* context = static_cast<DLManagedTensorContext*>(ContextCache::take());
   if (context == nullptr) {
-    throw std::bad_alloc();
+    context = new (std::nothrow) DLManagedTensorContext();
   }
+  if (context != nullptr && !has_room(*context)) {
+    delete context;
+    return nullptr;
+  }
+  return context;
+}
+
+void give_context(DLManagedTensorContext* context) noexcept {
+  // First: dropping the memory may run a producer's deleter, which may import or drop more.
+  context->memory_reference.reset();
+  context->tensor = DLManagedTensorVersioned{};
+  // The vectors keep their size: the next import of the same shape need not resize them.
+  ContextAccess::forget_validated(*context);
+  ContextAccess::restore_writable(*context);
+  ContextCache::give(context);
+}
+
+std::shared_ptr<DLManagedTensorContext> share_recycled(DLManagedTensorContext* context) {
   // Should the control block not fit, the deleter gives the context back before the throw.
   return std::shared_ptr<DLManagedTensorContext>(
-      context, [](DLManagedTensorContext* done) { ContextFreeList::instance().give(done); },
+      context, [](DLManagedTensorContext* done) noexcept { give_context(done); },
       RecyclingAllocator<DLManagedTensorContext>{});
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Imported contexts come from a free list and go back to it, keeping the room of their shape and
-// stride vectors, so that an import allocates nothing once warm.
+// stride vectors, so that an import allocates nothing once warm (see recycler.hpp).
 #include <memory>
 
 #include "holoscan/dlpack.hpp"
@@ -8,10 +8,19 @@
 namespace holoscan::detail {
 
 /**
- * @brief An empty, writable context from the free list (or new), owned by a shared_ptr whose
- *        control block is recycled too, and whose deleter drops the memory reference, empties
- *        the context and gives it back. Throws std::bad_alloc when the heap refuses.
+ * @brief An empty, writable context with room for kMaxTensorDims in both vectors (a kept one,
+ *        or new), owned by nobody yet; null when the heap refuses.
  */
-std::shared_ptr<DLManagedTensorContext> make_recycled_context();
+DLManagedTensorContext* take_context() noexcept;
+
+/** @brief Drops the memory reference, empties `context` and keeps it for reuse (or frees it). */
+void give_context(DLManagedTensorContext* context) noexcept;
+
+/**
+ * @brief Owns `context` (from take_context()) with a shared_ptr whose control block is recycled
+ *        too and whose deleter gives the context back. Throws std::bad_alloc when the heap
+ *        refuses, after giving the context back.
+ */
+std::shared_ptr<DLManagedTensorContext> share_recycled(DLManagedTensorContext* context);
 
 }  // namespace holoscan::detail

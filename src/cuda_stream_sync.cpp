@@ -19,7 +19,7 @@ expected<void, Error> synchronize_cuda_streams(cudaStream_t producer_stream,
   if (!event) {
     return forward_error(std::move(event));
   }
-  const detail::StreamPoint point{producer_stream, *event, location->device, location->thread_key};
+  detail::StreamPoint point = location->point(producer_stream, *event);
   auto ordered = detail::record_point(point, producer_stream);
   if (ordered) {
     ordered = detail::check_cuda(detail::cuda().stream_wait_event(consumer_stream, *event, 0),

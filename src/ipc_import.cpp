@@ -3,10 +3,12 @@
 #include <memory>
 #include <string>
 
+#include "context_recycler.hpp"
 #include "dlpack_validate.hpp"
 #include "holoscan/ipc_importer.hpp"
 #include "ipc_import_reference.hpp"
 #include "ipc_importer_core.hpp"
+#include "recycler.hpp"
 #include "tensor_view.hpp"
 
 namespace holoscan::ipc {
@@ -73,18 +75,26 @@ expected<Tensor, Error> import_with(const std::shared_ptr<detail::ImporterCore>&
   view.dtype = descriptor.dtype;
   view.shape = const_cast<std::int64_t*>(descriptor.shape.data());  // read only: copied below
   view.strides = const_cast<std::int64_t*>(descriptor.strides.data());
-  if (auto layout = holoscan::detail::validate_dl_tensor(view, descriptor.dlpack_flags, kWho);
-      !layout) {
-    return make_unexpected(std::move(layout.error()));
+  // Checked against this build's type codes while a recycled context is filled, in one pass.
+  DLManagedTensorContext* raw = holoscan::detail::take_context();
+  if (raw == nullptr) {
+    return make_unexpected(refused(ErrorCode::kResourceExhausted, "out of host memory"));
+  }
+  holoscan::detail::LayoutFacts facts;
+  if (holoscan::detail::assign_checked_view(
+          *raw, view, descriptor.dlpack_flags,
+          DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION},
+          facts) != holoscan::detail::LayoutFault::kNone) {
+    holoscan::detail::give_context(raw);
+    return make_unexpected(holoscan::detail::dl_tensor_error(facts, view, kWho));
   }
   std::shared_ptr<DLManagedTensorContext> context;
   try {
-    context = std::make_shared<DLManagedTensorContext>();
-    holoscan::detail::assign_view(*context, view, descriptor.dlpack_flags,
-                                  DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION});
+    context = holoscan::detail::share_recycled(raw);  // gives `raw` back if it throws
     // Last: from here on the reference owns the import and gives it back when it goes.
-    context->memory_reference = std::make_shared<detail::ImportedReference>(
-        core, std::move(*mapping), std::move(readiness), descriptor.export_id, *device);
+    context->memory_reference = std::allocate_shared<detail::ImportedReference>(
+        holoscan::detail::RecyclingAllocator<detail::ImportedReference>{}, core,
+        std::move(*mapping), std::move(readiness), descriptor.export_id, *device);
   } catch (const std::bad_alloc&) {
     return make_unexpected(refused(ErrorCode::kResourceExhausted, "out of host memory"));
   }

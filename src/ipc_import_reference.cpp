@@ -43,12 +43,14 @@ ImportedReference::ImportedReference(std::shared_ptr<ImporterCore> core,
 
 ImportedReference::~ImportedReference() {
   holoscan::detail::StreamPointList points = streams_.take_release_points();
-  if (holoscan::detail::drop_completed_points(points)) {
-    // No consumer work left on the GPU (or none recorded): done, no event to wait for.
+  if (points.empty()) {
+    // No consumer work was recorded: done, no event to wait for.
     core_->give_back(export_id_, nullptr, true);
     return;
   }
-  // The points still pending: the release stream waits on them, the exporter on its event.
+  // Never asked here whether the points have passed (a query costs more than the wait and the
+  // record, and the answer is nearly always "not yet"): the release stream waits on them, the
+  // exporter on its event, and the mapping goes once the release thread has seen them pass.
   auto released = holoscan::detail::record_release(device_, points);
   if (released) {
     core_->give_back(export_id_, &*released, true);

@@ -55,16 +55,18 @@ expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> record_release(
     return tl::unexpected<Error>(
         make_error(ErrorCode::kInvalidArgument, "ipc release: device id is out of range"));
   }
-  DeviceGuard guard(device);
-  if (guard.status() != cudaSuccess) {
-    return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
-  }
   Rings& all = rings();
   // One release at a time per process: the waits and the record must not interleave with
   // another release's record, or that record would miss these waits.
   std::lock_guard<SpinMutex> lock(all.mutex);
   DeviceRing& ring = all.devices[static_cast<std::size_t>(device)];
   if (ring.stream == nullptr) {
+    // Only making the stream needs its device current: waits and records go to the stream's
+    // own device whatever device is current.
+    DeviceGuard guard(device);
+    if (guard.status() != cudaSuccess) {
+      return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
+    }
     if (cudaError_t status =
             cuda_ipc().stream_create_with_flags(&ring.stream, cudaStreamNonBlocking);
         status != cudaSuccess) {

@@ -145,6 +145,7 @@ expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::i
   detail::assign_view(
       *context, view, 0,
       DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR});
+  detail::ContextAccess::mark_validated(*context);  // checked above
   return context;
 }
 

@@ -105,7 +105,6 @@ ReleaseQueue::PushResult ReleaseQueue::push(PendingRelease&& pending) noexcept {
     node.context = pending.context;
     node.ticket = pending.ticket;
     node.started = false;
-    node.fan_in = 0;
     ++next_ticket_;
     ++outstanding_;
   }
@@ -166,160 +165,25 @@ bool ReleaseQueue::nothing_left_to_start() const noexcept {
                      [](const PendingRelease& p) { return p.started; });
 }
 
-// Each round: the new points are fanned in (one wait each on this thread's stream of their device,
-// then one event recorded per device), the fan-ins are queried (one query per device and round,
-// instead of one per point: a query costs about 1.3 us on the H200, four times a wait), and each
-// release drops the points that are known complete.
+// Each round asks the GPU about each stream once (its newest point; a binary search only while
+// it lags), not about each point: a query costs about 1.3 us on the H200, and each of them
+// competes with the application's calls for the driver (StreamProgress).
 void ReleaseQueue::poll_active(std::uint64_t inherited_below) noexcept {
+  round_points_.clear();
   for (PendingRelease& pending : active_) {
     if (pending.ticket < inherited_below) {
       // Queued by the parent before a fork(): see after_fork_in_child(). Its events are the
       // parent's and are forgotten, not queried nor pooled.
       pending.points.clear();
-    }
-  }
-  (void)fan_in_new_points();
-  poll_fan_ins();
-  const auto now = std::chrono::steady_clock::now();
-  for (PendingRelease& pending : active_) {
-    settle_points(pending, now);
-  }
-}
-
-cudaStream_t ReleaseQueue::release_stream(int device) noexcept {
-  const CudaApi* api = &cuda();
-  if (release_streams_api_ != api) {
-    // Streams of another table (a test swapped it): forgotten, never destroyed, like events.
-    release_streams_.fill(nullptr);
-    release_streams_api_ = api;
-  }
-  cudaStream_t& stream = release_streams_[static_cast<std::size_t>(device)];
-  if (stream == nullptr) {
-    use_device_on_release_thread(device);
-    if (api->stream_create_with_flags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
-      (void)api->get_last_error();
-      stream = nullptr;
-    }
-  }
-  return stream;
-}
-
-FanIn* ReleaseQueue::fan_in_new_points() noexcept {
-  FanIn& slot = fan_ins_[next_fan_in_ % kFanInSlots];
-  if (slot.id != 0) {
-    return nullptr;  // every slot is in use: the new points are queried one by one meanwhile
-  }
-  std::array<bool, kMaxPoolDevices> waited{};
-  for (PendingRelease& pending : active_) {
-    if (pending.fan_in != 0) {
       continue;
     }
-    bool fanned = false;
-    for (std::size_t i = 0; i < pending.points.size(); ++i) {
-      StreamPoint& point = pending.points[i];
-      if (point.fanned_in || point.device < 0 || point.device >= kMaxPoolDevices) {
-        continue;
-      }
-      const cudaStream_t stream = release_stream(point.device);
-      if (stream == nullptr) {
-        continue;
-      }
-      // The wait takes the event as last recorded, so later records of it change nothing here.
-      if (cuda().stream_wait_event(stream, point.event, 0) != cudaSuccess) {
-        (void)cuda().get_last_error();
-        release_streams_[static_cast<std::size_t>(point.device)] = nullptr;  // made anew
-        continue;
-      }
-      point.fanned_in = true;
-      fanned = true;
-      waited[static_cast<std::size_t>(point.device)] = true;
-    }
-    if (fanned) {
-      pending.fan_in = next_fan_in_;
-      ++slot.releases;
+    try {
+      round_points_.push_back(&pending.points);
+    } catch (...) {
+      break;  // out of memory: the others are settled in a later round
     }
   }
-  if (slot.releases == 0) {
-    return nullptr;
-  }
-  slot.id = next_fan_in_++;
-  slot.broken = false;
-  slot.started = std::chrono::steady_clock::now();
-  for (int device = 0; device < kMaxPoolDevices; ++device) {
-    if (!waited[static_cast<std::size_t>(device)]) {
-      continue;
-    }
-    auto event = acquire_event(device);
-    const StreamPoint mark{release_streams_[static_cast<std::size_t>(device)],
-                           event ? *event : nullptr, device, 0, false};
-    if (!event || !record_point(mark, mark.stream) || !slot.marks.push_back(mark)) {
-      if (event) {
-        release_event(device, *event);
-      }
-      slot.broken = true;  // its releases query their points themselves
-    }
-  }
-  return &slot;
-}
-
-void ReleaseQueue::poll_fan_ins() noexcept {
-  for (FanIn& fan_in : fan_ins_) {
-    if (fan_in.id == 0 || fan_in.broken) {
-      continue;
-    }
-    for (std::size_t i = fan_in.marks.size(); i-- > 0;) {
-      use_device_on_release_thread(fan_in.marks[i].device);
-      if (point_completed(fan_in.marks[i])) {
-        release_event(fan_in.marks[i].device, fan_in.marks[i].event);
-        fan_in.marks.swap_remove(i);
-      }
-    }
-  }
-}
-
-void ReleaseQueue::settle_points(PendingRelease& pending,
-                                 std::chrono::steady_clock::time_point now) noexcept {
-  FanIn* fan_in = nullptr;
-  if (pending.fan_in != 0) {
-    FanIn& slot = fan_ins_[pending.fan_in % kFanInSlots];
-    fan_in = slot.id == pending.fan_in ? &slot : nullptr;
-  }
-  const bool fan_in_done = fan_in != nullptr && !fan_in->broken && fan_in->marks.empty();
-  const bool ask_points =
-      fan_in == nullptr || fan_in->broken || now - fan_in->started > kFanInPatience;
-  bool fanned_left = false;
-  for (std::size_t i = pending.points.size(); i-- > 0;) {
-    StreamPoint& point = pending.points[i];
-    bool done = point.fanned_in && fan_in_done;
-    if (!done && (!point.fanned_in || ask_points)) {
-      use_device_on_release_thread(point.device);
-      done = point_completed(point);
-    }
-    if (done) {
-      release_event(point.device, point.event);
-      pending.points.swap_remove(i);
-    } else {
-      fanned_left = fanned_left || point.fanned_in;
-    }
-  }
-  if (fan_in != nullptr && !fanned_left) {
-    pending.fan_in = 0;
-    if (--fan_in->releases == 0) {
-      // Marks still pending go back as they are: a pooled event may be recorded again.
-      release_points(fan_in->marks);
-      fan_in->id = 0;
-    }
-  }
-}
-
-void ReleaseQueue::forget_fan_ins() noexcept {
-  for (FanIn& fan_in : fan_ins_) {
-    fan_in.marks.clear();  // the parent's events: neither queried nor pooled here
-    fan_in.releases = 0;
-    fan_in.id = 0;
-  }
-  release_streams_.fill(nullptr);
-  release_streams_api_ = nullptr;
+  progress_.settle(round_points_);
 }
 
 void ReleaseQueue::move_completed_to_running() noexcept {
@@ -494,10 +358,7 @@ void ReleaseQueue::renew_in_child() noexcept {
   new (&drained_) std::condition_variable();
   flushers_ = nullptr;  // the parent's waiting threads do not exist here
   inherited_below_ = next_ticket_;
-  forget_fan_ins();
-  for (PendingRelease& pending : active_) {
-    pending.fan_in = 0;
-  }
+  progress_.forget();
   if (on_release_thread) {
     return;  // forked from a deleter: this thread is the worker, alive in the child too
   }

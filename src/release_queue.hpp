@@ -1,6 +1,5 @@
 #pragma once
 // The queue of releases waiting for the GPU, and the thread that runs them once it has passed.
-#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -8,11 +7,13 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "cuda_api.hpp"
 #include "deferred_release.hpp"
 #include "event_pool.hpp"
 #include "holoscan/detail/abi.hpp"
+#include "stream_progress.hpp"
 
 namespace holoscan::detail {
 
@@ -23,7 +24,6 @@ struct HOLOSCAN_DLPACK_ABI PendingRelease {
   void* context = nullptr;            ///< Argument of `release`.
   std::uint64_t ticket = 0;           ///< Order of arrival, for flush.
   bool started = false;               ///< Its release is running: never start it again.
-  std::uint64_t fan_in = 0;           ///< The fan-in its fanned points wait in; 0 for none.
 };
 
 /**
@@ -34,19 +34,6 @@ struct Flusher {
   std::uint64_t target = 0;   ///< Releases with a smaller ticket were queued before the flush.
   std::size_t remaining = 0;  ///< Of those, the ones not yet run.
   Flusher* next = nullptr;    ///< The next waiting flush (a list of stack objects).
-};
-
-/**
- * @brief One polling round's fan-in: the release thread's stream of each device waited on the
- *        round's new points, then recorded one event; once those complete, so have the points.
- */
-struct HOLOSCAN_DLPACK_ABI FanIn {
-  std::uint64_t id = 0;      ///< 0: the slot is free.
-  StreamPointList marks;     ///< The events recorded after the waits, one per device; dropped
-                             ///< as they complete.
-  std::size_t releases = 0;  ///< Releases whose fanned points still wait in this fan-in.
-  bool broken = false;       ///< A mark could not be recorded: poll the points themselves.
-  std::chrono::steady_clock::time_point started;  ///< When its marks were recorded.
 };
 
 /**
@@ -87,11 +74,6 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   void run() noexcept;
   bool nothing_left_to_start() const noexcept;
   void poll_active(std::uint64_t inherited_below) noexcept;
-  FanIn* fan_in_new_points() noexcept;
-  void poll_fan_ins() noexcept;
-  void settle_points(PendingRelease& pending, std::chrono::steady_clock::time_point now) noexcept;
-  cudaStream_t release_stream(int device) noexcept;
-  void forget_fan_ins() noexcept;
   void move_completed_to_running() noexcept;
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
   void count_out(std::uint64_t ticket) noexcept;
@@ -115,10 +97,6 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   // may start after a quiet spell.
   static constexpr std::chrono::microseconds kQuietMax{20'000};
   static constexpr int kRestFactor = 9;  // at most a tenth of the time spent polling
-  // Past this, the points of a fan-in that has not completed are queried one by one, so that a
-  // slow stream does not hold back the releases it happened to be fanned in with.
-  static constexpr std::chrono::microseconds kFanInPatience{1000};
-  static constexpr std::size_t kFanInSlots = 64;
 
   std::mutex mutex_;
   std::condition_variable wake_;     // new work, a stop
@@ -136,12 +114,10 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   bool abandoned_ = false;  // the exit drain ran out of time: nothing more is run
   std::chrono::steady_clock::time_point drain_deadline_{};  // set as the exit drain begins
   std::unique_ptr<std::thread> worker_;
-  // The worker's own (never under the lock): fan-ins, and its stream per device with the CUDA
-  // table that made them (tests swap tables).
-  std::array<FanIn, kFanInSlots> fan_ins_{};
-  std::uint64_t next_fan_in_ = 1;
-  std::array<cudaStream_t, kMaxPoolDevices> release_streams_{};
-  const CudaApi* release_streams_api_ = nullptr;
+  // The worker's own (never under the lock): how far each stream has got, and the active
+  // releases' points of this round.
+  StreamProgress progress_;
+  std::vector<StreamPointList*> round_points_;
 };
 
 }  // namespace holoscan::detail

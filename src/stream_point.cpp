@@ -1,6 +1,8 @@
 #include "stream_point.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -13,6 +15,47 @@ namespace {
 // The address of a thread_local is unique per live thread: it tells apart the per-thread
 // default streams that share the handle cudaStreamPerThread.
 thread_local char per_thread_stream_marker;
+
+// The device of each stream id seen lately by this thread, for the CUDA table that gave the id
+// (tests swap tables). An id is never given to another stream, so an entry never goes stale.
+struct DeviceOfStream {
+  unsigned long long id = 0;
+  int device = -1;
+  const CudaApi* api = nullptr;
+};
+constexpr int kRememberedStreamBits = 6;
+constexpr std::size_t kRememberedStreams = std::size_t{1} << kRememberedStreamBits;
+thread_local std::array<DeviceOfStream, kRememberedStreams> devices_of_streams{};
+
+// Records made by this thread: a number of its own (never reused), and a count.
+struct RecordClock {
+  std::uint64_t recorder = 0;
+  std::uint64_t order = 0;
+};
+thread_local RecordClock record_clock{};
+std::atomic<std::uint64_t> next_recorder{1};
+
+cudaError_t device_of_explicit_stream(cudaStream_t stream, StreamLocation& location) noexcept {
+  const CudaApi& api = cuda();
+  unsigned long long id = 0;
+  if (api.stream_get_id(stream, &id) != cudaSuccess) {
+    (void)api.get_last_error();
+    return api.stream_get_device(stream, &location.device);  // no id: the point stands alone
+  }
+  // Fibonacci hashing: ids may be sequential numbers or addresses, and spread either way.
+  DeviceOfStream& known =
+      devices_of_streams[(id * 0x9e3779b97f4a7c15ull) >> (64 - kRememberedStreamBits)];
+  if (known.id != id || known.api != &api) {
+    if (const cudaError_t status = api.stream_get_device(stream, &location.device);
+        status != cudaSuccess) {
+      return status;
+    }
+    known = DeviceOfStream{id, location.device, &api};
+  }
+  location.device = known.device;
+  location.stream_id = id;
+  return cudaSuccess;
+}
 
 }  // namespace
 
@@ -49,7 +92,7 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
     if (stream == cudaStreamPerThread) {
       location.thread_key = reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker);
     }
-  } else if (cudaError_t status = cuda().stream_get_device(stream, &location.device);
+  } else if (cudaError_t status = device_of_explicit_stream(stream, location);
              status != cudaSuccess) {
     return tl::unexpected<Error>(cuda_error(status, "cudaStreamGetDevice"));
   }
@@ -59,8 +102,17 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
 // No device switch: CUDA records an event of the stream's own device with any device current
 // (asked on the H200s by benchmarks/cuda_semantics_probe.cpp), and the point's event is of the
 // stream's device. The caller's current device is never touched.
-expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream) noexcept {
-  return check_cuda(cuda().event_record(point.event, stream), "cudaEventRecord");
+expected<void, Error> record_point(StreamPoint& point, cudaStream_t stream) noexcept {
+  if (cudaError_t status = cuda().event_record(point.event, stream); status != cudaSuccess) {
+    return tl::unexpected<Error>(cuda_error(status, "cudaEventRecord"));
+  }
+  RecordClock& clock = record_clock;
+  if (clock.recorder == 0) {
+    clock.recorder = next_recorder.fetch_add(1, std::memory_order_relaxed);
+  }
+  point.recorder = clock.recorder;
+  point.order = ++clock.order;
+  return {};
 }
 
 bool point_completed(const StreamPoint& point) noexcept {

@@ -14,6 +14,23 @@ namespace holoscan::detail {
 struct HOLOSCAN_DLPACK_ABI StreamLocation {
   int device = -1;                ///< Device of the stream.
   std::uintptr_t thread_key = 0;  ///< Non-zero only for cudaStreamPerThread.
+  std::uint64_t stream_id = 0;    ///< cudaStreamGetId of an explicit stream; 0 for the others.
+
+  /** @brief A point of this stream with `event`, not yet recorded. */
+  StreamPoint point(cudaStream_t stream, cudaEvent_t event) const noexcept {
+    StreamPoint at;
+    at.stream = stream;
+    at.event = event;
+    at.device = device;
+    at.thread_key = thread_key;
+    at.stream_id = stream_id;
+    return at;
+  }
+  /** @brief Whether `point` was recorded on this very stream (same handle, device and id). */
+  bool is_stream_of(const StreamPoint& point, cudaStream_t stream) const noexcept {
+    return point.stream == stream && point.device == device && point.thread_key == thread_key &&
+           point.stream_id == stream_id;
+  }
 };
 
 /** @brief Whether `stream` names a default stream (legacy or per-thread) by a shared handle. */
@@ -22,14 +39,19 @@ inline bool is_default_stream_handle(cudaStream_t stream) noexcept {
 }
 
 /**
- * @brief Finds the device of `stream`; fails for a stream that is capturing a CUDA graph.
+ * @brief Finds the device and id of `stream`; fails for a stream that is capturing a CUDA graph.
  *
  * Default-stream handles mean the current device's default stream, as in every runtime call.
+ * An explicit stream costs two calls (capture status, id): its device is remembered by id, which
+ * CUDA never gives to another stream.
  */
 expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept;
 
-/** @brief Records `point.event` (of `point.device`, the stream's device) on `stream`. */
-expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream) noexcept;
+/**
+ * @brief Records `point.event` (of `point.device`, the stream's device) on `stream`, and stamps
+ *        the point with this thread and its record count (StreamPoint::order).
+ */
+expected<void, Error> record_point(StreamPoint& point, cudaStream_t stream) noexcept;
 
 /**
  * @brief Whether the GPU has passed `point`. A capture forbidding the query counts as not yet;

@@ -15,7 +15,7 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
     return false;
   }
   std::lock_guard<SpinMutex> lock(mutex_);
-  StreamPoint next{stream, readiness_.event, location->device, location->thread_key};
+  StreamPoint next = location->point(stream, readiness_.event);
   const bool switches_device = next.event == nullptr || readiness_.device != next.device;
   if (!switches_device && !order_after_readiness(next)) {
     return false;
@@ -69,8 +69,9 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
 // wait for one point, unordered with the first stream.) Costs one cudaStreamWaitEvent when the
 // stream changes, none when the same stream records again; false, state unchanged, on failure.
 bool StreamState::order_after_readiness(const StreamPoint& next) noexcept {
-  const bool same_stream =
-      next.stream == readiness_.stream && next.thread_key == readiness_.thread_key;
+  const bool same_stream = next.stream == readiness_.stream &&
+                           next.thread_key == readiness_.thread_key &&
+                           next.stream_id == readiness_.stream_id;
   return same_stream || check_cuda(cuda().stream_wait_event(next.stream, readiness_.event, 0),
                                    "cudaStreamWaitEvent")
                             .has_value();
@@ -128,8 +129,7 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
                                 (stream == readiness_.stream || stream == last_waiter_);
   for (std::size_t i = 0; i < deallocation_.size(); ++i) {
     StreamPoint& point = deallocation_[i];
-    if (point.stream == stream && point.device == location->device &&
-        point.thread_key == location->thread_key) {
+    if (location->is_stream_of(point, stream)) {
       const bool recorded = record_point(point, stream).has_value();  // moves the point forward
       readiness_covered_ = readiness_covered_ || (recorded && covers_readiness);
       return recorded;
@@ -139,7 +139,7 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
   if (!event) {
     return false;
   }
-  StreamPoint point{stream, *event, location->device, location->thread_key};
+  StreamPoint point = location->point(stream, *event);
   if (!record_point(point, stream) || !deallocation_.push_back(point)) {
     release_event(point.device, point.event);
     return false;

@@ -11,7 +11,8 @@ void StreamTrackedReference::release_when_safe(ReleaseFunction release, void* co
   // The caller never queries them: an event query costs more than the record that made it (about
   // 1.3 us on the H200) and would contend with the caller's next launches for the driver, so the
   // release thread decides, for many releases at once.
-  if (streams_.holds_points()) {
+  // Called as the owner goes (its destructor): no other thread can reach the points any more.
+  if (streams_.holds_points_unshared()) {
     detail::StreamPointList points = streams_.take_release_points();
     if (!points.empty()) {
       detail::defer_release(std::move(points), release, context);

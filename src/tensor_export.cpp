@@ -2,6 +2,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "dlpack_validate.hpp"
 #include "holoscan/tensor.hpp"
@@ -17,23 +18,30 @@ constexpr std::int32_t kInlineDims = 6;
 // handle claim on the memory, dropped by the deleter.
 template <class Managed>
 struct ExportedTensor {
-  Managed managed{};
+  Managed managed;  // every field is written before it is handed out
   std::shared_ptr<DLManagedTensorContext> context;
-  std::array<std::int64_t, 2 * kInlineDims> inline_dims{};
+  std::array<std::int64_t, 2 * kInlineDims> inline_dims;  // written before it is read
   std::unique_ptr<std::int64_t[]> heap_dims;
 
-  // The owner's memory is recycled: once warm an export and its deleter allocate nothing.
-  static auto& recycler() noexcept {
-    return detail::BlockRecycler<sizeof(ExportedTensor), alignof(ExportedTensor)>::instance();
-  }
+  // The owner's memory is recycled: once warm an export and its deleter allocate nothing and
+  // take no lock (recycler.hpp).
   static ExportedTensor* make() noexcept {
-    void* memory = recycler().take();
-    return memory != nullptr ? new (memory) ExportedTensor() : nullptr;
+    void* memory = recycler::take();
+    return memory != nullptr ? new (memory) ExportedTensor : nullptr;  // no zeroing
   }
   static void destroy(ExportedTensor* owner) noexcept {
     owner->~ExportedTensor();
-    recycler().give(owner);
+    recycler::give(owner);
   }
+  // Named once the type is complete (in the member functions' bodies).
+  struct recycler {
+    static void* take() noexcept {
+      return detail::BlockRecycler<sizeof(ExportedTensor), alignof(ExportedTensor)>::take();
+    }
+    static void give(void* block) noexcept {
+      detail::BlockRecycler<sizeof(ExportedTensor), alignof(ExportedTensor)>::give(block);
+    }
+  };
   /** @brief Deleter of the unique_ptr that holds an owner until it is handed out. */
   struct Destroy {
     void operator()(ExportedTensor* owner) const noexcept { destroy(owner); }
@@ -46,6 +54,15 @@ struct ExportedTensor {
     }
     destroy(owner);
   }
+
+  // Room for `ndim` extents and as many strides; false when the heap refuses.
+  std::int64_t* dims(std::int32_t ndim) noexcept {
+    if (ndim <= kInlineDims) {
+      return inline_dims.data();
+    }
+    heap_dims.reset(new (std::nothrow) std::int64_t[2 * static_cast<std::size_t>(ndim)]);
+    return heap_dims.get();
+  }
 };
 
 template <class Managed>
@@ -55,39 +72,49 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
     return make_unexpected(ErrorCode::kInvalidArgument, std::string(who) + ": the Tensor is empty");
   }
   const DLTensor& source = context->tensor.dl_tensor;
-  // A context built by hand is checked like an import before any of it is copied out.
-  if (auto layout = detail::validate_layout(source.ndim, source.shape, source.dtype, flags, who);
-      !layout) {
-    return forward_error(std::move(layout));
+  const std::int32_t ndim = source.ndim;
+  detail::LayoutFacts facts;
+  const auto refused = [&] {
+    return make_unexpected(
+        detail::layout_error(facts, ndim, source.shape, source.strides, source.dtype, who));
+  };
+  if (ndim < 0 || ndim > kMaxTensorDims) {
+    (void)detail::check_layout(ndim, source.shape, source.strides, source.dtype, flags,
+                               detail::build_last_dtype_code(), facts);
+    return refused();
   }
   std::unique_ptr<ExportedTensor<Managed>, typename ExportedTensor<Managed>::Destroy> owner(
       ExportedTensor<Managed>::make());
-  if (owner == nullptr) {
+  std::int64_t* dims = owner != nullptr ? owner->dims(ndim) : nullptr;
+  if (dims == nullptr) {
     return make_unexpected(ErrorCode::kResourceExhausted,
                            std::string(who) + ": out of host memory");
   }
-  std::int64_t* dims = owner->inline_dims.data();
-  if (source.ndim > kInlineDims) {
-    owner->heap_dims.reset(new (std::nothrow)
-                               std::int64_t[2 * static_cast<std::size_t>(source.ndim)]);
-    if (owner->heap_dims == nullptr) {
-      return make_unexpected(ErrorCode::kResourceExhausted,
-                             std::string(who) + ": out of host memory");
+  if (detail::ContextAccess::validated(*context)) {
+    // Built and checked by the library (import, pool, make_tensor) and unchanged since: the view
+    // points at the context's own explicit strides.
+    for (std::int32_t i = 0; i < ndim; ++i) {
+      dims[i] = source.shape[i];
+      dims[ndim + i] = source.strides[i];
     }
-    dims = owner->heap_dims.get();
+  } else {
+    // A context built by hand is checked like an import while its shape and strides are copied
+    // out. Strides are always written out: DLPack >= 1.2 requires them, and older readers
+    // accept them.
+    if (detail::check_layout(ndim, source.shape, source.strides, source.dtype, flags,
+                             detail::build_last_dtype_code(), facts, dims,
+                             dims + ndim) != detail::LayoutFault::kNone) {
+      return refused();
+    }
+  }
+  if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {
+    owner->managed.version = context->tensor.version;  // the callers set what they export
+    owner->managed.flags = flags;
   }
   DLTensor& target = owner->managed.dl_tensor;
   target = source;
-  target.shape = source.ndim > 0 ? dims : nullptr;
-  // Strides are always written out: DLPack >= 1.2 requires them, and older readers accept them.
-  target.strides = source.ndim > 0 ? dims + source.ndim : nullptr;
-  for (std::int32_t i = 0; i < source.ndim; ++i) {
-    target.shape[i] = source.shape[i];
-    target.strides[i] = source.strides != nullptr ? source.strides[i] : 0;
-  }
-  if (source.ndim > 0 && source.strides == nullptr) {
-    detail::compact_strides(source.ndim, source.shape, target.strides);
-  }
+  target.shape = ndim > 0 ? dims : nullptr;
+  target.strides = ndim > 0 ? dims + ndim : nullptr;
   owner->context = context;
   owner->managed.manager_ctx = owner.get();
   owner->managed.deleter = &ExportedTensor<Managed>::delete_export;

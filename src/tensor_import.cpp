@@ -21,29 +21,43 @@ std::string to_hex(std::uint64_t value) {
   return "0x" + text;
 }
 
+Error out_of_memory(const char* who) {
+  return Error{ErrorCode::kResourceExhausted,
+               std::string(who) + ": out of host memory (the caller keeps ownership)", 0};
+}
+
 // Validates first and takes ownership last: until the owner exists nothing can run the deleter,
-// so every failure before it leaves the producer's tensor with the caller, untouched.
+// so every failure before it leaves the producer's tensor with the caller, untouched. The rules
+// are checked while the recycled context is filled, in one pass; once warm nothing is allocated
+// and no lock is taken (recycler.hpp).
 template <class Buffer, class Managed>
 expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DLPackVersion version,
                                        const char* who) {
   const DLTensor& producer = managed->dl_tensor;
-  if (auto layout = detail::validate_dl_tensor(producer, flags, who); !layout) {
-    return forward_error(std::move(layout));
+  detail::LayoutFacts facts;
+  DLManagedTensorContext* context = detail::take_context();
+  if (context == nullptr) {
+    return make_unexpected(detail::check_dl_tensor(producer, flags, facts) !=
+                                   detail::LayoutFault::kNone
+                               ? detail::dl_tensor_error(facts, producer, who)
+                               : out_of_memory(who));
   }
-  std::shared_ptr<DLManagedTensorContext> context;
+  if (detail::assign_checked_view(*context, producer, flags, version, facts) !=
+      detail::LayoutFault::kNone) {
+    detail::give_context(context);
+    return make_unexpected(detail::dl_tensor_error(facts, producer, who));
+  }
+  std::shared_ptr<DLManagedTensorContext> shared;
   try {
-    // Recycled context, control blocks and owner: once warm an import allocates nothing.
-    context = detail::make_recycled_context();
-    detail::assign_view(*context, producer, flags, version);
-    context->memory_reference = std::allocate_shared<Buffer>(detail::RecyclingAllocator<Buffer>{},
-                                                             managed);  // nothing can fail after it
+    shared = detail::share_recycled(context);  // gives the context back if it throws
+    shared->memory_reference = std::allocate_shared<Buffer>(detail::RecyclingAllocator<Buffer>{},
+                                                            managed);  // nothing can fail after it
   } catch (...) {
-    return make_unexpected(ErrorCode::kResourceExhausted,
-                           std::string(who) + ": out of host memory (the caller keeps ownership)");
+    return make_unexpected(out_of_memory(who));
   }
   // Imported ownership establishes no local writer: read-only for good, whatever the flags say.
-  detail::ContextAccess::narrow_to_read_only(*context);
-  return Tensor(std::move(context));
+  detail::ContextAccess::narrow_to_read_only(*shared);
+  return Tensor(std::move(shared));
 }
 
 }  // namespace

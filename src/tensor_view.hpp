@@ -1,9 +1,10 @@
 #pragma once
-// Fills a DLManagedTensorContext's view from validated DLPack metadata (imports and the pool).
+// Fills a DLManagedTensorContext's view from DLPack metadata (imports, make_tensor and the pool).
 #include <cstdint>
 
 #include <dlpack/dlpack.h>
 
+#include "dlpack_validate.hpp"
 #include "holoscan/dlpack.hpp"
 
 namespace holoscan::detail {
@@ -15,5 +16,16 @@ namespace holoscan::detail {
  */
 void assign_view(DLManagedTensorContext& context, const DLTensor& tensor, std::uint64_t flags,
                  DLPackVersion version);
+
+/**
+ * @brief check_dl_tensor() and assign_view() in one pass: the rules are checked while the shape
+ *        and element strides are written into the context's vectors, which must have room for
+ *        kMaxTensorDims (take_context() gives such contexts); the view is then marked validated.
+ *        On a refusal the view is left as it was and the vectors hold whatever was written;
+ *        `facts` says which rule broke.
+ */
+LayoutFault assign_checked_view(DLManagedTensorContext& context, const DLTensor& tensor,
+                                std::uint64_t flags, DLPackVersion version,
+                                LayoutFacts& facts) noexcept;
 
 }  // namespace holoscan::detail

@@ -98,24 +98,33 @@ holoscan::expected<std::shared_ptr<holoscan::TensorPool>, holoscan::Error> make_
 
 bool produce(ipc::Exporter& exporter, const std::vector<ipc::PeerId>& peers,
              holoscan::TensorPool& pool, cudaStream_t stream, const RunShape& shape, long first,
-             long end, bool one_at_a_time) {
+             long end, bool one_at_a_time, StageTrace* trace) {
+  const auto mark = [trace](long i, std::size_t stage) {
+    if (trace != nullptr) {
+      trace->mark(i, stage);
+    }
+  };
   for (long i = first; i < end; ++i) {
+    mark(i, 0);
     Tensor tensor;
     if (!allocate(pool, exporter, shape, tensor)) {
       return false;
     }
+    mark(i, 1);
     if (launch_fill(static_cast<std::uint32_t*>(tensor.data()),
                     static_cast<std::uint64_t>(shape.elements), static_cast<std::uint32_t>(i),
                     shape.delay_us, stream) != 0 ||
         !tensor.set_readiness_stream(stream)) {
       return report("produce", holoscan::Error{ErrorCode::kFailure, "fill kernel failed", 0});
     }
+    mark(i, 2);
     const std::uint64_t released = exporter.stats().releases;
     for (ipc::PeerId peer : peers) {
       if (!publish(exporter, peer, tensor)) {
         return false;
       }
     }
+    mark(i, 3);
     tensor = Tensor();
     (void)exporter.poll();
     if (one_at_a_time) {
@@ -126,6 +135,7 @@ bool produce(ipc::Exporter& exporter, const std::vector<ipc::PeerId>& peers,
         }
         (void)exporter.poll();
       }
+      mark(i, 4);
     }
   }
   return true;
@@ -156,11 +166,13 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
   cudaStream_t stream = nullptr;
   unsigned long long* mismatches = nullptr;
   std::uint64_t blocks_before = 0;
+  StageTrace trace(shape.trace.empty() ? std::string() : shape.trace + ".consumer", shape.count);
   for (long i = 0; i < shape.count; ++i) {
     Tensor tensor;
     if (!receive(*importer, tensor)) {
       return 3;
     }
+    trace.mark(i, 0);
     if (stream == nullptr) {
       // Set up once the first import shows the device, before the hot path is timed.
       if (cudaSetDevice(tensor.device().device_id) != cudaSuccess ||
@@ -179,8 +191,12 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
         !tensor.set_deallocation_stream(stream)) {
       return failed(6, "check", holoscan::Error{ErrorCode::kFailure, "check kernel failed", 0});
     }
+    trace.mark(i, 1);
+    tensor = Tensor();  // the Release goes out now
+    trace.mark(i, 2);
   }
   const std::uint64_t blocks = host_blocks() - blocks_before;
+  (void)trace.write();
   unsigned long long wrong = 0;
   // The run is over: this wait is for the report, not part of the hot path.
   if (cudaStreamSynchronize(stream) != cudaSuccess ||

@@ -4,13 +4,19 @@
 // imports into tensors of its own pool and publishes those on.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <holoscan/cuda_handles.hpp>
 #include <holoscan/ipc.hpp>
 #include <holoscan/tensor_pool.hpp>
 
+#include "ipc/stage_trace.hpp"
+
 namespace ipc_demo {
+
+/** @brief Tensors before the clock starts: contexts, mappings, events. */
+inline constexpr long kWarmUpTensors = 100;
 
 /** @brief What every process of one run agrees on. */
 struct RunShape {
@@ -18,6 +24,7 @@ struct RunShape {
   std::int64_t elements = 1 << 14;  ///< uint32 elements per tensor.
   std::size_t blocks = 8;           ///< Blocks of each process's pool.
   std::uint64_t delay_us = 0;       ///< The producer kernel's spin before it writes.
+  std::string trace;                ///< Stage stamps go to files with this prefix (empty: none).
 };
 
 /** @brief A shareable device pool of `shape.blocks` blocks of `shape.elements` uint32. */
@@ -27,11 +34,12 @@ holoscan::expected<std::shared_ptr<holoscan::TensorPool>, holoscan::Error> make_
 /**
  * @brief Publishes tensors `first` to `end` - 1, tensor i holding pattern(i), to every peer; with
  *        `one_at_a_time`, waits for each peer's Release before the next (a round trip). Returns
- *        false on the first failure, which it prints.
+ *        false on the first failure, which it prints. Stamps its stages in `trace` (if given):
+ *        start, allocated, ready, published, released.
  */
 bool produce(holoscan::ipc::Exporter& exporter, const std::vector<holoscan::ipc::PeerId>& peers,
              holoscan::TensorPool& pool, cudaStream_t stream, const RunShape& shape, long first,
-             long end, bool one_at_a_time);
+             long end, bool one_at_a_time, StageTrace* trace = nullptr);
 
 /** @brief Polls `exporter` until it holds no claim (or 60 s pass); false on timeout. */
 bool drain(holoscan::ipc::Exporter& exporter);
@@ -39,7 +47,8 @@ bool drain(holoscan::ipc::Exporter& exporter);
 /**
  * @brief The consumer process: imports `shape.count` tensors from `channel_fd`, checks each on
  *        the GPU against pattern(i) + `offset`, and prints what it saw. Exit status: 0 when
- *        every element matched and no host block happened on the hot path.
+ *        every element matched and no host block happened on the hot path. With
+ *        `shape.trace`, stamps each tensor as received, consumed and dropped.
  */
 int consume(int channel_fd, const RunShape& shape, std::uint32_t offset);
 

@@ -37,6 +37,19 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
   static void narrow_to_read_only(DLManagedTensorContext& context) noexcept;
   /** @brief Gives a context that a pool hands out anew its writer authority back. */
   static void restore_writable(DLManagedTensorContext& context) noexcept;
+  /**
+   * @brief Records that the view (its ndim, dtype and flags, over the context's own shape and
+   *        strides) met the layout rules; the library does so for the contexts it builds.
+   */
+  static void mark_validated(DLManagedTensorContext& context) noexcept;
+  /** @brief Forgets mark_validated(), for a context whose view is about to change. */
+  static void forget_validated(DLManagedTensorContext& context) noexcept;
+  /**
+   * @brief Whether the view is still the one marked: same ndim, dtype and flags, pointing at the
+   *        context's own shape and strides of ndim entries. A view built or replaced by hand is
+   *        not (its metadata is checked again before it is copied out).
+   */
+  static bool validated(const DLManagedTensorContext& context) noexcept;
 };
 
 }  // namespace detail
@@ -69,6 +82,7 @@ struct HOLOSCAN_DLPACK_ABI DLManagedTensorContext {
  private:
   friend struct detail::ContextAccess;
   std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context
+  std::uint64_t validated_stamp_ = 0;   // see ContextAccess::mark_validated; 0: not validated
 };
 
 /**

@@ -126,9 +126,22 @@ TEST(IpcDescriptor, SubByteTypesRoundTripPackedAndPadded) {
 TEST(IpcDescriptor, EmptyTensorNeedsNoSpan) {
   TensorDescriptor d = sample_descriptor();
   d.shape = {0, 8};
-  d.strides = {INT64_MAX, INT64_MIN};  // addresses nothing, so any stride will do
+  // Addresses nothing, so any stride that has a size in bytes will do.
+  d.strides = {INT64_MAX / 4, -(INT64_MAX / 4)};
   d.offset = 4096;
   EXPECT_EQ(round_trip(d), d);
+}
+
+// The layout rules are the DLPack import's: a stride must be expressible in bytes even where it
+// addresses nothing (the importer's Tensor reports strides in bytes).
+TEST(IpcDescriptor, EmptyTensorStridesStillFitInBytes) {
+  TensorDescriptor d = sample_descriptor();
+  d.shape = {0, 8};
+  d.strides = {1, INT64_MIN};
+  auto bytes = encode(d);
+  ASSERT_FALSE(bytes.has_value());
+  EXPECT_EQ(bytes.error().message,
+            "ipc descriptor: strides[1] is -9223372036854775808, too large to express in bytes");
 }
 
 TEST(IpcDescriptor, EncodeRefusesInvalidDescriptors) {
@@ -210,7 +223,7 @@ const Mangle kMangles[] = {
     {"allocation_bytes_2_63", [](Bytes& b) { put(b, kAllocationBytesAt, 1ull << 63, 8); },
      "allocation_bytes 9223372036854775808 is outside [1, INT64_MAX]"},
     {"dtype_code", [](Bytes& b) { b[kDtypeCodeAt] = 18; },
-     "dtype.code 18 is not a DLPack 1.3 type code"},
+     "dtype.code 18 is not a known DLDataTypeCode"},
     {"dtype_bits_0", [](Bytes& b) { b[kDtypeBitsAt] = 0; }, "dtype.bits is 0"},
     {"dtype_lanes_0", [](Bytes& b) { put(b, kDtypeLanesAt, 0, 2); }, "dtype.lanes is 0"},
     {"dtype_bits_12", [](Bytes& b) { b[kDtypeBitsAt] = 12; },
@@ -242,7 +255,15 @@ const Mangle kMangles[] = {
        put(b, kDimsAt + 8, 1, 8);
      },
      "shape: byte size overflows int64"},
-    {"span_overflow", [](Bytes& b) { put(b, kDimsAt + 16, INT64_MAX, 8); },
+    {"stride_bytes", [](Bytes& b) { put(b, kDimsAt + 16, INT64_MAX, 8); },
+     "strides[0] is 9223372036854775807, too large to express in bytes"},
+    {"stride_span", [](Bytes& b) { put(b, kDimsAt + 16, INT64_MAX / 4, 8); },
+     "strides[0] with shape[0]: the addressed span overflows int64"},
+    {"span_overflow",
+     [](Bytes& b) {
+       put(b, kDimsAt + 16, INT64_MAX / 16, 8);
+       put(b, kDimsAt + 24, INT64_MAX / 64, 8);
+     },
      "strides: addressed span overflows int64"},
     {"span_past_end", [](Bytes& b) { put(b, kOffsetAt, 3969, 8); },
      "offset 3969 with shape and strides addresses bytes outside the allocation's [0, 4096)"},

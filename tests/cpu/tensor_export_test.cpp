@@ -320,6 +320,34 @@ TEST(ExportVersioned, StampsTheContextsVersion) {
   run_deleter(*exported);
 }
 
+// An import's view was checked when it was made and is copied out as it is; a view pointed
+// elsewhere by hand, or given another dtype, is checked again before anything is copied out.
+TEST(ExportVersioned, AViewChangedByHandIsCheckedAgain) {
+  CountingProducer producer;
+  Tensor tensor = import_or_die(producer, strided_spec());
+  auto reference = tracked(tensor);
+  std::vector<std::int64_t> bad_shape{-1, 4};
+  DLTensor& view = tensor.dl_ctx()->tensor.dl_tensor;
+  std::int64_t* own_shape = view.shape;
+  view.shape = bad_shape.data();
+  expected<DLManagedTensorVersioned*> refused = tensor.to_dlpack_versioned();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(refused.error().message, "Tensor::to_dlpack_versioned: shape[0] is -1, must be >= 0");
+  view.shape = own_shape;
+  view.dtype.bits = 12;
+  refused = tensor.to_dlpack_versioned();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().message,
+            "Tensor::to_dlpack_versioned: dtype.bits 12 is not a whole number of bytes");
+  EXPECT_EQ(reference->handle_claims(), 1);  // a refused export holds nothing
+  view.dtype.bits = 32;
+  expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  expect_same_view((*exported)->dl_tensor, tensor);
+  run_deleter(*exported);
+}
+
 TEST(ExportEmpty, BothFormatsRefuseAnEmptyTensor) {
   const Tensor empty;
   const expected<DLManagedTensorVersioned*> versioned = empty.to_dlpack_versioned();

@@ -27,7 +27,11 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   StreamState(const StreamState&) = delete;
   StreamState& operator=(const StreamState&) = delete;
   /** @brief Returns every event still held to its pool. */
-  ~StreamState() { reset(); }
+  ~StreamState() {
+    if (holds_points_unshared()) {  // its owner is going: no other thread can reach it now
+      reset();
+    }
+  }
 
   /**
    * @brief Records the readiness point on `stream`; false, state unchanged, on any failure.
@@ -68,6 +72,13 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   expected<void, Error> hand_over_to(cudaStream_t stream) noexcept;
   /** @brief Whether any readiness or deallocation point is held. */
   bool holds_points() const noexcept;
+  /**
+   * @brief holds_points() without the lock, for an owner's destructor: only while no other
+   *        thread can reach this state.
+   */
+  bool holds_points_unshared() const noexcept {
+    return readiness_.event != nullptr || !deallocation_.empty();
+  }
   /**
    * @brief Hands every point (deallocation and readiness) to the caller, who must return their
    *        events once completed; the state is left empty.

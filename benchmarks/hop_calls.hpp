@@ -1,0 +1,49 @@
+#pragma once
+// The CUDA calls a tensor's hop costs (import, readiness, three consumers that wait and record
+// their deallocation points, drop), counted at the library's CUDA table: on the calling thread and
+// on the library's release thread, per entry, averaged over many hops. The same loop runs against
+// the fake runtime in the CPU tests and against the real one on a GPU (holoscan_dlpack_hop_calls).
+#include <array>
+#include <cstdio>
+#include <functional>
+
+#include <dlpack/dlpack.h>
+
+#include "counted_cuda_api.hpp"
+#include "holoscan/cuda_handles.hpp"
+
+namespace holoscan_bench {
+
+/** @brief Consumers of each hop. */
+inline constexpr int kHopConsumers = 3;
+
+/** @brief Calls per hop, per entry, by thread. */
+struct CallsPerHop {
+  std::array<double, kCountedEntries> caller{};   ///< Made by the thread that runs the hops.
+  std::array<double, kCountedEntries> release{};  ///< Made by every other thread (the release
+                                                  ///< thread's), until the flush after the hops.
+  /** @brief All of `caller`, or all of `release`. */
+  static double total(const std::array<double, kCountedEntries>& counts) {
+    double sum = 0;
+    for (double count : counts) {
+      sum += count;
+    }
+    return sum;
+  }
+};
+
+/**
+ * @brief Runs `hops` hops of the tensors `make()` hands out (each a fresh DLPack tensor) from
+ *        `producer` to `consumers`, after `warm_up` uncounted ones, and counts their calls; the
+ *        counting table must be installed (count_library_cuda_calls). Flushes the deferred
+ *        releases before each count, so that every release of the counted hops is in it.
+ */
+CallsPerHop count_hop_calls(const std::function<DLManagedTensorVersioned*()>& make,
+                            cudaStream_t producer,
+                            const std::array<cudaStream_t, kHopConsumers>& consumers, int hops,
+                            int warm_up);
+
+/** @brief Prints the entries called, per hop, caller and release thread side by side. */
+void print_calls_per_hop(std::FILE* out, const char* title, const CallsPerHop& calls);
+
+}  // namespace holoscan_bench
