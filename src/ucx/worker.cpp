@@ -200,9 +200,17 @@ std::optional<SendResult> Worker::next_send_result() {
 
 expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
   State& state = *state_;
-  // The delivery Ack goes out with the next call's progress round: a tensor the caller sends
-  // in reply leaves first.
-  auto taken = wait_for(state, timeout_ms, [&] { return state.take_arrival(); });
+  // The delivery Ack goes out with the next progress round (progress(), send(), or a receive()
+  // that finds nothing landed): a tensor the caller sends in reply leaves first, and the tensors
+  // of a backlog, handed out here without a round, are confirmed by one Ack.
+  std::optional<expected<Received, Error>> taken;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    taken = state.take_arrival();
+  }
+  if (!taken) {
+    taken = wait_for(state, timeout_ms, [&] { return state.take_arrival(); });
+  }
   if (!taken) {
     return std::optional<Received>();
   }

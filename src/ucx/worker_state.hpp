@@ -84,7 +84,9 @@ struct Peer {
 struct Control {
   PeerId peer = 0;
   MessageId id = MessageId::kAck;
-  std::string bytes;
+  std::string bytes;             ///< Encoded (a Hello, a refusal); empty for delivered tensors.
+  std::uint64_t delivered = 0;   ///< Delivered tensors: the first sequence number handed out,
+  std::uint64_t count = 0;       ///< and how many consecutive ones after it (0: not deliveries).
 };
 
 struct Worker::State {
@@ -154,6 +156,7 @@ struct Worker::State {
 
   // worker_control.cpp
   void queue_control(PeerId peer, MessageId id, std::string bytes);
+  void queue_delivered(PeerId peer, std::uint64_t sequence);
   std::size_t flush_controls();
   void on_hello(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
   expected<void, Error> register_handlers();
