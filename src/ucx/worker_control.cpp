@@ -106,7 +106,14 @@ std::size_t Worker::State::flush_controls() {
     void* request = ucp_am_send_nbx(peer->endpoint, static_cast<unsigned>(control.id),
                                     control.bytes.data(), control.bytes.size(), nullptr, 0, &params);
     if (UCS_PTR_IS_PTR(request)) {
-      ucp_request_free(request);  // UCX releases it once sent; a failure shows on the endpoint
+      // Kept until sent: a worker shutting down waits for it (a confirmation is not lost), and
+      // UCX's request pool is whole again before the worker goes. A failure shows on the endpoint.
+      try {
+        closing.push_back(request);
+      } catch (...) {
+        ucp_request_free(request);  // out of host memory: UCX releases it once sent
+        throw;
+      }
     }
   }
   return queued.size();

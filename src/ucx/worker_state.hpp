@@ -20,6 +20,7 @@
 #include "holoscan/ucx/worker.hpp"
 #include "readiness_gate.hpp"
 #include "ucp_objects.hpp"
+#include "wake_signal.hpp"
 
 namespace holoscan::ucx {
 
@@ -97,6 +98,7 @@ struct Worker::State {
   detail::UniqueContext context;
   detail::UniqueWorker worker;
   int efd = -1;
+  detail::WakeSignal wake;  // for threads asleep on efd when another thread progresses
   std::size_t max_am_header = 0;
   ucp_listener_h listener = nullptr;
 
@@ -106,7 +108,7 @@ struct Worker::State {
   std::vector<ucp_conn_request_h> connection_requests;
   std::deque<PeerId> accepted;  // for accept(), in the order the listener took them
   std::vector<std::pair<PeerId, ucs_status_t>> failures;  // from UCX's error callback
-  std::vector<void*> closing;  // ucp_ep_close_nbx requests not yet complete
+  std::vector<void*> closing;  // endpoint closes and small messages UCX has not finished
 
   std::deque<std::unique_ptr<Arrival>> arrivals;  // in arrival order
   std::deque<SendResult> results;
