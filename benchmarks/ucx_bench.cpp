@@ -7,6 +7,8 @@
 //   holoscan_dlpack_ucx_bench stream size=BYTES count=N [warmup=N] [window=W] [mem=host|cuda]
 //       a stream of tensors, `window` in flight, each reused from a pool once UCX is done with
 //       it and counted when the peer confirmed it; bandwidth as ucx_perftest's ucp_am_bw.
+// seconds=S ends the measured part of either after S seconds (the JSON says how many ran), so that
+// a slow transport cannot stretch a run of the benchmark script past its time.
 //
 // Each run starts its peer (this binary, role echo or sink) connected over 127.0.0.1 with the
 // same environment (UCX_TLS among it), busy-polls on both sides, and prints one JSON object.
@@ -52,6 +54,11 @@ struct Options {
   bool device() const { return text("mem", "host") == "cuda"; }
   int ordinal() const { return static_cast<int>(number("device", 0)); }
   bool verify() const { return number("verify", 0) != 0; }
+  // Whether the measured part that started at `start` has run out of time.
+  bool out_of_time(Clock::time_point start) const {
+    const std::uint64_t seconds = number("seconds", 0);
+    return seconds != 0 && Clock::now() - start > std::chrono::seconds(seconds);
+  }
 };
 
 [[noreturn]] void die(const std::string& why) {
@@ -282,8 +289,14 @@ int pingpong(const Options& o) {
   const cudaStream_t ready = readiness_stream(o);
   std::vector<double> samples;
   samples.reserve(iters);
+  Clock::time_point measured;
   for (std::uint64_t i = 0; i < warmup + iters; ++i) {
     const auto start = Clock::now();
+    if (i == warmup) {
+      measured = start;
+    } else if (i > warmup && o.out_of_time(measured)) {
+      break;
+    }
     if (ready != nullptr) {
       tensor.set_readiness_stream(ready);
     }
@@ -299,12 +312,12 @@ int pingpong(const Options& o) {
     total += s;
   }
   std::sort(samples.begin(), samples.end());
+  const auto done = static_cast<double>(samples.size());
   std::printf(
-      "{\"test\": \"pingpong\", \"size\": %llu, \"mem\": \"%s\", \"ready\": %d, \"iters\": %llu, "
+      "{\"test\": \"pingpong\", \"size\": %llu, \"mem\": \"%s\", \"ready\": %d, \"iters\": %zu, "
       "\"latency_us\": %.3f, \"latency_p50_us\": %.3f, \"roundtrips_per_s\": %.1f}\n",
       static_cast<unsigned long long>(size), o.device() ? "cuda" : "host", ready != nullptr ? 1 : 0,
-      static_cast<unsigned long long>(iters), total / static_cast<double>(iters) / 2,
-      samples[samples.size() / 2] / 2, static_cast<double>(iters) / total * 1e6);
+      samples.size(), total / done / 2, samples[samples.size() / 2] / 2, done / total * 1e6);
   tensor = {};
   return finish(worker, peer, pid);
 }
@@ -320,14 +333,17 @@ int stream(const Options& o) {
   auto pool = make_pool(o, window + 1);
   const cudaStream_t ready = readiness_stream(o);
   std::uint64_t ended = 0;
+  std::uint64_t sent = 0;
   Clock::time_point start;
-  for (std::uint64_t i = 0; i < warmup + count; ++i) {
+  for (std::uint64_t i = 0; i < warmup + count; ++i, ++sent) {
     if (i == warmup) {
       while (ended < warmup) {  // the measured part starts with nothing in flight
         (void)worker.progress();
         ended += drain(worker);
       }
       start = Clock::now();
+    } else if (i > warmup && o.out_of_time(start)) {
+      break;
     }
     auto tensor = next_tensor(worker, *pool, size, ended);
     if (o.verify()) {
@@ -338,19 +354,20 @@ int stream(const Options& o) {
     }
     send(worker, peer, tensor, ended);
   }
-  while (ended < warmup + count) {
+  while (ended < sent) {
     (void)worker.progress();
     ended += drain(worker);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const std::uint64_t measured = sent - warmup;
   std::printf(
       "{\"test\": \"stream\", \"size\": %llu, \"mem\": \"%s\", \"ready\": %d, \"verify\": %d, "
       "\"count\": %llu, \"window\": %zu, \"bandwidth_MiBps\": %.1f, \"tensors_per_s\": %.1f}\n",
       static_cast<unsigned long long>(size), o.device() ? "cuda" : "host", ready != nullptr ? 1 : 0,
       o.verify() ? 1 : 0,
-      static_cast<unsigned long long>(count), window,
-      static_cast<double>(size) * static_cast<double>(count) / seconds / (1 << 20),
-      static_cast<double>(count) / seconds);
+      static_cast<unsigned long long>(measured), window,
+      static_cast<double>(size) * static_cast<double>(measured) / seconds / (1 << 20),
+      static_cast<double>(measured) / seconds);
   return finish(worker, peer, pid);
 }
 

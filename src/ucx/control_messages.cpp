@@ -1,5 +1,7 @@
-// Ack and Hello, the protocol's small messages. An Ack's code must be one of ErrorCode's values
-// and its text is bounded, so that a peer cannot make the sender report nonsense or hold memory.
+// Ack and Hello, the protocol's small messages. An Ack's code must be one of ErrorCode's values,
+// its run of sequence numbers must be one a receiver can have handed out, and its text is bounded,
+// so that a peer cannot make the sender report nonsense or hold memory.
+#include <cstdint>
 #include <string>
 
 #include "byte_cursor.hpp"
@@ -34,6 +36,21 @@ expected<std::uint32_t, Error> check_preamble(const char* who, const std::uint8_
   return version;
 }
 
+// A run the receiver can have handed out: at least one tensor, a refusal names exactly one, and
+// the last sequence number is representable.
+expected<void, Error> check_run(const char* who, const Ack& ack) {
+  if (ack.count == 0 || (ack.code != ErrorCode::kSuccess && ack.count != 1)) {
+    return make_unexpected(malformed(who, "count " + std::to_string(ack.count) + " with code " +
+                                              std::to_string(static_cast<int>(ack.code))));
+  }
+  if (ack.count - 1 > UINT64_MAX - ack.sequence) {
+    return make_unexpected(malformed(who, "sequence " + std::to_string(ack.sequence) +
+                                              " + count " + std::to_string(ack.count) +
+                                              " passes the largest sequence number"));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string encode(const Ack& ack) {
@@ -46,7 +63,8 @@ std::string encode(const Ack& ack) {
       .u32(kWireVersion)
       .u32(static_cast<std::uint32_t>(out.size()))
       .u32(static_cast<std::uint32_t>(ack.code))
-      .u64(ack.sequence);
+      .u64(ack.sequence)
+      .u64(ack.count);
   out.replace(kAckFixedBytes, text, ack.message, 0, text);
   return out;
 }
@@ -75,6 +93,10 @@ expected<Ack, Error> decode_ack(const std::uint8_t* bytes, std::size_t size) {
   Ack ack;
   ack.code = static_cast<ErrorCode>(code);
   ack.sequence = r.u64();
+  ack.count = r.u64();
+  if (auto run = check_run(kWho, ack); !run) {
+    return forward_error(std::move(run));
+  }
   ack.message.assign(reinterpret_cast<const char*>(bytes) + kAckFixedBytes, size - kAckFixedBytes);
   return ack;
 }

@@ -1,4 +1,4 @@
-// The tensor message's header, version 1: a fixed little-endian part, then ndim extents and ndim
+// The tensor message's header (the same in versions 1 and 2 of the format): a fixed little-endian part, then ndim extents and ndim
 // strides. The layout rules are the DLPack import's own (dlpack_validate.hpp), so that a header
 // is refused exactly where an import of the same fields would be.
 #include <cstdio>

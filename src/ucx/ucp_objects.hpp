@@ -2,7 +2,11 @@
 // Owners of the UCP context and worker, created with what the protocol needs: active messages
 // and a wakeup fd, a worker that serializes its callers (the Worker's mutex does).
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <ucp/api/ucp.h>
 
@@ -24,7 +28,31 @@ struct WorkerDestroy {
 /** @brief An owned ucp_worker_h. */
 using UniqueWorker = std::unique_ptr<ucp_worker, WorkerDestroy>;
 
-/** @brief A context for active messages and wakeup, configured from the UCX_* environment. */
+/** @brief A UCX setting (its name without the UCX_ prefix) and the value a worker gives it. */
+using UcxSetting = std::pair<std::string, std::string>;
+
+/**
+ * @brief What a worker's context sets where the environment says nothing (`is_set("UCX_<name>")`
+ *        tells whether it does), given the names of the UCX components this process has.
+ *
+ * RNDV_PIPELINE_ERROR_HANDLING=y, when every component moves data only through connections
+ * that UCX closes before it fails a peer's requests (tcp, shared memory, CUDA copies and IPC):
+ * the endpoints handle peer failure, and without it UCX leaves device memory no rendezvous but
+ * fragmented copy-in copy-out (docs/ucx.md, "Protocols"). Not with an RDMA component, whose
+ * peer may still write into UCX's staging buffers after the abort (UCX has no invalidation for
+ * the pipeline).
+ */
+std::vector<UcxSetting> context_defaults(
+    const std::function<bool(const std::string& variable)>& is_set,
+    const std::vector<std::string>& components);
+
+/** @brief The names of the UCX components (uct_query_components) this process can use. */
+std::vector<std::string> available_components();
+
+/**
+ * @brief A context for active messages and wakeup, configured from the UCX_* environment and,
+ *        where that says nothing, from context_defaults().
+ */
 expected<UniqueContext, Error> create_context();
 
 /** @brief A worker of `context` for serialized callers, with the largest AM header it allows. */

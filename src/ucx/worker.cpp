@@ -16,27 +16,33 @@ using Clock = std::chrono::steady_clock;
 // How long a wait sleeps at most while something must be polled rather than awaited.
 constexpr std::chrono::microseconds kPollingSleep{20};
 
-// Sleeps on `fd` until it is readable or `limit` passed (negative fd: just sleeps).
-void sleep_on(int fd, std::chrono::nanoseconds limit) {
+// Sleeps until `fd` or `wake` is readable or `limit` passed (negative fds are left out).
+void sleep_on(int fd, int wake, std::chrono::nanoseconds limit) {
   const auto nanoseconds = limit.count() > 0 ? limit.count() : 0;
   const timespec timeout{static_cast<time_t>(nanoseconds / 1000000000),
                          static_cast<long>(nanoseconds % 1000000000)};
-  pollfd entry{fd, POLLIN, 0};
-  (void)ppoll(&entry, fd >= 0 ? 1 : 0, &timeout, nullptr);
+  pollfd entries[2] = {{fd, POLLIN, 0}, {wake, POLLIN, 0}};
+  (void)ppoll(entries, 2, &timeout, nullptr);  // a negative fd is ignored by poll
 }
 
 // Runs `step` under the mutex after each progress round until it yields a value or `timeout_ms`
 // ran out (0: one round, negative: no limit). Between rounds it spins for spin_us, then sleeps
-// on the event fd, or briefly while something must be polled that no fd announces.
+// on the event fd (and the wake signal, posted when another thread's round did the work), or
+// briefly while something must be polled that no fd announces.
 template <class Step>
 auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step()) {
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
   const auto spin_until = start + std::chrono::microseconds(state.config.spin_us);
+  bool slept = false;
   for (;;) {
     bool armed = false;
     {
       std::lock_guard<std::mutex> lock(state.mutex);
+      if (slept) {
+        state.wake.leave_sleep();
+        slept = false;
+      }
       state.progress_locked();
       if (auto done = step()) {
         return done;
@@ -48,12 +54,20 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
       if (now < spin_until) {
         continue;
       }
-      armed = state.waiting_locked() == 0 && state.arm_locked();
+      // Without a wake signal another thread's round could leave this one asleep: poll instead.
+      armed = state.wake.fd() >= 0 && state.waiting_locked() == 0 && state.arm_locked();
+      if (armed) {
+        state.wake.enter_sleep();
+        slept = true;
+      }
     }
     const auto limit = timeout_ms < 0 ? std::chrono::nanoseconds(std::chrono::seconds(1))
                                       : std::chrono::nanoseconds(deadline - Clock::now());
-    sleep_on(armed ? state.efd : -1, armed ? limit : std::min<std::chrono::nanoseconds>(
-                                                         limit, kPollingSleep));
+    if (armed) {
+      sleep_on(state.efd, state.wake.fd(), limit);
+    } else {
+      sleep_on(-1, -1, std::min<std::chrono::nanoseconds>(limit, kPollingSleep));
+    }
   }
 }
 
@@ -200,9 +214,17 @@ std::optional<SendResult> Worker::next_send_result() {
 
 expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
   State& state = *state_;
-  // The delivery Ack goes out with the next call's progress round: a tensor the caller sends
-  // in reply leaves first.
-  auto taken = wait_for(state, timeout_ms, [&] { return state.take_arrival(); });
+  // The delivery Ack goes out with the next progress round (progress(), send(), or a receive()
+  // that finds nothing landed): a tensor the caller sends in reply leaves first, and the tensors
+  // of a backlog, handed out here without a round, are confirmed by one Ack.
+  std::optional<expected<Received, Error>> taken;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    taken = state.take_arrival();
+  }
+  if (!taken) {
+    taken = wait_for(state, timeout_ms, [&] { return state.take_arrival(); });
+  }
   if (!taken) {
     return std::optional<Received>();
   }
@@ -272,6 +294,9 @@ std::size_t Worker::State::progress_locked() {
   done += flush_controls();
   drain_closing();
   sweep_ended();
+  if (done > 0) {
+    wake.post();  // the threads asleep on efd may have waited for what this round did
+  }
   return done;
 }
 

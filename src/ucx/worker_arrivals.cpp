@@ -181,7 +181,7 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
       case Arrival::Phase::kLanded: {
         Received received{head.peer, head.header.sequence, std::move(head.tensor)};
         if (const Peer* peer = find(head.peer); peer != nullptr && !peer->lost) {
-          queue_control(head.peer, MessageId::kAck, encode(Ack{head.header.sequence, ErrorCode::kSuccess, {}}));
+          queue_delivered(head.peer, head.header.sequence);
         }
         ++stats.received;
         arrivals.pop_front();

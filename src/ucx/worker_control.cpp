@@ -1,6 +1,8 @@
 // The protocol's small messages (Ack, Hello) and the active message handlers. Small messages are
 // queued by callbacks and sent after the progress round, never from inside UCX's callback; each
 // goes as an eager message whose header UCX copies, so nothing of it has to outlive the call.
+// Tensors handed out one after the other to the same peer are confirmed by one Ack: a receiver
+// that drains a backlog sends one message for all of it, not one per tensor.
 #include <string>
 
 #include "worker_state.hpp"
@@ -71,13 +73,32 @@ void Worker::State::queue_control(PeerId peer, MessageId id, std::string bytes) 
   controls.push_back(Control{peer, id, std::move(bytes)});
 }
 
+// Extends the last queued message when it confirms the sequence number just before this one to
+// the same peer (a refusal or another peer in between starts a new one).
+void Worker::State::queue_delivered(PeerId peer, std::uint64_t sequence) {
+  if (!controls.empty()) {
+    Control& last = controls.back();
+    if (last.count != 0 && last.peer == peer && last.delivered + last.count == sequence) {
+      ++last.count;
+      return;
+    }
+  }
+  Control control{peer, MessageId::kAck, {}};
+  control.delivered = sequence;
+  control.count = 1;
+  controls.push_back(std::move(control));
+}
+
 std::size_t Worker::State::flush_controls() {
   std::vector<Control> queued;
   queued.swap(controls);
-  for (const Control& control : queued) {
+  for (Control& control : queued) {
     const Peer* peer = find(control.peer);
     if (peer == nullptr || peer->endpoint == nullptr) {
       continue;  // its connection is gone: nobody to tell
+    }
+    if (control.count != 0) {
+      control.bytes = encode(Ack{control.delivered, ErrorCode::kSuccess, {}, control.count});
     }
     ucp_request_param_t params{};
     params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -85,7 +106,14 @@ std::size_t Worker::State::flush_controls() {
     void* request = ucp_am_send_nbx(peer->endpoint, static_cast<unsigned>(control.id),
                                     control.bytes.data(), control.bytes.size(), nullptr, 0, &params);
     if (UCS_PTR_IS_PTR(request)) {
-      ucp_request_free(request);  // UCX releases it once sent; a failure shows on the endpoint
+      // Kept until sent: a worker shutting down waits for it (a confirmation is not lost), and
+      // UCX's request pool is whole again before the worker goes. A failure shows on the endpoint.
+      try {
+        closing.push_back(request);
+      } catch (...) {
+        ucp_request_free(request);  // out of host memory: UCX releases it once sent
+        throw;
+      }
     }
   }
   return queued.size();

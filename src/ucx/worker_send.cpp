@@ -176,6 +176,9 @@ void Worker::State::on_ucx_done(Outgoing& send, ucs_status_t status) {
   end_if_done(send);
 }
 
+// Ends every send in flight that the Ack names (a run of consecutive sequence numbers, or one
+// refused tensor). A name that matches nothing in flight (or a second answer) changes nothing; an
+// Ack with such a name is counted in ignored_acks.
 void Worker::State::on_ack(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size) {
   Peer* peer = find(reply_endpoint);
   auto ack = decode_ack(bytes, size);
@@ -183,22 +186,24 @@ void Worker::State::on_ack(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, s
     ++stats.ignored_acks;
     return;
   }
-  for (auto& send : peer->outgoing) {
-    if (send->sequence != ack->sequence || send->ended || send->outcome ||
-        send->phase == Outgoing::Phase::kHeld) {
-      continue;
+  std::uint64_t answered = 0;
+  for (std::size_t i = 0; i < peer->outgoing.size() && answered < ack->count; ++i) {
+    Outgoing& send = *peer->outgoing[i];
+    if (send.sequence - ack->sequence >= ack->count || send.ended || send.outcome ||
+        send.phase == Outgoing::Phase::kHeld) {
+      continue;  // unsigned: a sequence before the run wraps to a large offset
     }
     if (ack->code == ErrorCode::kSuccess) {
-      send->outcome = expected<void, Error>();
+      send.outcome = expected<void, Error>();
     } else {
-      send->outcome = make_unexpected(
-          Error{ack->code, "ucx send of " + about(*send) + " refused by the peer: " + ack->message,
+      send.outcome = make_unexpected(
+          Error{ack->code, "ucx send of " + about(send) + " refused by the peer: " + ack->message,
                 0});
     }
-    end_if_done(*send);
-    return;
+    ++answered;
+    end_if_done(send);
   }
-  ++stats.ignored_acks;  // an answer to nothing in flight (or a second one): changes nothing
+  stats.ignored_acks += answered < ack->count ? 1 : 0;
 }
 
 // Sends that UCX still holds end when it calls back (the closed endpoint cancels them); the rest

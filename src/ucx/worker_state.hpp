@@ -20,6 +20,7 @@
 #include "holoscan/ucx/worker.hpp"
 #include "readiness_gate.hpp"
 #include "ucp_objects.hpp"
+#include "wake_signal.hpp"
 
 namespace holoscan::ucx {
 
@@ -84,7 +85,9 @@ struct Peer {
 struct Control {
   PeerId peer = 0;
   MessageId id = MessageId::kAck;
-  std::string bytes;
+  std::string bytes;             ///< Encoded (a Hello, a refusal); empty for delivered tensors.
+  std::uint64_t delivered = 0;   ///< Delivered tensors: the first sequence number handed out,
+  std::uint64_t count = 0;       ///< and how many consecutive ones after it (0: not deliveries).
 };
 
 struct Worker::State {
@@ -95,6 +98,7 @@ struct Worker::State {
   detail::UniqueContext context;
   detail::UniqueWorker worker;
   int efd = -1;
+  detail::WakeSignal wake;  // for threads asleep on efd when another thread progresses
   std::size_t max_am_header = 0;
   ucp_listener_h listener = nullptr;
 
@@ -104,7 +108,7 @@ struct Worker::State {
   std::vector<ucp_conn_request_h> connection_requests;
   std::deque<PeerId> accepted;  // for accept(), in the order the listener took them
   std::vector<std::pair<PeerId, ucs_status_t>> failures;  // from UCX's error callback
-  std::vector<void*> closing;  // ucp_ep_close_nbx requests not yet complete
+  std::vector<void*> closing;  // endpoint closes and small messages UCX has not finished
 
   std::deque<std::unique_ptr<Arrival>> arrivals;  // in arrival order
   std::deque<SendResult> results;
@@ -154,6 +158,7 @@ struct Worker::State {
 
   // worker_control.cpp
   void queue_control(PeerId peer, MessageId id, std::string bytes);
+  void queue_delivered(PeerId peer, std::uint64_t sequence);
   std::size_t flush_controls();
   void on_hello(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
   expected<void, Error> register_handlers();

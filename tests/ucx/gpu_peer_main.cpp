@@ -4,6 +4,8 @@
 //       sends N device tensors (gpu_series.hpp); exits 0 when all were delivered, 4 otherwise.
 //   holoscan_dlpack_ucx_gpu_peer receive port=P count=N elements=E
 //       receives N device tensors and checks them on the GPU; exits 0 when all were right.
+//   holoscan_dlpack_ucx_gpu_peer drain port=P elements=E
+//       receives device tensors and drops them until the connection ends (or it is killed).
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
   const std::string role = argc > 1 ? argv[1] : "";
   const auto count = option(argc, argv, "count");
   const auto elements = static_cast<std::int64_t>(option(argc, argv, "elements"));
-  auto config = role == "receive" ? test::device_receiving_config(elements)
+  auto config = role == "receive" || role == "drain" ? test::device_receiving_config(elements)
                                   : holoscan::ucx::WorkerConfig{};
   auto worker = holoscan::ucx::Worker::create(config);
   auto peer = worker ? worker->connect("127.0.0.1",
@@ -39,6 +41,14 @@ int main(int argc, char** argv) {
   if (!worker || !peer) {
     std::fprintf(stderr, "ucx gpu peer: no connection\n");
     return 2;
+  }
+  if (role == "drain") {
+    for (;;) {
+      auto received = worker->receive(-1);
+      if (!received) {
+        return received.error().code == holoscan::ErrorCode::kClosed ? 0 : 5;
+      }
+    }
   }
   if (role == "send") {
     const auto report =

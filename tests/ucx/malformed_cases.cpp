@@ -115,4 +115,17 @@ std::vector<WireCase> wire_cases() {
   return cases;
 }
 
+std::vector<WireCase> burst_cases(std::uint64_t count, std::uint64_t refused_sequence) {
+  std::vector<WireCase> cases;
+  for (std::uint64_t seq = 1; seq <= count; ++seq) {
+    if (seq != refused_sequence) {
+      cases.push_back(valid(seq, 0));
+      continue;
+    }
+    cases.push_back(refused(seq, 0, "reserved bits", ErrorCode::kProtocolError, "reserved field"));
+    patch(cases.back().header, kReservedAt, 1, 4);
+  }
+  return cases;
+}
+
 }  // namespace holoscan::test

@@ -25,4 +25,10 @@ struct WireCase {
 /** @brief Every malformed case, then two valid tensors (small, then rendezvous-sized). */
 std::vector<WireCase> wire_cases();
 
+/**
+ * @brief `count` small valid tensors (sequences 1..count, tensor 0 of the series each), except
+ *        that sequence `refused` (0: none) has a reserved field set and is refused.
+ */
+std::vector<WireCase> burst_cases(std::uint64_t count, std::uint64_t refused);
+
 }  // namespace holoscan::test

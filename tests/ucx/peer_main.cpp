@@ -10,6 +10,13 @@
 //   holoscan_dlpack_ucx_peer raw port=P
 //       sends the malformed cases by hand (malformed_cases.hpp) and checks the Acks; exits 0
 //       when each refusal came back with its code, 6 otherwise.
+//   holoscan_dlpack_ucx_peer burst port=P count=N messages=M [refused=R]
+//       sends N small tensors by hand (sequence R refused, burst_cases()); exits 0 when every
+//       one was answered with its code in exactly M Ack messages, 6 when one was not, 7 when
+//       the answers took another number of messages.
+//   holoscan_dlpack_ucx_peer acker port=P count=N
+//       takes N tensor messages (answering none), then confirms all of them with one Ack and
+//       the first again with a second one; exits 0 when the N came as sequences 1..N, 6 else.
 #include <poll.h>
 #include <unistd.h>
 
@@ -133,6 +140,23 @@ int receive_series(ucx::Worker& worker, std::uint64_t count, int go_fd, std::uin
   return 0;
 }
 
+// 0 when every case that asked for an answer got one with its code; 6 (each miss reported) else.
+int check_answers(const std::vector<holoscan::test::WireCase>& cases,
+                  const std::map<std::uint64_t, std::uint32_t>& acks) {
+  int status = 0;
+  for (const auto& c : cases) {
+    if (!c.reply) {
+      continue;
+    }
+    auto found = acks.find(c.acked_as);
+    if (found == acks.end() || found->second != static_cast<std::uint32_t>(c.code)) {
+      status = fail(6, "\"" + c.name + "\" (" + std::to_string(c.acked_as) +
+                           "): no Ack with code " + std::to_string(static_cast<int>(c.code)));
+    }
+  }
+  return status;
+}
+
 int send_raw(std::uint16_t port) {
   holoscan::test::RawPeer raw(port);
   if (!raw.ok()) {
@@ -146,19 +170,49 @@ int send_raw(std::uint16_t port) {
     }
     answered += c.reply ? 1 : 0;
   }
-  const auto& acks = raw.wait_acks(answered, 20000);
-  int status = 0;
+  return check_answers(cases, raw.wait_acks(answered, 20000));
+}
+
+int send_burst(std::uint16_t port, std::uint64_t count, std::uint64_t refused,
+               std::uint64_t messages) {
+  holoscan::test::RawPeer raw(port);
+  if (!raw.ok()) {
+    return fail(6, "no raw connection");
+  }
+  const auto cases = holoscan::test::burst_cases(count, refused);
   for (const auto& c : cases) {
-    if (!c.reply) {
-      continue;
-    }
-    auto found = acks.find(c.acked_as);
-    if (found == acks.end() || found->second != static_cast<std::uint32_t>(c.code)) {
-      status = fail(6, "\"" + c.name + "\": no Ack with code " +
-                           std::to_string(static_cast<int>(c.code)));
+    if (!raw.send(static_cast<unsigned>(ucx::MessageId::kTensor), c.header, c.data, c.reply)) {
+      return fail(6, "sending \"" + c.name + "\" failed");
     }
   }
-  return status;
+  if (int status = check_answers(cases, raw.wait_acks(cases.size(), 20000)); status != 0) {
+    return status;
+  }
+  if (raw.ack_messages() != messages) {
+    return fail(7, std::to_string(count) + " tensors answered in " +
+                       std::to_string(raw.ack_messages()) + " Ack messages, " +
+                       std::to_string(messages) + " expected");
+  }
+  return 0;
+}
+
+int acknowledge_run(std::uint16_t port, std::uint64_t count) {
+  holoscan::test::RawPeer raw(port);
+  if (!raw.ok()) {
+    return fail(6, "no raw connection");
+  }
+  const auto& sequences = raw.wait_tensors(count, 20000);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if (i >= sequences.size() || sequences[i] != i + 1) {
+      return fail(6, "tensor " + std::to_string(i + 1) + " did not come in order");
+    }
+  }
+  const std::string run = ucx::encode(ucx::Ack{1, ErrorCode::kSuccess, {}, count});
+  const std::string again = ucx::encode(ucx::Ack{1, ErrorCode::kSuccess, {}, 1});
+  const auto ack = static_cast<unsigned>(ucx::MessageId::kAck);
+  const bool sent = raw.send(ack, {run.begin(), run.end()}, {}) &&
+                    raw.send(ack, {again.begin(), again.end()}, {});
+  return sent ? 0 : fail(6, "sending the Acks failed");
 }
 
 }  // namespace
@@ -172,6 +226,13 @@ int main(int argc, char** argv) {
   const auto port = static_cast<std::uint16_t>(number(options, "port", 0));
   if (role == "raw") {
     return send_raw(port);
+  }
+  if (role == "acker") {
+    return acknowledge_run(port, number(options, "count", 8));
+  }
+  if (role == "burst") {
+    return send_burst(port, number(options, "count", 8), number(options, "refused", 0),
+                      number(options, "messages", 1));
   }
   ucx::WorkerConfig config;
   config.window = number(options, "window", 8);

@@ -1,9 +1,12 @@
 // A peer that speaks the wire format by hand sends malformed tensor messages: each is refused
 // with its code and a message naming the field, answered with that code, and the connection
-// still carries the valid tensors sent after them.
+// still carries the valid tensors sent after them. It also counts the Acks of a burst: tensors
+// handed out back to back are confirmed by one message, and a refusal is never covered by one.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include "ucx/malformed_cases.hpp"
 #include "ucx/series.hpp"
@@ -38,6 +41,79 @@ TEST(UcxProtocol, MalformedMessagesAreRefusedAndTheConnectionStaysUsable) {
   EXPECT_EQ(closed.error().code, ErrorCode::kClosed);
   EXPECT_EQ(worker.stats().refused, refused);
   EXPECT_EQ(worker.stats().received, 2u);
+}
+
+// The raw peer sends `count` small tensors (sequence `refused` malformed) while every block of
+// the receive pool is held, so that all of them wait inside UCX; then the blocks come back and
+// receive() hands the tensors out one after the other. The peer exits 0 only when each was
+// answered with its code in exactly `messages` Acks.
+void receive_burst(std::uint64_t count, std::uint64_t refused, std::uint64_t messages) {
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, 1024, count});
+  ASSERT_TRUE(pool);
+  std::vector<Tensor> held;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    held.push_back(*(*pool)->allocate({1}, DLDataType{kDLUInt, 8, 1}));
+  }
+  ucx::WorkerConfig config;
+  config.receive_pool = *pool;
+  auto worker = make_worker(config);
+  const pid_t raw = start_peer({"burst", "port=" + listen_on_loopback(worker),
+                                "count=" + std::to_string(count),
+                                "refused=" + std::to_string(refused),
+                                "messages=" + std::to_string(messages)});
+  const std::size_t valid = count - (refused != 0 ? 1 : 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (worker.waiting() < valid && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(worker.progress());
+  }
+  ASSERT_EQ(worker.waiting(), valid) << "not every tensor came";
+  held.clear();
+  for (std::uint64_t sequence = 1; sequence <= count; ++sequence) {
+    auto received = worker.receive(20000);
+    if (sequence == refused) {
+      ASSERT_FALSE(received);
+      EXPECT_EQ(received.error().code, ErrorCode::kProtocolError);
+      continue;
+    }
+    ASSERT_TRUE(received && *received) << "tensor " << sequence;
+    EXPECT_EQ((*received)->sequence, sequence);
+    EXPECT_EQ(ucx_series::check(0, (*received)->tensor), "");
+  }
+  EXPECT_EQ(wait_peer(raw, 20000, &worker), 0) << "an answer was missing, wrong, or not batched";
+}
+
+// The sending side: one Ack naming a run ends every send in it, and a second answer to one of
+// them changes nothing (it is counted as ignored).
+TEST(UcxProtocol, OneAckEndsEverySendOfItsRun) {
+  constexpr std::uint64_t kCount = 6;
+  auto worker = make_worker();
+  const pid_t raw = start_peer({"acker", "port=" + listen_on_loopback(worker),
+                                "count=" + std::to_string(kCount)});
+  const auto peer = worker.accept(20000);
+  ASSERT_TRUE(peer);
+  SeriesSender sender(worker, *peer, kCount);
+  for (std::uint64_t k = 0; k < kCount; ++k) {
+    ASSERT_TRUE(sender.send(k * 5));  // tensor 0 of the series each time: small, eager
+  }
+  ASSERT_TRUE(sender.finish(20000));
+  EXPECT_EQ(sender.delivered, sender.sent);
+  EXPECT_TRUE(sender.failed.empty());
+  EXPECT_EQ(wait_peer(raw, 20000, &worker), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (worker.stats().ignored_acks == 0 && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(worker.progress());
+  }
+  EXPECT_EQ(worker.stats().ignored_acks, 1u) << "the second answer to sequence 1";
+  EXPECT_EQ(worker.stats().delivered, kCount);
+}
+
+TEST(UcxProtocol, TensorsHandedOutBackToBackAreConfirmedByOneAck) {
+  receive_burst(8, 0, 1);
+}
+
+TEST(UcxProtocol, AnAckForARunNeverCoversARefusedTensor) {
+  // The refusal of 3 goes out at once; 1-2 and 4-6 are two runs.
+  receive_burst(6, 3, 3);
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ RawPeer::RawPeer(std::uint16_t port) {
   handler.cb = on_ack;
   handler.arg = this;
   (void)ucp_worker_set_am_recv_handler(worker_, &handler);
+  handler.id = static_cast<unsigned>(ucx::MessageId::kTensor);
+  handler.cb = on_tensor;
+  (void)ucp_worker_set_am_recv_handler(worker_, &handler);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
@@ -83,20 +86,41 @@ bool RawPeer::send(unsigned id, const std::vector<std::uint8_t>& header,
                                        data.size(), &params)) == UCS_OK;
 }
 
-const std::map<std::uint64_t, std::uint32_t>& RawPeer::wait_acks(std::size_t count,
-                                                                 int timeout_ms) {
+void RawPeer::progress_until(const std::function<bool()>& done, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (acks_.size() < count && std::chrono::steady_clock::now() < deadline) {
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
     ucp_worker_progress(worker_);
   }
+}
+
+const std::map<std::uint64_t, std::uint32_t>& RawPeer::wait_acks(std::size_t count,
+                                                                 int timeout_ms) {
+  progress_until([&] { return acks_.size() >= count; }, timeout_ms);
   return acks_;
+}
+
+const std::vector<std::uint64_t>& RawPeer::wait_tensors(std::size_t count, int timeout_ms) {
+  progress_until([&] { return tensors_.size() >= count; }, timeout_ms);
+  return tensors_;
+}
+
+// Notes the sequence number; the data (eager, or a rendezvous UCX completes) is dropped.
+ucs_status_t RawPeer::on_tensor(void* arg, const void* header, std::size_t header_length, void*,
+                                std::size_t, const ucp_am_recv_param_t*) {
+  static_cast<RawPeer*>(arg)->tensors_.push_back(
+      ucx::peek_sequence(static_cast<const std::uint8_t*>(header), header_length));
+  return UCS_OK;
 }
 
 ucs_status_t RawPeer::on_ack(void* arg, const void* header, std::size_t header_length, void*,
                              std::size_t, const ucp_am_recv_param_t*) {
   auto ack = ucx::decode_ack(static_cast<const std::uint8_t*>(header), header_length);
+  auto* self = static_cast<RawPeer*>(arg);
   if (ack) {
-    static_cast<RawPeer*>(arg)->acks_[ack->sequence] = static_cast<std::uint32_t>(ack->code);
+    ++self->ack_messages_;
+    for (std::uint64_t i = 0; i < ack->count; ++i) {
+      self->acks_[ack->sequence + i] = static_cast<std::uint32_t>(ack->code);
+    }
   }
   return UCS_OK;
 }

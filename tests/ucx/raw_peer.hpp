@@ -1,8 +1,10 @@
 #pragma once
 // A UCX client that speaks the wire format by hand, without holoscan::ucx::Worker: it sends
-// whatever bytes a test gives it as tensor messages and collects the Acks that come back.
+// whatever bytes a test gives it as tensor messages and collects the Acks that come back, and
+// notes the sequence numbers of the tensor messages it gets (answering them only when told).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,16 +29,27 @@ class RawPeer {
    *         to complete locally; false on a UCX failure. */
   bool send(unsigned id, const std::vector<std::uint8_t>& header,
             const std::vector<std::uint8_t>& data, bool reply = true);
-  /** @brief Progresses until `count` Acks came or `timeout_ms` passed; the Acks by sequence. */
+  /** @brief Progresses until `count` sequence numbers were answered or `timeout_ms` passed; the
+   *         answers by sequence (an Ack answering a run counts once per sequence in it). */
   const std::map<std::uint64_t, std::uint32_t>& wait_acks(std::size_t count, int timeout_ms);
+  /** @brief How many Ack messages came (a run of sequences is one message). */
+  std::size_t ack_messages() const noexcept { return ack_messages_; }
+  /** @brief Progresses until `count` tensor messages came or `timeout_ms` passed; their
+   *         sequence numbers in arrival order. */
+  const std::vector<std::uint64_t>& wait_tensors(std::size_t count, int timeout_ms);
 
  private:
   static ucs_status_t on_ack(void* arg, const void* header, std::size_t header_length, void* data,
                              std::size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t on_tensor(void* arg, const void* header, std::size_t header_length,
+                                void* data, std::size_t length, const ucp_am_recv_param_t* param);
+  void progress_until(const std::function<bool()>& done, int timeout_ms);
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_ep_h endpoint_ = nullptr;
   std::map<std::uint64_t, std::uint32_t> acks_;  // sequence -> ErrorCode value
+  std::size_t ack_messages_ = 0;
+  std::vector<std::uint64_t> tensors_;  // sequence numbers of the tensor messages that came
 };
 
 }  // namespace holoscan::test

@@ -42,6 +42,23 @@ TEST(UcxTransfer, HostTensorsArriveIntactInMemoryTheReceiverOwns) {
   }
 }
 
+TEST(UcxTransfer, TensorsHandedOutJustBeforeTheWorkerGoesAreConfirmedToTheSender) {
+  // The last receive() queues its Ack for the next progress round; the worker is destroyed
+  // instead. The sender exits 0 only when every send was reported delivered.
+  constexpr std::uint64_t kCount = 16;
+  auto side = connect_sender(0, {"count=16", "window=16"});
+  {
+    ucx::Worker worker = std::move(side.worker);
+    for (std::uint64_t k = 0; k < kCount; ++k) {
+      auto received = worker.receive(kPatienceMs);
+      ASSERT_TRUE(received) << to_string(received.error());
+      ASSERT_TRUE(received->has_value()) << "tensor " << k << " did not come";
+      EXPECT_EQ(ucx_series::check(k, (*received)->tensor), "");
+    }
+  }
+  EXPECT_EQ(wait_peer(side.sender, kPatienceMs), 0) << "the sender counted a delivered tensor lost";
+}
+
 TEST(UcxTransfer, ArrivalsLandInTheNamedPoolAndWaitForAFreeBlock) {
   auto [pool, worker, peer] = connect_sender(3, {"count=20", "window=8"});
   std::vector<Tensor> held;

@@ -2,6 +2,7 @@
 // the field it names (the same cases the raw peer sends over a connection).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "holoscan/ucx/wire.hpp"
@@ -86,6 +87,36 @@ TEST(UcxWire, AckRoundTripsAndRefusesNonsense) {
   const std::string long_text(5000, 'x');
   EXPECT_EQ(ucx::encode(ucx::Ack{1, ErrorCode::kFailure, long_text}).size(),
             ucx::kAckFixedBytes + ucx::kMaxAckTextBytes);
+}
+
+TEST(UcxWire, AckNamesARunOfDeliveriesOrOneRefusal) {
+  const std::string run = ucx::encode(ucx::Ack{5, ErrorCode::kSuccess, {}, 12});
+  ASSERT_EQ(run.size(), ucx::kAckFixedBytes);
+  auto decoded = ucx::decode_ack(reinterpret_cast<const std::uint8_t*>(run.data()), run.size());
+  ASSERT_TRUE(decoded) << to_string(decoded.error());
+  EXPECT_EQ(decoded->sequence, 5u);
+  EXPECT_EQ(decoded->count, 12u);
+  const auto refused_with = [](const ucx::Ack& ack, const std::string& says) {
+    const std::string bytes = ucx::encode(ack);
+    auto refused = ucx::decode_ack(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                   bytes.size());
+    ASSERT_FALSE(refused) << says;
+    EXPECT_EQ(refused.error().code, ErrorCode::kProtocolError);
+    EXPECT_NE(refused.error().message.find(says), std::string::npos) << refused.error().message;
+  };
+  refused_with(ucx::Ack{5, ErrorCode::kSuccess, {}, 0}, "count 0");
+  refused_with(ucx::Ack{5, ErrorCode::kInvalidArgument, "no", 2}, "count 2 with code");
+  refused_with(ucx::Ack{UINT64_MAX - 1, ErrorCode::kSuccess, {}, 3},
+               "passes the largest sequence number");
+  auto last = ucx::encode(ucx::Ack{UINT64_MAX - 1, ErrorCode::kSuccess, {}, 2});
+  EXPECT_TRUE(ucx::decode_ack(reinterpret_cast<const std::uint8_t*>(last.data()), last.size()))
+      << "a run may end at the largest sequence number";
+  std::string version_one = run;
+  version_one[4] = 1;
+  auto old = ucx::decode_ack(reinterpret_cast<const std::uint8_t*>(version_one.data()),
+                             version_one.size());
+  ASSERT_FALSE(old);
+  EXPECT_NE(old.error().message.find("wire version 1"), std::string::npos);
 }
 
 TEST(UcxWire, HelloCarriesTheVersion) {

@@ -6,9 +6,9 @@
  *
  * A tensor travels as one active message: a TensorHeader (the AM header) and the payload (the AM
  * data, the tensor's bytes in compact row-major order). The receiver answers every tensor with an
- * Ack once receive() handed it out, or at once when it refused it. A connecting worker sends Hello
- * and waits for the listener's Hello. The bytes come from another host, so every decode trusts
- * none of them.
+ * Ack once receive() handed it out (one Ack may confirm a run of consecutive sequence numbers),
+ * or at once when it refused it. A connecting worker sends Hello and waits for the listener's
+ * Hello. The bytes come from another host, so every decode trusts none of them.
  */
 #include <array>
 #include <cstddef>
@@ -21,8 +21,9 @@
 
 namespace holoscan::ucx {
 
-/** @brief The message format this build writes and reads (every message carries it). */
-inline constexpr std::uint32_t kWireVersion = 1;
+/** @brief The message format this build writes and reads (every message carries it). Version 2
+ *         added the count of an Ack; a peer of another version is refused at connect(). */
+inline constexpr std::uint32_t kWireVersion = 2;
 
 /** @brief First four bytes of every message: "HDLU" in memory order. */
 inline constexpr std::uint32_t kWireMagic = 0x554c4448;
@@ -34,7 +35,7 @@ enum class MessageId : unsigned {
   kHello = 3,   ///< Hello as the AM header, no data.
 };
 
-/** @brief Most dimensions a tensor message carries (part of the format, version 1). */
+/** @brief Most dimensions a tensor message carries (part of the format). */
 inline constexpr std::size_t kMaxWireDims = 32;
 
 /** @brief Bytes of an encoded TensorHeader with no dimensions. */
@@ -86,19 +87,26 @@ std::uint64_t peek_sequence(const std::uint8_t* bytes, std::size_t size) noexcep
 inline constexpr std::size_t kMaxAckTextBytes = 1024;
 
 /** @brief Bytes of an encoded Ack without text. */
-inline constexpr std::size_t kAckFixedBytes = 24;
+inline constexpr std::size_t kAckFixedBytes = 32;
 
-/** @brief The receiver's answer to one tensor message: delivered, or refused and why. */
+/**
+ * @brief The receiver's answer to tensor messages: `count` consecutive sequence numbers from
+ *        `sequence` delivered, or one refused and why.
+ */
 struct Ack {
-  std::uint64_t sequence = 0;               ///< TensorHeader::sequence answered.
-  ErrorCode code = ErrorCode::kSuccess;     ///< kSuccess: receive() handed the tensor out.
+  std::uint64_t sequence = 0;               ///< The first TensorHeader::sequence answered.
+  ErrorCode code = ErrorCode::kSuccess;     ///< kSuccess: receive() handed the tensors out.
   std::string message;                      ///< Why it was refused (empty when delivered).
+  std::uint64_t count = 1;                  ///< Sequences answered; 1 for a refusal.
 };
 
 /** @brief The wire bytes of `ack` (the text cut to kMaxAckTextBytes). */
 std::string encode(const Ack& ack);
 
-/** @brief Parses an Ack; kProtocolError naming the field on any defect. */
+/**
+ * @brief Parses an Ack; kProtocolError naming the field on any defect (a count of 0, a refusal
+ *        answering more than one tensor, a run past the largest sequence number).
+ */
 expected<Ack, Error> decode_ack(const std::uint8_t* bytes, std::size_t size);
 
 /** @brief Bytes of an encoded Hello. */

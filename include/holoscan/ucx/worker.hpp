@@ -57,7 +57,7 @@ struct WorkerStats {
   std::uint64_t failed = 0;            ///< Sent tensors reported failed (refused, closed, error).
   std::uint64_t received = 0;          ///< Tensors handed out by receive().
   std::uint64_t refused = 0;           ///< Incoming messages refused (each answered, if possible).
-  std::uint64_t ignored_acks = 0;      ///< Acks naming nothing in flight, or malformed.
+  std::uint64_t ignored_acks = 0;      ///< Acks naming what is not in flight, or malformed.
   std::uint64_t peers_accepted = 0;    ///< Connections accepted by the listener.
   std::uint64_t peers_lost = 0;        ///< Connections that failed or were closed by the peer.
   std::uint64_t readiness_waits = 0;   ///< Sends held back until their readiness point passed.
@@ -81,10 +81,11 @@ struct WorkerStats {
  * to wait for. A refused message is reported by receive() (and to its sender); a peer that
  * disconnects or dies is reported once as kClosed, after every tensor it delivered.
  *
- * Progress: every call progresses UCX. Between calls, call progress() when fd() is readable
- * (arm() first), and every few tens of microseconds while sends wait for readiness or arrivals
- * for memory (waiting() is not zero). Methods may be called from any thread, one at a time
- * inside (a mutex); receive() waits without holding it.
+ * Progress: every call progresses UCX, except a receive() that hands out a tensor that had
+ * already landed. Between calls, call progress() when fd() is readable (arm() first), and every
+ * few tens of microseconds while sends wait for readiness or arrivals for memory (waiting() is
+ * not zero). Methods may be called from any thread, one at a time inside (a mutex); receive()
+ * waits without holding it.
  */
 class Worker {
  public:
@@ -142,7 +143,8 @@ class Worker {
 
   /**
    * @brief The next arrival, waiting up to `timeout_ms` (0: do not wait, negative: no limit);
-   *        nullopt when none came. Handing it out confirms it to its sender.
+   *        nullopt when none came. Handing it out confirms it to its sender, with the next
+   *        progress round (tensors handed out one after the other share one confirmation).
    *
    * Errors, each reported once, in arrival order, the worker staying usable: a refused message
    * (kInvalidArgument / kProtocolError / kIncompatible / kNotImplemented naming the field, or
