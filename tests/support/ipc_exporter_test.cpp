@@ -3,7 +3,7 @@
 #include <variant>
 
 #include "holoscan/deferred_release.hpp"
-#include "ipc_handshake.hpp"
+#include "ipc/transport/ipc_handshake.hpp"
 #include "support/ipc_peers.hpp"
 #include "support/ipc_raw_socket.hpp"
 

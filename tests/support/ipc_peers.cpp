@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cuda_ipc_api.hpp"
+#include "ipc/cuda/cuda_ipc_api.hpp"
 #include "support/fake_cuda_ipc.hpp"
 
 namespace holoscan::test {

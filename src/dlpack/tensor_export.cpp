@@ -1,0 +1,140 @@
+#include <array>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "dlpack/dlpack_validate.hpp"
+#include "dlpack/recycler.hpp"
+#include "holoscan/tensor.hpp"
+
+namespace holoscan {
+namespace {
+
+constexpr std::int32_t kInlineDims = 6;
+
+// One allocation per export (for ndim <= kInlineDims): the managed tensor, its own shape and
+// explicit strides, a strong reference to the context (which keeps the memory alive) and one
+// handle claim on the memory, dropped by the deleter.
+template <class Managed>
+struct ExportedTensor {
+  Managed managed{};
+  std::shared_ptr<DLManagedTensorContext> context;
+  std::array<std::int64_t, 2 * kInlineDims> inline_dims{};
+  std::unique_ptr<std::int64_t[]> heap_dims;
+
+  // The owner's memory is recycled: once warm an export and its deleter allocate nothing.
+  static auto& recycler() noexcept {
+    return detail::BlockRecycler<sizeof(ExportedTensor), alignof(ExportedTensor)>::instance();
+  }
+  static ExportedTensor* make() noexcept {
+    void* memory = recycler().take();
+    return memory != nullptr ? new (memory) ExportedTensor() : nullptr;
+  }
+  static void destroy(ExportedTensor* owner) noexcept {
+    owner->~ExportedTensor();
+    recycler().give(owner);
+  }
+  /** @brief Deleter of the unique_ptr that holds an owner until it is handed out. */
+  struct Destroy {
+    void operator()(ExportedTensor* owner) const noexcept { destroy(owner); }
+  };
+
+  static void delete_export(Managed* self) noexcept {
+    auto* owner = static_cast<ExportedTensor*>(self->manager_ctx);
+    if (owner->context->memory_reference != nullptr) {
+      owner->context->memory_reference->release_tensor_handle();
+    }
+    destroy(owner);
+  }
+};
+
+template <class Managed>
+expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorContext>& context,
+                                         std::uint64_t flags, const char* who) {
+  if (context == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument, std::string(who) + ": the Tensor is empty");
+  }
+  const DLTensor& source = context->tensor.dl_tensor;
+  // A context built by hand is checked like an import before any of it is copied out.
+  if (auto layout = detail::validate_layout(source.ndim, source.shape, source.dtype, flags, who);
+      !layout) {
+    return forward_error(std::move(layout));
+  }
+  std::unique_ptr<ExportedTensor<Managed>, typename ExportedTensor<Managed>::Destroy> owner(
+      ExportedTensor<Managed>::make());
+  if (owner == nullptr) {
+    return make_unexpected(ErrorCode::kResourceExhausted,
+                           std::string(who) + ": out of host memory");
+  }
+  std::int64_t* dims = owner->inline_dims.data();
+  if (source.ndim > kInlineDims) {
+    owner->heap_dims.reset(new (std::nothrow)
+                               std::int64_t[2 * static_cast<std::size_t>(source.ndim)]);
+    if (owner->heap_dims == nullptr) {
+      return make_unexpected(ErrorCode::kResourceExhausted,
+                             std::string(who) + ": out of host memory");
+    }
+    dims = owner->heap_dims.get();
+  }
+  DLTensor& target = owner->managed.dl_tensor;
+  target = source;
+  target.shape = source.ndim > 0 ? dims : nullptr;
+  // Strides are always written out: DLPack >= 1.2 requires them, and older readers accept them.
+  target.strides = source.ndim > 0 ? dims + source.ndim : nullptr;
+  for (std::int32_t i = 0; i < source.ndim; ++i) {
+    target.shape[i] = source.shape[i];
+    target.strides[i] = source.strides != nullptr ? source.strides[i] : 0;
+  }
+  if (source.ndim > 0 && source.strides == nullptr) {
+    detail::compact_strides(source.ndim, source.shape, target.strides);
+  }
+  owner->context = context;
+  owner->managed.manager_ctx = owner.get();
+  owner->managed.deleter = &ExportedTensor<Managed>::delete_export;
+  if (context->memory_reference != nullptr) {
+    context->memory_reference->retain_tensor_handle();
+  }
+  return &owner.release()->managed;
+}
+
+// The producer's version travels with the tensor (as in Holoscan 5.0). A context built by hand
+// that never set one (major 0) is stamped with this build's version, which describes its layout.
+DLPackVersion exported_version(DLPackVersion context_version) noexcept {
+  if (context_version.major != DLPACK_MAJOR_VERSION) {
+    return DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  }
+  return context_version;
+}
+
+}  // namespace
+
+expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
+  std::uint64_t flags = this->flags();
+  if (is_read_only()) {
+    flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  }
+  auto managed =
+      export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
+  if (managed) {
+    (*managed)->version = exported_version(dl_ctx_->tensor.version);
+    (*managed)->flags = flags;
+  }
+  return managed;
+}
+
+expected<DLManagedTensor*, Error> Tensor::to_dlpack() const {
+  if (dl_ctx_ != nullptr && is_read_only()) {
+    return make_unexpected(ErrorCode::kNotSupported,
+                           "Tensor::to_dlpack: Legacy DLPack cannot represent read-only Tensor "
+                           "authority; use to_dlpack_versioned");
+  }
+  if ((flags() & detail::kSubBytePaddedFlag) != 0 && detail::is_packed_sub_byte(dtype(), 0)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::to_dlpack: the tensor's sub-byte elements are padded "
+                           "(IS_SUBBYTE_TYPE_PADDED), which a legacy DLManagedTensor cannot say; "
+                           "use to_dlpack_versioned");
+  }
+  return export_context<DLManagedTensor>(dl_ctx_, flags(), "Tensor::to_dlpack");
+}
+
+}  // namespace holoscan

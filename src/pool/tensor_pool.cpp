@@ -1,0 +1,266 @@
+#include "holoscan/tensor_pool.hpp"
+
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "dlpack/dlpack_validate.hpp"
+#include "dlpack/tensor_view.hpp"
+#include "holoscan/stream_tracked_reference.hpp"
+#include "ipc/export/exportable_memory.hpp"
+#include "pool/pool_storage.hpp"
+#include "stream/stream_point.hpp"
+
+namespace holoscan {
+
+namespace {
+
+constexpr std::size_t kBlockAlignment = 256;
+
+// A block's memory reference: its claims and stream points decide, with the use counts of its
+// context and of itself, when the block is free again. It keeps the pool's memory alive, and
+// lets go of it only once the GPU has passed every point recorded on the block. Exports to other
+// processes learn the pool's allocation from it, without asking CUDA.
+class PoolBlockReference final : public StreamTrackedReference, public detail::ExportableMemory {
+ public:
+  explicit PoolBlockReference(std::shared_ptr<TensorPool::Storage> storage) noexcept
+      : storage_(std::move(storage)) {}
+  ~PoolBlockReference() override {
+    auto* held = new (std::nothrow) std::shared_ptr<TensorPool::Storage>(std::move(storage_));
+    if (held == nullptr) {
+      // No room to defer: wait here, since storage_ (kept) goes with this object.
+      detail::StreamPointList points = streams_.take_release_points();
+      detail::wait_and_drop_points(points);
+      return;
+    }
+    release_when_safe(
+        [](void* context) noexcept {
+          delete static_cast<std::shared_ptr<TensorPool::Storage>*>(context);
+        },
+        held);
+  }
+  PoolBlockReference(const PoolBlockReference&) = delete;
+  PoolBlockReference& operator=(const PoolBlockReference&) = delete;
+
+  // Whether no handle claim is held (an acquire load: see block_is_named).
+  bool unclaimed() const noexcept { return claims_.count() == 0; }
+  // Whether the GPU passed every point (polled, never waited for).
+  bool points_passed() noexcept { return streams_.poll_idle(); }
+  // Forgets the previous tensor's streams before the block is handed out again.
+  void recycle() noexcept { streams_.reset(); }
+  // Orders `stream` after every point, then forgets them (stream-ordered reuse).
+  expected<void, Error> hand_over_to(cudaStream_t stream) noexcept {
+    return streams_.hand_over_to(stream);
+  }
+
+  expected<detail::ExportableAllocation, Error> exportable_allocation() override {
+    return storage_->exportable();
+  }
+
+ private:
+  std::shared_ptr<TensorPool::Storage> storage_;
+};
+
+}  // namespace
+
+struct TensorPool::Block {
+  std::shared_ptr<DLManagedTensorContext> context;  // the pool's own reference
+  PoolBlockReference* reference = nullptr;          // owned by context->memory_reference
+  void* data = nullptr;
+  bool handed_out = false;
+};
+
+expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPoolConfig& config) {
+  constexpr const char* kWho = "TensorPool::create";
+  if (config.block_bytes == 0 || config.block_count == 0) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": block_bytes and block_count must be > 0");
+  }
+  std::size_t total = 0;
+  const std::size_t rounded =
+      (config.block_bytes + kBlockAlignment - 1) / kBlockAlignment * kBlockAlignment;
+  if (rounded < config.block_bytes || __builtin_mul_overflow(rounded, config.block_count, &total)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": block_bytes * block_count overflows");
+  }
+  if (config.memory == PoolMemory::kHost && config.shareable) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": only device memory can be shareable");
+  }
+  if (config.memory == PoolMemory::kDevice && config.device < 0) {
+    return make_unexpected(
+        ErrorCode::kInvalidArgument,
+        std::string(kWho) + ": device " + std::to_string(config.device) + " is negative");
+  }
+  std::shared_ptr<TensorPool> pool;
+  try {
+    TensorPoolConfig rounded_config = config;
+    rounded_config.block_bytes = rounded;
+    pool = std::make_shared<TensorPool>(Private{}, rounded_config);
+  } catch (...) {
+    return make_unexpected(ErrorCode::kResourceExhausted,
+                           std::string(kWho) + ": out of host memory");
+  }
+  if (auto memory = pool->allocate_memory(); !memory) {
+    return forward_error(std::move(memory));
+  }
+  return pool;
+}
+
+TensorPool::TensorPool(Private, const TensorPoolConfig& config)
+    : config_(config), blocks_(new Block[config.block_count]) {}
+
+// The blocks' contexts go with the pool unless a Tensor or an export still holds one; each
+// block's reference then defers its share of the memory until the GPU is done with the block.
+TensorPool::~TensorPool() = default;
+
+expected<void, Error> TensorPool::allocate_memory() {
+  auto storage = Storage::allocate(config_, config_.block_bytes * config_.block_count);
+  if (!storage) {
+    return forward_error(std::move(storage));
+  }
+  try {
+    for (std::size_t i = 0; i < config_.block_count; ++i) {
+      Block& block = blocks_[i];
+      block.data = static_cast<char*>((*storage)->memory()) + i * config_.block_bytes;
+      block.context = std::make_shared<DLManagedTensorContext>();
+      // Room for the largest shape up front, so that allocate() never needs the heap.
+      block.context->dl_shape.reserve(kMaxTensorDims);
+      block.context->dl_strides.reserve(kMaxTensorDims);
+      auto reference = std::make_shared<PoolBlockReference>(*storage);
+      block.reference = reference.get();
+      block.context->memory_reference = std::move(reference);
+    }
+  } catch (...) {
+    return make_unexpected(ErrorCode::kResourceExhausted, "TensorPool::create: out of host memory");
+  }
+  return {};
+}
+
+// Only the pool may name the block: the use counts cannot be faked by a surplus release. A block
+// whose reference was replaced through its context is never handed out again. The acquire load of
+// the claim count orders this thread after every access the last holder made to the context (each
+// holder's accesses come before its release of the claim).
+bool TensorPool::block_is_named(Block& block) noexcept {
+  if (!block.handed_out) {
+    return false;
+  }
+  const auto& reference = block.context->memory_reference;
+  return block.context.use_count() != 1 || reference.use_count() != 1 ||
+         reference.get() != block.reference || !block.reference->unclaimed();
+}
+
+bool TensorPool::block_is_free(Block& block) noexcept {
+  return !block_is_named(block) && (!block.handed_out || block.reference->points_passed());
+}
+
+expected<DLTensor, Error> TensorPool::judge_request(const std::int64_t* shape, std::int32_t ndim,
+                                                    DLDataType dtype, const char* who) const {
+  // The request is judged before the blocks: a request that can never fit is kInvalidArgument
+  // even while the pool is exhausted, so that callers retrying on exhaustion do not spin on it.
+  auto layout = detail::validate_layout(ndim, shape, dtype, 0, who);
+  if (!layout) {
+    return forward_error(std::move(layout));
+  }
+  if (static_cast<std::uint64_t>(layout->nbytes) > config_.block_bytes) {
+    return make_unexpected(ErrorCode::kInvalidArgument, std::string(who) + ": " +
+                                                            std::to_string(layout->nbytes) +
+                                                            " bytes do not fit a block of " +
+                                                            std::to_string(config_.block_bytes));
+  }
+  DLTensor request{};
+  request.device = device();
+  request.ndim = ndim;
+  request.dtype = dtype;
+  request.shape = const_cast<std::int64_t*>(shape);  // read only: DLTensor has no const view
+  return request;
+}
+
+// Under the lock, so that the block is named before another allocate looks at it.
+Tensor TensorPool::hand_out(Block& block, std::size_t index, DLTensor& request) {
+  request.data = block.data;
+  // Within the capacity reserved at creation: no allocation, nothing to throw.
+  detail::assign_view(*block.context, request, 0,
+                      DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION});
+  detail::ContextAccess::restore_writable(*block.context);
+  if (block.handed_out) {
+    reuse_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  block.handed_out = true;
+  cursor_ = index + 1;
+  return Tensor(block.context);
+}
+
+expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
+                                             DLDataType dtype) {
+  auto request = judge_request(shape, ndim, dtype, "TensorPool::allocate");
+  if (!request) {
+    return forward_error(std::move(request));
+  }
+  std::lock_guard<detail::SpinMutex> lock(mutex_);
+  for (std::size_t step = 0; step < config_.block_count; ++step) {
+    const std::size_t index = (cursor_ + step) % config_.block_count;
+    Block& block = blocks_[index];
+    if (block_is_free(block)) {
+      block.reference->recycle();
+      return hand_out(block, index, *request);
+    }
+  }
+  // Short enough to need no heap allocation: callers retry on this in loops.
+  return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");
+}
+
+expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
+                                             DLDataType dtype, cudaStream_t stream) {
+  constexpr const char* kWho = "TensorPool::allocate";
+  auto request = judge_request(shape, ndim, dtype, kWho);
+  if (!request) {
+    return forward_error(std::move(request));
+  }
+  // A wait on a capturing stream would be refused and would invalidate the capture.
+  if (auto location = detail::locate_stream(stream); !location) {
+    Error error = std::move(location.error());
+    error.message = std::string(kWho) + ": " + error.message;
+    return make_unexpected(std::move(error));
+  }
+  std::lock_guard<detail::SpinMutex> lock(mutex_);
+  for (std::size_t step = 0; step < config_.block_count; ++step) {
+    const std::size_t index = (cursor_ + step) % config_.block_count;
+    Block& block = blocks_[index];
+    if (block_is_named(block)) {
+      continue;
+    }
+    if (auto ordered = block.reference->hand_over_to(stream); !ordered) {
+      Error error = std::move(ordered.error());
+      error.message = std::string(kWho) + ": " + error.message;
+      return make_unexpected(std::move(error));
+    }
+    return hand_out(block, index, *request);
+  }
+  return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");
+}
+
+std::size_t TensorPool::available_blocks() {
+  std::lock_guard<detail::SpinMutex> lock(mutex_);
+  std::size_t available = 0;
+  for (std::size_t i = 0; i < config_.block_count; ++i) {
+    available += block_is_free(blocks_[i]) ? 1 : 0;
+  }
+  return available;
+}
+
+std::size_t TensorPool::block_count() const noexcept { return config_.block_count; }
+std::size_t TensorPool::block_bytes() const noexcept { return config_.block_bytes; }
+std::uint64_t TensorPool::reuse_count() const noexcept {
+  return reuse_count_.load(std::memory_order_relaxed);
+}
+
+DLDevice TensorPool::device() const noexcept {
+  if (config_.memory == PoolMemory::kHost) {
+    return DLDevice{kDLCPU, 0};
+  }
+  return DLDevice{kDLCUDA, config_.device};
+}
+
+}  // namespace holoscan
