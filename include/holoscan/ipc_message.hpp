@@ -1,0 +1,3 @@
+#pragma once
+/** @file @brief Former path of <holoscan/ipc/message.hpp>, kept until the next minor release. */
+#include "holoscan/ipc/message.hpp"
