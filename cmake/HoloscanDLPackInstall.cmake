@@ -1,8 +1,9 @@
-# Installs the library, its headers and a version-checked package config (holoscan_dlpack), with
-# the UCX library (holoscan::dlpack_ucx, component "ucx") when it was built.
+# Installs the libraries, their headers and a version-checked package config (holoscan_dlpack):
+# the core (holoscan::dlpack), the cross-process library (holoscan::dlpack_ipc, component "ipc")
+# and the UCX library (holoscan::dlpack_ucx, component "ucx") when it was built.
 include(CMakePackageConfigHelpers)
 
-set(_hdl_installed holoscan_dlpack)
+set(_hdl_installed holoscan_dlpack holoscan_dlpack_ipc)
 set(_hdl_header_filter)
 if(HOLOSCAN_DLPACK_HAVE_UCX)
   list(APPEND _hdl_installed holoscan_dlpack_ucx)

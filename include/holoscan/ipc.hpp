@@ -17,3 +17,4 @@
 #include "holoscan/ipc/importer.hpp"
 #include "holoscan/ipc/liveness.hpp"
 #include "holoscan/ipc/message.hpp"
+#include "holoscan/ipc/pool_memory.hpp"

@@ -15,13 +15,14 @@
 #include "holoscan/detail/spin_mutex.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/pool_memory.hpp"
 #include "holoscan/tensor.hpp"
 
 namespace holoscan {
 
 /** @brief Where a TensorPool takes its blocks from. */
 enum class PoolMemory {
-  kDevice,  ///< cudaMalloc (or VMM, when shareable) on the pool's device; tensors report kDLCUDA.
+  kDevice,  ///< Device memory (cudaMalloc, or the config's provider); tensors report kDLCUDA.
   kHost,    ///< Pageable host memory; tensors report kDLCPU; works without a GPU.
 };
 
@@ -32,11 +33,11 @@ struct HOLOSCAN_DLPACK_ABI TensorPoolConfig {
   std::size_t block_bytes = 0;              ///< Bytes of each block (rounded up to 256).
   std::size_t block_count = 0;              ///< Number of blocks, all allocated at creation.
   /**
-   * @brief kDevice only: allocate through the CUDA VMM API (cuMemCreate with a POSIX file
-   *        descriptor handle) so that tensors can be exported to other processes
-   *        (holoscan::ipc); otherwise cudaMalloc, whose tensors export through legacy CUDA IPC.
+   * @brief kDevice only: where the memory comes from; null means cudaMalloc. For tensors that go
+   *        to other processes, ipc::shareable_pool_memory() (holoscan::dlpack_ipc) makes memory
+   *        that an exporter shares without asking the driver per tensor.
    */
-  bool shareable = false;
+  std::shared_ptr<PoolMemoryProvider> memory_provider = nullptr;
 };
 
 /**
@@ -95,8 +96,7 @@ class HOLOSCAN_DLPACK_ABI TensorPool {
   /** @brief Device reported by the pool's tensors. */
   DLDevice device() const noexcept;
 
-  struct Block;    ///< One block: its context (which owns its memory reference) and its memory.
-  struct Storage;  ///< The memory of every block, freed when the last block's reference goes.
+  struct Block;  ///< One block: its context (which owns its memory reference) and its memory.
 
  private:
   struct Private {

@@ -8,8 +8,7 @@
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
-#include "ipc/export/exportable_memory.hpp"
-#include "pool/pool_storage.hpp"
+#include "pool/pool_memory.hpp"
 #include "stream/stream_point.hpp"
 
 namespace holoscan {
@@ -21,22 +20,22 @@ constexpr std::size_t kBlockAlignment = 256;
 // A block's memory reference: its claims and stream points decide, with the use counts of its
 // context and of itself, when the block is free again. It keeps the pool's memory alive, and
 // lets go of it only once the GPU has passed every point recorded on the block. Exports to other
-// processes learn the pool's allocation from it, without asking CUDA.
-class PoolBlockReference final : public StreamTrackedReference, public detail::ExportableMemory {
+// processes learn the pool's allocation from it (pool_allocation()), without asking CUDA.
+class PoolBlockReference final : public StreamTrackedReference {
  public:
-  explicit PoolBlockReference(std::shared_ptr<TensorPool::Storage> storage) noexcept
-      : storage_(std::move(storage)) {}
+  explicit PoolBlockReference(std::shared_ptr<PoolAllocation> memory) noexcept
+      : memory_(std::move(memory)) {}
   ~PoolBlockReference() override {
-    auto* held = new (std::nothrow) std::shared_ptr<TensorPool::Storage>(std::move(storage_));
+    auto* held = new (std::nothrow) std::shared_ptr<PoolAllocation>(std::move(memory_));
     if (held == nullptr) {
-      // No room to defer: wait here, since storage_ (kept) goes with this object.
+      // No room to defer: wait here, since memory_ (kept) goes with this object.
       detail::StreamPointList points = streams_.take_release_points();
       detail::wait_and_drop_points(points);
       return;
     }
     release_when_safe(
         [](void* context) noexcept {
-          delete static_cast<std::shared_ptr<TensorPool::Storage>*>(context);
+          delete static_cast<std::shared_ptr<PoolAllocation>*>(context);
         },
         held);
   }
@@ -54,12 +53,11 @@ class PoolBlockReference final : public StreamTrackedReference, public detail::E
     return streams_.hand_over_to(stream);
   }
 
-  expected<detail::ExportableAllocation, Error> exportable_allocation() override {
-    return storage_->exportable();
-  }
+  // The pool's allocation, which this block lends from.
+  PoolAllocation* memory() const noexcept { return memory_.get(); }
 
  private:
-  std::shared_ptr<TensorPool::Storage> storage_;
+  std::shared_ptr<PoolAllocation> memory_;
 };
 
 }  // namespace
@@ -84,9 +82,9 @@ expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPool
     return make_unexpected(ErrorCode::kInvalidArgument,
                            std::string(kWho) + ": block_bytes * block_count overflows");
   }
-  if (config.memory == PoolMemory::kHost && config.shareable) {
+  if (config.memory == PoolMemory::kHost && config.memory_provider != nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
-                           std::string(kWho) + ": only device memory can be shareable");
+                           std::string(kWho) + ": only device memory comes from a memory provider");
   }
   if (config.memory == PoolMemory::kDevice && config.device < 0) {
     return make_unexpected(
@@ -116,19 +114,20 @@ TensorPool::TensorPool(Private, const TensorPoolConfig& config)
 TensorPool::~TensorPool() = default;
 
 expected<void, Error> TensorPool::allocate_memory() {
-  auto storage = Storage::allocate(config_, config_.block_bytes * config_.block_count);
-  if (!storage) {
-    return forward_error(std::move(storage));
+  auto allocated = detail::allocate_pool_memory(config_, config_.block_bytes * config_.block_count);
+  if (!allocated) {
+    return forward_error(std::move(allocated));
   }
   try {
+    std::shared_ptr<PoolAllocation> memory(std::move(*allocated));
     for (std::size_t i = 0; i < config_.block_count; ++i) {
       Block& block = blocks_[i];
-      block.data = static_cast<char*>((*storage)->memory()) + i * config_.block_bytes;
+      block.data = static_cast<char*>(memory->data()) + i * config_.block_bytes;
       block.context = std::make_shared<DLManagedTensorContext>();
       // Room for the largest shape up front, so that allocate() never needs the heap.
       block.context->dl_shape.reserve(kMaxTensorDims);
       block.context->dl_strides.reserve(kMaxTensorDims);
-      auto reference = std::make_shared<PoolBlockReference>(*storage);
+      auto reference = std::make_shared<PoolBlockReference>(memory);
       block.reference = reference.get();
       block.context->memory_reference = std::move(reference);
     }
@@ -261,6 +260,11 @@ DLDevice TensorPool::device() const noexcept {
     return DLDevice{kDLCPU, 0};
   }
   return DLDevice{kDLCUDA, config_.device};
+}
+
+PoolAllocation* pool_allocation(const TensorMemoryReference& reference) noexcept {
+  const auto* block = dynamic_cast<const PoolBlockReference*>(&reference);
+  return block != nullptr ? block->memory() : nullptr;
 }
 
 }  // namespace holoscan

@@ -13,6 +13,7 @@ cmake -S "$source_dir/tests/package" -B "$scratch/found" -G Ninja \
   -DCMAKE_PREFIX_PATH="$scratch/install;$prefix_path" >/dev/null
 cmake --build "$scratch/found" >/dev/null
 "$scratch/found/consumer"
+"$scratch/found/consumer_ipc"
 run_ucx_consumer() {  # build-dir: one tensor to itself over UCX (TCP on the loopback)
   if [ -x "$1/consumer_ucx" ]; then UCX_TLS=tcp timeout 60 "$1/consumer_ucx"; fi
 }
@@ -22,4 +23,5 @@ cmake -S "$source_dir/tests/package" -B "$scratch/subdir" -G Ninja \
   -DHOLOSCAN_DLPACK_SOURCE_DIR="$source_dir" -DCMAKE_PREFIX_PATH="$prefix_path" >/dev/null
 cmake --build "$scratch/subdir" >/dev/null
 "$scratch/subdir/consumer"
+"$scratch/subdir/consumer_ipc"
 run_ucx_consumer "$scratch/subdir"

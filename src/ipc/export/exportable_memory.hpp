@@ -1,6 +1,7 @@
 #pragma once
 // What an exporter needs to know about the allocation behind a tensor, and the interface through
-// which memory references that know it already (pool blocks) hand it over without a driver query.
+// which pool memory that this library made (shareable_pool_memory(), cuda_ipc_pool_memory())
+// hands it over without a driver query.
 #include <array>
 #include <cstdint>
 
@@ -8,6 +9,7 @@
 #include "holoscan/expected.hpp"
 #include "holoscan/ipc/descriptor.hpp"
 #include "holoscan/ipc/fd.hpp"
+#include "holoscan/pool_memory.hpp"
 
 namespace holoscan::detail {
 
@@ -29,11 +31,9 @@ struct HOLOSCAN_DLPACK_ABI ExportableAllocation {
   int descriptor() const noexcept { return owned_fd.valid() ? owned_fd.get() : fd; }
 };
 
-/** @brief A memory reference that can describe its allocation for export without asking CUDA. */
-class HOLOSCAN_DLPACK_ABI ExportableMemory {
+/** @brief Pool memory that describes its allocation for export without asking CUDA. */
+class HOLOSCAN_DLPACK_ABI ExportablePoolAllocation : public PoolAllocation {
  public:
-  /** @brief Nothing to release. */
-  virtual ~ExportableMemory() = default;
   /** @brief The allocation and its handle, or why it cannot be shared. */
   virtual expected<ExportableAllocation, Error> exportable_allocation() = 0;
 };

@@ -125,7 +125,9 @@ expected<ExportableAllocation, Error> shareable_allocation(const Tensor& tensor)
   if (auto device = check_device_type(tensor.device()); !device) {
     return tl::unexpected<Error>(std::move(device.error()));
   }
-  if (auto* exportable = dynamic_cast<ExportableMemory*>(tensor.memory_reference().get())) {
+  const TensorMemoryReference* reference = tensor.dl_ctx()->memory_reference.get();
+  PoolAllocation* pool = reference != nullptr ? pool_allocation(*reference) : nullptr;
+  if (auto* exportable = dynamic_cast<ExportablePoolAllocation*>(pool)) {
     return exportable->exportable_allocation();
   }
   const void* pointer = tensor.data();

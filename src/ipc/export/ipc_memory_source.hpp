@@ -10,8 +10,9 @@ namespace holoscan::detail {
 /**
  * @brief The allocation behind `tensor` with a handle for another process.
  *
- * Pool blocks answer for themselves (a shareable pool lends its fd, a cudaMalloc pool its legacy
- * handle). Other memory is classified by the driver's pointer attributes: cudaMalloc memory
+ * Blocks of a pool whose memory this library made answer for themselves (shareable_pool_memory()
+ * lends its fd, cuda_ipc_pool_memory() its legacy handle). Other memory, blocks of other pools
+ * included, is classified by the driver's pointer attributes: cudaMalloc memory
  * travels as a legacy cudaIpcMemHandle_t (kCudaIpc), VMM memory created with the POSIX fd handle
  * type as a fresh fd (kPosixFd). Refused, kInvalidArgument naming the kind: host memory (pageable
  * or pinned), managed memory, device memory CUDA cannot share; kNotImplemented for memory from a
