@@ -16,6 +16,8 @@ install(TARGETS ${_hdl_installed} EXPORT holoscan_dlpack_targets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY include/holoscan DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} ${_hdl_header_filter})
+install(FILES ${PROJECT_BINARY_DIR}/include/holoscan/version.hpp
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/holoscan)
 
 set(HOLOSCAN_DLPACK_CONFIG_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/holoscan_dlpack)
 install(EXPORT holoscan_dlpack_targets NAMESPACE holoscan:: FILE holoscan_dlpack-targets.cmake

@@ -8,14 +8,14 @@
 #include <cstdint>
 #include <memory>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
 
 namespace holoscan {
 
 /** @brief The one allocation that every block of a TensorPool lies in; freed when destroyed. */
-class HOLOSCAN_DLPACK_ABI PoolAllocation {
+class HOLOSCAN_DLPACK_API PoolAllocation {
  public:
   /** @brief Takes an id of its own (see id()). */
   PoolAllocation() noexcept;
@@ -36,7 +36,7 @@ class HOLOSCAN_DLPACK_ABI PoolAllocation {
 };
 
 /** @brief Makes the memory of device TensorPools (TensorPoolConfig::memory_provider). */
-class HOLOSCAN_DLPACK_ABI PoolMemoryProvider {
+class HOLOSCAN_DLPACK_API PoolMemoryProvider {
  public:
   /** @brief Nothing to release: allocations outlive their provider. */
   virtual ~PoolMemoryProvider() = default;
@@ -49,13 +49,14 @@ class HOLOSCAN_DLPACK_ABI PoolMemoryProvider {
 };
 
 /** @brief cudaMalloc on the pool's device: what a device pool whose config names no provider uses. */
-std::shared_ptr<PoolMemoryProvider> default_pool_memory();
+HOLOSCAN_DLPACK_API std::shared_ptr<PoolMemoryProvider> default_pool_memory();
 
 /**
  * @brief The allocation that `reference` lends its memory from when it is a TensorPool block's
  *        memory reference (a pool tensor's memory_reference()), else null; valid while
  *        `reference` lives.
  */
-PoolAllocation* pool_allocation(const TensorMemoryReference& reference) noexcept;
+HOLOSCAN_DLPACK_API PoolAllocation* pool_allocation(
+    const TensorMemoryReference& reference) noexcept;
 
 }  // namespace holoscan

@@ -6,7 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
+#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
@@ -72,10 +73,10 @@ struct HOLOSCAN_DLPACK_ABI CudaApi {
 };
 
 /** @brief The table of the real CUDA runtime (the default). */
-const CudaApi& real_cuda_api() noexcept;
+HOLOSCAN_DLPACK_WING_API const CudaApi& real_cuda_api() noexcept;
 
 /** @brief The table in use; see cuda(). */
-extern std::atomic<const CudaApi*> g_cuda_api;
+HOLOSCAN_DLPACK_WING_API extern std::atomic<const CudaApi*> g_cuda_api;
 
 /**
  * @brief The table in use: one relaxed load, then one indirect call per CUDA call.

@@ -3,7 +3,7 @@
 // the runtime call as the answer whenever the driver call cannot be made or does not succeed.
 #include <cuda_runtime_api.h>
 
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::detail::fast {
 

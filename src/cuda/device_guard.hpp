@@ -1,12 +1,13 @@
 #pragma once
 // Makes a device current for one scope and restores the caller's device afterwards.
 #include "cuda/cuda_api.hpp"
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
+#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
 /** @brief Sets `device` current only if it is not already; restores the previous one on exit. */
-class HOLOSCAN_DLPACK_ABI DeviceGuard {
+class HOLOSCAN_DLPACK_WING_API DeviceGuard {
  public:
   /** @brief Switches to `device` when needed; check status() before relying on it. */
   explicit DeviceGuard(int device) noexcept;

@@ -4,6 +4,7 @@
 #include <new>
 #include <vector>
 
+#include "dlpack/context_access.hpp"
 #include "dlpack/recycler.hpp"
 
 namespace holoscan::detail {

@@ -8,8 +8,8 @@
 #include <dlpack/dlpack.h>
 
 #include "holoscan/cuda_handles.hpp"
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 
 namespace holoscan::detail {

@@ -7,8 +7,8 @@
 
 #include <dlpack/dlpack.h>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::detail {
 

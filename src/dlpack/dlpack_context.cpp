@@ -1,4 +1,4 @@
-#include "holoscan/dlpack.hpp"
+#include "holoscan/dlpack_context.hpp"
 
 namespace holoscan {
 namespace {
@@ -40,19 +40,4 @@ DLManagedTensorContext& DLManagedTensorContext::operator=(const DLManagedTensorC
   return *this;
 }
 
-namespace detail {
-
-bool ContextAccess::read_only(const DLManagedTensorContext& context) noexcept {
-  return context.read_only_.load(std::memory_order_acquire);
-}
-
-void ContextAccess::narrow_to_read_only(DLManagedTensorContext& context) noexcept {
-  context.read_only_.store(true, std::memory_order_release);
-}
-
-void ContextAccess::restore_writable(DLManagedTensorContext& context) noexcept {
-  context.read_only_.store(false, std::memory_order_release);
-}
-
-}  // namespace detail
 }  // namespace holoscan

@@ -5,13 +5,14 @@
 
 #include <dlpack/dlpack.h>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
 /** @brief Flag bits this build understands (READ_ONLY, IS_COPIED, and SUBBYTE_PADDED from 1.1). */
-HOLOSCAN_DLPACK_ABI std::uint64_t known_flag_bits() noexcept;
+HOLOSCAN_DLPACK_WING_API std::uint64_t known_flag_bits() noexcept;
 
 /** @brief DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED (DLPack 1.1), named for 1.0 headers too. */
 inline constexpr std::uint64_t kSubBytePaddedFlag = std::uint64_t{1} << 2;
@@ -35,16 +36,20 @@ struct HOLOSCAN_DLPACK_ABI Layout {
  * @brief Checks ndim, shape, extents and dtype, and that the element count, the payload bytes and
  *        the compact row-major strides in bytes all fit int64.
  */
-expected<Layout, Error> validate_layout(std::int32_t ndim, const std::int64_t* shape,
-                                        DLDataType dtype, std::uint64_t flags, const char* who);
+HOLOSCAN_DLPACK_WING_API expected<Layout, Error> validate_layout(std::int32_t ndim,
+                                                                 const std::int64_t* shape,
+                                                                 DLDataType dtype,
+                                                                 std::uint64_t flags,
+                                                                 const char* who);
 
 /**
  * @brief validate_layout plus device, data, explicit strides (in bytes), and the span addressed
  *        from data: byte_offset plus every reachable element stays within int64 and the address
  *        space. Reads the DLTensor's fields only.
  */
-expected<Layout, Error> validate_dl_tensor(const DLTensor& tensor, std::uint64_t flags,
-                                           const char* who);
+HOLOSCAN_DLPACK_WING_API expected<Layout, Error> validate_dl_tensor(const DLTensor& tensor,
+                                                                    std::uint64_t flags,
+                                                                    const char* who);
 
 /** @brief Number of elements of `ndim` extents; saturates at INT64_MAX instead of overflowing. */
 HOLOSCAN_DLPACK_ABI std::int64_t element_count(std::int32_t ndim,
@@ -65,7 +70,7 @@ HOLOSCAN_DLPACK_ABI std::int64_t stride_in_bytes(std::int64_t stride, DLDataType
  * @brief Writes compact row-major element strides for `ndim` extents into `strides`; a zero
  *        extent counts as one, so strides of zero-size tensors stay meaningful.
  */
-HOLOSCAN_DLPACK_ABI void compact_strides(std::int32_t ndim, const std::int64_t* shape,
-                                         std::int64_t* strides) noexcept;
+HOLOSCAN_DLPACK_WING_API void compact_strides(std::int32_t ndim, const std::int64_t* shape,
+                                              std::int64_t* strides) noexcept;
 
 }  // namespace holoscan::detail

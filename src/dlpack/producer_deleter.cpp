@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <exception>
 
+#include "dlpack/producer_deleter.hpp"
 #include "holoscan/deferred_release.hpp"
-#include "holoscan/stream_tracked_reference.hpp"
 
 namespace holoscan {
 namespace {

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <new>
 
-#include "holoscan/detail/abi.hpp"
-#include "holoscan/detail/spin_mutex.hpp"
+#include "holoscan/export.hpp"
+#include "spin_mutex.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define HOLOSCAN_DLPACK_RECYCLE 0

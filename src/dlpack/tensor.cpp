@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 
 namespace holoscan {

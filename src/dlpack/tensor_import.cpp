@@ -2,6 +2,7 @@
 #include <new>
 #include <string>
 
+#include "dlpack/context_access.hpp"
 #include "dlpack/context_recycler.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/recycler.hpp"

@@ -5,6 +5,7 @@
 #include <dlpack/dlpack.h>
 
 #include "holoscan/dlpack.hpp"
+#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
@@ -13,7 +14,7 @@ namespace holoscan::detail {
  *        (compact row-major when `tensor` has none); allocates only when the context's vectors
  *        lack the capacity. The view has no deleter: the memory reference owns the memory.
  */
-void assign_view(DLManagedTensorContext& context, const DLTensor& tensor, std::uint64_t flags,
-                 DLPackVersion version);
+HOLOSCAN_DLPACK_WING_API void assign_view(DLManagedTensorContext& context, const DLTensor& tensor,
+                                          std::uint64_t flags, DLPackVersion version);
 
 }  // namespace holoscan::detail

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::ipc::detail {
 

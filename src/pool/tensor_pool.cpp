@@ -5,11 +5,14 @@
 #include <new>
 #include <string>
 
+#include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "pool/pool_memory.hpp"
+#include "spin_mutex.hpp"
 #include "stream/stream_point.hpp"
+#include "stream/tracked_streams.hpp"
 
 namespace holoscan {
 
@@ -29,7 +32,7 @@ class PoolBlockReference final : public StreamTrackedReference {
     auto* held = new (std::nothrow) std::shared_ptr<PoolAllocation>(std::move(memory_));
     if (held == nullptr) {
       // No room to defer: wait here, since memory_ (kept) goes with this object.
-      detail::StreamPointList points = streams_.take_release_points();
+      detail::StreamPointList points = streams().take_release_points();
       detail::wait_and_drop_points(points);
       return;
     }
@@ -43,31 +46,73 @@ class PoolBlockReference final : public StreamTrackedReference {
   PoolBlockReference& operator=(const PoolBlockReference&) = delete;
 
   // Whether no handle claim is held (an acquire load: see block_is_named).
-  bool unclaimed() const noexcept { return claims_.count() == 0; }
+  bool unclaimed() const noexcept { return handle_claims() == 0; }
   // Whether the GPU passed every point (polled, never waited for).
-  bool points_passed() noexcept { return streams_.poll_idle(); }
+  bool points_passed() noexcept { return streams().poll_idle(); }
   // Forgets the previous tensor's streams before the block is handed out again.
-  void recycle() noexcept { streams_.reset(); }
+  void recycle() noexcept { streams().reset(); }
   // Orders `stream` after every point, then forgets them (stream-ordered reuse).
   expected<void, Error> hand_over_to(cudaStream_t stream) noexcept {
-    return streams_.hand_over_to(stream);
+    return streams().hand_over_to(stream);
   }
 
   // The pool's allocation, which this block lends from.
   PoolAllocation* memory() const noexcept { return memory_.get(); }
 
  private:
+  detail::StreamState& streams() noexcept { return detail::tracked_streams(*this); }
+
   std::shared_ptr<PoolAllocation> memory_;
 };
 
 }  // namespace
 
-struct TensorPool::Block {
-  std::shared_ptr<DLManagedTensorContext> context;  // the pool's own reference
-  PoolBlockReference* reference = nullptr;          // owned by context->memory_reference
-  void* data = nullptr;
-  bool handed_out = false;
+namespace detail {
+
+// What a TensorPool is: every TensorPool is one of these, made by create().
+class HOLOSCAN_DLPACK_ABI PoolImpl final : public TensorPool {
+ public:
+  explicit PoolImpl(const TensorPoolConfig& config)
+      : config_(config), blocks_(new Block[config.block_count]) {}
+
+  // The implementation behind `pool`'s calls (no indirection: the same object).
+  static PoolImpl& of(TensorPool& pool) noexcept { return static_cast<PoolImpl&>(pool); }
+  static const PoolImpl& of(const TensorPool& pool) noexcept {
+    return static_cast<const PoolImpl&>(pool);
+  }
+
+  expected<void, Error> allocate_memory();
+  expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype);
+  expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype,
+                                   cudaStream_t stream);
+  std::size_t available_blocks();
+  DLDevice device() const noexcept;
+
+  TensorPoolConfig config_;
+  std::atomic<std::uint64_t> reuse_count_{0};
+
+ private:
+  struct Block {
+    std::shared_ptr<DLManagedTensorContext> context;  // the pool's own reference
+    PoolBlockReference* reference = nullptr;          // owned by context->memory_reference
+    void* data = nullptr;
+    bool handed_out = false;
+  };
+
+  expected<DLTensor, Error> judge_request(const std::int64_t* shape, std::int32_t ndim,
+                                          DLDataType dtype, const char* who) const;
+  Tensor hand_out(Block& block, std::size_t index, DLTensor& request);
+  static bool block_is_named(Block& block) noexcept;
+  static bool block_is_free(Block& block) noexcept;
+
+  std::unique_ptr<Block[]> blocks_;
+  SpinMutex mutex_;
+  std::size_t cursor_ = 0;
 };
+
+}  // namespace detail
+
+using detail::PoolImpl;
 
 expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPoolConfig& config) {
   constexpr const char* kWho = "TensorPool::create";
@@ -91,11 +136,11 @@ expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPool
         ErrorCode::kInvalidArgument,
         std::string(kWho) + ": device " + std::to_string(config.device) + " is negative");
   }
-  std::shared_ptr<TensorPool> pool;
+  std::shared_ptr<PoolImpl> pool;
   try {
     TensorPoolConfig rounded_config = config;
     rounded_config.block_bytes = rounded;
-    pool = std::make_shared<TensorPool>(Private{}, rounded_config);
+    pool = std::make_shared<PoolImpl>(rounded_config);
   } catch (...) {
     return make_unexpected(ErrorCode::kResourceExhausted,
                            std::string(kWho) + ": out of host memory");
@@ -106,14 +151,11 @@ expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPool
   return pool;
 }
 
-TensorPool::TensorPool(Private, const TensorPoolConfig& config)
-    : config_(config), blocks_(new Block[config.block_count]) {}
-
 // The blocks' contexts go with the pool unless a Tensor or an export still holds one; each
 // block's reference then defers its share of the memory until the GPU is done with the block.
 TensorPool::~TensorPool() = default;
 
-expected<void, Error> TensorPool::allocate_memory() {
+expected<void, Error> PoolImpl::allocate_memory() {
   auto allocated = detail::allocate_pool_memory(config_, config_.block_bytes * config_.block_count);
   if (!allocated) {
     return forward_error(std::move(allocated));
@@ -141,7 +183,7 @@ expected<void, Error> TensorPool::allocate_memory() {
 // whose reference was replaced through its context is never handed out again. The acquire load of
 // the claim count orders this thread after every access the last holder made to the context (each
 // holder's accesses come before its release of the claim).
-bool TensorPool::block_is_named(Block& block) noexcept {
+bool PoolImpl::block_is_named(Block& block) noexcept {
   if (!block.handed_out) {
     return false;
   }
@@ -150,12 +192,12 @@ bool TensorPool::block_is_named(Block& block) noexcept {
          reference.get() != block.reference || !block.reference->unclaimed();
 }
 
-bool TensorPool::block_is_free(Block& block) noexcept {
+bool PoolImpl::block_is_free(Block& block) noexcept {
   return !block_is_named(block) && (!block.handed_out || block.reference->points_passed());
 }
 
-expected<DLTensor, Error> TensorPool::judge_request(const std::int64_t* shape, std::int32_t ndim,
-                                                    DLDataType dtype, const char* who) const {
+expected<DLTensor, Error> PoolImpl::judge_request(const std::int64_t* shape, std::int32_t ndim,
+                                                  DLDataType dtype, const char* who) const {
   // The request is judged before the blocks: a request that can never fit is kInvalidArgument
   // even while the pool is exhausted, so that callers retrying on exhaustion do not spin on it.
   auto layout = detail::validate_layout(ndim, shape, dtype, 0, who);
@@ -177,7 +219,7 @@ expected<DLTensor, Error> TensorPool::judge_request(const std::int64_t* shape, s
 }
 
 // Under the lock, so that the block is named before another allocate looks at it.
-Tensor TensorPool::hand_out(Block& block, std::size_t index, DLTensor& request) {
+Tensor PoolImpl::hand_out(Block& block, std::size_t index, DLTensor& request) {
   request.data = block.data;
   // Within the capacity reserved at creation: no allocation, nothing to throw.
   detail::assign_view(*block.context, request, 0,
@@ -191,13 +233,13 @@ Tensor TensorPool::hand_out(Block& block, std::size_t index, DLTensor& request) 
   return Tensor(block.context);
 }
 
-expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
-                                             DLDataType dtype) {
+expected<Tensor, Error> PoolImpl::allocate(const std::int64_t* shape, std::int32_t ndim,
+                                           DLDataType dtype) {
   auto request = judge_request(shape, ndim, dtype, "TensorPool::allocate");
   if (!request) {
     return forward_error(std::move(request));
   }
-  std::lock_guard<detail::SpinMutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   for (std::size_t step = 0; step < config_.block_count; ++step) {
     const std::size_t index = (cursor_ + step) % config_.block_count;
     Block& block = blocks_[index];
@@ -210,8 +252,8 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
   return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");
 }
 
-expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
-                                             DLDataType dtype, cudaStream_t stream) {
+expected<Tensor, Error> PoolImpl::allocate(const std::int64_t* shape, std::int32_t ndim,
+                                           DLDataType dtype, cudaStream_t stream) {
   constexpr const char* kWho = "TensorPool::allocate";
   auto request = judge_request(shape, ndim, dtype, kWho);
   if (!request) {
@@ -223,7 +265,7 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
     error.message = std::string(kWho) + ": " + error.message;
     return make_unexpected(std::move(error));
   }
-  std::lock_guard<detail::SpinMutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   for (std::size_t step = 0; step < config_.block_count; ++step) {
     const std::size_t index = (cursor_ + step) % config_.block_count;
     Block& block = blocks_[index];
@@ -240,8 +282,8 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
   return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");
 }
 
-std::size_t TensorPool::available_blocks() {
-  std::lock_guard<detail::SpinMutex> lock(mutex_);
+std::size_t PoolImpl::available_blocks() {
+  std::lock_guard<SpinMutex> lock(mutex_);
   std::size_t available = 0;
   for (std::size_t i = 0; i < config_.block_count; ++i) {
     available += block_is_free(blocks_[i]) ? 1 : 0;
@@ -249,18 +291,38 @@ std::size_t TensorPool::available_blocks() {
   return available;
 }
 
-std::size_t TensorPool::block_count() const noexcept { return config_.block_count; }
-std::size_t TensorPool::block_bytes() const noexcept { return config_.block_bytes; }
-std::uint64_t TensorPool::reuse_count() const noexcept {
-  return reuse_count_.load(std::memory_order_relaxed);
-}
-
-DLDevice TensorPool::device() const noexcept {
+DLDevice PoolImpl::device() const noexcept {
   if (config_.memory == PoolMemory::kHost) {
     return DLDevice{kDLCPU, 0};
   }
   return DLDevice{kDLCUDA, config_.device};
 }
+
+expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
+                                             DLDataType dtype) {
+  return PoolImpl::of(*this).allocate(shape, ndim, dtype);
+}
+
+expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
+                                             DLDataType dtype, cudaStream_t stream) {
+  return PoolImpl::of(*this).allocate(shape, ndim, dtype, stream);
+}
+
+std::size_t TensorPool::available_blocks() { return PoolImpl::of(*this).available_blocks(); }
+
+std::size_t TensorPool::block_count() const noexcept {
+  return PoolImpl::of(*this).config_.block_count;
+}
+
+std::size_t TensorPool::block_bytes() const noexcept {
+  return PoolImpl::of(*this).config_.block_bytes;
+}
+
+std::uint64_t TensorPool::reuse_count() const noexcept {
+  return PoolImpl::of(*this).reuse_count_.load(std::memory_order_relaxed);
+}
+
+DLDevice TensorPool::device() const noexcept { return PoolImpl::of(*this).device(); }
 
 PoolAllocation* pool_allocation(const TensorMemoryReference& reference) noexcept {
   const auto* block = dynamic_cast<const PoolBlockReference*>(&reference);

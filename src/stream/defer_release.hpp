@@ -1,6 +1,7 @@
 #pragma once
 // The queue and the thread that run releases once the GPU has passed their deallocation points.
-#include "holoscan/detail/stream_point.hpp"
+#include "stream/stream_point_list.hpp"
+#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
@@ -11,6 +12,7 @@ using ReleaseFunction = void (*)(void* context) noexcept;
  * @brief Runs `release(context)` once every point in `points` has completed, on the release
  *        thread; returns at once. Falls back to waiting here only if the queue cannot grow.
  */
-void defer_release(StreamPointList points, ReleaseFunction release, void* context) noexcept;
+HOLOSCAN_DLPACK_WING_API void defer_release(StreamPointList points, ReleaseFunction release,
+                                            void* context) noexcept;
 
 }  // namespace holoscan::detail

@@ -10,8 +10,8 @@
 
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_guard.hpp"
-#include "holoscan/detail/spin_mutex.hpp"
 #include "holoscan/event_pool.hpp"
+#include "spin_mutex.hpp"
 #include "stream/fork_gate.hpp"
 
 namespace holoscan::detail {

@@ -1,5 +1,5 @@
 #pragma once
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 // Keeps fork() out of the one-time set-up of process-wide objects made on first use.
 //
 // A fork() copies one thread: anything another thread was half-way through (a function-local

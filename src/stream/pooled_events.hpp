@@ -3,8 +3,8 @@
 // event is destroyed after the CUDA runtime has been torn down at process exit.
 #include "cuda/cuda_api.hpp"
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::detail {
 

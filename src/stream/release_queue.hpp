@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "cuda/cuda_api.hpp"
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 #include "stream/defer_release.hpp"
 #include "stream/pooled_events.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 // The release thread's settings as the environment gives them: parsed strictly, clamped to a
 // range that no deadline computation can overflow, and reported (once) when they are not used
 // as written.

@@ -4,9 +4,10 @@
 #include <cstdint>
 
 #include "cuda/cuda_api.hpp"
-#include "holoscan/detail/abi.hpp"
-#include "holoscan/detail/stream_point.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "stream/stream_point_list.hpp"
+#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
@@ -26,7 +27,8 @@ inline bool is_default_stream_handle(cudaStream_t stream) noexcept {
  *
  * Default-stream handles mean the current device's default stream, as in every runtime call.
  */
-expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept;
+HOLOSCAN_DLPACK_WING_API expected<StreamLocation, Error> locate_stream(
+    cudaStream_t stream) noexcept;
 
 /** @brief Records `point.event` (of `point.device`, the stream's device) on `stream`. */
 expected<void, Error> record_point(const StreamPoint& point, cudaStream_t stream) noexcept;
@@ -41,7 +43,7 @@ bool point_completed(const StreamPoint& point) noexcept;
  * @brief Puts the calling thread in relaxed capture mode for a scope, so that querying or waiting
  *        on events neither fails nor invalidates a graph capture of this or another thread.
  */
-class HOLOSCAN_DLPACK_ABI RelaxedCaptureScope {
+class HOLOSCAN_DLPACK_WING_API RelaxedCaptureScope {
  public:
   RelaxedCaptureScope() noexcept;
   ~RelaxedCaptureScope();
@@ -63,8 +65,8 @@ enum class QueryThread {
 HOLOSCAN_DLPACK_ABI void use_device_on_release_thread(int device) noexcept;
 
 /** @brief Returns the events of completed points and removes them; true when none is left. */
-bool drop_completed_points(StreamPointList& points,
-                           QueryThread thread = QueryThread::kCaller) noexcept;
+HOLOSCAN_DLPACK_WING_API bool drop_completed_points(
+    StreamPointList& points, QueryThread thread = QueryThread::kCaller) noexcept;
 
 /**
  * @brief Polls the points (every `rest`) until all completed, their events returned, or until
@@ -74,8 +76,8 @@ bool drop_points_until(StreamPointList& points, std::chrono::steady_clock::time_
                        std::chrono::microseconds rest) noexcept;
 
 /** @brief Blocks until every point completed, then returns their events (a last resort). */
-void wait_and_drop_points(StreamPointList& points,
-                          QueryThread thread = QueryThread::kCaller) noexcept;
+HOLOSCAN_DLPACK_WING_API void wait_and_drop_points(
+    StreamPointList& points, QueryThread thread = QueryThread::kCaller) noexcept;
 
 /** @brief Returns every point's event to its pool and empties the list. */
 void release_points(StreamPointList& points) noexcept;

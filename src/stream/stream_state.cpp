@@ -1,4 +1,4 @@
-#include "holoscan/detail/stream_state.hpp"
+#include "stream/stream_state.hpp"
 
 #include <algorithm>
 #include <mutex>

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/fd.hpp"
 #include "holoscan/ipc/message.hpp"
 
@@ -28,10 +28,10 @@ struct Frame;
 /** @brief The ErrorCode a channel returns once its peer has hung up (EOF, EPIPE, ECONNRESET). */
 inline constexpr ErrorCode kChannelClosed = ErrorCode::kClosed;
 
-class HOLOSCAN_DLPACK_ABI Listener;
+class HOLOSCAN_DLPACK_API Listener;
 
 /** @brief One connected end of a message channel; move-only, closes its socket. */
-class HOLOSCAN_DLPACK_ABI Channel {
+class HOLOSCAN_DLPACK_API Channel {
  public:
   /** @brief Two connected ends, e.g. to hand one to a child process. */
   static expected<std::pair<Channel, Channel>, Error> pair();
@@ -111,7 +111,7 @@ class HOLOSCAN_DLPACK_ABI Channel {
 };
 
 /** @brief A bound, listening socket path that accepts Channels; move-only. */
-class HOLOSCAN_DLPACK_ABI Listener {
+class HOLOSCAN_DLPACK_API Listener {
  public:
   /** @brief Binds and listens at `path`, which must not exist yet (a stale one: unlink it first).
    */

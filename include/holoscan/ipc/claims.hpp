@@ -32,8 +32,8 @@
 #include <functional>
 #include <memory>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::ipc {
 
@@ -41,7 +41,7 @@ namespace holoscan::ipc {
 using PeerId = std::uint64_t;
 
 /** @brief A point in the importer's GPU work after which it no longer touches the export. */
-class HOLOSCAN_DLPACK_ABI ReleaseEvent {
+class HOLOSCAN_DLPACK_API ReleaseEvent {
  public:
   /** @brief Destroys the event (must not throw). */
   virtual ~ReleaseEvent() = default;
@@ -50,7 +50,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseEvent {
 };
 
 /** @brief Whether a peer process has exited, so that none of its GPU work can still run. */
-class HOLOSCAN_DLPACK_ABI PeerLiveness {
+class HOLOSCAN_DLPACK_API PeerLiveness {
  public:
   /** @brief Releases what watches the peer (must not throw). */
   virtual ~PeerLiveness() = default;
@@ -59,7 +59,7 @@ class HOLOSCAN_DLPACK_ABI PeerLiveness {
 };
 
 /** @brief Claims held for exports, keyed by (peer, export id); thread-safe, not movable. */
-class HOLOSCAN_DLPACK_ABI ExportLedger {
+class HOLOSCAN_DLPACK_API ExportLedger {
  public:
   /** @brief Drops one claim; runs exactly once, on the thread that calls poll(), never throws. */
   using DropClaim = std::function<void()>;

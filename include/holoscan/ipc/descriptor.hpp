@@ -14,8 +14,8 @@
 
 #include <dlpack/dlpack.h>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::ipc {
 
@@ -43,7 +43,7 @@ enum class MemoryHandleKind : std::uint32_t {
 };
 
 /** @brief An exported tensor: memory handle, placement, layout, device and readiness point. */
-struct HOLOSCAN_DLPACK_ABI TensorDescriptor {
+struct HOLOSCAN_DLPACK_API TensorDescriptor {
   std::uint64_t export_id = 0;      ///< Unique per export within the exporter process.
   std::uint64_t allocation_id = 0;  ///< Unique per allocation within the exporter: a mapping key.
   MemoryHandleKind handle_kind = MemoryHandleKind::kFake;    ///< How handle_bytes is read.
@@ -61,7 +61,7 @@ struct HOLOSCAN_DLPACK_ABI TensorDescriptor {
 };
 
 /** @brief Field-by-field equality (DLDataType has no operator== of its own). */
-bool operator==(const TensorDescriptor& a, const TensorDescriptor& b) noexcept;
+HOLOSCAN_DLPACK_API bool operator==(const TensorDescriptor& a, const TensorDescriptor& b) noexcept;
 
 /** @brief Field-by-field inequality. */
 inline bool operator!=(const TensorDescriptor& a, const TensorDescriptor& b) noexcept {
@@ -69,12 +69,14 @@ inline bool operator!=(const TensorDescriptor& a, const TensorDescriptor& b) noe
 }
 
 /** @brief Checks every field; kInvalidArgument naming the first bad one. */
-expected<void, Error> validate(const TensorDescriptor& descriptor);
+HOLOSCAN_DLPACK_API expected<void, Error> validate(const TensorDescriptor& descriptor);
 
 /** @brief The wire bytes of a valid descriptor (version 1, little-endian); refuses invalid ones. */
-expected<std::vector<std::uint8_t>, Error> encode(const TensorDescriptor& descriptor);
+HOLOSCAN_DLPACK_API expected<std::vector<std::uint8_t>, Error> encode(
+    const TensorDescriptor& descriptor);
 
 /** @brief Parses and validates wire bytes; kInvalidArgument naming the field on any defect. */
-expected<TensorDescriptor, Error> decode(const std::uint8_t* bytes, std::size_t size);
+HOLOSCAN_DLPACK_API expected<TensorDescriptor, Error> decode(const std::uint8_t* bytes,
+                                                             std::size_t size);
 
 }  // namespace holoscan::ipc

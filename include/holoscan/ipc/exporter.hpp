@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "holoscan/cuda_handles.hpp"
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/channel.hpp"
 #include "holoscan/ipc/claims.hpp"
 #include "holoscan/ipc/descriptor.hpp"
@@ -27,7 +27,7 @@ namespace holoscan::ipc {
  * the importer has released the export and the release's event has completed: then the claim
  * drops and the event goes back to its pool. Move-only.
  */
-class HOLOSCAN_DLPACK_ABI ExportedTensor {
+class HOLOSCAN_DLPACK_API ExportedTensor {
  public:
   struct State;  ///< The descriptor, the memory's fd, the claim and the readiness event.
 
@@ -70,17 +70,19 @@ class HOLOSCAN_DLPACK_ABI ExportedTensor {
  * pinned), managed memory, device memory CUDA cannot share; kNotImplemented for stream-ordered
  * pool memory (cudaMallocAsync). A CUDA failure is kFailure naming the call.
  */
-expected<ExportedTensor, Error> export_tensor(const Tensor& tensor, std::uint64_t export_id);
+HOLOSCAN_DLPACK_API expected<ExportedTensor, Error> export_tensor(const Tensor& tensor,
+                                                                  std::uint64_t export_id);
 
 /**
  * @brief As above, with the readiness event recorded on `stream` after the tensor's readiness
  *        point (one cudaStreamWaitEvent when `stream` is not the producer's stream).
  */
-expected<ExportedTensor, Error> export_tensor(const Tensor& tensor, std::uint64_t export_id,
-                                              cudaStream_t stream);
+HOLOSCAN_DLPACK_API expected<ExportedTensor, Error> export_tensor(const Tensor& tensor,
+                                                                  std::uint64_t export_id,
+                                                                  cudaStream_t stream);
 
 /** @brief Counters of an Exporter. */
-struct HOLOSCAN_DLPACK_ABI ExporterStats {
+struct HOLOSCAN_DLPACK_API ExporterStats {
   std::uint64_t published = 0;          ///< Exports sent.
   std::uint64_t releases = 0;           ///< Release messages received.
   std::uint64_t dropped = 0;            ///< Claims dropped (released and done, or peer exited).
@@ -104,7 +106,7 @@ struct HOLOSCAN_DLPACK_ABI ExporterStats {
  * Call poll() when fd() is readable, and every few hundred microseconds while held() is not zero
  * (completing events make no fd readable).
  */
-class HOLOSCAN_DLPACK_ABI Exporter {
+class HOLOSCAN_DLPACK_API Exporter {
  public:
   /** @brief An exporter with no peers. */
   static expected<Exporter, Error> create();
@@ -156,9 +158,8 @@ class HOLOSCAN_DLPACK_ABI Exporter {
   /** @brief The counters so far. */
   ExporterStats stats() const noexcept;
 
-  struct State;  ///< Peers, ledger, epoll descriptor and counters.
-
  private:
+  struct State;  // peers, ledger, epoll descriptor and counters
   explicit Exporter(std::unique_ptr<State> state) noexcept;
   expected<std::uint64_t, Error> publish_on(PeerId peer, const Tensor& tensor,
                                             const cudaStream_t* stream);

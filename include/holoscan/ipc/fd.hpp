@@ -3,12 +3,12 @@
  * @file
  * @brief An owned POSIX file descriptor: the memory handles and sockets of cross-process tensors.
  */
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::ipc {
 
 /** @brief Owns one file descriptor and closes it once; move-only. */
-class HOLOSCAN_DLPACK_ABI UniqueFd {
+class HOLOSCAN_DLPACK_API UniqueFd {
  public:
   /** @brief Holds no descriptor. */
   UniqueFd() noexcept = default;

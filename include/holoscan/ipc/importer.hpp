@@ -10,8 +10,8 @@
 #include <memory>
 #include <optional>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/channel.hpp"
 #include "holoscan/ipc/descriptor.hpp"
 #include "holoscan/ipc/fd.hpp"
@@ -23,8 +23,24 @@ namespace detail {
 class HOLOSCAN_DLPACK_ABI ImporterCore;
 }  // namespace detail
 
+class HOLOSCAN_DLPACK_API Importer;
+
+/**
+ * @brief Imports one descriptor that `peer`'s exporter published, with its memory's `fd`.
+ *
+ * Maps the memory (cudaIpcOpenMemHandle for kCudaIpc; cuMemImportFromShareableHandle, reserve,
+ * map and set access for kPosixFd), reusing the mapping cached for the allocation, on the device
+ * whose UUID the descriptor names. On any refusal the export is given back to the exporter at
+ * once (a Release without event). Refusals: kInvalidArgument for a descriptor that fails
+ * validation or whose handle kind and fd disagree (kPosixFd without fd, kCudaIpc with one, which
+ * is closed); kNotImplemented for kFake handles; kNotFound for a device UUID this process does
+ * not see; kFailure naming the call that failed to map.
+ */
+HOLOSCAN_DLPACK_API expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor,
+                                                          UniqueFd fd, Importer& peer);
+
 /** @brief Counters of an Importer. */
-struct HOLOSCAN_DLPACK_ABI ImporterStats {
+struct HOLOSCAN_DLPACK_API ImporterStats {
   std::uint64_t imported = 0;         ///< Tensors imported.
   std::uint64_t refused = 0;          ///< Publishes refused (each given back at once).
   std::uint64_t released = 0;         ///< Releases queued for the exporter.
@@ -54,7 +70,7 @@ struct HOLOSCAN_DLPACK_ABI ImporterStats {
  * stays open until the last of them has been released and its Release sent. Methods may be
  * called from any thread, receive() from one thread at a time.
  */
-class HOLOSCAN_DLPACK_ABI Importer {
+class HOLOSCAN_DLPACK_API Importer {
  public:
   /** @brief Takes a connected channel and exchanges Hello (waiting up to `hello_timeout_ms`). */
   static expected<Importer, Error> create(Channel channel, int hello_timeout_ms = 5000);
@@ -99,19 +115,5 @@ class HOLOSCAN_DLPACK_ABI Importer {
                                                Importer& peer);
   std::shared_ptr<detail::ImporterCore> core_;
 };
-
-/**
- * @brief Imports one descriptor that `peer`'s exporter published, with its memory's `fd`.
- *
- * Maps the memory (cudaIpcOpenMemHandle for kCudaIpc; cuMemImportFromShareableHandle, reserve,
- * map and set access for kPosixFd), reusing the mapping cached for the allocation, on the device
- * whose UUID the descriptor names. On any refusal the export is given back to the exporter at
- * once (a Release without event). Refusals: kInvalidArgument for a descriptor that fails
- * validation or whose handle kind and fd disagree (kPosixFd without fd, kCudaIpc with one, which
- * is closed); kNotImplemented for kFake handles; kNotFound for a device UUID this process does
- * not see; kFailure naming the call that failed to map.
- */
-expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
-                                      Importer& peer);
 
 }  // namespace holoscan::ipc

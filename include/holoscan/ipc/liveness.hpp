@@ -14,13 +14,13 @@ namespace holoscan::ipc {
 
 /** @brief Watches process `pid` (Linux 5.3+); open it while the peer is known alive and connected.
  */
-expected<std::unique_ptr<PeerLiveness>, Error> watch_process(std::int32_t pid);
+HOLOSCAN_DLPACK_API expected<std::unique_ptr<PeerLiveness>, Error> watch_process(std::int32_t pid);
 
 /**
  * @brief Watches the process `pidfd` names, e.g. the Hello's (Hello::process): the process that
  *        proved it speaks on the channel. kInvalidArgument without a descriptor.
  */
-expected<std::unique_ptr<PeerLiveness>, Error> watch_pidfd(UniqueFd pidfd);
+HOLOSCAN_DLPACK_API expected<std::unique_ptr<PeerLiveness>, Error> watch_pidfd(UniqueFd pidfd);
 
 /**
  * @brief Watches the process that connected `channel`, as the kernel recorded it.
@@ -31,6 +31,7 @@ expected<std::unique_ptr<PeerLiveness>, Error> watch_pidfd(UniqueFd pidfd);
  * and hand the ends on; for Channel::pair() both ends name the creating process): Exporter
  * watches the Hello's process instead (watch_pidfd).
  */
-expected<std::unique_ptr<PeerLiveness>, Error> watch_peer(const Channel& channel);
+HOLOSCAN_DLPACK_API expected<std::unique_ptr<PeerLiveness>, Error> watch_peer(
+    const Channel& channel);
 
 }  // namespace holoscan::ipc

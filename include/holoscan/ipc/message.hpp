@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/descriptor.hpp"
 #include "holoscan/ipc/fd.hpp"
 
@@ -27,7 +27,7 @@ inline constexpr std::uint32_t kProtocolVersion = 2;
  * pidfd names the live process the kernel says sent it, and hands it over in `process`. That is
  * the process to watch: not Channel::peer_pid(), which names whoever made the socket.
  */
-struct HOLOSCAN_DLPACK_ABI Hello {
+struct HOLOSCAN_DLPACK_API Hello {
   /** @brief A Hello with pid 0, which no peer accepts. */
   Hello() = default;
   /** @brief A Hello from `sender_pid`, speaking `version`, with `sender` as its pidfd. */
@@ -41,13 +41,13 @@ struct HOLOSCAN_DLPACK_ABI Hello {
 };
 
 /** @brief An export offered to the peer: an encoded TensorDescriptor, and its memory's fd. */
-struct HOLOSCAN_DLPACK_ABI Publish {
+struct HOLOSCAN_DLPACK_API Publish {
   std::vector<std::uint8_t> descriptor;  ///< encode() output; receive() has validated it.
   UniqueFd fd;  ///< Held exactly when handle_kind is kPosixFd; send() lends it, receive() gives it.
 };
 
 /** @brief The importer is done with an export once `event` (when present) has completed. */
-struct HOLOSCAN_DLPACK_ABI Release {
+struct HOLOSCAN_DLPACK_API Release {
   std::uint64_t export_id = 0;  ///< TensorDescriptor::export_id of the export given back.
   bool has_event = false;       ///< Whether `event` holds a handle; without one, done already.
   std::array<std::uint8_t, kIpcHandleBytes> event{};  ///< cudaIpcEventHandle_t bytes, else zero.

@@ -16,12 +16,12 @@ namespace holoscan::ipc {
  *        once as a file descriptor that every export lends; importers map it read-only where the
  *        driver allows.
  */
-std::shared_ptr<PoolMemoryProvider> shareable_pool_memory();
+HOLOSCAN_DLPACK_API std::shared_ptr<PoolMemoryProvider> shareable_pool_memory();
 
 /**
  * @brief cudaMalloc device memory whose legacy cudaIpcMemHandle_t is asked for once, at the first
  *        export; for drivers or containers where VMM file descriptors cannot be passed.
  */
-std::shared_ptr<PoolMemoryProvider> cuda_ipc_pool_memory();
+HOLOSCAN_DLPACK_API std::shared_ptr<PoolMemoryProvider> cuda_ipc_pool_memory();
 
 }  // namespace holoscan::ipc

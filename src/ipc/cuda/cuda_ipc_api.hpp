@@ -13,7 +13,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::detail {
 

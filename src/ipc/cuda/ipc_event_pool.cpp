@@ -6,7 +6,7 @@
 
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_guard.hpp"
-#include "holoscan/detail/spin_mutex.hpp"
+#include "spin_mutex.hpp"
 #include "stream/fork_locked.hpp"
 #include "stream/pooled_events.hpp"
 

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/descriptor.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <unordered_map>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/descriptor.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
 

@@ -7,8 +7,8 @@
 
 #include <cuda.h>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/fd.hpp"
 
 namespace holoscan::detail {

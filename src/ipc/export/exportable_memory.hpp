@@ -5,8 +5,8 @@
 #include <array>
 #include <cstdint>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/descriptor.hpp"
 #include "holoscan/ipc/fd.hpp"
 #include "holoscan/pool_memory.hpp"

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "holoscan/ipc/importer.hpp"

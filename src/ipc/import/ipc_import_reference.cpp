@@ -8,6 +8,7 @@
 #include "ipc/import/ipc_release_stream.hpp"
 #include "stream/defer_release.hpp"
 #include "stream/stream_point.hpp"
+#include "stream/tracked_streams.hpp"
 
 namespace holoscan::ipc::detail {
 namespace {
@@ -42,7 +43,8 @@ ImportedReference::ImportedReference(std::shared_ptr<ImporterCore> core,
       device_(device) {}
 
 ImportedReference::~ImportedReference() {
-  holoscan::detail::StreamPointList points = streams_.take_release_points();
+  holoscan::detail::StreamPointList points =
+      holoscan::detail::tracked_streams(*this).take_release_points();
   if (holoscan::detail::drop_completed_points(points)) {
     // No consumer work left on the GPU (or none recorded): done, no event to wait for.
     core_->give_back(export_id_, nullptr, true);

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"
 #include "ipc/import/ipc_importer_core.hpp"

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/channel.hpp"
 #include "holoscan/ipc/importer.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"

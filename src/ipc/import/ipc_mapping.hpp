@@ -6,8 +6,8 @@
 #include <memory>
 #include <unordered_map>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/descriptor.hpp"
 #include "holoscan/ipc/fd.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"

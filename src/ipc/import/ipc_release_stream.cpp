@@ -5,9 +5,9 @@
 
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_guard.hpp"
-#include "holoscan/detail/spin_mutex.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
 #include "ipc/cuda/ipc_event_pool.hpp"
+#include "spin_mutex.hpp"
 #include "stream/fork_locked.hpp"
 #include "stream/pooled_events.hpp"
 

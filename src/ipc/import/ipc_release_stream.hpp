@@ -11,10 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "holoscan/detail/abi.hpp"
-#include "holoscan/detail/stream_point.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/descriptor.hpp"
+#include "stream/stream_point_list.hpp"
 
 namespace holoscan::detail {
 

@@ -4,8 +4,8 @@
 #include <optional>
 #include <utility>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::ipc::detail {
 

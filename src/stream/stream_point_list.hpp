@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "holoscan/cuda_handles.hpp"
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::detail {
 

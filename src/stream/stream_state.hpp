@@ -7,10 +7,11 @@
 #include <vector>
 
 #include "holoscan/cuda_handles.hpp"
-#include "holoscan/detail/abi.hpp"
-#include "holoscan/detail/spin_mutex.hpp"
-#include "holoscan/detail/stream_point.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "spin_mutex.hpp"
+#include "stream/stream_point_list.hpp"
+#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
@@ -72,7 +73,7 @@ class HOLOSCAN_DLPACK_ABI StreamState {
    * @brief Hands every point (deallocation and readiness) to the caller, who must return their
    *        events once completed; the state is left empty.
    */
-  StreamPointList take_release_points() noexcept;
+  HOLOSCAN_DLPACK_WING_API StreamPointList take_release_points() noexcept;
 
   /** @brief Returns every event to its pool and forgets all points. */
   void reset() noexcept;

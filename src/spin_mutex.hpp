@@ -6,7 +6,7 @@
 #include <atomic>
 #include <thread>
 
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::detail {
 
