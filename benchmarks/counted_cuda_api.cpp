@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "cuda_api.hpp"
+#include "cuda/cuda_api.hpp"
 
 namespace holoscan_bench {
 namespace {

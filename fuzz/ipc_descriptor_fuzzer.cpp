@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "holoscan/ipc_descriptor.hpp"
+#include "holoscan/ipc/descriptor.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using holoscan::ErrorCode;

@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "dlpack_input.hpp"
-#include "dlpack_validate.hpp"
+#include "dlpack/dlpack_validate.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 
 #include "ipc/ipc_kernels.hpp"
 #include "ipc/spawn.hpp"
-#include "ipc_frame.hpp"  // the library's own frames (internal)
+#include "ipc/wire/ipc_frame.hpp"  // the library's own frames (internal)
 
 namespace ipc_demo {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <atomic>
 
-#include "cuda_api.hpp"
-#include "cuda_ipc_api.hpp"
+#include "cuda/cuda_api.hpp"
+#include "ipc/cuda/cuda_ipc_api.hpp"
 
 namespace ipc_demo {
 namespace {

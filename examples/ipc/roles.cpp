@@ -92,7 +92,7 @@ holoscan::expected<std::shared_ptr<holoscan::TensorPool>, holoscan::Error> make_
   config.memory = holoscan::PoolMemory::kDevice;
   config.block_bytes = static_cast<std::size_t>(shape.elements) * sizeof(std::uint32_t);
   config.block_count = shape.blocks;
-  config.shareable = true;
+  config.memory_provider = holoscan::ipc::shareable_pool_memory();
   return holoscan::TensorPool::create(config);
 }
 

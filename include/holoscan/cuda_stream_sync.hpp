@@ -13,10 +13,11 @@ namespace holoscan {
  *        event recorded on the producer (on its device), one cudaStreamWaitEvent; nothing when
  *        the two handles are the same. kFailure names the failing call.
  */
-expected<void, Error> synchronize_cuda_streams(cudaStream_t producer_stream,
-                                               cudaStream_t consumer_stream);
+HOLOSCAN_DLPACK_API expected<void, Error> synchronize_cuda_streams(cudaStream_t producer_stream,
+                                                                   cudaStream_t consumer_stream);
 
 /** @brief Blocks the calling thread until the work queued so far on `producer_stream` is done. */
-expected<void, Error> synchronize_cuda_stream_for_host(cudaStream_t producer_stream);
+HOLOSCAN_DLPACK_API expected<void, Error> synchronize_cuda_stream_for_host(
+    cudaStream_t producer_stream);
 
 }  // namespace holoscan

@@ -22,7 +22,7 @@
 
 #include "holoscan/expected.hpp"
 
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan {
 
@@ -35,7 +35,7 @@ namespace holoscan {
  * release thread starts, when options are set, when they are asked for, and (exit drain) when the
  * drain begins; the poll interval applies from the thread's next polling round.
  */
-struct ReleaseThreadOptions {
+struct HOLOSCAN_DLPACK_API ReleaseThreadOptions {
   /**
    * @brief The shortest rest between two polling rounds while releases are pending (1 us to 1 s;
    *        default 50 us): how soon a release runs after the GPU passed it, against how often the
@@ -53,10 +53,11 @@ struct ReleaseThreadOptions {
  *
  * kInvalidArgument, naming the field, with nothing changed, when a value is out of its range.
  */
-expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& options);
+HOLOSCAN_DLPACK_API expected<void, Error> set_release_thread_options(
+    const ReleaseThreadOptions& options);
 
 /** @brief The options in effect: the environment's, else those set from code, else defaults. */
-HOLOSCAN_DLPACK_ABI ReleaseThreadOptions release_thread_options() noexcept;
+HOLOSCAN_DLPACK_API ReleaseThreadOptions release_thread_options() noexcept;
 
 /**
  * @brief Blocks until every release deferred before this call has run.
@@ -66,10 +67,10 @@ HOLOSCAN_DLPACK_ABI ReleaseThreadOptions release_thread_options() noexcept;
  * that needs the GIL while the caller holds it). The exit drain is bounded in time (see above);
  * this call is not.
  */
-HOLOSCAN_DLPACK_ABI void flush_deferred_releases() noexcept;
+HOLOSCAN_DLPACK_API void flush_deferred_releases() noexcept;
 
 /** @brief Releases queued and not yet run (a forked child counts the parent's until flushed). */
-HOLOSCAN_DLPACK_ABI std::size_t pending_deferred_releases() noexcept;
+HOLOSCAN_DLPACK_API std::size_t pending_deferred_releases() noexcept;
 
 /**
  * @brief DLPack producer deleters that threw, run inline or on the release thread.
@@ -79,6 +80,6 @@ HOLOSCAN_DLPACK_ABI std::size_t pending_deferred_releases() noexcept;
  * run (it is never called again; what it did not free leaks) and the failure goes to stderr, one
  * line each for the first 16, then only to this count.
  */
-HOLOSCAN_DLPACK_ABI std::uint64_t failed_releases() noexcept;
+HOLOSCAN_DLPACK_API std::uint64_t failed_releases() noexcept;
 
 }  // namespace holoscan

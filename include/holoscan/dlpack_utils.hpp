@@ -10,12 +10,11 @@
 
 #include <dlpack/dlpack.h>
 
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/dlpack_context.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan {
-
-struct HOLOSCAN_DLPACK_ABI DLManagedTensorContext;
 
 /** @brief DLPack major version this build reads and writes (that of its dlpack.h). */
 constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR = DLPACK_MAJOR_VERSION;
@@ -23,7 +22,7 @@ constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR = DLPACK_MAJOR_VERSIO
 constexpr std::uint32_t HOLOSCAN_DLPACK_IMPL_VERSION_MINOR = DLPACK_MINOR_VERSION;
 
 /** @brief Options of copy_dl_tensor_with_owned_metadata. */
-struct HOLOSCAN_DLPACK_ABI DLPackMetadataCopyOptions {
+struct HOLOSCAN_DLPACK_API DLPackMetadataCopyOptions {
   /** @brief Write compact row-major element strides when the source has none (null strides). */
   bool materialize_implicit_strides = false;
 };
@@ -33,10 +32,9 @@ struct HOLOSCAN_DLPACK_ABI DLPackMetadataCopyOptions {
  *        `owned_shape` and `owned_strides` (elements); null source strides stay null unless
  *        `options` asks for them to be written out.
  */
-void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destination,
-                                        std::vector<std::int64_t>& owned_shape,
-                                        std::vector<std::int64_t>& owned_strides,
-                                        DLPackMetadataCopyOptions options = {});
+HOLOSCAN_DLPACK_API void copy_dl_tensor_with_owned_metadata(
+    const DLTensor& source, DLTensor& destination, std::vector<std::int64_t>& owned_shape,
+    std::vector<std::int64_t>& owned_strides, DLPackMetadataCopyOptions options = {});
 
 /**
  * @brief Points `context`'s view at a copy of `source` with the shape and strides in the
@@ -44,32 +42,33 @@ void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destin
  *        DLPack version with no flags, no manager context and no deleter (the context's memory
  *        reference owns the memory).
  */
-void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context, const DLTensor& source,
-                                        DLPackMetadataCopyOptions options = {});
+HOLOSCAN_DLPACK_API void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context,
+                                                            const DLTensor& source,
+                                                            DLPackMetadataCopyOptions options = {});
 
 /**
  * @brief As above for a DLPack >= 1.0 tensor: the view also takes `source`'s version and flags;
  *        its manager context and deleter are not copied (they stay `source`'s).
  */
-void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context,
-                                        const DLManagedTensorVersioned& source,
-                                        DLPackMetadataCopyOptions options = {});
+HOLOSCAN_DLPACK_API void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context,
+                                                            const DLManagedTensorVersioned& source,
+                                                            DLPackMetadataCopyOptions options = {});
 
 /** @brief Whether a tensor of `version` must carry explicit strides when ndim != 0 (>= 1.2). */
-HOLOSCAN_DLPACK_ABI bool dlpack_version_requires_explicit_strides(DLPackVersion version) noexcept;
+HOLOSCAN_DLPACK_API bool dlpack_version_requires_explicit_strides(DLPackVersion version) noexcept;
 
 /**
  * @brief Bytes of one element: ceil(bits * lanes / 8). Vector lanes count as one element; a
  *        packed sub-byte element reports the whole byte it starts in.
  */
-HOLOSCAN_DLPACK_ABI std::uint64_t dlpack_dtype_item_size_bytes(DLDataType dtype) noexcept;
+HOLOSCAN_DLPACK_API std::uint64_t dlpack_dtype_item_size_bytes(DLDataType dtype) noexcept;
 
 /**
  * @brief Resizes `strides` to tensor.ndim and fills it with the tensor's strides (compact
  *        row-major when tensor.strides is null), in bytes (element strides times
  *        dlpack_dtype_item_size_bytes), or in elements when `to_num_elements` is true.
  */
-HOLOSCAN_DLPACK_ABI void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
+HOLOSCAN_DLPACK_API void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
                                       bool to_num_elements = false);
 
 /**
@@ -77,18 +76,18 @@ HOLOSCAN_DLPACK_ABI void calc_strides(const DLTensor& tensor, std::vector<std::i
  *        kDLCUDAHost (pinned), kDLCUDAManaged, or kDLCPU for memory CUDA does not know (also
  *        when there is no CUDA driver); kFailure when the query fails otherwise.
  */
-expected<DLDevice, Error> dldevice_from_pointer(void* ptr);
+HOLOSCAN_DLPACK_API expected<DLDevice, Error> dldevice_from_pointer(void* ptr);
 
 /**
  * @brief The DLDataType of a NumPy array-interface type string ("<f4", "|u1", "<c8", "|b1",
  *        "<f2", ...); kInvalidArgument for big-endian multi-byte types and unknown strings.
  */
-expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr);
+HOLOSCAN_DLPACK_API expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr);
 
 /**
  * @brief The NumPy array-interface type string of `dtype` (little-endian, e.g. "<f4", "|b1");
  *        kInvalidArgument for types NumPy cannot describe (bfloat16, float8, vectors, ...).
  */
-expected<const char*, Error> numpy_dtype(DLDataType dtype);
+HOLOSCAN_DLPACK_API expected<const char*, Error> numpy_dtype(DLDataType dtype);
 
 }  // namespace holoscan

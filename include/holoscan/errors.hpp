@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "holoscan/detail/abi.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan {
 
@@ -64,7 +64,7 @@ enum class ErrorCode {
 };
 
 /** @brief The enumerator's name, e.g. "kInvalidArgument"; "unknown" for a value outside the table. */
-HOLOSCAN_DLPACK_ABI std::string_view error_code_name(ErrorCode code) noexcept;
+HOLOSCAN_DLPACK_API std::string_view error_code_name(ErrorCode code) noexcept;
 
 /**
  * @brief A recoverable failure, the error half of `expected<T, Error>`.
@@ -72,17 +72,17 @@ HOLOSCAN_DLPACK_ABI std::string_view error_code_name(ErrorCode code) noexcept;
  * An aggregate, as in Holoscan: `Error{ErrorCode::kInvalidArgument, "shape[0] is -1"}`. Building
  * one with an empty message allocates nothing.
  */
-struct HOLOSCAN_DLPACK_ABI Error {
+struct HOLOSCAN_DLPACK_API Error {
   ErrorCode code = ErrorCode::kFailure;  ///< Category of the failure.
   std::string message;                   ///< What failed and why; empty costs no allocation.
   std::uint64_t provenance = 0;          ///< The cudaError_t value for CUDA failures, else 0.
 };
 
 /** @brief "kCode: message", or just the code's name when the message is empty. */
-std::string to_string(const Error& error);
+HOLOSCAN_DLPACK_API std::string to_string(const Error& error);
 
 /** @brief The exception form of an Error: a std::runtime_error that keeps its ErrorCode. */
-class HOLOSCAN_DLPACK_ABI RuntimeError : public std::runtime_error {
+class HOLOSCAN_DLPACK_API RuntimeError : public std::runtime_error {
  public:
   /** @brief A kFailure error with `what_arg` as its text. */
   using std::runtime_error::runtime_error;

@@ -5,15 +5,15 @@
  */
 #include <cstddef>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan {
 
 /** @brief Creates pooled events on `device` until at least `count` exist (warm-up). */
-expected<void, Error> reserve_stream_events(int device, std::size_t count);
+HOLOSCAN_DLPACK_API expected<void, Error> reserve_stream_events(int device, std::size_t count);
 
 /** @brief Events the pool of `device` has created so far (they are never destroyed). */
-HOLOSCAN_DLPACK_ABI std::size_t created_stream_events(int device) noexcept;
+HOLOSCAN_DLPACK_API std::size_t created_stream_events(int device) noexcept;
 
 }  // namespace holoscan

@@ -9,11 +9,12 @@
  * interprocess events, and a consumer that dies gives its claims back once its process has exited.
  * See docs/ipc.md for the protocol and the guarantees.
  */
-#include "holoscan/ipc_channel.hpp"
-#include "holoscan/ipc_claims.hpp"
-#include "holoscan/ipc_descriptor.hpp"
-#include "holoscan/ipc_exporter.hpp"
-#include "holoscan/ipc_fd.hpp"
-#include "holoscan/ipc_importer.hpp"
-#include "holoscan/ipc_liveness.hpp"
-#include "holoscan/ipc_message.hpp"
+#include "holoscan/ipc/channel.hpp"
+#include "holoscan/ipc/claims.hpp"
+#include "holoscan/ipc/descriptor.hpp"
+#include "holoscan/ipc/exporter.hpp"
+#include "holoscan/ipc/fd.hpp"
+#include "holoscan/ipc/importer.hpp"
+#include "holoscan/ipc/liveness.hpp"
+#include "holoscan/ipc/message.hpp"
+#include "holoscan/ipc/pool_memory.hpp"

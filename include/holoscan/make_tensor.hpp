@@ -17,8 +17,8 @@
 
 #include <dlpack/dlpack.h>
 
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
 
@@ -42,7 +42,7 @@ enum class MemoryStorageType {
  * `int64_t`, from a pointer and a count, and under C++20 from a `std::span<const int64_t>` or an
  * `std::optional` of one.
  */
-class HOLOSCAN_DLPACK_ABI TensorByteStridesView {
+class HOLOSCAN_DLPACK_API TensorByteStridesView {
  public:
   /** @brief No strides: the tensor is compact and row-major. */
   constexpr TensorByteStridesView() noexcept = default;
@@ -101,16 +101,15 @@ class HOLOSCAN_DLPACK_ABI TensorByteStridesView {
  * "Tensor storage type does not match the CUDA pointer memory type" (Holoscan 5.0's messages),
  * or the field an import would name.
  */
-expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType dtype,
-                                    TensorByteStridesView byte_strides,
-                                    MemoryStorageType storage_type, void* data,
-                                    std::shared_ptr<TensorMemoryReference> owner, int device);
+HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor(
+    std::vector<std::int64_t> shape, DLDataType dtype, TensorByteStridesView byte_strides,
+    MemoryStorageType storage_type, void* data, std::shared_ptr<TensorMemoryReference> owner,
+    int device);
 
 /** @brief make_tensor with device -1 (kDevice memory takes the pointer's device). */
-expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType dtype,
-                                    TensorByteStridesView byte_strides,
-                                    MemoryStorageType storage_type, void* data,
-                                    std::shared_ptr<TensorMemoryReference> owner);
+HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor(
+    std::vector<std::int64_t> shape, DLDataType dtype, TensorByteStridesView byte_strides,
+    MemoryStorageType storage_type, void* data, std::shared_ptr<TensorMemoryReference> owner);
 
 /** @brief How make_tensor gives back memory it wraps: called once with the data pointer. */
 using TensorMemoryRelease = std::function<expected<void, Error>(void*)>;
@@ -123,10 +122,11 @@ using TensorMemoryRelease = std::function<expected<void, Error>(void*)>;
  *        nobody left to tell. A null `release` releases nothing. A rejection keeps nothing and
  *        never calls `release`: the memory stays the caller's.
  */
-expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType dtype,
-                                    TensorByteStridesView byte_strides,
-                                    MemoryStorageType storage_type, void* data,
-                                    TensorMemoryRelease release);
+HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape,
+                                                        DLDataType dtype,
+                                                        TensorByteStridesView byte_strides,
+                                                        MemoryStorageType storage_type, void* data,
+                                                        TensorMemoryRelease release);
 
 #if __cplusplus >= 202002L
 /** @brief make_tensor with the shape in a span, as Holoscan 5.0 declares it (C++20). */

@@ -5,24 +5,17 @@
  */
 #include <dlpack/dlpack.h>
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
-#include "holoscan/detail/abi.hpp"
-#include "holoscan/detail/handle_claims.hpp"
-#include "holoscan/detail/stream_state.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
 
 namespace holoscan {
 
 namespace detail {
-/**
- * @brief Calls `managed->deleter(managed)`. A C++ producer can throw through that C function
- *        pointer: the exception is contained (never rethrown), reported on stderr and counted in
- *        failed_releases(); the deleter counts as run and is never called again.
- */
-HOLOSCAN_DLPACK_ABI void run_producer_deleter(DLManagedTensorVersioned* managed) noexcept;
-/** @brief run_producer_deleter() for a legacy managed tensor. */
-HOLOSCAN_DLPACK_ABI void run_producer_deleter(DLManagedTensor* managed) noexcept;
+struct HOLOSCAN_DLPACK_ABI StreamTrackedAccess;
 }  // namespace detail
 
 /**
@@ -40,48 +33,53 @@ HOLOSCAN_DLPACK_ABI void run_producer_deleter(DLManagedTensor* managed) noexcept
  *   synchronize_for_consumer on a capturing stream returns kFailure
  *   (cudaErrorStreamCaptureIsolation, and CUDA invalidates that capture): synchronize first.
  */
-class HOLOSCAN_DLPACK_ABI StreamTrackedReference : public TensorMemoryReference {
+class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference {
  public:
-  StreamTrackedReference() = default;
+  /** @brief No claim, no point. */
+  StreamTrackedReference() noexcept;
   /** @brief Returns the stream events still held; derived owners release their memory first. */
-  ~StreamTrackedReference() override = default;
+  ~StreamTrackedReference() override;
 
   /** @brief Adds one handle claim (one relaxed atomic increment). */
-  void retain_tensor_handle() noexcept override { claims_.retain(); }
+  void retain_tensor_handle() noexcept override { claims_.fetch_add(1, std::memory_order_relaxed); }
   /** @brief Drops one handle claim; an unpaired release is counted instead of wrapping. */
-  void release_tensor_handle() noexcept override { claims_.release(); }
+  void release_tensor_handle() noexcept override {
+    // acq_rel: whoever sees the count reach zero also sees every write made under the claims.
+    if (claims_.fetch_sub(1, std::memory_order_acq_rel) > 0) {
+      return;
+    }
+    claims_.fetch_add(1, std::memory_order_relaxed);
+    unpaired_.fetch_add(1, std::memory_order_relaxed);
+  }
 
   /** @brief Records a deallocation point on `stream` (device-correct); false under capture. */
-  bool set_deallocation_stream(cudaStream_t stream) override {
-    return streams_.set_deallocation_stream(stream);
-  }
+  bool set_deallocation_stream(cudaStream_t stream) override;
   /** @brief Always true: reuse waits for every recorded deallocation point. */
   bool tracks_deallocation_stream() const noexcept override { return true; }
 
   /** @brief Records the readiness point on `stream`; false, state unchanged, on failure. */
-  bool set_readiness_stream(cudaStream_t stream) override {
-    return streams_.set_readiness_stream(stream);
-  }
+  bool set_readiness_stream(cudaStream_t stream) override;
   /** @brief True once a readiness point has been recorded. */
-  bool has_readiness_stream_contract() const noexcept override { return streams_.has_readiness(); }
+  bool has_readiness_stream_contract() const noexcept override;
   /** @brief The stream given to the last successful set_readiness_stream, or null. */
-  cudaStream_t readiness_stream() const noexcept override { return streams_.readiness_stream(); }
+  cudaStream_t readiness_stream() const noexcept override;
 
   /** @brief One cudaStreamWaitEvent on `consumer_stream`; none for the readiness stream itself. */
-  expected<void, Error> synchronize_for_consumer(cudaStream_t consumer_stream) override {
-    return streams_.synchronize_for_consumer(consumer_stream);
-  }
+  expected<void, Error> synchronize_for_consumer(cudaStream_t consumer_stream) override;
   /** @brief Blocks until the readiness point completed; no-op without one. */
-  expected<void, Error> synchronize_for_host() override { return streams_.synchronize_for_host(); }
+  expected<void, Error> synchronize_for_host() override;
 
-  /** @brief Handle claims held now. */
-  std::int64_t handle_claims() const noexcept { return claims_.count(); }
-  /** @brief Releases that came without a matching retain (a caller bug, reported here). */
-  std::uint64_t unpaired_releases() const noexcept { return claims_.unpaired_releases(); }
-  /** @brief Deallocation points recorded and not yet handed to a release. */
-  std::size_t deallocation_point_count() const noexcept {
-    return streams_.deallocation_point_count();
+  /** @brief Handle claims held now (never negative, even while an unpaired release corrects). */
+  std::int64_t handle_claims() const noexcept {
+    const std::int64_t claims = claims_.load(std::memory_order_acquire);
+    return claims > 0 ? claims : 0;
   }
+  /** @brief Releases that came without a matching retain (a caller bug, reported here). */
+  std::uint64_t unpaired_releases() const noexcept {
+    return unpaired_.load(std::memory_order_relaxed);
+  }
+  /** @brief Deallocation points recorded and not yet handed to a release. */
+  std::size_t deallocation_point_count() const noexcept;
 
  protected:
   /** @brief Signature of a release action; it must not throw. */
@@ -97,26 +95,23 @@ class HOLOSCAN_DLPACK_ABI StreamTrackedReference : public TensorMemoryReference 
 
   /**
    * @brief release_when_safe for a DLPack managed tensor: its deleter, when it has one. A deleter
-   *        that throws is contained (see detail::run_producer_deleter), inline as on the release
-   *        thread.
+   *        that throws is contained (reported on stderr, counted in failed_releases(), never run
+   *        again), inline as on the release thread.
    */
-  template <class Managed>
-  void release_managed_when_safe(Managed* managed) noexcept {
-    if (managed == nullptr || managed->deleter == nullptr) {
-      release_when_safe(nullptr, nullptr);
-      return;
-    }
-    release_when_safe(
-        [](void* context) noexcept {
-          detail::run_producer_deleter(static_cast<Managed*>(context));
-        },
-        managed);
-  }
+  void release_managed_when_safe(DLManagedTensorVersioned* managed) noexcept;
+  /** @brief release_managed_when_safe for a legacy managed tensor. */
+  void release_managed_when_safe(DLManagedTensor* managed) noexcept;
 
-  /** @brief Claim counting, for derived owners that decide reuse themselves. */
-  detail::HandleClaims claims_;
-  /** @brief Stream points, for derived owners that decide reuse themselves. */
-  detail::StreamState streams_;
+ private:
+  friend struct detail::StreamTrackedAccess;
+  /** @brief Bytes of the stream points kept in place (checked where they are defined). */
+  static constexpr std::size_t kStreamStateBytes = 376;
+
+  // The claims stay inline, so that a retain or release is one atomic with no call of its own;
+  // the stream points, whose hooks cost a CUDA call anyway, are kept out of sight.
+  std::atomic<std::int64_t> claims_{0};
+  std::atomic<std::uint64_t> unpaired_{0};
+  alignas(8) unsigned char streams_[kStreamStateBytes];
 };
 
 }  // namespace holoscan

@@ -16,15 +16,19 @@
 
 #include "holoscan/cuda_handles.hpp"
 #include "holoscan/cuda_stream_sync.hpp"
-#include "holoscan/detail/abi.hpp"
-#include "holoscan/dlpack.hpp"
+#include "holoscan/deferred_release.hpp"
+#include "holoscan/dl_managed_memory_buffer.hpp"
+#include "holoscan/dlpack_context.hpp"
+#include "holoscan/dlpack_utils.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "holoscan/stream_tracked_reference.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
 
 namespace holoscan {
 
 /** @brief The block pool of <holoscan/tensor_pool.hpp>, which Tensor::copy_to can fill. */
-class HOLOSCAN_DLPACK_ABI TensorPool;
+class HOLOSCAN_DLPACK_API TensorPool;
 
 /** @brief Most dimensions an imported or pooled tensor may have. */
 inline constexpr std::int32_t kMaxTensorDims = 32;
@@ -37,7 +41,7 @@ inline constexpr std::int32_t kMaxTensorDims = 32;
  * move-assignment release it, and a moved-from Tensor is empty and holds none. A subclass that
  * assigns `dl_ctx_` itself must keep that pairing (construct through the base instead).
  */
-class HOLOSCAN_DLPACK_ABI Tensor {
+class HOLOSCAN_DLPACK_API Tensor {
  public:
   /** @brief An empty tensor: no context, no claim. */
   Tensor() = default;
@@ -272,14 +276,15 @@ class HOLOSCAN_DLPACK_ABI Tensor {
  * field and keeps nothing; the caller may call the deleter. Rejections are kInvalidArgument
  * naming the field; out of host memory is kResourceExhausted, under the same rule.
  */
-expected<Tensor, Error> make_tensor_from_dlpack_versioned(
+HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor_from_dlpack_versioned(
     DLManagedTensorVersioned* dl_managed_tensor_ver_ptr);
 
 /**
  * @brief Imports a legacy DLPack tensor, treated as a current-version tensor with no flags, with
  *        read-only authority; validation and the ownership rule as for the versioned import.
  */
-expected<Tensor, Error> make_tensor_from_dlpack(DLManagedTensor* dl_managed_tensor_ptr);
+HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor_from_dlpack(
+    DLManagedTensor* dl_managed_tensor_ptr);
 
 }  // namespace holoscan
 

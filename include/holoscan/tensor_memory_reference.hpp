@@ -4,8 +4,8 @@
  * @brief The lifetime and stream hooks that a Tensor calls on the memory behind it.
  */
 #include "holoscan/cuda_handles.hpp"
-#include "holoscan/detail/abi.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan {
 
@@ -15,7 +15,7 @@ namespace holoscan {
  * The defaults suit a reference whose shared ownership already gives the whole lifetime contract:
  * claims are not counted, no stream is tracked, and synchronization is a successful no-op.
  */
-class HOLOSCAN_DLPACK_ABI TensorMemoryReference {
+class HOLOSCAN_DLPACK_API TensorMemoryReference {
  public:
   TensorMemoryReference() = default;
   TensorMemoryReference(const TensorMemoryReference&) = delete;

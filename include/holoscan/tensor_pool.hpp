@@ -3,7 +3,6 @@
  * @file
  * @brief A stream-ordered pool of fixed-size blocks handed out as Tensors.
  */
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -11,32 +10,37 @@
 
 #include <dlpack/dlpack.h>
 
-#include "holoscan/detail/abi.hpp"
-#include "holoscan/detail/spin_mutex.hpp"
+#include "holoscan/cuda_handles.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "holoscan/pool_memory.hpp"
 #include "holoscan/tensor.hpp"
 
 namespace holoscan {
 
+namespace detail {
+class HOLOSCAN_DLPACK_ABI PoolImpl;
+}  // namespace detail
+
 /** @brief Where a TensorPool takes its blocks from. */
 enum class PoolMemory {
-  kDevice,  ///< cudaMalloc (or VMM, when shareable) on the pool's device; tensors report kDLCUDA.
+  kDevice,  ///< Device memory (cudaMalloc, or the config's provider); tensors report kDLCUDA.
   kHost,    ///< Pageable host memory; tensors report kDLCPU; works without a GPU.
 };
 
 /** @brief Shape of a TensorPool. */
-struct HOLOSCAN_DLPACK_ABI TensorPoolConfig {
+struct HOLOSCAN_DLPACK_API TensorPoolConfig {
   PoolMemory memory = PoolMemory::kDevice;  ///< Kind of memory.
   int device = 0;                           ///< CUDA device for kDevice (ignored for kHost).
   std::size_t block_bytes = 0;              ///< Bytes of each block (rounded up to 256).
   std::size_t block_count = 0;              ///< Number of blocks, all allocated at creation.
   /**
-   * @brief kDevice only: allocate through the CUDA VMM API (cuMemCreate with a POSIX file
-   *        descriptor handle) so that tensors can be exported to other processes
-   *        (holoscan::ipc); otherwise cudaMalloc, whose tensors export through legacy CUDA IPC.
+   * @brief kDevice only: where the memory comes from; null means cudaMalloc. For tensors that go
+   *        to other processes, ipc::shareable_pool_memory() (holoscan::dlpack_ipc) makes memory
+   *        that an exporter shares without asking the driver per tensor.
    */
-  bool shareable = false;
+  std::shared_ptr<PoolMemoryProvider> memory_provider = nullptr;
 };
 
 /**
@@ -50,12 +54,12 @@ struct HOLOSCAN_DLPACK_ABI TensorPoolConfig {
  * Tensor::set_readiness_stream once the data is written (the "commit"). Tensors may outlive the
  * pool: the memory is freed once the last of them is gone and the GPU has passed their points.
  */
-class HOLOSCAN_DLPACK_ABI TensorPool {
+class HOLOSCAN_DLPACK_API TensorPool {
  public:
   /** @brief Allocates every block up front. */
   static expected<std::shared_ptr<TensorPool>, Error> create(const TensorPoolConfig& config);
   /** @brief Frees the free blocks once the GPU passed every point on them; never blocks. */
-  ~TensorPool();
+  virtual ~TensorPool();
   TensorPool(const TensorPool&) = delete;
   TensorPool& operator=(const TensorPool&) = delete;
 
@@ -74,7 +78,7 @@ class HOLOSCAN_DLPACK_ABI TensorPool {
    *        point recorded on the block (one cudaStreamWaitEvent each, none for a point recorded
    *        on `stream` itself), so work queued on `stream` afterwards may write it. No event
    *        query, no host wait. kResourceExhausted at once when every block is named,
-   * kNotImplemented for a stream that is capturing a graph, kFailure when a wait fails.
+   *        kNotImplemented for a stream that is capturing a graph, kFailure when a wait fails.
    */
   expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype,
                                    cudaStream_t stream);
@@ -95,31 +99,9 @@ class HOLOSCAN_DLPACK_ABI TensorPool {
   /** @brief Device reported by the pool's tensors. */
   DLDevice device() const noexcept;
 
-  struct Block;    ///< One block: its context (which owns its memory reference) and its memory.
-  struct Storage;  ///< The memory of every block, freed when the last block's reference goes.
-
  private:
-  struct Private {
-    explicit Private() = default;  // so that `{}` cannot name it from outside
-  };
-
- public:
-  /** @brief Use create(). */
-  TensorPool(Private, const TensorPoolConfig& config);
-
- private:
-  expected<void, Error> allocate_memory();
-  expected<DLTensor, Error> judge_request(const std::int64_t* shape, std::int32_t ndim,
-                                          DLDataType dtype, const char* who) const;
-  Tensor hand_out(Block& block, std::size_t index, DLTensor& request);
-  static bool block_is_named(Block& block) noexcept;
-  static bool block_is_free(Block& block) noexcept;
-
-  TensorPoolConfig config_;
-  std::unique_ptr<Block[]> blocks_;
-  detail::SpinMutex mutex_;
-  std::size_t cursor_ = 0;
-  std::atomic<std::uint64_t> reuse_count_{0};
+  friend class detail::PoolImpl;  // the one implementation: create() makes it
+  TensorPool() = default;
 };
 
 }  // namespace holoscan

@@ -12,6 +12,7 @@ one event wait. Failures are raised as the :mod:`holoscan_dlpack.errors` class o
 import importlib
 import os
 import signal
+from importlib import metadata as _metadata
 
 from . import _core, errors
 from ._core import (
@@ -35,7 +36,7 @@ from ._core import (
 )
 from .errors import ErrorCode, HoloscanError
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("holoscan-dlpack")  # from VERSION, through the package metadata
 
 #: DLPack version this build reads and writes, as ``(major, minor)``.
 DLPACK_VERSION = (HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR)

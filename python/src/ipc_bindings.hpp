@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include <holoscan/ipc_channel.hpp>
+#include <holoscan/ipc/channel.hpp>
 
 namespace holoscan::python {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <optional>
 
-#include <holoscan/ipc_exporter.hpp>
+#include <holoscan/ipc/exporter.hpp>
 
 #include "bindings.hpp"
 #include "endpoint.hpp"

@@ -7,7 +7,7 @@
 #include <optional>
 #include <utility>
 
-#include <holoscan/ipc_importer.hpp>
+#include <holoscan/ipc/importer.hpp>
 
 #include "bindings.hpp"
 #include "endpoint.hpp"

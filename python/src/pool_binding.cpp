@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <holoscan/ipc/pool_memory.hpp>
 #include <holoscan/tensor_pool.hpp>
 
 #include "bindings.hpp"
@@ -31,7 +32,13 @@ PoolMemory parse_memory(nb::handle memory) {
 
 std::shared_ptr<TensorPool> create_pool(nb::handle memory, int device, std::size_t block_bytes,
                                         std::size_t block_count, bool shareable) {
-  const TensorPoolConfig config{parse_memory(memory), device, block_bytes, block_count, shareable};
+  TensorPoolConfig config{parse_memory(memory), device, block_bytes, block_count};
+  if (shareable) {
+    if (config.memory != PoolMemory::kDevice) {
+      raise_invalid_argument("TensorPool::create: only device memory can be shareable");
+    }
+    config.memory_provider = ipc::shareable_pool_memory();
+  }
   expected<std::shared_ptr<TensorPool>, Error> pool;
   {
     nb::gil_scoped_release unlocked;  // cudaMalloc of every block may take a while

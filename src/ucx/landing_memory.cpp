@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "dlpack_validate.hpp"  // the core's layout rules (internal)
+#include "dlpack/dlpack_validate.hpp"  // the core's layout rules (internal)
 #include "holoscan/dlpack.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 

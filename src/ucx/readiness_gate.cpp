@@ -2,7 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda_error.hpp"
+#include "cuda/cuda_error.hpp"
 
 namespace holoscan::ucx::detail {
 namespace {

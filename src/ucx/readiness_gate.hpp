@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "cuda_api.hpp"
+#include "cuda/cuda_api.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/tensor.hpp"
 

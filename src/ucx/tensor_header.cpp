@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "dlpack_validate.hpp"  // the core's layout rules (internal)
 #include "byte_cursor.hpp"
+#include "dlpack/dlpack_validate.hpp"  // the core's layout rules (internal)
 #include "holoscan/ucx/wire.hpp"
 
 namespace holoscan::ucx {

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "cuda_error.hpp"
+#include "cuda/cuda_error.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/event_pool.hpp"

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "holoscan/ipc_channel.hpp"
-#include "ipc_identity.hpp"
+#include "holoscan/ipc/channel.hpp"
+#include "ipc/transport/ipc_identity.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_raw_socket.hpp"
 #include "support/ipc_samples.hpp"

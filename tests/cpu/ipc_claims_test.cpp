@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "holoscan/ipc_claims.hpp"
+#include "holoscan/ipc/claims.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_fakes.hpp"
 

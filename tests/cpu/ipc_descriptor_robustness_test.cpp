@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "holoscan/ipc_descriptor.hpp"
+#include "holoscan/ipc/descriptor.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_samples.hpp"
 

@@ -44,7 +44,7 @@ class IpcExport : public ::testing::Test {
 };
 
 TEST_F(IpcExport, ShareablePoolBlockTravelsWithThePoolsDescriptor) {
-  auto pool = test::make_device_pool(1024, 4, /*shareable=*/true);
+  auto pool = test::make_device_pool(1024, 4, test::PoolKind::kShareable);
   ASSERT_NE(pool, nullptr);
   EXPECT_EQ(scope_.ipc().calls(CudaIpcEntry::kMemCreate), 1u);
   EXPECT_EQ(scope_.ipc().calls(CudaIpcEntry::kMemExportToShareableHandle), 1u);
@@ -87,7 +87,7 @@ TEST_F(IpcExport, ShareablePoolBlockTravelsWithThePoolsDescriptor) {
 }
 
 TEST_F(IpcExport, AnExportHoldsItsBlockUntilItIsDestroyed) {
-  auto pool = test::make_device_pool(1024, 2, /*shareable=*/true);
+  auto pool = test::make_device_pool(1024, 2, test::PoolKind::kShareable);
   ASSERT_NE(pool, nullptr);
   auto exported = export_tensor(test::allocate(*pool, {16}), 1);
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
@@ -100,7 +100,7 @@ TEST_F(IpcExport, AnExportHoldsItsBlockUntilItIsDestroyed) {
 }
 
 TEST_F(IpcExport, ReadinessOnAnotherStreamIsOrderedAfterTheProducer) {
-  auto pool = test::make_device_pool(1024, 1, /*shareable=*/true);
+  auto pool = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
   ASSERT_NE(pool, nullptr);
   Tensor tensor = test::allocate(*pool, {16});
   const cudaStream_t producer = scope_.fake().create_stream(0);
@@ -118,7 +118,7 @@ TEST_F(IpcExport, ReadinessOnAnotherStreamIsOrderedAfterTheProducer) {
 }
 
 TEST_F(IpcExport, WithoutReadinessNoEventIsRecorded) {
-  auto pool = test::make_device_pool(1024, 1, /*shareable=*/true);
+  auto pool = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
   ASSERT_NE(pool, nullptr);
   auto exported = export_tensor(test::allocate(*pool, {16}), 1);
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
@@ -127,7 +127,7 @@ TEST_F(IpcExport, WithoutReadinessNoEventIsRecorded) {
 }
 
 TEST_F(IpcExport, CudaMallocPoolTravelsAsOneLegacyHandle) {
-  auto pool = test::make_device_pool(512, 4, /*shareable=*/false);
+  auto pool = test::make_device_pool(512, 4, test::PoolKind::kCudaIpc);
   ASSERT_NE(pool, nullptr);
   Tensor a = test::allocate(*pool, {8});
   Tensor b = test::allocate(*pool, {8});
@@ -142,6 +142,23 @@ TEST_F(IpcExport, CudaMallocPoolTravelsAsOneLegacyHandle) {
   EXPECT_EQ(first->descriptor().handle_bytes, second->descriptor().handle_bytes);
   EXPECT_EQ(second->descriptor().offset - first->descriptor().offset, 512u);
   EXPECT_EQ(scope_.ipc().calls(CudaIpcEntry::kIpcGetMemHandle), 1u) << "asked for once per pool";
+}
+
+TEST_F(IpcExport, PoolWithoutAProviderOfThisLibraryTravelsAsAnyCudaMallocMemory) {
+  // Its allocation is the core's: the exporter asks the driver, as for memory it knows nothing of.
+  auto pool = test::make_device_pool(512, 2, test::PoolKind::kPlain);
+  ASSERT_NE(pool, nullptr);
+  Tensor a = test::allocate(*pool, {8});
+  Tensor b = test::allocate(*pool, {8});
+  auto first = export_tensor(a, 1);
+  auto second = export_tensor(b, 2);
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  ASSERT_TRUE(second.has_value()) << second.error().message;
+  EXPECT_EQ(first->descriptor().handle_kind, MemoryHandleKind::kCudaIpc);
+  EXPECT_EQ(first->descriptor().allocation_id, 0u) << "no id: importers must not cache it";
+  EXPECT_EQ(first->descriptor().allocation_bytes, 1024u) << "the driver's view: the whole pool";
+  EXPECT_EQ(scope_.ipc().calls(CudaIpcEntry::kIpcGetMemHandle), 2u) << "asked for per export";
+  EXPECT_EQ(scope_.ipc().calls(CudaIpcEntry::kPointerGetAttributes), 2u);
 }
 
 TEST_F(IpcExport, CudaMallocMemoryOutsideAPoolIsMappedPerExport) {
@@ -242,15 +259,16 @@ TEST_F(IpcExport, HostPoolIsRefusedAndCannotBeShareable) {
   expect_refused(test::allocate(**pool, {4}), ErrorCode::kInvalidArgument,
                  "ipc export: host memory that CUDA did not allocate cannot be shared between "
                  "processes; copy it into a shareable TensorPool");
-  config.shareable = true;
+  config.memory_provider = shareable_pool_memory();
   auto shareable = TensorPool::create(config);
   ASSERT_FALSE(shareable.has_value());
   EXPECT_EQ(shareable.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(shareable.error().message, "TensorPool::create: only device memory can be shareable");
+  EXPECT_EQ(shareable.error().message,
+            "TensorPool::create: only device memory comes from a memory provider");
 }
 
 TEST_F(IpcExport, RecordFailureNamesTheCallAndKeepsNoEvent) {
-  auto pool = test::make_device_pool(1024, 1, /*shareable=*/true);
+  auto pool = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
   ASSERT_NE(pool, nullptr);
   Tensor tensor = test::allocate(*pool, {16});
   const cudaStream_t producer = scope_.fake().create_stream(0);
@@ -279,7 +297,7 @@ TEST_F(IpcExport, VmmFailuresNameTheDriverCall) {
   TensorPoolConfig config;
   config.block_bytes = 1024;
   config.block_count = 2;
-  config.shareable = true;
+  config.memory_provider = shareable_pool_memory();
   auto pool = TensorPool::create(config);
   ASSERT_FALSE(pool.has_value());
   EXPECT_EQ(pool.error().code, ErrorCode::kResourceExhausted);

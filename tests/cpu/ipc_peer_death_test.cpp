@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "holoscan/ipc_channel.hpp"
-#include "holoscan/ipc_claims.hpp"
-#include "holoscan/ipc_liveness.hpp"
+#include "holoscan/ipc/channel.hpp"
+#include "holoscan/ipc/claims.hpp"
+#include "holoscan/ipc/liveness.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_fakes.hpp"
 #include "support/ipc_raw_socket.hpp"

@@ -113,7 +113,7 @@ class IpcProcess : public ::testing::Test {
 };
 
 TEST_F(IpcProcess, ForkedImporterReadsTheDataAndItsReleaseWaitsForItsStream) {
-  pool_ = test::make_device_pool(1024, 2, /*shareable=*/true);
+  pool_ = test::make_device_pool(1024, 2, test::PoolKind::kShareable);
   ASSERT_NE(pool_, nullptr);
   const cudaStream_t producer = fake().create_stream(0);
   Tensor produced = test::allocate(*pool_, {64});
@@ -186,7 +186,7 @@ TEST_F(IpcProcess, ForkedImporterReadsTheDataAndItsReleaseWaitsForItsStream) {
 }
 
 TEST_F(IpcProcess, KilledImporterGivesEveryBlockBackOnceItHasExitedAndNoneTwice) {
-  pool_ = test::make_device_pool(1024, 3, /*shareable=*/true);
+  pool_ = test::make_device_pool(1024, 3, test::PoolKind::kShareable);
   ASSERT_NE(pool_, nullptr);
   fork_importer([this](Channel channel) {
     auto importer = Importer::create(std::move(channel), 10000);
@@ -252,7 +252,7 @@ TEST_F(IpcProcess, ExporterDestroyedUnderALiveImportKeepsTheMemory) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     auto run = [] {
-      auto pool = test::make_device_pool(1024, 1, /*shareable=*/true);
+      auto pool = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
       auto exporter = Exporter::create();
       if (pool == nullptr || !exporter) {
         return 10;

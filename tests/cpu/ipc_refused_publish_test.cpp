@@ -13,7 +13,7 @@
 
 #include "holoscan/ipc.hpp"
 #include "holoscan/tensor_pool.hpp"
-#include "ipc_handshake.hpp"
+#include "ipc/transport/ipc_handshake.hpp"
 #include "support/fake_cuda_ipc.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_peers.hpp"

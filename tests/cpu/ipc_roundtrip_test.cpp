@@ -53,8 +53,8 @@ class IpcRoundTrip : public ::testing::Test {
   }
 
   // A shareable pool and one importer connected to the exporter.
-  void connect(std::size_t blocks = 4, bool shareable = true) {
-    pool_ = test::make_device_pool(1024, blocks, shareable);
+  void connect(std::size_t blocks = 4, test::PoolKind kind = test::PoolKind::kShareable) {
+    pool_ = test::make_device_pool(1024, blocks, kind);
     ASSERT_NE(pool_, nullptr);
     auto connected = test::connect_importer(*exporter_);
     ASSERT_TRUE(connected.importer.has_value());
@@ -217,7 +217,7 @@ TEST_F(IpcRoundTrip, EachAllocationIsMappedOnceAndEventsAreReused) {
 }
 
 TEST_F(IpcRoundTrip, LegacyHandleOfACudaMallocPoolIsOpenedOnceAndClosedAtTheEnd) {
-  connect(2, /*shareable=*/false);
+  connect(2, test::PoolKind::kCudaIpc);
   for (int round = 0; round < 3; ++round) {
     ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value());
     ASSERT_TRUE(test::receive_one(*importer_));
@@ -353,7 +353,7 @@ TEST_F(IpcRoundTrip, FanOutToTwoImportersReturnsTheBlockAfterBoth) {
 }
 
 TEST_F(IpcRoundTrip, ReleasesNamingNoClaimAreIgnoredAndDropNothing) {
-  pool_ = test::make_device_pool(1024, 1, true);
+  pool_ = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
   ASSERT_NE(pool_, nullptr);
   auto ends = Channel::pair();
   ASSERT_TRUE(ends.has_value());

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_api.hpp"
+#include "cuda/cuda_api.hpp"
 #include "holoscan/make_tensor.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "holoscan/tensor.hpp"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "holoscan/tensor.hpp"
-#include "recycler.hpp"
+#include "dlpack/recycler.hpp"
 #include "support/counting_producer.hpp"
 #include "support/tensor_helpers.hpp"
 

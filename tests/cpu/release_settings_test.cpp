@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "release_settings.hpp"
+#include "stream/release_settings.hpp"
 
 namespace holoscan {
 namespace {

@@ -11,11 +11,11 @@
 #include <thread>
 #include <vector>
 
-#include "event_pool.hpp"
+#include "stream/pooled_events.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
-#include "stream_point.hpp"
-#include "stream_progress.hpp"
+#include "stream/stream_point.hpp"
+#include "stream/stream_progress.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda_test.hpp"
 

@@ -16,7 +16,7 @@
 #include <mutex>
 #include <thread>
 
-#include "cuda_api.hpp"
+#include "cuda/cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
 #include "support/callback_tensor.hpp"

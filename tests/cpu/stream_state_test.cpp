@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "holoscan/deferred_release.hpp"
-#include "holoscan/detail/stream_state.hpp"
 #include "holoscan/dlpack.hpp"
+#include "stream/stream_state.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda_test.hpp"
 #include "support/gtest_printers.hpp"

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "cuda_api.hpp"
+#include "cuda/cuda_api.hpp"
 #include "holoscan/make_tensor.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "cuda_api.hpp"
+#include "cuda/cuda_api.hpp"
 #include "holoscan/tensor_pool.hpp"
 #include "support/fake_cuda_test.hpp"
 #include "support/gtest_printers.hpp"

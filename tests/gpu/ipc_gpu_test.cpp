@@ -61,7 +61,8 @@ class IpcGpuTest : public GpuTest {
     config.device = device;
     config.block_bytes = static_cast<std::size_t>(elements) * sizeof(std::uint32_t);
     config.block_count = blocks;
-    config.shareable = shareable;
+    // Not shareable: cudaMalloc memory, exported through legacy CUDA IPC.
+    config.memory_provider = shareable ? ipc::shareable_pool_memory() : ipc::cuda_ipc_pool_memory();
     auto pool = TensorPool::create(config);
     EXPECT_TRUE(pool.has_value()) << pool.error().message;
     return pool ? *pool : nullptr;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "holoscan/ipc_channel.hpp"
+#include "holoscan/ipc/channel.hpp"
 
 namespace holoscan::test {
 

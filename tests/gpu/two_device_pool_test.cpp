@@ -45,7 +45,7 @@ class TwoDevicePoolTest : public GpuTest {
     }
     HDL_ASSERT_CUDA(cudaSetDevice(0));
     auto pool = TensorPool::create(
-        {PoolMemory::kDevice, 0, kElements * sizeof(std::uint32_t), 1, false});
+        {PoolMemory::kDevice, 0, kElements * sizeof(std::uint32_t), 1});
     ASSERT_TRUE(pool.has_value()) << pool.error().message;
     pool_ = *pool;
     producer_ = make_stream(0);

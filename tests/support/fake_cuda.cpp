@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_api.hpp"
-#include "event_pool.hpp"
+#include "cuda/cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
+#include "stream/pooled_events.hpp"
 
 namespace holoscan::test {
 namespace {

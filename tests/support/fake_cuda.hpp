@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda_api.hpp"  // the table's type carries the library's ABI tag: no forward declaration
+#include "cuda/cuda_api.hpp"  // the table's type carries the library's ABI tag: no forward declaration
 
 namespace holoscan::test {
 

@@ -19,11 +19,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cuda_api.hpp"
-#include "cuda_ipc_api.hpp"
+#include "cuda/cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
-#include "ipc_event_pool.hpp"
-#include "ipc_release_stream.hpp"
+#include "ipc/cuda/cuda_ipc_api.hpp"
+#include "ipc/cuda/ipc_event_pool.hpp"
+#include "ipc/import/ipc_release_stream.hpp"
 
 namespace holoscan::test {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // A CPU simulation of CUDA's cross-process features, installed through the cross-process code's
-// table (src/cuda_ipc_api.hpp) beside the fake runtime of fake_cuda.hpp:
+// table (src/ipc/cuda/cuda_ipc_api.hpp) beside the fake runtime of fake_cuda.hpp:
 // - interprocess events: recorded on the fake runtime's streams, completing when the stream (and
 //   every event a release stream was told to wait on) has; their state lives in a page shared
 //   with forked children, so an event opened in another process sees it;
@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda_ipc_api.hpp"  // the table's type carries the library's ABI tag
+#include "ipc/cuda/cuda_ipc_api.hpp"  // the table's type carries the library's ABI tag
 #include "support/fake_cuda.hpp"
 
 namespace holoscan::test {

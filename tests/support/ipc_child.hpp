@@ -5,7 +5,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "holoscan/ipc_fd.hpp"
+#include "holoscan/ipc/fd.hpp"
 
 namespace holoscan::test {
 

@@ -3,7 +3,7 @@
 #include <variant>
 
 #include "holoscan/deferred_release.hpp"
-#include "ipc_handshake.hpp"
+#include "ipc/transport/ipc_handshake.hpp"
 #include "support/ipc_peers.hpp"
 #include "support/ipc_raw_socket.hpp"
 
@@ -15,7 +15,7 @@ void ExporterTest::SetUp() {
   auto exporter = ipc::Exporter::create();
   ASSERT_TRUE(exporter.has_value()) << exporter.error().message;
   exporter_.emplace(std::move(*exporter));
-  pool_ = make_device_pool(1024, blocks_, /*shareable=*/true);
+  pool_ = make_device_pool(1024, blocks_, PoolKind::kShareable);
   ASSERT_NE(pool_, nullptr);
 }
 

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <memory>
 
-#include "holoscan/ipc_claims.hpp"
+#include "holoscan/ipc/claims.hpp"
 
 namespace holoscan::test {
 

@@ -2,24 +2,28 @@
 
 #include <gtest/gtest.h>
 
-#include "cuda_ipc_api.hpp"
+#include "ipc/cuda/cuda_ipc_api.hpp"
 #include "support/fake_cuda_ipc.hpp"
 
 namespace holoscan::test {
 
 std::shared_ptr<TensorPool> make_device_pool(std::size_t block_bytes, std::size_t blocks,
-                                             bool shareable) {
+                                             PoolKind kind) {
   TensorPoolConfig config;
   config.memory = PoolMemory::kDevice;
   config.block_bytes = block_bytes;
   config.block_count = blocks;
-  config.shareable = shareable;
+  if (kind == PoolKind::kShareable) {
+    config.memory_provider = ipc::shareable_pool_memory();
+  } else if (kind == PoolKind::kCudaIpc) {
+    config.memory_provider = ipc::cuda_ipc_pool_memory();
+  }
   auto pool = TensorPool::create(config);
   EXPECT_TRUE(pool.has_value()) << pool.error().message;
   if (!pool) {
     return nullptr;
   }
-  if (!shareable) {
+  if (kind != PoolKind::kShareable) {
     // A fresh pool hands out its first block first: its address is the allocation's.
     Tensor first = allocate(**pool, {1});
     FakeCudaIpc::instance().add_memory(first.data(), (*pool)->block_bytes() * blocks,
@@ -129,7 +133,7 @@ LocalLink local_link(std::size_t blocks) {
   auto connected = connect_importer(*link.exporter);
   link.peer = connected.peer;
   link.importer = std::move(connected.importer);
-  link.pool = make_device_pool(1024, blocks, /*shareable=*/true);
+  link.pool = make_device_pool(1024, blocks, PoolKind::kShareable);
   return link;
 }
 

@@ -21,10 +21,17 @@ namespace holoscan::test {
 /** @brief float32, the element type of most cross-process tests. */
 inline constexpr DLDataType kIpcFloat32{kDLFloat, 32, 1};
 
-/** @brief A device pool on the fake runtime: VMM (`shareable`) or cudaMalloc memory, which is
- *         then registered with the fake as legacy-IPC-capable device memory. */
+/** @brief Where a test pool's memory comes from. */
+enum class PoolKind {
+  kShareable,  ///< ipc::shareable_pool_memory(): VMM memory, exported as one fd.
+  kCudaIpc,    ///< ipc::cuda_ipc_pool_memory(): cudaMalloc memory, one legacy handle per pool.
+  kPlain,      ///< No provider: cudaMalloc memory the exporter knows nothing about.
+};
+
+/** @brief A device pool on the fake runtime; cudaMalloc memory is registered with the fake as
+ *         legacy-IPC-capable device memory. */
 std::shared_ptr<TensorPool> make_device_pool(std::size_t block_bytes, std::size_t blocks,
-                                             bool shareable);
+                                             PoolKind kind);
 
 /** @brief A tensor from `pool` (fails the test when it cannot allocate). */
 Tensor allocate(TensorPool& pool, const std::vector<std::int64_t>& shape,

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "holoscan/ipc_channel.hpp"
+#include "holoscan/ipc/channel.hpp"
 
 namespace holoscan::test {
 

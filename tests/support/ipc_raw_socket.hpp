@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "holoscan/ipc_fd.hpp"
-#include "holoscan/ipc_message.hpp"
+#include "holoscan/ipc/fd.hpp"
+#include "holoscan/ipc/message.hpp"
 
 namespace holoscan::test {
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "holoscan/ipc_descriptor.hpp"
+#include "holoscan/ipc/descriptor.hpp"
 
 namespace holoscan::test {
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <utility>
 
+#include "dlpack/context_access.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/tensor.hpp"
 #include "support/counting_producer.hpp"

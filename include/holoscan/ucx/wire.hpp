@@ -18,6 +18,7 @@
 #include <dlpack/dlpack.h>
 
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::ucx {
 
@@ -46,7 +47,7 @@ inline constexpr std::size_t kMaxTensorHeaderBytes =
     kTensorHeaderFixedBytes + 2 * sizeof(std::int64_t) * kMaxWireDims;
 
 /** @brief What a tensor message says about its payload. */
-struct TensorHeader {
+struct HOLOSCAN_DLPACK_API TensorHeader {
   std::uint64_t sequence = 0;       ///< Per sender and peer, from 1: the Ack names it.
   std::uint64_t payload_bytes = 0;  ///< Bytes of the AM data: the compact payload of the layout.
   std::uint64_t dlpack_flags = 0;   ///< DLPACK_FLAG_BITMASK_* bits of the sender's tensor.
@@ -58,7 +59,7 @@ struct TensorHeader {
 };
 
 /** @brief Bytes encode() writes for `header` (its ndim clamped to the format's range). */
-std::size_t encoded_size(const TensorHeader& header) noexcept;
+HOLOSCAN_DLPACK_API std::size_t encoded_size(const TensorHeader& header) noexcept;
 
 /**
  * @brief Checks every field with the rules of a DLPack import (ndim, shape, dtype, flags, DLPack
@@ -67,21 +68,23 @@ std::size_t encoded_size(const TensorHeader& header) noexcept;
  *        payload_bytes equal to the layout's bytes. kInvalidArgument naming the field;
  *        kNotImplemented for IS_SUBBYTE_TYPE_PADDED, which does not travel yet.
  */
-expected<void, Error> validate(const TensorHeader& header);
+HOLOSCAN_DLPACK_API expected<void, Error> validate(const TensorHeader& header);
 
 /** @brief Writes a valid header into `out` (at least encoded_size() bytes); returns the size. */
-expected<std::size_t, Error> encode(const TensorHeader& header, std::uint8_t* out,
-                                    std::size_t capacity);
+HOLOSCAN_DLPACK_API expected<std::size_t, Error> encode(const TensorHeader& header,
+                                                        std::uint8_t* out, std::size_t capacity);
 
 /**
  * @brief Parses and validates a tensor message's header bytes. Framing defects (magic, length,
  *        reserved bytes) are kProtocolError, another format version kIncompatible, the fields
  *        as validate(); every message names the field.
  */
-expected<TensorHeader, Error> decode_tensor_header(const std::uint8_t* bytes, std::size_t size);
+HOLOSCAN_DLPACK_API expected<TensorHeader, Error> decode_tensor_header(const std::uint8_t* bytes,
+                                                                       std::size_t size);
 
 /** @brief The sequence number of a tensor header too broken to decode, or 0 when unreadable. */
-std::uint64_t peek_sequence(const std::uint8_t* bytes, std::size_t size) noexcept;
+HOLOSCAN_DLPACK_API std::uint64_t peek_sequence(const std::uint8_t* bytes,
+                                                std::size_t size) noexcept;
 
 /** @brief Longest error text an Ack carries; longer texts are cut. */
 inline constexpr std::size_t kMaxAckTextBytes = 1024;
@@ -93,7 +96,7 @@ inline constexpr std::size_t kAckFixedBytes = 32;
  * @brief The receiver's answer to tensor messages: `count` consecutive sequence numbers from
  *        `sequence` delivered, or one refused and why.
  */
-struct Ack {
+struct HOLOSCAN_DLPACK_API Ack {
   std::uint64_t sequence = 0;               ///< The first TensorHeader::sequence answered.
   ErrorCode code = ErrorCode::kSuccess;     ///< kSuccess: receive() handed the tensors out.
   std::string message;                      ///< Why it was refused (empty when delivered).
@@ -101,29 +104,30 @@ struct Ack {
 };
 
 /** @brief The wire bytes of `ack` (the text cut to kMaxAckTextBytes). */
-std::string encode(const Ack& ack);
+HOLOSCAN_DLPACK_API std::string encode(const Ack& ack);
 
 /**
  * @brief Parses an Ack; kProtocolError naming the field on any defect (a count of 0, a refusal
  *        answering more than one tensor, a run past the largest sequence number).
  */
-expected<Ack, Error> decode_ack(const std::uint8_t* bytes, std::size_t size);
+HOLOSCAN_DLPACK_API expected<Ack, Error> decode_ack(const std::uint8_t* bytes, std::size_t size);
 
 /** @brief Bytes of an encoded Hello. */
 inline constexpr std::size_t kHelloBytes = 16;
 
 /** @brief Sent by a connecting worker, and answered by the listener with its own. */
-struct Hello {
+struct HOLOSCAN_DLPACK_API Hello {
   std::uint32_t version = kWireVersion;  ///< The sender's wire format version.
 };
 
 /** @brief The wire bytes of `hello`. */
-std::array<std::uint8_t, kHelloBytes> encode(const Hello& hello) noexcept;
+HOLOSCAN_DLPACK_API std::array<std::uint8_t, kHelloBytes> encode(const Hello& hello) noexcept;
 
 /**
  * @brief Parses a Hello of any version (the caller compares it; another version's may be
  *        longer); kProtocolError on defects.
  */
-expected<Hello, Error> decode_hello(const std::uint8_t* bytes, std::size_t size);
+HOLOSCAN_DLPACK_API expected<Hello, Error> decode_hello(const std::uint8_t* bytes,
+                                                        std::size_t size);
 
 }  // namespace holoscan::ucx

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
 
@@ -21,7 +22,7 @@ namespace holoscan::ucx {
 using PeerId = std::uint64_t;
 
 /** @brief How a Worker is set up. */
-struct WorkerConfig {
+struct HOLOSCAN_DLPACK_API WorkerConfig {
   /** @brief Tensors per peer sent and not yet delivered or failed; send() beyond it is
    *         kBackpressured. At least 1. */
   std::size_t window = 16;
@@ -37,21 +38,21 @@ struct WorkerConfig {
 };
 
 /** @brief A tensor that arrived, with the peer that sent it. */
-struct Received {
+struct HOLOSCAN_DLPACK_API Received {
   PeerId peer = 0;            ///< The connection it came on.
   std::uint64_t sequence = 0;  ///< The sender's sequence number (what its send() returned).
   Tensor tensor;               ///< Writable, in receiver-owned memory, ready to use.
 };
 
 /** @brief What became of one send(). */
-struct SendResult {
+struct HOLOSCAN_DLPACK_API SendResult {
   PeerId peer = 0;                ///< Where it went.
   std::uint64_t sequence = 0;     ///< What send() returned.
   expected<void, Error> outcome;  ///< Delivered (the peer's receive() handed it out), or why not.
 };
 
 /** @brief Counters of a Worker. */
-struct WorkerStats {
+struct HOLOSCAN_DLPACK_API WorkerStats {
   std::uint64_t sent = 0;              ///< Tensors accepted by send().
   std::uint64_t delivered = 0;         ///< Sent tensors the peer confirmed.
   std::uint64_t failed = 0;            ///< Sent tensors reported failed (refused, closed, error).
@@ -87,7 +88,7 @@ struct WorkerStats {
  * not zero). Methods may be called from any thread, one at a time inside (a mutex); receive()
  * waits without holding it.
  */
-class Worker {
+class HOLOSCAN_DLPACK_API Worker {
  public:
   /** @brief A worker on a fresh UCX context (active messages, wakeup). */
   static expected<Worker, Error> create(const WorkerConfig& config = {});

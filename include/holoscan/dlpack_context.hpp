@@ -1,0 +1,57 @@
+#pragma once
+/**
+ * @file
+ * @brief DLManagedTensorContext: what a Tensor wraps, as Holoscan 5.0 declares it.
+ */
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <dlpack/dlpack.h>
+
+#include "holoscan/export.hpp"
+#include "holoscan/tensor_memory_reference.hpp"
+
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION < 1
+#error "holoscan-dlpack needs DLPack >= 1.0 headers (DLManagedTensorVersioned)"
+#endif
+
+namespace holoscan {
+
+namespace detail {
+struct HOLOSCAN_DLPACK_ABI ContextAccess;
+}  // namespace detail
+
+/**
+ * @brief What a Tensor wraps: the versioned DLPack view, its owned shape and strides, and the
+ *        owner of the memory. Every Tensor copied from one another shares one context.
+ *
+ * The memory stays alive as long as the context (through `memory_reference`). `tensor.dl_tensor`
+ * points its shape and strides at `dl_shape` and `dl_strides` (strides in elements). A context
+ * starts with private, writable access authority; imports narrow it to read-only for good, and
+ * every Tensor over the context sees the same authority. Copying a context re-points the copy's
+ * shape and strides at its own vectors.
+ */
+struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
+  /** @brief An empty context with writable authority. */
+  DLManagedTensorContext() noexcept = default;
+  /** @brief Copies everything; the copy's DLTensor points at the copy's own vectors. */
+  DLManagedTensorContext(const DLManagedTensorContext& other);
+  /** @brief Copies everything; this DLTensor then points at this context's own vectors. */
+  DLManagedTensorContext& operator=(const DLManagedTensorContext& other);
+  /** @brief Destroys the view; the memory goes when its last owner does. */
+  ~DLManagedTensorContext() = default;
+
+  DLManagedTensorVersioned tensor{};  ///< The view: version, flags and DLTensor (no deleter).
+  std::shared_ptr<TensorMemoryReference> memory_reference;  ///< Keeps the memory alive.
+  std::vector<std::int64_t> dl_shape;                       ///< Storage of the shape.
+  std::vector<std::int64_t> dl_strides;                     ///< Storage of the strides, elements.
+
+ private:
+  friend struct detail::ContextAccess;
+  std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context
+  std::uint64_t validated_stamp_ = 0;   // see ContextAccess::mark_validated; 0: not validated
+};
+
+}  // namespace holoscan

@@ -1,0 +1,119 @@
+#pragma once
+/**
+ * @file
+ * @brief The importing side of cross-process tensors: an Importer receives published tensors
+ *        from one exporter, maps their memory once per allocation, and gives each back when
+ *        its last owner goes, ordered after every consumer stream, without a host block.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "holoscan/ipc/channel.hpp"
+#include "holoscan/ipc/descriptor.hpp"
+#include "holoscan/ipc/fd.hpp"
+#include "holoscan/tensor.hpp"
+
+namespace holoscan::ipc {
+
+namespace detail {
+class HOLOSCAN_DLPACK_ABI ImporterCore;
+}  // namespace detail
+
+class HOLOSCAN_DLPACK_API Importer;
+
+/**
+ * @brief Imports one descriptor that `peer`'s exporter published, with its memory's `fd`.
+ *
+ * Maps the memory (cudaIpcOpenMemHandle for kCudaIpc; cuMemImportFromShareableHandle, reserve,
+ * map and set access for kPosixFd), reusing the mapping cached for the allocation, on the device
+ * whose UUID the descriptor names. On any refusal the export is given back to the exporter at
+ * once (a Release without event). Refusals: kInvalidArgument for a descriptor that fails
+ * validation or whose handle kind and fd disagree (kPosixFd without fd, kCudaIpc with one, which
+ * is closed); kNotImplemented for kFake handles; kNotFound for a device UUID this process does
+ * not see; kFailure naming the call that failed to map.
+ */
+HOLOSCAN_DLPACK_API expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor,
+                                                          UniqueFd fd, Importer& peer);
+
+/** @brief Counters of an Importer. */
+struct HOLOSCAN_DLPACK_API ImporterStats {
+  std::uint64_t imported = 0;         ///< Tensors imported.
+  std::uint64_t refused = 0;          ///< Publishes refused (each given back at once).
+  std::uint64_t released = 0;         ///< Releases queued for the exporter.
+  std::uint64_t release_events = 0;   ///< Releases that carried a GPU event (the rest were done).
+  std::uint64_t mappings_opened = 0;  ///< Allocations mapped into this process.
+};
+
+/**
+ * @brief Imports the tensors one exporter publishes over a channel.
+ *
+ * Imported tensors are Holoscan-owned and read-only, as Holoscan 5.0 imports them: their memory
+ * reference has a readiness contract through the exporter's interprocess event
+ * (synchronize_for_consumer is one cudaStreamWaitEvent on it, synchronize_for_host a host wait),
+ * readiness_stream() is null (streams are process-local) and set_readiness_stream() returns false.
+ * set_deallocation_stream() records fan-out points as for any tensor. When the last owner goes,
+ * an internal stream waits on every deallocation point and records an interprocess event there,
+ * and the Release carrying it goes to the exporter at once: no host block on either side. Nothing
+ * on the caller's thread or the release thread waits for the exporter: a Release that finds the
+ * socket full is queued, in room set aside when its Publish arrived (giving an import back never
+ * allocates), and a library thread (the courier) sends it as soon as the exporter reads again,
+ * also after the Importer and every import are gone; none is dropped while the exporter is
+ * connected.
+ *
+ * Each allocation is mapped once per exporter and kept while the exporter is connected (up to a
+ * bound of idle mappings); memory whose exporter gives no allocation id is mapped per import and
+ * unmapped after the consumers' GPU work on it. Imports may outlive the Importer: the channel
+ * stays open until the last of them has been released and its Release sent. Methods may be
+ * called from any thread, receive() from one thread at a time.
+ */
+class HOLOSCAN_DLPACK_API Importer {
+ public:
+  /** @brief Takes a connected channel and exchanges Hello (waiting up to `hello_timeout_ms`). */
+  static expected<Importer, Error> create(Channel channel, int hello_timeout_ms = 5000);
+  /** @brief Takes `other`'s connection. */
+  Importer(Importer&& other) noexcept;
+  /** @brief Lets go of this connection (see the destructor), then takes `other`'s. */
+  Importer& operator=(Importer&& other) noexcept;
+  Importer(const Importer&) = delete;
+  Importer& operator=(const Importer&) = delete;
+  /** @brief Lets go of the connection; it closes once every import has been released and every
+   *         Release sent. Never waits. */
+  ~Importer();
+
+  /**
+   * @brief The next published tensor, or nullopt when none arrived within `timeout_ms`
+   *        (negative: wait). Sends queued releases first.
+   *
+   * A publish that cannot be imported is given back to the exporter at once and reported here
+   * (see import_tensor); the importer stays usable. kClosed once the exporter hung up.
+   */
+  expected<std::optional<Tensor>, Error> receive(int timeout_ms);
+
+  /** @brief Sends the releases that found the socket full, as far as there is room now (the
+   *         courier sends them anyway); never blocks. kClosed once the exporter hung up (the
+   *         releases are dropped then: the exporter frees its claims itself). */
+  expected<void, Error> poll();
+
+  /** @brief The channel's socket, for poll()/epoll loops (readable: receive() will not wait). */
+  int fd() const noexcept;
+  /** @brief Imports not yet given back. */
+  std::size_t outstanding() const noexcept;
+  /** @brief Releases waiting for room in the socket. */
+  std::size_t queued_releases() const noexcept;
+  /** @brief Allocations mapped and kept for reuse. */
+  std::size_t cached_mappings() const noexcept;
+  /** @brief The counters so far. */
+  ImporterStats stats() const noexcept;
+
+ private:
+  explicit Importer(std::shared_ptr<detail::ImporterCore> core) noexcept;
+  friend expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
+                                               Importer& peer);
+  std::shared_ptr<detail::ImporterCore> core_;
+};
+
+}  // namespace holoscan::ipc

@@ -1,0 +1,217 @@
+#include "holoscan/dlpack_utils.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <string>
+
+#include "dlpack/dlpack_validate.hpp"
+#include "holoscan/dlpack.hpp"
+
+namespace holoscan {
+namespace {
+
+// Copies `count` values into `owned` without allocating when it has the capacity, and without
+// reading through `values` after `owned` changed when `values` points into `owned` itself.
+void assign_owned(std::vector<std::int64_t>& owned, const std::int64_t* values, std::size_t count) {
+  const bool aliases = values >= owned.data() && values < owned.data() + owned.size();
+  if (aliases) {
+    std::vector<std::int64_t> copy(values, values + count);
+    owned.swap(copy);
+    return;
+  }
+  owned.resize(count);
+  if (count > 0) {
+    std::memcpy(owned.data(), values, count * sizeof(std::int64_t));
+  }
+}
+
+}  // namespace
+
+void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destination,
+                                        std::vector<std::int64_t>& owned_shape,
+                                        std::vector<std::int64_t>& owned_strides,
+                                        DLPackMetadataCopyOptions options) {
+  const DLTensor view = source;  // `destination` may be `source`
+  const auto ndim = static_cast<std::size_t>(view.ndim > 0 ? view.ndim : 0);
+  assign_owned(owned_shape, view.shape, view.shape != nullptr ? ndim : 0);
+  owned_shape.resize(ndim);
+  if (view.strides != nullptr) {
+    assign_owned(owned_strides, view.strides, ndim);
+  } else if (options.materialize_implicit_strides) {
+    owned_strides.resize(ndim);
+    detail::compact_strides(view.ndim, owned_shape.data(), owned_strides.data());
+  } else {
+    owned_strides.clear();
+  }
+  destination = view;
+  destination.shape = ndim > 0 ? owned_shape.data() : nullptr;
+  destination.strides = ndim > 0 && !owned_strides.empty() ? owned_strides.data() : nullptr;
+}
+
+void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context, const DLTensor& source,
+                                        DLPackMetadataCopyOptions options) {
+  copy_dl_tensor_with_owned_metadata(source, context.tensor.dl_tensor, context.dl_shape,
+                                     context.dl_strides, options);
+  context.tensor.version =
+      DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR};
+  context.tensor.flags = 0;
+  context.tensor.manager_ctx = nullptr;
+  context.tensor.deleter = nullptr;
+}
+
+void copy_dl_tensor_with_owned_metadata(DLManagedTensorContext& context,
+                                        const DLManagedTensorVersioned& source,
+                                        DLPackMetadataCopyOptions options) {
+  const DLPackVersion version = source.version;  // `source` may be the context's own view
+  const std::uint64_t flags = source.flags;
+  copy_dl_tensor_with_owned_metadata(context, source.dl_tensor, options);
+  context.tensor.version = version;
+  context.tensor.flags = flags;
+}
+
+bool dlpack_version_requires_explicit_strides(DLPackVersion version) noexcept {
+  return version.major > 1 || (version.major == 1 && version.minor >= 2);
+}
+
+std::uint64_t dlpack_dtype_item_size_bytes(DLDataType dtype) noexcept {
+  return (static_cast<std::uint64_t>(dtype.bits) * dtype.lanes + 7) / 8;
+}
+
+void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
+                  bool to_num_elements) {
+  const std::int32_t ndim = tensor.ndim > 0 ? tensor.ndim : 0;
+  strides.resize(static_cast<std::size_t>(ndim));
+  if (tensor.strides != nullptr) {
+    std::copy(tensor.strides, tensor.strides + ndim, strides.begin());
+  } else if (tensor.shape != nullptr) {
+    detail::compact_strides(ndim, tensor.shape, strides.data());
+  }
+  if (to_num_elements) {
+    return;
+  }
+  // Byte strides count whole items, as dlpack_dtype_item_size_bytes does (lanes included).
+  for (auto& stride : strides) {
+    stride = detail::stride_in_bytes(stride, tensor.dtype, detail::kSubBytePaddedFlag);
+  }
+}
+
+expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) {
+  const auto invalid = [&] {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "dldatatype_from_typestr: '" + std::string(typestr) +
+                               "' is not a little-endian NumPy bool, int, uint, float or complex "
+                               "type string");
+  };
+  if (typestr.size() < 3) {
+    return invalid();
+  }
+  const char order = typestr[0];
+  const char kind = typestr[1];
+  unsigned long bytes = 0;
+  const char* const end = typestr.data() + typestr.size();
+  const auto parsed = std::from_chars(typestr.data() + 2, end, bytes);
+  if (parsed.ec != std::errc() || parsed.ptr != end || bytes == 0 || bytes > 16) {
+    return invalid();
+  }
+  // The data is read as this host's byte order, which the library only supports little-endian.
+  const bool little = order == '<' || order == '|' || order == '=';
+  if (!little && !(order == '>' && bytes == 1)) {
+    return invalid();
+  }
+  const auto bits = static_cast<std::uint8_t>(bytes * 8);
+  switch (kind) {
+    case 'b':
+      if (bytes == 1) {
+        return DLDataType{kDLBool, 8, 1};
+      }
+      break;
+    case 'i':
+    case 'u':
+      if (bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8) {
+        return DLDataType{static_cast<std::uint8_t>(kind == 'i' ? kDLInt : kDLUInt), bits, 1};
+      }
+      break;
+    case 'f':
+      if (bytes == 2 || bytes == 4 || bytes == 8) {
+        return DLDataType{kDLFloat, bits, 1};
+      }
+      break;
+    case 'c':
+      if (bytes == 8 || bytes == 16) {
+        return DLDataType{kDLComplex, static_cast<std::uint8_t>(bytes * 8), 1};
+      }
+      break;
+    default:
+      break;
+  }
+  return invalid();
+}
+
+expected<const char*, Error> numpy_dtype(DLDataType dtype) {
+  if (dtype.lanes == 1) {
+    switch (dtype.code) {
+      case kDLBool:
+        if (dtype.bits == 8) return "|b1";
+        break;
+      case kDLInt:
+        switch (dtype.bits) {
+          case 8:
+            return "|i1";
+          case 16:
+            return "<i2";
+          case 32:
+            return "<i4";
+          case 64:
+            return "<i8";
+          default:
+            break;
+        }
+        break;
+      case kDLUInt:
+        switch (dtype.bits) {
+          case 8:
+            return "|u1";
+          case 16:
+            return "<u2";
+          case 32:
+            return "<u4";
+          case 64:
+            return "<u8";
+          default:
+            break;
+        }
+        break;
+      case kDLFloat:
+        switch (dtype.bits) {
+          case 16:
+            return "<f2";
+          case 32:
+            return "<f4";
+          case 64:
+            return "<f8";
+          default:
+            break;
+        }
+        break;
+      case kDLComplex:
+        switch (dtype.bits) {
+          case 64:
+            return "<c8";
+          case 128:
+            return "<c16";
+          default:
+            break;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return make_unexpected(ErrorCode::kInvalidArgument,
+                         "numpy_dtype: DLDataType{code " + std::to_string(dtype.code) + ", bits " +
+                             std::to_string(dtype.bits) + ", lanes " + std::to_string(dtype.lanes) +
+                             "} has no NumPy type string");
+}
+
+}  // namespace holoscan

@@ -1,0 +1,210 @@
+#include "holoscan/make_tensor.hpp"
+
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "dlpack/context_access.hpp"
+#include "dlpack/dlpack_validate.hpp"
+#include "dlpack/tensor_view.hpp"
+#include "holoscan/dlpack_utils.hpp"
+#include "holoscan/stream_tracked_reference.hpp"
+
+namespace holoscan {
+namespace {
+
+constexpr const char* kWho = "make_tensor";
+
+Error invalid(const std::string& what) {
+  return Error{ErrorCode::kInvalidArgument, std::string(kWho) + ": " + what, 0};
+}
+
+// The device the memory lives on, as Holoscan 5.0 maps the storage type.
+expected<DLDevice, Error> device_of(MemoryStorageType storage_type, void* data, int device) {
+  switch (storage_type) {
+    case MemoryStorageType::kHost:
+      return DLDevice{kDLCUDAHost, 0};
+    case MemoryStorageType::kSystem:
+      return DLDevice{kDLCPU, 0};
+    case MemoryStorageType::kCudaManaged:
+      return DLDevice{kDLCUDAManaged, 0};
+    case MemoryStorageType::kDevice:
+      break;
+    default:
+      return make_unexpected(invalid("Unsupported tensor memory storage type " +
+                                     std::to_string(static_cast<int>(storage_type))));
+  }
+  if (device >= 0) {
+    return DLDevice{kDLCUDA, device};
+  }
+  auto located = dldevice_from_pointer(data);
+  if (!located) {
+    return located;
+  }
+  if (located->device_type != kDLCUDA) {
+    return make_unexpected(
+        invalid("Tensor storage type does not match the CUDA pointer memory type (kDevice, but the "
+                "pointer's memory is DLDeviceType " +
+                std::to_string(located->device_type) + ")"));
+  }
+  return located;
+}
+
+// Byte strides to DLPack element strides: each a non-negative multiple of the item size.
+expected<std::vector<std::int64_t>, Error> element_strides(TensorByteStridesView byte_strides,
+                                                           std::size_t ndim, DLDataType dtype) {
+  std::vector<std::int64_t> strides;
+  if (!byte_strides.has_value()) {
+    return strides;
+  }
+  if (byte_strides.size() != ndim || (ndim > 0 && byte_strides.data() == nullptr)) {
+    return make_unexpected(invalid("byte_strides has " + std::to_string(byte_strides.size()) +
+                                   " strides for a shape of " + std::to_string(ndim)));
+  }
+  const auto item = static_cast<std::int64_t>(dlpack_dtype_item_size_bytes(dtype));
+  strides.resize(ndim);
+  for (std::size_t i = 0; i < ndim; ++i) {
+    const std::int64_t bytes = byte_strides.data()[i];
+    const std::string which = "strides[" + std::to_string(i) + "] is " + std::to_string(bytes);
+    if (bytes < 0) {
+      return make_unexpected(invalid("Tensor byte strides must be non-negative (" + which + ")"));
+    }
+    if (bytes % item != 0) {
+      return make_unexpected(invalid("Tensor byte strides must be divisible by item size " +
+                                     std::to_string(item) + " (" + which + ")"));
+    }
+    strides[i] = bytes / item;
+  }
+  return strides;
+}
+
+// The owner of memory given with a release function: it calls it once it is safe (after every
+// deallocation and readiness point), as the DLPack owners call their producer's deleter. The
+// release is held on the heap from the start, so that a deferred release needs no allocation in
+// the destructor (which could not report one failing).
+class ReleasedMemory final : public StreamTrackedReference {
+ public:
+  ReleasedMemory(void* data, TensorMemoryRelease release)
+      : pending_(new Pending{data, std::move(release)}) {}
+  ~ReleasedMemory() override { release_when_safe(&Pending::run, pending_.release()); }
+  ReleasedMemory(const ReleasedMemory&) = delete;
+  ReleasedMemory& operator=(const ReleasedMemory&) = delete;
+
+ private:
+  struct Pending {
+    void* data;
+    TensorMemoryRelease release;
+    static void run(void* context) noexcept {
+      std::unique_ptr<Pending> self(static_cast<Pending*>(context));
+      if (!self->release) {
+        return;
+      }
+      try {
+        (void)self->release(self->data);  // nobody is left to receive its error
+      } catch (...) {                     // NOLINT(bugprone-empty-catch): nor its exception
+      }
+    }
+  };
+
+  std::unique_ptr<Pending> pending_;
+};
+
+// The validated context of a view over `data`, without an owner yet.
+expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::int64_t>& shape,
+                                                              DLDataType dtype,
+                                                              TensorByteStridesView byte_strides,
+                                                              MemoryStorageType storage_type,
+                                                              void* data, int device) {
+  if (auto valid = detail::validate_dtype(dtype, kWho); !valid) {
+    return forward_error(std::move(valid));
+  }
+  if (shape.size() > static_cast<std::size_t>(kMaxTensorDims)) {
+    return make_unexpected(invalid("ndim " + std::to_string(shape.size()) + " is outside [0, " +
+                                   std::to_string(kMaxTensorDims) + "]"));
+  }
+  auto strides = element_strides(byte_strides, shape.size(), dtype);
+  if (!strides) {
+    return forward_error(std::move(strides));
+  }
+  auto located = device_of(storage_type, data, device);
+  if (!located) {
+    return forward_error(std::move(located));
+  }
+  DLTensor view{};
+  view.data = data;
+  view.device = *located;
+  view.ndim = static_cast<std::int32_t>(shape.size());
+  view.dtype = dtype;
+  view.shape = shape.empty() ? nullptr : shape.data();
+  view.strides = strides->empty() ? nullptr : strides->data();
+  // The same layout rules as an import: what make_tensor builds, every consumer can read.
+  if (auto layout = detail::validate_dl_tensor(view, 0, kWho); !layout) {
+    return forward_error(std::move(layout));
+  }
+  auto context = std::make_shared<DLManagedTensorContext>();
+  detail::assign_view(
+      *context, view, 0,
+      DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR});
+  detail::ContextAccess::mark_validated(*context);  // checked above
+  return context;
+}
+
+expected<Tensor, Error> out_of_memory() {
+  return make_unexpected(ErrorCode::kResourceExhausted,
+                         "make_tensor: out of host memory (the caller keeps the memory)");
+}
+
+}  // namespace
+
+expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType dtype,
+                                    TensorByteStridesView byte_strides,
+                                    MemoryStorageType storage_type, void* data,
+                                    std::shared_ptr<TensorMemoryReference> owner, int device) {
+  if (data == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor pointer is null");
+  }
+  if (owner == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor memory reference is null");
+  }
+  try {
+    auto context = wrap(shape, dtype, byte_strides, storage_type, data, device);
+    if (!context) {
+      return forward_error(std::move(context));
+    }
+    (*context)->memory_reference = std::move(owner);
+    return Tensor(std::move(*context));
+  } catch (const std::bad_alloc&) {
+    return out_of_memory();
+  }
+}
+
+expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType dtype,
+                                    TensorByteStridesView byte_strides,
+                                    MemoryStorageType storage_type, void* data,
+                                    std::shared_ptr<TensorMemoryReference> owner) {
+  return make_tensor(std::move(shape), dtype, byte_strides, storage_type, data, std::move(owner),
+                     -1);
+}
+
+expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType dtype,
+                                    TensorByteStridesView byte_strides,
+                                    MemoryStorageType storage_type, void* data,
+                                    TensorMemoryRelease release) {
+  if (data == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor pointer is null");
+  }
+  try {
+    auto context = wrap(shape, dtype, byte_strides, storage_type, data, -1);
+    if (!context) {
+      return forward_error(std::move(context));
+    }
+    // The owner comes last: until it exists, a rejection leaves the memory with the caller.
+    (*context)->memory_reference = std::make_shared<ReleasedMemory>(data, std::move(release));
+    return Tensor(std::move(*context));
+  } catch (const std::bad_alloc&) {
+    return out_of_memory();
+  }
+}
+
+}  // namespace holoscan

@@ -1,0 +1,194 @@
+#include "holoscan/tensor.hpp"
+
+#include <utility>
+
+#include "dlpack/context_access.hpp"
+#include "dlpack/dlpack_validate.hpp"
+
+namespace holoscan {
+namespace {
+
+const DLTensor kEmptyDLTensor{};
+
+}  // namespace
+
+Tensor::Tensor(std::shared_ptr<DLManagedTensorContext> ctx) noexcept : dl_ctx_(std::move(ctx)) {
+  retain_handle();
+}
+
+Tensor::Tensor(const Tensor& other) noexcept : dl_ctx_(other.dl_ctx_) { retain_handle(); }
+
+Tensor& Tensor::operator=(const Tensor& other) noexcept {
+  if (this != &other) {
+    if (TensorMemoryReference* incoming = other.memory(); incoming != nullptr) {
+      incoming->retain_tensor_handle();  // first, so that sharing one memory never dips to zero
+    }
+    release_handle();
+    dl_ctx_ = other.dl_ctx_;
+  }
+  return *this;
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    release_handle();
+    dl_ctx_ = std::move(other.dl_ctx_);
+  }
+  return *this;
+}
+
+Tensor::~Tensor() { release_handle(); }
+
+void Tensor::retain_handle() const noexcept {
+  if (TensorMemoryReference* reference = memory(); reference != nullptr) {
+    reference->retain_tensor_handle();
+  }
+}
+
+void Tensor::release_handle() const noexcept {
+  if (TensorMemoryReference* reference = memory(); reference != nullptr) {
+    reference->release_tensor_handle();
+  }
+}
+
+const DLTensor& Tensor::dl_tensor() const noexcept {
+  return dl_ctx_ != nullptr ? dl_ctx_->tensor.dl_tensor : kEmptyDLTensor;
+}
+
+void* Tensor::data() const noexcept {
+  const DLTensor& view = dl_tensor();
+  if (view.data == nullptr) {
+    return nullptr;
+  }
+  return static_cast<char*>(view.data) + view.byte_offset;
+}
+
+DLDevice Tensor::device() const noexcept { return dl_tensor().device; }
+DLDataType Tensor::dtype() const noexcept { return dl_tensor().dtype; }
+std::int32_t Tensor::ndim() const noexcept { return dl_tensor().ndim; }
+std::uint64_t Tensor::flags() const noexcept { return dl_ctx_ ? dl_ctx_->tensor.flags : 0; }
+DLPackVersion Tensor::version() const noexcept {
+  return dl_ctx_ ? dl_ctx_->tensor.version : DLPackVersion{};
+}
+
+std::int64_t Tensor::size() const noexcept {
+  if (dl_ctx_ == nullptr) {
+    return 0;
+  }
+  const DLTensor& view = dl_tensor();
+  return detail::element_count(view.ndim, view.shape);
+}
+
+std::uint8_t Tensor::itemsize() const noexcept {
+  return static_cast<std::uint8_t>(dlpack_dtype_item_size_bytes(dtype()));
+}
+
+std::int64_t Tensor::nbytes() const noexcept {
+  return detail::payload_bytes(size(), dtype(), flags());
+}
+
+bool Tensor::is_read_only() const noexcept {
+  return dl_ctx_ != nullptr && (detail::ContextAccess::read_only(*dl_ctx_) ||
+                                (dl_ctx_->tensor.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+}
+
+bool Tensor::is_copied() const noexcept { return (flags() & DLPACK_FLAG_BITMASK_IS_COPIED) != 0; }
+
+std::vector<std::int64_t> Tensor::shape() const {
+  const DLTensor& view = dl_tensor();
+  if (view.shape == nullptr || view.ndim <= 0) {
+    return {};
+  }
+  return std::vector<std::int64_t>(view.shape, view.shape + view.ndim);
+}
+
+std::vector<std::int64_t> Tensor::strides() const {
+  std::vector<std::int64_t> strides;
+  calc_strides(dl_tensor(), strides, /*to_num_elements=*/false);
+  return strides;
+}
+
+expected<void*, Error> Tensor::mutable_data() & {
+  if (dl_ctx_ == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::mutable_data: the Tensor is empty");
+  }
+  void* address = data();
+  if (address == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::mutable_data: the Tensor's data pointer is null");
+  }
+  if (is_read_only()) {
+    return make_unexpected(ErrorCode::kPermissionDenied,
+                           "Tensor::mutable_data: the Tensor has read-only authority");
+  }
+  return address;
+}
+
+bool Tensor::is_contiguous() const noexcept {
+  const DLTensor& view = dl_tensor();
+  if (view.strides == nullptr || view.shape == nullptr || size() == 0) {
+    return true;
+  }
+  std::int64_t expected_stride = 1;
+  for (std::int32_t i = view.ndim; i-- > 0;) {
+    if (view.shape[i] != 1 && view.strides[i] != expected_stride) {
+      return false;
+    }
+    expected_stride *= view.shape[i];  // size() > 0 proved the product fits
+  }
+  return true;
+}
+
+std::shared_ptr<TensorMemoryReference> Tensor::memory_reference() const noexcept {
+  return dl_ctx_ != nullptr ? dl_ctx_->memory_reference : nullptr;
+}
+
+bool Tensor::set_readiness_stream(cudaStream_t stream) {
+  TensorMemoryReference* reference = memory();
+  return reference != nullptr && reference->set_readiness_stream(stream);
+}
+
+bool Tensor::has_readiness_stream_contract() const noexcept {
+  TensorMemoryReference* reference = memory();
+  return reference != nullptr && reference->has_readiness_stream_contract();
+}
+
+cudaStream_t Tensor::readiness_stream() const noexcept {
+  TensorMemoryReference* reference = memory();
+  return reference != nullptr ? reference->readiness_stream() : nullptr;
+}
+
+expected<void, Error> Tensor::synchronize_for_consumer_stream(cudaStream_t stream) const {
+  if (dl_ctx_ == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::synchronize_for_consumer_stream: the Tensor is empty");
+  }
+  if (!has_readiness_stream_contract()) {
+    return make_unexpected(
+        ErrorCode::kNotImplemented,
+        "Tensor::synchronize_for_consumer_stream: the memory reference has no readiness "
+        "contract (no readiness stream was recorded)");
+  }
+  return memory()->synchronize_for_consumer(stream);
+}
+
+expected<void, Error> Tensor::synchronize_for_host() const {
+  if (dl_ctx_ == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::synchronize_for_host: the Tensor is empty");
+  }
+  if (!has_readiness_stream_contract()) {
+    return make_unexpected(ErrorCode::kNotImplemented,
+                           "Tensor::synchronize_for_host: the memory reference has no readiness "
+                           "contract (no readiness stream was recorded)");
+  }
+  return memory()->synchronize_for_host();
+}
+
+bool Tensor::set_deallocation_stream(cudaStream_t stream) {
+  TensorMemoryReference* reference = memory();
+  return reference != nullptr && reference->set_deallocation_stream(stream);
+}
+
+}  // namespace holoscan

@@ -1,0 +1,327 @@
+// Tensor::copy, copy_to, copy_to_host and copy_to_host_async: owning compact copies, ordered after
+// the source's readiness, with the source kept alive until the copy has read it.
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "cuda/cuda_error.hpp"
+#include "cuda/device_guard.hpp"
+#include "dlpack/copy_memory.hpp"
+#include "dlpack/copy_plan.hpp"
+#include "dlpack/dlpack_validate.hpp"
+#include "dlpack/tensor_view.hpp"
+#include "holoscan/tensor.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "stream/stream_point.hpp"
+
+namespace holoscan {
+namespace {
+
+// The plan of a copy of `source`, after the checks every copy makes.
+expected<detail::CopyPlan, Error> plan_copy(const Tensor& source, const char* who) {
+  if (!source) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(who) + ": Tensor copy source is empty");
+  }
+  const DLTensor& view = source.dl_tensor();
+  if (auto layout = detail::validate_dl_tensor(view, source.flags(), who); !layout) {
+    return forward_error(std::move(layout));
+  }
+  if (!detail::copyable_device_type(view.device.device_type)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(who) + ": Tensor copy source device is unsupported (" +
+                               std::to_string(view.device.device_type) + ")");
+  }
+  return detail::CopyPlan::of(view, source.flags(), who);
+}
+
+// The host waits until the source is ready (nothing to wait for without a readiness contract).
+expected<void, Error> wait_on_host(const Tensor& source) {
+  return source.has_readiness_stream_contract() ? source.synchronize_for_host()
+                                                : expected<void, Error>{};
+}
+
+// `stream` waits until the source is ready.
+expected<void, Error> wait_on_stream(const Tensor& source, cudaStream_t stream) {
+  return source.has_readiness_stream_contract() ? source.synchronize_for_consumer_stream(stream)
+                                                : expected<void, Error>{};
+}
+
+expected<void, Error> copy_on_host(const detail::CopyPlan& plan, const Tensor& source,
+                                   void* destination) {
+  const auto* from = static_cast<const char*>(source.data());
+  auto* to = static_cast<char*>(destination);
+  return plan.for_each_piece([&](const detail::CopyPiece& piece) -> expected<void, Error> {
+    for (std::size_t row = 0; row < piece.height; ++row) {
+      std::memcpy(to + piece.destination_offset + row * piece.destination_pitch,
+                  from + piece.source_offset + row * piece.source_pitch, piece.width);
+    }
+    return {};
+  });
+}
+
+expected<void, Error> copy_on_stream(const detail::CopyPlan& plan, const Tensor& source,
+                                     void* destination, cudaStream_t stream) {
+  const auto* from = static_cast<const char*>(source.data());
+  auto* to = static_cast<char*>(destination);
+  return plan.for_each_piece([&](const detail::CopyPiece& piece) -> expected<void, Error> {
+    void* target = to + piece.destination_offset;
+    const void* origin = from + piece.source_offset;
+    if (piece.height == 1) {
+      return detail::check_cuda(
+          detail::cuda().memcpy_async(target, origin, piece.width, cudaMemcpyDefault, stream),
+          "cudaMemcpyAsync");
+    }
+    return detail::check_cuda(
+        detail::cuda().memcpy_2d_async(target, piece.destination_pitch, origin, piece.source_pitch,
+                                       piece.width, piece.height, cudaMemcpyDefault, stream),
+        "cudaMemcpy2DAsync");
+  });
+}
+
+// Orders `stream` after the source, then queues the copy on it.
+expected<void, Error> queue_copy(const detail::CopyPlan& plan, const Tensor& source,
+                                 void* destination, cudaStream_t stream) {
+  if (auto ready = wait_on_stream(source, stream); !ready) {
+    return ready;
+  }
+  return copy_on_stream(plan, source, destination, stream);
+}
+
+// After reads of the source were queued on `stream`: its memory must outlive them. An owner that
+// tracks no deallocation stream cannot be told, so the host waits for the copy instead.
+expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
+  const std::shared_ptr<TensorMemoryReference> reference = source.memory_reference();
+  if (reference != nullptr && reference->set_deallocation_stream(stream)) {
+    return {};
+  }
+  return synchronize_cuda_stream_for_host(stream);
+}
+
+// A failure after the copy was queued: the memory must not go before the GPU is done with it.
+Error after_queued(Error error, cudaStream_t stream) {
+  (void)detail::cuda().stream_synchronize(stream);
+  return error;
+}
+
+// Fails unless `stream` can be used (not capturing), and for a device target, is of its device.
+expected<void, Error> check_stream(cudaStream_t stream, DLDevice target, const char* who) {
+  auto location = detail::locate_stream(stream);
+  if (!location) {
+    Error error = std::move(location.error());
+    error.message = std::string(who) + ": " + error.message;
+    return make_unexpected(std::move(error));
+  }
+  if (target.device_type == kDLCUDA && location->device != target.device_id) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(who) + ": the stream is of device " +
+                               std::to_string(location->device) + ", the copy goes to device " +
+                               std::to_string(target.device_id));
+  }
+  return {};
+}
+
+// A default-stream handle names the current device's stream: for a device target, the target's
+// device is made current for the call. Then `stream` must be usable and of that device.
+expected<void, Error> enter_stream(std::optional<detail::DeviceGuard>& guard, DLDevice target,
+                                   cudaStream_t stream, const char* who) {
+  if (target.device_type == kDLCUDA && detail::is_default_stream_handle(stream)) {
+    guard.emplace(target.device_id);
+    if (guard->status() != cudaSuccess) {
+      return make_unexpected(detail::cuda_error(guard->status(), guard->failed_call()));
+    }
+  }
+  return check_stream(stream, target, who);
+}
+
+// Queues the copy into `destination`, then makes the source outlive it and either completes it
+// (a host target) or records its readiness on `copy` (a device target).
+expected<void, Error> finish_on_stream(const detail::CopyPlan& plan, const Tensor& source,
+                                       Tensor& copy, cudaStream_t stream) {
+  auto done = queue_copy(plan, source, copy.data(), stream);
+  if (done) {
+    done = hold_source(source, stream);
+  }
+  if (done && detail::host_memory_type(copy.device().device_type)) {
+    done = synchronize_cuda_stream_for_host(stream);  // a host copy is complete on return
+  } else if (done && !copy.set_readiness_stream(stream)) {
+    done = make_unexpected(ErrorCode::kFailure,
+                           "Tensor::copy_to: the copy's readiness could not be recorded");
+  }
+  if (!done) {
+    return make_unexpected(after_queued(std::move(done.error()), stream));
+  }
+  return done;
+}
+
+// A Tensor over `memory` with `source`'s shape and dtype, compact, IS_COPIED, writable.
+Tensor copy_tensor(const Tensor& source, std::shared_ptr<detail::CopyMemory> memory,
+                   DLDevice device) {
+  DLTensor view = source.dl_tensor();
+  view.data = memory->data();
+  view.device = device;
+  view.strides = nullptr;
+  view.byte_offset = 0;
+  const std::uint64_t flags =
+      DLPACK_FLAG_BITMASK_IS_COPIED | (source.flags() & detail::kSubBytePaddedFlag);
+  auto context = std::make_shared<DLManagedTensorContext>();
+  detail::assign_view(
+      *context, view, flags,
+      DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR});
+  context->memory_reference = std::move(memory);
+  return Tensor(std::move(context));
+}
+
+// Host memory to the heap: by the host, no CUDA.
+expected<Tensor, Error> copy_by_host(const Tensor& source, const detail::CopyPlan& plan) {
+  if (auto ready = wait_on_host(source); !ready) {
+    return forward_error(std::move(ready));
+  }
+  const DLDevice host{kDLCPU, 0};
+  auto memory = detail::CopyMemory::allocate(host, static_cast<std::size_t>(plan.bytes()), nullptr);
+  if (!memory) {
+    return forward_error(std::move(memory));
+  }
+  if (auto copied = copy_on_host(plan, source, (*memory)->data()); !copied) {
+    return forward_error(std::move(copied));
+  }
+  return copy_tensor(source, std::move(*memory), host);
+}
+
+// Anything else: on `stream`. The memory is the copy's owner from the start, so that any failure
+// frees it only once the GPU has passed what was queued.
+expected<Tensor, Error> copy_by_stream(const Tensor& source, const detail::CopyPlan& plan,
+                                       DLDevice target, cudaStream_t stream) {
+  auto memory =
+      detail::CopyMemory::allocate(target, static_cast<std::size_t>(plan.bytes()), stream);
+  if (!memory) {
+    return forward_error(std::move(memory));
+  }
+  Tensor copy = copy_tensor(source, std::move(*memory), target);
+  if (auto done = finish_on_stream(plan, source, copy, stream); !done) {
+    return forward_error(std::move(done));
+  }
+  return copy;
+}
+
+expected<void, Error> copy_out(const Tensor& source, void* destination,
+                               std::size_t destination_bytes, cudaStream_t stream, bool wait,
+                               const char* who) {
+  auto plan = plan_copy(source, who);
+  if (!plan) {
+    return forward_error(std::move(plan));
+  }
+  if (destination == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(who) + ": Tensor copy destination is null");
+  }
+  if (destination_bytes < static_cast<std::uint64_t>(plan->bytes())) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(who) + ": Tensor copy destination is too small (" +
+                               std::to_string(destination_bytes) + " bytes for " +
+                               std::to_string(plan->bytes()) + ")");
+  }
+  if (detail::host_memory_type(source.device().device_type)) {
+    if (auto ready = wait_on_host(source); !ready) {
+      return ready;
+    }
+    return copy_on_host(*plan, source, destination);
+  }
+  if (auto usable = check_stream(stream, DLDevice{kDLCPU, 0}, who); !usable) {
+    return usable;
+  }
+  auto done = queue_copy(*plan, source, destination, stream);
+  if (done) {
+    done = wait ? synchronize_cuda_stream_for_host(stream) : hold_source(source, stream);
+  }
+  return done;
+}
+
+}  // namespace
+
+expected<Tensor, Error> Tensor::copy(cudaStream_t stream) const {
+  if (dl_ctx_ == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::copy: Tensor copy source is empty");
+  }
+  return copy_to(device(), stream);
+}
+
+expected<Tensor, Error> Tensor::copy_to(DLDevice device, cudaStream_t stream) const {
+  constexpr const char* kWho = "Tensor::copy_to";
+  auto plan = plan_copy(*this, kWho);
+  if (!plan) {
+    return forward_error(std::move(plan));
+  }
+  if (!detail::copyable_device_type(device.device_type)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": Tensor copy target device is unsupported (" +
+                               std::to_string(device.device_type) + ")");
+  }
+  if (device.device_type == kDLCPU && detail::host_memory_type(this->device().device_type)) {
+    return copy_by_host(*this, *plan);
+  }
+  if (device.device_type != kDLCUDA) {
+    device.device_id = 0;  // host-side memory has no device of its own
+  }
+  std::optional<detail::DeviceGuard> guard;
+  if (auto usable = enter_stream(guard, device, stream, kWho); !usable) {
+    return forward_error(std::move(usable));
+  }
+  return copy_by_stream(*this, *plan, device, stream);
+}
+
+expected<Tensor, Error> Tensor::copy_to(TensorPool& pool, cudaStream_t stream) const {
+  constexpr const char* kWho = "Tensor::copy_to(TensorPool&)";
+  auto plan = plan_copy(*this, kWho);
+  if (!plan) {
+    return forward_error(std::move(plan));
+  }
+  if ((flags() & detail::kSubBytePaddedFlag) != 0 && detail::is_packed_sub_byte(dtype(), 0)) {
+    return make_unexpected(
+        ErrorCode::kNotSupported,
+        std::string(kWho) + ": a pool block holds packed sub-byte elements, not padded ones");
+  }
+  const DLDevice target = pool.device();
+  const bool host_pool = target.device_type == kDLCPU;
+  std::optional<detail::DeviceGuard> guard;
+  if (!host_pool || !detail::host_memory_type(device().device_type)) {
+    if (auto usable = enter_stream(guard, target, stream, kWho); !usable) {
+      return forward_error(std::move(usable));
+    }
+  }
+  // A device block is handed over in stream order; a host block once the GPU is done with it.
+  auto block =
+      host_pool ? pool.allocate(shape(), dtype()) : pool.allocate(shape(), dtype(), stream);
+  if (!block) {
+    return block;
+  }
+  block->dl_ctx()->tensor.flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  if (host_pool && detail::host_memory_type(device().device_type)) {
+    auto copied = wait_on_host(*this);
+    if (copied) {
+      copied = copy_on_host(*plan, *this, block->data());
+    }
+    return copied ? std::move(block) : forward_error(std::move(copied));
+  }
+  if (auto done = finish_on_stream(*plan, *this, *block, stream); !done) {
+    return forward_error(std::move(done));
+  }
+  return block;
+}
+
+expected<void, Error> Tensor::copy_to_host(void* destination, std::size_t destination_bytes,
+                                           cudaStream_t stream) const {
+  return copy_out(*this, destination, destination_bytes, stream, /*wait=*/true,
+                  "Tensor::copy_to_host");
+}
+
+expected<void, Error> Tensor::copy_to_host_async(void* destination, std::size_t destination_bytes,
+                                                 cudaStream_t stream) const {
+  return copy_out(*this, destination, destination_bytes, stream, /*wait=*/false,
+                  "Tensor::copy_to_host_async");
+}
+
+}  // namespace holoscan

@@ -1,0 +1,117 @@
+#include <memory>
+#include <new>
+#include <string>
+
+#include "dlpack/context_access.hpp"
+#include "dlpack/context_recycler.hpp"
+#include "dlpack/dlpack_validate.hpp"
+#include "dlpack/recycler.hpp"
+#include "dlpack/tensor_view.hpp"
+#include "holoscan/tensor.hpp"
+
+namespace holoscan {
+namespace {
+
+std::string to_hex(std::uint64_t value) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string text;
+  do {
+    text.insert(text.begin(), kDigits[value & 0xf]);
+    value >>= 4;
+  } while (value != 0);
+  return "0x" + text;
+}
+
+Error out_of_memory(const char* who) {
+  return Error{ErrorCode::kResourceExhausted,
+               std::string(who) + ": out of host memory (the caller keeps ownership)", 0};
+}
+
+// Validates first and takes ownership last: until the owner exists nothing can run the deleter,
+// so every failure before it leaves the producer's tensor with the caller, untouched. The rules
+// are checked while the recycled context is filled, in one pass; once warm nothing is allocated
+// and no lock is taken (recycler.hpp).
+template <class Buffer, class Managed>
+expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DLPackVersion version,
+                                       const char* who) {
+  const DLTensor& producer = managed->dl_tensor;
+  detail::LayoutFacts facts;
+  DLManagedTensorContext* context = detail::take_context();
+  if (context == nullptr) {
+    return make_unexpected(detail::check_dl_tensor(producer, flags, facts) !=
+                                   detail::LayoutFault::kNone
+                               ? detail::dl_tensor_error(facts, producer, who)
+                               : out_of_memory(who));
+  }
+  if (detail::assign_checked_view(*context, producer, flags, version, facts) !=
+      detail::LayoutFault::kNone) {
+    detail::give_context(context);
+    return make_unexpected(detail::dl_tensor_error(facts, producer, who));
+  }
+  std::shared_ptr<DLManagedTensorContext> shared;
+  try {
+    shared = detail::share_recycled(context);  // gives the context back if it throws
+    shared->memory_reference = std::allocate_shared<Buffer>(detail::RecyclingAllocator<Buffer>{},
+                                                            managed);  // nothing can fail after it
+  } catch (...) {
+    return make_unexpected(out_of_memory(who));
+  }
+  // Imported ownership establishes no local writer: read-only for good, whatever the flags say.
+  detail::ContextAccess::narrow_to_read_only(*shared);
+  return Tensor(std::move(shared));
+}
+
+}  // namespace
+
+expected<Tensor, Error> make_tensor_from_dlpack_versioned(
+    DLManagedTensorVersioned* dl_managed_tensor_ver_ptr) {
+  constexpr const char* kWho = "make_tensor_from_dlpack_versioned";
+  DLManagedTensorVersioned* managed = dl_managed_tensor_ver_ptr;
+  if (managed == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": the DLManagedTensorVersioned pointer is null");
+  }
+  // On another major version only the fields up to `flags` have a known layout: read no further.
+  const DLPackVersion version = managed->version;
+  if (version.major != DLPACK_MAJOR_VERSION) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": version.major " + std::to_string(version.major) +
+                               " is not " + std::to_string(DLPACK_MAJOR_VERSION) +
+                               " (the caller keeps ownership)");
+  }
+  const std::uint64_t unknown = managed->flags & ~detail::known_flag_bits();
+  if (unknown != 0) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": flags has unknown bits " + to_hex(unknown));
+  }
+  return import_managed<DLManagedMemoryBufferVersioned>(managed, managed->flags, version, kWho);
+}
+
+expected<Tensor, Error> make_tensor_from_dlpack(DLManagedTensor* dl_managed_tensor_ptr) {
+  constexpr const char* kWho = "make_tensor_from_dlpack";
+  if (dl_managed_tensor_ptr == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": the DLManagedTensor pointer is null");
+  }
+  // A legacy tensor is read as a current-version tensor without flags (Holoscan 5.0).
+  return import_managed<DLManagedMemoryBuffer>(
+      dl_managed_tensor_ptr, 0, DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, kWho);
+}
+
+Tensor::Tensor(DLManagedTensor* dl_managed_tensor_ptr) {
+  auto imported = make_tensor_from_dlpack(dl_managed_tensor_ptr);
+  if (!imported) {
+    throw RuntimeError(imported.error());
+  }
+  *this = std::move(*imported);
+}
+
+Tensor::Tensor(DLManagedTensorVersioned* dl_managed_tensor_ver_ptr) {
+  auto imported = make_tensor_from_dlpack_versioned(dl_managed_tensor_ver_ptr);
+  if (!imported) {
+    throw RuntimeError(imported.error());
+  }
+  *this = std::move(*imported);
+}
+
+}  // namespace holoscan

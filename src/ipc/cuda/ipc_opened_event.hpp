@@ -1,0 +1,72 @@
+#pragma once
+// Another process's interprocess event, opened here (cudaIpcOpenEventHandle): the exporter's
+// readiness event in an importer, the importer's release event in an exporter. Each side opens a
+// handle once and keeps it in a cache, since the peer reuses its events.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "holoscan/ipc/descriptor.hpp"
+#include "ipc/cuda/cuda_ipc_api.hpp"
+
+namespace holoscan::detail {
+
+/** @brief Bytes of a cudaIpcEventHandle_t or cudaIpcMemHandle_t. */
+using IpcHandleBytes = std::array<std::uint8_t, ipc::kIpcHandleBytes>;
+
+/** @brief Hash of handle bytes, for the caches keyed by them. */
+struct HOLOSCAN_DLPACK_ABI IpcHandleHash {
+  /** @brief FNV-1a over the bytes. */
+  std::size_t operator()(const IpcHandleBytes& bytes) const noexcept;
+};
+
+/** @brief An opened interprocess event; destroyed (closed) with this object. */
+class HOLOSCAN_DLPACK_ABI OpenedEvent {
+ public:
+  /** @brief Opens `handle` with `device` current. */
+  static expected<std::shared_ptr<OpenedEvent>, Error> open(const IpcHandleBytes& handle,
+                                                            int device);
+  /** @brief Closes the event (errors are swallowed). */
+  ~OpenedEvent();
+  OpenedEvent(const OpenedEvent&) = delete;
+  OpenedEvent& operator=(const OpenedEvent&) = delete;
+
+  /** @brief The event, for cudaStreamWaitEvent and cudaEventSynchronize through cuda_ipc(). */
+  cudaEvent_t get() const noexcept { return event_; }
+  /** @brief The device it was opened on. */
+  int device() const noexcept { return device_; }
+
+  /**
+   * @brief Whether the peer's latest record of the event has completed; never blocks.
+   *
+   * Queried in relaxed capture mode. Any answer but success counts as "not yet": a capture
+   * refusing the query says nothing about the GPU, and a broken event must not release memory
+   * the peer may still use (an exporter stops waiting once the peer has exited instead).
+   */
+  bool completed() const noexcept;
+
+ private:
+  OpenedEvent(cudaEvent_t event, int device) noexcept : event_(event), device_(device) {}
+  cudaEvent_t event_;
+  int device_;
+};
+
+/** @brief Opened events by handle, for one peer; not thread-safe (its owner locks). */
+class HOLOSCAN_DLPACK_ABI OpenedEventCache {
+ public:
+  /** @brief The event opened for `handle`, opening it (with `device` current) on first use. */
+  expected<std::shared_ptr<OpenedEvent>, Error> open(const IpcHandleBytes& handle, int device);
+  /** @brief Forgets every event; those still shared elsewhere close when their last user goes. */
+  void clear() noexcept { events_.clear(); }
+  /** @brief Events held. */
+  std::size_t size() const noexcept { return events_.size(); }
+
+ private:
+  std::unordered_map<IpcHandleBytes, std::shared_ptr<OpenedEvent>, IpcHandleHash> events_;
+};
+
+}  // namespace holoscan::detail

@@ -1,0 +1,230 @@
+// ExportLedger. Claims are keyed by (peer, export id), so a peer can only ever give back what was
+// published to it. Event and liveness queries run under the ledger's lock (they never block);
+// claims are dropped, and events and watches destroyed, after it is released, because a drop may
+// run a producer's deleter or re-enter the library.
+#include <exception>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "holoscan/ipc/claims.hpp"
+#include "ipc/ipc_error.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+struct Claim {
+  ExportLedger::DropClaim drop;
+  bool released = false;
+  bool uncheckable = false;             // released with an event that cannot be queried
+  std::unique_ptr<ReleaseEvent> event;  // null after a release without one
+
+  // Whether the peer is done with the export by its own word, its GPU work included.
+  bool done() const noexcept { return released && !uncheckable && (!event || event->completed()); }
+};
+
+struct Peer {
+  std::unordered_map<std::uint64_t, Claim> claims;
+  bool closed = false;
+  bool exited = false;
+  std::unique_ptr<PeerLiveness> liveness;
+};
+
+// What poll() and the destructor take out under the lock and finish outside it.
+struct Retired {
+  std::vector<Claim> claims;
+  std::vector<std::unique_ptr<PeerLiveness>> watches;
+};
+
+// Runs every drop even when one throws, so that one bad drop leaks no other claim.
+std::exception_ptr run_drops(std::vector<Claim>& claims) noexcept {
+  std::exception_ptr first;
+  for (Claim& claim : claims) {
+    try {
+      if (claim.drop) {
+        claim.drop();
+      }
+    } catch (...) {
+      if (!first) {
+        first = std::current_exception();
+      }
+    }
+  }
+  return first;
+}
+
+Error refused(const std::string& why) { return detail::invalid_argument("ipc ledger", why); }
+
+}  // namespace
+
+struct ExportLedger::State {
+  mutable std::mutex mutex;
+  std::unordered_map<PeerId, Peer> peers;
+  std::size_t held = 0;
+  std::uint64_t ignored_releases = 0;
+
+  // The claim `peer` holds for `export_id` and has not released; null (counted as an ignored
+  // release) for anything else.
+  Claim* held_claim(PeerId peer, std::uint64_t export_id) noexcept {
+    const auto p = peers.find(peer);
+    if (p != peers.end()) {
+      const auto c = p->second.claims.find(export_id);
+      if (c != p->second.claims.end() && !c->second.released) {
+        return &c->second;
+      }
+    }
+    ++ignored_releases;
+    return nullptr;
+  }
+};
+
+ExportLedger::ExportLedger() : state_(std::make_unique<State>()) {}
+
+ExportLedger::~ExportLedger() {
+  std::vector<Claim> claims;
+  try {
+    for (auto& [id, peer] : state_->peers) {
+      for (auto& [export_id, claim] : peer.claims) {
+        claims.push_back(std::move(claim));
+      }
+    }
+  } catch (...) {
+    // Out of memory: the claims not yet moved out are destroyed without being dropped.
+  }
+  run_drops(claims);  // a throwing drop is swallowed here: nothing escapes a destructor
+}
+
+expected<void, Error> ExportLedger::add(PeerId peer, std::uint64_t export_id, DropClaim drop) {
+  Error error;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    try {
+      Peer& entry = state_->peers[peer];
+      if (entry.closed) {
+        error = refused("peer " + std::to_string(peer) + " has hung up");
+      } else if (entry.claims.count(export_id) != 0) {
+        error = refused("export " + std::to_string(export_id) + " is already held for peer " +
+                        std::to_string(peer));
+      } else {
+        // Insert first: should that throw, `drop` is still here to be run below.
+        entry.claims.try_emplace(export_id).first->second.drop = std::move(drop);
+        ++state_->held;
+        return {};
+      }
+    } catch (const std::bad_alloc&) {
+      error = Error{ErrorCode::kResourceExhausted, "ipc ledger: out of memory", 0};
+    }
+  }
+  if (drop) {
+    drop();
+  }
+  return make_unexpected(std::move(error));
+}
+
+bool ExportLedger::on_release(PeerId peer, std::uint64_t export_id,
+                              std::unique_ptr<ReleaseEvent> event) noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  Claim* claim = state_->held_claim(peer, export_id);
+  if (claim == nullptr) {
+    return false;  // a parameter outlives the lock_guard, so `event` is destroyed unlocked
+  }
+  claim->released = true;
+  claim->event.swap(event);  // `event` now holds null: nothing is destroyed under the lock
+  return true;
+}
+
+bool ExportLedger::on_uncheckable_release(PeerId peer, std::uint64_t export_id) noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  Claim* claim = state_->held_claim(peer, export_id);
+  if (claim == nullptr) {
+    return false;
+  }
+  claim->released = true;
+  claim->uncheckable = true;
+  return true;
+}
+
+ExportLedger::DropClaim ExportLedger::withdraw(PeerId peer, std::uint64_t export_id) noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const auto p = state_->peers.find(peer);
+  if (p == state_->peers.end()) {
+    return {};
+  }
+  const auto c = p->second.claims.find(export_id);
+  if (c == p->second.claims.end() || c->second.released) {
+    return {};
+  }
+  DropClaim drop = std::move(c->second.drop);  // std::function's move never allocates
+  p->second.claims.erase(c);
+  --state_->held;
+  return drop;
+}
+
+std::size_t ExportLedger::on_peer_closed(PeerId peer,
+                                         std::unique_ptr<PeerLiveness> liveness) noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const auto p = state_->peers.find(peer);
+  if (p == state_->peers.end()) {
+    return 0;
+  }
+  Peer& entry = p->second;
+  if (!entry.closed) {
+    entry.closed = true;
+    entry.exited = liveness == nullptr;
+    entry.liveness.swap(liveness);
+  }
+  return entry.claims.size();
+}
+
+std::size_t ExportLedger::poll() {
+  Retired retired;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (auto p = state_->peers.begin(); p != state_->peers.end();) {
+      Peer& peer = p->second;
+      if (peer.closed && !peer.exited && !peer.claims.empty()) {
+        peer.exited = peer.liveness->exited();
+      }
+      for (auto c = peer.claims.begin(); c != peer.claims.end();) {
+        Claim& claim = c->second;
+        if (peer.exited || claim.done()) {
+          retired.claims.push_back(std::move(claim));
+          c = peer.claims.erase(c);
+          --state_->held;
+        } else {
+          ++c;
+        }
+      }
+      if (peer.closed && peer.claims.empty()) {
+        retired.watches.push_back(std::move(peer.liveness));
+        p = state_->peers.erase(p);
+      } else {
+        ++p;
+      }
+    }
+  }
+  if (std::exception_ptr failure = run_drops(retired.claims)) {
+    std::rethrow_exception(failure);
+  }
+  return retired.claims.size();
+}
+
+std::size_t ExportLedger::held() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->held;
+}
+
+std::size_t ExportLedger::held(PeerId peer) const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const auto p = state_->peers.find(peer);
+  return p == state_->peers.end() ? 0 : p->second.claims.size();
+}
+
+std::uint64_t ExportLedger::ignored_releases() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->ignored_releases;
+}
+
+}  // namespace holoscan::ipc

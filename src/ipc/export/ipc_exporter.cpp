@@ -1,0 +1,350 @@
+// Exporter: publishes exports to peers and keeps their claims in an ExportLedger until each
+// importer's release event has completed, or the importer has exited. Claims are dropped outside
+// the exporter's lock (a drop may give a pool block back or run a producer's deleter).
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "holoscan/ipc/exporter.hpp"
+#include "holoscan/ipc/liveness.hpp"
+#include "ipc/cuda/ipc_opened_event.hpp"
+#include "ipc/ipc_error.hpp"
+#include "ipc/transport/ipc_handshake.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+constexpr const char* kWho = "ipc exporter";
+
+// Messages read from one peer in one poll(): a flooding peer cannot keep poll() from returning.
+constexpr int kMaxMessagesPerPoll = 4096;
+
+// The release event of one claim, opened from the importer's handle (shared: importers reuse
+// their events, so one opened event may serve several claims).
+class IpcReleaseEvent final : public ReleaseEvent {
+ public:
+  explicit IpcReleaseEvent(std::shared_ptr<holoscan::detail::OpenedEvent> event) noexcept
+      : event_(std::move(event)) {}
+  bool completed() noexcept override { return event_->completed(); }
+
+ private:
+  std::shared_ptr<holoscan::detail::OpenedEvent> event_;
+};
+
+// Exports whose exporter went away while a live peer might still read them: kept, never freed,
+// until the process exits (reachable from here, so leak checkers do not count them).
+void keep_until_exit(std::shared_ptr<ExportedTensor> held) noexcept {
+  static std::mutex* mutex = new std::mutex();
+  static auto* kept = new std::vector<std::shared_ptr<ExportedTensor>>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  try {
+    kept->push_back(std::move(held));
+  } catch (...) {
+    static_cast<void>(new (std::nothrow) std::shared_ptr<ExportedTensor>(std::move(held)));
+  }
+}
+
+// Sends `message` with `fd` lent: the descriptor belongs to the export (or the pool behind it),
+// so it is never closed here, whatever happens.
+expected<void, Error> send_lent(Channel& channel, Publish& message, int fd) noexcept {
+  struct Lent {
+    UniqueFd& fd;
+    ~Lent() { (void)fd.release(); }
+  } lent{message.fd};
+  message.fd = UniqueFd(fd);
+  return channel.send(message, 0);  // never throws, never waits
+}
+
+}  // namespace
+
+struct Exporter::State {
+  struct Peer {
+    Channel channel;
+    std::unique_ptr<PeerLiveness> liveness;  // the Hello's process; handed to the ledger at close
+    int pidfd = -1;  // liveness's descriptor: in the epoll set while connected, so fd() wakes
+    holoscan::detail::OpenedEventCache release_events;
+    std::unordered_map<std::uint64_t, int> export_devices;  // unreleased export id -> device
+    bool closed = false;
+  };
+
+  mutable std::mutex mutex;
+  ExportLedger ledger;
+  UniqueFd epoll;
+  std::unordered_map<PeerId, Peer> peers;
+  PeerId next_peer = 1;
+  std::uint64_t next_export = 1;
+  ExporterStats stats;
+  std::shared_ptr<std::atomic<bool>> abandoned = std::make_shared<std::atomic<bool>>(false);
+
+  // Watches `socket` and `pidfd` for peer `id` through the epoll descriptor.
+  expected<void, Error> watch(PeerId id, int socket, int pidfd) {
+    epoll_event interest{};
+    interest.events = EPOLLIN;
+    interest.data.u64 = id;
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, socket, &interest) != 0) {
+      return make_unexpected(detail::system_error(kWho, "epoll_ctl", errno));
+    }
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, pidfd, &interest) != 0) {
+      const int err = errno;
+      unwatch(socket, -1);
+      return make_unexpected(detail::system_error(kWho, "epoll_ctl", err));
+    }
+    return {};
+  }
+
+  void unwatch(int socket, int pidfd) noexcept {
+    for (int fd : {socket, pidfd}) {
+      if (fd >= 0) {
+        (void)::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, fd, nullptr);
+      }
+    }
+  }
+
+  // The peer will send nothing more: its channel hung up, or its process exited (another process
+  // may still hold the socket). Its claims drop as the ledger decides, by its process's exit.
+  void close_peer(PeerId id, Peer& peer) noexcept {
+    peer.closed = true;
+    unwatch(peer.channel.fd(), peer.pidfd);
+    ledger.on_peer_closed(id, std::move(peer.liveness));
+  }
+
+  void take_release(PeerId id, Peer& peer, const Release& release) {
+    ++stats.releases;
+    const auto device = peer.export_devices.find(release.export_id);
+    if (device == peer.export_devices.end() || !release.has_event) {
+      if (device != peer.export_devices.end()) {
+        peer.export_devices.erase(device);
+      }
+      ledger.on_release(id, release.export_id, nullptr);  // counts an unknown id as ignored
+      return;
+    }
+    const int on = device->second;
+    peer.export_devices.erase(device);
+    auto event = peer.release_events.open(release.event, on);
+    if (!event) {
+      // A release we cannot check must not free the memory: the claim stays until the peer
+      // exits, and counts as released, so that a later Release for it changes nothing.
+      ++stats.unopenable_events;
+      ledger.on_uncheckable_release(id, release.export_id);
+      return;
+    }
+    ledger.on_release(id, release.export_id, std::make_unique<IpcReleaseEvent>(std::move(*event)));
+  }
+
+  // Exports `tensor` to `peer` as the next export id: everything that may allocate happens
+  // before the claim is added; once it is, the send either delivers the Publish or the claim is
+  // withdrawn, so the ledger holds exactly what the peer was sent.
+  expected<std::uint64_t, Error> publish(PeerId id, const Tensor& tensor,
+                                         const cudaStream_t* stream) {
+    const auto found = peers.find(id);
+    if (found == peers.end()) {
+      return make_unexpected(ErrorCode::kNotFound,
+                             std::string(kWho) + ": no peer " + std::to_string(id));
+    }
+    Peer& target = found->second;
+    if (target.closed) {
+      return make_unexpected(ErrorCode::kClosed, std::string(kWho) + ": peer " +
+                                                     std::to_string(id) + " has hung up or exited");
+    }
+    const std::uint64_t export_id = next_export++;
+    auto exported = stream != nullptr ? export_tensor(tensor, export_id, *stream)
+                                      : export_tensor(tensor, export_id);
+    if (!exported) {
+      return make_unexpected(std::move(exported.error()));
+    }
+    auto bytes = encode(exported->descriptor());
+    if (!bytes) {
+      return make_unexpected(std::move(bytes.error()));
+    }
+    Publish message;
+    message.descriptor = std::move(*bytes);
+    auto held = std::make_shared<ExportedTensor>(std::move(*exported));
+    ExportLedger::DropClaim drop = [held, gone = abandoned]() mutable {
+      if (gone->load(std::memory_order_acquire)) {
+        keep_until_exit(std::move(held));
+      }
+      held.reset();
+    };
+    auto device = target.export_devices.try_emplace(export_id, held->device()).first;
+    if (auto added = ledger.add(id, export_id, std::move(drop)); !added) {
+      target.export_devices.erase(device);
+      return make_unexpected(std::move(added.error()));
+    }
+    if (auto sent = send_lent(target.channel, message, held->fd()); !sent) {
+      // Never seen by the peer: the claim leaves the ledger now.
+      target.export_devices.erase(device);
+      if (ExportLedger::DropClaim claim = ledger.withdraw(id, export_id)) {
+        claim();  // the caller's tensor still holds the memory: nothing is freed under the lock
+      }
+      return make_unexpected(std::move(sent.error()));
+    }
+    ++stats.published;
+    return export_id;
+  }
+
+  void drain(PeerId id, Peer& peer) {
+    for (int i = 0; i < kMaxMessagesPerPoll && !peer.closed; ++i) {
+      auto received = peer.channel.receive(0);
+      if (!received) {
+        if (received.error().code == ErrorCode::kInvalidArgument) {
+          ++stats.refused_messages;  // the frame was consumed; the channel is still usable
+          continue;
+        }
+        close_peer(id, peer);  // end-of-file, or a socket that can no longer be read
+        return;
+      }
+      if (!*received) {
+        return;
+      }
+      if (const auto* release = std::get_if<Release>(&**received)) {
+        take_release(id, peer, *release);
+      } else {
+        ++stats.refused_messages;  // an importer sends nothing but Release after its Hello
+      }
+    }
+  }
+};
+
+Exporter::Exporter(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
+Exporter::Exporter(Exporter&& other) noexcept = default;
+
+Exporter& Exporter::operator=(Exporter&& other) noexcept {
+  if (this != &other) {
+    Exporter old(std::move(*this));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Exporter::~Exporter() {
+  if (state_ == nullptr) {
+    return;
+  }
+  try {
+    (void)poll();  // claims of exited peers, and releases done, drop as usual
+  } catch (...) {
+    // A throwing drop: the rest are still kept below.
+  }
+  // What is left may still be read by a live peer: the ledger's destructor hands it over to
+  // keep_until_exit instead of freeing it.
+  state_->abandoned->store(true, std::memory_order_release);
+}
+
+expected<Exporter, Error> Exporter::create() {
+  std::unique_ptr<State> state;
+  try {
+    state = std::make_unique<State>();
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+  }
+  state->epoll = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!state->epoll.valid()) {
+    return make_unexpected(detail::system_error(kWho, "epoll_create1", errno));
+  }
+  return Exporter(std::move(state));
+}
+
+expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms) {
+  auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
+  if (!hello) {
+    return make_unexpected(std::move(hello.error()));
+  }
+  // The claims follow the process that proved it speaks on the channel (its Hello's pidfd), the
+  // one that maps the memory: not whoever made the socket, which may be a launcher.
+  const int pidfd = hello->process.get();
+  auto liveness = watch_pidfd(std::move(hello->process));
+  if (!liveness) {
+    return make_unexpected(std::move(liveness.error()));
+  }
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const PeerId id = state_->next_peer++;
+  if (auto watched = state_->watch(id, channel.fd(), pidfd); !watched) {
+    return make_unexpected(std::move(watched.error()));
+  }
+  const int fd = channel.fd();
+  try {
+    state_->peers.emplace(
+        id, State::Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, false});
+  } catch (const std::bad_alloc&) {
+    state_->unwatch(fd, pidfd);
+    return make_unexpected(detail::out_of_memory(kWho));
+  }
+  return id;
+}
+
+expected<std::uint64_t, Error> Exporter::publish(PeerId peer, const Tensor& tensor) {
+  return publish_on(peer, tensor, nullptr);
+}
+
+expected<std::uint64_t, Error> Exporter::publish(PeerId peer, const Tensor& tensor,
+                                                 cudaStream_t stream) {
+  return publish_on(peer, tensor, &stream);
+}
+
+expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& tensor,
+                                                    const cudaStream_t* stream) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  try {
+    return s.publish(peer, tensor, stream);
+  } catch (const std::bad_alloc&) {
+    // Thrown before the claim was added (publish() withdraws it itself after that), and every
+    // object made so far is destroyed here: the caller's tensor still holds the memory, so
+    // nothing is freed under the lock.
+    return make_unexpected(detail::out_of_memory(kWho));
+  }
+}
+
+expected<std::size_t, Error> Exporter::poll() {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto& [id, peer] : s.peers) {
+      if (!peer.closed) {
+        s.drain(id, peer);
+      }
+      if (!peer.closed && peer.liveness->exited()) {
+        s.close_peer(id, peer);  // no end-of-file needed: a launcher may hold its socket
+      }
+    }
+  }
+  const std::size_t dropped = s.ledger.poll();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.dropped += dropped;
+  for (auto p = s.peers.begin(); p != s.peers.end();) {
+    if (p->second.closed && s.ledger.held(p->first) == 0) {
+      p = s.peers.erase(p);
+    } else {
+      ++p;
+    }
+  }
+  return dropped;
+}
+
+int Exporter::fd() const noexcept { return state_->epoll.get(); }
+
+std::size_t Exporter::held() const noexcept { return state_->ledger.held(); }
+
+std::size_t Exporter::held(PeerId peer) const noexcept { return state_->ledger.held(peer); }
+
+bool Exporter::connected(PeerId peer) const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const auto found = state_->peers.find(peer);
+  return found != state_->peers.end() && !found->second.closed;
+}
+
+ExporterStats Exporter::stats() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  ExporterStats stats = state_->stats;
+  stats.ignored_releases = state_->ledger.ignored_releases();
+  return stats;
+}
+
+}  // namespace holoscan::ipc

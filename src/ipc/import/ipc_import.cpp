@@ -1,0 +1,131 @@
+// import_tensor: from a descriptor (and its fd) to a read-only, Holoscan-owned Tensor over the
+// exporter's memory, mapped on the device the descriptor names by UUID.
+#include <memory>
+#include <string>
+
+#include "dlpack/context_access.hpp"
+#include "dlpack/context_recycler.hpp"
+#include "dlpack/dlpack_validate.hpp"
+#include "dlpack/recycler.hpp"
+#include "dlpack/tensor_view.hpp"
+#include "holoscan/ipc/importer.hpp"
+#include "ipc/import/ipc_import_reference.hpp"
+#include "ipc/import/ipc_importer_core.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+constexpr const char* kWho = "ipc import";
+
+Error refused(ErrorCode code, const std::string& why) {
+  return Error{code, std::string(kWho) + ": " + why, 0};
+}
+
+// Whether the handle kind and the fd that came with it agree, before anything is mapped.
+expected<void, Error> check_handle(const TensorDescriptor& descriptor, const UniqueFd& fd) {
+  switch (descriptor.handle_kind) {
+    case MemoryHandleKind::kPosixFd:
+      if (!fd.valid()) {
+        return make_unexpected(refused(ErrorCode::kInvalidArgument,
+                                       "handle kind kPosixFd needs the allocation's file "
+                                       "descriptor, and none came"));
+      }
+      return {};
+    case MemoryHandleKind::kCudaIpc:
+      if (fd.valid()) {
+        return make_unexpected(refused(ErrorCode::kInvalidArgument,
+                                       "handle kind kCudaIpc carries no file descriptor, but one "
+                                       "came (it is closed)"));
+      }
+      return {};
+    case MemoryHandleKind::kFake:
+      return make_unexpected(refused(ErrorCode::kNotImplemented,
+                                     "handle kind kFake names no memory (protocol tests only)"));
+  }
+  return make_unexpected(refused(ErrorCode::kInvalidArgument, "unknown handle kind"));
+}
+
+expected<Tensor, Error> import_with(const std::shared_ptr<detail::ImporterCore>& core,
+                                    const TensorDescriptor& descriptor, UniqueFd fd) {
+  if (auto valid = validate(descriptor); !valid) {
+    return make_unexpected(std::move(valid.error()));
+  }
+  if (auto handle = check_handle(descriptor, fd); !handle) {
+    return make_unexpected(std::move(handle.error()));
+  }
+  auto device = core->device_of(descriptor.device_uuid);
+  if (!device) {
+    return make_unexpected(std::move(device.error()));
+  }
+  auto mapping = core->mapping(descriptor, std::move(fd), *device);
+  if (!mapping) {
+    return make_unexpected(std::move(mapping.error()));
+  }
+  std::shared_ptr<holoscan::detail::OpenedEvent> readiness;
+  if (descriptor.has_readiness_event) {
+    auto opened = core->readiness_event(descriptor.readiness_event, *device);
+    if (!opened) {
+      return make_unexpected(std::move(opened.error()));
+    }
+    readiness = std::move(*opened);
+  }
+  DLTensor view{};
+  view.data = (*mapping)->base() + descriptor.offset;
+  view.device = DLDevice{kDLCUDA, *device};
+  view.ndim = static_cast<std::int32_t>(descriptor.shape.size());
+  view.dtype = descriptor.dtype;
+  view.shape = const_cast<std::int64_t*>(descriptor.shape.data());  // read only: copied below
+  view.strides = const_cast<std::int64_t*>(descriptor.strides.data());
+  // Checked against this build's type codes while a recycled context is filled, in one pass.
+  DLManagedTensorContext* raw = holoscan::detail::take_context();
+  if (raw == nullptr) {
+    return make_unexpected(refused(ErrorCode::kResourceExhausted, "out of host memory"));
+  }
+  holoscan::detail::LayoutFacts facts;
+  if (holoscan::detail::assign_checked_view(
+          *raw, view, descriptor.dlpack_flags,
+          DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION},
+          facts) != holoscan::detail::LayoutFault::kNone) {
+    holoscan::detail::give_context(raw);
+    return make_unexpected(holoscan::detail::dl_tensor_error(facts, view, kWho));
+  }
+  std::shared_ptr<DLManagedTensorContext> context;
+  try {
+    context = holoscan::detail::share_recycled(raw);  // gives `raw` back if it throws
+    // Last: from here on the reference owns the import and gives it back when it goes.
+    context->memory_reference = std::allocate_shared<detail::ImportedReference>(
+        holoscan::detail::RecyclingAllocator<detail::ImportedReference>{}, core,
+        std::move(*mapping), std::move(readiness), descriptor.export_id, *device);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(refused(ErrorCode::kResourceExhausted, "out of host memory"));
+  }
+  core->imported();
+  // Imported memory establishes no local writer: read-only for good (Holoscan 5.0).
+  holoscan::detail::ContextAccess::narrow_to_read_only(*context);
+  return Tensor(std::move(context));
+}
+
+}  // namespace
+
+namespace detail {
+
+expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& core,
+                                        const TensorDescriptor& descriptor, UniqueFd fd) {
+  auto imported = import_with(core, descriptor, std::move(fd));
+  if (!imported) {
+    // Given back at once, so that the exporter's claim does not wait for this process to exit.
+    core->refused();
+    core->give_back(descriptor.export_id, nullptr, false);
+  }
+  return imported;
+}
+
+}  // namespace detail
+
+expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
+                                      Importer& peer) {
+  peer.core_->promise_release();  // here, so that giving it back later never allocates
+  return detail::import_promised(peer.core_, descriptor, std::move(fd));
+}
+
+}  // namespace holoscan::ipc

@@ -1,0 +1,98 @@
+#include "ipc/import/ipc_import_reference.hpp"
+
+#include <new>
+#include <utility>
+
+#include "cuda/cuda_error.hpp"
+#include "ipc/cuda/cuda_ipc_api.hpp"
+#include "ipc/import/ipc_release_stream.hpp"
+#include "stream/defer_release.hpp"
+#include "stream/stream_point.hpp"
+#include "stream/tracked_streams.hpp"
+
+namespace holoscan::ipc::detail {
+namespace {
+
+// What an import keeps until the GPU has passed its deallocation points.
+struct HeldImport {
+  std::shared_ptr<ImporterCore> core;
+  std::shared_ptr<ImportedMapping> mapping;
+  std::shared_ptr<holoscan::detail::OpenedEvent> readiness;
+  std::uint64_t export_id = 0;
+  bool release_when_done = false;  // no release event could be recorded: send the Release then
+};
+
+void finish(void* context) noexcept {
+  auto* held = static_cast<HeldImport*>(context);
+  if (held->release_when_done) {
+    held->core->give_back(held->export_id, nullptr, true);
+  }
+  delete held;  // the mapping goes now, and the importer's state with its last user
+}
+
+}  // namespace
+
+ImportedReference::ImportedReference(std::shared_ptr<ImporterCore> core,
+                                     std::shared_ptr<ImportedMapping> mapping,
+                                     std::shared_ptr<holoscan::detail::OpenedEvent> readiness,
+                                     std::uint64_t export_id, int device) noexcept
+    : core_(std::move(core)),
+      mapping_(std::move(mapping)),
+      readiness_(std::move(readiness)),
+      export_id_(export_id),
+      device_(device) {}
+
+ImportedReference::~ImportedReference() {
+  holoscan::detail::StreamPointList points =
+      holoscan::detail::tracked_streams(*this).take_release_points();
+  if (points.empty()) {
+    // No consumer work was recorded: done, no event to wait for.
+    core_->give_back(export_id_, nullptr, true);
+    return;
+  }
+  // Never asked here whether the points have passed (a query costs more than the wait and the
+  // record, and the answer is nearly always "not yet"): the release stream waits on them, the
+  // exporter on its event, and the mapping goes once the release thread has seen them pass.
+  auto released = holoscan::detail::record_release(device_, points);
+  if (released) {
+    core_->give_back(export_id_, &*released, true);
+  }
+  auto* held = new (std::nothrow)
+      HeldImport{core_, std::move(mapping_), std::move(readiness_), export_id_, !released};
+  if (held == nullptr) {
+    // No room to defer: wait here, the one host block left, rather than unmap under the GPU.
+    holoscan::detail::wait_and_drop_points(points);
+    if (!released) {
+      core_->give_back(export_id_, nullptr, true);
+    }
+    return;
+  }
+  holoscan::detail::defer_release(std::move(points), &finish, held);
+}
+
+expected<void, Error> ImportedReference::synchronize_for_consumer(cudaStream_t consumer_stream) {
+  if (readiness_ == nullptr) {
+    return {};
+  }
+  const cudaError_t status =
+      holoscan::detail::cuda_ipc().stream_wait_event(consumer_stream, readiness_->get(), 0);
+  if (status == cudaSuccess) {
+    return {};
+  }
+  Error error = holoscan::detail::cuda_error(status, "cudaStreamWaitEvent");
+  if (status == cudaErrorStreamCaptureIsolation || status == cudaErrorStreamCaptureUnsupported) {
+    error.message +=
+        ": the consumer stream is capturing a CUDA graph; synchronize before the capture begins";
+  }
+  return make_unexpected(std::move(error));
+}
+
+expected<void, Error> ImportedReference::synchronize_for_host() {
+  if (readiness_ == nullptr) {
+    return {};
+  }
+  return holoscan::detail::check_cuda(
+      holoscan::detail::cuda_ipc().event_synchronize(readiness_->get()), "cudaEventSynchronize");
+}
+
+}  // namespace holoscan::ipc::detail

@@ -1,0 +1,89 @@
+// Importer: the Hello exchange, then receive() turns each Publish into an imported Tensor.
+#include <poll.h>
+
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "holoscan/ipc/importer.hpp"
+#include "ipc/import/ipc_importer_core.hpp"
+#include "ipc/transport/ipc_handshake.hpp"
+#include "ipc/transport/ipc_poll.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+constexpr const char* kWho = "ipc importer";
+
+}  // namespace
+
+Importer::Importer(std::shared_ptr<detail::ImporterCore> core) noexcept : core_(std::move(core)) {}
+Importer::Importer(Importer&& other) noexcept = default;
+Importer& Importer::operator=(Importer&& other) noexcept = default;
+Importer::~Importer() = default;
+
+expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms) {
+  auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
+  if (!hello) {
+    return make_unexpected(std::move(hello.error()));
+  }
+  auto outbox = detail::Outbox::create(std::move(channel));
+  if (!outbox) {
+    return make_unexpected(std::move(outbox.error()));
+  }
+  try {
+    return Importer(std::make_shared<detail::ImporterCore>(std::move(*outbox)));
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+  }
+}
+
+expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
+  const detail::Deadline deadline(timeout_ms);
+  for (;;) {
+    // Waiting happens outside the core's lock, so releases from other threads never wait on it.
+    auto ready = detail::wait_ready(core_->fd(), POLLIN, deadline, kWho);
+    if (!ready) {
+      return make_unexpected(std::move(ready.error()));
+    }
+    if (!*ready) {
+      (void)core_->flush();
+      return std::optional<Tensor>();
+    }
+    auto received = core_->receive_now();
+    if (!received) {
+      if (received.error().code == ErrorCode::kClosed) {
+        core_->forget_unused();
+      }
+      return make_unexpected(std::move(received.error()));
+    }
+    if (!*received) {
+      continue;
+    }
+    auto* publish = std::get_if<Publish>(&**received);
+    if (publish == nullptr) {
+      core_->refused();  // an exporter sends nothing but Publish after its Hello
+      continue;
+    }
+    auto descriptor = decode(publish->descriptor.data(), publish->descriptor.size());
+    if (!descriptor) {
+      return make_unexpected(std::move(descriptor.error()));  // the channel validated it already
+    }
+    // Room for its Release was set aside when the Publish was read.
+    auto tensor = detail::import_promised(core_, *descriptor, std::move(publish->fd));
+    if (!tensor) {
+      return make_unexpected(std::move(tensor.error()));
+    }
+    return std::optional<Tensor>(std::move(*tensor));
+  }
+}
+
+expected<void, Error> Importer::poll() { return core_->flush(); }
+
+int Importer::fd() const noexcept { return core_->fd(); }
+std::size_t Importer::outstanding() const noexcept { return core_->outstanding(); }
+std::size_t Importer::queued_releases() const noexcept { return core_->queued_releases(); }
+std::size_t Importer::cached_mappings() const noexcept { return core_->cached_mappings(); }
+ImporterStats Importer::stats() const noexcept { return core_->stats(); }
+
+}  // namespace holoscan::ipc

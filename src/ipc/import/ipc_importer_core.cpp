@@ -1,0 +1,158 @@
+#include "ipc/import/ipc_importer_core.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cuda/cuda_error.hpp"
+#include "ipc/cuda/cuda_driver_error.hpp"
+#include "ipc/cuda/cuda_ipc_api.hpp"
+
+namespace holoscan::ipc::detail {
+namespace {
+
+// As nvidia-smi prints it: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+std::string uuid_text(const std::array<std::uint8_t, 16>& uuid) {
+  std::string text = "GPU-";
+  char byte[3];
+  for (std::size_t i = 0; i < uuid.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) {
+      text += '-';
+    }
+    std::snprintf(byte, sizeof(byte), "%02x", uuid[i]);
+    text += byte;
+  }
+  return text;
+}
+
+}  // namespace
+
+expected<std::optional<Message>, Error> ImporterCore::receive_now() {
+  Outbox::Received received = outbox_->receive_now();
+  if (received.refused_export) {
+    // A publish the channel refused (its descriptors went wrong) is given back at once too.
+    refused();
+    give_back(*received.refused_export, nullptr, false);
+  }
+  return std::move(received.message);
+}
+
+void ImporterCore::promise_release() noexcept {
+  // Out of memory, the Release is sent without promised room when it comes (see Outbox::send).
+  (void)outbox_->promise();
+}
+
+expected<void, Error> ImporterCore::find_devices_locked() {
+  int count = 0;
+  if (cudaError_t status = holoscan::detail::cuda_ipc().get_device_count(&count);
+      status != cudaSuccess) {
+    return make_unexpected(holoscan::detail::cuda_error(status, "cudaGetDeviceCount"));
+  }
+  std::vector<std::pair<std::array<std::uint8_t, 16>, int>> devices;
+  for (int device = 0; device < count; ++device) {
+    CUuuid uuid{};
+    if (auto status = holoscan::detail::check_driver(
+            holoscan::detail::cuda_ipc().device_get_uuid(&uuid, device), "cuDeviceGetUuid");
+        !status) {
+      return status;
+    }
+    std::array<std::uint8_t, 16> bytes{};
+    std::memcpy(bytes.data(), &uuid, bytes.size());
+    devices.emplace_back(bytes, device);
+  }
+  devices_ = std::move(devices);
+  return {};
+}
+
+expected<int, Error> ImporterCore::device_of(const std::array<std::uint8_t, 16>& uuid) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!devices_) {
+    if (auto found = find_devices_locked(); !found) {
+      return make_unexpected(std::move(found.error()));
+    }
+  }
+  for (const auto& [known, device] : *devices_) {
+    if (known == uuid) {
+      return device;
+    }
+  }
+  return make_unexpected(ErrorCode::kNotFound, "ipc import: the exporter's device " +
+                                                   uuid_text(uuid) + " is not one of the " +
+                                                   std::to_string(devices_->size()) +
+                                                   " CUDA devices this process sees");
+}
+
+expected<std::shared_ptr<ImportedMapping>, Error> ImporterCore::mapping(
+    const TensorDescriptor& descriptor, UniqueFd fd, int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::uint64_t before = mappings_.opened();
+  auto mapped = mappings_.get(descriptor, std::move(fd), device);
+  stats_.mappings_opened += mappings_.opened() - before;
+  return mapped;
+}
+
+expected<std::shared_ptr<holoscan::detail::OpenedEvent>, Error> ImporterCore::readiness_event(
+    const holoscan::detail::IpcHandleBytes& handle, int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return readiness_events_.open(handle, device);
+}
+
+void ImporterCore::imported() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++outstanding_;
+  ++stats_.imported;
+}
+
+void ImporterCore::refused() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.refused;
+}
+
+void ImporterCore::give_back(std::uint64_t export_id, const holoscan::detail::IpcHandleBytes* event,
+                             bool was_imported) noexcept {
+  Release release;
+  release.export_id = export_id;
+  if (event != nullptr) {
+    release.has_event = true;
+    release.event = *event;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    outstanding_ -= was_imported && outstanding_ > 0 ? 1 : 0;
+    ++stats_.released;
+    stats_.release_events += event != nullptr ? 1 : 0;
+  }
+  outbox_->send(release);
+}
+
+void ImporterCore::forget_unused() noexcept {
+  MappingCache mappings;
+  holoscan::detail::OpenedEventCache events;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::swap(mappings, mappings_);
+    std::swap(events, readiness_events_);
+  }
+  // Unmapped here, outside the lock; imports still hold what they use.
+}
+
+expected<void, Error> ImporterCore::flush() { return outbox_->flush(); }
+
+std::size_t ImporterCore::outstanding() const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return outstanding_;
+}
+
+std::size_t ImporterCore::queued_releases() const noexcept { return outbox_->queued(); }
+
+std::size_t ImporterCore::cached_mappings() const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return mappings_.size();
+}
+
+ImporterStats ImporterCore::stats() const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+}  // namespace holoscan::ipc::detail

@@ -1,0 +1,101 @@
+#pragma once
+// What an Importer and every tensor it imported share: the outbox (the channel to the exporter and
+// the Releases waiting for room in it), the mappings and opened readiness events of that
+// exporter, and the devices by UUID. It lives until the Importer and the last import are gone;
+// Releases still queued then stay with the courier (ipc_outbox.hpp) until they are sent.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "holoscan/ipc/channel.hpp"
+#include "holoscan/ipc/importer.hpp"
+#include "ipc/cuda/ipc_opened_event.hpp"
+#include "ipc/import/ipc_mapping.hpp"
+#include "ipc/import/ipc_outbox.hpp"
+
+namespace holoscan::ipc::detail {
+
+/** @brief The shared state of one importer connection; every method is thread-safe. */
+class HOLOSCAN_DLPACK_ABI ImporterCore {
+ public:
+  /** @brief Shares `outbox` (its Hello exchanged already). */
+  explicit ImporterCore(std::shared_ptr<Outbox> outbox) noexcept : outbox_(std::move(outbox)) {}
+  /** @brief Never waits: Releases still queued stay with the courier until they are sent. */
+  ~ImporterCore() = default;
+  ImporterCore(const ImporterCore&) = delete;
+  ImporterCore& operator=(const ImporterCore&) = delete;
+
+  /** @brief The channel's socket. */
+  int fd() const noexcept { return outbox_->fd(); }
+
+  /**
+   * @brief The next message if one is queued now (never waits); flushes releases first. Room for
+   *        the Release of a Publish read is set aside; a Publish the channel refused is given
+   *        back here.
+   */
+  expected<std::optional<Message>, Error> receive_now();
+  /** @brief Sets room aside for the Release of an import not read by receive_now(). */
+  void promise_release() noexcept;
+
+  /** @brief This process's device whose UUID is `uuid`; kNotFound when there is none. */
+  expected<int, Error> device_of(const std::array<std::uint8_t, 16>& uuid);
+  /** @brief The mapping of `descriptor`'s allocation (cached per allocation id). */
+  expected<std::shared_ptr<ImportedMapping>, Error> mapping(const TensorDescriptor& descriptor,
+                                                            UniqueFd fd, int device);
+  /** @brief The exporter's readiness event `handle`, opened once. */
+  expected<std::shared_ptr<holoscan::detail::OpenedEvent>, Error> readiness_event(
+      const holoscan::detail::IpcHandleBytes& handle, int device);
+
+  /** @brief Counts an import made. */
+  void imported() noexcept;
+  /** @brief Counts a publish refused (its export is given back separately). */
+  void refused() noexcept;
+
+  /**
+   * @brief Gives export `export_id` back: done once `event` (when not null) completes. Sends at
+   *        once if the socket has room, else queues it (in room set aside when its Publish came)
+   *        for the courier. Never waits, never allocates. `was_imported` says whether it ends an
+   *        import (false for a refused publish).
+   */
+  void give_back(std::uint64_t export_id, const holoscan::detail::IpcHandleBytes* event,
+                 bool was_imported) noexcept;
+  /** @brief The exporter hung up: forgets the mappings and events no import holds. */
+  void forget_unused() noexcept;
+  /** @brief Sends queued releases as far as the socket has room; never waits. */
+  expected<void, Error> flush();
+
+  /** @brief Imports not yet given back. */
+  std::size_t outstanding() const noexcept;
+  /** @brief Releases waiting for room in the socket. */
+  std::size_t queued_releases() const noexcept;
+  /** @brief Mappings cached. */
+  std::size_t cached_mappings() const noexcept;
+  /** @brief The counters so far. */
+  ImporterStats stats() const noexcept;
+
+ private:
+  expected<void, Error> find_devices_locked();
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<Outbox> outbox_;  // thread-safe itself: used outside mutex_
+  MappingCache mappings_;
+  holoscan::detail::OpenedEventCache readiness_events_;
+  std::optional<std::vector<std::pair<std::array<std::uint8_t, 16>, int>>> devices_;
+  std::size_t outstanding_ = 0;
+  ImporterStats stats_;
+};
+
+/**
+ * @brief Imports `descriptor` for `core`, whose room for the export's Release is set aside
+ *        already (see import_tensor); on refusal the export is given back at once.
+ */
+expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& core,
+                                        const TensorDescriptor& descriptor, UniqueFd fd);
+
+}  // namespace holoscan::ipc::detail

@@ -1,0 +1,79 @@
+#pragma once
+// Another process's allocation mapped into this one, and the importer's cache of them: one
+// mapping per (exporter, allocation id), reused by every import from that allocation.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "holoscan/ipc/descriptor.hpp"
+#include "holoscan/ipc/fd.hpp"
+#include "ipc/cuda/ipc_opened_event.hpp"
+#include "ipc/cuda/vmm_allocation.hpp"
+
+namespace holoscan::ipc::detail {
+
+/** @brief An exported allocation mapped here; unmapped (or its IPC handle closed) when destroyed.
+ */
+class HOLOSCAN_DLPACK_ABI ImportedMapping {
+ public:
+  /** @brief Maps the allocation `descriptor` names on `device` (`fd` for kPosixFd, else -1). */
+  static expected<std::shared_ptr<ImportedMapping>, Error> open(const TensorDescriptor& descriptor,
+                                                                int fd, int device);
+  /** @brief Unmaps; the importer destroys a mapping only after its GPU work on it is done. */
+  ~ImportedMapping();
+  ImportedMapping(const ImportedMapping&) = delete;
+  ImportedMapping& operator=(const ImportedMapping&) = delete;
+
+  /** @brief Where the allocation starts in this process. */
+  char* base() const noexcept { return base_; }
+
+ private:
+  ImportedMapping() = default;
+  std::unique_ptr<holoscan::detail::VmmAllocation> vmm_;  // kPosixFd
+  char* legacy_ = nullptr;                                // kCudaIpc: cudaIpcOpenMemHandle's
+  char* base_ = nullptr;
+  int device_ = 0;
+};
+
+/**
+ * @brief One exporter's mappings, by allocation id; not thread-safe (the importer locks).
+ *
+ * A mapping stays cached while the exporter is connected, so that each of its allocations is
+ * mapped once; past kMaxIdle entries the least recently used mappings no import holds are
+ * unmapped. An allocation id of 0 means the exporter cannot tell allocations apart (memory that
+ * is not a pool's): such memory is mapped for one import and unmapped after it.
+ */
+class HOLOSCAN_DLPACK_ABI MappingCache {
+ public:
+  /** @brief Mappings kept while no import uses them. */
+  static constexpr std::size_t kMaxIdle = 64;
+
+  /** @brief The mapping for `descriptor`'s allocation, mapped now unless cached; closes `fd`. */
+  expected<std::shared_ptr<ImportedMapping>, Error> get(const TensorDescriptor& descriptor,
+                                                        UniqueFd fd, int device);
+  /** @brief Forgets every mapping; those imports still hold are unmapped when released. */
+  void clear() noexcept { entries_.clear(); }
+  /** @brief Mappings cached. */
+  std::size_t size() const noexcept { return entries_.size(); }
+  /** @brief Mappings made so far (cached or not). */
+  std::uint64_t opened() const noexcept { return opened_; }
+
+ private:
+  struct Entry {
+    std::shared_ptr<ImportedMapping> mapping;
+    MemoryHandleKind kind = MemoryHandleKind::kPosixFd;
+    holoscan::detail::IpcHandleBytes handle{};
+    std::uint64_t bytes = 0;
+    std::uint64_t last_use = 0;
+  };
+  void evict_idle() noexcept;
+
+  std::unordered_map<std::uint64_t, Entry> entries_;
+  std::uint64_t clock_ = 0;
+  std::uint64_t opened_ = 0;
+};
+
+}  // namespace holoscan::ipc::detail

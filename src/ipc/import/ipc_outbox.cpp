@@ -1,0 +1,169 @@
+#include "ipc/import/ipc_outbox.hpp"
+
+#include <cerrno>
+#include <new>
+#include <utility>
+
+#include "ipc/import/ipc_courier.hpp"
+#include "ipc/ipc_error.hpp"
+#include "ipc/transport/ipc_record.hpp"
+
+namespace holoscan::ipc::detail {
+namespace {
+
+constexpr const char* kWho = "ipc importer";
+
+Error exporter_gone() {
+  return Error{ErrorCode::kClosed, std::string(kWho) + ": the exporter has hung up", 0};
+}
+
+}  // namespace
+
+expected<std::shared_ptr<Outbox>, Error> Outbox::create(Channel channel) {
+  if (auto started = start_courier(); !started) {
+    return make_unexpected(std::move(started.error()));
+  }
+  try {
+    return std::make_shared<Outbox>(std::move(channel));
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(out_of_memory(kWho));
+  }
+}
+
+Outbox::Received Outbox::receive_now() {
+  Received received{std::optional<Message>(), std::nullopt};
+  std::lock_guard<std::mutex> lock(mutex_);
+  (void)flush_locked();  // a hung-up exporter's last messages are still read below
+  // Room for the Release of whatever Publish comes next, before it is read.
+  try {
+    grow(promised_ + 1);
+  } catch (const std::bad_alloc&) {
+    received.message = make_unexpected(out_of_memory(kWho));
+    return received;
+  }
+  received.message = channel_.receive(0);
+  received.refused_export = channel_.refused_export();
+  const bool publish =
+      received.message && *received.message && std::holds_alternative<Publish>(**received.message);
+  promised_ += publish || received.refused_export ? 1 : 0;
+  return received;
+}
+
+expected<void, Error> Outbox::promise() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    grow(promised_ + 1);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(out_of_memory(kWho));
+  }
+  ++promised_;
+  return {};
+}
+
+void Outbox::send(const Release& release) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (promised_ > 0) {
+    --promised_;
+  } else {
+    try {
+      grow(promised_ + 1);  // the room promised to others stays theirs
+    } catch (...) {
+      // No room and no memory: send it now if the socket takes it, in order or not (Releases
+      // of different exports are independent); otherwise it is lost.
+      if (queued_ > 0 || closed_) {
+        return;
+      }
+      auto frame = encode_frame(release);
+      if (frame) {
+        (void)send_record_now(channel_.fd(), *frame, -1);
+      }
+      return;
+    }
+  }
+  if (closed_) {
+    return;  // nobody to tell: the exporter learns from end-of-file instead
+  }
+  push(release);
+  if (flush_locked() == EAGAIN) {
+    hand_to_courier_locked();
+  }
+}
+
+expected<void, Error> Outbox::flush() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int err = flush_locked();
+  if (closed_) {
+    return make_unexpected(exporter_gone());
+  }
+  if (err != 0 && err != EAGAIN) {
+    return make_unexpected(system_error(kWho, "sendmsg", err));
+  }
+  return {};
+}
+
+std::size_t Outbox::queued() const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queued_;
+}
+
+Outbox::Progress Outbox::courier_flush() noexcept {
+  std::shared_ptr<Outbox> hold;  // dropped after the lock: it may be the last owner
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int err = flush_locked();
+  if (queued_ > 0 && err == EAGAIN) {
+    return Progress::kWaiting;
+  }
+  if (queued_ > 0 && !closed_) {
+    return Progress::kRetryLater;
+  }
+  courier_drop(*this);
+  with_courier_ = false;
+  hold = std::move(link_.hold);
+  return Progress::kDone;
+}
+
+void Outbox::grow(std::size_t more) {
+  if (room_for(more)) {
+    return;
+  }
+  std::vector<Release> larger(2 * (queued_ + more));
+  for (std::size_t i = 0; i < queued_; ++i) {
+    larger[i] = slots_[(head_ + i) % slots_.size()];
+  }
+  slots_ = std::move(larger);
+  head_ = 0;
+}
+
+void Outbox::push(const Release& release) noexcept {
+  slots_[(head_ + queued_) % slots_.size()] = release;
+  ++queued_;
+}
+
+int Outbox::flush_locked() noexcept {
+  while (queued_ > 0 && !closed_) {
+    auto frame = encode_frame(slots_[head_]);  // a Release the importer made: it encodes
+    const int err = frame ? send_record_now(channel_.fd(), *frame, -1) : 0;
+    if (err == EAGAIN || (err != 0 && !hung_up(err))) {
+      return err;
+    }
+    if (err != 0) {
+      closed_ = true;  // what is left is dropped: the exporter frees its claims itself
+      queued_ = 0;
+      return err;
+    }
+    head_ = (head_ + 1) % slots_.size();
+    --queued_;
+  }
+  return 0;
+}
+
+void Outbox::hand_to_courier_locked() noexcept {
+  if (with_courier_) {
+    return;
+  }
+  with_courier_ = true;
+  link_.hold = shared_from_this();
+  courier_take(*this);
+}
+
+}  // namespace holoscan::ipc::detail

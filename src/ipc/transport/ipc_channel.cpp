@@ -1,0 +1,289 @@
+// Channel: moves frames and descriptors over a connected SOCK_SEQPACKET socket. The socket stays
+// in blocking mode (a peer that inherits it sees the usual semantics); every call here passes
+// MSG_DONTWAIT and waits in poll(), so that timeouts hold and EINTR only restarts the wait.
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <string>
+#include <variant>
+
+#include "holoscan/ipc/channel.hpp"
+#include "ipc/ipc_error.hpp"
+#include "ipc/transport/ipc_identity.hpp"
+#include "ipc/transport/ipc_poll.hpp"
+#include "ipc/transport/ipc_record.hpp"
+#include "ipc/transport/ipc_socket.hpp"
+#include "ipc/wire/ipc_frame.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+constexpr const char* kWho = "ipc channel";
+
+// Room for more descriptors than any frame may carry, so that a peer sending too many is told
+// how many it sent; the kernel drops (and closes) whatever does not fit and sets MSG_CTRUNC.
+constexpr std::size_t kMaxReceivedFds = 4;
+
+Error closed_error(const char* how) {
+  return Error{kChannelClosed, std::string(kWho) + ": peer hung up (" + how + ")", 0};
+}
+
+Error invalid(const std::string& what) { return detail::invalid_argument(kWho, what); }
+
+// recvmsg() returns 0 both at end-of-file and for an empty record; only a hung-up socket with
+// nothing left queued is end-of-file. An empty record is then reported as an undersized frame.
+bool peer_hung_up(int fd) noexcept {
+  pollfd entry{fd, POLLIN | POLLRDHUP, 0};
+  int queued = 0;
+  return ::poll(&entry, 1, 0) == 1 && (entry.revents & (POLLHUP | POLLRDHUP)) != 0 &&
+         ::ioctl(fd, FIONREAD, &queued) == 0 && queued == 0;
+}
+
+// Takes ownership of every descriptor in the control data before anything else can fail.
+struct ReceivedFds {
+  std::array<UniqueFd, kMaxReceivedFds> fds;
+  std::size_t count = 0;
+  std::int32_t sender_pid = 0;   // SCM_CREDENTIALS (every record has them: SO_PASSCRED is on)
+  bool foreign_control = false;  // a control message other than SCM_RIGHTS and SCM_CREDENTIALS
+
+  void take(msghdr& msg) noexcept {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+          c->cmsg_len == CMSG_LEN(sizeof(ucred))) {
+        ucred credentials{};
+        std::memcpy(&credentials, CMSG_DATA(c), sizeof(credentials));
+        sender_pid = credentials.pid;
+        continue;
+      }
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+        foreign_control = true;
+        continue;
+      }
+      const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < n; ++i) {
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        UniqueFd owned(fd);
+        if (count < fds.size()) {
+          fds[count] = std::move(owned);
+        }
+        ++count;  // counts every one; any past the array is closed by `owned` right here
+      }
+    }
+  }
+};
+
+// Why a record is refused before its bytes are looked at; empty when it is not.
+std::string record_refusal(int flags, const ReceivedFds& received) {
+  if ((flags & MSG_CTRUNC) != 0 || received.count > kMaxReceivedFds) {
+    // The kernel stops handing descriptors over at the first it cannot install (EMFILE), and
+    // at the room the control buffer has, which a valid frame never fills.
+    return received.count < kMaxReceivedFds
+               ? "the kernel truncated its file descriptors (MSG_CTRUNC): this process could "
+                 "not take them, e.g. at its descriptor limit (RLIMIT_NOFILE)"
+               : "frame carried more file descriptors than any frame may";
+  }
+  if (received.foreign_control) {
+    return "frame carried a control message other than SCM_RIGHTS and SCM_CREDENTIALS";
+  }
+  if ((flags & MSG_TRUNC) != 0) {
+    return "frame is larger than the largest valid frame (" +
+           std::to_string(detail::kMaxFrameBytes) + " bytes)";
+  }
+  return {};
+}
+
+// "publish of export N: " for a refused Publish whose descriptor names its export, else "".
+std::string naming(const std::optional<std::uint64_t>& export_id) {
+  return export_id ? "publish of export " + std::to_string(*export_id) + ": " : std::string();
+}
+
+}  // namespace
+
+expected<std::pair<Channel, Channel>, Error> Channel::pair() {
+  int sv[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return make_unexpected(detail::system_error(kWho, "socketpair", errno));
+  }
+  auto first = make(UniqueFd(sv[0]));
+  auto second = make(UniqueFd(sv[1]));
+  if (!first || !second) {
+    return make_unexpected(std::move(!first ? first.error() : second.error()));
+  }
+  return std::pair<Channel, Channel>(std::move(*first), std::move(*second));
+}
+
+expected<Channel, Error> Channel::make(UniqueFd socket) {
+  // On before anything is received: a Hello proves its sender through the credentials.
+  if (auto on = detail::receive_credentials(socket.get()); !on) {
+    return make_unexpected(std::move(on.error()));
+  }
+  return Channel(std::move(socket));
+}
+
+expected<Channel, Error> Channel::connect(const std::string& path) {
+  auto address = detail::unix_address(path, kWho);
+  if (!address) {
+    return make_unexpected(std::move(address.error()));
+  }
+  UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!socket.valid()) {
+    return make_unexpected(detail::system_error(kWho, "socket", errno));
+  }
+  if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) !=
+      0) {
+    if (errno != EINTR) {
+      return make_unexpected(detail::system_error(kWho, "connect", errno));
+    }
+    // An interrupted connect() goes on in the background; its outcome is read from SO_ERROR.
+    if (auto done = detail::wait_ready(socket.get(), POLLOUT, detail::Deadline(-1), kWho); !done) {
+      return make_unexpected(std::move(done.error()));
+    }
+    int err = 0;
+    socklen_t length = sizeof(err);
+    if (::getsockopt(socket.get(), SOL_SOCKET, SO_ERROR, &err, &length) != 0 || err != 0) {
+      return make_unexpected(detail::system_error(kWho, "connect", err != 0 ? err : errno));
+    }
+  }
+  return make(std::move(socket));
+}
+
+expected<Channel, Error> Channel::adopt(UniqueFd socket) {
+  int domain = -1;
+  int type = -1;
+  socklen_t length = sizeof(int);
+  if (!socket.valid() || ::getsockopt(socket.get(), SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0 ||
+      ::getsockopt(socket.get(), SOL_SOCKET, SO_TYPE, &type, &length) != 0 || domain != AF_UNIX ||
+      type != SOCK_SEQPACKET) {
+    return make_unexpected(invalid("adopt needs a connected AF_UNIX SOCK_SEQPACKET socket"));
+  }
+  return make(std::move(socket));
+}
+
+expected<void, Error> Channel::send(const Message& message, int timeout_ms) {
+  return std::visit([&](const auto& m) { return send(m, timeout_ms); }, message);
+}
+
+expected<void, Error> Channel::send(const Hello& hello, int timeout_ms) {
+  auto pidfd = detail::own_pidfd();
+  if (!pidfd) {
+    return make_unexpected(std::move(pidfd.error()));
+  }
+  return send_frame(detail::encode_frame(hello), pidfd->get(), timeout_ms, /*credentials=*/true);
+}
+
+expected<void, Error> Channel::send(const Publish& publish, int timeout_ms) {
+  try {
+    return send_frame(detail::encode_frame(publish), publish.fd.get(), timeout_ms);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(detail::out_of_memory(kWho));  // checking the descriptor decodes it
+  }
+}
+
+expected<void, Error> Channel::send(const Release& release, int timeout_ms) {
+  return send_frame(detail::encode_frame(release), -1, timeout_ms);
+}
+
+expected<void, Error> Channel::send_frame(const expected<detail::Frame, Error>& frame, int fd,
+                                          int timeout_ms, bool credentials) {
+  if (!frame) {
+    return make_unexpected(frame.error());
+  }
+  try {
+    const detail::Deadline deadline(timeout_ms);
+    for (;;) {
+      const int err = detail::send_record_now(socket_.get(), *frame, fd, credentials);
+      if (err == 0) {
+        return {};
+      }
+      if (detail::hung_up(err)) {
+        closed_ = true;
+        return make_unexpected(closed_error("send"));
+      }
+      if (err != EAGAIN) {
+        return make_unexpected(detail::system_error(kWho, "sendmsg", err));
+      }
+      auto room = detail::wait_ready(socket_.get(), POLLOUT, deadline, kWho);
+      if (!room) {
+        return make_unexpected(std::move(room.error()));
+      }
+      if (!*room) {
+        return make_unexpected(ErrorCode::kNotReady,
+                               std::string(kWho) + ": send timed out, the peer is not reading");
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(detail::out_of_memory(kWho));  // building an error's message
+  }
+}
+
+expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
+  const detail::Deadline deadline(timeout_ms);
+  for (;;) {
+    if (auto result = detail::wait_or_result<Message>(socket_.get(), POLLIN, deadline, kWho)) {
+      return std::move(*result);
+    }
+    std::array<std::uint8_t, detail::kMaxFrameBytes> buffer;
+    iovec iov{buffer.data(), buffer.size()};
+    alignas(cmsghdr) char
+        control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int) * kMaxReceivedFds)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(socket_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR || err == EAGAIN || err == EWOULDBLOCK) {
+        continue;  // interrupted, or another reader took the record: wait again
+      }
+      if (err == ECONNRESET) {
+        closed_ = true;
+        return make_unexpected(closed_error("receive"));
+      }
+      return make_unexpected(detail::system_error(kWho, "recvmsg", err));
+    }
+    ReceivedFds received;
+    received.take(msg);
+    const auto size = static_cast<std::size_t>(n);
+    refused_export_.reset();
+    if (const std::string refusal = record_refusal(msg.msg_flags, received); !refusal.empty()) {
+      refused_export_ = detail::publish_export_id(buffer.data(), size);
+      return make_unexpected(invalid(naming(refused_export_) + refusal));
+    }
+    if (n == 0 && received.count == 0 && peer_hung_up(socket_.get())) {
+      closed_ = true;
+      return make_unexpected(closed_error("end of file"));
+    }
+    auto message = detail::parse_frame(buffer.data(), size, received.fds.data(), received.count);
+    if (!message) {
+      refused_export_ = detail::publish_export_id(buffer.data(), size);  // a wrong fd count
+      return make_unexpected(std::move(message.error()));
+    }
+    if (auto* hello = std::get_if<Hello>(&*message)) {
+      if (auto proven = detail::check_sender(hello->process, received.sender_pid); !proven) {
+        return make_unexpected(std::move(proven.error()));
+      }
+    }
+    return std::optional<Message>(std::move(*message));
+  }
+}
+
+expected<std::int32_t, Error> Channel::peer_pid() const {
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (::getsockopt(socket_.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+    return make_unexpected(detail::system_error(kWho, "getsockopt(SO_PEERCRED)", errno));
+  }
+  return std::int32_t{credentials.pid};
+}
+
+}  // namespace holoscan::ipc

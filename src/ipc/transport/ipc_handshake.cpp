@@ -1,0 +1,39 @@
+#include "ipc/transport/ipc_handshake.hpp"
+
+#include <unistd.h>
+
+#include <string>
+#include <variant>
+
+#include "ipc/transport/ipc_poll.hpp"
+
+namespace holoscan::ipc::detail {
+
+expected<Hello, Error> exchange_hello(Channel& channel, int timeout_ms, const char* who) {
+  const Deadline deadline(timeout_ms);
+  if (auto sent = channel.send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion},
+                               deadline.remaining_ms());
+      !sent) {
+    return make_unexpected(std::move(sent.error()));
+  }
+  auto received = channel.receive(deadline.remaining_ms());
+  if (!received) {
+    Error error = std::move(received.error());
+    if (error.code == ErrorCode::kInvalidArgument) {
+      error.code = ErrorCode::kIncompatible;  // e.g. "peer speaks protocol version 2"
+    }
+    return make_unexpected(std::move(error));
+  }
+  if (!*received) {
+    return make_unexpected(
+        ErrorCode::kTimeout,
+        std::string(who) + ": no Hello from the peer within " + std::to_string(timeout_ms) + " ms");
+  }
+  if (auto* hello = std::get_if<Hello>(&**received)) {
+    return std::move(*hello);
+  }
+  return make_unexpected(ErrorCode::kIncompatible,
+                         std::string(who) + ": the peer's first message is not a Hello");
+}
+
+}  // namespace holoscan::ipc::detail

@@ -1,0 +1,25 @@
+#include "ipc/transport/ipc_socket.hpp"
+
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "ipc/ipc_error.hpp"
+
+namespace holoscan::ipc::detail {
+
+expected<sockaddr_un, Error> unix_address(const std::string& path, const char* who) {
+  sockaddr_un address{};
+  // sun_path needs room for the terminating NUL; an embedded NUL would name another path.
+  if (path.empty() || path.size() >= sizeof(address.sun_path) ||
+      path.find('\0') != std::string::npos) {
+    return make_unexpected(invalid_argument(who, "socket path \"" + path + "\" must be 1 to " +
+                                                     std::to_string(sizeof(address.sun_path) - 1) +
+                                                     " bytes without NUL"));
+  }
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  return address;
+}
+
+}  // namespace holoscan::ipc::detail

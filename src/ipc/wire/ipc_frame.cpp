@@ -1,0 +1,198 @@
+// Frames come from another process: each is checked for its length, its type, its payload and
+// the number of descriptors that came with it before anything in it is used.
+#include "ipc/wire/ipc_frame.hpp"
+
+#include <algorithm>
+#include <new>
+#include <string>
+
+#include "ipc/ipc_error.hpp"
+#include "ipc/wire/ipc_wire.hpp"
+
+namespace holoscan::ipc::detail {
+namespace {
+
+enum FrameType : std::uint32_t { kHelloFrame = 1, kPublishFrame = 2, kReleaseFrame = 3 };
+
+constexpr std::size_t kHelloBytes = 8;       // u32 pid, u32 protocol version; the pidfd beside
+constexpr std::size_t kReleaseEventAt = 16;  // u64 export id, u8 has_event, 7 reserved, event
+constexpr std::size_t kReleaseBytes = kReleaseEventAt + kIpcHandleBytes;
+
+Error invalid(const std::string& what) { return invalid_argument("ipc channel", what); }
+
+// The header of a frame of `payload_bytes` (at most kMaxDescriptorBytes: callers check).
+Frame frame(FrameType type, std::size_t payload_bytes) noexcept {
+  Frame out;
+  out.size = kFrameHeaderBytes + payload_bytes;
+  put_u32(out.bytes.data(), type);
+  put_u32(out.bytes.data() + 4, static_cast<std::uint32_t>(payload_bytes));
+  return out;
+}
+
+// A Publish carries one fd exactly when its memory handle is a POSIX fd.
+expected<void, Error> check_publish(const std::uint8_t* descriptor, std::size_t size,
+                                    std::size_t fd_count) {
+  auto decoded = decode(descriptor, size);
+  if (!decoded) {
+    return make_unexpected(std::move(decoded.error()));
+  }
+  const std::size_t wanted = decoded->handle_kind == MemoryHandleKind::kPosixFd ? 1 : 0;
+  if (fd_count != wanted) {
+    return make_unexpected(invalid("publish of export " + std::to_string(decoded->export_id) +
+                                   " carries " + std::to_string(fd_count) +
+                                   " file descriptors, its handle kind needs " +
+                                   std::to_string(wanted)));
+  }
+  return {};
+}
+
+expected<void, Error> check_release(bool has_event, const std::uint8_t* event) {
+  if (!has_event && !all_zero(event, kIpcHandleBytes)) {
+    return make_unexpected(invalid("release event is not all zero while has_event is false"));
+  }
+  return {};
+}
+
+// The version is checked before the descriptor count, so that a peer of another version is told
+// so, whatever its Hello carries.
+expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t size, UniqueFd* fds,
+                                     std::size_t fd_count) {
+  if (size != kHelloBytes) {
+    return make_unexpected(invalid("hello of " + std::to_string(size) + " bytes, expected " +
+                                   std::to_string(kHelloBytes)));
+  }
+  Hello hello{get_u32(payload), get_u32(payload + 4), UniqueFd()};
+  if (hello.protocol_version != kProtocolVersion) {
+    return make_unexpected(invalid("peer speaks protocol version " +
+                                   std::to_string(hello.protocol_version) + ", this build speaks " +
+                                   std::to_string(kProtocolVersion)));
+  }
+  if (hello.pid == 0) {
+    return make_unexpected(invalid("hello pid is 0"));
+  }
+  if (fd_count != 1) {
+    return make_unexpected(invalid("hello with " + std::to_string(fd_count) +
+                                   " file descriptors, expected 1 (the sender's pidfd)"));
+  }
+  hello.process = std::move(fds[0]);
+  return Message{std::move(hello)};
+}
+
+expected<Message, Error> parse_release(const std::uint8_t* payload, std::size_t size,
+                                       std::size_t fd_count) {
+  if (size != kReleaseBytes || fd_count != 0) {
+    return make_unexpected(invalid("release of " + std::to_string(size) + " bytes with " +
+                                   std::to_string(fd_count) + " file descriptors, expected " +
+                                   std::to_string(kReleaseBytes) + " bytes and none"));
+  }
+  const std::uint8_t has_event = get_u8(payload + 8);
+  if (has_event > 1) {
+    return make_unexpected(
+        invalid("release has_event is " + std::to_string(has_event) + ", must be 0 or 1"));
+  }
+  if (!all_zero(payload + 9, kReleaseEventAt - 9)) {
+    return make_unexpected(invalid("release reserved bytes are not zero"));
+  }
+  if (auto ok = check_release(has_event == 1, payload + kReleaseEventAt); !ok) {
+    return make_unexpected(std::move(ok.error()));
+  }
+  Release release;
+  release.export_id = get_u64(payload);
+  release.has_event = has_event == 1;
+  release.event = get_bytes<kIpcHandleBytes>(payload + kReleaseEventAt);
+  return Message{release};
+}
+
+expected<Message, Error> parse_publish(const std::uint8_t* payload, std::size_t size, UniqueFd* fds,
+                                       std::size_t fd_count) {
+  if (auto ok = check_publish(payload, size, fd_count); !ok) {
+    return make_unexpected(std::move(ok.error()));
+  }
+  Publish publish;
+  publish.descriptor.assign(payload, payload + size);
+  if (fd_count == 1) {
+    publish.fd = std::move(fds[0]);
+  }
+  return Message{std::move(publish)};
+}
+
+}  // namespace
+
+expected<Frame, Error> encode_frame(const Hello& hello) {
+  if (hello.pid == 0) {
+    return make_unexpected(invalid("hello pid is 0"));
+  }
+  // The version goes out as given: refusing one it does not speak is the receiver's part.
+  auto out = frame(kHelloFrame, kHelloBytes);
+  put_u32(out.bytes.data() + kFrameHeaderBytes, hello.pid);
+  put_u32(out.bytes.data() + kFrameHeaderBytes + 4, hello.protocol_version);
+  return out;
+}
+
+expected<Frame, Error> encode_frame(const Publish& publish) {
+  const std::size_t fd_count = publish.fd.valid() ? 1 : 0;
+  // Checked first: a descriptor that decodes is at most kMaxDescriptorBytes long.
+  if (auto ok = check_publish(publish.descriptor.data(), publish.descriptor.size(), fd_count);
+      !ok) {
+    return make_unexpected(std::move(ok.error()));
+  }
+  auto out = frame(kPublishFrame, publish.descriptor.size());
+  std::copy(publish.descriptor.begin(), publish.descriptor.end(),
+            out.bytes.begin() + kFrameHeaderBytes);
+  return out;
+}
+
+expected<Frame, Error> encode_frame(const Release& release) {
+  if (auto ok = check_release(release.has_event, release.event.data()); !ok) {
+    return make_unexpected(std::move(ok.error()));
+  }
+  auto out = frame(kReleaseFrame, kReleaseBytes);
+  std::uint8_t* payload = out.bytes.data() + kFrameHeaderBytes;
+  put_u64(payload, release.export_id);
+  put_u8(payload + 8, release.has_event ? 1 : 0);
+  put_bytes(payload + kReleaseEventAt, release.event);
+  return out;
+}
+
+std::optional<std::uint64_t> publish_export_id(const std::uint8_t* bytes,
+                                               std::size_t size) noexcept {
+  if (size < kFrameHeaderBytes || get_u32(bytes) != kPublishFrame ||
+      get_u32(bytes + 4) != size - kFrameHeaderBytes) {
+    return std::nullopt;
+  }
+  try {
+    auto descriptor = decode(bytes + kFrameHeaderBytes, size - kFrameHeaderBytes);
+    return descriptor ? std::optional<std::uint64_t>(descriptor->export_id) : std::nullopt;
+  } catch (const std::bad_alloc&) {
+    return std::nullopt;  // out of memory: the export cannot be named, nor given back
+  }
+}
+
+expected<Message, Error> parse_frame(const std::uint8_t* bytes, std::size_t size, UniqueFd* fds,
+                                     std::size_t fd_count) {
+  if (size < kFrameHeaderBytes) {
+    return make_unexpected(invalid("frame of " + std::to_string(size) + " bytes is shorter than " +
+                                   "its " + std::to_string(kFrameHeaderBytes) + "-byte header"));
+  }
+  const std::uint32_t type = get_u32(bytes);
+  const std::uint32_t length = get_u32(bytes + 4);
+  if (length != size - kFrameHeaderBytes) {
+    return make_unexpected(invalid("frame length field says " + std::to_string(length) +
+                                   " payload bytes, the frame has " +
+                                   std::to_string(size - kFrameHeaderBytes)));
+  }
+  const std::uint8_t* payload = bytes + kFrameHeaderBytes;
+  switch (type) {
+    case kHelloFrame:
+      return parse_hello(payload, length, fds, fd_count);
+    case kPublishFrame:
+      return parse_publish(payload, length, fds, fd_count);
+    case kReleaseFrame:
+      return parse_release(payload, length, fd_count);
+    default:
+      return make_unexpected(invalid("frame type " + std::to_string(type) + " is not hello (1), " +
+                                     "publish (2) or release (3)"));
+  }
+}
+
+}  // namespace holoscan::ipc::detail

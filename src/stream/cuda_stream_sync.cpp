@@ -1,0 +1,42 @@
+#include "holoscan/cuda_stream_sync.hpp"
+
+#include "cuda/cuda_error.hpp"
+#include "stream/pooled_events.hpp"
+#include "stream/stream_point.hpp"
+
+namespace holoscan {
+
+expected<void, Error> synchronize_cuda_streams(cudaStream_t producer_stream,
+                                               cudaStream_t consumer_stream) {
+  if (producer_stream == consumer_stream) {
+    return {};
+  }
+  auto location = detail::locate_stream(producer_stream);
+  if (!location) {
+    return forward_error(std::move(location));
+  }
+  auto event = detail::acquire_event(location->device);
+  if (!event) {
+    return forward_error(std::move(event));
+  }
+  detail::StreamPoint point = location->point(producer_stream, *event);
+  auto ordered = detail::record_point(point, producer_stream);
+  if (ordered) {
+    ordered = detail::check_cuda(detail::cuda().stream_wait_event(consumer_stream, *event, 0),
+                                 "cudaStreamWaitEvent");
+  }
+  // The wait took the event's state at the call: the event may be recorded again at once.
+  detail::release_event(location->device, *event);
+  return ordered;
+}
+
+expected<void, Error> synchronize_cuda_stream_for_host(cudaStream_t producer_stream) {
+  // Synchronizing a capturing stream would invalidate the capture: refuse it first.
+  if (auto location = detail::locate_stream(producer_stream); !location) {
+    return forward_error(std::move(location));
+  }
+  return detail::check_cuda(detail::cuda().stream_synchronize(producer_stream),
+                            "cudaStreamSynchronize");
+}
+
+}  // namespace holoscan

@@ -1,0 +1,78 @@
+#include "stream/defer_release.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "holoscan/deferred_release.hpp"
+#include "stream/release_queue.hpp"
+#include "stream/release_settings.hpp"
+#include "stream/stream_point.hpp"
+
+namespace holoscan::detail {
+namespace {
+
+// After the exit drain no thread runs releases, and an owner in static storage is destroyed on
+// the exiting thread: it waits here for the GPU, but no later than the drain would have. Past
+// that the release is left un-run (the memory and its events leak; the process is ending), since
+// a GPU that never finishes would otherwise hang the exit.
+void release_after_the_exit_drain(StreamPointList& points, ReleaseFunction release, void* context,
+                                  std::chrono::steady_clock::time_point deadline) noexcept {
+  const auto rest =
+      std::min<std::chrono::microseconds>(poll_interval_in_effect(), std::chrono::milliseconds(1));
+  if (drop_points_until(points, deadline, rest)) {
+    if (release != nullptr) {
+      release(context);
+    }
+    return;
+  }
+  points.clear();
+  static std::atomic<bool> reported{false};
+  if (!reported.exchange(true)) {
+    std::fputs(
+        "holoscan-dlpack: a release deferred after the exit drain was still pending at its limit "
+        "(HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain); left un-run, as are "
+        "any later ones still pending then\n",
+        stderr);
+  }
+}
+
+}  // namespace
+
+void defer_release(StreamPointList points, ReleaseFunction release, void* context) noexcept {
+  PendingRelease pending{std::move(points), release, context, 0, false};
+  ReleaseQueue& queue = ReleaseQueue::instance();
+  switch (queue.push(std::move(pending))) {
+    case ReleaseQueue::PushResult::kQueued:
+      return;
+    case ReleaseQueue::PushResult::kClosed:
+      release_after_the_exit_drain(pending.points, release, context, queue.drain_deadline());
+      return;
+    case ReleaseQueue::PushResult::kNoRoom:
+      break;
+  }
+  // Out of memory, or no thread: wait here rather than release memory the GPU may still use.
+  wait_and_drop_points(pending.points);
+  if (release != nullptr) {
+    release(context);
+  }
+}
+
+}  // namespace holoscan::detail
+
+namespace holoscan {
+
+void flush_deferred_releases() noexcept {
+  if (detail::ReleaseQueue* queue = detail::ReleaseQueue::existing()) {
+    queue->flush();
+  }
+}
+
+std::size_t pending_deferred_releases() noexcept {
+  detail::ReleaseQueue* queue = detail::ReleaseQueue::existing();
+  return queue != nullptr ? queue->outstanding() : 0;
+}
+
+}  // namespace holoscan

@@ -1,0 +1,211 @@
+#include "stream/pooled_events.hpp"
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include <pthread.h>
+
+#include "cuda/cuda_error.hpp"
+#include "cuda/device_guard.hpp"
+#include "holoscan/event_pool.hpp"
+#include "spin_mutex.hpp"
+#include "stream/fork_gate.hpp"
+
+namespace holoscan::detail {
+namespace {
+
+struct DevicePool {
+  SpinMutex mutex;
+  std::vector<cudaEvent_t> free_events;  // capacity >= created, so a release never allocates
+  std::size_t created = 0;
+};
+
+using PoolTable = std::array<std::atomic<DevicePool*>, kMaxPoolDevices>;
+
+// Constant-initialized and trivially destructible, so it needs no one-time set-up that a fork()
+// could interrupt (a function-local static's guard, held by a thread that the child does not
+// have, hung the child), and it is never destroyed: the pools are leaked on purpose, since they
+// must outlive every static destructor that may still return an event, and their events must not
+// be destroyed after the runtime unloads.
+PoolTable the_pools{};
+
+PoolTable& pools() noexcept { return the_pools; }
+
+// A fork() while another thread (the release thread, say) holds a pool's lock would leave the
+// lock held forever in the child: every pool is locked around the fork instead. The pools locked
+// are remembered (by the forking thread, which runs all three handlers) so that a pool created
+// meanwhile is never unlocked by a handler that did not lock it.
+thread_local std::array<DevicePool*, kMaxPoolDevices> pools_locked_for_fork{};
+
+void lock_pools_for_fork() noexcept {
+  ForkGate::close();  // no pool is made from here until the fork() is over
+  for (std::size_t i = 0; i < pools_locked_for_fork.size(); ++i) {
+    DevicePool* pool = pools()[i].load(std::memory_order_acquire);
+    if (pool != nullptr) {
+      pool->mutex.lock();
+    }
+    pools_locked_for_fork[i] = pool;
+  }
+}
+
+void unlock_pools_after_fork() noexcept {
+  for (DevicePool*& pool : pools_locked_for_fork) {
+    if (pool != nullptr) {
+      pool->mutex.unlock();
+      pool = nullptr;
+    }
+  }
+}
+
+void unlock_pools_in_parent() noexcept {
+  unlock_pools_after_fork();
+  ForkGate::open_in_parent();
+}
+
+void unlock_pools_in_child() noexcept {
+  unlock_pools_after_fork();
+  ForkGate::open_in_child();
+}
+
+// Registered when the library is loaded, before any thread of the library exists.
+[[maybe_unused]] const bool fork_handlers_registered =
+    pthread_atfork(lock_pools_for_fork, unlock_pools_in_parent, unlock_pools_in_child) == 0;
+
+expected<DevicePool*, Error> pool_of(int device) noexcept {
+  if (device < 0 || device >= kMaxPoolDevices) {
+    return tl::unexpected<Error>(
+        make_error(ErrorCode::kInvalidArgument, "event pool: device id is out of range"));
+  }
+  auto& slot = pools()[static_cast<std::size_t>(device)];
+  DevicePool* pool = slot.load(std::memory_order_acquire);
+  if (pool != nullptr) {
+    return pool;
+  }
+  // Made and published whole before a fork() can look for it (see fork_gate.hpp).
+  ForkGate::Section section;
+  auto* fresh = new (std::nothrow) DevicePool();
+  if (fresh == nullptr) {
+    return tl::unexpected<Error>(
+        make_error(ErrorCode::kResourceExhausted, "event pool: out of host memory"));
+  }
+  if (!slot.compare_exchange_strong(pool, fresh, std::memory_order_acq_rel)) {
+    delete fresh;
+    return pool;
+  }
+  return fresh;
+}
+
+expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept {
+  cudaEvent_t event = nullptr;
+  {
+    DeviceGuard guard(device);
+    if (guard.status() != cudaSuccess) {
+      return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
+    }
+    cudaError_t status = cuda().event_create_with_flags(&event, cudaEventDisableTiming);
+    if (status != cudaSuccess) {
+      return tl::unexpected<Error>(cuda_error(status, "cudaEventCreateWithFlags"));
+    }
+  }
+  std::lock_guard<SpinMutex> lock(pool.mutex);
+  try {
+    pool.free_events.reserve(pool.created + 1);
+  } catch (...) {
+    (void)cuda().event_destroy(event);
+    return tl::unexpected<Error>(
+        make_error(ErrorCode::kResourceExhausted, "event pool: out of host memory"));
+  }
+  ++pool.created;
+  return event;
+}
+
+}  // namespace
+
+std::size_t destroy_free_events() noexcept {
+  std::size_t held = 0;
+  for (auto& slot : pools()) {
+    DevicePool* pool = slot.load(std::memory_order_acquire);
+    if (pool == nullptr) {
+      continue;
+    }
+    std::lock_guard<SpinMutex> lock(pool->mutex);
+    for (cudaEvent_t event : pool->free_events) {
+      (void)cuda().event_destroy(event);
+    }
+    pool->created -= pool->free_events.size();
+    pool->free_events.clear();
+    held += pool->created;
+  }
+  return held;
+}
+
+expected<cudaEvent_t, Error> acquire_event(int device) noexcept {
+  auto pool = pool_of(device);
+  if (!pool) {
+    return tl::unexpected<Error>(std::move(pool.error()));
+  }
+  {
+    std::lock_guard<SpinMutex> lock((*pool)->mutex);
+    auto& free_events = (*pool)->free_events;
+    if (!free_events.empty()) {
+      cudaEvent_t event = free_events.back();
+      free_events.pop_back();
+      return event;
+    }
+  }
+  return create_event(**pool, device);
+}
+
+void release_event(int device, cudaEvent_t event) noexcept {
+  if (event == nullptr) {
+    return;
+  }
+  auto pool = pool_of(device);
+  if (!pool) {
+    return;
+  }
+  std::lock_guard<SpinMutex> lock((*pool)->mutex);
+  (*pool)->free_events.push_back(event);  // within the capacity reserved at creation
+}
+
+}  // namespace holoscan::detail
+
+namespace holoscan {
+
+expected<void, Error> reserve_stream_events(int device, std::size_t count) {
+  auto pool = detail::pool_of(device);
+  if (!pool) {
+    return tl::unexpected<Error>(std::move(pool.error()));
+  }
+  while (true) {
+    {
+      std::lock_guard<detail::SpinMutex> lock((*pool)->mutex);
+      if ((*pool)->created >= count) {
+        return {};
+      }
+    }
+    auto event = detail::create_event(**pool, device);
+    if (!event) {
+      return tl::unexpected<Error>(std::move(event.error()));
+    }
+    detail::release_event(device, *event);
+  }
+}
+
+std::size_t created_stream_events(int device) noexcept {
+  if (device < 0 || device >= detail::kMaxPoolDevices) {
+    return 0;
+  }
+  detail::DevicePool* pool =
+      detail::pools()[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
+  if (pool == nullptr) {
+    return 0;
+  }
+  std::lock_guard<detail::SpinMutex> lock(pool->mutex);
+  return pool->created;
+}
+
+}  // namespace holoscan

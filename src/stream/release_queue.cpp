@@ -1,0 +1,371 @@
+#include "stream/release_queue.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <new>
+#include <utility>
+
+#include "cuda/cuda_api.hpp"
+#include "stream/fork_gate.hpp"
+#include "stream/release_settings.hpp"
+#include "stream/stream_point.hpp"
+
+namespace holoscan::detail {
+namespace {
+
+// True on the thread that runs releases: a deleter there that flushes, or exits the process,
+// must not wait for (or join) the very thread it runs on.
+thread_local bool on_release_thread = false;
+
+// The process's queue, made on first use without a lock or a one-time guard: a fork() while
+// another thread was inside a function-local static's initializer left the guard taken in the
+// child, whose first use of the library then hung. Here a fork() at any moment leaves either no
+// queue (the child makes one) or a whole one. Leaked: static destructors may still release owners.
+std::atomic<ReleaseQueue*> the_queue{nullptr};
+
+// The queue locked by prepare_fork (none if none existed), for the other two handlers of the
+// same fork(), which the same thread runs.
+thread_local ReleaseQueue* locked_for_fork = nullptr;
+
+// Registered when the library is loaded, before any thread of the library exists.
+[[maybe_unused]] const bool fork_handlers_registered =
+    pthread_atfork(&ReleaseQueue::prepare_fork, &ReleaseQueue::after_fork_in_parent,
+                   &ReleaseQueue::after_fork_in_child) == 0;
+
+}  // namespace
+
+ReleaseQueue& ReleaseQueue::instance() noexcept {
+  if (ReleaseQueue* queue = the_queue.load(std::memory_order_acquire)) {
+    return *queue;
+  }
+  // One ForkGate section: a fork() neither interrupts the set-up nor finds a queue made after its
+  // prepare handler looked (the copy could hold another thread's lock).
+  ForkGate::Section section;
+  // Registered after the CUDA runtime's own exit handler (CUDA recorded the points that brought
+  // us here), so it runs before the runtime's teardown. Threads racing to make the first queue
+  // may each register one: stop() acts once.
+  std::atexit([] {
+    if (ReleaseQueue* queue = the_queue.load(std::memory_order_acquire)) {
+      queue->stop();
+    }
+  });
+  auto* created = new ReleaseQueue();
+  ReleaseQueue* existing = nullptr;
+  if (!the_queue.compare_exchange_strong(existing, created, std::memory_order_acq_rel)) {
+    delete created;  // another thread's queue won
+    return *existing;
+  }
+  return *created;
+}
+
+ReleaseQueue* ReleaseQueue::existing() noexcept {
+  return the_queue.load(std::memory_order_acquire);
+}
+
+bool ReleaseQueue::start_worker_locked() noexcept {
+  if (worker_ != nullptr) {
+    return true;
+  }
+  try {
+    worker_ = std::make_unique<std::thread>([this] { run(); });
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+// After warm-up a push allocates nothing (a finished node is reused) and makes no system call:
+// the worker finds the release on its next round.
+ReleaseQueue::PushResult ReleaseQueue::push(PendingRelease&& pending) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) {
+      return PushResult::kClosed;
+    }
+    if (!start_worker_locked()) {
+      return PushResult::kNoRoom;
+    }
+    pending.ticket = next_ticket_;
+    if (spare_.empty()) {
+      try {
+        incoming_.emplace_back();  // on failure `pending` is left to the caller
+      } catch (...) {
+        return PushResult::kNoRoom;
+      }
+    } else {
+      incoming_.splice(incoming_.end(), spare_, spare_.begin());
+    }
+    PendingRelease& node = incoming_.back();
+    node.points.adopt(pending.points);
+    node.release = pending.release;
+    node.context = pending.context;
+    node.ticket = pending.ticket;
+    node.started = false;
+    ++next_ticket_;
+    ++outstanding_;
+  }
+  return PushResult::kQueued;
+}
+
+std::chrono::steady_clock::time_point ReleaseQueue::drain_deadline() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return drain_deadline_;
+}
+
+void ReleaseQueue::flush() noexcept {
+  if (on_release_thread) {
+    return;  // a deleter flushing from the release thread would wait for itself
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  // Every release pending now was queued before the call. Done once they have all run, or once
+  // the exit drain is over (what it left will never run).
+  Flusher self{next_ticket_, outstanding_, flushers_};
+  auto done = [&] { return closed_ || self.remaining == 0; };
+  // A forked child keeps the parent's releases but not its thread: start one when needed.
+  if (done() || !start_worker_locked()) {
+    return;
+  }
+  flushers_ = &self;
+  wake_.notify_one();
+  drained_.wait(lock, done);
+  Flusher** link = &flushers_;
+  while (*link != &self) {
+    link = &(*link)->next;
+  }
+  *link = self.next;
+}
+
+std::size_t ReleaseQueue::outstanding() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return outstanding_;
+}
+
+// Under the lock, once a release has run: O(1) per release (and per waiting flush), whatever the
+// backlog.
+void ReleaseQueue::count_out(std::uint64_t ticket) noexcept {
+  --outstanding_;
+  bool flushed = false;
+  for (Flusher* flusher = flushers_; flusher != nullptr; flusher = flusher->next) {
+    if (ticket < flusher->target && flusher->remaining > 0) {
+      flushed = --flusher->remaining == 0 || flushed;
+    }
+  }
+  if (flushed) {
+    drained_.notify_all();
+  }
+}
+
+bool ReleaseQueue::nothing_left_to_start() const noexcept {
+  return incoming_.empty() && active_.empty() &&
+         std::all_of(running_.begin(), running_.end(),
+                     [](const PendingRelease& p) { return p.started; });
+}
+
+// Each round asks the GPU about each stream once (its newest point; a binary search only while
+// it lags), not about each point: a query costs about 1.3 us on the H200, and each of them
+// competes with the application's calls for the driver (StreamProgress).
+void ReleaseQueue::poll_active(std::uint64_t inherited_below) noexcept {
+  round_points_.clear();
+  for (PendingRelease& pending : active_) {
+    if (pending.ticket < inherited_below) {
+      // Queued by the parent before a fork(): see after_fork_in_child(). Its events are the
+      // parent's and are forgotten, not queried nor pooled.
+      pending.points.clear();
+      continue;
+    }
+    try {
+      round_points_.push_back(&pending.points);
+    } catch (...) {
+      break;  // out of memory: the others are settled in a later round
+    }
+  }
+  progress_.settle(round_points_);
+}
+
+void ReleaseQueue::move_completed_to_running() noexcept {
+  for (auto it = active_.begin(); it != active_.end();) {
+    auto next = std::next(it);
+    if (it->points.empty()) {
+      running_.splice(running_.end(), active_, it);  // no allocation: the node moves over
+    }
+    it = next;
+  }
+}
+
+bool ReleaseQueue::run_ready(std::unique_lock<std::mutex>& lock) noexcept {
+  bool ran = false;
+  auto next = [&] {
+    return std::find_if(running_.begin(), running_.end(),
+                        [](const PendingRelease& p) { return !p.started; });
+  };
+  for (auto it = next(); it != running_.end() && !abandoned_; it = next()) {
+    it->started = true;
+    const bool call = it->release != nullptr && it->ticket >= inherited_below_;
+    lock.unlock();
+    if (call) {
+      it->release(it->context);  // may exit(), flush, or queue more: no lock is held
+    }
+    lock.lock();
+    count_out(it->ticket);
+    it->points.clear();
+    spare_.splice(spare_.end(), running_, it);  // kept for the next push
+    ran = true;
+  }
+  return ran;
+}
+
+void ReleaseQueue::run() noexcept {
+  on_release_thread = true;
+  // Queries from this thread must never disturb a global-mode capture on another thread.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cuda().thread_exchange_stream_capture_mode(&mode);
+
+  auto idle = refresh_poll_interval();  // the environment is read as the thread starts
+  auto quiet = idle;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!abandoned_) {
+    // Options set from code meanwhile apply from this round on. The interval is a floor: the
+    // backoffs below never cap a rest under it.
+    const std::chrono::microseconds min_idle = poll_interval_in_effect();
+    const std::chrono::microseconds max_idle = std::max(kMaxIdle, min_idle);
+    active_.splice(active_.end(), incoming_);
+    if (nothing_left_to_start()) {
+      if (stopping_) {
+        break;
+      }
+      // Nothing to do: rest longer and longer (up to kQuietMax, or the interval if longer)
+      // rather than sleep until woken. A push never wakes this thread: waking a sleeping thread
+      // is a system call and a cross-core interrupt (microseconds), which the application's
+      // thread would pay on every drop after a quiet spell. A flush (of something queued) or the
+      // exit drain wakes it.
+      quiet = std::clamp(quiet * 2, min_idle, std::max(kQuietMax, min_idle));
+      wake_.wait_for(lock, quiet, [&] { return stopping_ || !incoming_.empty(); });
+      continue;
+    }
+    quiet = min_idle;
+    const bool flushing = flushers_ != nullptr;
+    const bool stopping = stopping_;
+    const std::uint64_t inherited_below = inherited_below_;
+    lock.unlock();
+    const auto started = std::chrono::steady_clock::now();
+    poll_active(inherited_below);  // only this thread changes the points of active releases
+    lock.lock();
+    move_completed_to_running();
+    const bool progressed = run_ready(lock);
+    // Each round's CUDA calls contend with the application's for the driver: the thread rests
+    // at least kRestFactor times as long as its round took, and new releases do not cut the rest
+    // short (they join the next round); only a flush or the exit drain does. While a flush
+    // waits, the thread polls at least every kFlushRest: a flush is a thread blocked on the GPU,
+    // which must not wait a whole (possibly long) interval once the GPU is done.
+    const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - started);
+    idle = progressed || flushing ? min_idle : std::clamp(idle * 2, min_idle, max_idle);
+    idle = std::max(idle, std::min(spent * kRestFactor, max_idle));
+    if (!active_.empty() && !abandoned_) {
+      wake_.wait_for(lock, flushing ? std::min(min_idle, kFlushRest) : idle, [&] {
+        return abandoned_ || stopping_ != stopping || (flushers_ != nullptr && !flushing);
+      });
+    }
+  }
+  closed_ = true;
+  drained_.notify_all();
+}
+
+// At exit: the worker releases everything still pending as the GPU passes it, polling as usual,
+// then ends. Waiting is bounded (HOLOSCAN_DLPACK_EXIT_DRAIN_MS): past the limit, what is left is
+// never run, since a deleter may wait for a lock that the exiting thread holds.
+void ReleaseQueue::stop() noexcept {
+  // Bounded, since a deleter blocked on a lock the exiting thread holds would hang the exit.
+  const std::chrono::milliseconds limit = exit_drain_setting();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (stopping_) {
+    return;  // the handler may be registered more than once (see instance())
+  }
+  stopping_ = true;
+  drain_deadline_ = deadline;  // releases deferred after the drain wait no longer than it
+  if (worker_ == nullptr && outstanding_ == 0) {
+    closed_ = true;
+    return;
+  }
+  if (on_release_thread && worker_ != nullptr) {
+    // A deleter called exit() on the release thread: it cannot join itself, and it will not
+    // return to its loop. A fresh worker drains the rest while this thread waits for it.
+    worker_->detach();
+    worker_.reset();
+  }
+  if (!start_worker_locked()) {
+    closed_ = true;
+    abandoned_ = true;
+    std::fprintf(stderr,
+                 "holoscan-dlpack: exit drain: no release thread; %zu deferred release(s) "
+                 "left un-run\n",
+                 outstanding_);
+    return;
+  }
+  wake_.notify_all();
+  if (!drained_.wait_until(lock, deadline, [&] { return closed_; })) {
+    abandoned_ = true;
+    closed_ = true;
+    wake_.notify_all();
+    std::fprintf(stderr,
+                 "holoscan-dlpack: exit drain: %zu deferred release(s) still pending after "
+                 "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain); "
+                 "left un-run\n",
+                 outstanding_, static_cast<long long>(limit.count()));
+    return;  // the worker is left behind: the queue is never destroyed, so it needs no join
+  }
+  std::unique_ptr<std::thread> worker = std::move(worker_);
+  lock.unlock();
+  worker->join();
+}
+
+void ReleaseQueue::prepare_fork() noexcept {
+  ForkGate::close();  // no queue is made from here until the fork() is over
+  locked_for_fork = the_queue.load(std::memory_order_acquire);
+  if (locked_for_fork != nullptr) {
+    locked_for_fork->mutex_.lock();
+  }
+}
+
+void ReleaseQueue::after_fork_in_parent() noexcept {
+  if (ReleaseQueue* queue = std::exchange(locked_for_fork, nullptr)) {
+    queue->mutex_.unlock();
+  }
+  ForkGate::open_in_parent();
+}
+
+// The child has this thread only. The lock and condition variables are made anew over the old
+// ones (which may name threads that do not exist here; destroying them could block). The
+// parent's releases stay counted, and a worker starts when one is needed, but they are never run
+// here: their points are GPU work of the parent, which the child cannot query (CUDA is unusable
+// after fork()), and a deleter of device memory would call into that unusable runtime. The child's
+// copy of such memory is left to the child's exit; the parent still runs every one of them.
+void ReleaseQueue::after_fork_in_child() noexcept {
+  if (ReleaseQueue* queue = std::exchange(locked_for_fork, nullptr)) {
+    queue->renew_in_child();
+  }
+  ForkGate::open_in_child();
+}
+
+void ReleaseQueue::renew_in_child() noexcept {
+  new (&mutex_) std::mutex();
+  new (&wake_) std::condition_variable();
+  new (&drained_) std::condition_variable();
+  flushers_ = nullptr;  // the parent's waiting threads do not exist here
+  inherited_below_ = next_ticket_;
+  progress_.forget();
+  if (on_release_thread) {
+    return;  // forked from a deleter: this thread is the worker, alive in the child too
+  }
+  (void)worker_.release();  // a thread that does not exist here: neither joined nor destroyed
+  for (PendingRelease& pending : running_) {
+    pending.started = false;  // the dead worker's release in progress is dropped like the rest
+  }
+}
+
+}  // namespace holoscan::detail

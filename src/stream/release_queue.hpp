@@ -1,0 +1,123 @@
+#pragma once
+// The queue of releases waiting for the GPU, and the thread that runs them once it has passed.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cuda/cuda_api.hpp"
+#include "holoscan/export.hpp"
+#include "stream/defer_release.hpp"
+#include "stream/pooled_events.hpp"
+#include "stream/stream_progress.hpp"
+
+namespace holoscan::detail {
+
+/** @brief One release waiting for its points. */
+struct HOLOSCAN_DLPACK_ABI PendingRelease {
+  StreamPointList points;             ///< Still to complete; empty once it may run.
+  ReleaseFunction release = nullptr;  ///< Run once, never under the queue's lock.
+  void* context = nullptr;            ///< Argument of `release`.
+  std::uint64_t ticket = 0;           ///< Order of arrival, for flush.
+  bool started = false;               ///< Its release is running: never start it again.
+};
+
+/**
+ * @brief A thread waiting in flush(): it counts down the releases queued before it as they run,
+ *        so that a release costs the same to account for however many others are pending.
+ */
+struct Flusher {
+  std::uint64_t target = 0;   ///< Releases with a smaller ticket were queued before the flush.
+  std::size_t remaining = 0;  ///< Of those, the ones not yet run.
+  Flusher* next = nullptr;    ///< The next waiting flush (a list of stack objects).
+};
+
+/**
+ * @brief One thread polls the pending releases (instead of blocking in cudaEventSynchronize: a
+ *        blocked wait spins a core on default events and holds back releases whose streams finish
+ *        earlier) and runs each once its points have completed.
+ *
+ * The lists are changed only under the lock, so that a fork() (which takes it first) leaves them
+ * consistent in the child. At exit the thread drains what is left, within a time limit.
+ */
+class HOLOSCAN_DLPACK_ABI ReleaseQueue {
+ public:
+  /** @brief The process's queue (leaked: static destructors may still release owners). */
+  static ReleaseQueue& instance() noexcept;
+  /** @brief The process's queue if one was made, else null (makes none). */
+  static ReleaseQueue* existing() noexcept;
+
+  /** @brief What push() did with a release. */
+  enum class PushResult {
+    kQueued,  ///< The release thread runs it.
+    kClosed,  ///< The exit drain is over: no thread will; it is left to the caller.
+    kNoRoom,  ///< Out of memory, or no thread could start: it is left to the caller.
+  };
+
+  /** @brief Queues `pending`, or leaves it to the caller and says why. */
+  PushResult push(PendingRelease&& pending) noexcept;
+  /** @brief When the exit drain gives up (meaningful once push() said kClosed). */
+  std::chrono::steady_clock::time_point drain_deadline() noexcept;
+  /** @brief Waits for every release queued before the call; at once on the release thread. */
+  void flush() noexcept;
+  /** @brief Releases queued and not yet run. */
+  std::size_t outstanding() noexcept;
+
+ private:
+  ReleaseQueue() = default;
+
+  bool start_worker_locked() noexcept;
+  void run() noexcept;
+  bool nothing_left_to_start() const noexcept;
+  void poll_active(std::uint64_t inherited_below) noexcept;
+  void move_completed_to_running() noexcept;
+  bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
+  void count_out(std::uint64_t ticket) noexcept;
+  void stop() noexcept;
+  void renew_in_child() noexcept;
+
+ public:
+  /** @brief pthread_atfork handlers: the lock is held across fork(), renewed in the child. */
+  static void prepare_fork() noexcept;
+  /** @brief See prepare_fork(). */
+  static void after_fork_in_parent() noexcept;
+  /** @brief See prepare_fork(). */
+  static void after_fork_in_child() noexcept;
+
+ private:
+  // The longest rest while releases wait and none completes (or the poll interval, if longer).
+  static constexpr std::chrono::microseconds kMaxIdle{1000};
+  // The longest rest while a flush waits, whatever the poll interval.
+  static constexpr std::chrono::microseconds kFlushRest{20};
+  // The longest rest with nothing queued (or the poll interval, if longer): how late a release
+  // may start after a quiet spell.
+  static constexpr std::chrono::microseconds kQuietMax{20'000};
+  static constexpr int kRestFactor = 9;  // at most a tenth of the time spent polling
+
+  std::mutex mutex_;
+  std::condition_variable wake_;     // new work, a stop
+  std::condition_variable drained_;  // a flush's releases have all run, the drain ended
+  std::list<PendingRelease> incoming_;
+  std::list<PendingRelease> active_;   // polled by the worker, which alone changes its points
+  std::list<PendingRelease> running_;  // completed; run (or running) in order
+  std::list<PendingRelease> spare_;    // finished nodes, reused so a push need not allocate
+  std::size_t outstanding_ = 0;        // queued and not yet run
+  std::uint64_t next_ticket_ = 0;
+  std::uint64_t inherited_below_ = 0;  // in a forked child: tickets queued by the parent
+  Flusher* flushers_ = nullptr;        // threads waiting in flush()
+  bool stopping_ = false;              // the exit drain was asked for
+  bool closed_ = false;     // the exit drain ended (or was abandoned): nothing more is taken
+  bool abandoned_ = false;  // the exit drain ran out of time: nothing more is run
+  std::chrono::steady_clock::time_point drain_deadline_{};  // set as the exit drain begins
+  std::unique_ptr<std::thread> worker_;
+  // The worker's own (never under the lock): how far each stream has got, and the active
+  // releases' points of this round.
+  StreamProgress progress_;
+  std::vector<StreamPointList*> round_points_;
+};
+
+}  // namespace holoscan::detail

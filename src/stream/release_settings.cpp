@@ -1,0 +1,122 @@
+#include "stream/release_settings.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "holoscan/deferred_release.hpp"
+
+namespace holoscan::detail {
+namespace {
+
+// A day: far beyond any sensible wait at exit, and far from overflowing a deadline of
+// steady_clock (nanoseconds in 64 bits: about 292 years).
+constexpr SettingRange kExitDrain{"HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "ms", 0, 86'400'000};
+constexpr std::int64_t kDefaultExitDrainMs = 5000;
+
+// A poll at least every second; at most a million a second.
+constexpr SettingRange kPollInterval{"HOLOSCAN_DLPACK_RELEASE_POLL_US", "us", 1, 1'000'000};
+constexpr std::int64_t kDefaultPollUs = 50;
+
+// Set from code (set_release_thread_options), for when the environment says nothing.
+std::atomic<std::int64_t> code_exit_drain_ms{kDefaultExitDrainMs};
+std::atomic<std::int64_t> code_poll_us{kDefaultPollUs};
+// What the release thread uses; 0 until first read.
+std::atomic<std::int64_t> poll_us_in_effect{0};
+
+// One message per variable and process: a setting read at every exit or thread start would
+// otherwise repeat it.
+std::atomic<bool> exit_drain_reported{false};
+std::atomic<bool> poll_interval_reported{false};
+
+void report(std::atomic<bool>& reported, const SettingRange& range, const char* text,
+            const char* problem, std::int64_t used) {
+  if (!reported.exchange(true)) {
+    std::fprintf(stderr, "holoscan-dlpack: %s=\"%s\" %s; %lld %s applies\n", range.variable, text,
+                 problem, static_cast<long long>(used), range.unit);
+  }
+}
+
+}  // namespace
+
+std::int64_t setting_or(const char* text, const SettingRange& range, std::int64_t fallback,
+                        std::atomic<bool>& reported) noexcept {
+  if (text == nullptr || *text == '\0') {
+    return fallback;
+  }
+  // Saturating: past the maximum the digits only need checking, never accumulating.
+  std::int64_t value = 0;
+  for (const char* c = text; *c != '\0'; ++c) {
+    if (*c < '0' || *c > '9') {
+      report(reported, range, text, "is not a whole number", fallback);
+      return fallback;
+    }
+    if (value <= range.max) {
+      value = value * 10 + (*c - '0');
+    }
+  }
+  if (value > range.max) {
+    report(reported, range, text, "is above the maximum", range.max);
+    return range.max;
+  }
+  if (value < range.min) {
+    report(reported, range, text, "is below the minimum", range.min);
+    return range.min;
+  }
+  return value;
+}
+
+std::chrono::milliseconds exit_drain_setting() noexcept {
+  return std::chrono::milliseconds(setting_or(std::getenv(kExitDrain.variable), kExitDrain,
+                                              code_exit_drain_ms.load(), exit_drain_reported));
+}
+
+std::chrono::microseconds refresh_poll_interval() noexcept {
+  const std::int64_t us = setting_or(std::getenv(kPollInterval.variable), kPollInterval,
+                                     code_poll_us.load(), poll_interval_reported);
+  poll_us_in_effect.store(us);
+  return std::chrono::microseconds(us);
+}
+
+std::chrono::microseconds poll_interval_in_effect() noexcept {
+  const std::int64_t us = poll_us_in_effect.load(std::memory_order_relaxed);
+  return us != 0 ? std::chrono::microseconds(us) : refresh_poll_interval();
+}
+
+}  // namespace holoscan::detail
+
+namespace holoscan {
+
+namespace {
+
+// The range check of one field set from code; the message names the field and its range.
+bool in_range(std::int64_t value, const detail::SettingRange& range) {
+  return value >= range.min && value <= range.max;
+}
+
+}  // namespace
+
+expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& options) {
+  using detail::kExitDrain;
+  using detail::kPollInterval;
+  if (!in_range(options.poll_interval.count(), kPollInterval)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "ReleaseThreadOptions::poll_interval must be 1 us to 1 s, not " +
+                               std::to_string(options.poll_interval.count()) + " us");
+  }
+  if (!in_range(options.exit_drain.count(), kExitDrain)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "ReleaseThreadOptions::exit_drain must be 0 ms to 24 h, not " +
+                               std::to_string(options.exit_drain.count()) + " ms");
+  }
+  detail::code_poll_us.store(options.poll_interval.count());
+  detail::code_exit_drain_ms.store(options.exit_drain.count());
+  (void)detail::refresh_poll_interval();
+  return {};
+}
+
+ReleaseThreadOptions release_thread_options() noexcept {
+  return {detail::refresh_poll_interval(), detail::exit_drain_setting()};
+}
+
+}  // namespace holoscan

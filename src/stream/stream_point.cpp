@@ -1,0 +1,202 @@
+#include "stream/stream_point.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <optional>
+#include <thread>
+
+#include "cuda/cuda_error.hpp"
+#include "stream/pooled_events.hpp"
+
+namespace holoscan::detail {
+namespace {
+
+// The address of a thread_local is unique per live thread: it tells apart the per-thread
+// default streams that share the handle cudaStreamPerThread.
+thread_local char per_thread_stream_marker;
+
+// The device of each stream id seen lately by this thread, for the CUDA table that gave the id
+// (tests swap tables). An id is never given to another stream, so an entry never goes stale.
+struct DeviceOfStream {
+  unsigned long long id = 0;
+  int device = -1;
+  const CudaApi* api = nullptr;
+};
+constexpr int kRememberedStreamBits = 6;
+constexpr std::size_t kRememberedStreams = std::size_t{1} << kRememberedStreamBits;
+thread_local std::array<DeviceOfStream, kRememberedStreams> devices_of_streams{};
+
+// Records made by this thread: a number of its own (never reused), and a count.
+struct RecordClock {
+  std::uint64_t recorder = 0;
+  std::uint64_t order = 0;
+};
+thread_local RecordClock record_clock{};
+std::atomic<std::uint64_t> next_recorder{1};
+
+cudaError_t device_of_explicit_stream(cudaStream_t stream, StreamLocation& location) noexcept {
+  const CudaApi& api = cuda();
+  unsigned long long id = 0;
+  if (api.stream_get_id(stream, &id) != cudaSuccess) {
+    (void)api.get_last_error();
+    return api.stream_get_device(stream, &location.device);  // no id: the point stands alone
+  }
+  // Fibonacci hashing: ids may be sequential numbers or addresses, and spread either way.
+  DeviceOfStream& known =
+      devices_of_streams[(id * 0x9e3779b97f4a7c15ull) >> (64 - kRememberedStreamBits)];
+  if (known.id != id || known.api != &api) {
+    if (const cudaError_t status = api.stream_get_device(stream, &location.device);
+        status != cudaSuccess) {
+      return status;
+    }
+    known = DeviceOfStream{id, location.device, &api};
+  }
+  location.device = known.device;
+  location.stream_id = id;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// The release thread's current device. A query made with another device current would create
+// that device's primary context on the thread's behalf, even in a process that never uses it.
+// The device remembered belongs to the CUDA table that set it (tests swap tables).
+void use_device_on_release_thread(int device) noexcept {
+  thread_local int current = -1;
+  thread_local const CudaApi* current_api = nullptr;
+  const CudaApi& api = cuda();
+  if ((current != device || current_api != &api) && api.set_device(device) == cudaSuccess) {
+    current = device;
+    current_api = &api;
+  }
+}
+
+expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
+  // Capture is checked first: most other calls on a capturing stream (cudaStreamGetDevice among
+  // them) are unsupported there and would invalidate the caller's capture.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t status = cuda().stream_is_capturing(stream, &capture); status != cudaSuccess) {
+    return tl::unexpected<Error>(cuda_error(status, "cudaStreamIsCapturing"));
+  }
+  if (capture != cudaStreamCaptureStatusNone) {
+    return tl::unexpected<Error>(
+        make_error(ErrorCode::kNotImplemented,
+                   "stream is capturing a CUDA graph: its points cannot be tracked"));
+  }
+  StreamLocation location;
+  if (is_default_stream_handle(stream)) {
+    if (cudaError_t status = cuda().get_device(&location.device); status != cudaSuccess) {
+      return tl::unexpected<Error>(cuda_error(status, "cudaGetDevice"));
+    }
+    if (stream == cudaStreamPerThread) {
+      location.thread_key = reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker);
+    }
+  } else if (cudaError_t status = device_of_explicit_stream(stream, location);
+             status != cudaSuccess) {
+    return tl::unexpected<Error>(cuda_error(status, "cudaStreamGetDevice"));
+  }
+  return location;
+}
+
+// No device switch: CUDA records an event of the stream's own device with any device current
+// (asked on the H200s by benchmarks/cuda_semantics_probe.cpp), and the point's event is of the
+// stream's device. The caller's current device is never touched.
+expected<void, Error> record_point(StreamPoint& point, cudaStream_t stream) noexcept {
+  if (cudaError_t status = cuda().event_record(point.event, stream); status != cudaSuccess) {
+    return tl::unexpected<Error>(cuda_error(status, "cudaEventRecord"));
+  }
+  RecordClock& clock = record_clock;
+  if (clock.recorder == 0) {
+    clock.recorder = next_recorder.fetch_add(1, std::memory_order_relaxed);
+  }
+  point.recorder = clock.recorder;
+  point.order = ++clock.order;
+  return {};
+}
+
+bool point_completed(const StreamPoint& point) noexcept {
+  const cudaError_t status = cuda().event_query(point.event);
+  switch (status) {
+    case cudaSuccess:
+      return true;
+    case cudaErrorNotReady:
+      return false;
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorCapturedEvent:
+      // A capture forbids the query, it says nothing about the GPU: ask again later.
+      (void)cuda().get_last_error();
+      return false;
+    default:
+      // The context is gone or broken (sticky error, runtime unloading): no more work will run
+      // on it, so nothing can still be using the memory.
+      (void)cuda().get_last_error();
+      return true;
+  }
+}
+
+RelaxedCaptureScope::RelaxedCaptureScope() noexcept {
+  mode_ = cudaStreamCaptureModeRelaxed;
+  changed_ = cuda().thread_exchange_stream_capture_mode(&mode_) == cudaSuccess;
+}
+
+RelaxedCaptureScope::~RelaxedCaptureScope() {
+  if (changed_) {
+    (void)cuda().thread_exchange_stream_capture_mode(&mode_);
+  }
+}
+
+bool drop_completed_points(StreamPointList& points, QueryThread thread) noexcept {
+  // The release thread runs in relaxed mode for good; a caller's thread is put there for this.
+  std::optional<RelaxedCaptureScope> relaxed;
+  if (thread == QueryThread::kCaller) {
+    relaxed.emplace();
+  }
+  for (std::size_t i = points.size(); i-- > 0;) {
+    if (thread == QueryThread::kRelease) {
+      use_device_on_release_thread(points[i].device);
+    }
+    if (point_completed(points[i])) {
+      release_event(points[i].device, points[i].event);
+      points.swap_remove(i);
+    }
+  }
+  return points.empty();
+}
+
+bool drop_points_until(StreamPointList& points, std::chrono::steady_clock::time_point deadline,
+                       std::chrono::microseconds rest) noexcept {
+  while (!drop_completed_points(points)) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(rest, deadline - now));
+  }
+  return true;
+}
+
+void wait_and_drop_points(StreamPointList& points, QueryThread thread) noexcept {
+  RelaxedCaptureScope relaxed;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (thread == QueryThread::kRelease) {
+      use_device_on_release_thread(points[i].device);
+    }
+    if (cuda().event_synchronize(points[i].event) != cudaSuccess) {
+      (void)cuda().get_last_error();
+    }
+  }
+  release_points(points);
+}
+
+void release_points(StreamPointList& points) noexcept {
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    release_event(points[i].device, points[i].event);
+  }
+  points.clear();
+}
+
+}  // namespace holoscan::detail

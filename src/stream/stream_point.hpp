@@ -1,0 +1,107 @@
+#pragma once
+// Recording, waiting on and querying stream points; shared by readiness and deallocation.
+#include <chrono>
+#include <cstdint>
+
+#include "cuda/cuda_api.hpp"
+#include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "stream/stream_point_list.hpp"
+#include "wing_api.hpp"
+
+namespace holoscan::detail {
+
+/** @brief Which device a stream runs on, and which thread's per-thread stream it is. */
+struct HOLOSCAN_DLPACK_ABI StreamLocation {
+  int device = -1;                ///< Device of the stream.
+  std::uintptr_t thread_key = 0;  ///< Non-zero only for cudaStreamPerThread.
+  std::uint64_t stream_id = 0;    ///< cudaStreamGetId of an explicit stream; 0 for the others.
+
+  /** @brief A point of this stream with `event`, not yet recorded. */
+  StreamPoint point(cudaStream_t stream, cudaEvent_t event) const noexcept {
+    StreamPoint at;
+    at.stream = stream;
+    at.event = event;
+    at.device = device;
+    at.thread_key = thread_key;
+    at.stream_id = stream_id;
+    return at;
+  }
+  /** @brief Whether `point` was recorded on this very stream (same handle, device and id). */
+  bool is_stream_of(const StreamPoint& point, cudaStream_t stream) const noexcept {
+    return point.stream == stream && point.device == device && point.thread_key == thread_key &&
+           point.stream_id == stream_id;
+  }
+};
+
+/** @brief Whether `stream` names a default stream (legacy or per-thread) by a shared handle. */
+inline bool is_default_stream_handle(cudaStream_t stream) noexcept {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
+/**
+ * @brief Finds the device and id of `stream`; fails for a stream that is capturing a CUDA graph.
+ *
+ * Default-stream handles mean the current device's default stream, as in every runtime call.
+ * An explicit stream costs two calls (capture status, id): its device is remembered by id, which
+ * CUDA never gives to another stream.
+ */
+HOLOSCAN_DLPACK_WING_API expected<StreamLocation, Error> locate_stream(
+    cudaStream_t stream) noexcept;
+
+/**
+ * @brief Records `point.event` (of `point.device`, the stream's device) on `stream`, and stamps
+ *        the point with this thread and its record count (StreamPoint::order).
+ */
+expected<void, Error> record_point(StreamPoint& point, cudaStream_t stream) noexcept;
+
+/**
+ * @brief Whether the GPU has passed `point`. A capture forbidding the query counts as not yet;
+ *        a broken or unloading context counts as passed (nothing more will run on it).
+ */
+bool point_completed(const StreamPoint& point) noexcept;
+
+/**
+ * @brief Puts the calling thread in relaxed capture mode for a scope, so that querying or waiting
+ *        on events neither fails nor invalidates a graph capture of this or another thread.
+ */
+class HOLOSCAN_DLPACK_WING_API RelaxedCaptureScope {
+ public:
+  RelaxedCaptureScope() noexcept;
+  ~RelaxedCaptureScope();
+  RelaxedCaptureScope(const RelaxedCaptureScope&) = delete;
+  RelaxedCaptureScope& operator=(const RelaxedCaptureScope&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_;
+  bool changed_ = false;
+};
+
+/** @brief Who is asking: a caller's thread, or the library's own release thread. */
+enum class QueryThread {
+  kCaller,   ///< Leave the current device alone: it is the caller's.
+  kRelease,  ///< Make each point's device current first, so no other device gets a context.
+};
+
+/** @brief On the release thread: makes `device` current, once per device switch. */
+HOLOSCAN_DLPACK_ABI void use_device_on_release_thread(int device) noexcept;
+
+/** @brief Returns the events of completed points and removes them; true when none is left. */
+HOLOSCAN_DLPACK_WING_API bool drop_completed_points(
+    StreamPointList& points, QueryThread thread = QueryThread::kCaller) noexcept;
+
+/**
+ * @brief Polls the points (every `rest`) until all completed, their events returned, or until
+ *        `deadline`; true when none is left. From a caller's thread.
+ */
+bool drop_points_until(StreamPointList& points, std::chrono::steady_clock::time_point deadline,
+                       std::chrono::microseconds rest) noexcept;
+
+/** @brief Blocks until every point completed, then returns their events (a last resort). */
+HOLOSCAN_DLPACK_WING_API void wait_and_drop_points(
+    StreamPointList& points, QueryThread thread = QueryThread::kCaller) noexcept;
+
+/** @brief Returns every point's event to its pool and empties the list. */
+void release_points(StreamPointList& points) noexcept;
+
+}  // namespace holoscan::detail

@@ -1,0 +1,238 @@
+#include "stream/stream_state.hpp"
+
+#include <algorithm>
+#include <mutex>
+
+#include "cuda/cuda_error.hpp"
+#include "stream/pooled_events.hpp"
+#include "stream/stream_point.hpp"
+
+namespace holoscan::detail {
+
+bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
+  auto location = locate_stream(stream);
+  if (!location) {
+    return false;
+  }
+  std::lock_guard<SpinMutex> lock(mutex_);
+  StreamPoint next = location->point(stream, readiness_.event);
+  const bool switches_device = next.event == nullptr || readiness_.device != next.device;
+  if (!switches_device && !order_after_readiness(next)) {
+    return false;
+  }
+  auto spare = spare_readiness_.end();
+  if (switches_device) {
+    spare = std::find_if(spare_readiness_.begin(), spare_readiness_.end(),
+                         [&](const StreamPoint& p) { return p.device == next.device; });
+    if (spare != spare_readiness_.end()) {
+      next.event = spare->event;
+    } else if (auto event = acquire_event(next.device)) {
+      next.event = *event;
+    } else {
+      return false;
+    }
+  }
+  if (!record_point(next, stream)) {
+    if (switches_device && spare == spare_readiness_.end()) {
+      release_event(next.device, next.event);
+    }
+    return false;
+  }
+  if (switches_device) {
+    // The previous device's event stays with this state (a host thread may still wait on it, and
+    // the readiness may come back to that device): one event per device, never recycled early.
+    if (spare != spare_readiness_.end()) {
+      if (readiness_.event != nullptr) {
+        *spare = readiness_;
+      } else {
+        spare_readiness_.erase(spare);
+      }
+    } else if (readiness_.event != nullptr) {
+      try {
+        spare_readiness_.push_back(readiness_);
+      } catch (...) {
+        release_event(readiness_.device, readiness_.event);
+      }
+    }
+  }
+  readiness_ = next;
+  last_waiter_ = nullptr;
+  readiness_covered_ = false;
+  readiness_stream_.store(stream, std::memory_order_release);
+  has_readiness_.store(true, std::memory_order_release);
+  return true;
+}
+
+// The readiness moves to another stream of its device, where its one event is recorded next: that
+// stream first waits for the point recorded before, so that the new point is ordered after both.
+// (Keeping the old point beside it instead would take a second event and leave consumers, who
+// wait for one point, unordered with the first stream.) Costs one cudaStreamWaitEvent when the
+// stream changes, none when the same stream records again; false, state unchanged, on failure.
+bool StreamState::order_after_readiness(const StreamPoint& next) noexcept {
+  const bool same_stream = next.stream == readiness_.stream &&
+                           next.thread_key == readiness_.thread_key &&
+                           next.stream_id == readiness_.stream_id;
+  return same_stream || check_cuda(cuda().stream_wait_event(next.stream, readiness_.event, 0),
+                                   "cudaStreamWaitEvent")
+                            .has_value();
+}
+
+expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consumer) {
+  if (!has_readiness()) {
+    return {};
+  }
+  std::lock_guard<SpinMutex> lock(mutex_);
+  // A shared default-stream handle can name different streams (per thread, per device), so only
+  // an explicit stream handle proves that the consumer is the producer's own stream.
+  if (consumer == readiness_.stream && !is_default_stream_handle(consumer)) {
+    return {};
+  }
+  const cudaError_t status = cuda().stream_wait_event(consumer, readiness_.event, 0);
+  if (status == cudaSuccess) {
+    if (!is_default_stream_handle(consumer)) {
+      last_waiter_ = consumer;
+    }
+    return {};
+  }
+  Error error = cuda_error(status, "cudaStreamWaitEvent");
+  if (status == cudaErrorStreamCaptureIsolation || status == cudaErrorStreamCaptureUnsupported) {
+    // Checked only after the failure, to keep the hot path at one CUDA call.
+    error.message +=
+        ": the consumer stream is capturing a CUDA graph; synchronize before the capture begins";
+  }
+  return tl::unexpected<Error>(std::move(error));
+}
+
+expected<void, Error> StreamState::synchronize_for_host() {
+  if (!has_readiness()) {
+    return {};
+  }
+  cudaEvent_t event = nullptr;
+  {
+    std::lock_guard<SpinMutex> lock(mutex_);
+    event = readiness_.event;
+  }
+  // Waiting outside the lock keeps consumers of other threads free to synchronize meanwhile; the
+  // event stays ours until reset(), so it cannot be recycled under this wait.
+  return check_cuda(cuda().event_synchronize(event), "cudaEventSynchronize");
+}
+
+bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
+  auto location = locate_stream(stream);
+  if (!location) {
+    return false;
+  }
+  std::lock_guard<SpinMutex> lock(mutex_);
+  // A point on the readiness stream, or on a stream that waited for the readiness event, is
+  // ordered after the readiness point: once it completes, so has the producer's work.
+  const bool covers_readiness = readiness_.event != nullptr && !is_default_stream_handle(stream) &&
+                                (stream == readiness_.stream || stream == last_waiter_);
+  for (std::size_t i = 0; i < deallocation_.size(); ++i) {
+    StreamPoint& point = deallocation_[i];
+    if (location->is_stream_of(point, stream)) {
+      const bool recorded = record_point(point, stream).has_value();  // moves the point forward
+      readiness_covered_ = readiness_covered_ || (recorded && covers_readiness);
+      return recorded;
+    }
+  }
+  auto event = acquire_event(location->device);
+  if (!event) {
+    return false;
+  }
+  StreamPoint point = location->point(stream, *event);
+  if (!record_point(point, stream) || !deallocation_.push_back(point)) {
+    release_event(point.device, point.event);
+    return false;
+  }
+  readiness_covered_ = readiness_covered_ || covers_readiness;
+  return true;
+}
+
+std::size_t StreamState::deallocation_point_count() const noexcept {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  return deallocation_.size();
+}
+
+bool StreamState::poll_idle() noexcept {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  if (!drop_completed_points(deallocation_)) {
+    return false;
+  }
+  // The producer may still write from every device it recorded readiness on, not only the last:
+  // no deallocation point is ordered after those older points.
+  for (const StreamPoint& spare : spare_readiness_) {
+    if (!point_completed(spare)) {
+      return false;
+    }
+  }
+  return readiness_.event == nullptr || readiness_covered_ || point_completed(readiness_);
+}
+
+expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
+  // A point on `stream` itself is ordered before anything queued on it next; default-stream
+  // handles may name other streams (other threads, devices), so only explicit handles match.
+  // One wait per point that needs it; the first failure is returned and nothing is forgotten.
+  const auto order_after = [&](const StreamPoint& point) -> cudaError_t {
+    const bool own = point.stream == stream && !is_default_stream_handle(stream);
+    return point.event == nullptr || own ? cudaSuccess
+                                         : cuda().stream_wait_event(stream, point.event, 0);
+  };
+  {
+    std::lock_guard<SpinMutex> lock(mutex_);
+    cudaError_t status = cudaSuccess;
+    for (std::size_t i = 0; i < deallocation_.size() && status == cudaSuccess; ++i) {
+      status = order_after(deallocation_[i]);
+    }
+    if (status == cudaSuccess && !readiness_covered_) {
+      status = order_after(readiness_);
+    }
+    for (std::size_t i = 0; i < spare_readiness_.size() && status == cudaSuccess; ++i) {
+      status = order_after(spare_readiness_[i]);
+    }
+    if (status != cudaSuccess) {
+      return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
+    }
+  }
+  // The waits took each event as last recorded: the events may be recorded again at once.
+  reset();
+  return {};
+}
+
+StreamPointList StreamState::take_release_points() noexcept {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  StreamPointList points(std::move(deallocation_));
+  // The readiness events join the list even past its inline room; should the heap refuse, they
+  // go back to the pool at once, which only risks a host waiter seeing a recycled event. A
+  // readiness point that a deallocation point is ordered after needs no query of its own.
+  if (readiness_.event != nullptr && (readiness_covered_ || !points.push_back(readiness_))) {
+    release_event(readiness_.device, readiness_.event);
+  }
+  for (const StreamPoint& spare : spare_readiness_) {
+    if (!points.push_back(spare)) {
+      release_event(spare.device, spare.event);
+    }
+  }
+  readiness_ = StreamPoint{};
+  last_waiter_ = nullptr;
+  readiness_covered_ = false;
+  spare_readiness_.clear();
+  readiness_stream_.store(nullptr, std::memory_order_release);
+  has_readiness_.store(false, std::memory_order_release);
+  return points;
+}
+
+bool StreamState::holds_points() const noexcept {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  return readiness_.event != nullptr || !deallocation_.empty();
+}
+
+void StreamState::reset() noexcept {
+  if (!holds_points()) {  // the common case for host memory: nothing to hand back
+    return;
+  }
+  // The same hand-over as a final release, with every event given straight back.
+  StreamPointList points = take_release_points();
+  release_points(points);
+}
+
+}  // namespace holoscan::detail

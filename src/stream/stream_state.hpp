@@ -1,0 +1,105 @@
+#pragma once
+/**
+ * @file
+ * @brief The readiness point and the deallocation points of one piece of memory.
+ */
+#include <atomic>
+#include <vector>
+
+#include "holoscan/cuda_handles.hpp"
+#include "holoscan/expected.hpp"
+#include "holoscan/export.hpp"
+#include "spin_mutex.hpp"
+#include "stream/stream_point_list.hpp"
+#include "wing_api.hpp"
+
+namespace holoscan::detail {
+
+/**
+ * @brief Readiness (producer -> consumers) and deallocation (consumers -> reuse) stream points.
+ *
+ * Thread-safe. Events come from the per-device pool and go back to it in reset() or when the
+ * caller returns taken points. Readiness keeps one event per device it was recorded on until
+ * then, so that a host wait in another thread never waits on a recycled event.
+ */
+class HOLOSCAN_DLPACK_ABI StreamState {
+ public:
+  StreamState() = default;
+  StreamState(const StreamState&) = delete;
+  StreamState& operator=(const StreamState&) = delete;
+  /** @brief Returns every event still held to its pool. */
+  ~StreamState() {
+    if (holds_points_unshared()) {  // its owner is going: no other thread can reach it now
+      reset();
+    }
+  }
+
+  /**
+   * @brief Records the readiness point on `stream`; false, state unchanged, on any failure.
+   *
+   * Moved to another stream of the same device, the point is ordered after the previous one (the
+   * new stream waits for it: one cudaStreamWaitEvent), so consumers, reuse and the release wait
+   * for both; moved to another device, the previous device's point is kept beside it for reuse
+   * and the release.
+   */
+  bool set_readiness_stream(cudaStream_t stream) noexcept;
+  /** @brief Whether a readiness point exists. */
+  bool has_readiness() const noexcept { return has_readiness_.load(std::memory_order_acquire); }
+  /** @brief The stream of the readiness point, or null. */
+  cudaStream_t readiness_stream() const noexcept {
+    return readiness_stream_.load(std::memory_order_acquire);
+  }
+  /** @brief Makes `consumer` wait for the readiness point: one cudaStreamWaitEvent at most. */
+  expected<void, Error> synchronize_for_consumer(cudaStream_t consumer);
+  /** @brief Blocks until the readiness point completed; success when there is none. */
+  expected<void, Error> synchronize_for_host();
+
+  /** @brief Adds (or moves forward) the deallocation point of `stream`; false on failure. */
+  bool set_deallocation_stream(cudaStream_t stream) noexcept;
+  /** @brief Number of deallocation points held. */
+  std::size_t deallocation_point_count() const noexcept;
+  /**
+   * @brief Drops the deallocation points that completed; true when none is left and the
+   *        readiness points (the producer's own work, on every device it recorded them on)
+   *        completed too. Never blocks.
+   */
+  bool poll_idle() noexcept;
+  /**
+   * @brief Makes `stream` wait for every point held (one cudaStreamWaitEvent each, none for a
+   *        point recorded on `stream` itself), then returns every event and forgets all points;
+   *        on a failed wait nothing is forgotten and the error names it. Never blocks, never
+   *        queries.
+   */
+  expected<void, Error> hand_over_to(cudaStream_t stream) noexcept;
+  /** @brief Whether any readiness or deallocation point is held. */
+  bool holds_points() const noexcept;
+  /**
+   * @brief holds_points() without the lock, for an owner's destructor: only while no other
+   *        thread can reach this state.
+   */
+  bool holds_points_unshared() const noexcept {
+    return readiness_.event != nullptr || !deallocation_.empty();
+  }
+  /**
+   * @brief Hands every point (deallocation and readiness) to the caller, who must return their
+   *        events once completed; the state is left empty.
+   */
+  HOLOSCAN_DLPACK_WING_API StreamPointList take_release_points() noexcept;
+
+  /** @brief Returns every event to its pool and forgets all points. */
+  void reset() noexcept;
+
+ private:
+  bool order_after_readiness(const StreamPoint& next) noexcept;
+
+  mutable SpinMutex mutex_;
+  StreamPoint readiness_;
+  std::atomic<bool> has_readiness_{false};
+  std::atomic<cudaStream_t> readiness_stream_{nullptr};
+  cudaStream_t last_waiter_ = nullptr;        // last explicit stream that waited for readiness_
+  bool readiness_covered_ = false;            // a deallocation point is ordered after readiness_
+  std::vector<StreamPoint> spare_readiness_;  // events of devices the readiness used before
+  StreamPointList deallocation_;
+};
+
+}  // namespace holoscan::detail
