@@ -23,7 +23,8 @@ void WakeSignal::leave_sleep() noexcept {
   }
   if (sleepers_ == 0 && posted_) {
     std::uint64_t count = 0;
-    (void)read(fd_, &count, sizeof(count));
+    const ssize_t drained = read(fd_, &count, sizeof(count));  // nothing to do if it fails
+    (void)drained;
     posted_ = false;
   }
 }
