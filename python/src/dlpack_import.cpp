@@ -8,6 +8,7 @@
 #include <holoscan/stream_tracked_reference.hpp>
 
 #include "devices.hpp"
+#include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
 #include "python_release.hpp"
