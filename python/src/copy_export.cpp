@@ -1,33 +1,53 @@
 // A copy's export wraps the library's own (which owns the shape, the strides and a reference to
 // the memory) and adds one step to its deleter: a deallocation point on the consumer's stream.
+// The stream's Python owner, where one is known, is kept until then: CuPy destroys a stream with
+// its last reference, and a destroyed handle given to CUDA is undefined behaviour (it crashed).
 #include "copy_export.hpp"
 
-#include <memory>
 #include <new>
 
 #include "devices.hpp"
+#include "python_release.hpp"
+#include "stream_owner.hpp"
 
 namespace holoscan::python {
 namespace {
 
 template <class Managed>
-struct RetiringExport {
+struct RetiringExport : PythonRelease {
   Managed view{};            // what the consumer gets: the inner export's fields, our deleter
   Managed* inner = nullptr;  // the library's export
   Tensor copy;               // the copy, to record the point on
   cudaStream_t consumer = nullptr;
+  PyObject* stream_owner = nullptr;  // keeps `consumer` alive (a reference), or null
 
   static void deleter(Managed* self) noexcept {
-    std::unique_ptr<RetiringExport> owner(static_cast<RetiringExport*>(self->manager_ctx));
+    auto* owner = static_cast<RetiringExport*>(self->manager_ctx);
     try {
       // Without the point the memory would go once the copy was made, under the consumer's
-      // kernels. A stream that cannot take it any more (destroyed) leaves the legacy one.
+      // kernels. A stream that refuses it leaves the legacy one.
       if (!owner->copy.set_deallocation_stream(owner->consumer)) {
         (void)owner->copy.set_deallocation_stream(kLegacyStream);
       }
     } catch (...) {  // out of memory for the point: still freed after the copy's own points
     }
     owner->inner->deleter(owner->inner);
+    owner->copy = Tensor();
+    if (owner->stream_owner == nullptr) {
+      delete owner;
+      return;
+    }
+    // The reference goes under the GIL, which this thread may not hold (any thread lets go).
+    owner->run = &drop_stream_owner;
+    release_with_python(owner);
+  }
+
+  static void drop_stream_owner(PythonRelease* node, bool python_alive) noexcept {
+    auto* owner = static_cast<RetiringExport*>(node);
+    if (python_alive) {
+      Py_DECREF(owner->stream_owner);
+    }
+    delete owner;
   }
 };
 
@@ -55,6 +75,9 @@ expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& co
   owner->inner = *inner;
   owner->copy = copy;
   owner->consumer = retiring_stream(consumer);
+  if (owner->consumer != kLegacyStream) {
+    owner->stream_owner = find_stream_owner(owner->consumer);  // called under the GIL
+  }
   return &owner->view;
 }
 

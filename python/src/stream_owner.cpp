@@ -1,0 +1,50 @@
+// Looks only into modules already loaded: a consumer that passed a CuPy stream has CuPy loaded.
+#include "stream_owner.hpp"
+
+#include <cstdint>
+
+namespace holoscan::python {
+namespace {
+
+// `object.ptr` as a handle, or null (the error cleared).
+cudaStream_t pointer_of(PyObject* object) noexcept {
+  PyObject* ptr = PyObject_GetAttrString(object, "ptr");
+  if (ptr == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  const auto value = PyLong_AsUnsignedLongLong(ptr);
+  Py_DECREF(ptr);
+  if (PyErr_Occurred() != nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(value));
+}
+
+// CuPy's current stream object (a new reference), or null.
+PyObject* cupy_current_stream() noexcept {
+  PyObject* modules = PyImport_GetModuleDict();  // borrowed
+  PyObject* cuda = PyDict_GetItemString(modules, "cupy.cuda");  // borrowed; null: not loaded
+  if (cuda == nullptr) {
+    return nullptr;
+  }
+  PyObject* stream = PyObject_CallMethod(cuda, "get_current_stream", nullptr);
+  if (stream == nullptr) {
+    PyErr_Clear();
+  }
+  return stream;
+}
+
+}  // namespace
+
+PyObject* find_stream_owner(cudaStream_t handle) noexcept {
+  PyObject* stream = cupy_current_stream();
+  if (stream != nullptr && pointer_of(stream) == handle) {
+    return stream;
+  }
+  Py_XDECREF(stream);
+  return nullptr;
+}
+
+}  // namespace holoscan::python
