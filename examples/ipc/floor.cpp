@@ -138,9 +138,15 @@ bool library_frames(const RunShape& shape, Frames& frames) {
     return false;
   }
   publish.descriptor = std::move(*descriptor);
+  // A Publish of a POSIX-fd handle is encoded with its fd held (the frame's bytes are the same
+  // either way; the floor sends its own memfd, or none with fd=0, beside them).
+  publish.fd = ipc::UniqueFd(::memfd_create("holoscan-ipc-floor-frame", MFD_CLOEXEC));
   auto publish_frame = ipc::detail::encode_frame(publish);
   auto release_frame = ipc::detail::encode_frame(release);
   if (!publish_frame || !release_frame) {
+    const auto& error = !publish_frame ? publish_frame.error() : release_frame.error();
+    std::fprintf(stderr, "ipc floor: %s frame: %s\n", !publish_frame ? "Publish" : "Release",
+                 error.message.c_str());
     return false;
   }
   frames.publish = *publish_frame;
