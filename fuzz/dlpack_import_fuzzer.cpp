@@ -12,6 +12,7 @@
 
 #include <holoscan/tensor.hpp>
 
+#include "dlpack/context_access.hpp"
 #include "dlpack_input.hpp"
 
 namespace {
