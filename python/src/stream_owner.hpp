@@ -4,7 +4,7 @@
 // destroyed by then (CuPy destroys a Stream with its last reference) must not reach CUDA.
 #include <Python.h>
 
-#include <cuda_runtime_api.h>
+#include <holoscan/cuda_handles.hpp>
 
 namespace holoscan::python {
 
