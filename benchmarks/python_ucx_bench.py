@@ -18,7 +18,7 @@ host memory (NumPy arrays) instead, which also runs without a GPU.
 
     python3 benchmarks/python_ucx_bench.py [--sizes 4096,1048576,67108864] [--iters N]
         [--count N] [--reps N] [--tls cuda_ipc,cuda_copy,tcp] [--memory device|host]
-        [--ucxx-site PATH]
+        [--spin-us N] [--ucxx-site PATH]
 """
 import argparse
 import multiprocessing
@@ -45,19 +45,20 @@ def array_module(memory):
     return numpy
 
 
-def make_worker(memory, size):
-    """A Worker whose arrivals land in a pool of `size`-byte blocks of `memory`."""
+def make_worker(memory, size, spin_us):
+    """A Worker whose arrivals land in a pool of `size`-byte blocks of `memory`, polling for
+    `spin_us` before a wait sleeps on its fd."""
     import holoscan_dlpack as hd
     from holoscan_dlpack import ucx
     pool = hd.TensorPool(memory=memory, block_bytes=size, block_count=WINDOW + 4)
-    return ucx.Worker(window=WINDOW, receive_pool=pool)
+    return ucx.Worker(window=WINDOW, receive_pool=pool, spin_us=spin_us)
 
 
-def serve(ports, memory, size, echo):
+def serve(ports, memory, size, echo, spin_us):
     """The other process: receives until the client leaves, sending each tensor back (`echo`)
     or dropping it."""
     import holoscan_dlpack as hd
-    with make_worker(memory, size) as worker:
+    with make_worker(memory, size, spin_us) as worker:
         ports.put(worker.listen("127.0.0.1"))
         if worker.accept(timeout_ms=PATIENCE_MS) is None:
             raise TimeoutError("nobody connected")
@@ -76,12 +77,12 @@ def serve(ports, memory, size, echo):
 class Client:
     """This process's worker, connected to a spawned `serve`."""
 
-    def __init__(self, memory, size, echo):
+    def __init__(self, memory, size, echo, spin_us):
         context = multiprocessing.get_context("spawn")
         ports = context.Queue()
-        self.server = context.Process(target=serve, args=(ports, memory, size, echo))
+        self.server = context.Process(target=serve, args=(ports, memory, size, echo, spin_us))
         self.server.start()
-        self.worker = make_worker(memory, size)
+        self.worker = make_worker(memory, size, spin_us)
         self.peer = self.worker.connect("127.0.0.1", ports.get(timeout=PATIENCE_MS / 1000),
                                         timeout_ms=PATIENCE_MS)
 
@@ -99,13 +100,13 @@ class Client:
         self.server.join(timeout=60)
 
 
-def our_round_trips(memory, size, iters, as_array):
+def our_round_trips(memory, size, iters, as_array, spin_us):
     """Median microseconds per round trip; the echo is checked once at the end."""
     import holoscan_dlpack as hd
     xp = array_module(memory)
     array = xp.arange(size // 4, dtype=xp.int32)
     tensor = array if as_array else hd.as_tensor(array)
-    client = Client(memory, size, echo=True)
+    client = Client(memory, size, echo=True, spin_us=spin_us)
     try:
         times = []
         for i in range(iters + max(iters // 10, 10)):
@@ -122,12 +123,12 @@ def our_round_trips(memory, size, iters, as_array):
     return 1e6 * statistics.median(times[-iters:])
 
 
-def our_stream(memory, size, count):
+def our_stream(memory, size, count, spin_us):
     """GiB/s of `count` tensors sent with a window of 16, received and dropped."""
     import holoscan_dlpack as hd
     xp = array_module(memory)
     tensor = hd.as_tensor(xp.ones(size // 4, dtype=xp.int32))
-    client = Client(memory, size, echo=False)
+    client = Client(memory, size, echo=False, spin_us=spin_us)
     try:
         sent = ended = primed = 0
         start = None
@@ -191,11 +192,11 @@ def measure(args, sizes, ucxx_env):
             iters = args.iters if size <= 1 << 20 else min(args.iters, 100)
             count = args.count if size <= 1 << 20 else min(args.count, 200)
             row = rows[size]
-            row["tensor"].append(our_round_trips(args.memory, size, iters, as_array=False))
-            row["array"].append(our_round_trips(args.memory, size, iters, as_array=True))
+            row["tensor"].append(our_round_trips(args.memory, size, iters, False, args.spin_us))
+            row["array"].append(our_round_trips(args.memory, size, iters, True, args.spin_us))
             if ucxx_env is not None:
                 row["ucxx"].append(ucxx_round_trip(ucxx_env, args.memory, size, iters))
-            row["stream"].append(our_stream(args.memory, size, count))
+            row["stream"].append(our_stream(args.memory, size, count, args.spin_us))
             print(f"rep {rep + 1} size {size}: " + ", ".join(
                 f"{name} {values[-1]:.1f}" for name, values in row.items()
                 if values and values[-1] is not None), flush=True)
@@ -203,8 +204,8 @@ def measure(args, sizes, ucxx_env):
 
 
 def report(args, rows):
-    print(f"\nUCX_TLS={args.tls}, {args.memory} memory, median of {args.reps} (round trips in us, "
-          f"stream in GiB/s)")
+    print(f"\nUCX_TLS={args.tls}, {args.memory} memory, spin_us={args.spin_us}, median of "
+          f"{args.reps} (round trips in us, stream in GiB/s)")
     print(f"{'size':>10} {'ours tensor':>12} {'ours array':>11} {'ucxx':>9} {'ucxx/ours':>10} "
           f"{'stream':>8}")
     for size, row in rows.items():
@@ -227,6 +228,8 @@ def main():
     parser.add_argument("--reps", type=int, default=3, help="repetitions, alternating")
     parser.add_argument("--tls", default="cuda_ipc,cuda_copy,tcp", help="UCX_TLS of both sides")
     parser.add_argument("--memory", choices=("device", "host"), default="device")
+    parser.add_argument("--spin-us", type=int, default=50, help="our Workers' spin_us (the "
+                        "default is the Worker's; ucxx's benchmark polls all the time)")
     parser.add_argument("--ucxx-site", default=str(ROOT / ".whl" / "ucxx-site.tar.xz"))
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
