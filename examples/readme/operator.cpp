@@ -1,16 +1,17 @@
 // The README's first example: an operator's compute() in C++. tests/cpu/readme_examples_test.cpp
-// runs it on the fake CUDA runtime; the README shows the part between the markers.
+// runs it on the fake CUDA runtime. The README shows the part between the markers, verbatim:
+// change both together (the test readme.examples_are_shown_verbatim checks it).
 #include "readme/operator.hpp"
 
 #include <utility>
 
-// readme-begin
 #include <holoscan/dlpack.hpp>
 #include <holoscan/tensor_pool.hpp>
 
 // A tensor arrives from another framework over DLPack, its data written by work queued on
 // `producer`. This operator reads it with its own kernel on `stream` and hands on the result,
 // a tensor of its own pool.
+// readme-begin
 holoscan::expected<holoscan::Tensor, holoscan::Error> scale(DLManagedTensorVersioned* input,
                                                             cudaStream_t producer,
                                                             holoscan::TensorPool& pool,

@@ -1,14 +1,15 @@
 // The README's cross-process example: a producer process publishes tensors of a shareable pool to
 // a consumer process over a Unix socket. tests/cpu/readme_examples_test.cpp runs both functions,
-// in two processes, on the fake CUDA runtimes; the README shows the part between the markers.
+// in two processes, on the fake CUDA runtimes. The README shows the parts between the markers,
+// verbatim: change both together (the test readme.examples_are_shown_verbatim checks it).
 #include "readme/two_processes.hpp"
 
 #include <utility>
 
-// readme-begin
 #include <holoscan/ipc.hpp>
 #include <holoscan/tensor_pool.hpp>
 
+// readme-begin
 namespace ipc = holoscan::ipc;  // link holoscan::dlpack_ipc
 // .value() throws on failure; handle each expected instead in real code.
 
@@ -17,11 +18,9 @@ void produce(const std::string& path, int count, cudaStream_t stream) {
   auto listener = ipc::Listener::listen(path).value();
   auto exporter = ipc::Exporter::create().value();
   auto peer = exporter.add_peer(*listener.accept().value()).value();  // Hello, both ways
-  holoscan::TensorPoolConfig config;
-  config.block_bytes = 1 << 20;
-  config.block_count = 4;
-  config.memory_provider = ipc::shareable_pool_memory();  // VMM memory, shared as one fd
-  auto pool = holoscan::TensorPool::create(config).value();
+  auto pool = holoscan::TensorPool::create({holoscan::PoolMemory::kDevice, /*device=*/0, 1 << 20,
+                                            /*block_count=*/4, ipc::shareable_pool_memory()})
+                  .value();  // VMM memory, shared with the consumer as one fd per allocation
   for (int i = 0; i < count; exporter.poll().value()) {  // poll: take back released blocks
     auto block = pool->allocate({1024}, DLDataType{kDLFloat, 32, 1}, stream);
     if (!block && block.error().code == holoscan::ErrorCode::kResourceExhausted) {
@@ -37,7 +36,9 @@ void produce(const std::string& path, int count, cudaStream_t stream) {
     exporter.poll().value();
   }
 }
+// readme-end
 
+// readme-begin
 // Process 2: imports the tensors (read-only, each allocation mapped once) and reads them.
 void consume(const std::string& path, int count, cudaStream_t stream) {
   auto importer = ipc::Importer::create(ipc::Channel::connect(path).value()).value();
