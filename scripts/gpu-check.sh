@@ -123,7 +123,7 @@ bench() {
   local files=()
   local torch=build/gpu/benchmarks/holoscan_dlpack_torch_benchmarks
   if [ -x "$torch" ]; then
-    # The c10 event rows abort at their start on the H200 (see README, Performance): each is run
+    # The c10 event rows abort at their start on the H200 (see docs/performance.md): each is run
     # alone, for the record, and the rest of the binary without them.
     for name in BM_Torch_Handoff_C10Event BM_Torch_Hop3; do
       "$torch" --benchmark_filter="^${name}\$" --benchmark_min_time=0.05s >"$out/$name.txt" 2>&1

@@ -23,14 +23,7 @@
 #include "support/ipc_child.hpp"
 #include "support/ipc_peers.hpp"
 #include "support/ipc_raw_socket.hpp"
-
-#if defined(__SANITIZE_THREAD__)
-#define HDL_THREAD_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HDL_THREAD_SANITIZER 1
-#endif
-#endif
+#include "support/thread_sanitizer.hpp"
 
 namespace holoscan::ipc {
 namespace {
