@@ -51,7 +51,6 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
  private:
   friend struct detail::ContextAccess;
   std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context
-  std::uint64_t validated_stamp_ = 0;   // see ContextAccess::mark_validated; 0: not validated
 };
 
 }  // namespace holoscan

@@ -22,19 +22,6 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
   static void restore_writable(DLManagedTensorContext& context) noexcept {
     context.read_only_.store(false, std::memory_order_release);
   }
-  /**
-   * @brief Records that the view (its ndim, dtype and flags, over the context's own shape and
-   *        strides) met the layout rules; the library does so for the contexts it builds.
-   */
-  static void mark_validated(DLManagedTensorContext& context) noexcept;
-  /** @brief Forgets mark_validated(), for a context whose view is about to change. */
-  static void forget_validated(DLManagedTensorContext& context) noexcept;
-  /**
-   * @brief Whether the view is still the one marked: same ndim, dtype and flags, pointing at the
-   *        context's own shape and strides of ndim entries. A view built or replaced by hand is
-   *        not (its metadata is checked again before it is copied out).
-   */
-  static bool validated(const DLManagedTensorContext& context) noexcept;
 };
 
 }  // namespace holoscan::detail

@@ -53,7 +53,6 @@ void give_context(DLManagedTensorContext* context) noexcept {
   context->memory_reference.reset();
   context->tensor = DLManagedTensorVersioned{};
   // The vectors keep their size: the next import of the same shape need not resize them.
-  ContextAccess::forget_validated(*context);
   ContextAccess::restore_writable(*context);
   ContextCache::give(context);
 }

@@ -1,7 +1,5 @@
 #include "holoscan/dlpack_context.hpp"
 
-#include "dlpack/context_access.hpp"
-
 namespace holoscan {
 namespace {
 
@@ -26,8 +24,7 @@ DLManagedTensorContext::DLManagedTensorContext(const DLManagedTensorContext& oth
       memory_reference(other.memory_reference),
       dl_shape(other.dl_shape),
       dl_strides(other.dl_strides),
-      read_only_(other.read_only_.load(std::memory_order_acquire)),
-      validated_stamp_(other.validated_stamp_) {
+      read_only_(other.read_only_.load(std::memory_order_acquire)) {
   point_at_own_storage(other, *this);
 }
 
@@ -38,42 +35,9 @@ DLManagedTensorContext& DLManagedTensorContext::operator=(const DLManagedTensorC
     dl_shape = other.dl_shape;
     dl_strides = other.dl_strides;
     read_only_.store(other.read_only_.load(std::memory_order_acquire), std::memory_order_release);
-    validated_stamp_ = other.validated_stamp_;
     point_at_own_storage(other, *this);
   }
   return *this;
 }
 
-namespace detail {
-
-namespace {
-
-// What a validated view is recognised by: ndim, dtype and flags in one word, never 0.
-std::uint64_t stamp_of(const DLManagedTensorVersioned& view) noexcept {
-  const DLTensor& t = view.dl_tensor;
-  const auto ndim = static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.ndim) & 0xffu);
-  return std::uint64_t{1} << 63 | ndim << 48 | (view.flags & 0xffffu) << 32 |
-         std::uint64_t{t.dtype.code} << 24 | std::uint64_t{t.dtype.bits} << 16 | t.dtype.lanes;
-}
-
-}  // namespace
-
-void ContextAccess::mark_validated(DLManagedTensorContext& context) noexcept {
-  context.validated_stamp_ = stamp_of(context.tensor);
-}
-
-void ContextAccess::forget_validated(DLManagedTensorContext& context) noexcept {
-  context.validated_stamp_ = 0;
-}
-
-bool ContextAccess::validated(const DLManagedTensorContext& context) noexcept {
-  const DLTensor& view = context.tensor.dl_tensor;
-  const auto ndim = static_cast<std::size_t>(view.ndim);
-  return context.validated_stamp_ == stamp_of(context.tensor) && view.ndim >= 0 &&
-         context.dl_shape.size() == ndim && context.dl_strides.size() == ndim &&
-         (ndim == 0 ||
-          (view.shape == context.dl_shape.data() && view.strides == context.dl_strides.data()));
-}
-
-}  // namespace detail
 }  // namespace holoscan

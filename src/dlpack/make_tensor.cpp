@@ -5,7 +5,6 @@
 #include <string>
 #include <utility>
 
-#include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "holoscan/dlpack_utils.hpp"
@@ -110,7 +109,7 @@ class ReleasedMemory final : public StreamTrackedReference {
   std::unique_ptr<Pending> pending_;
 };
 
-// The validated context of a view over `data`, without an owner yet.
+// The checked context of a view over `data`, without an owner yet.
 expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::int64_t>& shape,
                                                               DLDataType dtype,
                                                               TensorByteStridesView byte_strides,
@@ -146,7 +145,6 @@ expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::i
   detail::assign_view(
       *context, view, 0,
       DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR});
-  detail::ContextAccess::mark_validated(*context);  // checked above
   return context;
 }
 

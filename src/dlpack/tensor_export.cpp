@@ -4,7 +4,6 @@
 #include <string>
 #include <type_traits>
 
-#include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/recycler.hpp"
 #include "holoscan/tensor.hpp"
@@ -91,22 +90,13 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
     return make_unexpected(ErrorCode::kResourceExhausted,
                            std::string(who) + ": out of host memory");
   }
-  if (detail::ContextAccess::validated(*context)) {
-    // Built and checked by the library (import, pool, make_tensor) and unchanged since: the view
-    // points at the context's own explicit strides.
-    for (std::int32_t i = 0; i < ndim; ++i) {
-      dims[i] = source.shape[i];
-      dims[ndim + i] = source.strides[i];
-    }
-  } else {
-    // A context built by hand is checked like an import while its shape and strides are copied
-    // out. Strides are always written out: DLPack >= 1.2 requires them, and older readers
-    // accept them.
-    if (detail::check_layout(ndim, source.shape, source.strides, source.dtype, flags,
-                             detail::build_last_dtype_code(), facts, dims,
-                             dims + ndim) != detail::LayoutFault::kNone) {
-      return refused();
-    }
+  // Every view is checked again while its shape and strides are copied out, the library's own
+  // too: its vectors are public and may have been written in place since they were checked.
+  // Strides are always written out: DLPack >= 1.2 requires them, and older readers accept them.
+  if (detail::check_layout(ndim, source.shape, source.strides, source.dtype, flags,
+                           detail::build_last_dtype_code(), facts, dims,
+                           dims + ndim) != detail::LayoutFault::kNone) {
+    return refused();
   }
   if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {
     owner->managed.version = context->tensor.version;  // the callers set what they export

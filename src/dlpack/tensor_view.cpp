@@ -1,6 +1,5 @@
 #include "dlpack/tensor_view.hpp"
 
-#include "dlpack/context_access.hpp"
 #include "holoscan/tensor.hpp"
 
 namespace holoscan::detail {
@@ -40,7 +39,6 @@ LayoutFault assign_checked_view(DLManagedTensorContext& context, const DLTensor&
   view.manager_ctx = nullptr;
   view.deleter = nullptr;
   view.flags = flags;
-  // Field by field: mark_validated() reads some of them back at once.
   DLTensor& target = view.dl_tensor;
   target.data = tensor.data;
   target.device = tensor.device;
@@ -49,7 +47,6 @@ LayoutFault assign_checked_view(DLManagedTensorContext& context, const DLTensor&
   target.shape = ndim > 0 ? shape : nullptr;
   target.strides = ndim > 0 ? strides : nullptr;
   target.byte_offset = tensor.byte_offset;
-  ContextAccess::mark_validated(context);
   return LayoutFault::kNone;
 }
 

@@ -21,7 +21,7 @@ HOLOSCAN_DLPACK_WING_API void assign_view(DLManagedTensorContext& context, const
 /**
  * @brief check_dl_tensor() and assign_view() in one pass: the rules are checked while the shape
  *        and element strides are written into the context's vectors, which must have room for
- *        kMaxTensorDims (take_context() gives such contexts); the view is then marked validated.
+ *        kMaxTensorDims (take_context() gives such contexts).
  *        On a refusal the view is left as it was and the vectors hold whatever was written;
  *        `facts` says which rule broke.
  */

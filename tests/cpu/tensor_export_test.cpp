@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "holoscan/dlpack.hpp"
@@ -343,6 +344,52 @@ TEST(ExportVersioned, AViewChangedByHandIsCheckedAgain) {
   EXPECT_EQ(reference->handle_claims(), 1);  // a refused export holds nothing
   view.dtype.bits = 32;
   expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  expect_same_view((*exported)->dl_tensor, tensor);
+  run_deleter(*exported);
+}
+
+// Values written in place into the context's own shape and strides (the view still points at
+// them, with the ndim, dtype and flags it was checked with) are checked again too: an export
+// never carries a negative extent or a span that overflows, in either format.
+TEST(ExportVersioned, ValuesChangedInPlaceAreCheckedAgain) {
+  CountingProducer producer;
+  {
+    Tensor tensor = import_or_die(producer, strided_spec());
+    auto reference = tracked(tensor);
+    DLManagedTensorContext& context = *tensor.dl_ctx();
+    context.dl_shape[0] = -1;
+    expected<DLManagedTensorVersioned*> refused = tensor.to_dlpack_versioned();
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(refused.error().message, "Tensor::to_dlpack_versioned: shape[0] is -1, must be >= 0");
+    context.dl_shape[0] = 3;
+    context.dl_strides[1] = INT64_MAX;
+    refused = tensor.to_dlpack_versioned();
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().message, "Tensor::to_dlpack_versioned: strides[1] is " +
+                                           std::to_string(INT64_MAX) +
+                                           ", too large to express in bytes");
+    EXPECT_EQ(reference->handle_claims(), 1);  // a refused export holds nothing
+    context.dl_strides[1] = 3;
+    expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    expect_same_view((*exported)->dl_tensor, tensor);
+    run_deleter(*exported);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(ExportLegacy, ValuesChangedInPlaceAreCheckedAgain) {
+  CountingProducer producer;
+  Tensor tensor = writable_view_of(import_or_die(producer, TensorSpec{}));  // a checked copy
+  tensor.dl_ctx()->dl_shape[1] = -3;
+  const expected<DLManagedTensor*> refused = tensor.to_dlpack();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(refused.error().message, "Tensor::to_dlpack: shape[1] is -3, must be >= 0");
+  tensor.dl_ctx()->dl_shape[1] = 3;
+  const expected<DLManagedTensor*> exported = tensor.to_dlpack();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expect_same_view((*exported)->dl_tensor, tensor);
   run_deleter(*exported);
