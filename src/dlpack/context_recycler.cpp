@@ -18,10 +18,11 @@ struct ContextKind {
 
 using ContextCache = PointerCache<ContextKind>;
 
-// Room for the largest shape, so that filling a kept context never allocates. A context whose
-// vectors were replaced through its public members gets the room back here.
+// Room for the largest shape, so that filling a kept context never allocates.
+constexpr auto kRoom = static_cast<std::size_t>(kMaxTensorDims);
+
+// A context whose vectors were replaced through its public members gets the room back here.
 bool has_room(DLManagedTensorContext& context) noexcept {
-  constexpr auto kRoom = static_cast<std::size_t>(kMaxTensorDims);
   if (context.dl_shape.capacity() >= kRoom && context.dl_strides.capacity() >= kRoom) {
     return true;
   }
@@ -54,6 +55,12 @@ void give_context(DLManagedTensorContext* context) noexcept {
   context->tensor = DLManagedTensorVersioned{};
   // The vectors keep their size: the next import of the same shape need not resize them.
   ContextAccess::restore_writable(*context);
+  // One grown by hand through its public vectors goes back to the heap, room and all: the lists
+  // bound how many contexts are kept, this bounds what each one holds.
+  if (context->dl_shape.capacity() > kRoom || context->dl_strides.capacity() > kRoom) {
+    delete context;
+    return;
+  }
   ContextCache::give(context);
 }
 

@@ -120,5 +120,23 @@ TEST(Recycler, RecycledContextsTakeTheNextImportsShape) {
   EXPECT_EQ(producer.deleter_calls(), 6);
 }
 
+// A context whose vectors were grown by hand is not kept with that room: the free lists are
+// bounded in count, and so must be what each kept context holds.
+TEST(Recycler, AContextGrownByHandIsNotKeptWithItsRoom) {
+  constexpr std::size_t kGrown = std::size_t{1} << 20;
+  CountingProducer producer;
+  for (int round = 0; round < 2; ++round) {
+    Tensor tensor = import_or_die(producer);
+    DLManagedTensorContext& context = *tensor.dl_ctx();
+    EXPECT_LT(context.dl_shape.capacity(), kGrown);
+    EXPECT_LT(context.dl_strides.capacity(), kGrown);
+    context.dl_shape.reserve(kGrown);
+    context.dl_strides.reserve(kGrown);
+    context.tensor.dl_tensor.shape = context.dl_shape.data();
+    context.tensor.dl_tensor.strides = context.dl_strides.data();
+  }  // the next import on this thread takes the context given back last, when it is kept
+  EXPECT_EQ(producer.deleter_calls(), 2);
+}
+
 }  // namespace
 }  // namespace holoscan
