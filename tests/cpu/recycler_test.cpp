@@ -95,6 +95,27 @@ TEST(Recycler, WhatComesBackAfterTheThreadsEndGoesToTheSharedList) {
   EXPECT_EQ(take_all<Cache>(), 2);
   EXPECT_EQ(Kind::released.load(), 0);
 }
+
+// A thread whose first give comes from a thread_local destructor, as the thread ends, opens its
+// list then and still closes it: nothing stays in a list that dies with the thread.
+TEST(Recycler, AListFirstOpenedAsTheThreadEndsIsClosedToo) {
+  using Kind = CountedKind<4>;
+  using Cache = detail::PointerCache<Kind>;
+  constexpr int kObjects = 5;
+  struct GivesAtExit {
+    ~GivesAtExit() {
+      for (int i = 0; i < kObjects; ++i) {
+        Cache::give(new int(i));
+      }
+    }
+  };
+  std::thread([] {
+    thread_local GivesAtExit only;
+    (void)&only;
+  }).join();
+  EXPECT_EQ(take_all<Cache>(), kObjects);
+  EXPECT_EQ(Kind::released.load(), 0);
+}
 #endif
 
 TEST(Recycler, RecycledContextsTakeTheNextImportsShape) {
