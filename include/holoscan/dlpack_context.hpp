@@ -51,6 +51,7 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
  private:
   friend struct detail::ContextAccess;
   std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context
+  std::uint64_t checked_stamp_ = 0;     // see ContextAccess::mark_checked; 0: not checked
 };
 
 }  // namespace holoscan

@@ -54,6 +54,7 @@ void give_context(DLManagedTensorContext* context) noexcept {
   context->memory_reference.reset();
   context->tensor = DLManagedTensorVersioned{};
   // The vectors keep their size: the next import of the same shape need not resize them.
+  ContextAccess::forget_checked(*context);
   ContextAccess::restore_writable(*context);
   // One grown by hand through its public vectors goes back to the heap, room and all: the lists
   // bound how many contexts are kept, this bounds what each one holds.

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "holoscan/dlpack_utils.hpp"
@@ -145,6 +146,7 @@ expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::i
   detail::assign_view(
       *context, view, 0,
       DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR});
+  detail::ContextAccess::mark_checked(*context);  // checked above
   return context;
 }
 

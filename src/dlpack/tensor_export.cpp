@@ -4,6 +4,7 @@
 #include <string>
 #include <type_traits>
 
+#include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/recycler.hpp"
 #include "holoscan/tensor.hpp"
@@ -65,6 +66,24 @@ struct ExportedTensor {
   }
 };
 
+// Copies the shape and strides of a view the library checked (import, pool, make_tensor) into
+// `dims` and says whether it is still the view it checked: same header, its own vectors, and the
+// same values (their fingerprint, summed while copying). False: `dims` holds nothing of use.
+bool copy_checked_view(const DLManagedTensorContext& context, std::int64_t* dims) noexcept {
+  const DLTensor& view = context.tensor.dl_tensor;
+  if (view.ndim < 0 || view.ndim > kMaxTensorDims || view.shape != context.dl_shape.data() ||
+      view.strides != context.dl_strides.data() || (view.ndim > 0 && view.strides == nullptr)) {
+    return false;
+  }
+  std::uint64_t values = 0;
+  for (std::int32_t i = 0; i < view.ndim; ++i) {
+    dims[i] = view.shape[i];
+    dims[view.ndim + i] = view.strides[i];
+    values = detail::add_to_fingerprint(values, i, dims[i], dims[view.ndim + i]);
+  }
+  return detail::ContextAccess::still_checked(context, values);
+}
+
 template <class Managed>
 expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorContext>& context,
                                          std::uint64_t flags, const char* who) {
@@ -90,13 +109,15 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
     return make_unexpected(ErrorCode::kResourceExhausted,
                            std::string(who) + ": out of host memory");
   }
-  // Every view is checked again while its shape and strides are copied out, the library's own
-  // too: its vectors are public and may have been written in place since they were checked.
   // Strides are always written out: DLPack >= 1.2 requires them, and older readers accept them.
-  if (detail::check_layout(ndim, source.shape, source.strides, source.dtype, flags,
-                           detail::build_last_dtype_code(), facts, dims,
-                           dims + ndim) != detail::LayoutFault::kNone) {
-    return refused();
+  if (!copy_checked_view(*context, dims)) {
+    // Not a view the library checked, or one whose values were written in place since (its
+    // vectors are public): checked like an import while its shape and strides are copied out.
+    if (detail::check_layout(ndim, source.shape, source.strides, source.dtype, flags,
+                             detail::build_last_dtype_code(), facts, dims,
+                             dims + ndim) != detail::LayoutFault::kNone) {
+      return refused();
+    }
   }
   if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {
     owner->managed.version = context->tensor.version;  // the callers set what they export

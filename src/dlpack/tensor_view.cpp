@@ -1,5 +1,6 @@
 #include "dlpack/tensor_view.hpp"
 
+#include "dlpack/context_access.hpp"
 #include "holoscan/tensor.hpp"
 
 namespace holoscan::detail {
@@ -47,6 +48,7 @@ LayoutFault assign_checked_view(DLManagedTensorContext& context, const DLTensor&
   target.shape = ndim > 0 ? shape : nullptr;
   target.strides = ndim > 0 ? strides : nullptr;
   target.byte_offset = tensor.byte_offset;
+  ContextAccess::mark_checked(context);  // checked while the values were written
   return LayoutFault::kNone;
 }
 

@@ -225,6 +225,7 @@ Tensor PoolImpl::hand_out(Block& block, std::size_t index, DLTensor& request) {
   detail::assign_view(*block.context, request, 0,
                       DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION});
   detail::ContextAccess::restore_writable(*block.context);
+  detail::ContextAccess::mark_checked(*block.context);  // judge_request checked the layout
   if (block.handed_out) {
     reuse_count_.fetch_add(1, std::memory_order_relaxed);
   }
