@@ -2,10 +2,14 @@
 // thread's progress() lands the tensor it waits for, not sleep on to its deadline (UCX's fd tells
 // only the thread that progresses first).
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
@@ -40,6 +44,91 @@ TEST(UcxThreads, AReceiverAsleepWakesWhenAnotherThreadProgressLandsItsTensor) {
   progressing.join();
   EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(), kDeadlineMs / 2)
       << "ms for the series: a receive slept on after another thread landed its tensor";
+}
+
+// Connects `client` to `listener` (listening on the loopback), both in this process; the client's
+// id of the connection.
+expected<ucx::PeerId, Error> connect_in_process(ucx::Worker& listener, ucx::Worker& client) {
+  const std::string port = listen_on_loopback(listener);
+  expected<ucx::PeerId, Error> peer = make_unexpected(ErrorCode::kFailure, "not connected");
+  std::atomic<bool> answered{false};
+  std::thread connecting([&] {
+    peer = client.connect("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port)), 20000);
+    answered.store(true);
+  });
+  const bool accepted = listener.accept(20000).has_value();
+  while (!answered.load()) {  // the listener's rounds answer the Hello
+    (void)listener.progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  connecting.join();
+  if (peer && !accepted) {
+    return make_unexpected(ErrorCode::kFailure, "the listener accepted nobody");
+  }
+  return peer;
+}
+
+// CPU time the calling thread has used so far.
+std::chrono::nanoseconds thread_cpu_time() {
+  timespec now{};
+  (void)clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
+}
+
+// A receive() on its own thread waiting up to `wait_ms`, and the CPU time it used meanwhile.
+struct IdleReceive {
+  std::optional<bool> got;  // whether something came
+  std::chrono::nanoseconds cpu{0};
+  std::thread thread;  // last: starts once the members it writes are made
+
+  IdleReceive(ucx::Worker& worker, int wait_ms)
+      : thread([this, &worker, wait_ms] {
+          const auto before = thread_cpu_time();
+          auto received = worker.receive(wait_ms);
+          cpu = thread_cpu_time() - before;
+          got = received && received->has_value();
+        }) {}
+};
+
+// Receives asleep on one worker while another thread's round does work (here: one of them lands
+// the one tensor sent and its Ack goes out) must sleep on afterwards, not wake over and over: the
+// two left used seconds of CPU time each when the wake signal stayed readable until every sleeper
+// was out of its sleep at once, which never happens while one re-enters before the other leaves.
+TEST(UcxThreads, ReceiversAsleepSleepOnAfterAnotherThreadsRoundWakesThem) {
+  constexpr int kWaitMs = 5000;
+  constexpr auto kMostCpu = std::chrono::seconds(1);  // asleep: milliseconds; spinning: seconds
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  ucx::Worker worker = make_worker(config);
+  ucx::Worker client = make_worker();
+  auto peer = connect_in_process(worker, client);
+  ASSERT_TRUE(peer) << to_string(peer.error());
+  std::atomic<bool> done{false};
+  std::thread progressing([&] {
+    while (!done.load()) {
+      (void)client.progress();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::vector<std::unique_ptr<IdleReceive>> receives;
+  for (int k = 0; k < 3; ++k) {
+    receives.push_back(std::make_unique<IdleReceive>(worker, kWaitMs));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all asleep (else no wake)
+  SeriesSender sender(client, *peer, 1);
+  EXPECT_TRUE(sender.send(0));
+  int got = 0;
+  for (auto& receive : receives) {
+    receive->thread.join();
+    EXPECT_TRUE(receive->got.has_value()) << "the receive failed";
+    got += receive->got.value_or(false) ? 1 : 0;
+    EXPECT_TRUE(receive->got.value_or(false) || receive->cpu < kMostCpu)
+        << std::chrono::duration_cast<std::chrono::milliseconds>(receive->cpu).count()
+        << " ms of CPU time in a receive that found nothing for " << kWaitMs << " ms";
+  }
+  EXPECT_EQ(got, 1);
+  done.store(true);
+  progressing.join();
 }
 
 }  // namespace
