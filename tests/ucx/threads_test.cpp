@@ -1,8 +1,12 @@
 // One worker used from two threads: a receive() asleep on the worker's fd must wake when another
 // thread's progress() lands the tensor it waits for, not sleep on to its deadline (UCX's fd tells
 // only the thread that progresses first).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -129,6 +133,55 @@ TEST(UcxThreads, ReceiversAsleepSleepOnAfterAnotherThreadsRoundWakesThem) {
   EXPECT_EQ(got, 1);
   done.store(true);
   progressing.join();
+}
+
+// A TCP listener that never accepts: the kernel completes the connection, nobody answers it.
+class SilentListener {
+ public:
+  SilentListener() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+        listen(fd_, 4) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ADD_FAILURE() << "no loopback listener";
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+  }
+  ~SilentListener() {
+    if (fd_ >= 0) {
+      close(fd_);
+    }
+  }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  std::uint16_t port_ = 0;
+};
+
+// A connect() that gets no answer sleeps to its deadline: the Hello it sent stays with UCX the
+// whole time, and counting such a message as something to poll for kept the wait (and every other
+// wait on the worker) waking every few tens of microseconds instead.
+TEST(UcxThreads, AConnectNobodyAnswersSleepsUntilItsDeadline) {
+  constexpr int kWaitMs = 6000;
+  constexpr auto kMostCpu = std::chrono::milliseconds(300);  // asleep: ~10 ms; polling: ~900
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  ucx::Worker worker = make_worker(config);
+  SilentListener listener;
+  const auto before = thread_cpu_time();
+  auto connected = worker.connect("127.0.0.1", listener.port(), kWaitMs);
+  const auto cpu = thread_cpu_time() - before;
+  ASSERT_FALSE(connected);
+  EXPECT_EQ(connected.error().code, ErrorCode::kTimeout) << to_string(connected.error());
+  EXPECT_LT(cpu, kMostCpu) << std::chrono::duration_cast<std::chrono::milliseconds>(cpu).count()
+                           << " ms of CPU time in a connect that waited " << kWaitMs << " ms";
 }
 
 }  // namespace
