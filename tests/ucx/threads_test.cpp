@@ -135,6 +135,73 @@ TEST(UcxThreads, ReceiversAsleepSleepOnAfterAnotherThreadsRoundWakesThem) {
   progressing.join();
 }
 
+// A receive asleep with a long deadline learns promptly that its peer closed the connection, also
+// while another thread progresses the worker (and so may be the one UCX tells).
+TEST(UcxThreads, AReceiverAsleepLearnsPromptlyThatThePeerClosed) {
+  constexpr int kDeadlineMs = 30000;
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  ucx::Worker worker = make_worker(config);
+  ucx::Worker client = make_worker();
+  auto peer = connect_in_process(worker, client);
+  ASSERT_TRUE(peer) << to_string(peer.error());
+  std::atomic<bool> done{false};
+  std::thread progressing([&] {
+    while (!done.load()) {
+      (void)worker.progress();
+      (void)client.progress();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::optional<expected<std::optional<ucx::Received>, Error>> received;
+  std::chrono::steady_clock::duration waited{};
+  std::thread receiving([&] {
+    const auto start = std::chrono::steady_clock::now();
+    received = worker.receive(kDeadlineMs);
+    waited = std::chrono::steady_clock::now() - start;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // asleep
+  EXPECT_TRUE(client.disconnect(*peer));
+  receiving.join();
+  done.store(true);
+  progressing.join();
+  ASSERT_TRUE(received && !*received) << "the receive did not report the closed peer";
+  EXPECT_EQ(received->error().code, ErrorCode::kClosed) << to_string(received->error());
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(waited).count(), kDeadlineMs / 2000)
+      << "s until the receive learned that its peer closed";
+}
+
+// A connect() learns of the listener's answer promptly while another thread is asleep in a
+// receive() on the same worker (either of them may be the one UCX tells).
+TEST(UcxThreads, AConnectBesideASleepingReceiveEndsPromptly) {
+  constexpr int kReceiveMs = 6000;
+  constexpr int kConnectMs = 30000;
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  ucx::Worker worker = make_worker(config);
+  ucx::Worker listener = make_worker();
+  const std::string port = listen_on_loopback(listener);
+  std::atomic<bool> done{false};
+  std::thread progressing([&] {
+    while (!done.load()) {
+      (void)listener.progress();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  IdleReceive receive(worker, kReceiveMs);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // asleep
+  const auto start = std::chrono::steady_clock::now();
+  auto peer = worker.connect("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port)), kConnectMs);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  receive.thread.join();
+  done.store(true);
+  progressing.join();
+  ASSERT_TRUE(peer) << to_string(peer.error());
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(waited).count(), kReceiveMs / 2000)
+      << "s for a connect beside a sleeping receive";
+  EXPECT_EQ(receive.got, std::optional<bool>(false));
+}
+
 // A TCP listener that never accepts: the kernel completes the connection, nobody answers it.
 class SilentListener {
  public:
