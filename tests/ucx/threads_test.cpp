@@ -72,6 +72,30 @@ expected<ucx::PeerId, Error> connect_in_process(ucx::Worker& listener, ucx::Work
   return peer;
 }
 
+// Progresses `workers` on a thread of its own, every millisecond, until destroyed.
+class Progressing {
+ public:
+  explicit Progressing(std::vector<ucx::Worker*> workers)
+      : thread_([this, workers] {
+          while (!done_.load()) {
+            for (ucx::Worker* worker : workers) {
+              (void)worker->progress();
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+        }) {}
+  ~Progressing() {
+    done_.store(true);
+    thread_.join();
+  }
+  Progressing(const Progressing&) = delete;
+  Progressing& operator=(const Progressing&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;  // last: starts once done_ is made
+};
+
 // CPU time the calling thread has used so far.
 std::chrono::nanoseconds thread_cpu_time() {
   timespec now{};
@@ -107,13 +131,7 @@ TEST(UcxThreads, ReceiversAsleepSleepOnAfterAnotherThreadsRoundWakesThem) {
   ucx::Worker client = make_worker();
   auto peer = connect_in_process(worker, client);
   ASSERT_TRUE(peer) << to_string(peer.error());
-  std::atomic<bool> done{false};
-  std::thread progressing([&] {
-    while (!done.load()) {
-      (void)client.progress();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
+  Progressing progressing({&client});
   std::vector<std::unique_ptr<IdleReceive>> receives;
   for (int k = 0; k < 3; ++k) {
     receives.push_back(std::make_unique<IdleReceive>(worker, kWaitMs));
@@ -131,8 +149,6 @@ TEST(UcxThreads, ReceiversAsleepSleepOnAfterAnotherThreadsRoundWakesThem) {
         << " ms of CPU time in a receive that found nothing for " << kWaitMs << " ms";
   }
   EXPECT_EQ(got, 1);
-  done.store(true);
-  progressing.join();
 }
 
 // A receive asleep with a long deadline learns promptly that its peer closed the connection, also
@@ -145,14 +161,7 @@ TEST(UcxThreads, AReceiverAsleepLearnsPromptlyThatThePeerClosed) {
   ucx::Worker client = make_worker();
   auto peer = connect_in_process(worker, client);
   ASSERT_TRUE(peer) << to_string(peer.error());
-  std::atomic<bool> done{false};
-  std::thread progressing([&] {
-    while (!done.load()) {
-      (void)worker.progress();
-      (void)client.progress();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
+  Progressing progressing({&worker, &client});
   std::optional<expected<std::optional<ucx::Received>, Error>> received;
   std::chrono::steady_clock::duration waited{};
   std::thread receiving([&] {
@@ -163,8 +172,6 @@ TEST(UcxThreads, AReceiverAsleepLearnsPromptlyThatThePeerClosed) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // asleep
   EXPECT_TRUE(client.disconnect(*peer));
   receiving.join();
-  done.store(true);
-  progressing.join();
   ASSERT_TRUE(received && !*received) << "the receive did not report the closed peer";
   EXPECT_EQ(received->error().code, ErrorCode::kClosed) << to_string(received->error());
   EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(waited).count(), kDeadlineMs / 2000)
@@ -181,21 +188,13 @@ TEST(UcxThreads, AConnectBesideASleepingReceiveEndsPromptly) {
   ucx::Worker worker = make_worker(config);
   ucx::Worker listener = make_worker();
   const std::string port = listen_on_loopback(listener);
-  std::atomic<bool> done{false};
-  std::thread progressing([&] {
-    while (!done.load()) {
-      (void)listener.progress();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
+  Progressing progressing({&listener});
   IdleReceive receive(worker, kReceiveMs);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // asleep
   const auto start = std::chrono::steady_clock::now();
   auto peer = worker.connect("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port)), kConnectMs);
   const auto waited = std::chrono::steady_clock::now() - start;
   receive.thread.join();
-  done.store(true);
-  progressing.join();
   ASSERT_TRUE(peer) << to_string(peer.error());
   EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(waited).count(), kReceiveMs / 2000)
       << "s for a connect beside a sleeping receive";
