@@ -1,5 +1,7 @@
-// The signal stays readable until the last sleeper is back, so every thread asleep when it was
-// posted wakes (poll is level-triggered), and a thread that goes to sleep later sees it too.
+// The signal stays readable until the last thread asleep when it was posted is back, so each of
+// them wakes (poll is level-triggered); a thread that goes to sleep later sees it too. Only those
+// asleep at the post are waited for: counting every sleeper, the signal stayed readable for as
+// long as two waiters took turns (one back to sleep before the other was out), and both spun.
 #include "wake_signal.hpp"
 
 #include <sys/eventfd.h>
@@ -17,11 +19,14 @@ WakeSignal::~WakeSignal() {
   }
 }
 
-void WakeSignal::leave_sleep() noexcept {
-  if (sleepers_ > 0) {
-    --sleepers_;
+void WakeSignal::leave_sleep(std::uint64_t ticket) noexcept {
+  if (!posted_ || ticket == posts_) {  // asleep since the last post (or none is pending)
+    if (sleeping_ > 0) {
+      --sleeping_;
+    }
+    return;
   }
-  if (sleepers_ == 0 && posted_) {
+  if (owed_ > 0 && --owed_ == 0) {
     std::uint64_t count = 0;
     const ssize_t drained = read(fd_, &count, sizeof(count));  // nothing to do if it fails
     (void)drained;
@@ -30,11 +35,17 @@ void WakeSignal::leave_sleep() noexcept {
 }
 
 void WakeSignal::post() noexcept {
-  if (sleepers_ == 0 || posted_ || fd_ < 0) {
+  if (sleeping_ == 0 || posted_ || fd_ < 0) {
     return;
   }
   const std::uint64_t one = 1;
-  posted_ = write(fd_, &one, sizeof(one)) == static_cast<ssize_t>(sizeof(one));
+  if (write(fd_, &one, sizeof(one)) != static_cast<ssize_t>(sizeof(one))) {
+    return;
+  }
+  posted_ = true;
+  owed_ = sleeping_;
+  sleeping_ = 0;
+  ++posts_;
 }
 
 }  // namespace holoscan::ucx::detail

@@ -3,6 +3,8 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "holoscan/ucx/worker.hpp"
@@ -34,14 +36,14 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
   const auto spin_until = start + std::chrono::microseconds(state.config.spin_us);
-  bool slept = false;
+  std::optional<std::uint64_t> slept;  // the wake signal's ticket while asleep
   for (;;) {
     bool armed = false;
     {
       std::lock_guard<std::mutex> lock(state.mutex);
       if (slept) {
-        state.wake.leave_sleep();
-        slept = false;
+        state.wake.leave_sleep(*slept);
+        slept.reset();
       }
       state.progress_locked();
       if (auto done = step()) {
@@ -57,8 +59,7 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
       // Without a wake signal another thread's round could leave this one asleep: poll instead.
       armed = state.wake.fd() >= 0 && state.waiting_locked() == 0 && state.arm_locked();
       if (armed) {
-        state.wake.enter_sleep();
-        slept = true;
+        slept = state.wake.enter_sleep();
       }
     }
     const auto limit = timeout_ms < 0 ? std::chrono::nanoseconds(std::chrono::seconds(1))

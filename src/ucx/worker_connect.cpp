@@ -78,6 +78,20 @@ void on_endpoint_error(void* arg, ucp_ep_h endpoint, ucs_status_t status) {
   }
 }
 
+// Frees the requests of `requests` that UCX completed; whether none is left.
+bool free_completed(std::vector<void*>& requests) noexcept {
+  for (std::size_t i = 0; i < requests.size();) {
+    if (ucp_request_check_status(requests[i]) == UCS_INPROGRESS) {
+      ++i;
+      continue;
+    }
+    ucp_request_free(requests[i]);
+    requests[i] = requests.back();
+    requests.pop_back();
+  }
+  return requests.empty();
+}
+
 ucp_ep_params_t endpoint_params(Worker::State* state) {
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -232,16 +246,8 @@ void Worker::State::close_endpoint(Peer& peer, bool force) {
 }
 
 bool Worker::State::drain_closing() noexcept {
-  for (std::size_t i = 0; i < closing.size();) {
-    if (ucp_request_check_status(closing[i]) == UCS_INPROGRESS) {
-      ++i;
-      continue;
-    }
-    ucp_request_free(closing[i]);
-    closing[i] = closing.back();
-    closing.pop_back();
-  }
-  return closing.empty();
+  const bool sent = free_completed(sending);
+  return free_completed(closing) && sent;
 }
 
 bool Worker::State::requests_pending() const noexcept {
@@ -330,10 +336,12 @@ void Worker::State::shut_down() noexcept {
     // Out of host memory while closing: what UCX did not finish is kept below.
   }
   keep_unsettled_memory();
-  for (void* request : closing) {
-    ucp_request_free(request);  // released by UCX when it completes
+  for (auto* requests : {&closing, &sending}) {
+    for (void* request : *requests) {
+      ucp_request_free(request);  // released by UCX when it completes
+    }
+    requests->clear();
   }
-  closing.clear();
   worker.reset();
   peers.clear();
   by_endpoint.clear();

@@ -109,7 +109,7 @@ std::size_t Worker::State::flush_controls() {
       // Kept until sent: a worker shutting down waits for it (a confirmation is not lost), and
       // UCX's request pool is whole again before the worker goes. A failure shows on the endpoint.
       try {
-        closing.push_back(request);
+        sending.push_back(request);
       } catch (...) {
         ucp_request_free(request);  // out of host memory: UCX releases it once sent
         throw;

@@ -108,7 +108,8 @@ struct Worker::State {
   std::vector<ucp_conn_request_h> connection_requests;
   std::deque<PeerId> accepted;  // for accept(), in the order the listener took them
   std::vector<std::pair<PeerId, ucs_status_t>> failures;  // from UCX's error callback
-  std::vector<void*> closing;  // endpoint closes and small messages UCX has not finished
+  std::vector<void*> closing;  // endpoint closes UCX has not finished (polled for)
+  std::vector<void*> sending;  // small messages UCX has not sent yet (their fd events suffice)
 
   std::deque<std::unique_ptr<Arrival>> arrivals;  // in arrival order
   std::deque<SendResult> results;

@@ -1,11 +1,19 @@
 // One worker used from two threads: a receive() asleep on the worker's fd must wake when another
 // thread's progress() lands the tensor it waits for, not sleep on to its deadline (UCX's fd tells
 // only the thread that progresses first).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
@@ -40,6 +48,206 @@ TEST(UcxThreads, AReceiverAsleepWakesWhenAnotherThreadProgressLandsItsTensor) {
   progressing.join();
   EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count(), kDeadlineMs / 2)
       << "ms for the series: a receive slept on after another thread landed its tensor";
+}
+
+// Connects `client` to `listener` (listening on the loopback), both in this process; the client's
+// id of the connection.
+expected<ucx::PeerId, Error> connect_in_process(ucx::Worker& listener, ucx::Worker& client) {
+  const std::string port = listen_on_loopback(listener);
+  expected<ucx::PeerId, Error> peer = make_unexpected(ErrorCode::kFailure, "not connected");
+  std::atomic<bool> answered{false};
+  std::thread connecting([&] {
+    peer = client.connect("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port)), 20000);
+    answered.store(true);
+  });
+  const bool accepted = listener.accept(20000).has_value();
+  while (!answered.load()) {  // the listener's rounds answer the Hello
+    (void)listener.progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  connecting.join();
+  if (peer && !accepted) {
+    return make_unexpected(ErrorCode::kFailure, "the listener accepted nobody");
+  }
+  return peer;
+}
+
+// Progresses `workers` on a thread of its own, every millisecond, until destroyed.
+class Progressing {
+ public:
+  explicit Progressing(std::vector<ucx::Worker*> workers)
+      : thread_([this, workers] {
+          while (!done_.load()) {
+            for (ucx::Worker* worker : workers) {
+              (void)worker->progress();
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+        }) {}
+  ~Progressing() {
+    done_.store(true);
+    thread_.join();
+  }
+  Progressing(const Progressing&) = delete;
+  Progressing& operator=(const Progressing&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;  // last: starts once done_ is made
+};
+
+// CPU time the calling thread has used so far.
+std::chrono::nanoseconds thread_cpu_time() {
+  timespec now{};
+  (void)clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
+}
+
+// A receive() on its own thread waiting up to `wait_ms`, and the CPU time it used meanwhile.
+struct IdleReceive {
+  std::optional<bool> got;  // whether something came
+  std::chrono::nanoseconds cpu{0};
+  std::thread thread;  // last: starts once the members it writes are made
+
+  IdleReceive(ucx::Worker& worker, int wait_ms)
+      : thread([this, &worker, wait_ms] {
+          const auto before = thread_cpu_time();
+          auto received = worker.receive(wait_ms);
+          cpu = thread_cpu_time() - before;
+          got = received && received->has_value();
+        }) {}
+};
+
+// Receives asleep on one worker while another thread's round does work (here: one of them lands
+// the one tensor sent and its Ack goes out) must sleep on afterwards, not wake over and over: the
+// two left used seconds of CPU time each when the wake signal stayed readable until every sleeper
+// was out of its sleep at once, which never happens while one re-enters before the other leaves.
+TEST(UcxThreads, ReceiversAsleepSleepOnAfterAnotherThreadsRoundWakesThem) {
+  constexpr int kWaitMs = 5000;
+  constexpr auto kMostCpu = std::chrono::seconds(1);  // asleep: milliseconds; spinning: seconds
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  ucx::Worker worker = make_worker(config);
+  ucx::Worker client = make_worker();
+  auto peer = connect_in_process(worker, client);
+  ASSERT_TRUE(peer) << to_string(peer.error());
+  Progressing progressing({&client});
+  std::vector<std::unique_ptr<IdleReceive>> receives;
+  for (int k = 0; k < 3; ++k) {
+    receives.push_back(std::make_unique<IdleReceive>(worker, kWaitMs));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all asleep (else no wake)
+  SeriesSender sender(client, *peer, 1);
+  EXPECT_TRUE(sender.send(0));
+  int got = 0;
+  for (auto& receive : receives) {
+    receive->thread.join();
+    EXPECT_TRUE(receive->got.has_value()) << "the receive failed";
+    got += receive->got.value_or(false) ? 1 : 0;
+    EXPECT_TRUE(receive->got.value_or(false) || receive->cpu < kMostCpu)
+        << std::chrono::duration_cast<std::chrono::milliseconds>(receive->cpu).count()
+        << " ms of CPU time in a receive that found nothing for " << kWaitMs << " ms";
+  }
+  EXPECT_EQ(got, 1);
+}
+
+// A receive asleep with a long deadline learns promptly that its peer closed the connection, also
+// while another thread progresses the worker (and so may be the one UCX tells).
+TEST(UcxThreads, AReceiverAsleepLearnsPromptlyThatThePeerClosed) {
+  constexpr int kDeadlineMs = 30000;
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  ucx::Worker worker = make_worker(config);
+  ucx::Worker client = make_worker();
+  auto peer = connect_in_process(worker, client);
+  ASSERT_TRUE(peer) << to_string(peer.error());
+  Progressing progressing({&worker, &client});
+  std::optional<expected<std::optional<ucx::Received>, Error>> received;
+  std::chrono::steady_clock::duration waited{};
+  std::thread receiving([&] {
+    const auto start = std::chrono::steady_clock::now();
+    received = worker.receive(kDeadlineMs);
+    waited = std::chrono::steady_clock::now() - start;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // asleep
+  EXPECT_TRUE(client.disconnect(*peer));
+  receiving.join();
+  ASSERT_TRUE(received && !*received) << "the receive did not report the closed peer";
+  EXPECT_EQ(received->error().code, ErrorCode::kClosed) << to_string(received->error());
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(waited).count(), kDeadlineMs / 2000)
+      << "s until the receive learned that its peer closed";
+}
+
+// A connect() learns of the listener's answer promptly while another thread is asleep in a
+// receive() on the same worker (either of them may be the one UCX tells).
+TEST(UcxThreads, AConnectBesideASleepingReceiveEndsPromptly) {
+  constexpr int kReceiveMs = 6000;
+  constexpr int kConnectMs = 30000;
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  ucx::Worker worker = make_worker(config);
+  ucx::Worker listener = make_worker();
+  const std::string port = listen_on_loopback(listener);
+  Progressing progressing({&listener});
+  IdleReceive receive(worker, kReceiveMs);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // asleep
+  const auto start = std::chrono::steady_clock::now();
+  auto peer = worker.connect("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port)), kConnectMs);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  receive.thread.join();
+  ASSERT_TRUE(peer) << to_string(peer.error());
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(waited).count(), kReceiveMs / 2000)
+      << "s for a connect beside a sleeping receive";
+  EXPECT_EQ(receive.got, std::optional<bool>(false));
+}
+
+// A TCP listener that never accepts: the kernel completes the connection, nobody answers it.
+class SilentListener {
+ public:
+  SilentListener() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+        listen(fd_, 4) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ADD_FAILURE() << "no loopback listener";
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+  }
+  ~SilentListener() {
+    if (fd_ >= 0) {
+      close(fd_);
+    }
+  }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  std::uint16_t port_ = 0;
+};
+
+// A connect() that gets no answer sleeps to its deadline: the Hello it sent stays with UCX the
+// whole time, and counting such a message as something to poll for kept the wait (and every other
+// wait on the worker) waking every few tens of microseconds instead.
+TEST(UcxThreads, AConnectNobodyAnswersSleepsUntilItsDeadline) {
+  constexpr int kWaitMs = 6000;
+  constexpr auto kMostCpu = std::chrono::milliseconds(300);  // asleep: ~10 ms; polling: ~900
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  ucx::Worker worker = make_worker(config);
+  SilentListener listener;
+  const auto before = thread_cpu_time();
+  auto connected = worker.connect("127.0.0.1", listener.port(), kWaitMs);
+  const auto cpu = thread_cpu_time() - before;
+  ASSERT_FALSE(connected);
+  EXPECT_EQ(connected.error().code, ErrorCode::kTimeout) << to_string(connected.error());
+  EXPECT_LT(cpu, kMostCpu) << std::chrono::duration_cast<std::chrono::milliseconds>(cpu).count()
+                           << " ms of CPU time in a connect that waited " << kWaitMs << " ms";
 }
 
 }  // namespace

@@ -85,8 +85,10 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
  * Progress: every call progresses UCX, except a receive() that hands out a tensor that had
  * already landed. Between calls, call progress() when fd() is readable (arm() first), and every
  * few tens of microseconds while sends wait for readiness or arrivals for memory (waiting() is
- * not zero). Methods may be called from any thread, one at a time inside (a mutex); receive()
- * waits without holding it.
+ * not zero). Methods may be called from any thread, one at a time inside (a mutex); connect(),
+ * accept() and receive() wait without holding it. The destructor and move-assignment end the
+ * worker those waits use: no other thread may be inside a call then (Python's Worker keeps the
+ * worker until its calls return).
  */
 class HOLOSCAN_DLPACK_API Worker {
  public:

@@ -1,8 +1,8 @@
 // holoscan_dlpack_testing: the test suite's helpers, an extension of its own so that the shipped
 // holoscan_dlpack._core holds no test hooks. A counting DLPack producer (capsules, and a type with
 // DLPack's C exchange API), a C exchange API consumer, and probes that drop the last owner of a
-// Tensor on threads Python does not know. It links no copy of the library: it reaches Tensors
-// only through the protocols any other consumer uses.
+// Tensor on threads Python does not know; and the stream owner lookup of copy exports. It links no
+// copy of the library: it reaches Tensors only through the protocols any other consumer uses.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/vector.h>
 
@@ -11,6 +11,7 @@
 
 #include "holder.hpp"
 #include "producer.hpp"
+#include "stream_owner_probe.hpp"
 
 namespace nb = nanobind;
 
@@ -74,4 +75,5 @@ NB_MODULE(holoscan_dlpack_testing, module) {
              "threading.get_ident() of the thread the last counted deleter ran on.");
   testing::bind_holder(module);
   testing::bind_exchange(module);
+  testing::bind_stream_owner(module);
 }

@@ -1,0 +1,160 @@
+"""The consumer stream a copy's export keeps alive (python/src/stream_owner.cpp, copy_export.cpp).
+
+A copy is exported through the wrapping deleter only for CUDA memory, which needs a GPU: the CPU
+tests check the lookup through the test extension's find_stream_owner, with a stand-in for
+"cupy.cuda" in sys.modules, and that a host copy never looks; the GPU tests follow a real CuPy
+stream's reference count through the export's deleter on every path that can call it."""
+
+import sys
+import types
+
+import pytest
+
+import holoscan_dlpack as hd
+from conftest import cuda_cupy, run_python
+
+np = pytest.importorskip("numpy")
+
+HANDLE = 0x7F00_1234_5000
+
+
+class FakeStream:
+    """What CuPy's Stream offers the lookup: its handle as `ptr`."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    """A stand-in "cupy.cuda" module whose current stream the test sets; counts the lookups."""
+    module = types.ModuleType("cupy.cuda")
+    module.current = FakeStream(HANDLE)
+    module.calls = 0
+
+    def get_current_stream():
+        module.calls += 1
+        if isinstance(module.current, Exception):
+            raise module.current
+        return module.current
+
+    module.get_current_stream = get_current_stream
+    monkeypatch.setitem(sys.modules, "cupy.cuda", module)
+    return module
+
+
+def test_the_current_stream_with_the_handle_is_kept_and_let_go(testing, fake_cupy):
+    stream = fake_cupy.current
+    before = sys.getrefcount(stream)
+    owner = testing.find_stream_owner(HANDLE)
+    held = sys.getrefcount(stream)  # outside the asserts: their rewriting holds temporaries
+    assert owner is stream
+    assert held == before + 1  # the reference an export holds
+    del owner
+    after = sys.getrefcount(stream)
+    assert after == before
+    assert fake_cupy.calls == 1
+
+
+def test_a_current_stream_with_another_handle_is_not_kept(testing, fake_cupy):
+    stream = fake_cupy.current
+    before = sys.getrefcount(stream)
+    assert testing.find_stream_owner(HANDLE + 0x100) is None
+    after = sys.getrefcount(stream)
+    assert after == before
+
+
+@pytest.mark.parametrize("ptr", [None, "0x7f0012345000", -1, 1 << 70, float(HANDLE)])
+def test_a_stream_whose_ptr_is_no_handle_is_not_kept(testing, fake_cupy, ptr):
+    stream = fake_cupy.current = FakeStream(ptr)
+    before = sys.getrefcount(stream)
+    assert testing.find_stream_owner(HANDLE) is None  # and no error is left set
+    after = sys.getrefcount(stream)  # outside the assert: its rewriting holds temporaries
+    assert after == before
+
+
+def test_a_stream_without_ptr_is_not_kept(testing, fake_cupy):
+    fake_cupy.current = object()
+    assert testing.find_stream_owner(HANDLE) is None
+
+
+def test_a_failing_lookup_is_cleared(testing, fake_cupy):
+    fake_cupy.current = RuntimeError("no CUDA device")
+    assert testing.find_stream_owner(HANDLE) is None  # raised nothing, left nothing set
+    assert fake_cupy.calls == 1
+
+
+def test_nothing_is_imported_when_cupy_is_not_loaded(testing, monkeypatch):
+    monkeypatch.delitem(sys.modules, "cupy.cuda", raising=False)
+    assert testing.find_stream_owner(HANDLE) is None
+    assert "cupy.cuda" not in sys.modules
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+def test_a_host_copy_never_looks_for_a_stream_owner(fake_cupy, versioned):
+    t = hd.from_dlpack(np.arange(8.0))
+    capsule = t.__dlpack__(max_version=(1, 0) if versioned else None, copy=True)
+    del capsule
+    assert fake_cupy.calls == 0  # host memory is not wrapped: no CPU test reaches the wrapper
+
+
+class CopyOnStream:
+    """Asks `tensor` for a copy for `stream` (what cupy.from_dlpack(copy=True) passes)."""
+
+    def __init__(self, tensor, stream):
+        self.tensor = tensor
+        self.stream = stream
+
+    def __dlpack__(self, max_version=None):
+        return self.tensor.__dlpack__(max_version=max_version, stream=self.stream.ptr, copy=True)
+
+
+def device_tensor_and_stream():
+    cupy = cuda_cupy()
+    return cupy, hd.from_dlpack(cupy.arange(16, dtype=cupy.float32)), cupy.cuda.Stream(
+        non_blocking=True)
+
+
+def test_gpu_an_unconsumed_copy_lets_the_stream_go():
+    _, t, stream = device_tensor_and_stream()
+    with stream:
+        before = sys.getrefcount(stream)
+        capsule = CopyOnStream(t, stream).__dlpack__(max_version=(1, 0))
+        held = sys.getrefcount(stream)  # outside the asserts: their rewriting holds temporaries
+        del capsule  # never consumed: the capsule's destructor runs the deleter, with the GIL
+        after = sys.getrefcount(stream)
+    assert held == before + 1, "the export did not keep its stream"
+    assert after == before
+    stream.synchronize()
+
+
+def test_gpu_a_deleter_on_a_foreign_thread_hands_the_stream_to_python(testing):
+    _, t, stream = device_tensor_and_stream()
+    before = sys.getrefcount(stream)
+    with stream:  # the current stream, as cupy.from_dlpack(copy=True) would find it
+        testing.hold(CopyOnStream(t, stream))
+    held = sys.getrefcount(stream)  # outside the asserts: their rewriting holds temporaries
+    finished, _, _ = testing.drop_held_on_foreign_thread(timeout=10.0)
+    hd.pending_deferred_releases()  # any entry into the module drains the queued release
+    after = sys.getrefcount(stream)
+    assert finished, "the deleter on the foreign thread waited for the GIL"
+    assert held == before + 1, "the export did not keep its stream"
+    assert after == before
+    stream.synchronize()
+
+
+def test_gpu_a_deleter_after_finalization_leaks_the_stream_quietly():
+    cuda_cupy()
+    done = run_python("""
+        import cupy, holoscan_dlpack as hd, holoscan_dlpack_testing as testing
+        t = hd.from_dlpack(cupy.arange(16, dtype=cupy.float32))
+        stream = cupy.cuda.Stream(non_blocking=True)
+        class CopyOnStream:
+            def __dlpack__(self, max_version=None):
+                return t.__dlpack__(max_version=max_version, stream=stream.ptr, copy=True)
+        with stream:
+            testing.hold_until_exit(CopyOnStream())
+        print("held")
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "held" in done.stdout and "post-finalization drop" in done.stdout, done.stdout
