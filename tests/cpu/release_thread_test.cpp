@@ -147,6 +147,13 @@ int child_checks(FakeCuda& fake, const CountingProducer& parent_producer) {
 }
 
 TEST_F(ReleaseThread, ForkWithAReleasePendingNeitherHangsNorRunsItInTheChild) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The parent's release thread polls the pending release and frees memory as it goes; g++ 12's
+  // AddressSanitizer allocator is not fork-safe, so a fork that lands there leaves its lock held
+  // in the child (seen: the child's release thread blocked in the allocator). The default and
+  // ThreadSanitizer builds run this test.
+  GTEST_SKIP() << "AddressSanitizer's allocator can deadlock a child forked mid-allocation";
+#endif
   CountingProducer producer;
   cudaStream_t stream = fake().create_stream(0);
   drop_pending(fake(), producer.make_versioned(), stream);
