@@ -81,21 +81,15 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
     context.checked_stamp_ = 0;
   }
   /**
-   * @brief Whether the view still is what mark_checked() recorded: its header and
-   *        `values_fingerprint` (of its extents and strides, computed by the caller while it
-   *        copied them out of the view) give the recorded stamp, and the view points at the
-   *        context's own vectors of ndim values each. Any one value written in place since
-   *        changes the fingerprint; the caller then checks the view again.
+   * @brief Whether mark_checked() recorded this view with these values: its header and
+   *        `values_fingerprint` (of its extents and strides, summed by the caller while it copied
+   *        them out of the context's own vectors) give the recorded stamp. Any one value written
+   *        in place since changes the fingerprint; the caller then checks the view again.
    */
-  static bool still_checked(const DLManagedTensorContext& context,
+  static bool stamp_matches(const DLManagedTensorContext& context,
                             std::uint64_t values_fingerprint) noexcept {
-    const DLTensor& view = context.tensor.dl_tensor;
-    const auto ndim = static_cast<std::size_t>(view.ndim);
-    return context.checked_stamp_ != 0 && view.ndim >= 0 &&
-           context.checked_stamp_ == stamp_of(context.tensor, values_fingerprint) &&
-           context.dl_shape.size() == ndim && context.dl_strides.size() == ndim &&
-           (ndim == 0 ||
-            (view.shape == context.dl_shape.data() && view.strides == context.dl_strides.data()));
+    return context.checked_stamp_ != 0 &&
+           context.checked_stamp_ == stamp_of(context.tensor, values_fingerprint);
   }
 
  private:

@@ -67,13 +67,16 @@ struct ExportedTensor {
 };
 
 // Copies the shape and strides of a view the library checked (import, pool, make_tensor) into
-// `dims` and says whether it is still the view it checked: same header, its own vectors, and the
-// same values (their fingerprint, summed while copying). False: `dims` holds nothing of use.
+// `dims` and says whether it is still the view it checked: its own vectors of ndim values each
+// (tested before any is read), the same header and the same values (their fingerprint, summed
+// while copying). False: `dims` holds nothing of use.
 bool copy_checked_view(const DLManagedTensorContext& context, std::int64_t* dims) noexcept {
   const DLTensor& view = context.tensor.dl_tensor;
-  if (view.ndim < 0 || view.ndim > kMaxTensorDims || view.shape != context.dl_shape.data() ||
-      view.strides != context.dl_strides.data() || (view.ndim > 0 && view.strides == nullptr)) {
-    return false;
+  const auto ndim = static_cast<std::size_t>(view.ndim);
+  if (view.ndim <= 0 || view.ndim > kMaxTensorDims || view.shape != context.dl_shape.data() ||
+      view.strides != context.dl_strides.data() || context.dl_shape.size() != ndim ||
+      context.dl_strides.size() != ndim) {
+    return view.ndim == 0 && detail::ContextAccess::stamp_matches(context, 0);
   }
   std::uint64_t values = 0;
   for (std::int32_t i = 0; i < view.ndim; ++i) {
@@ -81,7 +84,7 @@ bool copy_checked_view(const DLManagedTensorContext& context, std::int64_t* dims
     dims[view.ndim + i] = view.strides[i];
     values = detail::add_to_fingerprint(values, i, dims[i], dims[view.ndim + i]);
   }
-  return detail::ContextAccess::still_checked(context, values);
+  return detail::ContextAccess::stamp_matches(context, values);
 }
 
 template <class Managed>
