@@ -3,7 +3,9 @@
 # only) and runs them alternately, ROUNDS times each (default 5), so that both see the same load;
 # prints each row's median and after/before. The default FILTER is the host rows, which need no
 # GPU; on a GPU machine a FILTER such as 'Handoff|Hop3|SetReadiness|SetDeallocation|Synchronize'
-# compares the stream hooks. CUDA_ARCHITECTURES (e.g. 90) is passed on when set.
+# compares the stream hooks. CUDA_ARCHITECTURES (e.g. 90) is passed on when set. PIN_CPU (a CPU
+# list for taskset) runs both sides on the same cores: on the H200 machine a process's hook rows
+# land in one of two modes (~200 or ~350 ns for an event record) by where it is scheduled.
 # Usage: compare-benchmarks.sh BEFORE_REV [AFTER_REV (empty: the work tree)] [FILTER]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -35,7 +37,7 @@ else
 fi
 for round in $(seq "$rounds"); do
   for side in before after; do
-    "$scratch/$side/benchmarks/holoscan_dlpack_benchmarks" --benchmark_filter="$filter" \
+    ${PIN_CPU:+taskset -c "$PIN_CPU"} "$scratch/$side/benchmarks/holoscan_dlpack_benchmarks" --benchmark_filter="$filter" \
       --benchmark_min_time=0.5 --benchmark_format=json >"$scratch/$side-$round.json" 2>/dev/null
   done
 done
