@@ -228,7 +228,7 @@ def main():
     parser.add_argument("--reps", type=int, default=3, help="repetitions, alternating")
     parser.add_argument("--tls", default="cuda_ipc,cuda_copy,tcp", help="UCX_TLS of both sides")
     parser.add_argument("--memory", choices=("device", "host"), default="device")
-    parser.add_argument("--spin-us", type=int, default=50, help="our Workers' spin_us (the "
+    parser.add_argument("--spin-us", type=int, default=1000, help="our Workers' spin_us (the "
                         "default is the Worker's; ucxx's benchmark polls all the time)")
     parser.add_argument("--ucxx-site", default=str(ROOT / ".whl" / "ucxx-site.tar.xz"))
     args = parser.parse_args()

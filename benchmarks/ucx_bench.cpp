@@ -12,6 +12,8 @@
 //
 // Each run starts its peer (this binary, role echo or sink) connected over 127.0.0.1 with the
 // same environment (UCX_TLS among it), busy-polls on both sides, and prints one JSON object.
+// spin_us=N polls for N µs before a wait sleeps on the worker's fd (default: always polls), so
+// that the sleeping path can be measured too.
 // ready=1 gives each tensor a readiness contract on an idle stream first (the gate's cost).
 // device=N puts this process's pools and streams on device N, peer_device=N the peer's (two GPUs).
 // verify=1 (stream, mem=cuda; built with the test kernels) writes every tensor with a kernel on a
@@ -76,11 +78,12 @@ std::shared_ptr<holoscan::TensorPool> make_pool(const Options& o, std::size_t bl
   return *pool;
 }
 
-ucx::Worker make_worker(std::shared_ptr<holoscan::TensorPool> receive_pool, std::size_t window) {
+ucx::Worker make_worker(const Options& o, std::shared_ptr<holoscan::TensorPool> receive_pool,
+                        std::size_t window) {
   ucx::WorkerConfig config;
   config.window = window;
   config.receive_pool = std::move(receive_pool);
-  config.spin_us = 1000000;  // busy-poll, as ucx_perftest does
+  config.spin_us = o.number("spin_us", 1000000);  // busy-poll by default, as ucx_perftest does
   auto worker = ucx::Worker::create(config);
   if (!worker) {
     die(worker.error().message);
@@ -202,7 +205,7 @@ class Verifier {
 // The other process: sends back (echo) or drops (sink) what comes, until the connection ends.
 int serve(const Options& o) {
   const std::size_t window = o.number("window", 16);
-  auto worker = make_worker(make_pool(o, window + 2), window);
+  auto worker = make_worker(o, make_pool(o, window + 2), window);
   auto peer = worker.connect("127.0.0.1", static_cast<std::uint16_t>(o.number("port", 0)));
   if (!peer) {
     die(peer.error().message);
@@ -280,7 +283,7 @@ int pingpong(const Options& o) {
   const std::uint64_t size = o.number("size", 4096);
   const std::uint64_t iters = o.number("iters", 10000);
   const std::uint64_t warmup = o.number("warmup", 1000);
-  auto worker = make_worker(make_pool(o, 8), 16);
+  auto worker = make_worker(o, make_pool(o, 8), 16);
   pid_t pid = -1;
   const ucx::PeerId peer = start_peer(worker, o, "echo", pid);
   auto pool = make_pool(o, 1);
@@ -327,7 +330,7 @@ int stream(const Options& o) {
   const std::uint64_t count = o.number("count", 1000);
   const std::uint64_t warmup = o.number("warmup", 100);
   const std::size_t window = o.number("window", 16);
-  auto worker = make_worker(nullptr, window);
+  auto worker = make_worker(o, nullptr, window);
   pid_t pid = -1;
   const ucx::PeerId peer = start_peer(worker, o, "sink", pid);
   auto pool = make_pool(o, window + 1);

@@ -26,8 +26,9 @@ namespace holoscan::python {
 namespace {
 
 constexpr const char* kWorker = "ucx.Worker";
-// The C++ default (4 GiB), as the keyword default.
+// The C++ defaults (4 GiB, 1 ms of polling), as the keyword defaults.
 const std::uint64_t kMaxReceiveBytes = ucx::WorkerConfig{}.max_receive_bytes;
+const int kSpinUs = ucx::WorkerConfig{}.spin_us;
 
 using WorkerHandle = SharedHandle<ucx::Worker>;
 
@@ -182,18 +183,18 @@ void bind_ucx_worker(nb::module_& module) {
             new (self) WorkerHandle(create(window, receive_pool, max_receive_bytes, spin_us));
           },
           nb::kw_only(), nb::arg("window") = 16, nb::arg("receive_pool") = nb::none(),
-          nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = 50, Entry(),
+          nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = kSpinUs, Entry(),
           nb::sig("def __init__(self, *, window: int = 16, receive_pool: "
                   "holoscan_dlpack._core.TensorPool | None = None, max_receive_bytes: int = "
-                  "4294967296, spin_us: int = 50) -> None"),
+                  "4294967296, spin_us: int = 1000) -> None"),
           "A worker on a fresh UCX context: `window` sends in flight per peer; received "
           "tensors land in blocks of `receive_pool` (a TensorPool, host or device), else in a "
           "host allocation each, up to `max_receive_bytes`; waits poll for `spin_us` before "
           "they sleep.")
       .def_static("create", &create, nb::kw_only(), nb::arg("window") = 16,
                   nb::arg("receive_pool") = nb::none(),
-                  nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = 50, Entry(),
-                  "Same as the constructor (the C++ name).");
+                  nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = kSpinUs,
+                  Entry(), "Same as the constructor (the C++ name).");
   bind_connections(type);
   bind_transfers(type);
   bind_state(type);

@@ -1,6 +1,7 @@
 // The Worker's public calls: each takes the mutex and runs the steps of Worker::State; the ones
 // that wait (connect, accept, receive) do so between rounds without the mutex.
 #include <poll.h>
+#include <sched.h>
 
 #include <chrono>
 #include <cstdint>
@@ -37,7 +38,14 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
   const auto spin_until = start + std::chrono::microseconds(state.config.spin_us);
   std::optional<std::uint64_t> slept;  // the wake signal's ticket while asleep
+  bool spin_yield = false;
   for (;;) {
+    if (spin_yield) {
+      // A polling thread gives its CPU to whoever else is runnable there (on a busy machine, often
+      // the peer it waits for), and gets it back at once when nobody is.
+      sched_yield();
+      spin_yield = false;
+    }
     bool armed = false;
     {
       std::lock_guard<std::mutex> lock(state.mutex);
@@ -54,6 +62,7 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
         return std::nullopt;
       }
       if (now < spin_until) {
+        spin_yield = true;
         continue;
       }
       // Without a wake signal another thread's round could leave this one asleep: poll instead.

@@ -33,8 +33,12 @@ struct HOLOSCAN_DLPACK_API WorkerConfig {
   std::shared_ptr<TensorPool> receive_pool;
   /** @brief Largest payload accepted into a host allocation (a bigger one is refused). */
   std::uint64_t max_receive_bytes = std::uint64_t{1} << 32;
-  /** @brief Microseconds receive() keeps polling before it sleeps on fd() (latency vs CPU). */
-  int spin_us = 50;
+  /**
+   * @brief Microseconds a wait (receive, accept, connect) keeps polling before it sleeps on fd()
+   *        (latency vs CPU). The default covers a round trip on one host: waking a thread that
+   *        slept costs 100-200 µs on an idle machine, as much as the transfer it waited for.
+   */
+  int spin_us = 1000;
 };
 
 /** @brief A tensor that arrived, with the peer that sent it. */
