@@ -8,6 +8,7 @@ writes both, and whether each target was met, into OUT.json. Only numbers of thi
 compared.
 """
 import json
+import statistics
 import sys
 
 MiB = 1048576
@@ -68,12 +69,12 @@ SENSES = {"<=": lambda v, g: v <= g, ">=": lambda v, g: v >= g, ">": lambda v, g
 
 
 def find(rows, tool, test, size, match, field):
-    for row in rows:
-        r = row["result"]
-        if (r.get("tool") == tool and r.get("test") == test and r.get("size") == size
-                and all(r.get(key, 0) == value for key, value in match.items()) and field in r):
-            return r[field]
-    return None
+    """The median of the matching measurements (scripts/ucx-bench.sh may repeat each)."""
+    values = [row["result"][field] for row in rows
+              if row["result"].get("tool") == tool and row["result"].get("test") == test
+              and row["result"].get("size") == size and field in row["result"]
+              and all(row["result"].get(key, 0) == value for key, value in match.items())]
+    return statistics.median(values) if values else None
 
 
 def ratio(rows, numerator, denominator):

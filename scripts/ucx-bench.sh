@@ -16,7 +16,9 @@
 # UCX_BENCH_TRANSPORTS picks the transport sets (default: same_host network); UCX_BENCH_SCALE
 # divides every iteration count (default 1, about 3 minutes on the H200; 10 for a quick look), and
 # each of the library's measurements stops after 6 s (divided by it too);
-# UCX_BENCH_MEM=host measures host memory instead (NumPy arrays for ucxx); UCX_BENCH_PYTHON is
+# UCX_BENCH_REPS repeats the library's and perftest's measurements that many times, one after
+# the other (default 1; the report takes each row's median: single runs of either move 1.3-2.5x
+# between runs on the H200); UCX_BENCH_MEM=host measures host memory instead (NumPy arrays for ucxx); UCX_BENCH_PYTHON is
 # the Python 3.12 to run ucxx.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -161,8 +163,8 @@ if [ ! -x "$bench" ]; then
   exit 1
 fi
 
-for set in ${UCX_BENCH_TRANSPORTS:-same_host network}; do
-  tls=${transports[$set]}
+measure() {  # set tls: the library's rows and their floors, once
+  local set=$1 tls=$2
   ours "$set" "$tls" pingpong size=4096 iters="$(n 10000)" warmup="$(n 1000)"
   ours "$set" "$tls" pingpong size=4096 iters="$(n 3000)" warmup="$(n 300)" ready=1
   ours "$set" "$tls" pingpong size=1048576 iters="$(n 1000)" warmup="$(n 100)"
@@ -178,6 +180,14 @@ for set in ${UCX_BENCH_TRANSPORTS:-same_host network}; do
   perftest "$set" "$tls" tag_lat 4096 "$(n 5000)" -e
   perftest "$set" "$tls" ucp_am_bw 1048576 "$(n 1000)" -e
   perftest "$set" "$tls" ucp_am_bw 67108864 "$(n 20)" -e
+}
+
+for set in ${UCX_BENCH_TRANSPORTS:-same_host network}; do
+  tls=${transports[$set]}
+  for rep in $(seq "${UCX_BENCH_REPS:-1}"); do
+    step "$set: repetition $rep"
+    measure "$set" "$tls"
+  done
   ucxx "$set" "$tls" 4096 "$(n 5000)"
   ucxx "$set" "$tls" 1048576 "$(n 200)"
   ucxx "$set" "$tls" 67108864 "$(n 10)"
