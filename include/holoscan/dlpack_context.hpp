@@ -50,8 +50,16 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
 
  private:
   friend struct detail::ContextAccess;
+  static constexpr std::int32_t kCheckedDims = 6;
+  // A copy of a view the library checked (ContextAccess::mark_checked): the vectors above are
+  // public and may be written in place, so an export compares against this copy.
+  struct CheckedView {
+    std::uint64_t header = 0;  // ndim and dtype; 0: nothing recorded
+    std::uint64_t flags = 0;
+    std::int64_t dims[2 * kCheckedDims] = {};  // extents, then strides
+  };
   std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context
-  std::uint64_t checked_stamp_ = 0;     // see ContextAccess::mark_checked; 0: not checked
+  CheckedView checked_;
 };
 
 }  // namespace holoscan

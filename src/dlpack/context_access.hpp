@@ -1,56 +1,22 @@
 #pragma once
 // What a DLManagedTensorContext keeps privately: its access authority, read and narrowed by the
 // library (imports narrow it to read-only for good; a pool gives its block's context writer
-// authority back when it hands the block out anew), and the mark of a view the library checked,
+// authority back when it hands the block out anew), and a copy of a view the library checked,
 // which lets an export skip the checks while nothing in the view has changed.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "holoscan/dlpack_context.hpp"
-#include "holoscan/tensor.hpp"  // kMaxTensorDims
 
 namespace holoscan::detail {
 
-namespace fingerprint {
-
-// An odd 64-bit weight per position (splitmix64 of the position, low bit set).
-constexpr std::uint64_t weight(std::uint64_t position) noexcept {
-  std::uint64_t x = position + 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return (x ^ (x >> 31)) | 1U;
-}
-
-// The weights of every extent (even positions) and stride (odd positions), computed once.
-struct Weights {
-  std::uint64_t value[2 * kMaxTensorDims];
-};
-constexpr Weights make_weights() noexcept {
-  Weights weights{};
-  for (std::uint64_t i = 0; i < 2 * kMaxTensorDims; ++i) {
-    weights.value[i] = weight(i);
-  }
-  return weights;
-}
-inline constexpr Weights kWeights = make_weights();
-
-}  // namespace fingerprint
-
-/**
- * @brief Adds extent and stride `index` (< kMaxTensorDims) to a fingerprint of a view's values: a
- *        weighted sum with an odd weight per position, so that changing any one value always
- *        changes the sum. Cheap enough for every export (two multiplies per dimension).
- */
-inline std::uint64_t add_to_fingerprint(std::uint64_t sum, std::int32_t index,
-                                        std::int64_t extent, std::int64_t stride) noexcept {
-  const auto position = 2 * static_cast<std::size_t>(index);
-  return sum + static_cast<std::uint64_t>(extent) * fingerprint::kWeights.value[position] +
-         static_cast<std::uint64_t>(stride) * fingerprint::kWeights.value[position + 1];
-}
-
-/** @brief Read and narrow the access authority of a context; mark the views it checked. */
+/** @brief Read and narrow the access authority of a context; remember the views it checked. */
 struct HOLOSCAN_DLPACK_ABI ContextAccess {
+  /** @brief Dimensions up to which a checked view is remembered (an export's inline room too). */
+  static constexpr std::int32_t kCheckedDims = DLManagedTensorContext::kCheckedDims;
+
   /** @brief Whether the context's memory may only be read through it. */
   static bool read_only(const DLManagedTensorContext& context) noexcept {
     return context.read_only_.load(std::memory_order_acquire);
@@ -64,44 +30,88 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
     context.read_only_.store(false, std::memory_order_release);
   }
   /**
-   * @brief Records that the view met the layout rules, with a fingerprint of what was checked:
-   *        ndim, dtype, flags, and every extent and stride. The view must point at the context's
-   *        own vectors (assign_view() leaves it so).
+   * @brief Records that the view met the layout rules: a copy of its ndim, dtype, flags, and
+   *        every extent and stride, for views of up to kCheckedDims dimensions with explicit
+   *        strides (assign_view() leaves them so); others are not remembered.
    */
   static void mark_checked(DLManagedTensorContext& context) noexcept {
     const DLTensor& view = context.tensor.dl_tensor;
-    std::uint64_t values = 0;
-    for (std::int32_t i = 0; i < view.ndim; ++i) {
-      values = add_to_fingerprint(values, i, view.shape[i], view.strides[i]);
+    const std::int32_t ndim = view.ndim;
+    context.checked_.header = 0;
+    if (ndim < 0 || ndim > kCheckedDims ||
+        (ndim > 0 && (view.shape == nullptr || view.strides == nullptr))) {
+      return;
     }
-    context.checked_stamp_ = stamp_of(context.tensor, values);
+    for (std::int32_t i = 0; i < ndim; ++i) {
+      context.checked_.dims[i] = view.shape[i];
+      context.checked_.dims[ndim + i] = view.strides[i];
+    }
+    context.checked_.flags = context.tensor.flags;
+    context.checked_.header = header_of(view);
   }
   /** @brief Forgets mark_checked(), for a context about to be reused. */
   static void forget_checked(DLManagedTensorContext& context) noexcept {
-    context.checked_stamp_ = 0;
+    context.checked_.header = 0;
   }
   /**
-   * @brief Whether mark_checked() recorded this view with these values: its header and
-   *        `values_fingerprint` (of its extents and strides, summed by the caller while it copied
-   *        them out of the context's own vectors) give the recorded stamp. Any one value written
-   *        in place since changes the fingerprint; the caller then checks the view again.
+   * @brief Copies the extents and strides into `dims` (room for 2 * kCheckedDims) and says
+   *        whether the view is exactly the one mark_checked() recorded: the same ndim, dtype and
+   *        flags, and every value copied out equal to the one checked (the values compared are
+   *        the copies, so what is handed out is what was compared). False: `dims` holds nothing
+   *        of use and the view must be checked again; any value written in place since, alone
+   *        or with others, is caught.
    */
-  static bool stamp_matches(const DLManagedTensorContext& context,
-                            std::uint64_t values_fingerprint) noexcept {
-    return context.checked_stamp_ != 0 &&
-           context.checked_stamp_ == stamp_of(context.tensor, values_fingerprint);
+  static bool copy_if_checked(const DLManagedTensorContext& context, std::int64_t* dims) noexcept {
+    const DLTensor& view = context.tensor.dl_tensor;
+    const std::int32_t ndim = view.ndim;
+    if (static_cast<std::uint32_t>(ndim) > kCheckedDims || context.checked_.header != header_of(view) ||
+        context.checked_.flags != context.tensor.flags) {
+      return false;
+    }
+    if (ndim == 0) {
+      return true;
+    }
+    const std::int64_t* shape = view.shape;
+    const std::int64_t* strides = view.strides;
+    if (shape == nullptr || strides == nullptr) {
+      return false;
+    }
+    const std::int64_t* checked = context.checked_.dims;
+    switch (ndim) {
+      case 1: return copy_equal<1>(shape, strides, checked, dims);
+      case 2: return copy_equal<2>(shape, strides, checked, dims);
+      case 3: return copy_equal<3>(shape, strides, checked, dims);
+      case 4: return copy_equal<4>(shape, strides, checked, dims);
+      case 5: return copy_equal<5>(shape, strides, checked, dims);
+      default: return copy_equal<6>(shape, strides, checked, dims);  // ndim is in [1, 6] here
+    }
   }
 
  private:
-  // ndim, dtype and flags mixed with the values' fingerprint; odd, so never 0 (0: no mark).
-  static std::uint64_t stamp_of(const DLManagedTensorVersioned& managed,
-                                std::uint64_t values) noexcept {
-    const DLTensor& t = managed.dl_tensor;
-    const auto ndim = static_cast<std::uint64_t>(static_cast<std::uint32_t>(t.ndim) & 0xffU);
-    const std::uint64_t header = ndim << 48 | (managed.flags & 0xffffU) << 32 |
-                                 std::uint64_t{t.dtype.code} << 24 |
-                                 std::uint64_t{t.dtype.bits} << 16 | t.dtype.lanes;
-    return ((header ^ values) * 0x9e3779b97f4a7c15ULL) | 1U;
+  static_assert(kCheckedDims == 6, "copy_if_checked has a case for each ndim up to kCheckedDims");
+
+  // Copies kNdim extents and strides into `dims`, then compares the copies with `checked`. A
+  // fixed size keeps the copies a few moves (a counted loop becomes calls to memmove).
+  template <std::int32_t kNdim>
+  static bool copy_equal(const std::int64_t* shape, const std::int64_t* strides,
+                         const std::int64_t* checked, std::int64_t* dims) noexcept {
+    std::memcpy(dims, shape, sizeof(std::int64_t) * kNdim);
+    std::memcpy(dims + kNdim, strides, sizeof(std::int64_t) * kNdim);
+    std::uint64_t differ = 0;
+    for (std::int32_t i = 0; i < 2 * kNdim; ++i) {
+      differ |= static_cast<std::uint64_t>(dims[i] ^ checked[i]);
+    }
+    return differ == 0;
+  }
+
+  // ndim (in [0, kCheckedDims] wherever it is asked) and dtype, exactly, with a bit that says a
+  // view was recorded (0: none).
+  static std::uint64_t header_of(const DLTensor& view) noexcept {
+    constexpr std::uint64_t kRecorded = std::uint64_t{1} << 63;
+    const std::uint64_t dtype = std::uint64_t{view.dtype.code} |
+                                std::uint64_t{view.dtype.bits} << 8 |
+                                std::uint64_t{view.dtype.lanes} << 16;
+    return kRecorded | std::uint64_t{static_cast<std::uint32_t>(view.ndim)} << 32 | dtype;
   }
 };
 

@@ -25,7 +25,7 @@ DLManagedTensorContext::DLManagedTensorContext(const DLManagedTensorContext& oth
       dl_shape(other.dl_shape),
       dl_strides(other.dl_strides),
       read_only_(other.read_only_.load(std::memory_order_acquire)),
-      checked_stamp_(other.checked_stamp_) {
+      checked_(other.checked_) {
   point_at_own_storage(other, *this);
 }
 
@@ -36,7 +36,7 @@ DLManagedTensorContext& DLManagedTensorContext::operator=(const DLManagedTensorC
     dl_shape = other.dl_shape;
     dl_strides = other.dl_strides;
     read_only_.store(other.read_only_.load(std::memory_order_acquire), std::memory_order_release);
-    checked_stamp_ = other.checked_stamp_;  // a mark holds only while the view is the context's own
+    checked_ = other.checked_;  // a record of values, which holds wherever the view points
     point_at_own_storage(other, *this);
   }
   return *this;

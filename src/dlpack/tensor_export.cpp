@@ -12,7 +12,8 @@
 namespace holoscan {
 namespace {
 
-constexpr std::int32_t kInlineDims = 6;
+// As many as a context remembers of a checked view, so that its fast path copies into the owner.
+constexpr std::int32_t kInlineDims = detail::ContextAccess::kCheckedDims;
 
 // One allocation per export (for ndim <= kInlineDims): the managed tensor, its own shape and
 // explicit strides, a strong reference to the context (which keeps the memory alive) and one
@@ -66,25 +67,32 @@ struct ExportedTensor {
   }
 };
 
-// Copies the shape and strides of a view the library checked (import, pool, make_tensor) into
-// `dims` and says whether it is still the view it checked: its own vectors of ndim values each
-// (tested before any is read), the same header and the same values (their fingerprint, summed
-// while copying). False: `dims` holds nothing of use.
-bool copy_checked_view(const DLManagedTensorContext& context, std::int64_t* dims) noexcept {
-  const DLTensor& view = context.tensor.dl_tensor;
-  const auto ndim = static_cast<std::size_t>(view.ndim);
-  if (view.ndim <= 0 || view.ndim > kMaxTensorDims || view.shape != context.dl_shape.data() ||
-      view.strides != context.dl_strides.data() || context.dl_shape.size() != ndim ||
-      context.dl_strides.size() != ndim) {
-    return view.ndim == 0 && detail::ContextAccess::stamp_matches(context, 0);
+// The layout error of a view that export_context() found broken, checked again to name the field.
+[[gnu::noinline, gnu::cold]] Error refusal(const DLTensor& source, std::uint64_t flags,
+                                          const char* who) {
+  detail::LayoutFacts facts;
+  (void)detail::check_layout(source.ndim, source.shape, source.strides, source.dtype, flags,
+                             detail::build_last_dtype_code(), facts);
+  return detail::layout_error(facts, source.ndim, source.shape, source.strides, source.dtype, who);
+}
+
+// Not a view the library checked, or one whose values were written in place since (its vectors
+// are public): checked like an import while its shape and strides are copied out into `dims`.
+[[gnu::noinline]] bool check_view(const DLTensor& source, std::uint64_t flags,
+                                  std::int64_t* dims) noexcept {
+  detail::LayoutFacts facts;
+  return detail::check_layout(source.ndim, source.shape, source.strides, source.dtype, flags,
+                              detail::build_last_dtype_code(), facts, dims,
+                              dims + source.ndim) == detail::LayoutFault::kNone;
+}
+
+// The producer's version travels with the tensor (as in Holoscan 5.0). A context built by hand
+// that never set one (major 0) is stamped with this build's version, which describes its layout.
+DLPackVersion exported_version(DLPackVersion context_version) noexcept {
+  if (context_version.major != DLPACK_MAJOR_VERSION) {
+    return DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   }
-  std::uint64_t values = 0;
-  for (std::int32_t i = 0; i < view.ndim; ++i) {
-    dims[i] = view.shape[i];
-    dims[view.ndim + i] = view.strides[i];
-    values = detail::add_to_fingerprint(values, i, dims[i], dims[view.ndim + i]);
-  }
-  return detail::ContextAccess::stamp_matches(context, values);
+  return context_version;
 }
 
 template <class Managed>
@@ -95,15 +103,8 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   }
   const DLTensor& source = context->tensor.dl_tensor;
   const std::int32_t ndim = source.ndim;
-  detail::LayoutFacts facts;
-  const auto refused = [&] {
-    return make_unexpected(
-        detail::layout_error(facts, ndim, source.shape, source.strides, source.dtype, who));
-  };
   if (ndim < 0 || ndim > kMaxTensorDims) {
-    (void)detail::check_layout(ndim, source.shape, source.strides, source.dtype, flags,
-                               detail::build_last_dtype_code(), facts);
-    return refused();
+    return make_unexpected(refusal(source, flags, who));
   }
   std::unique_ptr<ExportedTensor<Managed>, typename ExportedTensor<Managed>::Destroy> owner(
       ExportedTensor<Managed>::make());
@@ -113,17 +114,12 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
                            std::string(who) + ": out of host memory");
   }
   // Strides are always written out: DLPack >= 1.2 requires them, and older readers accept them.
-  if (!copy_checked_view(*context, dims)) {
-    // Not a view the library checked, or one whose values were written in place since (its
-    // vectors are public): checked like an import while its shape and strides are copied out.
-    if (detail::check_layout(ndim, source.shape, source.strides, source.dtype, flags,
-                             detail::build_last_dtype_code(), facts, dims,
-                             dims + ndim) != detail::LayoutFault::kNone) {
-      return refused();
-    }
+  if (!detail::ContextAccess::copy_if_checked(*context, dims) &&
+      !check_view(source, flags, dims)) {
+    return make_unexpected(refusal(source, flags, who));
   }
   if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {
-    owner->managed.version = context->tensor.version;  // the callers set what they export
+    owner->managed.version = exported_version(context->tensor.version);
     owner->managed.flags = flags;
   }
   DLTensor& target = owner->managed.dl_tensor;
@@ -139,29 +135,16 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   return &owner.release()->managed;
 }
 
-// The producer's version travels with the tensor (as in Holoscan 5.0). A context built by hand
-// that never set one (major 0) is stamped with this build's version, which describes its layout.
-DLPackVersion exported_version(DLPackVersion context_version) noexcept {
-  if (context_version.major != DLPACK_MAJOR_VERSION) {
-    return DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  }
-  return context_version;
-}
-
 }  // namespace
 
 expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
-  std::uint64_t flags = this->flags();
-  if (is_read_only()) {
-    flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  // is_read_only(), read in place: the context's authority or the producer's flag.
+  std::uint64_t flags = 0;
+  if (dl_ctx_ != nullptr) {
+    flags = dl_ctx_->tensor.flags |
+            (detail::ContextAccess::read_only(*dl_ctx_) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
   }
-  auto managed =
-      export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
-  if (managed) {
-    (*managed)->version = exported_version(dl_ctx_->tensor.version);
-    (*managed)->flags = flags;
-  }
-  return managed;
+  return export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
 }
 
 expected<DLManagedTensor*, Error> Tensor::to_dlpack() const {

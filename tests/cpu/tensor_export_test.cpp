@@ -380,6 +380,69 @@ TEST(ExportVersioned, ValuesChangedInPlaceAreCheckedAgain) {
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+// A weight per position, as a weighted sum over a view's values would give it (splitmix64, odd).
+std::uint64_t position_weight(std::uint64_t position) {
+  std::uint64_t x = position + 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return (x ^ (x >> 31)) | 1U;
+}
+
+// The inverse of an odd number modulo 2^64 (Newton's iteration doubles the good bits each step).
+std::uint64_t inverse_of_odd(std::uint64_t odd) {
+  std::uint64_t inverse = odd;
+  for (int step = 0; step < 6; ++step) {
+    inverse *= 2 - odd * inverse;
+  }
+  return inverse;
+}
+
+// Two values written in place so that a weighted sum of the view's values stays what it was (a
+// fingerprint of that kind cannot tell them from the original): the export still refuses the
+// negative extent.
+TEST(ExportVersioned, CompensatingChangesInPlaceAreCheckedAgain) {
+  CountingProducer producer;
+  {
+    Tensor tensor = import_or_die(producer, strided_spec());
+    auto reference = tracked(tensor);
+    DLManagedTensorContext& context = *tensor.dl_ctx();
+    // Extent 0 sits at position 0, stride 1 at position 3 (extent i at 2i, stride i at 2i + 1).
+    const std::uint64_t extent_change = static_cast<std::uint64_t>(-1 - context.dl_shape[0]);
+    const std::uint64_t stride_change =
+        0 - extent_change * position_weight(0) * inverse_of_odd(position_weight(3));
+    ASSERT_EQ(extent_change * position_weight(0) + stride_change * position_weight(3), 0u);
+    context.dl_shape[0] = -1;
+    context.dl_strides[1] += static_cast<std::int64_t>(stride_change);
+    expected<DLManagedTensorVersioned*> refused = tensor.to_dlpack_versioned();
+    ASSERT_FALSE(refused.has_value()) << "exported shape[0] " << (*refused)->dl_tensor.shape[0];
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(refused.error().message, "Tensor::to_dlpack_versioned: shape[0] is -1, must be >= 0");
+    EXPECT_EQ(reference->handle_claims(), 1);  // a refused export holds nothing
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+// A view of more dimensions than a context records is checked on every export: a value written
+// in place there is caught too, and an unchanged view exports as it is.
+TEST(ExportVersioned, ValuesChangedInPlaceAreCheckedAgainInManyDimensions) {
+  CountingProducer producer;
+  {
+    TensorSpec spec;
+    spec.shape = {2, 1, 3, 1, 2, 1, 2, 1};
+    Tensor tensor = import_or_die(producer, spec);
+    DLManagedTensorContext& context = *tensor.dl_ctx();
+    expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    expect_same_view((*exported)->dl_tensor, tensor);
+    run_deleter(*exported);
+    context.dl_shape[7] = -2;
+    const expected<DLManagedTensorVersioned*> refused = tensor.to_dlpack_versioned();
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().message, "Tensor::to_dlpack_versioned: shape[7] is -2, must be >= 0");
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
 TEST(ExportLegacy, ValuesChangedInPlaceAreCheckedAgain) {
   CountingProducer producer;
   Tensor tensor = writable_view_of(import_or_die(producer, TensorSpec{}));  // a checked copy
