@@ -71,7 +71,9 @@ void bind_device(nb::module_& module) {
       .def_prop_ro(
           "device_id", [](const DLDevice& d) { return d.device_id; }, "The device ordinal.")
       .def("__repr__", &device_repr)
-      .def("__eq__", &device_equals, nb::sig("def __eq__(self, other: object, /) -> bool"))
+      // .none(): `device == None` is False, as for any other type, not a TypeError.
+      .def("__eq__", &device_equals, nb::arg("other").none(),
+           nb::sig("def __eq__(self, other: object, /) -> bool"))
       .def("__hash__", [](const DLDevice& d) { return nb::hash(device_tuple(d)); })
       .def(
           "__iter__",
@@ -103,7 +105,8 @@ void bind_dtype(nb::module_& module) {
           .def_rw("bits", &DLDataType::bits, "Bit width of a single scalar.")
           .def_rw("lanes", &DLDataType::lanes, "Number of lanes (> 1 for vector types).")
           .def("__repr__", &dtype_repr)
-          .def("__eq__", &dtype_equals, nb::sig("def __eq__(self, other: object, /) -> bool"));
+          .def("__eq__", &dtype_equals, nb::arg("other").none(),
+               nb::sig("def __eq__(self, other: object, /) -> bool"));
   type.attr("__hash__") = nb::none();  // mutable, as in Holoscan: equal by value, not hashable
 }
 

@@ -66,6 +66,15 @@ def test_dl_device_and_dl_data_type_values():
         hd.DLDataType(2, 256, 1)  # bits are 8 bits wide
 
 
+@pytest.mark.parametrize("kind", ["DLDevice", "DLDataType"])
+@pytest.mark.parametrize("other", [None, 5, object(), [1, 0]])
+def test_dl_values_are_unequal_to_other_objects(kind, other):
+    # Python's rule for ==: another type is unequal, never an error (`value == None` included).
+    value = hd.DLDevice(1, 0) if kind == "DLDevice" else hd.DLDataType(2, 32, 1)
+    assert not value == other and value != other
+    assert not other == value and other != value
+
+
 def test_old_spellings_warn_and_still_work():
     a = np.arange(6, dtype=np.float32)
     t = hd.from_dlpack(a)
