@@ -1,0 +1,72 @@
+"""Nothing of ours outlives the interpreter: a fresh interpreter runs the imports, exports and
+dtype comparisons that the framework tests run, keeps some of the objects in module globals until
+exit (as a test module's parametrize values are kept), and nanobind's exit check must report no
+leaked instance, type or function.
+
+The check belongs in a child: the pytest process itself can end with nanobind's report while none
+of our references is at fault. With torch imported and a plugin that pytest loads through its
+assertion rewriter (pytest-mock, anyio, jaxtyping), the whole session graph (every item and its
+parametrize values: DLDataType(2, 16, 1), from_dlpack, the error classes and with them ErrorCode)
+is still alive when nanobind counts, and a plain Python object in a parametrize list is never
+finalized either (pyproject.toml turns plugin autoloading off for this suite)."""
+
+import pytest
+
+from conftest import run_python
+
+np = pytest.importorskip("numpy")
+
+NUMPY_SEQUENCE = """
+    import numpy as np
+    import holoscan_dlpack as hd
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = hd.from_dlpack(a)
+    u = hd.as_tensor(a)
+    w = hd.Tensor.as_tensor(hd.Tensor.from_dlpack(a))
+    assert t.dtype == hd.DLDataType(2, 32, 1) and t.dtype != 5 and t.dtype != None
+    assert t.device == hd.DLDevice(1, 0) and t.device != "cpu"
+    assert np.from_dlpack(t).sum() == a.sum()  # an export consumed by NumPy
+    assert np.asarray(u).sum() == a.sum()  # through __array_interface__
+    unconsumed = t.__dlpack__(max_version=(1, 0))
+    copy = t.__dlpack__(max_version=(1, 0), copy=True)
+    pool = hd.TensorPool(memory="host", block_bytes=256, block_count=2)
+    pooled = pool.allocate([4], hd.DLDataType(2, 16, 1))
+    try:
+        hd.from_dlpack(a, stream=0)
+    except hd.errors.InvalidArgumentError as error:
+        kept_error = error  # its traceback holds this module's frame
+    kept = [hd.DLDataType(2, 16, 1), hd.from_dlpack, hd.as_tensor, hd.Tensor.from_dlpack,
+            hd.Tensor.as_tensor, hd.errors.InvalidArgumentError, hd.ErrorCode.FAILURE]
+    print("ran")
+"""
+
+TORCH_SEQUENCE = """
+    import torch
+
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    tx = hd.from_dlpack(x)
+    ux = hd.as_tensor(x)
+    assert tx.dtype == hd.DLDataType(2, 32, 1)
+    y = torch.from_dlpack(tx)  # an export consumed by torch
+    z = torch.as_tensor(np.asarray(ux))
+    assert float(y.sum()) == float(z.sum()) == float(x.sum())
+    back = hd.from_dlpack(y)
+    print("ran with torch")
+"""
+
+
+def assert_no_leak_at_exit(source, ran):
+    result = run_python(source)
+    assert result.returncode == 0, result.stderr
+    assert ran in result.stdout, result.stdout
+    assert "nanobind: leaked" not in result.stderr, result.stderr
+
+
+def test_nothing_leaks_at_exit_with_numpy():
+    assert_no_leak_at_exit(NUMPY_SEQUENCE, "ran")
+
+
+def test_nothing_leaks_at_exit_with_torch():
+    pytest.importorskip("torch")
+    assert_no_leak_at_exit(NUMPY_SEQUENCE + TORCH_SEQUENCE, "ran with torch")
