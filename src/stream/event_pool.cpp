@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include <pthread.h>
@@ -169,6 +170,23 @@ void release_event(int device, cudaEvent_t event) noexcept {
   }
   std::lock_guard<SpinMutex> lock((*pool)->mutex);
   (*pool)->free_events.push_back(event);  // within the capacity reserved at creation
+}
+
+void EventBatch::flush() noexcept {
+  if (count_ == 0) {
+    return;
+  }
+  const std::size_t count = std::exchange(count_, 0);
+  auto pool = pool_of(device_);
+  if (!pool) {
+    return;
+  }
+  std::lock_guard<SpinMutex> lock((*pool)->mutex);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (events_[i] != nullptr) {
+      (*pool)->free_events.push_back(events_[i]);  // within the capacity reserved at creation
+    }
+  }
 }
 
 }  // namespace holoscan::detail

@@ -45,6 +45,9 @@ class HOLOSCAN_DLPACK_ABI StreamProgress {
     std::uint64_t recorder = 0;
     std::uint64_t passed = 0;      // every point with an order up to this one has completed
     std::uint64_t seen_round = 0;  // the last round that had a point of it
+    std::uint64_t newest_round = 0;  // the last round that had a candidate of it
+    std::size_t newest = 0;          // that round's newest candidate (an index)
+    bool lagging = false;            // that candidate had not completed
   };
   struct Candidate {
     std::size_t known = 0;
@@ -54,12 +57,15 @@ class HOLOSCAN_DLPACK_ABI StreamProgress {
   std::size_t find(const StreamPoint& point) const noexcept;
   std::size_t find_or_add(const StreamPoint& point) noexcept;
   void collect(const std::vector<StreamPointList*>& lists) noexcept;
+  bool ask_newest() noexcept;
+  void search_lagging() noexcept;
   void search(std::size_t first, std::size_t end) noexcept;
   void sweep(const std::vector<StreamPointList*>& lists) noexcept;
   void forget_unseen() noexcept;
 
   std::vector<Known> known_;
   std::vector<Candidate> candidates_;
+  std::vector<std::size_t> asked_;  // streams with candidates this round (known_ indices)
   std::uint64_t round_ = 0;
   const CudaApi* api_ = nullptr;
 };
