@@ -11,8 +11,9 @@ using ReleaseFunction = void (*)(void* context) noexcept;
 /**
  * @brief Runs `release(context)` once every point in `points` has completed, on the release
  *        thread; returns at once. Falls back to waiting here only if the queue cannot grow.
+ *        The points are taken (copied once, into the queue); `points` is left empty.
  */
-HOLOSCAN_DLPACK_WING_API void defer_release(StreamPointList points, ReleaseFunction release,
+HOLOSCAN_DLPACK_WING_API void defer_release(StreamPointList&& points, ReleaseFunction release,
                                             void* context) noexcept;
 
 }  // namespace holoscan::detail

@@ -41,20 +41,19 @@ void release_after_the_exit_drain(StreamPointList& points, ReleaseFunction relea
 
 }  // namespace
 
-void defer_release(StreamPointList points, ReleaseFunction release, void* context) noexcept {
-  PendingRelease pending{std::move(points), release, context, 0, false};
+void defer_release(StreamPointList&& points, ReleaseFunction release, void* context) noexcept {
   ReleaseQueue& queue = ReleaseQueue::instance();
-  switch (queue.push(std::move(pending))) {
+  switch (queue.push(points, release, context)) {
     case ReleaseQueue::PushResult::kQueued:
       return;
     case ReleaseQueue::PushResult::kClosed:
-      release_after_the_exit_drain(pending.points, release, context, queue.drain_deadline());
+      release_after_the_exit_drain(points, release, context, queue.drain_deadline());
       return;
     case ReleaseQueue::PushResult::kNoRoom:
       break;
   }
   // Out of memory, or no thread: wait here rather than release memory the GPU may still use.
-  wait_and_drop_points(pending.points);
+  wait_and_drop_points(points);
   if (release != nullptr) {
     release(context);
   }

@@ -80,7 +80,8 @@ bool ReleaseQueue::start_worker_locked() noexcept {
 
 // After warm-up a push allocates nothing (a finished node is reused) and makes no system call:
 // the worker finds the release on its next round.
-ReleaseQueue::PushResult ReleaseQueue::push(PendingRelease&& pending) noexcept {
+ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunction release,
+                                           void* context) noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) {
@@ -89,10 +90,9 @@ ReleaseQueue::PushResult ReleaseQueue::push(PendingRelease&& pending) noexcept {
     if (!start_worker_locked()) {
       return PushResult::kNoRoom;
     }
-    pending.ticket = next_ticket_;
     if (spare_.empty()) {
       try {
-        incoming_.emplace_back();  // on failure `pending` is left to the caller
+        incoming_.emplace_back();  // on failure `points` are left to the caller
       } catch (...) {
         return PushResult::kNoRoom;
       }
@@ -100,10 +100,10 @@ ReleaseQueue::PushResult ReleaseQueue::push(PendingRelease&& pending) noexcept {
       incoming_.splice(incoming_.end(), spare_, spare_.begin());
     }
     PendingRelease& node = incoming_.back();
-    node.points.adopt(pending.points);
-    node.release = pending.release;
-    node.context = pending.context;
-    node.ticket = pending.ticket;
+    node.points.adopt(points);
+    node.release = release;
+    node.context = context;
+    node.ticket = next_ticket_;
     node.started = false;
     ++next_ticket_;
     ++outstanding_;

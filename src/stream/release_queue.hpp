@@ -58,8 +58,11 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
     kNoRoom,  ///< Out of memory, or no thread could start: it is left to the caller.
   };
 
-  /** @brief Queues `pending`, or leaves it to the caller and says why. */
-  PushResult push(PendingRelease&& pending) noexcept;
+  /**
+   * @brief Queues `release(context)` after `points` (taken: `points` is left empty), or leaves
+   *        both to the caller and says why.
+   */
+  PushResult push(StreamPointList& points, ReleaseFunction release, void* context) noexcept;
   /** @brief When the exit drain gives up (meaningful once push() said kClosed). */
   std::chrono::steady_clock::time_point drain_deadline() noexcept;
   /** @brief Waits for every release queued before the call; at once on the release thread. */
