@@ -35,26 +35,35 @@ struct RecordClock {
 thread_local RecordClock record_clock{};
 std::atomic<std::uint64_t> next_recorder{1};
 
-cudaError_t device_of_explicit_stream(cudaStream_t stream, StreamLocation& location) noexcept {
+cudaError_t device_of_explicit_stream(cudaStream_t stream, int& device,
+                                      std::uint64_t& stream_id) noexcept {
   const CudaApi& api = cuda();
   unsigned long long id = 0;
   if (api.stream_get_id(stream, &id) != cudaSuccess) {
     (void)api.get_last_error();
-    return api.stream_get_device(stream, &location.device);  // no id: the point stands alone
+    return api.stream_get_device(stream, &device);  // no id: the point stands alone
   }
   // Fibonacci hashing: ids may be sequential numbers or addresses, and spread either way.
   DeviceOfStream& known =
       devices_of_streams[(id * 0x9e3779b97f4a7c15ull) >> (64 - kRememberedStreamBits)];
   if (known.id != id || known.api != &api) {
-    if (const cudaError_t status = api.stream_get_device(stream, &location.device);
-        status != cudaSuccess) {
+    if (const cudaError_t status = api.stream_get_device(stream, &device); status != cudaSuccess) {
       return status;
     }
-    known = DeviceOfStream{id, location.device, &api};
+    known = DeviceOfStream{id, device, &api};
   }
-  location.device = known.device;
-  location.stream_id = id;
+  device = known.device;
+  stream_id = id;
   return cudaSuccess;
+}
+
+// This thread's stamp for its next record.
+RecordStamp next_stamp() noexcept {
+  RecordClock& clock = record_clock;
+  if (clock.recorder == 0) {
+    clock.recorder = next_recorder.fetch_add(1, std::memory_order_relaxed);
+  }
+  return RecordStamp{clock.recorder, ++clock.order};
 }
 
 }  // namespace
@@ -84,19 +93,23 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
         make_error(ErrorCode::kNotImplemented,
                    "stream is capturing a CUDA graph: its points cannot be tracked"));
   }
-  StreamLocation location;
+  // The fields are gathered apart and the location built in place at the end (see
+  // StreamLocation::point for why).
+  int device = -1;
+  std::uintptr_t thread_key = 0;
+  std::uint64_t stream_id = 0;
   if (is_default_stream_handle(stream)) {
-    if (cudaError_t status = cuda().get_device(&location.device); status != cudaSuccess) {
+    if (cudaError_t status = cuda().get_device(&device); status != cudaSuccess) {
       return tl::unexpected<Error>(cuda_error(status, "cudaGetDevice"));
     }
     if (stream == cudaStreamPerThread) {
-      location.thread_key = reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker);
+      thread_key = reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker);
     }
-  } else if (cudaError_t status = device_of_explicit_stream(stream, location);
+  } else if (cudaError_t status = device_of_explicit_stream(stream, device, stream_id);
              status != cudaSuccess) {
     return tl::unexpected<Error>(cuda_error(status, "cudaStreamGetDevice"));
   }
-  return location;
+  return expected<StreamLocation, Error>(tl::in_place, device, thread_key, stream_id);
 }
 
 // No device switch: CUDA records an event of the stream's own device with any device current
@@ -106,13 +119,18 @@ expected<void, Error> record_point(StreamPoint& point, cudaStream_t stream) noex
   if (cudaError_t status = cuda().event_record(point.event, stream); status != cudaSuccess) {
     return tl::unexpected<Error>(cuda_error(status, "cudaEventRecord"));
   }
-  RecordClock& clock = record_clock;
-  if (clock.recorder == 0) {
-    clock.recorder = next_recorder.fetch_add(1, std::memory_order_relaxed);
-  }
-  point.recorder = clock.recorder;
-  point.order = ++clock.order;
+  const RecordStamp stamp = next_stamp();
+  point.recorder = stamp.recorder;
+  point.order = stamp.order;
   return {};
+}
+
+RecordStamp record_event(cudaEvent_t event, cudaStream_t stream) noexcept {
+  if (cudaError_t status = cuda().event_record(event, stream); status != cudaSuccess) {
+    (void)cuda_error(status, "cudaEventRecord");  // clears the thread's last error, as there
+    return RecordStamp{};
+  }
+  return next_stamp();
 }
 
 bool point_completed(const StreamPoint& point) noexcept {

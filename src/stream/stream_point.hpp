@@ -11,21 +11,28 @@
 
 namespace holoscan::detail {
 
+/** @brief Who recorded a point and that thread's records so far (StreamPoint::recorder, ::order). */
+struct RecordStamp {
+  std::uint64_t recorder = 0;  ///< The recording thread; 0: the record failed.
+  std::uint64_t order = 0;     ///< Its records so far, this one included.
+};
+
 /** @brief Which device a stream runs on, and which thread's per-thread stream it is. */
 struct HOLOSCAN_DLPACK_ABI StreamLocation {
   int device = -1;                ///< Device of the stream.
   std::uintptr_t thread_key = 0;  ///< Non-zero only for cudaStreamPerThread.
   std::uint64_t stream_id = 0;    ///< cudaStreamGetId of an explicit stream; 0 for the others.
 
-  /** @brief A point of this stream with `event`, not yet recorded. */
-  StreamPoint point(cudaStream_t stream, cudaEvent_t event) const noexcept {
-    StreamPoint at;
-    at.stream = stream;
-    at.event = event;
-    at.device = device;
-    at.thread_key = thread_key;
-    at.stream_id = stream_id;
-    return at;
+  StreamLocation() = default;
+  /** @brief The location of a stream with these fields. */
+  StreamLocation(int on_device, std::uintptr_t key, std::uint64_t id) noexcept
+      : device(on_device), thread_key(key), stream_id(id) {}
+
+  /** @brief A point of this stream with `event`, recorded as `stamp` says (not yet: none). */
+  StreamPoint point(cudaStream_t stream, cudaEvent_t event, RecordStamp stamp = {}) const noexcept {
+    // Built whole, field by field: a point written in pieces and then copied as a block stalls
+    // the copy's loads until the pieces' stores are done (no store forwarding across them).
+    return StreamPoint{stream, event, device, thread_key, stream_id, stamp.recorder, stamp.order};
   }
   /** @brief Whether `point` was recorded on this very stream (same handle, device and id). */
   bool is_stream_of(const StreamPoint& point, cudaStream_t stream) const noexcept {
@@ -54,6 +61,13 @@ HOLOSCAN_DLPACK_WING_API expected<StreamLocation, Error> locate_stream(
  *        the point with this thread and its record count (StreamPoint::order).
  */
 expected<void, Error> record_point(StreamPoint& point, cudaStream_t stream) noexcept;
+
+/**
+ * @brief Records `event` on `stream` as record_point() does; the point's stamp, or a stamp with
+ *        recorder 0 when the record failed (its error cleared). Returned in registers, for a
+ *        point built whole afterwards (StreamLocation::point).
+ */
+RecordStamp record_event(cudaEvent_t event, cudaStream_t stream) noexcept;
 
 /**
  * @brief Whether the GPU has passed `point`. A capture forbidding the query counts as not yet;

@@ -15,26 +15,27 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
     return false;
   }
   std::lock_guard<SpinMutex> lock(mutex_);
-  StreamPoint next = location->point(stream, readiness_.event);
-  const bool switches_device = next.event == nullptr || readiness_.device != next.device;
-  if (!switches_device && !order_after_readiness(next)) {
+  cudaEvent_t event = readiness_.event;
+  const bool switches_device = event == nullptr || readiness_.device != location->device;
+  if (!switches_device && !order_after_readiness(*location, stream)) {
     return false;
   }
   auto spare = spare_readiness_.end();
   if (switches_device) {
     spare = std::find_if(spare_readiness_.begin(), spare_readiness_.end(),
-                         [&](const StreamPoint& p) { return p.device == next.device; });
+                         [&](const StreamPoint& p) { return p.device == location->device; });
     if (spare != spare_readiness_.end()) {
-      next.event = spare->event;
-    } else if (auto event = acquire_event(next.device)) {
-      next.event = *event;
+      event = spare->event;
+    } else if (auto acquired = acquire_event(location->device)) {
+      event = *acquired;
     } else {
       return false;
     }
   }
-  if (!record_point(next, stream)) {
+  const RecordStamp stamp = record_event(event, stream);
+  if (stamp.recorder == 0) {
     if (switches_device && spare == spare_readiness_.end()) {
-      release_event(next.device, next.event);
+      release_event(location->device, event);
     }
     return false;
   }
@@ -55,7 +56,7 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
       }
     }
   }
-  readiness_ = next;
+  readiness_ = location->point(stream, event, stamp);
   last_waiter_ = nullptr;
   readiness_covered_ = false;
   readiness_stream_.store(stream, std::memory_order_release);
@@ -68,13 +69,10 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
 // (Keeping the old point beside it instead would take a second event and leave consumers, who
 // wait for one point, unordered with the first stream.) Costs one cudaStreamWaitEvent when the
 // stream changes, none when the same stream records again; false, state unchanged, on failure.
-bool StreamState::order_after_readiness(const StreamPoint& next) noexcept {
-  const bool same_stream = next.stream == readiness_.stream &&
-                           next.thread_key == readiness_.thread_key &&
-                           next.stream_id == readiness_.stream_id;
-  return same_stream || check_cuda(cuda().stream_wait_event(next.stream, readiness_.event, 0),
-                                   "cudaStreamWaitEvent")
-                            .has_value();
+bool StreamState::order_after_readiness(const StreamLocation& next, cudaStream_t stream) noexcept {
+  return next.is_stream_of(readiness_, stream) ||
+         check_cuda(cuda().stream_wait_event(stream, readiness_.event, 0), "cudaStreamWaitEvent")
+             .has_value();
 }
 
 expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consumer) {
@@ -139,9 +137,9 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
   if (!event) {
     return false;
   }
-  StreamPoint point = location->point(stream, *event);
-  if (!record_point(point, stream) || !deallocation_.push_back(point)) {
-    release_event(point.device, point.event);
+  const RecordStamp stamp = record_event(*event, stream);
+  if (stamp.recorder == 0 || !deallocation_.push_back(location->point(stream, *event, stamp))) {
+    release_event(location->device, *event);
     return false;
   }
   readiness_covered_ = readiness_covered_ || covers_readiness;

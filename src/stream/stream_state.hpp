@@ -10,6 +10,7 @@
 #include "holoscan/expected.hpp"
 #include "holoscan/export.hpp"
 #include "spin_mutex.hpp"
+#include "stream/stream_point.hpp"
 #include "stream/stream_point_list.hpp"
 #include "wing_api.hpp"
 
@@ -90,7 +91,7 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   void reset() noexcept;
 
  private:
-  bool order_after_readiness(const StreamPoint& next) noexcept;
+  bool order_after_readiness(const StreamLocation& next, cudaStream_t stream) noexcept;
 
   mutable SpinMutex mutex_;
   StreamPoint readiness_;
