@@ -99,6 +99,41 @@ TEST_F(ReleaseStreamProgress, ALaggingStreamIsSearchedNotAskedPointByPoint) {
   }
 }
 
+// The newest point of a stream is found wherever its list comes in the round (here the lists come
+// newest first, two streams interleaved), and only the stream that lags is searched.
+TEST_F(ReleaseStreamProgress, OnlyALaggingStreamIsSearchedWhereverItsNewestComes) {
+  cudaStream_t idle = fake().create_stream(0);
+  cudaStream_t lagging = fake().create_stream(0);
+  constexpr int kPoints = 8;
+  std::vector<StreamPointList> idle_lists(kPoints);
+  std::vector<StreamPointList> lagging_lists(kPoints);
+  for (int i = 0; i < kPoints; ++i) {
+    if (i == kPoints / 2) {
+      fake().complete(lagging);  // its first half has passed, its second has not
+    }
+    fake().launch(lagging);
+    ASSERT_TRUE(idle_lists[static_cast<std::size_t>(i)].push_back(record(idle)));
+    ASSERT_TRUE(lagging_lists[static_cast<std::size_t>(i)].push_back(record(lagging)));
+  }
+  std::vector<StreamPointList*> newest_first;
+  for (int i = kPoints; i-- > 0;) {
+    newest_first.push_back(&lagging_lists[static_cast<std::size_t>(i)]);
+    newest_first.push_back(&idle_lists[static_cast<std::size_t>(i)]);
+  }
+  StreamProgress progress;
+  // The idle stream's newest; the lagging stream's newest, then a search of the 7 older ones.
+  EXPECT_EQ(questions(progress, newest_first), 1u + 1u + 3u);
+  for (int i = 0; i < kPoints; ++i) {
+    EXPECT_TRUE(idle_lists[static_cast<std::size_t>(i)].empty()) << i;
+    EXPECT_EQ(lagging_lists[static_cast<std::size_t>(i)].empty(), i < kPoints / 2) << i;
+  }
+  fake().complete(lagging);
+  EXPECT_EQ(questions(progress, newest_first), 1u);
+  for (const auto& list : lagging_lists) {
+    EXPECT_TRUE(list.empty());
+  }
+}
+
 // Orders of two threads are not comparable: the newest of one thread says nothing of the other's.
 TEST_F(ReleaseStreamProgress, PointsOfAnotherThreadAreAskedApart) {
   cudaStream_t stream = fake().create_stream(0);
