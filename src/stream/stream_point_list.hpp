@@ -5,6 +5,7 @@
  */
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,25 @@ class HOLOSCAN_DLPACK_ABI StreamPointList {
     }
     try {
       overflow_.push_back(point);
+    } catch (...) {
+      return false;
+    }
+    return true;
+  }
+  /**
+   * @brief Appends the point `make()` returns, built in its place (a point built apart and then
+   *        copied is read back before its stores are done: see StreamLocation::point); false only
+   *        when spilling past the inline room cannot allocate.
+   */
+  template <class Make>
+  bool emplace_back(Make&& make) noexcept {
+    if (inline_size_ < kInlineCapacity && overflow_.empty()) {
+      new (&inline_.points[inline_size_]) StreamPoint(make());
+      ++inline_size_;
+      return true;
+    }
+    try {
+      overflow_.push_back(make());
     } catch (...) {
       return false;
     }

@@ -138,7 +138,9 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
     return false;
   }
   const RecordStamp stamp = record_event(*event, stream);
-  if (stamp.recorder == 0 || !deallocation_.push_back(location->point(stream, *event, stamp))) {
+  if (stamp.recorder == 0 || !deallocation_.emplace_back([&] {
+        return location->point(stream, *event, stamp);
+      })) {
     release_event(location->device, *event);
     return false;
   }
