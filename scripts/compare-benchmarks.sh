@@ -6,6 +6,8 @@
 # compares the stream hooks. CUDA_ARCHITECTURES (e.g. 90) is passed on when set. PIN_CPU (a CPU
 # list for taskset) runs both sides on the same cores: on the H200 machine a process's hook rows
 # land in one of two modes (~200 or ~350 ns for an event record) by where it is scheduled.
+# BENCH_TARGET (default holoscan_dlpack_benchmarks) picks the benchmark binary, e.g.
+# holoscan_dlpack_zero_cost_benchmarks for the rows over a CUDA table that costs nothing.
 # Usage: compare-benchmarks.sh BEFORE_REV [AFTER_REV (empty: the work tree)] [FILTER]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -13,6 +15,7 @@ before=${1:?usage: compare-benchmarks.sh BEFORE_REV [AFTER_REV] [FILTER]}
 after=${2:-}
 filter=${3:-'Host4D|TensorCopyAndDestroy$|RetainRelease$|PoolAllocateAndRelease_Host|Floor_AtomicPair$'}
 rounds=${ROUNDS:-5}
+target=${BENCH_TARGET:-holoscan_dlpack_benchmarks}
 scratch=build/compare
 rm -rf "$scratch" && mkdir -p "$scratch"
 prefix="$PWD/.deps/dlpack-1.3/usr;$PWD/.deps/expected/usr"
@@ -21,7 +24,7 @@ build() {  # name source-dir
     -DHOLOSCAN_DLPACK_BUILD_TESTS=OFF -DHOLOSCAN_DLPACK_BUILD_GPU_TESTS=OFF \
     -DHOLOSCAN_DLPACK_BUILD_PYTHON=OFF -DHOLOSCAN_DLPACK_BUILD_EXAMPLES=OFF \
     ${CUDA_ARCHITECTURES:+-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHITECTURES} >/dev/null
-  cmake --build "$scratch/$1" --target holoscan_dlpack_benchmarks -j "$(nproc)" >/dev/null
+  cmake --build "$scratch/$1" --target "$target" -j "$(nproc)" >/dev/null
 }
 git worktree add -f --detach "$scratch/before-src" "$before" >/dev/null
 trap 'git worktree remove --force "$scratch/before-src" >/dev/null 2>&1 || true' EXIT
@@ -37,7 +40,7 @@ else
 fi
 for round in $(seq "$rounds"); do
   for side in before after; do
-    ${PIN_CPU:+taskset -c "$PIN_CPU"} "$scratch/$side/benchmarks/holoscan_dlpack_benchmarks" --benchmark_filter="$filter" \
+    ${PIN_CPU:+taskset -c "$PIN_CPU"} "$scratch/$side/benchmarks/$target" --benchmark_filter="$filter" \
       --benchmark_min_time=0.5 --benchmark_format=json >"$scratch/$side-$round.json" 2>/dev/null
   done
 done
