@@ -1,6 +1,5 @@
 #include "stream/pooled_events.hpp"
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -100,81 +99,6 @@ expected<DevicePool*, Error> pool_of(int device) noexcept {
   return fresh;
 }
 
-// Bumped by destroy_free_events(): events a thread kept from before belong to a table whose free
-// events were destroyed (tests swap tables); they are forgotten, never handed out again.
-std::atomic<std::uint64_t> pool_generation{1};
-
-// Events moved between a thread's own free events and the shared pool at once: one lock of the
-// pool per kBatch events a thread takes or gives back, not one per event.
-constexpr std::size_t kBatch = 8;
-
-// A thread's own free events, of the device it last took an event of: taken and given back
-// without the pool's lock, whose cache line would otherwise move between the threads that
-// record points and the release thread, which returns their events. At most 2 * kBatch; given
-// back to the pool when the thread ends. Only a thread that takes events keeps any: the release
-// thread, which only gives back, gives straight to the pool (see release_event()).
-struct ThreadEvents {
-  int device = -1;  // -1: no event taken yet
-  std::uint64_t generation = 0;
-  std::size_t count = 0;
-  std::array<cudaEvent_t, 2 * kBatch> events{};
-
-  ThreadEvents() = default;
-  ThreadEvents(const ThreadEvents&) = delete;
-  ThreadEvents& operator=(const ThreadEvents&) = delete;
-  // Afterwards (a static owner destroyed on the exiting thread) events go straight to the pool.
-  ~ThreadEvents() {
-    give_back(count);
-    device = -1;
-  }
-
-  bool serves(int wanted) const noexcept {
-    return device == wanted && generation == pool_generation.load(std::memory_order_relaxed);
-  }
-  void give_back(std::size_t how_many) noexcept;
-  void take_from(DevicePool& pool, int wanted) noexcept;
-};
-
-thread_local ThreadEvents thread_events;
-
-// The newest `how_many` events go back to the pool of `device` under one lock (or are forgotten
-// if a table swap made them stale).
-void ThreadEvents::give_back(std::size_t how_many) noexcept {
-  how_many = std::min(how_many, count);
-  if (how_many == 0) {
-    return;
-  }
-  count -= how_many;
-  if (generation != pool_generation.load(std::memory_order_relaxed)) {
-    return;
-  }
-  auto pool = pool_of(device);
-  if (!pool) {
-    return;
-  }
-  std::lock_guard<SpinMutex> lock((*pool)->mutex);
-  for (std::size_t i = 0; i < how_many; ++i) {
-    (*pool)->free_events.push_back(events[count + i]);  // within the capacity reserved
-  }
-}
-
-// Makes this thread's events those of `wanted` (the others go back) and takes up to kBatch free
-// events of its pool, under one lock.
-void ThreadEvents::take_from(DevicePool& pool, int wanted) noexcept {
-  if (!serves(wanted)) {
-    give_back(count);
-    device = wanted;
-    generation = pool_generation.load(std::memory_order_relaxed);
-  }
-  std::lock_guard<SpinMutex> lock(pool.mutex);
-  auto& free_events = pool.free_events;
-  const std::size_t taken = std::min(kBatch, free_events.size());
-  for (std::size_t i = 0; i < taken; ++i) {
-    events[count++] = free_events.back();
-    free_events.pop_back();
-  }
-}
-
 expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept {
   cudaEvent_t event = nullptr;
   {
@@ -189,11 +113,7 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
   }
   std::lock_guard<SpinMutex> lock(pool.mutex);
   try {
-    // Doubling: a pool grown one event at a time (a backlog of releases) copies its list
-    // a logarithmic number of times, not once per event.
-    if (pool.free_events.capacity() < pool.created + 1) {
-      pool.free_events.reserve(std::max(pool.created + 1, 2 * pool.free_events.capacity()));
-    }
+    pool.free_events.reserve(pool.created + 1);
   } catch (...) {
     (void)cuda().event_destroy(event);
     return tl::unexpected<Error>(
@@ -206,8 +126,6 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
 }  // namespace
 
 std::size_t destroy_free_events() noexcept {
-  thread_events.give_back(thread_events.count);
-  pool_generation.fetch_add(1, std::memory_order_relaxed);
   std::size_t held = 0;
   for (auto& slot : pools()) {
     DevicePool* pool = slot.load(std::memory_order_acquire);
@@ -226,31 +144,24 @@ std::size_t destroy_free_events() noexcept {
 }
 
 expected<cudaEvent_t, Error> acquire_event(int device) noexcept {
-  ThreadEvents& own = thread_events;
-  if (own.count != 0 && own.serves(device)) {
-    return own.events[--own.count];
-  }
   auto pool = pool_of(device);
   if (!pool) {
     return tl::unexpected<Error>(std::move(pool.error()));
   }
-  own.take_from(**pool, device);
-  if (own.count != 0) {
-    return own.events[--own.count];
+  {
+    std::lock_guard<SpinMutex> lock((*pool)->mutex);
+    auto& free_events = (*pool)->free_events;
+    if (!free_events.empty()) {
+      cudaEvent_t event = free_events.back();
+      free_events.pop_back();
+      return event;
+    }
   }
-  return create_event(**pool, device);  // none free: the only event made here
+  return create_event(**pool, device);
 }
 
 void release_event(int device, cudaEvent_t event) noexcept {
   if (event == nullptr) {
-    return;
-  }
-  ThreadEvents& own = thread_events;
-  if (own.serves(device)) {
-    if (own.count == own.events.size()) {
-      own.give_back(kBatch);
-    }
-    own.events[own.count++] = event;
     return;
   }
   auto pool = pool_of(device);

@@ -14,19 +14,10 @@ namespace holoscan::detail {
 /** @brief Devices the pools can serve (device ids 0 .. kMaxPoolDevices - 1). */
 inline constexpr int kMaxPoolDevices = 64;
 
-/**
- * @brief A free event of `device`, created (under a device guard) only when none is free.
- *
- * A thread that takes events keeps a few free ones of its device (at most 16, taken from and
- * given back to the pool eight at a time, and all given back when the thread ends), so that most
- * takes and gives touch no lock and no cache line of another thread.
- */
+/** @brief A free event of `device`, created (under a device guard) only when none is free. */
 expected<cudaEvent_t, Error> acquire_event(int device) noexcept;
 
-/**
- * @brief Gives `event` back: to this thread's own free events if it takes events of `device`,
- *        else to the pool of `device`; never allocates after warm-up.
- */
+/** @brief Gives `event` back to the pool of `device`; never allocates after warm-up. */
 HOLOSCAN_DLPACK_ABI void release_event(int device, cudaEvent_t event) noexcept;
 
 /**
@@ -65,9 +56,7 @@ class HOLOSCAN_DLPACK_ABI EventBatch {
  * @brief Destroys every pooled event not in use, through the CUDA table in use, and forgets it.
  *
  * For tests that swap the CUDA table: pooled events are handles of the table that created them.
- * The calling thread's own free events are destroyed too; those other threads keep are counted as
- * held, and forgotten (never handed out again). Returns how many events are still held by owners
- * or other threads (and so still counted as created).
+ * Returns how many events are still held by owners (and so still counted as created).
  */
 HOLOSCAN_DLPACK_ABI std::size_t destroy_free_events() noexcept;
 
