@@ -39,7 +39,9 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS-default asan tsan fuzz}; do
       # UCX ones when UCX was found).
       targets=(holoscan_dlpack_tests holoscan_dlpack_compat_tests holoscan_dlpack_compat20_tests
                holoscan_dlpack_coexistence_tests)
-      if ninja -C build/tsan -t targets all | grep -q '^holoscan_dlpack_ucx_tests:'; then
+      # grep reads all of ninja's output (-q would stop at the match and, under pipefail, the
+      # SIGPIPE that ninja gets would make the test fail).
+      if ninja -C build/tsan -t targets all | grep '^holoscan_dlpack_ucx_tests:' >/dev/null; then
         targets+=(holoscan_dlpack_ucx_tests holoscan_dlpack_ucx_peer)
       fi
       cmake --build --preset "$preset" -j "$jobs" --target "${targets[@]}"
