@@ -121,6 +121,8 @@ def test_importing_the_package_leaves_sighup_to_the_process():
     # Loading UCX installs its debug handler for SIGHUP; the process must still end on one.
     done = run_python("""
         import os, signal, time
+        # A parent that ignores SIGHUP (nohup) passes that on: start from the default action.
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         import holoscan_dlpack
         os.kill(os.getpid(), signal.SIGHUP)
         time.sleep(5)
