@@ -123,6 +123,20 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
   return event;
 }
 
+// Gives `count` events of `device` back to its pool under one lock; null ones are skipped.
+void give_back(int device, const cudaEvent_t* events, std::size_t count) noexcept {
+  auto pool = pool_of(device);
+  if (!pool) {
+    return;
+  }
+  std::lock_guard<SpinMutex> lock((*pool)->mutex);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (events[i] != nullptr) {
+      (*pool)->free_events.push_back(events[i]);  // within the capacity reserved at creation
+    }
+  }
+}
+
 }  // namespace
 
 std::size_t destroy_free_events() noexcept {
@@ -161,31 +175,14 @@ expected<cudaEvent_t, Error> acquire_event(int device) noexcept {
 }
 
 void release_event(int device, cudaEvent_t event) noexcept {
-  if (event == nullptr) {
-    return;
+  if (event != nullptr) {
+    give_back(device, &event, 1);
   }
-  auto pool = pool_of(device);
-  if (!pool) {
-    return;
-  }
-  std::lock_guard<SpinMutex> lock((*pool)->mutex);
-  (*pool)->free_events.push_back(event);  // within the capacity reserved at creation
 }
 
 void EventBatch::flush() noexcept {
-  if (count_ == 0) {
-    return;
-  }
-  const std::size_t count = std::exchange(count_, 0);
-  auto pool = pool_of(device_);
-  if (!pool) {
-    return;
-  }
-  std::lock_guard<SpinMutex> lock((*pool)->mutex);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (events_[i] != nullptr) {
-      (*pool)->free_events.push_back(events_[i]);  // within the capacity reserved at creation
-    }
+  if (count_ != 0) {
+    give_back(device_, events_.data(), std::exchange(count_, 0));
   }
 }
 
