@@ -71,16 +71,7 @@ class HOLOSCAN_DLPACK_ABI StreamPointList {
   }
   /** @brief Appends a point; false only when spilling past the inline room cannot allocate. */
   bool push_back(const StreamPoint& point) noexcept {
-    if (inline_size_ < kInlineCapacity && overflow_.empty()) {
-      inline_.points[inline_size_++] = point;
-      return true;
-    }
-    try {
-      overflow_.push_back(point);
-    } catch (...) {
-      return false;
-    }
-    return true;
+    return emplace_back([&point] { return point; });
   }
   /**
    * @brief Appends the point `make()` returns, built in its place (a point built apart and then
