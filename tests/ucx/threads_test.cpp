@@ -21,6 +21,13 @@
 namespace holoscan::test {
 namespace {
 
+// A worker whose waits sleep on its fd at once, without polling first: the path these tests watch.
+ucx::Worker make_sleeping_worker() {
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  return make_worker(config);
+}
+
 TEST(UcxThreads, AReceiverAsleepWakesWhenAnotherThreadProgressLandsItsTensor) {
   constexpr std::uint64_t kCount = 12;
   // Each receive would sleep this long if another thread's round left it asleep: the whole
@@ -125,9 +132,7 @@ struct IdleReceive {
 TEST(UcxThreads, ReceiversAsleepSleepOnAfterAnotherThreadsRoundWakesThem) {
   constexpr int kWaitMs = 5000;
   constexpr auto kMostCpu = std::chrono::seconds(1);  // asleep: milliseconds; spinning: seconds
-  ucx::WorkerConfig config;
-  config.spin_us = 0;
-  ucx::Worker worker = make_worker(config);
+  ucx::Worker worker = make_sleeping_worker();
   ucx::Worker client = make_worker();
   auto peer = connect_in_process(worker, client);
   ASSERT_TRUE(peer) << to_string(peer.error());
@@ -155,9 +160,7 @@ TEST(UcxThreads, ReceiversAsleepSleepOnAfterAnotherThreadsRoundWakesThem) {
 // while another thread progresses the worker (and so may be the one UCX tells).
 TEST(UcxThreads, AReceiverAsleepLearnsPromptlyThatThePeerClosed) {
   constexpr int kDeadlineMs = 30000;
-  ucx::WorkerConfig config;
-  config.spin_us = 0;
-  ucx::Worker worker = make_worker(config);
+  ucx::Worker worker = make_sleeping_worker();
   ucx::Worker client = make_worker();
   auto peer = connect_in_process(worker, client);
   ASSERT_TRUE(peer) << to_string(peer.error());
@@ -183,9 +186,7 @@ TEST(UcxThreads, AReceiverAsleepLearnsPromptlyThatThePeerClosed) {
 TEST(UcxThreads, AConnectBesideASleepingReceiveEndsPromptly) {
   constexpr int kReceiveMs = 6000;
   constexpr int kConnectMs = 30000;
-  ucx::WorkerConfig config;
-  config.spin_us = 0;
-  ucx::Worker worker = make_worker(config);
+  ucx::Worker worker = make_sleeping_worker();
   ucx::Worker listener = make_worker();
   const std::string port = listen_on_loopback(listener);
   Progressing progressing({&listener});
@@ -237,9 +238,7 @@ class SilentListener {
 TEST(UcxThreads, AConnectNobodyAnswersSleepsUntilItsDeadline) {
   constexpr int kWaitMs = 6000;
   constexpr auto kMostCpu = std::chrono::milliseconds(300);  // asleep: ~10 ms; polling: ~900
-  ucx::WorkerConfig config;
-  config.spin_us = 0;
-  ucx::Worker worker = make_worker(config);
+  ucx::Worker worker = make_sleeping_worker();
   SilentListener listener;
   const auto before = thread_cpu_time();
   auto connected = worker.connect("127.0.0.1", listener.port(), kWaitMs);
