@@ -64,7 +64,8 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
   static bool copy_if_checked(const DLManagedTensorContext& context, std::int64_t* dims) noexcept {
     const DLTensor& view = context.tensor.dl_tensor;
     const std::int32_t ndim = view.ndim;
-    if (static_cast<std::uint32_t>(ndim) > kCheckedDims || context.checked_.header != header_of(view) ||
+    if (static_cast<std::uint32_t>(ndim) > kCheckedDims ||
+        context.checked_.header != header_of(view) ||
         context.checked_.flags != context.tensor.flags) {
       return false;
     }
@@ -78,12 +79,18 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
     }
     const std::int64_t* checked = context.checked_.dims;
     switch (ndim) {
-      case 1: return copy_equal<1>(shape, strides, checked, dims);
-      case 2: return copy_equal<2>(shape, strides, checked, dims);
-      case 3: return copy_equal<3>(shape, strides, checked, dims);
-      case 4: return copy_equal<4>(shape, strides, checked, dims);
-      case 5: return copy_equal<5>(shape, strides, checked, dims);
-      default: return copy_equal<6>(shape, strides, checked, dims);  // ndim is in [1, 6] here
+      case 1:
+        return copy_equal<1>(shape, strides, checked, dims);
+      case 2:
+        return copy_equal<2>(shape, strides, checked, dims);
+      case 3:
+        return copy_equal<3>(shape, strides, checked, dims);
+      case 4:
+        return copy_equal<4>(shape, strides, checked, dims);
+      case 5:
+        return copy_equal<5>(shape, strides, checked, dims);
+      default:
+        return copy_equal<6>(shape, strides, checked, dims);  // ndim is in [1, 6] here
     }
   }
 
