@@ -75,20 +75,35 @@ bool ReleaseQueue::start_worker_locked() noexcept {
   } catch (...) {
     return false;
   }
+  worker_started_.store(true, std::memory_order_release);
   return true;
 }
 
-// After warm-up a push allocates nothing (a finished node is reused) and makes no system call:
-// the worker finds the release on its next round.
+void ReleaseQueue::close_locked() noexcept {
+  std::lock_guard<SpinMutex> intake(intake_);
+  closed_ = true;
+}
+
+bool ReleaseQueue::intake_empty() noexcept {
+  std::lock_guard<SpinMutex> intake(intake_);
+  return incoming_.empty();
+}
+
+// After warm-up a push allocates nothing (a finished node is reused), makes no system call (the
+// worker finds the release on its next round) and takes only the intake lock.
 ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunction release,
-                                           void* context) noexcept {
-  {
+                                            void* context) noexcept {
+  if (!worker_started_.load(std::memory_order_acquire)) {
+    // The first push (or the first in a forked child) starts the worker, under the queue's lock.
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!closed_ && !start_worker_locked()) {
+      return PushResult::kNoRoom;
+    }
+  }
+  {
+    std::lock_guard<SpinMutex> intake(intake_);
     if (closed_) {
       return PushResult::kClosed;
-    }
-    if (!start_worker_locked()) {
-      return PushResult::kNoRoom;
     }
     if (spare_.empty()) {
       try {
@@ -123,7 +138,11 @@ void ReleaseQueue::flush() noexcept {
   std::unique_lock<std::mutex> lock(mutex_);
   // Every release pending now was queued before the call. Done once they have all run, or once
   // the exit drain is over (what it left will never run).
-  Flusher self{next_ticket_, outstanding_, flushers_};
+  Flusher self;
+  {
+    std::lock_guard<SpinMutex> intake(intake_);
+    self = Flusher{next_ticket_, outstanding_, flushers_};
+  }
   auto done = [&] { return closed_ || self.remaining == 0; };
   // A forked child keeps the parent's releases but not its thread: start one when needed.
   if (done() || !start_worker_locked()) {
@@ -140,14 +159,17 @@ void ReleaseQueue::flush() noexcept {
 }
 
 std::size_t ReleaseQueue::outstanding() noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> intake(intake_);
   return outstanding_;
 }
 
 // Under the lock, once a release has run: O(1) per release (and per waiting flush), whatever the
 // backlog.
 void ReleaseQueue::count_out(std::uint64_t ticket) noexcept {
-  --outstanding_;
+  {
+    std::lock_guard<SpinMutex> intake(intake_);
+    --outstanding_;
+  }
   bool flushed = false;
   for (Flusher* flusher = flushers_; flusher != nullptr; flusher = flusher->next) {
     if (ticket < flusher->target && flusher->remaining > 0) {
@@ -159,8 +181,8 @@ void ReleaseQueue::count_out(std::uint64_t ticket) noexcept {
   }
 }
 
-bool ReleaseQueue::nothing_left_to_start() const noexcept {
-  return incoming_.empty() && active_.empty() &&
+bool ReleaseQueue::nothing_left_to_start() noexcept {
+  return intake_empty() && active_.empty() &&
          std::all_of(running_.begin(), running_.end(),
                      [](const PendingRelease& p) { return p.started; });
 }
@@ -212,6 +234,7 @@ bool ReleaseQueue::run_ready(std::unique_lock<std::mutex>& lock) noexcept {
     lock.lock();
     count_out(it->ticket);
     it->points.clear();
+    std::lock_guard<SpinMutex> intake(intake_);
     spare_.splice(spare_.end(), running_, it);  // kept for the next push
     ran = true;
   }
@@ -232,10 +255,20 @@ void ReleaseQueue::run() noexcept {
     // backoffs below never cap a rest under it.
     const std::chrono::microseconds min_idle = poll_interval_in_effect();
     const std::chrono::microseconds max_idle = std::max(kMaxIdle, min_idle);
-    active_.splice(active_.end(), incoming_);
+    {
+      std::lock_guard<SpinMutex> intake(intake_);
+      active_.splice(active_.end(), incoming_);
+    }
     if (nothing_left_to_start()) {
       if (stopping_) {
-        break;
+        // Closed in the same hold of the intake lock that saw it empty: a push either came
+        // before (and runs: the loop goes round again) or is refused.
+        std::lock_guard<SpinMutex> intake(intake_);
+        if (incoming_.empty()) {
+          closed_ = true;
+          break;
+        }
+        continue;
       }
       // Nothing to do: rest longer and longer (up to kQuietMax, or the interval if longer)
       // rather than sleep until woken. A push never wakes this thread: waking a sleeping thread
@@ -243,7 +276,7 @@ void ReleaseQueue::run() noexcept {
       // thread would pay on every drop after a quiet spell. A flush (of something queued) or the
       // exit drain wakes it.
       quiet = std::clamp(quiet * 2, min_idle, std::max(kQuietMax, min_idle));
-      wake_.wait_for(lock, quiet, [&] { return stopping_ || !incoming_.empty(); });
+      wake_.wait_for(lock, quiet, [&] { return stopping_ || !intake_empty(); });
       continue;
     }
     quiet = min_idle;
@@ -271,7 +304,7 @@ void ReleaseQueue::run() noexcept {
       });
     }
   }
-  closed_ = true;
+  close_locked();
   drained_.notify_all();
 }
 
@@ -288,8 +321,8 @@ void ReleaseQueue::stop() noexcept {
   }
   stopping_ = true;
   drain_deadline_ = deadline;  // releases deferred after the drain wait no longer than it
-  if (worker_ == nullptr && outstanding_ == 0) {
-    closed_ = true;
+  if (worker_ == nullptr && outstanding() == 0) {
+    close_locked();
     return;
   }
   if (on_release_thread && worker_ != nullptr) {
@@ -299,24 +332,24 @@ void ReleaseQueue::stop() noexcept {
     worker_.reset();
   }
   if (!start_worker_locked()) {
-    closed_ = true;
+    close_locked();
     abandoned_ = true;
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: no release thread; %zu deferred release(s) "
                  "left un-run\n",
-                 outstanding_);
+                 outstanding());
     return;
   }
   wake_.notify_all();
   if (!drained_.wait_until(lock, deadline, [&] { return closed_; })) {
     abandoned_ = true;
-    closed_ = true;
+    close_locked();
     wake_.notify_all();
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: %zu deferred release(s) still pending after "
                  "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain); "
                  "left un-run\n",
-                 outstanding_, static_cast<long long>(limit.count()));
+                 outstanding(), static_cast<long long>(limit.count()));
     return;  // the worker is left behind: the queue is never destroyed, so it needs no join
   }
   std::unique_ptr<std::thread> worker = std::move(worker_);
@@ -329,11 +362,13 @@ void ReleaseQueue::prepare_fork() noexcept {
   locked_for_fork = the_queue.load(std::memory_order_acquire);
   if (locked_for_fork != nullptr) {
     locked_for_fork->mutex_.lock();
+    locked_for_fork->intake_.lock();  // a push in progress on another thread ends first
   }
 }
 
 void ReleaseQueue::after_fork_in_parent() noexcept {
   if (ReleaseQueue* queue = std::exchange(locked_for_fork, nullptr)) {
+    queue->intake_.unlock();
     queue->mutex_.unlock();
   }
   ForkGate::open_in_parent();
@@ -354,6 +389,7 @@ void ReleaseQueue::after_fork_in_child() noexcept {
 
 void ReleaseQueue::renew_in_child() noexcept {
   new (&mutex_) std::mutex();
+  new (&intake_) SpinMutex();
   new (&wake_) std::condition_variable();
   new (&drained_) std::condition_variable();
   flushers_ = nullptr;  // the parent's waiting threads do not exist here
@@ -363,6 +399,7 @@ void ReleaseQueue::renew_in_child() noexcept {
     return;  // forked from a deleter: this thread is the worker, alive in the child too
   }
   (void)worker_.release();  // a thread that does not exist here: neither joined nor destroyed
+  worker_started_.store(false, std::memory_order_relaxed);  // the next push starts one
   for (PendingRelease& pending : running_) {
     pending.started = false;  // the dead worker's release in progress is dropped like the rest
   }

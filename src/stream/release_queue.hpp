@@ -1,5 +1,6 @@
 #pragma once
 // The queue of releases waiting for the GPU, and the thread that runs them once it has passed.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "cuda/cuda_api.hpp"
 #include "holoscan/export.hpp"
+#include "spin_mutex.hpp"
 #include "stream/defer_release.hpp"
 #include "stream/pooled_events.hpp"
 #include "stream/stream_progress.hpp"
@@ -41,8 +43,12 @@ struct Flusher {
  *        blocked wait spins a core on default events and holds back releases whose streams finish
  *        earlier) and runs each once its points have completed.
  *
- * The lists are changed only under the lock, so that a fork() (which takes it first) leaves them
- * consistent in the child. At exit the thread drains what is left, within a time limit.
+ * Two locks. A push takes only the intake lock, a spin lock held for a few stores, so that an
+ * application thread dropping an owner never sleeps in the kernel while the worker holds the
+ * queue's lock (which it takes and drops around every release it runs); the worker takes the
+ * intake lock, inside the queue's lock, only to move new releases in and finished nodes back.
+ * The lists are changed only under their locks, so that a fork() (which takes both first) leaves
+ * them consistent in the child. At exit the thread drains what is left, within a time limit.
  */
 class HOLOSCAN_DLPACK_ABI ReleaseQueue {
  public:
@@ -74,8 +80,10 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   ReleaseQueue() = default;
 
   bool start_worker_locked() noexcept;
+  void close_locked() noexcept;
+  bool intake_empty() noexcept;
   void run() noexcept;
-  bool nothing_left_to_start() const noexcept;
+  bool nothing_left_to_start() noexcept;
   void poll_active(std::uint64_t inherited_below) noexcept;
   void move_completed_to_running() noexcept;
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
@@ -104,17 +112,23 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   std::mutex mutex_;
   std::condition_variable wake_;     // new work, a stop
   std::condition_variable drained_;  // a flush's releases have all run, the drain ended
+  // Under intake_ (taken alone by push, inside mutex_ by everyone else): what push touches.
+  SpinMutex intake_;
   std::list<PendingRelease> incoming_;
+  std::list<PendingRelease> spare_;  // finished nodes, reused so a push need not allocate
+  std::size_t outstanding_ = 0;      // queued and not yet run
+  std::uint64_t next_ticket_ = 0;
+  bool closed_ = false;  // the exit drain ended (or was abandoned): nothing more is taken
+                         // (written under both locks, so either one suffices to read it)
+  // A worker thread exists (set under mutex_): a push needs mutex_ only while it does not.
+  std::atomic<bool> worker_started_{false};
+  // Under mutex_:
   std::list<PendingRelease> active_;   // polled by the worker, which alone changes its points
   std::list<PendingRelease> running_;  // completed; run (or running) in order
-  std::list<PendingRelease> spare_;    // finished nodes, reused so a push need not allocate
-  std::size_t outstanding_ = 0;        // queued and not yet run
-  std::uint64_t next_ticket_ = 0;
   std::uint64_t inherited_below_ = 0;  // in a forked child: tickets queued by the parent
   Flusher* flushers_ = nullptr;        // threads waiting in flush()
   bool stopping_ = false;              // the exit drain was asked for
-  bool closed_ = false;     // the exit drain ended (or was abandoned): nothing more is taken
-  bool abandoned_ = false;  // the exit drain ran out of time: nothing more is run
+  bool abandoned_ = false;             // the exit drain ran out of time: nothing more is run
   std::chrono::steady_clock::time_point drain_deadline_{};  // set as the exit drain begins
   std::unique_ptr<std::thread> worker_;
   // The worker's own (never under the lock): how far each stream has got, and the active

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "cuda/cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
@@ -195,6 +196,88 @@ TEST_F(ReleaseThread, ForkWhileADeleterRunsDoesNotRunItAgainInTheChild) {
   may_finish.store(true);
   flush_deferred_releases();
   EXPECT_EQ(finished.load(), 1);
+}
+
+// Threads drop owners (each push takes only the intake lock) while each of them flushes now and
+// then: a flush returns only once every release its thread queued before it has run, and every
+// deleter runs exactly once.
+TEST_F(ReleaseThread, ConcurrentDropsAndFlushesRunEveryDeleterOnce) {
+  constexpr int kThreads = 4;
+  constexpr int kDrops = 400;
+  constexpr int kFlushEvery = 25;
+  std::array<CountingProducer, kThreads> producers;
+  std::array<cudaStream_t, kThreads> streams{};
+  for (auto& stream : streams) {
+    stream = fake().create_stream(0);
+  }
+  std::atomic<int> early_flushes{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 1; i <= kDrops; ++i) {
+        drop_pending(fake(), producers[t].make_versioned(), streams[t]);
+        fake().complete(streams[t]);
+        if (i % kFlushEvery == 0) {
+          flush_deferred_releases();
+          early_flushes.fetch_add(producers[t].deleter_calls() == i ? 0 : 1);
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  flush_deferred_releases();
+  EXPECT_EQ(early_flushes.load(), 0) << "a flush returned before its own releases ran";
+  for (const auto& producer : producers) {
+    EXPECT_EQ(producer.deleter_calls(), kDrops);
+  }
+  EXPECT_EQ(pending_deferred_releases(), 0u);
+}
+
+TEST_F(ReleaseThread, ForkWhileOtherThreadsDropLeavesTheChildUsable) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's allocator can deadlock a child forked mid-allocation";
+#endif
+  constexpr int kThreads = 3;
+  constexpr int kForks = 40;  // a push holds its lock briefly: many forks to land in one
+  std::atomic<bool> stop{false};
+  std::array<CountingProducer, kThreads> producers;
+  std::array<cudaStream_t, kThreads> streams{};
+  for (auto& stream : streams) {
+    stream = fake().create_stream(0);
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!stop.load()) {
+        drop_pending(fake(), producers[t].make_versioned(), streams[t]);
+        fake().complete(streams[t]);
+      }
+    });
+  }
+  int hung = 0;
+  int failed = 0;
+  for (int i = 0; i < kForks; ++i) {
+    // Forks land while the other threads are inside a push (or the worker inside a round): the
+    // child must find both of the queue's locks free.
+    const int status = run_forked(
+        [&] {
+          flush_deferred_releases();  // the parent's releases are dropped here, not run
+          return pending_deferred_releases() == 0 ? child_checks_own_release(fake()) : 1;
+        },
+        kChildLimit);
+    hung += status == -1 ? 1 : 0;
+    failed += status > 0 ? 1 : 0;
+  }
+  stop.store(true);
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  flush_deferred_releases();
+  EXPECT_EQ(hung, 0);
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(pending_deferred_releases(), 0u);
 }
 
 // The library's first deferred release while this thread forks: one round in a fresh process (a
