@@ -158,6 +158,12 @@ void ReleaseQueue::flush() noexcept {
   *link = self.next;
 }
 
+void ReleaseQueue::options_changed() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++options_version_;
+  wake_.notify_all();
+}
+
 std::size_t ReleaseQueue::outstanding() noexcept {
   std::lock_guard<SpinMutex> intake(intake_);
   return outstanding_;
@@ -254,6 +260,7 @@ void ReleaseQueue::run() noexcept {
     // Options set from code meanwhile apply from this round on. The interval is a floor: the
     // backoffs below never cap a rest under it.
     const std::chrono::microseconds min_idle = poll_interval_in_effect();
+    const std::uint64_t options_version = options_version_;
     const std::chrono::microseconds max_idle = std::max(kMaxIdle, min_idle);
     {
       std::lock_guard<SpinMutex> intake(intake_);
@@ -276,7 +283,9 @@ void ReleaseQueue::run() noexcept {
       // thread would pay on every drop after a quiet spell. A flush (of something queued) or the
       // exit drain wakes it.
       quiet = std::clamp(quiet * 2, min_idle, std::max(kQuietMax, min_idle));
-      wake_.wait_for(lock, quiet, [&] { return stopping_ || !intake_empty(); });
+      wake_.wait_for(lock, quiet, [&] {
+        return stopping_ || options_version_ != options_version || !intake_empty();
+      });
       continue;
     }
     quiet = min_idle;
@@ -300,7 +309,8 @@ void ReleaseQueue::run() noexcept {
     idle = std::max(idle, std::min(spent * kRestFactor, max_idle));
     if (!active_.empty() && !abandoned_) {
       wake_.wait_for(lock, flushing ? std::min(min_idle, kFlushRest) : idle, [&] {
-        return abandoned_ || stopping_ != stopping || (flushers_ != nullptr && !flushing);
+        return abandoned_ || stopping_ != stopping || options_version_ != options_version ||
+               (flushers_ != nullptr && !flushing);
       });
     }
   }

@@ -75,6 +75,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   void flush() noexcept;
   /** @brief Releases queued and not yet run. */
   std::size_t outstanding() noexcept;
+  /** @brief The options changed: a rest under way ends now, and the next uses the new ones. */
+  void options_changed() noexcept;
 
  private:
   ReleaseQueue() = default;
@@ -127,6 +129,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   std::list<PendingRelease> running_;  // completed; run (or running) in order
   std::uint64_t inherited_below_ = 0;  // in a forked child: tickets queued by the parent
   Flusher* flushers_ = nullptr;        // threads waiting in flush()
+  std::uint64_t options_version_ = 0;  // counts options_changed(): a rest ends when it moves
   bool stopping_ = false;              // the exit drain was asked for
   bool abandoned_ = false;             // the exit drain ran out of time: nothing more is run
   std::chrono::steady_clock::time_point drain_deadline_{};  // set as the exit drain begins

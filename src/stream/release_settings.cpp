@@ -5,6 +5,7 @@
 #include <string>
 
 #include "holoscan/deferred_release.hpp"
+#include "stream/release_queue.hpp"
 
 namespace holoscan::detail {
 namespace {
@@ -112,6 +113,10 @@ expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& opt
   detail::code_poll_us.store(options.poll_interval.count());
   detail::code_exit_drain_ms.store(options.exit_drain.count());
   (void)detail::refresh_poll_interval();
+  // A rest begun under a long interval would otherwise last it out after a shorter one is set.
+  if (detail::ReleaseQueue* queue = detail::ReleaseQueue::existing()) {
+    queue->options_changed();
+  }
   return {};
 }
 

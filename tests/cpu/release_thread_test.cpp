@@ -198,6 +198,25 @@ TEST_F(ReleaseThread, ForkWhileADeleterRunsDoesNotRunItAgainInTheChild) {
   EXPECT_EQ(finished.load(), 1);
 }
 
+// The worker rests a whole poll interval between rounds while a release is pending; a shorter
+// interval set from code ends a long rest under way instead of waiting it out.
+TEST_F(ReleaseThread, ShorterPollIntervalSetFromCodeEndsTheRestUnderWay) {
+  ReleaseThreadOptions slow;
+  slow.poll_interval = std::chrono::seconds(1);
+  ASSERT_TRUE(set_release_thread_options(slow));
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  drop_pending(fake(), producer.make_versioned(), stream);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into a rest of 1 s
+  ASSERT_TRUE(set_release_thread_options({}));
+  const auto completed_at = std::chrono::steady_clock::now();
+  fake().complete(stream);
+  ASSERT_TRUE(test::eventually([&] { return producer.deleter_calls() == 1; }));
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - completed_at);
+  EXPECT_LT(waited.count(), 300) << "the release waited out the rest begun under the 1 s interval";
+}
+
 // Threads drop owners (each push takes only the intake lock) while each of them flushes now and
 // then: a flush returns only once every release its thread queued before it has run, and every
 // deleter runs exactly once.
