@@ -197,6 +197,11 @@ ucx() {
     note "ucx compute-sanitizer $tool: exit $? — $(grep -c 'ERROR SUMMARY: 0 errors' "$out/ucx-sanitizers.log") clean summaries"
   done
   note "ucx tests took $((SECONDS - started)) s"
+  # What one 4 KiB landing in device memory costs with two processes on this one GPU, and with
+  # one: the cost that every transport pays here and two hosts would not (docs/ucx.md).
+  { build/gpu/benchmarks/holoscan_dlpack_landing_probe
+    build/gpu/benchmarks/holoscan_dlpack_landing_probe one; } >"$out/landing-probe.txt" 2>&1
+  note "landing probe: exit $? (landing-probe.txt)"
   OUT="$out/ucx-bench" scripts/ucx-bench.sh >"$out/ucx-bench.txt" 2>&1
   note "ucx bench: exit $? (ucx-bench/ucx-bench.json), stage $((SECONDS - started)) s"
   grep -E '^=====|^  \| ' "$out/ucx-bench.txt" | sed 's/^/ucx protocols: /' >>"$summary"
