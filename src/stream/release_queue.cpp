@@ -89,8 +89,9 @@ bool ReleaseQueue::intake_empty() noexcept {
   return incoming_.empty();
 }
 
-// After warm-up a push allocates nothing (a finished node is reused), makes no system call (the
-// worker finds the release on its next round) and takes only the intake lock.
+// After warm-up a push allocates nothing (a finished node is reused), makes no system call unless
+// it waits long for the intake lock (the worker finds the release on its next round) and takes
+// only the intake lock.
 ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunction release,
                                             void* context) noexcept {
   if (!worker_started_.load(std::memory_order_acquire)) {
@@ -280,8 +281,8 @@ void ReleaseQueue::run() noexcept {
       // Nothing to do: rest longer and longer (up to kQuietMax, or the interval if longer)
       // rather than sleep until woken. A push never wakes this thread: waking a sleeping thread
       // is a system call and a cross-core interrupt (microseconds), which the application's
-      // thread would pay on every drop after a quiet spell. A flush (of something queued) or the
-      // exit drain wakes it.
+      // thread would pay on every drop after a quiet spell. A flush (of something queued), the
+      // exit drain or new options wake it.
       quiet = std::clamp(quiet * 2, min_idle, std::max(kQuietMax, min_idle));
       wake_.wait_for(lock, quiet, [&] {
         return stopping_ || options_version_ != options_version || !intake_empty();
@@ -300,9 +301,9 @@ void ReleaseQueue::run() noexcept {
     const bool progressed = run_ready(lock);
     // Each round's CUDA calls contend with the application's for the driver: the thread rests
     // at least kRestFactor times as long as its round took, and new releases do not cut the rest
-    // short (they join the next round); only a flush or the exit drain does. While a flush
-    // waits, the thread polls at least every kFlushRest: a flush is a thread blocked on the GPU,
-    // which must not wait a whole (possibly long) interval once the GPU is done.
+    // short (they join the next round); only a flush, the exit drain or new options do. While a
+    // flush waits, the thread polls at least every kFlushRest: a flush is a thread blocked on the
+    // GPU, which must not wait a whole (possibly long) interval once the GPU is done.
     const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(
         std::chrono::steady_clock::now() - started);
     idle = progressed || flushing ? min_idle : std::clamp(idle * 2, min_idle, max_idle);
@@ -384,7 +385,7 @@ void ReleaseQueue::after_fork_in_parent() noexcept {
   ForkGate::open_in_parent();
 }
 
-// The child has this thread only. The lock and condition variables are made anew over the old
+// The child has this thread only. The locks and condition variables are made anew over the old
 // ones (which may name threads that do not exist here; destroying them could block). The
 // parent's releases stay counted, and a worker starts when one is needed, but they are never run
 // here: their points are GPU work of the parent, which the child cannot query (CUDA is unusable

@@ -94,7 +94,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   void renew_in_child() noexcept;
 
  public:
-  /** @brief pthread_atfork handlers: the lock is held across fork(), renewed in the child. */
+  /** @brief pthread_atfork handlers: both locks are held across fork(), renewed in the child. */
   static void prepare_fork() noexcept;
   /** @brief See prepare_fork(). */
   static void after_fork_in_parent() noexcept;
@@ -114,7 +114,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   std::mutex mutex_;
   std::condition_variable wake_;     // new work, a stop
   std::condition_variable drained_;  // a flush's releases have all run, the drain ended
-  // Under intake_ (taken alone by push, inside mutex_ by everyone else): what push touches.
+  // Under intake_ (taken alone by push and outstanding(), inside mutex_ by everyone else, never
+  // the other way round): what push touches.
   SpinMutex intake_;
   std::list<PendingRelease> incoming_;
   std::list<PendingRelease> spare_;  // finished nodes, reused so a push need not allocate
@@ -122,7 +123,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   std::uint64_t next_ticket_ = 0;
   bool closed_ = false;  // the exit drain ended (or was abandoned): nothing more is taken
                          // (written under both locks, so either one suffices to read it)
-  // A worker thread exists (set under mutex_): a push needs mutex_ only while it does not.
+  // A worker was started (set under mutex_; cleared only in a forked child): until then a push
+  // takes mutex_ to start one.
   std::atomic<bool> worker_started_{false};
   // Under mutex_:
   std::list<PendingRelease> active_;   // polled by the worker, which alone changes its points
