@@ -1,6 +1,8 @@
 #include "counted_cuda_api.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <type_traits>
 
 #include "cuda/cuda_api.hpp"
 
@@ -10,8 +12,16 @@ namespace {
 using holoscan::detail::CudaApi;
 
 thread_local CallCounts calls_on_thread{};
+thread_local CallNanos nanos_on_thread{};
+std::atomic<bool> timing{false};
 std::array<std::atomic<std::uint64_t>, kCountedEntries> calls_in_all{};
 std::atomic<const CudaApi*> base_table{nullptr};
+
+std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point start) noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+}
 
 template <std::size_t Index, auto Entry>
 struct Counted;
@@ -22,7 +32,19 @@ struct Counted<Index, Entry> {
   static R call(A... args) {
     ++calls_on_thread[Index];
     calls_in_all[Index].fetch_add(1, std::memory_order_relaxed);
-    return (base_table.load(std::memory_order_acquire)->*Entry)(args...);
+    const CudaApi* base = base_table.load(std::memory_order_acquire);
+    if (!timing.load(std::memory_order_relaxed)) {
+      return (base->*Entry)(args...);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    if constexpr (std::is_void_v<R>) {
+      (base->*Entry)(args...);
+      nanos_on_thread[Index] += elapsed_ns(start);
+    } else {
+      R result = (base->*Entry)(args...);
+      nanos_on_thread[Index] += elapsed_ns(start);
+      return result;
+    }
   }
 };
 
@@ -118,6 +140,10 @@ std::uint64_t library_calls_in_all() noexcept {
 }
 
 CallCounts library_calls_by_entry_on_this_thread() noexcept { return calls_on_thread; }
+
+void time_library_cuda_calls(bool on) noexcept { timing.store(on, std::memory_order_relaxed); }
+
+CallNanos library_call_nanos_by_entry_on_this_thread() noexcept { return nanos_on_thread; }
 
 CallCounts library_calls_by_entry_in_all() noexcept {
   CallCounts counts{};

@@ -19,6 +19,9 @@ extern const std::array<const char*, kCountedEntries> kCountedEntryNames;
 /** @brief Calls per entry. */
 using CallCounts = std::array<std::uint64_t, kCountedEntries>;
 
+/** @brief Nanoseconds spent inside the calls, per entry. */
+using CallNanos = std::array<std::uint64_t, kCountedEntries>;
+
 /**
  * @brief Installs the counting table in front of `base` (null: the real runtime) and returns the
  *        table that was in use. Install the returned table again to stop counting.
@@ -37,5 +40,14 @@ CallCounts library_calls_by_entry_on_this_thread() noexcept;
 
 /** @brief Calls per entry made by every thread so far. */
 CallCounts library_calls_by_entry_in_all() noexcept;
+
+/**
+ * @brief Times each call through the counting table (a steady_clock reading before and after
+ *        it) while `on`; off by default, since the readings cost tens of nanoseconds a call.
+ */
+void time_library_cuda_calls(bool on) noexcept;
+
+/** @brief Nanoseconds spent inside calls through the table by this thread while timing was on. */
+CallNanos library_call_nanos_by_entry_on_this_thread() noexcept;
 
 }  // namespace holoscan_bench

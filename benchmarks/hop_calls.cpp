@@ -1,10 +1,20 @@
 #include "hop_calls.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
 #include <holoscan/deferred_release.hpp>
 #include <holoscan/tensor.hpp>
 
 namespace holoscan_bench {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ns_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+}
 
 void run_hops(const std::function<DLManagedTensorVersioned*()>& make, cudaStream_t producer,
               const std::array<cudaStream_t, kHopConsumers>& consumers, int hops) {
@@ -42,6 +52,43 @@ CallsPerHop count_hop_calls(const std::function<DLManagedTensorVersioned*()>& ma
     calls.release[i] = static_cast<double>(all_after[i] - all_before[i] - caller) / hops;
   }
   return calls;
+}
+
+double empty_timing_ns(int samples) {
+  std::vector<double> timings(static_cast<std::size_t>(samples));
+  for (double& timing : timings) {
+    timing = ns_since(Clock::now());
+  }
+  std::nth_element(timings.begin(), timings.begin() + samples / 2, timings.end());
+  return timings[static_cast<std::size_t>(samples / 2)];
+}
+
+HopTime time_hops(const std::function<DLManagedTensorVersioned*()>& make, cudaStream_t producer,
+                  const std::array<cudaStream_t, kHopConsumers>& consumers, int hops, int warm_up) {
+  HopTime time;
+  time.empty_timing = empty_timing_ns();
+  run_hops(make, producer, consumers, warm_up);
+  // The flush at the end of each run is the release thread's work, not the hops': one hop's
+  // worth of it (at most) is inside `wall`.
+  auto start = Clock::now();
+  run_hops(make, producer, consumers, hops);
+  time.wall = ns_since(start) / hops;
+
+  const CallCounts calls_before = library_calls_by_entry_on_this_thread();
+  const CallNanos nanos_before = library_call_nanos_by_entry_on_this_thread();
+  time_library_cuda_calls(true);
+  run_hops(make, producer, consumers, hops);
+  time_library_cuda_calls(false);
+  const CallCounts calls_after = library_calls_by_entry_on_this_thread();
+  const CallNanos nanos_after = library_call_nanos_by_entry_on_this_thread();
+  double calls = 0;
+  for (std::size_t i = 0; i < kCountedEntries; ++i) {
+    time.per_entry[i] = static_cast<double>(nanos_after[i] - nanos_before[i]) / hops;
+    time.in_calls += time.per_entry[i];
+    calls += static_cast<double>(calls_after[i] - calls_before[i]) / hops;
+  }
+  time.in_calls -= calls * time.empty_timing;
+  return time;
 }
 
 void print_calls_per_hop(std::FILE* out, const char* title, const CallsPerHop& calls) {

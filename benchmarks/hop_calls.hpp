@@ -46,4 +46,25 @@ CallsPerHop count_hop_calls(const std::function<DLManagedTensorVersioned*()>& ma
 /** @brief Prints the entries called, per hop, caller and release thread side by side. */
 void print_calls_per_hop(std::FILE* out, const char* title, const CallsPerHop& calls);
 
+/** @brief Where a hop's time goes on the calling thread, in nanoseconds per hop. */
+struct HopTime {
+  double wall = 0;      ///< The hops, calls counted but not timed.
+  double in_calls = 0;  ///< Inside the library's CUDA calls, each timed on a second run, less
+                        ///< one empty timing per call (`empty_timing`).
+  std::array<double, kCountedEntries> per_entry{};  ///< `in_calls` by entry, uncorrected.
+  double empty_timing = 0;  ///< Two clock readings with nothing between, measured here.
+  /** @brief The library's own work: the wall time outside its CUDA calls. */
+  double own() const { return wall - in_calls; }
+};
+
+/**
+ * @brief Times `hops` hops (after `warm_up` more) twice, calls counted, then timed; the counting
+ *        table must be installed. The release thread's calls are not in it (another thread).
+ */
+HopTime time_hops(const std::function<DLManagedTensorVersioned*()>& make, cudaStream_t producer,
+                  const std::array<cudaStream_t, kHopConsumers>& consumers, int hops, int warm_up);
+
+/** @brief The median of `samples` empty timings: two steady_clock readings in a row, in ns. */
+double empty_timing_ns(int samples = 10001);
+
 }  // namespace holoscan_bench

@@ -137,6 +137,10 @@ bench() {
   python3 scripts/bench-report.py "${files[@]}" >"$out/bench-ratios.txt" 2>&1
   python3 scripts/bench-report.py "${files[@]}" --markdown >"$out/bench-table.md" 2>&1
   cat "$out/bench-ratios.txt"
+  # The hop's calls counted, and its time split between the library's CUDA calls and its own
+  # work, beside the floor timed the same way (one process, one run).
+  build/gpu/benchmarks/holoscan_dlpack_hop_calls >"$out/hop-calls.txt" 2>&1
+  note "hop calls: exit $? — $(grep '^RESULT hop_time' "$out/hop-calls.txt")"
 }
 
 pipeline() {

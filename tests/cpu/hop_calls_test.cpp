@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <functional>
 
 #include "counted_cuda_api.hpp"
 #include "hop_calls.hpp"
@@ -18,7 +19,28 @@ using holoscan_bench::kHopConsumers;
 using test::CountingProducer;
 using test::TensorSpec;
 
-class HopCalls : public test::FakeCudaTest {};
+// A producer of CUDA tensors, its stream and the consumers' streams, on the fake runtime.
+class HopCalls : public test::FakeCudaTest {
+ protected:
+  void SetUp() override {
+    test::FakeCudaTest::SetUp();
+    spec_.shape = {8, 3, 32, 32};
+    spec_.device = DLDevice{kDLCUDA, 0};
+    stream_ = fake().create_stream(0);
+    for (auto& consumer : consumers_) {
+      consumer = fake().create_stream(0);
+    }
+  }
+  // A fresh tensor of the producer, for each hop.
+  std::function<DLManagedTensorVersioned*()> make() {
+    return [this] { return producer_.make_versioned(spec_); };
+  }
+
+  CountingProducer producer_;
+  TensorSpec spec_;
+  cudaStream_t stream_ = nullptr;
+  std::array<cudaStream_t, kHopConsumers> consumers_{};
+};
 
 std::size_t entry(const char* name) {
   for (std::size_t i = 0; i < holoscan_bench::kCountedEntries; ++i) {
@@ -31,19 +53,9 @@ std::size_t entry(const char* name) {
 }
 
 TEST_F(HopCalls, CallerMakesTheHandWrittenCallsAndTheReleaseThreadOnlyAsks) {
-  CountingProducer producer;
-  TensorSpec spec;
-  spec.shape = {8, 3, 32, 32};
-  spec.device = DLDevice{kDLCUDA, 0};
-  cudaStream_t stream = fake().create_stream(0);
-  std::array<cudaStream_t, kHopConsumers> consumers{};
-  for (auto& consumer : consumers) {
-    consumer = fake().create_stream(0);
-  }
   const detail::CudaApi* previous =
       holoscan_bench::count_library_cuda_calls(&test::FakeCuda::table());
-  const CallsPerHop calls = holoscan_bench::count_hop_calls(
-      [&] { return producer.make_versioned(spec); }, stream, consumers, 2000, 200);
+  const CallsPerHop calls = holoscan_bench::count_hop_calls(make(), stream_, consumers_, 2000, 200);
   detail::install_cuda_api(previous);
   holoscan_bench::print_calls_per_hop(stdout, "hop, 3 consumers, fake runtime", calls);
   // One record for readiness, then per consumer one wait and one record: the hand-written floor.
@@ -57,7 +69,27 @@ TEST_F(HopCalls, CallerMakesTheHandWrittenCallsAndTheReleaseThreadOnlyAsks) {
   // The release thread fans nothing in: it only asks each stream how far it has got.
   EXPECT_EQ(calls.release[entry("cudaStreamWaitEvent")], 0.0);
   EXPECT_EQ(calls.release[entry("cudaEventRecord")], 0.0);
-  EXPECT_EQ(producer.deleter_calls(), 2200);
+  EXPECT_EQ(producer_.deleter_calls(), 2200);
+}
+
+// The timing splits a hop's time into its CUDA calls and the rest: the calls made are timed (and
+// only they), and the time inside them is part of the hop's.
+TEST_F(HopCalls, TimingAttributesTimeToTheCallsMadeAndNoMoreThanTheHopTakes) {
+  const detail::CudaApi* previous =
+      holoscan_bench::count_library_cuda_calls(&test::FakeCuda::table());
+  const holoscan_bench::HopTime time =
+      holoscan_bench::time_hops(make(), stream_, consumers_, 2000, 200);
+  detail::install_cuda_api(previous);
+  EXPECT_GT(time.per_entry[entry("cudaEventRecord")], 0.0);
+  EXPECT_GT(time.per_entry[entry("cudaStreamWaitEvent")], 0.0);
+  EXPECT_EQ(time.per_entry[entry("cudaEventQuery")], 0.0);  // the caller asks nothing
+  EXPECT_GT(time.in_calls, 0.0);
+  EXPECT_GT(time.empty_timing, 0.0);
+  EXPECT_GT(time.wall, 0.0);
+  EXPECT_EQ(producer_.deleter_calls(), 4200);
+  // Wall and calls come from two runs of the same loop: allow run-to-run noise, not a call
+  // counted twice or timed outside the table.
+  EXPECT_LT(time.in_calls, 2.0 * time.wall);
 }
 
 }  // namespace
