@@ -405,9 +405,18 @@ void ReleaseQueue::renew_in_child() noexcept {
   new (&drained_) std::condition_variable();
   flushers_ = nullptr;  // the parent's waiting threads do not exist here
   inherited_below_ = next_ticket_;
-  progress_.forget();
   if (on_release_thread) {
+    progress_.forget();
     return;  // forked from a deleter: this thread is the worker, alive in the child too
+  }
+  // The worker that does not exist here may have been inside a polling round, which changes its
+  // own state and the points of active releases without a lock: those are made anew over the
+  // copies, never read nor destroyed here (a vector caught in the middle of a reallocation would
+  // otherwise be freed twice, or written after its free). What they held stays with the child.
+  new (&progress_) StreamProgress();
+  new (&round_points_) std::vector<StreamPointList*>();
+  for (PendingRelease& pending : active_) {
+    new (&pending.points) StreamPointList();  // the parent's points: never queried nor pooled here
   }
   (void)worker_.release();  // a thread that does not exist here: neither joined nor destroyed
   worker_started_.store(false, std::memory_order_relaxed);  // the next push starts one
