@@ -48,9 +48,10 @@ void print_calls_per_hop(std::FILE* out, const char* title, const CallsPerHop& c
 
 /** @brief Where a hop's time goes on the calling thread, in nanoseconds per hop. */
 struct HopTime {
-  double wall = 0;      ///< The hops, calls counted but not timed.
-  double in_calls = 0;  ///< Inside the library's CUDA calls, each timed on a second run, less
-                        ///< one empty timing per call (`empty_timing`).
+  double wall = 0;        ///< The hops, calls counted but not timed.
+  double timed_wall = 0;  ///< The second run, every call timed: holds all of `per_entry`.
+  double in_calls = 0;    ///< Inside the library's CUDA calls, each timed on a second run, less
+                          ///< one empty timing per call (`empty_timing`).
   std::array<double, kCountedEntries> per_entry{};  ///< `in_calls` by entry, uncorrected.
   double empty_timing = 0;  ///< Two clock readings with nothing between, measured here.
   /** @brief The library's own work: the wall time outside its CUDA calls. */
