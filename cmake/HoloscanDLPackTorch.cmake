@@ -36,17 +36,32 @@ foreach(_hdl_lib c10 torch_cpu)
   list(APPEND _hdl_torch_libs "${_hdl_torch_${_hdl_lib}}")
 endforeach()
 set(_hdl_torch_cuda ON)
+set(_hdl_torch_cuda_libs)
 foreach(_hdl_lib c10_cuda torch_cuda torch)
   find_library(_hdl_torch_${_hdl_lib} ${_hdl_lib} PATHS "${HOLOSCAN_DLPACK_TORCH_DIR}/lib"
     NO_DEFAULT_PATH)
   if(_hdl_torch_${_hdl_lib})
-    list(APPEND _hdl_torch_libs "${_hdl_torch_${_hdl_lib}}")
+    list(APPEND _hdl_torch_cuda_libs "${_hdl_torch_${_hdl_lib}}")
   else()
     set(_hdl_torch_cuda OFF)
   endif()
 endforeach()
 set(HOLOSCAN_DLPACK_TORCH_CUDA_ROWS "${_hdl_torch_cuda}" CACHE BOOL
   "Build the PyTorch benchmark rows that need torch's CUDA libraries")
+# torch_cuda is needed although no symbol of it is referenced: loading it registers c10's CUDA
+# hooks. Where the linker drops unreferenced libraries by default (--as-needed, as on Ubuntu),
+# c10 falls back to stubs whose hasPrimaryContext throws "Should never been called", and every
+# c10 event call aborts the benchmark.
+if(HOLOSCAN_DLPACK_TORCH_CUDA_ROWS AND _hdl_torch_cuda)
+  list(APPEND _hdl_torch_libs "-Wl,--push-state,--no-as-needed" ${_hdl_torch_cuda_libs}
+    "-Wl,--pop-state")
+endif()
+# The binary must share torch's C++ runtime, the shared libstdc++. A toolchain that links
+# libstdc++ statically by default (the H200 machine's compiler does) gives the process two copies,
+# and torch's exit-time teardown then frees a locale from the other copy ("free(): invalid
+# pointer"). Naming the shared library before the driver's own -lstdc++ resolves every C++ runtime
+# symbol there.
+list(APPEND _hdl_torch_libs "-l:libstdc++.so.6")
 
 add_library(holoscan_dlpack_torch INTERFACE)
 target_include_directories(holoscan_dlpack_torch SYSTEM INTERFACE

@@ -123,14 +123,7 @@ bench() {
   local files=()
   local torch=build/gpu/benchmarks/holoscan_dlpack_torch_benchmarks
   if [ -x "$torch" ]; then
-    # The c10 event rows abort at their start on the H200 (see docs/performance.md): each is run
-    # alone, for the record, and the rest of the binary without them.
-    for name in BM_Torch_Handoff_C10Event BM_Torch_Hop3; do
-      "$torch" --benchmark_filter="^${name}\$" --benchmark_min_time=0.05s >"$out/$name.txt" 2>&1
-      note "benchmark $name alone: exit $? — $(tail -1 "$out/$name.txt")"
-    done
-    run_benchmarks "$torch" "$out/bench-torch.json" '-(C10Event|Torch_Hop3)' &&
-      files+=("$out/bench-torch.json")
+    run_benchmarks "$torch" "$out/bench-torch.json" && files+=("$out/bench-torch.json")
   fi
   run_benchmarks build/gpu/benchmarks/holoscan_dlpack_benchmarks "$out/bench.json"
   files+=("$out/bench.json")
