@@ -31,6 +31,7 @@
 
 #include <holoscan/ipc.hpp>
 
+#include "ipc/busy_time.hpp"
 #include "ipc/floor.hpp"
 #include "ipc/host_blocks.hpp"
 #include "ipc/roles.hpp"
@@ -167,9 +168,12 @@ class Run {
     }
     const std::uint64_t blocks_before = ipc_demo::host_blocks();
     const auto start_time = Clock::now();
-    const bool produced = ipc_demo::produce(*exporter_, peers_, *pool_, stream_, shape_, warm_up,
-                                            shape_.count, one_at_a_time, &trace_) &&
-                          ipc_demo::drain(*exporter_);
+    ipc_demo::BusyMeter busy;
+    busy.start();
+    bool produced = ipc_demo::produce(*exporter_, peers_, *pool_, stream_, shape_, warm_up,
+                                      shape_.count, one_at_a_time, &trace_);
+    busy.report(stdout, "producer", shape_.count - warm_up);
+    produced = produced && ipc_demo::drain(*exporter_);
     host_blocks_ = ipc_demo::host_blocks() - blocks_before;
     bool children_ok = true;
     for (pid_t pid : children_) {

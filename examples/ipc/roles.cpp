@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "ipc/busy_time.hpp"
 #include "ipc/host_blocks.hpp"
 #include "ipc/ipc_kernels.hpp"
 
@@ -31,11 +32,12 @@ int failed(int status, const char* what, const holoscan::Error& error) {
   return status;
 }
 
-// A free block, polling the exporter until a release brings one back.
+// A free block, polling the exporter until a release brings one back (the polling is spin time).
 bool allocate(holoscan::TensorPool& pool, ipc::Exporter& exporter, const RunShape& shape,
               Tensor& tensor) {
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   for (;;) {
+    const auto attempt = std::chrono::steady_clock::now();
     auto allocated = pool.allocate({shape.elements}, kUInt32);
     if (allocated) {
       tensor = std::move(*allocated);
@@ -46,6 +48,7 @@ bool allocate(holoscan::TensorPool& pool, ipc::Exporter& exporter, const RunShap
       return report("allocate", allocated.error());
     }
     (void)exporter.poll();
+    note_spin(std::chrono::steady_clock::now() - attempt);
   }
 }
 
@@ -53,6 +56,7 @@ bool allocate(holoscan::TensorPool& pool, ipc::Exporter& exporter, const RunShap
 bool publish(ipc::Exporter& exporter, ipc::PeerId peer, const Tensor& tensor) {
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   for (;;) {
+    const auto attempt = std::chrono::steady_clock::now();
     auto published = exporter.publish(peer, tensor);
     if (published) {
       return true;
@@ -62,6 +66,7 @@ bool publish(ipc::Exporter& exporter, ipc::PeerId peer, const Tensor& tensor) {
       return report("publish", published.error());
     }
     (void)exporter.poll();
+    note_spin(std::chrono::steady_clock::now() - attempt);
   }
 }
 
@@ -129,12 +134,14 @@ bool produce(ipc::Exporter& exporter, const std::vector<ipc::PeerId>& peers,
     (void)exporter.poll();
     if (one_at_a_time) {
       const auto deadline = std::chrono::steady_clock::now() + kPatience;
+      const auto waiting = std::chrono::steady_clock::now();
       while (exporter.stats().releases < released + peers.size()) {
         if (std::chrono::steady_clock::now() > deadline) {
           return report("round trip", holoscan::Error{ErrorCode::kTimeout, "no Release", 0});
         }
         (void)exporter.poll();
       }
+      note_spin(std::chrono::steady_clock::now() - waiting);
       mark(i, 4);
     }
   }
@@ -167,7 +174,11 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
   unsigned long long* mismatches = nullptr;
   std::uint64_t blocks_before = 0;
   StageTrace trace(shape.trace.empty() ? std::string() : shape.trace + ".consumer", shape.count);
+  BusyMeter busy;
   for (long i = 0; i < shape.count; ++i) {
+    if (i == kWarmUpTensors) {
+      busy.start();
+    }
     Tensor tensor;
     if (!receive(*importer, tensor)) {
       return 3;
@@ -196,6 +207,7 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
     trace.mark(i, 2);
   }
   const std::uint64_t blocks = host_blocks() - blocks_before;
+  busy.report(stdout, "consumer", shape.count - kWarmUpTensors);
   (void)trace.write();
   unsigned long long wrong = 0;
   // The run is over: this wait is for the report, not part of the hot path.
@@ -230,7 +242,11 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
     return failed(2, "setup", !sink ? sink.error() : !pool ? pool.error() : holoscan::Error{});
   }
   const std::uint64_t blocks_before = host_blocks();
+  BusyMeter busy;
   for (long i = 0; i < shape.count; ++i) {
+    if (i == kWarmUpTensors) {
+      busy.start();
+    }
     Tensor in_tensor;
     Tensor out_tensor;
     if (!receive(*importer, in_tensor)) {
@@ -250,6 +266,7 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
       return 6;
     }
   }
+  busy.report(stdout, "relay", shape.count - kWarmUpTensors);
   const bool drained = drain(*exporter);
   const std::uint64_t blocks = host_blocks() - blocks_before;
   std::printf("relay %d: %ld tensors relayed, %llu host blocks on the hot path\n",
