@@ -16,6 +16,7 @@
 #include <holoscan/ucx/worker.hpp>
 
 #include "bindings.hpp"
+#include "cast_arg.hpp"
 #include "endpoint.hpp"
 #include "errors.hpp"
 #include "ucx_bindings.hpp"
@@ -37,7 +38,8 @@ WorkerHandle create(std::size_t window, nb::handle receive_pool, std::uint64_t m
   ucx::WorkerConfig config;
   config.window = window;
   if (!receive_pool.is_none()) {
-    config.receive_pool = nb::cast<std::shared_ptr<TensorPool>>(receive_pool);
+    config.receive_pool = cast_or_type_error<std::shared_ptr<TensorPool>>(
+        receive_pool, "receive_pool must be None or a TensorPool");
   }
   config.max_receive_bytes = max_receive_bytes;
   config.spin_us = spin_us;
