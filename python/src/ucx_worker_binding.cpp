@@ -54,6 +54,7 @@ std::uint16_t listen(WorkerHandle& self, const std::string& address, std::uint16
 
 ucx::PeerId connect(WorkerHandle& self, const std::string& address, std::uint16_t port,
                     int timeout_ms) {
+  timeout_ms = hello_timeout(timeout_ms, "ucx.Worker.connect", "timeout_ms");
   std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
   return value_or_raise(without_gil([&] { return worker->connect(address, port, timeout_ms); }));
 }
@@ -108,7 +109,8 @@ void bind_connections(nb::class_<WorkerHandle>& type) {
            Entry(),
            "Connects to a listening worker, waits up to `timeout_ms` (without the GIL) for its "
            "Hello and returns the peer's id. ClosedError when nobody listens there, "
-           "HoloscanTimeoutError, IncompatibleError for another wire version.")
+           "HoloscanTimeoutError, IncompatibleError for another wire version; "
+           "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
       .def("accept", &accept, nb::arg("timeout_ms") = nb::none(), Entry(),
            nb::sig("def accept(self, timeout_ms: int | None = None) -> int | None"),
            "The next peer the listener accepted, or None when none came within `timeout_ms` "
