@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bindings.hpp"
+#include "cast_arg.hpp"
 #include "dl_types.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
@@ -139,8 +140,13 @@ DLDevice parse_device(nb::handle device, const char* what) {
   }
   if (nb::isinstance<nb::tuple>(device) && nb::len(device) == 2) {
     const auto pair = nb::borrow<nb::tuple>(device);
-    return DLDevice{static_cast<DLDeviceType>(nb::cast<std::int32_t>(pair[0])),
-                    nb::cast<std::int32_t>(pair[1])};
+    const auto type = integer_argument<std::int32_t>(pair[0], std::string(what) + "[0]");
+    const auto id = integer_argument<std::int32_t>(pair[1], std::string(what) + "[1]");
+    if (!type || !id) {
+      raise_invalid_argument(std::string(what) + " " + nb::repr(device).c_str() +
+                             " is not a device: its values are 32-bit");
+    }
+    return DLDevice{static_cast<DLDeviceType>(*type), *id};
   }
   throw nb::type_error(
       (std::string(what) + " must be a (device_type, device_id) pair or a DLDevice").c_str());

@@ -67,10 +67,15 @@ bool wants_versioned(nb::handle max_version) {
   if (max_version.is_none()) {
     return false;
   }
-  if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2) {
-    throw nb::type_error("max_version must be None or a (major, minor) tuple");
+  PyObject* pair = max_version.ptr();
+  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+      !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || !PyLong_Check(PyTuple_GET_ITEM(pair, 1))) {
+    throw nb::type_error("max_version must be None or a (major, minor) tuple of integers");
   }
-  return nb::cast<long>(nb::handle(PyTuple_GET_ITEM(max_version.ptr(), 0))) >= 1;
+  // A major version of any size is a valid request: only its sign matters here.
+  int overflow = 0;
+  const long major = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(pair, 0), &overflow);
+  return overflow > 0 || (overflow == 0 && major >= 1);
 }
 
 std::string device_text(DLDevice device) {

@@ -4,6 +4,7 @@
 #include <new>
 #include <string>
 
+#include <holoscan/dl_managed_memory_buffer.hpp>
 #include <holoscan/dlpack_utils.hpp>
 #include <holoscan/stream_tracked_reference.hpp>
 
@@ -170,7 +171,33 @@ nb::object protocol_value(const ProtocolStream& stream) {
   return nb::int_(stream.value);
 }
 
+// The producer object behind `reference` when it is one of our imports of a `Managed` tensor.
+template <class Buffer, class Managed>
+PyObject* imported_producer(TensorMemoryReference* reference) noexcept {
+  const auto* buffer = dynamic_cast<const Buffer*>(reference);
+  Managed* managed = buffer != nullptr ? buffer->managed_tensor() : nullptr;
+  if (managed == nullptr || managed->deleter != &ProducerOwner<Managed>::library_deleter) {
+    return nullptr;
+  }
+  return static_cast<ProducerOwner<Managed>*>(managed->manager_ctx)->producer;
+}
+
 }  // namespace
+
+PyObject* sole_owners_producer(const Tensor& tensor) noexcept {
+  // Nobody can copy a handle without holding one, and the Python owner is held under the GIL:
+  // counts of one cannot grow while the collector looks.
+  const std::shared_ptr<DLManagedTensorContext>& context = tensor.dl_ctx();
+  if (context == nullptr || context.use_count() != 1 ||
+      context->memory_reference.use_count() != 1) {
+    return nullptr;
+  }
+  TensorMemoryReference* reference = context->memory_reference.get();
+  PyObject* producer =
+      imported_producer<DLManagedMemoryBufferVersioned, DLManagedTensorVersioned>(reference);
+  return producer != nullptr ? producer
+                             : imported_producer<DLManagedMemoryBuffer, DLManagedTensor>(reference);
+}
 
 void check_major_version(const DLManagedTensorVersioned& managed) {
   // Another major version: only `version` may be read, and nothing may be written.

@@ -7,6 +7,7 @@
 
 #include <holoscan/dlpack_utils.hpp>
 
+#include "cast_arg.hpp"
 #include "errors.hpp"
 
 namespace nb = nanobind;
@@ -55,14 +56,13 @@ DLDataType dtype_from_tuple(nb::handle dtype) {
   if (items.size() != 3) {
     raise_invalid_argument("a dtype tuple is (code, bits, lanes)");
   }
-  const auto code = nb::cast<unsigned>(items[0]);
-  const auto bits = nb::cast<unsigned>(items[1]);
-  const auto lanes = nb::cast<unsigned>(items[2]);
-  if (code > 255 || bits > 255 || lanes > 65535) {
+  const auto code = integer_argument<std::uint8_t>(items[0], "a dtype tuple's code");
+  const auto bits = integer_argument<std::uint8_t>(items[1], "a dtype tuple's bits");
+  const auto lanes = integer_argument<std::uint16_t>(items[2], "a dtype tuple's lanes");
+  if (!code || !bits || !lanes) {
     raise_invalid_argument("a dtype tuple's code and bits must fit 8 bits and lanes 16 bits");
   }
-  return DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bits),
-                    static_cast<std::uint16_t>(lanes)};
+  return DLDataType{*code, *bits, *lanes};
 }
 
 DLDataType dtype_from_string(const std::string& text) {
@@ -111,7 +111,8 @@ DLDataType parse_dtype(nb::handle dtype) {
     return dtype_from_tuple(dtype);
   }
   if (nb::hasattr(dtype, "str")) {  // numpy.dtype
-    return dtype_from_string(nb::cast<std::string>(dtype.attr("str")));
+    return dtype_from_string(cast_or_type_error<std::string>(
+        dtype.attr("str"), "dtype.str must be a string, such as NumPy's '<f4'"));
   }
   throw nb::type_error(
       "dtype must be a DLDataType, a NumPy type string ('<f4'), a name ('float32'), a "

@@ -41,6 +41,15 @@ Tensor tensor_argument(nb::handle object, const std::optional<cudaStream_t>& str
   return nb::cast<Tensor&>(as_tensor(object, protocol_stream));
 }
 
+int hello_timeout(int timeout_ms, const char* who, const char* name) {
+  if (timeout_ms < 0) {
+    raise_invalid_argument(std::string(who) + ": " + name + " must be 0 or more, not " +
+                           std::to_string(timeout_ms) +
+                           " (the Hello is a wait that no signal interrupts)");
+  }
+  return timeout_ms;
+}
+
 void raise_closed(const char* who) {
   raise_error(Error{ErrorCode::kClosed, std::string(who) + ": closed", 0});
 }

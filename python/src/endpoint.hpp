@@ -94,6 +94,13 @@ class SlicedWait {
   long long end_ns_;
 };
 
+/**
+ * @brief `timeout_ms` of a Hello exchange (Importer, add_peer, connect), or InvalidArgumentError
+ *        naming `who` and `name` when it is negative: the exchange is one wait without the GIL
+ *        that no signal interrupts, so "no limit" would be a wait that only the peer can end.
+ */
+int hello_timeout(int timeout_ms, const char* who, const char* name);
+
 /** @brief Runs Python's signal handlers; raises what they raise (KeyboardInterrupt, ...). */
 void handle_signals();
 

@@ -40,6 +40,15 @@ const DLPackExchangeAPI* api_of(PyTypeObject* type) {
   return api;
 }
 
+// A failed table call raises the Python error that DLPack asks it to set, else `message`
+// (nanobind's python_error aborts the process when no error is set).
+[[noreturn]] void raise_table_failure(const char* message) {
+  if (PyErr_Occurred() == nullptr) {
+    throw nb::buffer_error(message);
+  }
+  throw nb::python_error();
+}
+
 // Looked up once per type (the GIL guards the cache). A cached type is kept alive, so that its
 // address cannot come back as another type's.
 const DLPackExchangeAPI* cached_api(PyTypeObject* type) {
@@ -75,10 +84,7 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
   DLManagedTensorVersioned* managed = nullptr;
   if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &managed) != 0 ||
       managed == nullptr) {
-    if (PyErr_Occurred() == nullptr) {
-      throw nb::buffer_error("__dlpack_c_exchange_api__ gave no tensor");
-    }
-    throw nb::python_error();
+    raise_table_failure("__dlpack_c_exchange_api__ gave no tensor");
   }
   // Unlike a capsule, nothing else owns `managed` now: a rejection is ours to free.
   if (managed->version.major != HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) {
@@ -103,7 +109,7 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
   void* work = nullptr;
   if (api->current_work_stream(static_cast<DLDeviceType>(device.device_type), device.device_id,
                                &work) != 0) {
-    throw nb::python_error();
+    raise_table_failure("__dlpack_c_exchange_api__ gave no work stream");
   }
   // A null work stream is the producer's legacy default stream (torch's default stream): recorded
   // as cudaStreamLegacy, which names the same stream and lets legacy consumers skip the wait.

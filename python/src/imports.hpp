@@ -57,6 +57,13 @@ void record_import_readiness(Tensor& tensor, const ProtocolStream& stream);
 /** @brief Makes an explicit consumer stream (not None, not -1) wait for the readiness point. */
 void order_explicit_consumer(Tensor& tensor, const ProtocolStream& consumer);
 
+/**
+ * @brief The producer object an import keeps alive, when `tensor` is the only owner of its
+ *        memory (one handle on the context, one context on the memory); else null. The collector
+ *        may count that reference as the Python owner's: nothing else can reach it.
+ */
+PyObject* sole_owners_producer(const Tensor& tensor) noexcept;
+
 /** @brief BufferError, touching nothing, when `managed` has another major version. */
 void check_major_version(const DLManagedTensorVersioned& managed);
 

@@ -3,11 +3,13 @@
 #include <nanobind/stl/string.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <holoscan/dlpack_utils.hpp>
 
+#include "cast_arg.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
 #include "python_release.hpp"
@@ -45,7 +47,12 @@ std::vector<std::int64_t> int_tuple(nb::handle value, const char* what) {
   }
   std::vector<std::int64_t> items;
   for (nb::handle item : nb::borrow<nb::tuple>(value)) {
-    items.push_back(nb::cast<std::int64_t>(item));
+    const std::string name = std::string(what) + "[" + std::to_string(items.size()) + "]";
+    const std::optional<std::int64_t> number = integer_argument<std::int64_t>(item, name);
+    if (!number) {
+      raise_invalid_argument(name + " " + nb::str(item).c_str() + " does not fit 64 bits");
+    }
+    items.push_back(*number);
   }
   return items;
 }
@@ -85,9 +92,17 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
     throw nb::type_error(
         (std::string(attribute) + "['data'] must be a (pointer, read_only) tuple").c_str());
   }
-  const auto address = nb::cast<std::uintptr_t>(nb::borrow<nb::tuple>(data)[0]);
-  const bool read_only = nb::cast<bool>(nb::borrow<nb::tuple>(data)[1]);
-  const auto typestr = nb::cast<std::string>(entry("typestr"));
+  const std::string data_key = std::string(attribute) + "['data']";
+  const nb::handle pointer = nb::borrow<nb::tuple>(data)[0];
+  const std::optional<std::uintptr_t> address =
+      integer_argument<std::uintptr_t>(pointer, data_key + "[0]");
+  if (!address) {
+    raise_invalid_argument(data_key + "[0] " + nb::str(pointer).c_str() + " is not an address");
+  }
+  const bool read_only = cast_or_type_error<bool>(
+      nb::borrow<nb::tuple>(data)[1], (data_key + " must be a (pointer, read_only) tuple").c_str());
+  const auto typestr = cast_or_type_error<std::string>(
+      entry("typestr"), (std::string(attribute) + "['typestr'] must be a string").c_str());
   auto dtype = dldatatype_from_typestr(typestr);
   if (!dtype) {
     raise_error(dtype.error());
@@ -128,8 +143,8 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
   managed.flags = read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
   managed.manager_ctx = owner.get();
   managed.deleter = &InterfaceOwner::library_deleter;
-  managed.dl_tensor.data = reinterpret_cast<void*>(address);
-  managed.dl_tensor.device = interface_device(address, cuda);
+  managed.dl_tensor.data = reinterpret_cast<void*>(*address);
+  managed.dl_tensor.device = interface_device(*address, cuda);
   managed.dl_tensor.ndim = ndim;
   managed.dl_tensor.dtype = *dtype;
   managed.dl_tensor.shape = ndim > 0 ? owner->shape.data() : nullptr;

@@ -28,6 +28,7 @@ ExporterHandle create() {
 }
 
 ipc::PeerId add_peer(ExporterHandle& self, ChannelHandle& channel, int hello_timeout_ms) {
+  hello_timeout_ms = hello_timeout(hello_timeout_ms, "ipc.Exporter.add_peer", "hello_timeout_ms");
   std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
   ipc::Channel taken = channel.take("ipc.Exporter.add_peer");
   return value_or_raise(
@@ -87,7 +88,8 @@ void bind_ipc_exporter(nb::module_& module) {
       .def("add_peer", &add_peer, nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000, Entry(),
            "Takes `channel` over (it is closed on failure), exchanges Hello without the GIL and "
            "returns the peer's id. HoloscanTimeoutError without a Hello in time, ClosedError if "
-           "the peer hung up, IncompatibleError for another protocol version.")
+           "the peer hung up, IncompatibleError for another protocol version; "
+           "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
       .def("publish", &publish, nb::arg("peer"), nb::arg("tensor"), nb::arg("stream") = nb::none(),
            Entry(),
            nb::sig("def publish(self, peer: int, tensor: object, stream: object | None = None) "

@@ -32,6 +32,7 @@ struct ImporterState {
 using ImporterHandle = SharedHandle<ImporterState>;
 
 ImporterHandle create(ChannelHandle& channel, int hello_timeout_ms) {
+  hello_timeout_ms = hello_timeout(hello_timeout_ms, kImporter, "hello_timeout_ms");
   ipc::Channel taken = channel.take("ipc.Importer");
   return ImporterHandle(std::make_shared<ImporterState>(value_or_raise(
       without_gil([&] { return ipc::Importer::create(std::move(taken), hello_timeout_ms); }))));
@@ -87,7 +88,8 @@ void bind_ipc_importer(nb::module_& module) {
       "last owner is gone.");
   type.def(nb::new_(&create), nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000, Entry(),
            "Takes `channel` over (it is closed on failure) and exchanges Hello without the GIL. "
-           "HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung up.")
+           "HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung up; "
+           "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
       .def_static("create", &create, nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000,
                   Entry(), "Same as the constructor.")
       .def("receive", &receive, nb::arg("timeout_ms") = nb::none(), Entry(),

@@ -12,6 +12,7 @@
 #include <holoscan/tensor_pool.hpp>
 
 #include "bindings.hpp"
+#include "cast_arg.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
 
@@ -27,7 +28,7 @@ PoolMemory parse_memory(nb::handle memory) {
     if (name == "host") return PoolMemory::kHost;
     raise_invalid_argument("memory must be 'device' or 'host', not '" + name + "'");
   }
-  return nb::cast<PoolMemory>(memory);
+  return cast_or_type_error<PoolMemory>(memory, "memory must be 'device', 'host' or a PoolMemory");
 }
 
 std::shared_ptr<TensorPool> create_pool(nb::handle memory, int device, std::size_t block_bytes,

@@ -2,8 +2,10 @@
 
 #include <nanobind/stl/string.h>
 
+#include <optional>
 #include <string>
 
+#include "cast_arg.hpp"
 #include "errors.hpp"
 
 namespace nb = nanobind;
@@ -16,6 +18,15 @@ struct RawStream {
   bool from_object = false;  // a stream object, whose 0 names the legacy default stream
 };
 
+// A handle as an integer; one past intptr_t is no stream (refused as a negative one is).
+std::intptr_t stream_integer(nb::handle value, const std::string& what) {
+  const std::optional<std::intptr_t> handle = integer_argument<std::intptr_t>(value, what);
+  if (!handle) {
+    raise_invalid_argument("stream " + std::string(nb::str(value).c_str()) + " is not a stream");
+  }
+  return *handle;
+}
+
 // The CUDA stream protocol: `__cuda_stream__()` returns (version, handle), version 0.
 std::intptr_t cuda_stream_protocol(nb::handle stream) {
   nb::object result = stream.attr("__cuda_stream__")();
@@ -23,12 +34,12 @@ std::intptr_t cuda_stream_protocol(nb::handle stream) {
     throw nb::type_error("__cuda_stream__() must return a (version, stream) tuple");
   }
   const auto pair = nb::borrow<nb::tuple>(result);
-  const auto version = nb::cast<long>(pair[0]);
-  if (version != 0) {
-    raise_invalid_argument("__cuda_stream__ protocol version must be 0, not " +
-                           std::to_string(version));
+  const nb::handle version = pair[0];
+  if (integer_argument<long>(version, "__cuda_stream__()[0]") != 0) {
+    raise_invalid_argument(std::string("__cuda_stream__ protocol version must be 0, not ") +
+                           nb::str(version).c_str());
   }
-  return nb::cast<std::intptr_t>(pair[1]);
+  return stream_integer(pair[1], "__cuda_stream__()[1]");
 }
 
 RawStream raw_stream(nb::handle stream) {
@@ -36,14 +47,14 @@ RawStream raw_stream(nb::handle stream) {
     throw nb::type_error("stream must be an integer or a stream object, not a bool");
   }
   if (PyLong_Check(stream.ptr())) {
-    return {nb::cast<std::intptr_t>(stream), false};
+    return {stream_integer(stream, "stream"), false};
   }
   if (nb::hasattr(stream, "__cuda_stream__")) {
     return {cuda_stream_protocol(stream), true};
   }
   for (const char* attribute : {"cuda_stream", "ptr"}) {
     if (nb::hasattr(stream, attribute)) {
-      return {nb::cast<std::intptr_t>(stream.attr(attribute)), true};
+      return {stream_integer(stream.attr(attribute), std::string("stream.") + attribute), true};
     }
   }
   throw nb::type_error(

@@ -207,13 +207,36 @@ void bind_deprecated(nb::class_<Tensor>& type) {
           nb::arg("stream"), Entry(), "Deprecated: use synchronize_for_consumer_stream.");
 }
 
+// An import keeps its producer object alive; a producer that holds its import (a cache) makes a
+// cycle that the collector sees only through these: the reference is reported while this Tensor
+// alone owns the memory, and clearing the Tensor releases it.
+int traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));  // a heap type's instances report their type
+  if (nb::inst_ready(self)) {
+    Py_VISIT(sole_owners_producer(*nb::inst_ptr<Tensor>(self)));
+  }
+  return 0;
+}
+
+int clear(PyObject* self) {
+  if (nb::inst_ready(self)) {
+    *nb::inst_ptr<Tensor>(self) = Tensor();
+  }
+  return 0;
+}
+
+PyType_Slot tensor_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(&traverse)},
+                              {Py_tp_clear, reinterpret_cast<void*>(&clear)},
+                              {0, nullptr}};
+
 }  // namespace
 
 void bind_tensor(nb::module_& module) {
   nb::class_<Tensor> type(module, "Tensor",
                           "An n-dimensional array shared with NumPy, CuPy and PyTorch through "
                           "DLPack and the array interfaces (holoscan.Tensor). Handles share the "
-                          "memory and its access authority; zero-copy imports are read-only.");
+                          "memory and its access authority; zero-copy imports are read-only.",
+                          nb::type_slots(tensor_slots));
   bind_holoscan_api(type);
   bind_protocols(type);
   bind_stream_hooks(type);

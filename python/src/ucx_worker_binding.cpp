@@ -16,6 +16,7 @@
 #include <holoscan/ucx/worker.hpp>
 
 #include "bindings.hpp"
+#include "cast_arg.hpp"
 #include "endpoint.hpp"
 #include "errors.hpp"
 #include "ucx_bindings.hpp"
@@ -37,7 +38,8 @@ WorkerHandle create(std::size_t window, nb::handle receive_pool, std::uint64_t m
   ucx::WorkerConfig config;
   config.window = window;
   if (!receive_pool.is_none()) {
-    config.receive_pool = nb::cast<std::shared_ptr<TensorPool>>(receive_pool);
+    config.receive_pool = cast_or_type_error<std::shared_ptr<TensorPool>>(
+        receive_pool, "receive_pool must be None or a TensorPool");
   }
   config.max_receive_bytes = max_receive_bytes;
   config.spin_us = spin_us;
@@ -52,6 +54,7 @@ std::uint16_t listen(WorkerHandle& self, const std::string& address, std::uint16
 
 ucx::PeerId connect(WorkerHandle& self, const std::string& address, std::uint16_t port,
                     int timeout_ms) {
+  timeout_ms = hello_timeout(timeout_ms, "ucx.Worker.connect", "timeout_ms");
   std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
   return value_or_raise(without_gil([&] { return worker->connect(address, port, timeout_ms); }));
 }
@@ -106,7 +109,8 @@ void bind_connections(nb::class_<WorkerHandle>& type) {
            Entry(),
            "Connects to a listening worker, waits up to `timeout_ms` (without the GIL) for its "
            "Hello and returns the peer's id. ClosedError when nobody listens there, "
-           "HoloscanTimeoutError, IncompatibleError for another wire version.")
+           "HoloscanTimeoutError, IncompatibleError for another wire version; "
+           "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
       .def("accept", &accept, nb::arg("timeout_ms") = nb::none(), Entry(),
            nb::sig("def accept(self, timeout_ms: int | None = None) -> int | None"),
            "The next peer the listener accepted, or None when none came within `timeout_ms` "

@@ -8,7 +8,7 @@ import weakref
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CPU, KDL_CUDA, cuda_device_present
+from conftest import KDL_CPU, KDL_CUDA, cuda_device_present, run_python
 
 np = pytest.importorskip("numpy")
 
@@ -161,3 +161,35 @@ def test_the_table_allocates_nothing_and_works_on_the_legacy_stream(tensor_api):
     assert "allocate" in message
     for device_type in (KDL_CPU, KDL_CUDA):
         assert tensor_api.exchange_work_stream(hd.Tensor, device_type) == 0
+
+
+FAILING_TABLE = """
+    import holoscan_dlpack as hd
+    import holoscan_dlpack_testing as testing
+
+    testing.set_work_stream(0)
+    testing.set_exchange_failure({call!r}, sets_error={sets_error})
+    deleted = testing.deleter_calls()
+    try:
+        hd.from_dlpack(testing.ExchangeProducer([8], {device_type}))
+    except Exception as error:
+        print(type(error).__name__ + ":", error)
+    print("deleter calls:", testing.deleter_calls() - deleted)
+"""
+
+
+@pytest.mark.parametrize("call, sets_error, raised, deleted", [
+    ("from_py_object", True, "ValueError: the test producer's table call fails", 0),
+    ("from_py_object", False, "BufferError: __dlpack_c_exchange_api__ gave no tensor", 0),
+    ("current_work_stream", True, "ValueError: the test producer's table call fails", 1),
+    ("current_work_stream", False,
+     "BufferError: __dlpack_c_exchange_api__ gave no work stream", 1),
+], ids=["converter-error", "converter-no-error", "work-stream-error", "work-stream-no-error"])
+def test_a_failing_table_call_raises_and_frees_what_it_gave_once(exchange, call, sets_error,
+                                                                 raised, deleted):
+    # In a child: DLPack asks a failing call to set a Python error, and raising nanobind's
+    # python_error without one aborts the process (before, the work stream's failure did).
+    result = run_python(FAILING_TABLE.format(call=call, sets_error=sets_error,
+                                             device_type=KDL_CUDA))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [raised, f"deleter calls: {deleted}"]

@@ -185,6 +185,29 @@ def test_hello_times_out_with_its_class_and_message(side):
     mine.close()
 
 
+@pytest.mark.parametrize("side", ["Importer", "Exporter.add_peer"])
+def test_a_hello_without_a_time_limit_is_refused(side):
+    # The Hello exchange is one wait without the GIL that no signal ends: a negative timeout
+    # would be a wait that nothing but the peer ends (before, it waited until this one hung up).
+    mine, theirs = ipc.Channel.pair()  # nobody answers on `mine`
+    hang_up = threading.Timer(2.0, mine.close)
+    hang_up.start()
+    try:
+        with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+            if side == "Importer":
+                ipc.Importer(theirs, hello_timeout_ms=-1)
+            else:
+                ipc.Exporter().add_peer(theirs, hello_timeout_ms=-1)
+    finally:
+        hang_up.cancel()
+        hang_up.join()
+    assert str(raised.value) == (f"kInvalidArgument: ipc.{side}: hello_timeout_ms must be 0 or "
+                                 "more, not -1 (the Hello is a wait that no signal interrupts)")
+    assert not theirs.closed, "a refused argument leaves the channel to its owner"
+    mine.close()
+    theirs.close()
+
+
 def test_receive_times_out_with_none(endpoints):
     _, _, importer = endpoints
     assert importer.receive(timeout_ms=0) is None

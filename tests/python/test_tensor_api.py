@@ -101,3 +101,17 @@ def test_old_spellings_warn_and_still_work():
 def test_tensor_has_no_public_constructor():
     with pytest.raises(TypeError):
         hd.Tensor()
+
+
+@pytest.mark.parametrize("duplicate", ["pickle.dumps", "copy.copy", "copy.deepcopy"])
+def test_a_tensor_is_not_pickled_or_copied_by_the_copy_module(duplicate):
+    # As Holoscan 5.0's Tensor (its stub declares no pickling): a Tensor is a handle on memory that
+    # may be a device's or a producer's; an owning copy is Tensor.copy() or copy_to(), asked for.
+    import copy
+    import pickle
+
+    call = {"pickle.dumps": pickle.dumps, "copy.copy": copy.copy,
+            "copy.deepcopy": copy.deepcopy}[duplicate]
+    with pytest.raises(TypeError) as raised:
+        call(hd.as_tensor(np.arange(3.0)))
+    assert str(raised.value) == "cannot pickle 'Tensor' object"

@@ -160,6 +160,28 @@ def test_refusals_name_their_class_and_message():
                 lambda: worker.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS))
 
 
+def test_a_connect_without_a_time_limit_is_refused():
+    # connect() is one wait without the GIL that no signal ends: a negative timeout would be a
+    # wait that nothing but the listener ends (before, it waited until the listener progressed).
+    with ucx.Worker() as server, ucx.Worker() as client:
+        port = server.listen("127.0.0.1")
+        pumps = []  # the listener answers only once a Pump starts, after 2 s
+        answer = threading.Timer(2.0, lambda: pumps.append(Pump(server)))
+        answer.start()
+        try:
+            with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+                client.connect("127.0.0.1", port, timeout_ms=-1)
+        finally:
+            answer.cancel()
+            answer.join()
+            for pump in pumps:
+                pump.join()
+        assert str(raised.value) == ("kInvalidArgument: ucx.Worker.connect: timeout_ms must be 0 "
+                                     "or more, not -1 (the Hello is a wait that no signal "
+                                     "interrupts)")
+        assert not client.connected(1), "nothing was started"
+
+
 # ---- two workers of one process ------------------------------------------------------------------
 
 ARRAYS = [

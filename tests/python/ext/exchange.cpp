@@ -26,11 +26,28 @@ struct ExchangeProducer {
 std::atomic<int> g_exchange_calls{0};
 std::atomic<int> g_stream_queries{0};
 std::atomic<std::uintptr_t> g_work_stream{0};
+// The table call that fails (set_exchange_failure): 0 none, 1 the converter, 2 the work stream;
+// and whether it sets a Python error, as DLPack asks of a failing call.
+std::atomic<int> g_failing_call{0};
+std::atomic<bool> g_failure_sets_error{true};
 
 #if DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION >= 3
 
+bool fails(int call) {
+  if (g_failing_call.load() != call) {
+    return false;
+  }
+  if (g_failure_sets_error.load()) {
+    PyErr_SetString(PyExc_ValueError, "the test producer's table call fails");
+  }
+  return true;
+}
+
 int from_py_object(void* py_object, DLManagedTensorVersioned** out) {
   g_exchange_calls.fetch_add(1);
+  if (fails(1)) {
+    return -1;
+  }
   const auto* producer =
       nb::inst_ptr<ExchangeProducer>(nb::handle(static_cast<PyObject*>(py_object)));
   *out = make_versioned(producer->spec);
@@ -39,6 +56,9 @@ int from_py_object(void* py_object, DLManagedTensorVersioned** out) {
 
 int current_work_stream(DLDeviceType, std::int32_t, void** out) {
   g_stream_queries.fetch_add(1);
+  if (fails(2)) {
+    return -1;
+  }
   *out = reinterpret_cast<void*>(g_work_stream.load());
   return 0;
 }
@@ -218,6 +238,15 @@ void bind_exchange(nb::module_& testing) {
   testing.def(
       "set_work_stream", [](std::uintptr_t stream) { g_work_stream.store(stream); },
       "What the test producer's current_work_stream reports.");
+  testing.def(
+      "set_exchange_failure",
+      [](const std::string& call, bool sets_error) {
+        g_failing_call.store(call == "from_py_object" ? 1 : call == "current_work_stream" ? 2 : 0);
+        g_failure_sets_error.store(sets_error);
+      },
+      nb::arg("call"), nb::arg("sets_error") = true,
+      "Makes the test producer's table call `call` (\"from_py_object\", "
+      "\"current_work_stream\"; anything else: none) fail, with a Python error or without.");
 }
 
 }  // namespace holoscan::python::testing

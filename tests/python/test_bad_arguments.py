@@ -1,0 +1,175 @@
+"""Arguments of the wrong type, or integers out of range, raise TypeError or
+InvalidArgumentError naming the argument: never nanobind's RuntimeError("std::bad_cast"), which
+says neither what was wrong nor where. Each refusal keeps nothing of what it was given."""
+
+import sys
+
+import pytest
+
+import holoscan_dlpack as hd
+from conftest import KDL_CPU
+
+np = pytest.importorskip("numpy")
+
+HUGE = 2**64  # past every C integer the bindings read
+NOT_A_STREAM = f"kInvalidArgument: stream {HUGE} is not a stream"
+
+
+def host_tensor():
+    return hd.as_tensor(np.arange(4.0))
+
+
+def capsule_name(capsule):
+    return repr(capsule).split('"')[1]
+
+
+@pytest.mark.parametrize("max_version", [("1", 0), (1.0, 0), (1, "0"), (1, None)])
+def test_max_version_of_non_integers_is_a_type_error(max_version):
+    with pytest.raises(TypeError) as raised:
+        host_tensor().__dlpack__(max_version=max_version)
+    assert str(raised.value) == "max_version must be None or a (major, minor) tuple of integers"
+
+
+def test_max_version_of_any_size_picks_the_capsule_by_its_sign():
+    # The array API asks for a versioned capsule from a consumer of major version 1 or later.
+    assert capsule_name(host_tensor().__dlpack__(max_version=(2**70, 0))) == "dltensor_versioned"
+    writable = hd.TensorPool(memory="host", block_bytes=64, block_count=1).allocate((4,), "float32")
+    assert capsule_name(writable.__dlpack__(max_version=(-(2**70), 0))) == "dltensor"
+
+
+def stream_users():
+    t = host_tensor()
+    return [
+        lambda s: t.__dlpack__(stream=s, max_version=(1, 0)),
+        lambda s: hd.from_dlpack(np.arange(3), stream=s),
+        lambda s: hd.as_tensor(np.arange(3), stream=s),
+        lambda s: t.set_readiness_stream(s),
+        lambda s: t.copy(stream=s),
+    ]
+
+
+@pytest.mark.parametrize("use", range(5), ids=["__dlpack__", "from_dlpack", "as_tensor",
+                                               "set_readiness_stream", "copy"])
+@pytest.mark.parametrize("value", [HUGE, -(2**70)])
+def test_stream_integers_out_of_range_are_not_streams(use, value):
+    with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+        stream_users()[use](value)
+    assert str(raised.value) == f"kInvalidArgument: stream {value} is not a stream"
+
+
+class CudaStream:
+    def __init__(self, *answer):
+        self.answer = answer
+
+    def __cuda_stream__(self):
+        return self.answer
+
+
+class Attribute:
+    def __init__(self, name, value):
+        setattr(self, name, value)
+
+
+@pytest.mark.parametrize("stream, error, message", [
+    (CudaStream(0, "1"), TypeError, "__cuda_stream__()[1] must be an integer, not str"),
+    (CudaStream("0", 1), TypeError, "__cuda_stream__()[0] must be an integer, not str"),
+    (CudaStream(HUGE, 1), hd.errors.InvalidArgumentError,
+     f"kInvalidArgument: __cuda_stream__ protocol version must be 0, not {HUGE}"),
+    (CudaStream(0, HUGE), hd.errors.InvalidArgumentError, NOT_A_STREAM),
+    (Attribute("cuda_stream", "7"), TypeError, "stream.cuda_stream must be an integer, not str"),
+    (Attribute("ptr", 7.0), TypeError, "stream.ptr must be an integer, not float"),
+    (Attribute("ptr", HUGE), hd.errors.InvalidArgumentError, NOT_A_STREAM),
+], ids=["handle-str", "version-str", "version-huge", "handle-huge", "cuda_stream-str",
+        "ptr-float", "ptr-huge"])
+def test_stream_objects_with_bad_values(stream, error, message):
+    with pytest.raises(error) as raised:
+        host_tensor().__dlpack__(stream=stream, max_version=(1, 0))
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("device, error, message", [
+    (("1", 0), TypeError, "dl_device[0] must be an integer, not str"),
+    ((KDL_CPU, 0.0), TypeError, "dl_device[1] must be an integer, not float"),
+    ((2**40, 0), hd.errors.InvalidArgumentError,
+     "kInvalidArgument: dl_device (1099511627776, 0) is not a device: its values are 32-bit"),
+    ((KDL_CPU, -(2**40)), hd.errors.InvalidArgumentError,
+     "kInvalidArgument: dl_device (1, -1099511627776) is not a device: its values are 32-bit"),
+])
+def test_dl_device_of_bad_values(device, error, message):
+    with pytest.raises(error) as raised:
+        host_tensor().__dlpack__(dl_device=device, max_version=(1, 0))
+    assert str(raised.value) == message
+    with pytest.raises(error) as raised:
+        host_tensor().copy_to(device)
+    assert str(raised.value) == message.replace("dl_device", "device")
+
+
+class Interface:
+    """An object that exports `__array_interface__`: a NumPy array's, with some keys changed."""
+
+    def __init__(self, **changes):
+        self.base = np.arange(4.0)
+        self.__array_interface__ = dict(self.base.__array_interface__, **changes)
+
+
+@pytest.mark.parametrize("changes, error, message", [
+    ({"data": (HUGE, False)}, hd.errors.InvalidArgumentError,
+     f"kInvalidArgument: __array_interface__['data'][0] {HUGE} is not an address"),
+    ({"data": ("0", False)}, TypeError,
+     "__array_interface__['data'][0] must be an integer, not str"),
+    ({"data": (0, "no")}, TypeError,
+     "__array_interface__['data'] must be a (pointer, read_only) tuple"),
+    ({"typestr": None}, TypeError, "__array_interface__['typestr'] must be a string"),
+    ({"shape": (4.0,)}, TypeError, "shape[0] must be an integer, not float"),
+    ({"shape": (HUGE,)}, hd.errors.InvalidArgumentError,
+     f"kInvalidArgument: shape[0] {HUGE} does not fit 64 bits"),
+    ({"strides": (2**63,)}, hd.errors.InvalidArgumentError,
+     f"kInvalidArgument: strides[0] {2**63} does not fit 64 bits"),
+], ids=["data-huge", "data-str", "read-only-str", "typestr-none", "shape-float", "shape-huge",
+        "strides-huge"])
+def test_array_interface_of_bad_values_keeps_no_reference(changes, error, message):
+    exporter = Interface(**changes)
+    references = sys.getrefcount(exporter)
+    with pytest.raises(error) as raised:
+        hd.as_tensor(exporter)
+    assert str(raised.value) == message
+    assert sys.getrefcount(exporter) == references, "a refused export is not kept"
+
+
+@pytest.mark.parametrize("dtype, error, message", [
+    ((2, "32", 1), TypeError, "a dtype tuple's bits must be an integer, not str"),
+    ((2, 32, 1.0), TypeError, "a dtype tuple's lanes must be an integer, not float"),
+    ((2, -32, 1), hd.errors.InvalidArgumentError,
+     "kInvalidArgument: a dtype tuple's code and bits must fit 8 bits and lanes 16 bits"),
+    ((2, 32, HUGE), hd.errors.InvalidArgumentError,
+     "kInvalidArgument: a dtype tuple's code and bits must fit 8 bits and lanes 16 bits"),
+], ids=["bits-str", "lanes-float", "bits-negative", "lanes-huge"])
+def test_dtype_tuples_of_bad_values(dtype, error, message):
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+    with pytest.raises(error) as raised:
+        pool.allocate((4,), dtype)
+    assert str(raised.value) == message
+
+
+def test_dtype_objects_whose_str_is_no_string():
+    class Dtype:
+        str = 5
+
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+    with pytest.raises(TypeError) as raised:
+        pool.allocate((4,), Dtype())
+    assert str(raised.value) == "dtype.str must be a string, such as NumPy's '<f4'"
+
+
+@pytest.mark.parametrize("memory", [7, 3.5])
+def test_pool_memory_of_another_type(memory):
+    with pytest.raises(TypeError) as raised:
+        hd.TensorPool(memory=memory, block_bytes=64, block_count=1)
+    assert str(raised.value) == "memory must be 'device', 'host' or a PoolMemory"
+
+
+def test_ucx_receive_pool_of_another_type():
+    ucx = pytest.importorskip("holoscan_dlpack.ucx")
+    with pytest.raises(TypeError) as raised:
+        ucx.Worker(receive_pool=3)
+    assert str(raised.value) == "receive_pool must be None or a TensorPool"

@@ -1,0 +1,55 @@
+"""A producer that holds its own import (a cache of it, say) makes a cycle through the import's
+reference to the producer object, which the import keeps as long as the memory: the collector must
+see that reference while a Tensor alone owns the memory, or the producer, its memory and its
+deleter are never released. While something else shares the memory (an export, a copy held by a
+consumer) the reference is not the Tensor's alone, and the producer must stay."""
+
+import gc
+import weakref
+
+import pytest
+
+import holoscan_dlpack as hd
+
+np = pytest.importorskip("numpy")
+
+
+class Producer:
+    """A DLPack producer over a counted test capsule (or a NumPy array)."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __dlpack__(self, **kwargs):
+        return self.make()
+
+
+def test_a_producer_holding_its_own_import_is_collected(testing, collect):
+    calls = testing.deleter_calls()
+    producer = Producer(lambda: testing.make_capsule(shape=[4], gil_deleter=True))
+    producer.tensor = hd.from_dlpack(producer)  # producer -> Tensor -> import -> producer
+    alive = weakref.ref(producer)
+    del producer
+    gc.collect()
+    assert alive() is None, "the cycle through the import was not collected"
+    assert testing.deleter_calls() == calls + 1, "the producer's deleter runs once"
+    collect()
+    assert testing.deleter_calls() == calls + 1
+
+
+def test_the_producer_stays_while_another_owner_shares_the_memory():
+    array = np.arange(6.0)
+    producer = Producer(lambda: array.__dlpack__(max_version=(1, 0)))
+    producer.tensor = hd.from_dlpack(producer)
+    export = np.from_dlpack(producer.tensor)  # NumPy now shares the memory
+    alive = weakref.ref(producer)
+    del producer
+    gc.collect()
+    assert alive() is not None, "the memory's other owner still keeps the producer"
+    assert export.sum() == array.sum()
+    del export
+    gc.collect()
+    assert alive() is None, "once the Tensor owns the memory alone, the cycle is collected"
