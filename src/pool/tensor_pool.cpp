@@ -179,16 +179,36 @@ expected<void, Error> PoolImpl::allocate_memory() {
   return {};
 }
 
+namespace {
+
+// Whether the pool's `owner` is the only one left, with this thread ordered after every access
+// the others made through theirs. use_count() is a relaxed load (the reason shared_ptr::unique()
+// was deprecated): seeing 1 orders nothing, and a holder of a copy of the context, which holds no
+// claim, could still be reading the block while it is handed out anew. Copying and dropping the
+// pool's own reference does order: the drop is an acquire-release decrement of the count, which
+// reads from the (releasing) decrement of every holder gone.
+template <class T>
+bool only_owner(const std::shared_ptr<T>& owner) noexcept {
+  if (owner.use_count() != 1) {
+    return false;
+  }
+  const std::shared_ptr<T> synchronizes = owner;
+  return true;
+}
+
+}  // namespace
+
 // Only the pool may name the block: the use counts cannot be faked by a surplus release. A block
 // whose reference was replaced through its context is never handed out again. The acquire load of
-// the claim count orders this thread after every access the last holder made to the context (each
-// holder's accesses come before its release of the claim).
+// the claim count orders this thread after every access the last Tensor or export made (each
+// one's accesses come before its release of the claim); only_owner() after those of the holders
+// of a copy of the context or of its memory reference.
 bool PoolImpl::block_is_named(Block& block) noexcept {
   if (!block.handed_out) {
     return false;
   }
   const auto& reference = block.context->memory_reference;
-  return block.context.use_count() != 1 || reference.use_count() != 1 ||
+  return !only_owner(block.context) || !only_owner(reference) ||
          reference.get() != block.reference || !block.reference->unclaimed();
 }
 

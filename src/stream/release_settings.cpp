@@ -19,9 +19,20 @@ constexpr std::int64_t kDefaultExitDrainMs = 5000;
 constexpr SettingRange kPollInterval{"HOLOSCAN_DLPACK_RELEASE_POLL_US", "us", 1, 1'000'000};
 constexpr std::int64_t kDefaultPollUs = 50;
 
-// Set from code (set_release_thread_options), for when the environment says nothing.
-std::atomic<std::int64_t> code_exit_drain_ms{kDefaultExitDrainMs};
-std::atomic<std::int64_t> code_poll_us{kDefaultPollUs};
+// Set from code (set_release_thread_options), for when the environment says nothing: both in one
+// word (the ranges fit 32 bits each), so that threads setting options at once leave one's whole
+// set, never one's interval with another's drain.
+constexpr std::uint64_t code_options_of(std::int64_t poll_us, std::int64_t exit_drain_ms) {
+  return static_cast<std::uint64_t>(exit_drain_ms) << 32 | static_cast<std::uint64_t>(poll_us);
+}
+std::int64_t poll_us_of(std::uint64_t code) {
+  return static_cast<std::int64_t>(code & 0xffffffffu);
+}
+std::int64_t exit_drain_ms_of(std::uint64_t code) { return static_cast<std::int64_t>(code >> 32); }
+static_assert(kPollInterval.max < (std::int64_t{1} << 32) &&
+                  kExitDrain.max < (std::int64_t{1} << 32),
+              "each setting fits its half of the word");
+std::atomic<std::uint64_t> code_options{code_options_of(kDefaultPollUs, kDefaultExitDrainMs)};
 // What the release thread uses; 0 until first read.
 std::atomic<std::int64_t> poll_us_in_effect{0};
 
@@ -69,14 +80,25 @@ std::int64_t setting_or(const char* text, const SettingRange& range, std::int64_
 
 std::chrono::milliseconds exit_drain_setting() noexcept {
   return std::chrono::milliseconds(setting_or(std::getenv(kExitDrain.variable), kExitDrain,
-                                              code_exit_drain_ms.load(), exit_drain_reported));
+                                              exit_drain_ms_of(code_options.load()),
+                                              exit_drain_reported));
 }
 
 std::chrono::microseconds refresh_poll_interval() noexcept {
-  const std::int64_t us = setting_or(std::getenv(kPollInterval.variable), kPollInterval,
-                                     code_poll_us.load(), poll_interval_reported);
-  poll_us_in_effect.store(us);
-  return std::chrono::microseconds(us);
+  // Another thread may set options between this read of them and the store below, and store its
+  // interval first: the store is made again until the options it came from are still those set,
+  // so that the last store is always of the last options set.
+  std::uint64_t code = code_options.load();
+  while (true) {
+    const std::int64_t us = setting_or(std::getenv(kPollInterval.variable), kPollInterval,
+                                       poll_us_of(code), poll_interval_reported);
+    poll_us_in_effect.store(us);
+    const std::uint64_t now = code_options.load();
+    if (now == code) {
+      return std::chrono::microseconds(us);
+    }
+    code = now;
+  }
 }
 
 std::chrono::microseconds poll_interval_in_effect() noexcept {
@@ -110,8 +132,8 @@ expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& opt
                            "ReleaseThreadOptions::exit_drain must be 0 ms to 24 h, not " +
                                std::to_string(options.exit_drain.count()) + " ms");
   }
-  detail::code_poll_us.store(options.poll_interval.count());
-  detail::code_exit_drain_ms.store(options.exit_drain.count());
+  detail::code_options.store(
+      detail::code_options_of(options.poll_interval.count(), options.exit_drain.count()));
   (void)detail::refresh_poll_interval();
   // A rest begun under a long interval would otherwise last it out after a shorter one is set.
   if (detail::ReleaseQueue* queue = detail::ReleaseQueue::existing()) {

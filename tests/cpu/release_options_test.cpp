@@ -1,13 +1,16 @@
-// Covers the release thread's options set from code: their ranges, and the environment's
-// precedence over them. (ReleaseThreadDeathTest checks the exit drain's limit set from code,
-// ReleasePolling the poll interval.)
+// Covers the release thread's options set from code: their ranges, the environment's precedence
+// over them, and threads that set them at once. (ReleaseThreadDeathTest checks the exit drain's
+// limit set from code, ReleasePolling the poll interval.)
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "holoscan/deferred_release.hpp"
+#include "stream/release_settings.hpp"
 #include "support/gtest_printers.hpp"
 
 namespace holoscan {
@@ -99,6 +102,48 @@ TEST_F(ReleaseOptions, EnvironmentOverridesCodeWhereValid) {
   unsetenv(kDrainVariable);
   EXPECT_EQ(release_thread_options().poll_interval, microseconds(80));
   EXPECT_EQ(release_thread_options().exit_drain, milliseconds(800));
+}
+
+// Two threads set options at once, round after round: once both have returned, the options are
+// one thread's whole set, and the interval the release thread uses is theirs. Failed before (in
+// about one round in a thousand): a set could take one thread's interval and the other's drain,
+// and a slower refresh could put its interval in effect after the other's, for as long as
+// nobody asked for the options again.
+TEST_F(ReleaseOptions, ThreadsSettingAtOnceLeaveOneWholeSetInEffect) {
+  constexpr int kRounds = 50000;
+  const ReleaseThreadOptions sets[2] = {options(microseconds(10), milliseconds(100)),
+                                        options(microseconds(20), milliseconds(200))};
+  std::atomic<int> arrived{0};
+  const auto meet = [&](int meeting) {  // both threads, at each meeting in turn
+    arrived.fetch_add(1);
+    while (arrived.load() < 2 * meeting) {
+      std::this_thread::yield();
+    }
+  };
+  int mixed = 0;
+  int stale = 0;
+  const auto setter = [&](int id) {
+    for (int round = 0; round < kRounds; ++round) {
+      meet(2 * round + 1);
+      (void)set_release_thread_options(sets[id]);
+      meet(2 * round + 2);
+      if (id == 0) {  // the other thread waits at the next meeting meanwhile
+        const microseconds used = detail::poll_interval_in_effect();
+        const ReleaseThreadOptions now = release_thread_options();
+        const bool whole =
+            (now.poll_interval == sets[0].poll_interval && now.exit_drain == sets[0].exit_drain) ||
+            (now.poll_interval == sets[1].poll_interval && now.exit_drain == sets[1].exit_drain);
+        mixed += whole ? 0 : 1;
+        stale += used == now.poll_interval ? 0 : 1;
+      }
+    }
+  };
+  std::thread first(setter, 0);
+  std::thread second(setter, 1);
+  first.join();
+  second.join();
+  EXPECT_EQ(mixed, 0);
+  EXPECT_EQ(stale, 0);
 }
 
 }  // namespace

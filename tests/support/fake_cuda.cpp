@@ -43,6 +43,10 @@ struct Stream {
   std::uint64_t completed = 0;
   std::uint64_t ops = 0;  // records and waits issued on the stream, in order
   std::vector<Dependency> waits;
+  // waits[0, waits_passed) are known to be reached: a wait, once reached, stays so (streams only
+  // complete), so none is asked about twice. Without it a long test's web of waits between
+  // streams made every question retrace it, exponentially.
+  mutable std::size_t waits_passed = 0;
   bool destroyed = false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
 };
@@ -62,10 +66,14 @@ bool reached(const Stream& stream, std::uint64_t position, std::uint64_t op) {
   if (stream.completed < position) {
     return false;
   }
-  for (const Dependency& wait : stream.waits) {
-    if (wait.op < op && !reached(*wait.on, wait.position, wait.on_op)) {
+  // The waits are in issue order, so those before `op` are a prefix.
+  for (std::size_t i = stream.waits_passed; i < stream.waits.size() && stream.waits[i].op < op;
+       ++i) {
+    const Dependency& wait = stream.waits[i];
+    if (!reached(*wait.on, wait.position, wait.on_op)) {
       return false;
     }
+    stream.waits_passed = i + 1;
   }
   return true;
 }
