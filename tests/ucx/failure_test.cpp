@@ -1,6 +1,8 @@
 // Connections that end: a receiver killed with SIGKILL while tensors are in flight (every send
 // ends, every claim is dropped), a sender killed mid-stream (kClosed once, receiver memory
-// back), a receiver that leaves in order, and a connect to nobody.
+// back), a receiver that leaves in order, either side disconnecting while tensors are in flight
+// (a receiver with arrivals waiting for a block, a sender whose receiver holds what landed), and
+// a connect to nobody.
 #include <signal.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -126,6 +128,64 @@ TEST(UcxFailure, ConnectToAPortNobodyListensOnFails) {
       << to_string(peer.error());
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
   EXPECT_EQ(worker.in_flight(), 0u);
+}
+
+
+TEST(UcxFailure, ReceiverThatDisconnectsWithArrivalsWaitingReportsNothingFalse) {
+  auto [pool, worker, sender] = connect_sender(1, {"count=40", "window=8"});
+  const auto peer = worker.accept(kPatienceMs);
+  ASSERT_TRUE(peer);
+  auto first = worker.receive(kPatienceMs);
+  ASSERT_TRUE(first && *first);
+  Tensor held = std::move((*first)->tensor);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (worker.stats().memory_waits == 0 && std::chrono::steady_clock::now() < deadline) {
+    auto nothing = worker.receive(20);
+    ASSERT_TRUE(nothing && !*nothing);
+  }
+  ASSERT_GE(worker.waiting(), 1u);
+  ASSERT_TRUE(worker.disconnect(*peer));
+  held = Tensor();
+  std::vector<std::string> errors;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < until) {
+    auto received = worker.receive(50);
+    if (!received) {
+      errors.push_back(to_string(received.error()));
+    } else if (*received) {
+      errors.push_back("tensor " + std::to_string((*received)->sequence) + " after disconnect");
+    }
+  }
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(worker.stats().refused, 0u);
+  EXPECT_EQ(worker.waiting(), 0u);
+  EXPECT_NE(wait_peer(sender, kPatienceMs, &worker), 0);
+  EXPECT_EQ(pool->available_blocks(), 1u);
+}
+
+
+TEST(UcxFailure, SenderThatDisconnectsEndsEverySendAndGetsItsBlocksBack) {
+  auto [worker, receiver, peer] = connect_receiver(8, {"count=0", "hold_after=2"});
+  ASSERT_NE(peer, 0u);
+  SeriesSender sender(worker, peer, 12);
+  for (std::uint64_t k = 0; k < 8; ++k) {
+    ASSERT_TRUE(sender.send(k));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sender.delivered.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    sender.drain();
+  }
+  ASSERT_EQ(sender.delivered.size(), 2u);
+  ASSERT_TRUE(worker.disconnect(peer));
+  ASSERT_TRUE(sender.finish(kPatienceMs));
+  EXPECT_EQ(sender.failed.size(), 6u);
+  for (const auto& failure : sender.failed) {
+    EXPECT_EQ(failure.second.code, ErrorCode::kClosed) << failure.second.message;
+  }
+  EXPECT_EQ(worker.in_flight(), 0u);
+  EXPECT_EQ(sender.pool->available_blocks(), 12u);
+  ::kill(receiver, SIGKILL);
+  EXPECT_EQ(wait_peer(receiver, kPatienceMs, &worker), -1);
 }
 
 }  // namespace
