@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "holoscan/deferred_release.hpp"
 #include "stream/release_queue.hpp"
@@ -78,16 +79,18 @@ std::int64_t setting_or(const char* text, const SettingRange& range, std::int64_
   return value;
 }
 
-std::chrono::milliseconds exit_drain_setting() noexcept {
+namespace {
+
+std::chrono::milliseconds exit_drain_of(std::uint64_t code) noexcept {
   return std::chrono::milliseconds(setting_or(std::getenv(kExitDrain.variable), kExitDrain,
-                                              exit_drain_ms_of(code_options.load()),
-                                              exit_drain_reported));
+                                              exit_drain_ms_of(code), exit_drain_reported));
 }
 
-std::chrono::microseconds refresh_poll_interval() noexcept {
-  // Another thread may set options between this read of them and the store below, and store its
-  // interval first: the store is made again until the options it came from are still those set,
-  // so that the last store is always of the last options set.
+// Stores the interval of the options set and returns it with the options it came from. Another
+// thread may set options between this read of them and the store, and store its interval first:
+// the store is made again until the options it came from are still those set, so that the last
+// store is always of the last options set.
+std::pair<std::chrono::microseconds, std::uint64_t> refresh_from_options() noexcept {
   std::uint64_t code = code_options.load();
   while (true) {
     const std::int64_t us = setting_or(std::getenv(kPollInterval.variable), kPollInterval,
@@ -95,10 +98,23 @@ std::chrono::microseconds refresh_poll_interval() noexcept {
     poll_us_in_effect.store(us);
     const std::uint64_t now = code_options.load();
     if (now == code) {
-      return std::chrono::microseconds(us);
+      return {std::chrono::microseconds(us), code};
     }
     code = now;
   }
+}
+
+}  // namespace
+
+std::chrono::milliseconds exit_drain_setting() noexcept {
+  return exit_drain_of(code_options.load());
+}
+
+std::chrono::microseconds refresh_poll_interval() noexcept { return refresh_from_options().first; }
+
+ReleaseThreadOptions options_in_effect() noexcept {
+  const auto [poll_interval, code] = refresh_from_options();
+  return {poll_interval, exit_drain_of(code)};  // both of one set
 }
 
 std::chrono::microseconds poll_interval_in_effect() noexcept {
@@ -142,8 +158,6 @@ expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& opt
   return {};
 }
 
-ReleaseThreadOptions release_thread_options() noexcept {
-  return {detail::refresh_poll_interval(), detail::exit_drain_setting()};
-}
+ReleaseThreadOptions release_thread_options() noexcept { return detail::options_in_effect(); }
 
 }  // namespace holoscan

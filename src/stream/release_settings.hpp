@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "holoscan/deferred_release.hpp"
+
 namespace holoscan::detail {
 
 /** @brief What a setting accepts, for parsing and for the messages about it. */
@@ -36,6 +38,9 @@ HOLOSCAN_DLPACK_ABI std::chrono::milliseconds exit_drain_setting() noexcept;
  *        else code's; it becomes the interval in effect.
  */
 HOLOSCAN_DLPACK_ABI std::chrono::microseconds refresh_poll_interval() noexcept;
+
+/** @brief Both options of one set, the interval refreshed as by refresh_poll_interval(). */
+HOLOSCAN_DLPACK_ABI ReleaseThreadOptions options_in_effect() noexcept;
 
 /** @brief The poll interval in effect, as last refreshed (one atomic load). */
 HOLOSCAN_DLPACK_ABI std::chrono::microseconds poll_interval_in_effect() noexcept;
