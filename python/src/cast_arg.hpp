@@ -1,22 +1,34 @@
 #pragma once
 // Python values read as C++ ones with an error that names the argument: a failed nb::cast
 // escapes a bound function as RuntimeError "std::bad_cast", which says neither what was wrong nor
-// where.
+// where. Names and messages may be given as text or as a callable that makes the text: imports
+// and stream arguments are hot, and a name is only needed on failure.
 #include <Python.h>
 
 #include <nanobind/nanobind.h>
 
 #include <optional>
 #include <string>
+#include <type_traits>
 
 namespace holoscan::python {
 
+/** @brief `text` itself, or what the callable `text` makes: built only where an error needs it. */
+template <typename Text>
+std::string describe(const Text& text) {
+  if constexpr (std::is_invocable_v<const Text&>) {
+    return text();
+  } else {
+    return std::string(text);
+  }
+}
+
 /** @brief `value` as a T (what nb::cast accepts), or TypeError with `message`. */
-template <typename T>
-T cast_or_type_error(nanobind::handle value, const char* message) {
+template <typename T, typename Text>
+T cast_or_type_error(nanobind::handle value, const Text& message) {
   T result{};
   if (!nanobind::try_cast<T>(value, result)) {
-    throw nanobind::type_error(message);
+    throw nanobind::type_error(describe(message).c_str());
   }
   return result;
 }
@@ -26,14 +38,14 @@ T cast_or_type_error(nanobind::handle value, const char* message) {
  *        an integer, not <type>" for any other type; nullopt for an integer out of T's range,
  *        which the caller refuses in its own words.
  */
-template <typename T>
-std::optional<T> integer_argument(nanobind::handle value, const std::string& what) {
+template <typename T, typename Text>
+std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
   T result{};
   if (nanobind::try_cast<T>(value, result)) {
     return result;
   }
   if (PyIndex_Check(value.ptr()) == 0) {
-    throw nanobind::type_error((what + " must be an integer, not " +
+    throw nanobind::type_error((describe(what) + " must be an integer, not " +
                                 std::string(nanobind::type_name(value.type()).c_str()))
                                    .c_str());
   }

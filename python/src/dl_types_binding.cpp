@@ -140,8 +140,10 @@ DLDevice parse_device(nb::handle device, const char* what) {
   }
   if (nb::isinstance<nb::tuple>(device) && nb::len(device) == 2) {
     const auto pair = nb::borrow<nb::tuple>(device);
-    const auto type = integer_argument<std::int32_t>(pair[0], std::string(what) + "[0]");
-    const auto id = integer_argument<std::int32_t>(pair[1], std::string(what) + "[1]");
+    const auto type =
+        integer_argument<std::int32_t>(pair[0], [&] { return std::string(what) + "[0]"; });
+    const auto id =
+        integer_argument<std::int32_t>(pair[1], [&] { return std::string(what) + "[1]"; });
     if (!type || !id) {
       raise_invalid_argument(std::string(what) + " " + nb::repr(device).c_str() +
                              " is not a device: its values are 32-bit");

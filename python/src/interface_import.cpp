@@ -47,10 +47,10 @@ std::vector<std::int64_t> int_tuple(nb::handle value, const char* what) {
   }
   std::vector<std::int64_t> items;
   for (nb::handle item : nb::borrow<nb::tuple>(value)) {
-    const std::string name = std::string(what) + "[" + std::to_string(items.size()) + "]";
+    const auto name = [&] { return std::string(what) + "[" + std::to_string(items.size()) + "]"; };
     const std::optional<std::int64_t> number = integer_argument<std::int64_t>(item, name);
     if (!number) {
-      raise_invalid_argument(name + " " + nb::str(item).c_str() + " does not fit 64 bits");
+      raise_invalid_argument(name() + " " + nb::str(item).c_str() + " does not fit 64 bits");
     }
     items.push_back(*number);
   }
@@ -92,17 +92,18 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
     throw nb::type_error(
         (std::string(attribute) + "['data'] must be a (pointer, read_only) tuple").c_str());
   }
-  const std::string data_key = std::string(attribute) + "['data']";
+  const auto data_key = [&] { return std::string(attribute) + "['data']"; };
   const nb::handle pointer = nb::borrow<nb::tuple>(data)[0];
   const std::optional<std::uintptr_t> address =
-      integer_argument<std::uintptr_t>(pointer, data_key + "[0]");
+      integer_argument<std::uintptr_t>(pointer, [&] { return data_key() + "[0]"; });
   if (!address) {
-    raise_invalid_argument(data_key + "[0] " + nb::str(pointer).c_str() + " is not an address");
+    raise_invalid_argument(data_key() + "[0] " + nb::str(pointer).c_str() + " is not an address");
   }
-  const bool read_only = cast_or_type_error<bool>(
-      nb::borrow<nb::tuple>(data)[1], (data_key + " must be a (pointer, read_only) tuple").c_str());
+  const bool read_only = cast_or_type_error<bool>(nb::borrow<nb::tuple>(data)[1], [&] {
+    return data_key() + " must be a (pointer, read_only) tuple";
+  });
   const auto typestr = cast_or_type_error<std::string>(
-      entry("typestr"), (std::string(attribute) + "['typestr'] must be a string").c_str());
+      entry("typestr"), [&] { return std::string(attribute) + "['typestr'] must be a string"; });
   auto dtype = dldatatype_from_typestr(typestr);
   if (!dtype) {
     raise_error(dtype.error());

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "cast_arg.hpp"
 #include "errors.hpp"
@@ -19,7 +20,7 @@ struct RawStream {
 };
 
 // A handle as an integer; one past intptr_t is no stream (refused as a negative one is).
-std::intptr_t stream_integer(nb::handle value, const std::string& what) {
+std::intptr_t stream_integer(nb::handle value, const char* what) {
   const std::optional<std::intptr_t> handle = integer_argument<std::intptr_t>(value, what);
   if (!handle) {
     raise_invalid_argument("stream " + std::string(nb::str(value).c_str()) + " is not a stream");
@@ -52,9 +53,12 @@ RawStream raw_stream(nb::handle stream) {
   if (nb::hasattr(stream, "__cuda_stream__")) {
     return {cuda_stream_protocol(stream), true};
   }
-  for (const char* attribute : {"cuda_stream", "ptr"}) {
+  // torch's and CuPy's stream objects: the attribute, and its name in an error.
+  constexpr std::pair<const char*, const char*> kHandles[] = {{"cuda_stream", "stream.cuda_stream"},
+                                                              {"ptr", "stream.ptr"}};
+  for (const auto& [attribute, name] : kHandles) {
     if (nb::hasattr(stream, attribute)) {
-      return {stream_integer(stream.attr(attribute), std::string("stream.") + attribute), true};
+      return {stream_integer(stream.attr(attribute), name), true};
     }
   }
   throw nb::type_error(
