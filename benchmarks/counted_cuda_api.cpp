@@ -129,6 +129,10 @@ const CudaApi* count_library_cuda_calls(const CudaApi* base) {
   return holoscan::detail::install_cuda_api(&kCounting);
 }
 
+const CudaApi* counted_base_table() noexcept {
+  return base_table.load(std::memory_order_acquire);
+}
+
 std::uint64_t library_calls_on_this_thread() noexcept { return sum(calls_on_thread); }
 
 std::uint64_t library_calls_in_all() noexcept {

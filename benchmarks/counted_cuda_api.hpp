@@ -29,6 +29,9 @@ using CallNanos = std::array<std::uint64_t, kCountedEntries>;
 const holoscan::detail::CudaApi* count_library_cuda_calls(
     const holoscan::detail::CudaApi* base = nullptr);
 
+/** @brief The table the counting table forwards to (set by count_library_cuda_calls). */
+const holoscan::detail::CudaApi* counted_base_table() noexcept;
+
 /** @brief Calls made through the table by this thread so far. */
 std::uint64_t library_calls_on_this_thread() noexcept;
 

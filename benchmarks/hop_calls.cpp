@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
 
 #include <holoscan/deferred_release.hpp>
@@ -29,6 +30,58 @@ void run_hops(const std::function<DLManagedTensorVersioned*()>& make, cudaStream
       (void)tensor->synchronize_for_consumer_stream(consumer);
       (void)tensor->set_deallocation_stream(consumer);
     }
+  }
+  holoscan::flush_deferred_releases();
+}
+
+// Nanoseconds inside this thread's timed calls so far, and the calls so far.
+struct CallTotals {
+  double nanos = 0;
+  double calls = 0;
+};
+CallTotals call_totals() noexcept {
+  const CallNanos nanos = library_call_nanos_by_entry_on_this_thread();
+  const CallCounts calls = library_calls_by_entry_on_this_thread();
+  CallTotals totals;
+  for (std::size_t i = 0; i < kCountedEntries; ++i) {
+    totals.nanos += static_cast<double>(nanos[i]);
+    totals.calls += static_cast<double>(calls[i]);
+  }
+  return totals;
+}
+
+// The hops again, each step between two clock readings (the call totals read outside them): adds
+// each step's own work (its time less the time inside its calls, one empty timing per call and
+// one for the step's own readings) to `own`, summed over the hops.
+void run_timed_steps(const std::function<DLManagedTensorVersioned*()>& make, cudaStream_t producer,
+                     const std::array<cudaStream_t, kHopConsumers>& consumers, int hops,
+                     double empty_timing, std::array<double, kHopSteps>& own) {
+  const auto timed = [&](HopStep step, auto&& run_step) {
+    const CallTotals before = call_totals();
+    const auto start = Clock::now();
+    run_step();
+    const double elapsed = ns_since(start);
+    const CallTotals after = call_totals();
+    own[static_cast<std::size_t>(step)] += elapsed - (after.nanos - before.nanos) -
+                                           (after.calls - before.calls + 1) * empty_timing;
+  };
+  for (int i = 0; i < hops; ++i) {
+    holoscan::Tensor tensor;
+    timed(HopStep::kImport, [&] {
+      if (auto imported = holoscan::make_tensor_from_dlpack_versioned(make())) {
+        tensor = std::move(*imported);
+      }
+    });
+    if (!tensor) {
+      std::fprintf(stderr, "hop calls: import refused\n");
+      return;
+    }
+    timed(HopStep::kReadiness, [&] { (void)tensor.set_readiness_stream(producer); });
+    for (cudaStream_t consumer : consumers) {
+      timed(HopStep::kWaits, [&] { (void)tensor.synchronize_for_consumer_stream(consumer); });
+      timed(HopStep::kDeallocation, [&] { (void)tensor.set_deallocation_stream(consumer); });
+    }
+    timed(HopStep::kDrop, [&] { tensor = holoscan::Tensor(); });
   }
   holoscan::flush_deferred_releases();
 }
@@ -67,12 +120,16 @@ HopTime time_hops(const std::function<DLManagedTensorVersioned*()>& make, cudaSt
                   const std::array<cudaStream_t, kHopConsumers>& consumers, int hops, int warm_up) {
   HopTime time;
   time.empty_timing = empty_timing_ns();
+  // The wall time through the table in use before counting: the counting table's own cost (a
+  // shared counter per call) is not the library's.
+  const holoscan::detail::CudaApi* counting = holoscan::detail::install_cuda_api(counted_base_table());
   run_hops(make, producer, consumers, warm_up);
   // The flush at the end of each run is the release thread's work, not the hops': one hop's
   // worth of it (at most) is inside `wall`.
   auto start = Clock::now();
   run_hops(make, producer, consumers, hops);
   time.wall = ns_since(start) / hops;
+  holoscan::detail::install_cuda_api(counting);
 
   const CallCounts calls_before = library_calls_by_entry_on_this_thread();
   const CallNanos nanos_before = library_call_nanos_by_entry_on_this_thread();
@@ -90,6 +147,15 @@ HopTime time_hops(const std::function<DLManagedTensorVersioned*()>& make, cudaSt
     calls += static_cast<double>(calls_after[i] - calls_before[i]) / hops;
   }
   time.in_calls -= calls * time.empty_timing;
+
+  time_library_cuda_calls(true);
+  start = Clock::now();
+  run_timed_steps(make, producer, consumers, hops, time.empty_timing, time.own_by_step);
+  time.steps_wall = ns_since(start) / hops;
+  time_library_cuda_calls(false);
+  for (double& own : time.own_by_step) {
+    own /= hops;
+  }
   return time;
 }
 

@@ -46,21 +46,41 @@ CallsPerHop count_hop_calls(const std::function<DLManagedTensorVersioned*()>& ma
 /** @brief Prints the entries called, per hop, caller and release thread side by side. */
 void print_calls_per_hop(std::FILE* out, const char* title, const CallsPerHop& calls);
 
+/** @brief The steps of a hop, in order, for HopTime::own_by_step. */
+enum class HopStep : std::size_t {
+  kImport,        ///< make_tensor_from_dlpack_versioned
+  kReadiness,     ///< set_readiness_stream
+  kWaits,         ///< the consumers' synchronize_for_consumer_stream, all of them
+  kDeallocation,  ///< the consumers' set_deallocation_stream, all of them
+  kDrop,          ///< the Tensor's destructor (the owner handed to the release thread)
+};
+/** @brief Steps of a hop. */
+inline constexpr std::size_t kHopSteps = 5;
+/** @brief The steps' names, in HopStep's order. */
+inline constexpr std::array<const char*, kHopSteps> kHopStepNames = {
+    "import", "readiness", "waits", "deallocation", "drop"};
+
 /** @brief Where a hop's time goes on the calling thread, in nanoseconds per hop. */
 struct HopTime {
-  double wall = 0;        ///< The hops, calls counted but not timed.
+  double wall = 0;        ///< The hops through the table in use before counting (no counting).
   double timed_wall = 0;  ///< The second run, every call timed: holds all of `per_entry`.
   double in_calls = 0;    ///< Inside the library's CUDA calls, each timed on a second run, less
                           ///< one empty timing per call (`empty_timing`).
   std::array<double, kCountedEntries> per_entry{};  ///< `in_calls` by entry, uncorrected.
   double empty_timing = 0;  ///< Two clock readings with nothing between, measured here.
+  /** @brief The library's own work per step (the step's time less its CUDA calls and the
+   *         readings), from a third run that times every step and every call. */
+  std::array<double, kHopSteps> own_by_step{};
+  double steps_wall = 0;  ///< The third run, every step and call timed: holds all of own_by_step.
   /** @brief The library's own work: the wall time outside its CUDA calls. */
   double own() const { return wall - in_calls; }
 };
 
 /**
- * @brief Times `hops` hops (after `warm_up` more) twice, calls counted, then timed; the counting
- *        table must be installed. The release thread's calls are not in it (another thread).
+ * @brief Times `hops` hops (after `warm_up` more) three times: through the table that was in use
+ *        before counting (`wall`), with every call timed (`in_calls`), and with every step timed
+ *        too (`own_by_step`). The counting table must be installed. The release thread's calls
+ *        are not in it (another thread).
  */
 HopTime time_hops(const std::function<DLManagedTensorVersioned*()>& make, cudaStream_t producer,
                   const std::array<cudaStream_t, kHopConsumers>& consumers, int hops, int warm_up);

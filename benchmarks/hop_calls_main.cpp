@@ -100,6 +100,11 @@ int main(int argc, char** argv) {
       "hop, library: %.1f ns, of which %.1f inside its CUDA calls and %.1f its own work "
       "(an empty timing costs %.1f ns, taken off each call; %.1f ns a hop while timed)\n",
       time.wall, time.in_calls, time.own(), time.empty_timing, time.timed_wall);
+  std::printf("  own work by step (timed apart):");
+  for (std::size_t i = 0; i < holoscan_bench::kHopSteps; ++i) {
+    std::printf(" %s %.1f ns%s", holoscan_bench::kHopStepNames[i], time.own_by_step[i],
+                i + 1 < holoscan_bench::kHopSteps ? "," : "\n");
+  }
   for (std::size_t i = 0; i < holoscan_bench::kCountedEntries; ++i) {
     if (time.per_entry[i] != 0) {
       std::printf("  %-28s %8.1f ns per hop (uncorrected)\n", holoscan_bench::kCountedEntryNames[i],
@@ -121,6 +126,11 @@ int main(int argc, char** argv) {
       "RESULT hop_time library=%.1f library_in_calls=%.1f library_own=%.1f floor=%.1f "
       "floor_in_calls=%.1f\n",
       time.wall, time.in_calls, time.own(), floor_wall, floor_in_calls);
+  std::printf("RESULT hop_own_by_step");
+  for (std::size_t i = 0; i < holoscan_bench::kHopSteps; ++i) {
+    std::printf(" %s=%.1f", holoscan_bench::kHopStepNames[i], time.own_by_step[i]);
+  }
+  std::printf("\n");
   (void)cudaDeviceSynchronize();
   return 0;
 }
