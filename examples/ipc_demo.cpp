@@ -4,13 +4,15 @@
 // process blocks its host thread on the GPU while tensors flow (the count is printed).
 //
 //   holoscan_dlpack_ipc_demo [demo|roundtrip|pipeline|floor] [count=N] [elements=N] [blocks=N]
-//                            [ctest=1]
+//                            [spin=1] [ctest=1]
 //
 // demo       one producer, two consumers, every tensor to both (default: 10^4 tensors)
 // roundtrip  one consumer; each tensor waits for its Release before the next (RESULT line:
 //            microseconds per export + import + release; trace=PREFIX adds the median of each
 //            stage on both sides, TRACE lines)
 // pipeline   producer -> relay (adds one into its own pool) -> sink (RESULT line: tensors/s)
+//            (spin=1, roundtrip and pipeline: importers ask receive(0) until a tensor comes
+//            instead of sleeping in receive(), as the spinning floor polls its socket)
 // floor      the round trip's floor by hand: a socket ping-pong of the library's frames plus one
 //            event record and one wait per side (spin=1: poll without sleeping; fd=0: no
 //            descriptor with each Publish; kernels=0: no kernel on either side)
@@ -88,6 +90,9 @@ std::vector<std::string> shape_words(const ipc_demo::RunShape& shape) {
                                  "blocks=" + std::to_string(shape.blocks)};
   if (!shape.trace.empty()) {
     words.push_back("trace=" + shape.trace);
+  }
+  if (shape.spin) {
+    words.push_back("spin=1");
   }
   return words;
 }
@@ -229,9 +234,9 @@ int run_roundtrip(const ipc_demo::RunShape& shape) {
   const bool ok = run.run(/*one_at_a_time=*/true);
   std::printf(
       "RESULT mode=roundtrip count=%ld elements=%lld us_per_tensor=%.2f host_blocks=%llu "
-      "ok=%d\n",
+      "spin=%d ok=%d\n",
       run.timed(), static_cast<long long>(shape.elements), 1e6 * run.seconds() / run.timed(),
-      static_cast<unsigned long long>(run.host_blocks()), ok ? 1 : 0);
+      static_cast<unsigned long long>(run.host_blocks()), shape.spin ? 1 : 0, ok ? 1 : 0);
   return ok ? 0 : 1;
 }
 
@@ -249,9 +254,9 @@ int run_pipeline(const ipc_demo::RunShape& shape) {
   const bool ok = run.run(/*one_at_a_time=*/false);
   std::printf(
       "RESULT mode=pipeline count=%ld elements=%lld tensors_per_s=%.0f host_blocks=%llu "
-      "ok=%d\n",
+      "spin=%d ok=%d\n",
       run.timed(), static_cast<long long>(shape.elements), run.timed() / run.seconds(),
-      static_cast<unsigned long long>(run.host_blocks()), ok ? 1 : 0);
+      static_cast<unsigned long long>(run.host_blocks()), shape.spin ? 1 : 0, ok ? 1 : 0);
   return ok ? 0 : 1;
 }
 
@@ -264,6 +269,7 @@ int main(int argc, char** argv) {
   shape.elements = words.get("elements", shape.elements);
   shape.blocks = static_cast<std::size_t>(words.get("blocks", static_cast<long>(shape.blocks)));
   shape.delay_us = static_cast<std::uint64_t>(words.get("delay_us", 0));
+  shape.spin = words.get("spin", 0) != 0;
   if (const auto trace = words.values.find("trace"); trace != words.values.end()) {
     shape.trace = trace->second;
   }

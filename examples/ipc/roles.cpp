@@ -70,9 +70,19 @@ bool publish(ipc::Exporter& exporter, ipc::PeerId peer, const Tensor& tensor) {
   }
 }
 
-// The next imported tensor, waiting up to a minute; false (after printing why) on failure.
-bool receive(ipc::Importer& importer, Tensor& tensor) {
-  auto received = importer.receive(60000);
+// The next imported tensor, waiting up to a minute; false (after printing why) on failure. With
+// `spin`, asks without waiting until one came (the asking is spin time), as the spinning floor
+// does: a thread asleep in poll() is woken some microseconds after the data arrives.
+bool receive(ipc::Importer& importer, Tensor& tensor, bool spin) {
+  const auto waiting = std::chrono::steady_clock::now();
+  const auto deadline = waiting + kPatience;
+  auto received = importer.receive(spin ? 0 : 60000);
+  while (spin && received && !*received && std::chrono::steady_clock::now() < deadline) {
+    received = importer.receive(0);
+  }
+  if (spin) {
+    note_spin(std::chrono::steady_clock::now() - waiting);
+  }
   if (!received) {
     return report("receive", received.error());
   }
@@ -180,7 +190,7 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
       busy.start();
     }
     Tensor tensor;
-    if (!receive(*importer, tensor)) {
+    if (!receive(*importer, tensor, shape.spin)) {
       return 3;
     }
     trace.mark(i, 0);
@@ -249,7 +259,7 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
     }
     Tensor in_tensor;
     Tensor out_tensor;
-    if (!receive(*importer, in_tensor)) {
+    if (!receive(*importer, in_tensor, shape.spin)) {
       return 3;
     }
     if (!allocate(**pool, *exporter, shape, out_tensor)) {

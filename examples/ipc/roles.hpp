@@ -24,6 +24,7 @@ struct RunShape {
   std::int64_t elements = 1 << 14;  ///< uint32 elements per tensor.
   std::size_t blocks = 8;           ///< Blocks of each process's pool.
   std::uint64_t delay_us = 0;       ///< The producer kernel's spin before it writes.
+  bool spin = false;                ///< Importers poll receive(0) instead of sleeping in it.
   std::string trace;                ///< Stage stamps go to files with this prefix (empty: none).
 };
 
