@@ -25,6 +25,11 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
     spare = std::find_if(spare_readiness_.begin(), spare_readiness_.end(),
                          [&](const StreamPoint& p) { return p.device == location->device; });
     if (spare != spare_readiness_.end()) {
+      // The spare's event is recorded again below, which would forget the point it holds: the
+      // stream first waits for that point, so that the new one is ordered after it.
+      if (!order_after(*spare, *location, stream)) {
+        return false;
+      }
       event = spare->event;
     } else if (auto acquired = acquire_event(location->device)) {
       event = *acquired;
@@ -70,8 +75,15 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
 // wait for one point, unordered with the first stream.) Costs one cudaStreamWaitEvent when the
 // stream changes, none when the same stream records again; false, state unchanged, on failure.
 bool StreamState::order_after_readiness(const StreamLocation& next, cudaStream_t stream) noexcept {
-  return next.is_stream_of(readiness_, stream) ||
-         check_cuda(cuda().stream_wait_event(stream, readiness_.event, 0), "cudaStreamWaitEvent")
+  return order_after(readiness_, next, stream);
+}
+
+// Orders what is queued on `stream` (at `next`) from now on after `point`: one
+// cudaStreamWaitEvent, none when `point` was recorded on `stream` itself.
+bool StreamState::order_after(const StreamPoint& point, const StreamLocation& next,
+                              cudaStream_t stream) noexcept {
+  return next.is_stream_of(point, stream) ||
+         check_cuda(cuda().stream_wait_event(stream, point.event, 0), "cudaStreamWaitEvent")
              .has_value();
 }
 

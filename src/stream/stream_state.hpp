@@ -41,7 +41,8 @@ class HOLOSCAN_DLPACK_ABI StreamState {
    * Moved to another stream of the same device, the point is ordered after the previous one (the
    * new stream waits for it: one cudaStreamWaitEvent), so consumers, reuse and the release wait
    * for both; moved to another device, the previous device's point is kept beside it for reuse
-   * and the release.
+   * and the release, and coming back to a device whose point is kept, the new stream waits for
+   * that point first (its event is recorded again).
    */
   bool set_readiness_stream(cudaStream_t stream) noexcept;
   /** @brief Whether a readiness point exists. */
@@ -92,6 +93,8 @@ class HOLOSCAN_DLPACK_ABI StreamState {
 
  private:
   bool order_after_readiness(const StreamLocation& next, cudaStream_t stream) noexcept;
+  static bool order_after(const StreamPoint& point, const StreamLocation& next,
+                          cudaStream_t stream) noexcept;
 
   mutable SpinMutex mutex_;
   StreamPoint readiness_;

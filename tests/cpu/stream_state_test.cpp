@@ -67,6 +67,45 @@ TEST_F(ReadinessAcrossDevices, ReleaseWaitsForTheReadinessLeftOnAnotherDevice) {
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+// Readiness on device 0 (work still queued), then on device 1, then back on another stream of
+// device 0, whose one event is recorded again there: before the fix the first point was simply
+// lost (idle, and the deleter run, while device 0's producer could still write).
+TEST_F(ReadinessAcrossDevices, PollIdleWaitsForTheReadinessLeftBeforeTheDeviceCameBack) {
+  cudaStream_t busy_on_0 = fake().create_stream(0);
+  cudaStream_t idle_on_1 = fake().create_stream(1);
+  cudaStream_t idle_on_0 = fake().create_stream(0);
+  detail::StreamState state;
+  fake().launch(busy_on_0);
+  ASSERT_TRUE(state.set_readiness_stream(busy_on_0));
+  ASSERT_TRUE(state.set_readiness_stream(idle_on_1));
+  ASSERT_TRUE(state.set_readiness_stream(idle_on_0));
+  EXPECT_EQ(state.readiness_stream(), idle_on_0);
+
+  EXPECT_FALSE(state.poll_idle());
+  fake().complete(busy_on_0);
+  EXPECT_TRUE(state.poll_idle());
+}
+
+TEST_F(ReadinessAcrossDevices, ReleaseWaitsForTheReadinessLeftBeforeTheDeviceCameBack) {
+  test::CountingProducer producer;
+  cudaStream_t busy_on_0 = fake().create_stream(0);
+  cudaStream_t idle_on_1 = fake().create_stream(1);
+  cudaStream_t idle_on_0 = fake().create_stream(0);
+  auto buffer = std::make_unique<DLManagedMemoryBufferVersioned>(producer.make_versioned());
+  fake().launch(busy_on_0);
+  ASSERT_TRUE(buffer->set_readiness_stream(busy_on_0));
+  ASSERT_TRUE(buffer->set_readiness_stream(idle_on_1));
+  ASSERT_TRUE(buffer->set_readiness_stream(idle_on_0));
+  buffer.reset();
+  EXPECT_FALSE(test::eventually([&] { return producer.deleter_calls() != 0; },
+                                std::chrono::milliseconds(50)));
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+
+  fake().complete(busy_on_0);
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
 // Readiness moved from a busy stream to an idle one on the same device: one event serves both,
 // so before the fix the first stream's point was simply lost.
 class ReadinessAcrossStreams : public test::FakeCudaTest {
