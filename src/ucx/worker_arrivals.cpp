@@ -154,11 +154,22 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
                               0});
 }
 
-void Worker::State::drop_arrivals(PeerId peer) {
+// Landing ones are dropped when UCX calls back. Landed ones are still handed out after a failure
+// (the tensors a peer delivered before it died), but not after a disconnect here: their sender
+// is told kClosed, so handing them out would deliver a tensor reported failed.
+void Worker::State::drop_arrivals(PeerId peer, bool landed_too) {
   for (auto& entry : arrivals) {
     Arrival& arrival = *entry;
-    if (arrival.peer != peer || arrival.phase != Arrival::Phase::kWaitingMemory) {
-      continue;  // landing ones are dropped when UCX calls back; landed ones are still handed out
+    if (arrival.peer != peer) {
+      continue;
+    }
+    if (landed_too && arrival.phase == Arrival::Phase::kLanded) {
+      arrival.phase = Arrival::Phase::kDropped;
+      arrival.tensor = Tensor();  // its block goes back to the pool now
+      continue;
+    }
+    if (arrival.phase != Arrival::Phase::kWaitingMemory) {
+      continue;
     }
     if (arrival.data != nullptr) {
       ucp_am_data_release(worker.get(), arrival.data);

@@ -1,7 +1,8 @@
 // Connections: the listener, connecting, accepting, and what happens when a connection ends. A
 // peer is lost exactly once (UCX's error callback, a disconnect, or the worker's end); losing it
-// fails its sends in flight and drops its pending arrivals, and a peer lost by failure is
-// reported to receive() as kClosed after everything it delivered.
+// fails its sends in flight and drops its pending arrivals (after a disconnect here, also those
+// that landed and were not handed out), and a peer lost by failure is reported to receive() as
+// kClosed after everything it delivered.
 #include <arpa/inet.h>
 #include <netdb.h>
 
@@ -217,7 +218,7 @@ void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
   }
   peer.lost = true;
   fail_outgoing(peer, reason);
-  drop_arrivals(peer.id);
+  drop_arrivals(peer.id, !report);
   if (report) {
     auto marker = std::make_unique<Arrival>();
     marker->state = this;

@@ -154,7 +154,7 @@ struct Worker::State {
   std::size_t land_arrivals();
   void on_landed(Arrival& arrival, ucs_status_t status, std::size_t length);
   void refuse(Arrival& arrival, Error error);
-  void drop_arrivals(PeerId peer);
+  void drop_arrivals(PeerId peer, bool landed_too);
   std::optional<expected<Received, Error>> take_arrival();
 
   // worker_control.cpp

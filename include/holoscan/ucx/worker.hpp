@@ -129,7 +129,8 @@ class HOLOSCAN_DLPACK_API Worker {
    */
   std::optional<PeerId> accept(int timeout_ms);
 
-  /** @brief Closes a connection; its sends in flight are reported failed (kClosed). */
+  /** @brief Closes a connection; its sends in flight are reported failed (kClosed), and
+   *         receive() reports nothing more of it (its tensors not handed out are dropped). */
   expected<void, Error> disconnect(PeerId peer);
 
   /**
@@ -155,7 +156,7 @@ class HOLOSCAN_DLPACK_API Worker {
    *
    * Errors, each reported once, in arrival order, the worker staying usable: a refused message
    * (kInvalidArgument / kProtocolError / kIncompatible / kNotImplemented naming the field, or
-   * the pool's or the allocation's refusal); kClosed naming a peer that disconnected or died.
+   * the pool's or the allocation's refusal); kClosed naming a peer that closed the connection or died.
    */
   expected<std::optional<Received>, Error> receive(int timeout_ms);
 
