@@ -19,7 +19,11 @@ void on_landed_callback(void* request, ucs_status_t status, std::size_t length, 
   try {
     arrival->state->on_landed(*arrival, status, length);
   } catch (...) {
-    arrival->phase = Arrival::Phase::kDropped;  // no room to report it: the sender sees no Ack
+    // No room to report it: dropped unanswered, so the connection ends (its sender: kClosed).
+    arrival->phase = Arrival::Phase::kDropped;
+    arrival->tensor = Tensor();
+    arrival->state->mark_failed(arrival->state->find(arrival->peer), UCS_ERR_NO_MEMORY,
+                                "was closed here: a tensor of it could not be taken");
   }
 }
 
@@ -71,15 +75,23 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
   return placed.data != nullptr ? UCS_INPROGRESS : UCS_OK;
 }
 
+// The error is the arrival's before anything can fail; a refusal that cannot be queued (out of
+// host memory) ends the connection instead, so that the sender learns kClosed.
 void Worker::State::refuse(Arrival& arrival, Error error) {
   ++stats.refused;
   arrival.phase = Arrival::Phase::kRefused;
   arrival.tensor = Tensor();
-  if (arrival.peer != 0) {
-    queue_control(arrival.peer, MessageId::kAck,
-                  encode(Ack{arrival.header.sequence, error.code, error.message}));
-  }
   arrival.error = std::move(error);
+  if (arrival.peer == 0) {
+    return;
+  }
+  try {
+    queue_control(arrival.peer, MessageId::kAck,
+                  encode(Ack{arrival.header.sequence, arrival.error.code, arrival.error.message}));
+  } catch (...) {
+    mark_failed(find(arrival.peer), UCS_ERR_NO_MEMORY,
+                "was closed here: a refusal to it could not be queued");
+  }
 }
 
 // In arrival order; the first arrival that finds the pool exhausted holds back the ones after it.
@@ -98,12 +110,13 @@ std::size_t Worker::State::land_arrivals() {
       break;
     }
     if (!tensor) {
+      // Named before the data goes: out of host memory here, the arrival waits as it was.
+      Error error = std::move(tensor.error());
+      error.message = "ucx receive of " + about(arrival) + ": " + error.message;
       if (arrival.data != nullptr) {
         ucp_am_data_release(worker.get(), arrival.data);
         arrival.data = nullptr;
       }
-      Error error = std::move(tensor.error());
-      error.message = "ucx receive of " + about(arrival) + ": " + error.message;
       refuse(arrival, std::move(error));
       continue;
     }
@@ -154,11 +167,22 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
                               0});
 }
 
-void Worker::State::drop_arrivals(PeerId peer) {
+// Landing ones are dropped when UCX calls back. Landed ones are still handed out after a failure
+// (the tensors a peer delivered before it died), but not after a disconnect here: their sender
+// is told kClosed, so handing them out would deliver a tensor reported failed.
+void Worker::State::drop_arrivals(PeerId peer, bool landed_too) {
   for (auto& entry : arrivals) {
     Arrival& arrival = *entry;
-    if (arrival.peer != peer || arrival.phase != Arrival::Phase::kWaitingMemory) {
-      continue;  // landing ones are dropped when UCX calls back; landed ones are still handed out
+    if (arrival.peer != peer) {
+      continue;
+    }
+    if (landed_too && arrival.phase == Arrival::Phase::kLanded) {
+      arrival.phase = Arrival::Phase::kDropped;
+      arrival.tensor = Tensor();  // its block goes back to the pool now
+      continue;
+    }
+    if (arrival.phase != Arrival::Phase::kWaitingMemory) {
+      continue;
     }
     if (arrival.data != nullptr) {
       ucp_am_data_release(worker.get(), arrival.data);

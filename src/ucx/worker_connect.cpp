@@ -1,7 +1,8 @@
 // Connections: the listener, connecting, accepting, and what happens when a connection ends. A
 // peer is lost exactly once (UCX's error callback, a disconnect, or the worker's end); losing it
-// fails its sends in flight and drops its pending arrivals, and a peer lost by failure is
-// reported to receive() as kClosed after everything it delivered.
+// fails its sends in flight and drops its pending arrivals (after a disconnect here, also those
+// that landed and were not handed out), and a peer lost by failure is reported to receive() as
+// kClosed after everything it delivered.
 #include <arpa/inet.h>
 #include <netdb.h>
 
@@ -69,13 +70,11 @@ void on_connection_request(ucp_conn_request_h request, void* arg) {
 
 void on_endpoint_error(void* arg, ucp_ep_h endpoint, ucs_status_t status) {
   auto* state = static_cast<Worker::State*>(arg);
-  if (Peer* peer = state->find(endpoint); peer != nullptr) {
-    try {
-      state->failures.emplace_back(peer->id, status);
-    } catch (...) {
-      // Lost only if the heap is gone too; the endpoint is closed with the worker.
-    }
+  Peer* peer = state->find(endpoint);
+  if (peer != nullptr) {
+    peer->endpoint_failed = true;
   }
+  state->mark_failed(peer, status, "is gone");
 }
 
 // Frees the requests of `requests` that UCX completed; whether none is left.
@@ -192,32 +191,45 @@ std::size_t Worker::State::accept_connections() {
   return requests.size();
 }
 
+// The first failure of a peer is the one reported; a peer already lost stays as it was.
+void Worker::State::mark_failed(Peer* peer, ucs_status_t status, const char* what) noexcept {
+  if (peer == nullptr || peer->failure != UCS_OK) {
+    return;
+  }
+  peer->failure = status != UCS_OK ? status : UCS_ERR_NO_MESSAGE;
+  peer->failure_what = what;
+  peers_failed = true;
+}
+
 std::size_t Worker::State::handle_failures() {
-  std::vector<std::pair<PeerId, ucs_status_t>> failed;
-  failed.swap(failures);
-  for (const auto& [id, status] : failed) {
-    Peer* peer = find(id);
-    if (peer == nullptr || peer->lost) {
+  if (!peers_failed) {
+    return 0;
+  }
+  peers_failed = false;
+  std::size_t handled = 0;
+  for (auto& [id, peer] : peers) {
+    if (peer.failure == UCS_OK || peer.lost) {
       continue;
     }
+    ++handled;
     ++stats.peers_lost;
-    lose_peer(*peer,
+    lose_peer(peer,
               Error{ErrorCode::kClosed,
-                    "ucx: peer " + std::to_string(id) + " (" + peer->name +
-                        ") is gone: " + ucs_status_string(status),
+                    "ucx: peer " + std::to_string(id) + " (" + peer.name + ") " +
+                        peer.failure_what + ": " + ucs_status_string(peer.failure),
                     0},
               true);
   }
-  return failed.size();
+  return handled;
 }
 
 void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
-  if (!report) {
+  if (!peer.endpoint_failed) {
     flush_controls();  // an orderly close still confirms what receive() handed out
   }
   peer.lost = true;
   fail_outgoing(peer, reason);
-  drop_arrivals(peer.id);
+  drop_arrivals(peer.id, !report);
   if (report) {
     auto marker = std::make_unique<Arrival>();
     marker->state = this;
@@ -226,8 +238,9 @@ void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
     marker->error = reason;
     arrivals.push_back(std::move(marker));
   }
-  // A failed connection is closed at once; an orderly one lets UCX finish what it sends first.
-  close_endpoint(peer, report);
+  // A failed endpoint is closed at once. Otherwise (a disconnect, or a connection this worker
+  // ends because an answer could not go out) UCX finishes what it sends first and tells the peer.
+  close_endpoint(peer, peer.endpoint_failed);
 }
 
 void Worker::State::close_endpoint(Peer& peer, bool force) {

@@ -16,21 +16,27 @@ ucp_ep_h reply_endpoint(const ucp_am_recv_param_t* param) {
 
 ucs_status_t tensor_handler(void* arg, const void* header, std::size_t header_length, void* data,
                        std::size_t length, const ucp_am_recv_param_t* param) {
+  auto* state = static_cast<Worker::State*>(arg);
   try {
-    return static_cast<Worker::State*>(arg)->on_tensor_message(header, header_length, data,
-                                                                length, *param);
+    return state->on_tensor_message(header, header_length, data, length, *param);
   } catch (...) {
-    return UCS_OK;  // out of host memory: the message is dropped and its sender gets no Ack
+    // Out of host memory: the message is dropped unanswered, so its connection ends (its sender
+    // learns kClosed for it rather than nothing).
+    state->mark_failed(state->find(reply_endpoint(param)), UCS_ERR_NO_MEMORY,
+                       "was closed here: a tensor message of it could not be taken");
+    return UCS_OK;
   }
 }
 
 ucs_status_t ack_handler(void* arg, const void* header, std::size_t header_length, void*, std::size_t,
                     const ucp_am_recv_param_t* param) {
+  auto* state = static_cast<Worker::State*>(arg);
   try {
-    static_cast<Worker::State*>(arg)->on_ack(
-        reply_endpoint(param), static_cast<const std::uint8_t*>(header), header_length);
+    state->on_ack(reply_endpoint(param), static_cast<const std::uint8_t*>(header), header_length);
   } catch (...) {
-    // Out of host memory: the send stays in flight until its connection ends.
+    // Out of host memory: the answer is lost, so the connection ends (its sends fail kClosed).
+    state->mark_failed(state->find(reply_endpoint(param)), UCS_ERR_NO_MEMORY,
+                       "was closed here: an answer of it could not be taken");
   }
   return UCS_OK;
 }
@@ -89,34 +95,49 @@ void Worker::State::queue_delivered(PeerId peer, std::uint64_t sequence) {
   controls.push_back(std::move(control));
 }
 
+// A message that cannot go out (UCX refuses it, or no memory to encode it) leaves its peer
+// unanswered: the connection is ended instead, so that the sender learns kClosed.
 std::size_t Worker::State::flush_controls() {
   std::vector<Control> queued;
   queued.swap(controls);
   for (Control& control : queued) {
-    const Peer* peer = find(control.peer);
+    Peer* peer = find(control.peer);
     if (peer == nullptr || peer->endpoint == nullptr) {
       continue;  // its connection is gone: nobody to tell
     }
-    if (control.count != 0) {
-      control.bytes = encode(Ack{control.delivered, ErrorCode::kSuccess, {}, control.count});
-    }
-    ucp_request_param_t params{};
-    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    params.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_COPY_HEADER | UCP_AM_SEND_FLAG_EAGER;
-    void* request = ucp_am_send_nbx(peer->endpoint, static_cast<unsigned>(control.id),
-                                    control.bytes.data(), control.bytes.size(), nullptr, 0, &params);
-    if (UCS_PTR_IS_PTR(request)) {
-      // Kept until sent: a worker shutting down waits for it (a confirmation is not lost), and
-      // UCX's request pool is whole again before the worker goes. A failure shows on the endpoint.
-      try {
-        sending.push_back(request);
-      } catch (...) {
-        ucp_request_free(request);  // out of host memory: UCX releases it once sent
-        throw;
-      }
+    if (ucs_status_t status = send_control(*peer, control); status != UCS_OK) {
+      mark_failed(peer, status, "was closed here: an answer to it could not be sent");
     }
   }
   return queued.size();
+}
+
+ucs_status_t Worker::State::send_control(const Peer& peer, Control& control) noexcept {
+  try {
+    if (control.count != 0) {
+      control.bytes = encode(Ack{control.delivered, ErrorCode::kSuccess, {}, control.count});
+    }
+  } catch (...) {
+    return UCS_ERR_NO_MEMORY;
+  }
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  params.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_COPY_HEADER | UCP_AM_SEND_FLAG_EAGER;
+  void* request = ucp_am_send_nbx(peer.endpoint, static_cast<unsigned>(control.id),
+                                  control.bytes.data(), control.bytes.size(), nullptr, 0, &params);
+  if (UCS_PTR_IS_ERR(request)) {
+    return UCS_PTR_STATUS(request);
+  }
+  if (UCS_PTR_IS_PTR(request)) {
+    // Kept until sent: a worker shutting down waits for it (a confirmation is not lost), and
+    // UCX's request pool is whole again before the worker goes. A failure shows on the endpoint.
+    try {
+      sending.push_back(request);
+    } catch (...) {
+      ucp_request_free(request);  // out of host memory: UCX releases it once sent
+    }
+  }
+  return UCS_OK;
 }
 
 // The listener answers every Hello with its own; the connecting side notes the answer.

@@ -79,6 +79,11 @@ struct Peer {
   std::optional<std::uint32_t> hello_version;  ///< The listener's answer (connecting side).
   std::uint64_t next_sequence = 1;
   std::deque<std::unique_ptr<Outgoing>> outgoing;  ///< In send order; ended ones swept.
+  /** @brief Why the connection must end (UCS_OK: it need not), set without allocating (in UCX's
+   *         callbacks, or where an answer could not go out) and acted on by handle_failures(). */
+  ucs_status_t failure = UCS_OK;
+  const char* failure_what = "";  ///< What failed, for the kClosed message (static text).
+  bool endpoint_failed = false;   ///< UCX reported the endpoint failed: it is closed at once.
 };
 
 /** @brief A small message waiting to go out after the current progress round. */
@@ -107,7 +112,7 @@ struct Worker::State {
   PeerId next_peer = 1;
   std::vector<ucp_conn_request_h> connection_requests;
   std::deque<PeerId> accepted;  // for accept(), in the order the listener took them
-  std::vector<std::pair<PeerId, ucs_status_t>> failures;  // from UCX's error callback
+  bool peers_failed = false;    // some Peer::failure is set
   std::vector<void*> closing;  // endpoint closes UCX has not finished (polled for)
   std::vector<void*> sending;  // small messages UCX has not sent yet (their fd events suffice)
 
@@ -129,6 +134,7 @@ struct Worker::State {
   expected<PeerId, Error> start_connect(const std::string& address, std::uint16_t port);
   std::size_t accept_connections();
   PeerId add_peer(ucp_ep_h endpoint, std::string name);
+  void mark_failed(Peer* peer, ucs_status_t status, const char* what) noexcept;
   std::size_t handle_failures();
   void lose_peer(Peer& peer, const Error& reason, bool report);
   void close_endpoint(Peer& peer, bool force);
@@ -154,13 +160,14 @@ struct Worker::State {
   std::size_t land_arrivals();
   void on_landed(Arrival& arrival, ucs_status_t status, std::size_t length);
   void refuse(Arrival& arrival, Error error);
-  void drop_arrivals(PeerId peer);
+  void drop_arrivals(PeerId peer, bool landed_too);
   std::optional<expected<Received, Error>> take_arrival();
 
   // worker_control.cpp
   void queue_control(PeerId peer, MessageId id, std::string bytes);
   void queue_delivered(PeerId peer, std::uint64_t sequence);
   std::size_t flush_controls();
+  ucs_status_t send_control(const Peer& peer, Control& control) noexcept;
   void on_hello(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
   expected<void, Error> register_handlers();
 };

@@ -57,28 +57,6 @@ TEST(UcxThreads, AReceiverAsleepWakesWhenAnotherThreadProgressLandsItsTensor) {
       << "ms for the series: a receive slept on after another thread landed its tensor";
 }
 
-// Connects `client` to `listener` (listening on the loopback), both in this process; the client's
-// id of the connection.
-expected<ucx::PeerId, Error> connect_in_process(ucx::Worker& listener, ucx::Worker& client) {
-  const std::string port = listen_on_loopback(listener);
-  expected<ucx::PeerId, Error> peer = make_unexpected(ErrorCode::kFailure, "not connected");
-  std::atomic<bool> answered{false};
-  std::thread connecting([&] {
-    peer = client.connect("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port)), 20000);
-    answered.store(true);
-  });
-  const bool accepted = listener.accept(20000).has_value();
-  while (!answered.load()) {  // the listener's rounds answer the Hello
-    (void)listener.progress();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  connecting.join();
-  if (peer && !accepted) {
-    return make_unexpected(ErrorCode::kFailure, "the listener accepted nobody");
-  }
-  return peer;
-}
-
 // Progresses `workers` on a thread of its own, every millisecond, until destroyed.
 class Progressing {
  public:
@@ -134,7 +112,7 @@ TEST(UcxThreads, ReceiversAsleepSleepOnAfterAnotherThreadsRoundWakesThem) {
   constexpr auto kMostCpu = std::chrono::seconds(1);  // asleep: milliseconds; spinning: seconds
   ucx::Worker worker = make_sleeping_worker();
   ucx::Worker client = make_worker();
-  auto peer = connect_in_process(worker, client);
+  auto peer = connect_in_process(worker, client).client;
   ASSERT_TRUE(peer) << to_string(peer.error());
   Progressing progressing({&client});
   std::vector<std::unique_ptr<IdleReceive>> receives;
@@ -162,7 +140,7 @@ TEST(UcxThreads, AReceiverAsleepLearnsPromptlyThatThePeerClosed) {
   constexpr int kDeadlineMs = 30000;
   ucx::Worker worker = make_sleeping_worker();
   ucx::Worker client = make_worker();
-  auto peer = connect_in_process(worker, client);
+  auto peer = connect_in_process(worker, client).client;
   ASSERT_TRUE(peer) << to_string(peer.error());
   Progressing progressing({&worker, &client});
   std::optional<expected<std::optional<ucx::Received>, Error>> received;

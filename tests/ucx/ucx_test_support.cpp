@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "ipc/spawn.hpp"
 #include "ucx/series.hpp"
@@ -76,6 +78,26 @@ ReceivingSide connect_sender(std::size_t pool_blocks, const std::vector<std::str
   arguments.insert(arguments.end(), options.begin(), options.end());
   side.sender = start_peer(arguments);
   return side;
+}
+
+InProcessLink connect_in_process(ucx::Worker& listener, ucx::Worker& client) {
+  const std::string port = listen_on_loopback(listener);
+  InProcessLink link{make_unexpected(ErrorCode::kFailure, "not connected")};
+  std::atomic<bool> answered{false};
+  std::thread connecting([&] {
+    link.client = client.connect("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port)), 20000);
+    answered.store(true);
+  });
+  link.listener = listener.accept(20000).value_or(0);
+  while (!answered.load()) {  // the listener's rounds answer the Hello
+    (void)listener.progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  connecting.join();
+  if (link.client && link.listener == 0) {
+    link.client = make_unexpected(ErrorCode::kFailure, "the listener accepted nobody");
+  }
+  return link;
 }
 
 SeriesSender::SeriesSender(ucx::Worker& worker, ucx::PeerId peer, std::size_t blocks)

@@ -30,6 +30,16 @@ ucx::Worker make_worker(const ucx::WorkerConfig& config = {});
 /** @brief Makes `worker` listen on 127.0.0.1, any port; the port as text (0 on failure). */
 std::string listen_on_loopback(ucx::Worker& worker);
 
+/** @brief The two ends of a connection between two workers of this process. */
+struct InProcessLink {
+  expected<ucx::PeerId, Error> client;  ///< The connecting worker's id of it, or why not.
+  ucx::PeerId listener = 0;             ///< The listening worker's id of it (0: not accepted).
+};
+
+/** @brief Connects `client` to `listener` (made to listen on the loopback here), both in this
+ *         process. */
+InProcessLink connect_in_process(ucx::Worker& listener, ucx::Worker& client);
+
 /** @brief A worker and the receiving peer process connected to it. */
 struct SendingSide {
   ucx::Worker worker;    ///< Listens on the loopback; the receiver connected to it.

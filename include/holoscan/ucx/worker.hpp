@@ -64,7 +64,8 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
   std::uint64_t refused = 0;           ///< Incoming messages refused (each answered, if possible).
   std::uint64_t ignored_acks = 0;      ///< Acks naming what is not in flight, or malformed.
   std::uint64_t peers_accepted = 0;    ///< Connections accepted by the listener.
-  std::uint64_t peers_lost = 0;        ///< Connections that failed or were closed by the peer.
+  std::uint64_t peers_lost = 0;        ///< Connections that failed, were closed by the peer, or
+                                       ///< were ended here because an answer could not go out.
   std::uint64_t readiness_waits = 0;   ///< Sends held back until their readiness point passed.
   std::uint64_t memory_waits = 0;      ///< Arrivals that waited for a free receive_pool block.
 };
@@ -129,7 +130,8 @@ class HOLOSCAN_DLPACK_API Worker {
    */
   std::optional<PeerId> accept(int timeout_ms);
 
-  /** @brief Closes a connection; its sends in flight are reported failed (kClosed). */
+  /** @brief Closes a connection; its sends in flight are reported failed (kClosed), and
+   *         receive() reports nothing more of it (its tensors not handed out are dropped). */
   expected<void, Error> disconnect(PeerId peer);
 
   /**
@@ -155,7 +157,8 @@ class HOLOSCAN_DLPACK_API Worker {
    *
    * Errors, each reported once, in arrival order, the worker staying usable: a refused message
    * (kInvalidArgument / kProtocolError / kIncompatible / kNotImplemented naming the field, or
-   * the pool's or the allocation's refusal); kClosed naming a peer that disconnected or died.
+   * the pool's or the allocation's refusal); kClosed naming a peer that closed the connection or
+   * died, or whose connection this worker ended because an answer to it could not go out.
    */
   expected<std::optional<Received>, Error> receive(int timeout_ms);
 

@@ -1,0 +1,27 @@
+#pragma once
+// The UCX test binary replaces ucp_am_send_nbx (failing_am_send.cpp: it calls UCX's own through
+// dlsym(RTLD_NEXT)) so that a test can make the active messages of one id fail as if UCX had
+// refused them, which nothing else can make happen on demand.
+#include <cstddef>
+
+#include <ucp/api/ucp.h>
+
+#include "holoscan/ucx/wire.hpp"
+
+namespace holoscan::test {
+
+/** @brief While alive, the next `count` sends of active message `id` in this process fail with
+ *         `status` (UCX is not called for them). */
+class FailingAmSends {
+ public:
+  /** @brief Arms the failures. */
+  FailingAmSends(ucx::MessageId id, ucs_status_t status, std::size_t count = 1) noexcept;
+  /** @brief Disarms them. */
+  ~FailingAmSends();
+  FailingAmSends(const FailingAmSends&) = delete;
+  FailingAmSends& operator=(const FailingAmSends&) = delete;
+  /** @brief How many sends failed so far. */
+  std::size_t failed() const noexcept;
+};
+
+}  // namespace holoscan::test
