@@ -167,9 +167,10 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
                               0});
 }
 
-// Landing ones are dropped when UCX calls back. Landed ones are still handed out after a failure
-// (the tensors a peer delivered before it died), but not after a disconnect here: their sender
-// is told kClosed, so handing them out would deliver a tensor reported failed.
+// Landing ones are dropped when UCX calls back. Landed ones are still handed out after UCX
+// reported the connection broken (the tensors a peer delivered before it died), but not when this
+// side ended it: their sender is told kClosed, so handing them out would deliver a tensor
+// reported failed.
 void Worker::State::drop_arrivals(PeerId peer, bool landed_too) {
   for (auto& entry : arrivals) {
     Arrival& arrival = *entry;

@@ -1,8 +1,9 @@
 // Connections: the listener, connecting, accepting, and what happens when a connection ends. A
 // peer is lost exactly once (UCX's error callback, a disconnect, or the worker's end); losing it
-// fails its sends in flight and drops its pending arrivals (after a disconnect here, also those
-// that landed and were not handed out), and a peer lost by failure is reported to receive() as
-// kClosed after everything it delivered.
+// fails its sends in flight and drops its pending arrivals (when the connection is ended here, a
+// disconnect or an answer that could not go out, also those that landed and were not handed
+// out), and a peer lost otherwise than by disconnect is reported to receive() as kClosed after
+// everything it delivered.
 #include <arpa/inet.h>
 #include <netdb.h>
 
@@ -229,7 +230,9 @@ void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
   }
   peer.lost = true;
   fail_outgoing(peer, reason);
-  drop_arrivals(peer.id, !report);
+  // What landed is still handed out only when UCX reported the connection broken; when it is
+  // ended here, its sender is told kClosed for those tensors too.
+  drop_arrivals(peer.id, /*landed_too=*/!peer.endpoint_failed);
   if (report) {
     auto marker = std::make_unique<Arrival>();
     marker->state = this;

@@ -95,6 +95,37 @@ TEST(UcxRefusal, ARefusalUcxCannotSendEndsTheConnectionAndTheSenderLearnsClosed)
   EXPECT_EQ(sender.pool->available_blocks(), 2u);
 }
 
+// A tensor that landed before the connection was ended here (its refusal's Ack could not go out)
+// is not handed out: its sender is told kClosed for it, as for every send in flight.
+TEST(UcxRefusal, AConnectionEndedHereHandsOutNothingItsSenderIsToldFailed) {
+  constexpr std::uint64_t kSmallTensor = 4;  // 8 bytes: lands under the receiver's limit
+  Refusing sides;
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  SeriesSender sender(sides.client, *sides.link.client, 2);
+  ASSERT_TRUE(sender.send(kSmallTensor));
+  ASSERT_TRUE(sender.send(kRefusedTensor));
+  {
+    FailingAmSends failing(ucx::MessageId::kAck, UCS_ERR_IO_ERROR);
+    for (int i = 0; i < 1000 && failing.failed() == 0; ++i) {
+      (void)sides.receiver.progress();  // lands and refuses without handing anything out
+      sender.drain();
+    }
+    ASSERT_EQ(failing.failed(), 1u) << "the refusal's Ack was not sent";
+  }
+  ASSERT_TRUE(finish_both(sides.receiver, sender, kPatienceMs))
+      << "the sender never learned what became of its tensors";
+  const auto errors = errors_reported(sides.receiver);  // fails on a tensor handed out
+  ASSERT_FALSE(errors.empty());
+  EXPECT_EQ(errors.back().code, ErrorCode::kClosed) << errors.back().message;
+  EXPECT_TRUE(sender.delivered.empty());
+  ASSERT_EQ(sender.failed.size(), 2u);
+  for (const auto& [sequence, error] : sender.failed) {
+    EXPECT_TRUE(error.code == ErrorCode::kClosed || error.code == ErrorCode::kResourceExhausted)
+        << "tensor " << sequence << ": " << error.message;
+  }
+  EXPECT_EQ(sender.pool->available_blocks(), 2u);
+}
+
 // The receiver's rounds with the allocation after the first `skip` failing (an exception out of
 // a round is out of host memory in a step of its own: the next round goes on); how many failed.
 std::uint64_t progress_failing(ucx::Worker& receiver, std::uint64_t skip) {
