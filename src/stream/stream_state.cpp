@@ -15,32 +15,35 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
     return false;
   }
   std::lock_guard<SpinMutex> lock(mutex_);
-  cudaEvent_t event = readiness_.event;
-  const bool switches_device = event == nullptr || readiness_.device != location->device;
-  if (!switches_device && !order_after_readiness(*location, stream)) {
-    return false;
-  }
+  const bool switches_device =
+      readiness_.event == nullptr || readiness_.device != location->device;
   auto spare = spare_readiness_.end();
   if (switches_device) {
     spare = std::find_if(spare_readiness_.begin(), spare_readiness_.end(),
                          [&](const StreamPoint& p) { return p.device == location->device; });
-    if (spare != spare_readiness_.end()) {
-      // The spare's event is recorded again below, which would forget the point it holds: the
-      // stream first waits for that point, so that the new one is ordered after it.
-      if (!order_after(*spare, *location, stream)) {
-        return false;
-      }
-      event = spare->event;
-    } else if (auto acquired = acquire_event(location->device)) {
-      event = *acquired;
-    } else {
+  }
+  // The point this device already has (the readiness itself, or one kept from before the readiness
+  // left the device) has its one event recorded again below: the stream first waits for that
+  // point, so that the new one is ordered after both. (Keeping the old point beside it instead
+  // would take a second event and leave consumers, who wait for one point, unordered with the
+  // first stream.) One cudaStreamWaitEvent when the stream changes, none when it records again.
+  const StreamPoint* kept =
+      !switches_device ? &readiness_ : (spare != spare_readiness_.end() ? &*spare : nullptr);
+  if (kept != nullptr && !order_after(*kept, *location, stream)) {
+    return false;
+  }
+  cudaEvent_t event = kept != nullptr ? kept->event : nullptr;
+  if (event == nullptr) {
+    auto acquired = acquire_event(location->device);
+    if (!acquired) {
       return false;
     }
+    event = *acquired;
   }
   const RecordStamp stamp = record_event(event, stream);
   if (stamp.recorder == 0) {
-    if (switches_device && spare == spare_readiness_.end()) {
-      release_event(location->device, event);
+    if (kept == nullptr) {
+      release_event(location->device, event);  // acquired above
     }
     return false;
   }
@@ -69,17 +72,8 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   return true;
 }
 
-// The readiness moves to another stream of its device, where its one event is recorded next: that
-// stream first waits for the point recorded before, so that the new point is ordered after both.
-// (Keeping the old point beside it instead would take a second event and leave consumers, who
-// wait for one point, unordered with the first stream.) Costs one cudaStreamWaitEvent when the
-// stream changes, none when the same stream records again; false, state unchanged, on failure.
-bool StreamState::order_after_readiness(const StreamLocation& next, cudaStream_t stream) noexcept {
-  return order_after(readiness_, next, stream);
-}
-
 // Orders what is queued on `stream` (at `next`) from now on after `point`: one
-// cudaStreamWaitEvent, none when `point` was recorded on `stream` itself.
+// cudaStreamWaitEvent, none when `point` was recorded on `stream` itself; false on failure.
 bool StreamState::order_after(const StreamPoint& point, const StreamLocation& next,
                               cudaStream_t stream) noexcept {
   return next.is_stream_of(point, stream) ||

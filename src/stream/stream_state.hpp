@@ -92,7 +92,6 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   void reset() noexcept;
 
  private:
-  bool order_after_readiness(const StreamLocation& next, cudaStream_t stream) noexcept;
   static bool order_after(const StreamPoint& point, const StreamLocation& next,
                           cudaStream_t stream) noexcept;
 
