@@ -10,7 +10,8 @@
 // roundtrip  one consumer; each tensor waits for its Release before the next (RESULT line:
 //            microseconds per export + import + release; trace=PREFIX adds the median of each
 //            stage on both sides, TRACE lines)
-// pipeline   producer -> relay (adds one into its own pool) -> sink (RESULT line: tensors/s)
+// pipeline   producer -> relay (adds one into its own pool) -> sink (RESULT line: tensors/s;
+//            trace=PREFIX adds the median of each stage of the three processes)
 //            (spin=1, roundtrip and pipeline: importers ask receive(0) until a tensor comes
 //            instead of sleeping in receive(), as the spinning floor polls its socket)
 // floor      the round trip's floor by hand: a socket ping-pong of the library's frames plus one
@@ -188,7 +189,11 @@ class Run {
     seconds_ = std::chrono::duration<double>(Clock::now() - start_time).count();
     timed_ = shape_.count - warm_up;
     if (!shape_.trace.empty() && trace_.write()) {
-      ipc_demo::print_round_trip_stages(stdout, shape_.trace, warm_up);
+      if (one_at_a_time) {
+        ipc_demo::print_round_trip_stages(stdout, shape_.trace, warm_up);
+      } else {
+        ipc_demo::print_pipeline_stages(stdout, shape_.trace, warm_up);
+      }
     }
     return produced && children_ok;
   }

@@ -252,19 +252,23 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
     return failed(2, "setup", !sink ? sink.error() : !pool ? pool.error() : holoscan::Error{});
   }
   const std::uint64_t blocks_before = host_blocks();
+  StageTrace trace(shape.trace.empty() ? std::string() : shape.trace + ".relay", shape.count);
   BusyMeter busy;
   for (long i = 0; i < shape.count; ++i) {
     if (i == kWarmUpTensors) {
       busy.start();
     }
+    trace.mark(i, 0);
     Tensor in_tensor;
     Tensor out_tensor;
     if (!receive(*importer, in_tensor, shape.spin)) {
       return 3;
     }
+    trace.mark(i, 1);
     if (!allocate(**pool, *exporter, shape, out_tensor)) {
       return 4;
     }
+    trace.mark(i, 2);
     if (!in_tensor.synchronize_for_consumer_stream(stream) ||
         launch_add_one(in_tensor.data_as<std::uint32_t>(),
                        static_cast<std::uint32_t*>(out_tensor.data()),
@@ -272,11 +276,17 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
         !in_tensor.set_deallocation_stream(stream) || !out_tensor.set_readiness_stream(stream)) {
       return failed(5, "relay", holoscan::Error{ErrorCode::kFailure, "add_one failed", 0});
     }
+    trace.mark(i, 3);
     if (!publish(*exporter, *sink, out_tensor)) {
       return 6;
     }
+    trace.mark(i, 4);
+    in_tensor = Tensor();  // its Release goes out now
+    out_tensor = Tensor();
+    trace.mark(i, 5);
   }
   busy.report(stdout, "relay", shape.count - kWarmUpTensors);
+  (void)trace.write();
   const bool drained = drain(*exporter);
   const std::uint64_t blocks = host_blocks() - blocks_before;
   std::printf("relay %d: %ld tensors relayed, %llu host blocks on the hot path\n",

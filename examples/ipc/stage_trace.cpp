@@ -109,4 +109,28 @@ void print_round_trip_stages(std::FILE* out, const std::string& prefix, long fir
   }
 }
 
+void print_pipeline_stages(std::FILE* out, const std::string& prefix, long first) {
+  const Stamps producer = StageTrace::read(prefix + ".producer");
+  const Stamps relay = StageTrace::read(prefix + ".relay");
+  const Stamps sink = StageTrace::read(prefix + ".consumer");
+  const Segment segments[] = {
+      {"producer: allocate (polls the exporter)", &producer, 0, &producer, 1},
+      {"producer: fill kernel, set_readiness_stream", &producer, 1, &producer, 2},
+      {"producer: publish (export, send)", &producer, 2, &producer, 3},
+      {"-> relay: receive returns the import", &producer, 3, &relay, 1},
+      {"relay: receive (waiting included)", &relay, 0, &relay, 1},
+      {"relay: allocate (polls the exporter)", &relay, 1, &relay, 2},
+      {"relay: wait, add-one kernel, both points", &relay, 2, &relay, 3},
+      {"relay: publish (export, send)", &relay, 3, &relay, 4},
+      {"relay: drop both (Release sent)", &relay, 4, &relay, 5},
+      {"-> sink: receive returns the import", &relay, 4, &sink, 0},
+      {"sink: wait, check kernel, deallocation", &sink, 0, &sink, 1},
+      {"sink: drop (release recorded and sent)", &sink, 1, &sink, 2},
+      {"relay: one tensor, end to end", &relay, 0, &relay, 5},
+  };
+  for (const Segment& segment : segments) {
+    print_segment(out, segment, first);
+  }
+}
+
 }  // namespace ipc_demo

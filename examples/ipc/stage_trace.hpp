@@ -14,7 +14,7 @@ namespace ipc_demo {
 class StageTrace {
  public:
   /** @brief Stages a process stamps at most. */
-  static constexpr std::size_t kStages = 5;
+  static constexpr std::size_t kStages = 6;
 
   /** @brief Stamps kept for `count` tensors, written to `path` (empty: nothing is kept). */
   StageTrace(std::string path, long count);
@@ -36,5 +36,11 @@ class StageTrace {
  *        from the producer's and the consumer's stamps of tensors `first` on (after the warm-up).
  */
 void print_round_trip_stages(std::FILE* out, const std::string& prefix, long first);
+
+/**
+ * @brief Prints the same for each stage of a producer -> relay -> sink pipeline, from the three
+ *        processes' stamps of tensors `first` on: where each process spends its time per tensor.
+ */
+void print_pipeline_stages(std::FILE* out, const std::string& prefix, long first);
 
 }  // namespace ipc_demo
