@@ -35,6 +35,7 @@
 #include <holoscan/ipc.hpp>
 
 #include "ipc/busy_time.hpp"
+#include "ipc/finish_stamps.hpp"
 #include "ipc/floor.hpp"
 #include "ipc/host_blocks.hpp"
 #include "ipc/roles.hpp"
@@ -98,9 +99,10 @@ std::vector<std::string> shape_words(const ipc_demo::RunShape& shape) {
   return words;
 }
 
-// A child running `role` with `in` (and `out`, for a relay) as its channel ends.
+// A child running `role` with `in` (and `out`, for a relay) as its channel ends; a consumer
+// writes the moment it finished to `done` (if given).
 pid_t start(const std::string& role, const ipc_demo::RunShape& shape, int in, int out = -1,
-            const std::string& extra = "") {
+            const std::string& extra = "", int done = -1) {
   std::vector<std::string> words = shape_words(shape);
   words.push_back("role=" + role);
   words.push_back("in_fd=" + std::to_string(in));
@@ -108,6 +110,10 @@ pid_t start(const std::string& role, const ipc_demo::RunShape& shape, int in, in
   if (out >= 0) {
     words.push_back("out_fd=" + std::to_string(out));
     inherited.push_back(out);
+  }
+  if (done >= 0) {
+    words.push_back("done_fd=" + std::to_string(done));
+    inherited.push_back(done);
   }
   if (!extra.empty()) {
     words.push_back(extra);
@@ -128,11 +134,13 @@ class Run {
     if (!ends) {
       return false;
     }
-    const pid_t pid = start(role, shape_, ends->second.fd(), out, extra);
+    const pid_t pid = start(role, shape_, ends->second.fd(), out, extra,
+                            role == "consumer" ? done_fd() : -1);
     if (pid < 0) {
       return false;
     }
     children_.push_back(pid);
+    consumers_ += role == "consumer" ? 1 : 0;
     auto peer = exporter_->add_peer(std::move(ends->first), 60000);
     if (!peer) {
       std::fprintf(stderr, "ipc demo: %s did not connect: %s\n", role.c_str(),
@@ -143,11 +151,16 @@ class Run {
     return true;
   }
 
-  // Starts a child that no channel of this process reaches (the sink of a pipeline).
-  bool add_child(pid_t pid) {
+  // Starts a child that no channel of this process reaches (the sink of a pipeline), which
+  // writes to done_fd() when it finished.
+  bool add_consumer(pid_t pid) {
     children_.push_back(pid);
+    ++consumers_;
     return pid > 0;
   }
+
+  // Where the consumers write when they finished (see ipc_demo::FinishStamps).
+  int done_fd() const { return finish_.write_fd(); }
 
   bool set_up() {
     auto exporter = ipc::Exporter::create();
@@ -162,10 +175,12 @@ class Run {
     }
     exporter_.emplace(std::move(*exporter));
     pool_ = std::move(*pool);
-    return true;
+    return finish_.open();
   }
 
-  // Produces every tensor; the clock runs from the end of the warm-up to the children's exit.
+  // Produces every tensor. The clock runs from the end of the warm-up to the last Release seen
+  // (one at a time) or to the last consumer's last check, as torch.multiprocessing's side is timed
+  // (ipc_bench.py): not to the children's exit, whose CUDA teardown is no part of the stream.
   bool run(bool one_at_a_time) {
     const long warm_up = std::min(kWarmUp, shape_.count);
     if (!ipc_demo::produce(*exporter_, peers_, *pool_, stream_, shape_, 0, warm_up, one_at_a_time,
@@ -178,6 +193,7 @@ class Run {
     busy.start();
     bool produced = ipc_demo::produce(*exporter_, peers_, *pool_, stream_, shape_, warm_up,
                                       shape_.count, one_at_a_time, &trace_);
+    const auto produced_time = Clock::now();
     busy.report(stdout, "producer", shape_.count - warm_up);
     produced = produced && ipc_demo::drain(*exporter_);
     host_blocks_ = ipc_demo::host_blocks() - blocks_before;
@@ -186,7 +202,11 @@ class Run {
       children_ok &=
           ipc_demo::wait_exit(pid, kChildTimeoutMs, [&] { (void)exporter_->poll(); }) == 0;
     }
-    seconds_ = std::chrono::duration<double>(Clock::now() - start_time).count();
+    const auto exit_time = Clock::now();
+    const std::optional<Clock::time_point> finished = finish_.latest(consumers_);
+    const auto end_time = one_at_a_time ? produced_time : finished.value_or(exit_time);
+    seconds_ = std::chrono::duration<double>(end_time - start_time).count();
+    exit_seconds_ = std::chrono::duration<double>(exit_time - start_time).count();
     timed_ = shape_.count - warm_up;
     if (!shape_.trace.empty() && trace_.write()) {
       if (one_at_a_time) {
@@ -199,6 +219,8 @@ class Run {
   }
 
   double seconds() const { return seconds_; }
+  // From the end of the warm-up to the children's exit.
+  double exit_seconds() const { return exit_seconds_; }
   long timed() const { return timed_; }
   std::uint64_t host_blocks() const { return host_blocks_; }
 
@@ -212,7 +234,10 @@ class Run {
   std::vector<pid_t> children_;
   std::uint64_t host_blocks_ = 0;
   double seconds_ = 0;
+  double exit_seconds_ = 0;
   long timed_ = 0;
+  ipc_demo::FinishStamps finish_;
+  int consumers_ = 0;  // children that write to finish_
 };
 
 int run_demo(const ipc_demo::RunShape& shape) {
@@ -251,7 +276,7 @@ int run_pipeline(const ipc_demo::RunShape& shape) {
   if (!link || !run.set_up()) {
     return 1;
   }
-  if (!run.add_child(start("consumer", shape, link->second.fd(), -1, "offset=1")) ||
+  if (!run.add_consumer(start("consumer", shape, link->second.fd(), -1, "offset=1", run.done_fd())) ||
       !run.connect("relay", "", link->first.fd())) {
     return 1;
   }
@@ -259,9 +284,10 @@ int run_pipeline(const ipc_demo::RunShape& shape) {
   const bool ok = run.run(/*one_at_a_time=*/false);
   std::printf(
       "RESULT mode=pipeline count=%ld elements=%lld tensors_per_s=%.0f host_blocks=%llu "
-      "spin=%d ok=%d\n",
+      "spin=%d ok=%d tensors_per_s_to_exit=%.0f\n",
       run.timed(), static_cast<long long>(shape.elements), run.timed() / run.seconds(),
-      static_cast<unsigned long long>(run.host_blocks()), shape.spin ? 1 : 0, ok ? 1 : 0);
+      static_cast<unsigned long long>(run.host_blocks()), shape.spin ? 1 : 0, ok ? 1 : 0,
+      run.timed() / run.exit_seconds());
   return ok ? 0 : 1;
 }
 
@@ -282,7 +308,8 @@ int main(int argc, char** argv) {
   if (role != words.values.end()) {
     const int in = static_cast<int>(words.get("in_fd", -1));
     if (role->second == "consumer") {
-      return ipc_demo::consume(in, shape, static_cast<std::uint32_t>(words.get("offset", 0)));
+      return ipc_demo::consume(in, shape, static_cast<std::uint32_t>(words.get("offset", 0)),
+                               static_cast<int>(words.get("done_fd", -1)));
     }
     if (role->second == "relay") {
       return ipc_demo::relay(in, static_cast<int>(words.get("out_fd", -1)), shape);

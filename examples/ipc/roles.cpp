@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ipc/busy_time.hpp"
+#include "ipc/finish_stamps.hpp"
 #include "ipc/host_blocks.hpp"
 #include "ipc/ipc_kernels.hpp"
 
@@ -170,7 +171,7 @@ bool drain(ipc::Exporter& exporter) {
   return true;
 }
 
-int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
+int consume(int channel_fd, const RunShape& shape, std::uint32_t offset, int done_fd) {
   count_host_blocks();
   auto channel = ipc::Channel::adopt(ipc::UniqueFd(channel_fd));
   if (!channel) {
@@ -225,6 +226,7 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset) {
       cudaMemcpy(&wrong, mismatches, sizeof(wrong), cudaMemcpyDeviceToHost) != cudaSuccess) {
     return failed(7, "results", holoscan::Error{ErrorCode::kFailure, "cannot read", 0});
   }
+  FinishStamps::write(done_fd);
   std::printf(
       "consumer %d: %ld tensors checked on the GPU, %llu mismatching elements, %llu host "
       "blocks on the hot path\n",

@@ -49,9 +49,10 @@ bool drain(holoscan::ipc::Exporter& exporter);
  * @brief The consumer process: imports `shape.count` tensors from `channel_fd`, checks each on
  *        the GPU against pattern(i) + `offset`, and prints what it saw. Exit status: 0 when
  *        every element matched and no host block happened on the hot path. With
- *        `shape.trace`, stamps each tensor as received, consumed and dropped.
+ *        `shape.trace`, stamps each tensor as received, consumed and dropped. Once the checks
+ *        have completed on the GPU, writes that moment to `done_fd` (if not -1; FinishStamps).
  */
-int consume(int channel_fd, const RunShape& shape, std::uint32_t offset);
+int consume(int channel_fd, const RunShape& shape, std::uint32_t offset, int done_fd = -1);
 
 /**
  * @brief The relay process: imports from `in_fd`, adds one to each tensor into a block of its own
