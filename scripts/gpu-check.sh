@@ -8,7 +8,9 @@
 # pipeline, ipc, ucx, twogpu (default: all; twogpu needs two GPUs, i.e. the nvidia-h200-x2 kind,
 # and says so on one). SANITIZER_TOOLS picks the compute-sanitizer tools (default:
 # memcheck racecheck synccheck initcheck); BENCH_REPETITIONS the interleaved repetitions of the
-# benchmarks (default 7); UCX_SANITIZER_TOOLS those of the ucx stage (default: memcheck).
+# benchmarks (default 7); UCX_SANITIZER_TOOLS those of the ucx stage (default: memcheck);
+# IPC_SANITIZER_TOOLS those of the ipc stage, whose benchmark also runs under an MPS daemon
+# unless IPC_MPS=0.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-$PWD/out/gpu-check}
@@ -164,9 +166,32 @@ ipc() {
   note "ipc demo: exit $? — $(grep -E '^ipc demo: ' "$out/ipc-demo.log" | tr '\n' ' ')"
   grep -E '^consumer ' "$out/ipc-demo.log" | tee -a "$summary"
   python3 benchmarks/ipc_bench.py --binary build/gpu/examples/holoscan_dlpack_ipc_demo \
-    >"$out/ipc-bench.txt" 2>&1
+    --json "$out/ipc-bench.json" >"$out/ipc-bench.txt" 2>&1
   note "ipc bench: exit $?"
   tail -5 "$out/ipc-bench.txt" | tee -a "$summary"
+  # Again with every process's work in one context (docs/ipc.md, "Several processes on one GPU").
+  if [ "${IPC_MPS:-1}" = 1 ] && start_mps; then
+    python3 benchmarks/ipc_bench.py --binary build/gpu/examples/holoscan_dlpack_ipc_demo \
+      --json "$out/ipc-bench-mps.json" >"$out/ipc-bench-mps.txt" 2>&1
+    note "ipc bench with MPS: exit $?"
+    stop_mps
+    tail -5 "$out/ipc-bench-mps.txt" | tee -a "$summary"
+  fi
+}
+
+# An MPS control daemon for this script's processes (its pipes in a temporary folder, its log
+# under $out), if the driver has one; stop_mps ends it.
+start_mps() {
+  command -v nvidia-cuda-mps-control >/dev/null || { note "mps: no nvidia-cuda-mps-control"; return 1; }
+  export CUDA_MPS_PIPE_DIRECTORY="${TMPDIR:-/tmp}/holoscan-dlpack-mps" CUDA_MPS_LOG_DIRECTORY="$out/mps-log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || { note "mps: the daemon did not start"; return 1; }
+  sleep 1
+}
+
+stop_mps() {
+  echo quit | nvidia-cuda-mps-control
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
 
 # Tensors over UCX (built when .deps/ucx was carried): the GPU tests (device tensors both ways over
