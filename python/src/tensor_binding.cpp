@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "dl_types.hpp"
 #include "errors.hpp"
+#include "dlpack_fastcall.hpp"
 #include "exports.hpp"
 #include "imports.hpp"
 #include "stream_arg.hpp"
@@ -104,18 +105,8 @@ void bind_holoscan_api(nb::class_<Tensor>& type) {
 
 // Holoscan 5.0's protocols: DLPack (both directions) and the array interfaces.
 void bind_protocols(nb::class_<Tensor>& type) {
-  type.def("__dlpack__", &export_dlpack, nb::kw_only(), nb::arg("stream") = nb::none(),
-           nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
-           nb::arg("copy") = nb::none(), Entry(),
-           nb::sig("def __dlpack__(self, *, stream: object | None = None, max_version: "
-                   "tuple[int, int] | None = None, dl_device: tuple[int, int] | DLDevice | None "
-                   "= None, copy: bool | None = None) -> object"),
-           "Exports a DLPack capsule after ordering `stream` after readiness: None/1 legacy "
-           "default, 2 per-thread default, -1 no synchronization, a stream pointer, or an object "
-           "with __cuda_stream__(); 0 is invalid; ignored for host tensors. A read-only tensor "
-           "needs max_version >= (1, 0) (BufferError else). copy=True or another dl_device "
-           "gives an owning, writable copy, made on `stream` after the readiness point.")
-      .def("__dlpack_device__", &dlpack_device, Entry(),
+  bind_dlpack_method(type);  // a plain CPython method: see dlpack_fastcall.hpp
+  type.def("__dlpack_device__", &dlpack_device, Entry(),
            nb::sig("def __dlpack_device__(self) -> tuple[int, int]"),
            "(device_type, device_id) as ints.")
       .def_prop_ro("__cuda_array_interface__", &cuda_array_interface, Entry(),

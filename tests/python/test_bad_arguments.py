@@ -37,6 +37,27 @@ def test_max_version_of_any_size_picks_the_capsule_by_its_sign():
     assert capsule_name(writable.__dlpack__(max_version=(-(2**70), 0))) == "dltensor"
 
 
+def test_dlpack_takes_its_four_arguments_by_keyword_only():
+    t = host_tensor()
+    with pytest.raises(TypeError, match=r"takes no positional arguments .* 1 given"):
+        t.__dlpack__(None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'strem'"):
+        t.__dlpack__(strem=None, max_version=(1, 0))
+    # Keywords built at run time are not interned: matched by their text all the same.
+    name = "".join(["max_", "version"])
+    assert capsule_name(t.__dlpack__(**{name: (1, 0)})) == "dltensor_versioned"
+    assert capsule_name(t.__dlpack__(stream=None, max_version=(1, 0), dl_device=None,
+                                     copy=None)) == "dltensor_versioned"
+
+
+def test_dlpack_of_a_tensor_never_initialized_is_a_type_error():
+    blank = hd.Tensor.__new__(hd.Tensor)
+    with pytest.raises(TypeError, match="never initialized"):
+        blank.__dlpack__(max_version=(1, 0))
+    with pytest.raises(TypeError, match="doesn't apply to a 'numpy.ndarray'"):
+        hd.Tensor.__dlpack__(np.arange(3.0), max_version=(1, 0))
+
+
 def stream_users():
     t = host_tensor()
     return [
