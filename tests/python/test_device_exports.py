@@ -10,8 +10,8 @@ from conftest import KDL_CPU, KDL_CUDA, cuda_device_present
 
 @pytest.fixture
 def device_tensor(testing):
-    # as_tensor takes -1 (no readiness is recorded), so that no stream is touched here.
-    return hd.as_tensor(testing.make_capsule(shape=[2, 3], device=(KDL_CUDA, 0)), stream=-1)
+    # A bare capsule without a stream records no readiness, so that no stream is touched here.
+    return hd.as_tensor(testing.make_capsule(shape=[2, 3], device=(KDL_CUDA, 0)))
 
 
 class CudaStreamProtocol:
