@@ -107,6 +107,14 @@ void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
 // memory outlives what the consumer queues there.
 nb::object export_copy(const Tensor& tensor, DLDevice target, const ProtocolStream& consumer,
                        bool versioned) {
+  // Holoscan 5.0: a copy from or to device memory is queued on the consumer's stream, which -1
+  // does not name (a host copy needs none).
+  if (consumer.kind == ProtocolStream::Kind::kNoSync &&
+      (cuda_array_device(tensor.device().device_type) || cuda_array_device(target.device_type))) {
+    throw nb::buffer_error(
+        "stream=-1 cannot order an explicit Tensor copy from or to device memory: pass the "
+        "consumer's stream (None or 1 for the legacy default stream)");
+  }
   const Tensor copy = copy_for_export(tensor, target, consumer);
   if (versioned) {
     return to_capsule(export_copy_versioned(copy, consumer));

@@ -12,8 +12,9 @@ namespace holoscan::python {
  *        (0 is invalid; ignored for host tensors, whose readiness the host waits for). A versioned
  *        capsule for max_version >= (1, 0), else legacy, which a read-only tensor refuses
  *        (BufferError). `copy=True` or another `dl_device` gives an owning, writable copy
- *        (Tensor::copy_to) ordered on the consumer's stream; `copy=False` with another
- *        `dl_device` raises BufferError. An unconsumed capsule frees its export when it dies.
+ *        (Tensor::copy_to) ordered on the consumer's stream (-1 is refused with BufferError when
+ *        device or managed memory is copied); `copy=False` with another `dl_device` raises
+ *        BufferError. An unconsumed capsule frees its export when it dies.
  */
 nanobind::object export_dlpack(Tensor& tensor, nanobind::handle stream,
                                nanobind::handle max_version, nanobind::handle dl_device,

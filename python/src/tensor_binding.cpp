@@ -114,7 +114,8 @@ void bind_protocols(nb::class_<Tensor>& type) {
            "default, 2 per-thread default, -1 no synchronization, a stream pointer, or an object "
            "with __cuda_stream__(); 0 is invalid; ignored for host tensors. A read-only tensor "
            "needs max_version >= (1, 0) (BufferError else). copy=True or another dl_device "
-           "gives an owning, writable copy, made on `stream` after the readiness point.")
+           "gives an owning, writable copy, made on `stream` after the readiness point (-1 is "
+           "refused when device memory is copied).")
       .def("__dlpack_device__", &dlpack_device, Entry(),
            nb::sig("def __dlpack_device__(self) -> tuple[int, int]"),
            "(device_type, device_id) as ints.")
