@@ -230,6 +230,21 @@ def test_unconsumed_export_is_freed_by_its_capsule():
     assert w() is None, "the capsule destructor did not delete the export"
 
 
+def test_unconsumed_legacy_export_is_freed_once_by_its_capsule(collect):
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+    capsule = pool.allocate([4], "float32").__dlpack__()  # writable: a legacy capsule
+    assert '"dltensor"' in repr(capsule)
+    collect()
+    with pytest.raises(hd.errors.ResourceExhaustedError):
+        pool.allocate([4], "float32")  # the capsule's export still holds the only block
+    del capsule
+    collect()
+    again = pool.allocate([4], "float32")  # the capsule's destructor freed its export
+    del again
+    collect()
+    pool.allocate([4], "float32")
+
+
 def test_export_arguments_follow_the_array_api():
     t = hd.from_dlpack(np.arange(3))
     assert t.__dlpack__(copy=False, max_version=(1, 0)) is not None
