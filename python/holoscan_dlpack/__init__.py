@@ -14,7 +14,7 @@ import os
 import signal
 from importlib import metadata as _metadata
 
-from . import _core, errors
+from . import _core, errors, tensor
 from ._core import (
     HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR,
     HOLOSCAN_DLPACK_IMPL_VERSION_MINOR,
@@ -64,6 +64,7 @@ __all__ = [
     "pending_deferred_releases",
     "release_thread_options",
     "set_release_thread_options",
+    "tensor",
 ]
 
 

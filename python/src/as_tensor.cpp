@@ -68,6 +68,18 @@ nb::object attribute_if_any(nb::handle object, const char* name) {
   return nb::steal(value);
 }
 
+// Holoscan 5.0 parses the stream of every import with one rule: the import records a readiness
+// point, which -1 (no synchronization) cannot give.
+ProtocolStream import_stream(nb::handle stream, const char* entry) {
+  const ProtocolStream consumer = parse_protocol_stream(stream);
+  if (consumer.kind == ProtocolStream::Kind::kNoSync) {
+    raise_invalid_argument(std::string(entry) +
+                           ": stream=-1 is not supported: an import needs a readiness stream "
+                           "(pass None or 1 for the legacy default stream, 2, or a stream)");
+  }
+  return consumer;
+}
+
 }  // namespace
 
 void order_explicit_consumer(Tensor& tensor, const ProtocolStream& consumer) {
@@ -84,12 +96,7 @@ nb::object from_dlpack(nb::handle object, nb::handle stream, nb::handle copy) {
   if (!copy.is_none() && !PyBool_Check(copy.ptr())) {
     throw nb::type_error("copy must be None, True or False");
   }
-  const ProtocolStream consumer = parse_protocol_stream(stream);
-  if (consumer.kind == ProtocolStream::Kind::kNoSync) {
-    raise_invalid_argument(
-        "from_dlpack: stream=-1 is not supported: an import needs a readiness stream (pass "
-        "None or 1 for the legacy default stream, 2, or a stream)");
-  }
+  const ProtocolStream consumer = import_stream(stream, "from_dlpack");
   const bool wants_copy = copy.ptr() == Py_True;  // a copy can only be asked of __dlpack__
   if (!wants_copy && nb::isinstance<Tensor>(object)) {
     return import_tensor(object, consumer);
@@ -103,7 +110,7 @@ nb::object from_dlpack(nb::handle object, nb::handle stream, nb::handle copy) {
 }
 
 nb::object as_tensor(nb::handle object, nb::handle stream) {
-  const ProtocolStream consumer = parse_protocol_stream(stream);
+  const ProtocolStream consumer = import_stream(stream, "as_tensor");
   if (nb::isinstance<Tensor>(object)) {
     return import_tensor(object, consumer);
   }

@@ -2,12 +2,18 @@
 
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
+
+#include <holoscan/dlpack_utils.hpp>
 
 #include "copy_export.hpp"
 #include "devices.hpp"
 #include "dl_types.hpp"
+#include "dlpack/dlpack_validate.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
 #include "stream_arg.hpp"
@@ -63,19 +69,45 @@ nb::object to_capsule(expected<Managed*, Error> managed) {
   return to_capsule(*managed);
 }
 
-bool wants_versioned(nb::handle max_version) {
+// The consumer's max_version: nothing for a legacy capsule; for major 1 or later the minor version
+// to stamp, the newest that both sides read (as Holoscan 5.0 stamps it). Integers of any size are
+// valid requests.
+std::optional<std::uint32_t> versioned_minor(nb::handle max_version) {
   if (max_version.is_none()) {
-    return false;
+    return std::nullopt;
   }
   PyObject* pair = max_version.ptr();
   if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
       !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || !PyLong_Check(PyTuple_GET_ITEM(pair, 1))) {
     throw nb::type_error("max_version must be None or a (major, minor) tuple of integers");
   }
-  // A major version of any size is a valid request: only its sign matters here.
   int overflow = 0;
   const long major = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(pair, 0), &overflow);
-  return overflow > 0 || (overflow == 0 && major >= 1);
+  if (overflow < 0 || (overflow == 0 && major < 1)) {
+    return std::nullopt;
+  }
+  if (overflow > 0 || major > 1) {
+    return HOLOSCAN_DLPACK_IMPL_VERSION_MINOR;  // a newer major reads ours
+  }
+  const long minor = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(pair, 1), &overflow);
+  if (overflow != 0 || minor < 0) {
+    return HOLOSCAN_DLPACK_IMPL_VERSION_MINOR;
+  }
+  return static_cast<std::uint32_t>(std::min<long>(minor, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR));
+}
+
+// DLPack 1.1 brought the float8/6/4 type codes and IS_SUBBYTE_TYPE_PADDED: a tensor that uses
+// them is never stamped 1.0, whatever the consumer asked for, since a 1.0 reader would misread it.
+nb::object to_versioned_capsule(expected<DLManagedTensorVersioned*, Error> managed,
+                                std::uint32_t minor) {
+  if (!managed) {
+    raise_error(managed.error(), Raise::kBuffer);
+  }
+  DLManagedTensorVersioned& exported = **managed;
+  const bool needs_1_1 =
+      exported.dl_tensor.dtype.code > kDLBool || (exported.flags & detail::kSubBytePaddedFlag) != 0;
+  exported.version.minor = std::max(minor, needs_1_1 ? 1U : 0U);
+  return to_capsule(&exported);
 }
 
 std::string device_text(DLDevice device) {
@@ -106,10 +138,18 @@ void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
 // sub-byte elements, which it cannot describe); it is ready on the consumer's stream, and its
 // memory outlives what the consumer queues there.
 nb::object export_copy(const Tensor& tensor, DLDevice target, const ProtocolStream& consumer,
-                       bool versioned) {
+                       std::optional<std::uint32_t> versioned) {
+  // Holoscan 5.0: a copy from or to device memory is queued on the consumer's stream, which -1
+  // does not name (a host copy needs none).
+  if (consumer.kind == ProtocolStream::Kind::kNoSync &&
+      (cuda_array_device(tensor.device().device_type) || cuda_array_device(target.device_type))) {
+    throw nb::buffer_error(
+        "stream=-1 cannot order an explicit Tensor copy from or to device memory: pass the "
+        "consumer's stream (None or 1 for the legacy default stream)");
+  }
   const Tensor copy = copy_for_export(tensor, target, consumer);
   if (versioned) {
-    return to_capsule(export_copy_versioned(copy, consumer));
+    return to_versioned_capsule(export_copy_versioned(copy, consumer), *versioned);
   }
   return to_capsule(export_copy_legacy(copy, consumer));
 }
@@ -121,7 +161,7 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
   if (!copy.is_none() && !PyBool_Check(copy.ptr())) {
     throw nb::type_error("copy must be None, True or False");
   }
-  const bool versioned = wants_versioned(max_version);
+  const std::optional<std::uint32_t> versioned = versioned_minor(max_version);
   const ProtocolStream consumer = parse_protocol_stream(stream);  // checked for every device
   const DLDevice ours = tensor.device();
   const DLDevice target = dl_device.is_none() ? ours : parse_device(dl_device, "dl_device");
@@ -144,7 +184,7 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
   }
   order_consumer(tensor, consumer);
   if (versioned) {
-    return to_capsule(tensor.to_dlpack_versioned());
+    return to_versioned_capsule(tensor.to_dlpack_versioned(), *versioned);
   }
   return to_capsule(tensor.to_dlpack());
 }

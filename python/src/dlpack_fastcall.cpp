@@ -122,7 +122,8 @@ PyMethodDef dlpack_method_def = {
     "per-thread default, -1 no synchronization, a stream pointer, or an object with "
     "__cuda_stream__(); 0 is invalid; ignored for host tensors. A read-only tensor needs "
     "max_version >= (1, 0) (BufferError else). copy=True or another dl_device gives an owning, "
-    "writable copy, made on `stream` after the readiness point."};
+    "writable copy, made on `stream` after the readiness point (-1 is refused when device "
+    "memory is copied)."};
 
 }  // namespace
 

@@ -23,7 +23,8 @@ nanobind::object from_dlpack(nanobind::handle object, nanobind::handle stream,
 /**
  * @brief `as_tensor` (Holoscan 5.0): a Tensor as `from_dlpack` takes it, else the first protocol
  *        the object has, in this order: the DLPack C exchange API, `__dlpack__` (or a capsule),
- *        `__cuda_array_interface__`, `__array_interface__`; TypeError when it has none.
+ *        `__cuda_array_interface__`, `__array_interface__`; TypeError when it has none. `stream`
+ *        -1 is refused as `from_dlpack` refuses it.
  */
 nanobind::object as_tensor(nanobind::handle object, nanobind::handle stream);
 

@@ -14,8 +14,9 @@ namespace holoscan::python {
 /**
  * @brief The copy `__dlpack__` exports: compact, writable, IS_COPIED, on `target`, ordered on the
  *        consumer's stream as Holoscan 5.0 documents it (None: the legacy default stream). With
- *        -1 the copy is made on the legacy default stream and waited for on the host, since the
- *        consumer orders nothing after it. Waits without the GIL; BufferError on failure.
+ *        -1 (host and pinned memory only: the caller refuses device memory, as 5.0 does) the copy
+ *        is made on the legacy default stream and waited for on the host, since the consumer
+ *        orders nothing after it. Waits without the GIL; BufferError on failure.
  */
 Tensor copy_for_export(const Tensor& tensor, DLDevice target, const ProtocolStream& consumer);
 

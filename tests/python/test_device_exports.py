@@ -10,8 +10,8 @@ from conftest import KDL_CPU, KDL_CUDA, cuda_device_present
 
 @pytest.fixture
 def device_tensor(testing):
-    # as_tensor takes -1 (no readiness is recorded), so that no stream is touched here.
-    return hd.as_tensor(testing.make_capsule(shape=[2, 3], device=(KDL_CUDA, 0)), stream=-1)
+    # A bare capsule without a stream records no readiness, so that no stream is touched here.
+    return hd.as_tensor(testing.make_capsule(shape=[2, 3], device=(KDL_CUDA, 0)))
 
 
 class CudaStreamProtocol:
@@ -102,13 +102,35 @@ def test_copies_of_device_memory_need_the_gpu(device_tensor):
     if cuda_device_present():
         pytest.skip("the stand-in's memory is host memory: GPU tests copy real device memory")
     # Tensor::copy_to on the consumer's stream, which CUDA cannot use here.
-    for request in (dict(dl_device=(KDL_CPU, 0)), dict(copy=True), dict(copy=True, stream=-1)):
+    for request in (dict(dl_device=(KDL_CPU, 0)), dict(copy=True)):
         with pytest.raises(BufferError, match="^kFailure: .*cudaErrorInsufficientDriver"):
             device_tensor.__dlpack__(max_version=(1, 0), **request)
     with pytest.raises(hd.errors.FailureError, match="cudaErrorInsufficientDriver"):
         device_tensor.copy()
     with pytest.raises(hd.errors.FailureError, match="cudaErrorInsufficientDriver"):
         device_tensor.copy_to((KDL_CPU, 0))
+
+
+KDL_CUDA_MANAGED = 13
+
+
+@pytest.mark.parametrize("source, request_", [
+    ((KDL_CUDA, 0), dict(copy=True)),
+    ((KDL_CUDA, 0), dict(dl_device=(KDL_CPU, 0))),
+    ((KDL_CUDA_MANAGED, 0), dict(copy=True)),
+    ((KDL_CPU, 0), dict(dl_device=(KDL_CUDA, 0))),
+    ((KDL_CPU, 0), dict(dl_device=(KDL_CUDA_MANAGED, 0), copy=True)),
+], ids=["device", "device-to-host", "managed", "host-to-device", "host-to-managed"])
+def test_a_device_copy_without_synchronization_is_refused(testing, collect, source, request_):
+    # Holoscan 5.0: a copy from or to device memory is queued on the consumer's stream, and -1
+    # names none; refused before any copy is made (no CUDA call: this runs without a driver).
+    deleted = testing.deleter_calls()
+    t = hd.as_tensor(testing.make_capsule(shape=[4], device=source))
+    with pytest.raises(BufferError, match="stream=-1 cannot order an explicit Tensor copy"):
+        t.__dlpack__(max_version=(1, 0), stream=-1, **request_)
+    del t
+    collect()
+    assert testing.deleter_calls() == deleted + 1, "the refused export leaked or freed twice"
 
 
 def test_cuda_array_interface_of_a_device_tensor(device_tensor):

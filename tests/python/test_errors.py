@@ -119,6 +119,6 @@ def test_python_conventions_keep_their_builtins(testing):
         t.__dlpack__()  # the DLPack protocol's refusal
     with pytest.raises(BufferError):
         hd.from_dlpack(testing.make_capsule(major=2))  # a rejected import
-    device = hd.as_tensor(testing.make_capsule(device=(2, 0)), stream=-1)
+    device = hd.as_tensor(testing.make_capsule(device=(2, 0)))
     with pytest.raises(AttributeError):
         device.__array_interface__  # noqa: B018: the absent interface

@@ -1,6 +1,7 @@
 """NumPy both ways: versioned capsules, read-only authority, shapes NumPy makes awkward (0-d,
 zero-size, non-contiguous, negative strides), the array interface, and the producer's lifetime."""
 
+import ctypes
 import gc
 import weakref
 
@@ -56,6 +57,37 @@ def test_versioned_and_legacy_exports(testing):
     assert '"dltensor"' in repr(legacy)
     assert hd.from_dlpack(legacy).flags == 0  # the legacy layout has no flags
     assert "used_dltensor" in repr(legacy)
+
+
+def capsule_version(capsule):
+    """(major, minor) of a versioned capsule's DLManagedTensorVersioned, read in place."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    words = (ctypes.c_uint32 * 2).from_address(get(capsule, b"dltensor_versioned"))
+    return words[0], words[1]
+
+
+def test_versioned_exports_take_the_consumers_minor_version(testing):
+    # The array API recommends the consumer's max_version where the producer supports it; 5.0
+    # stamps (1, min(minor, its own)) for a major-1 consumer, its own version for a newer major.
+    newest = hd.DLPACK_VERSION[1]
+    t = hd.from_dlpack(testing.make_capsule(shape=[3], minor=0))  # a DLPack 1.0 producer
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+    sources = {"1.0 import": lambda v: t.__dlpack__(max_version=v),
+               "pool block": lambda v: pool.allocate([3], "float32").__dlpack__(max_version=v),
+               "copy": lambda v: t.__dlpack__(max_version=v, copy=True)}
+    for name, export in sources.items():
+        for minor in range(newest + 1):
+            assert capsule_version(export((1, minor))) == (1, minor), (name, minor)
+        for request in ((1, newest + 5), (1, -1), (2, 0)):
+            assert capsule_version(export(request)) == (1, newest), (name, request)
+
+
+def test_a_minor_version_too_old_for_the_tensor_is_not_stamped(testing):
+    if hd.DLPACK_VERSION < (1, 1):
+        pytest.skip("built against DLPack 1.0, which has no float8 types")
+    float8 = hd.from_dlpack(testing.make_capsule(minor=1, dtype=(10, 8, 1)))  # DLPack 1.1's
+    assert capsule_version(float8.__dlpack__(max_version=(1, 0))) == (1, 1)
 
 
 def test_flags_of_the_producer_are_kept_and_read_only_exported():
@@ -196,6 +228,21 @@ def test_unconsumed_export_is_freed_by_its_capsule():
     assert w() is not None, "an unconsumed export still owns the memory"
     capsules.clear()
     assert w() is None, "the capsule destructor did not delete the export"
+
+
+def test_unconsumed_legacy_export_is_freed_once_by_its_capsule(collect):
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+    capsule = pool.allocate([4], "float32").__dlpack__()  # writable: a legacy capsule
+    assert '"dltensor"' in repr(capsule)
+    collect()
+    with pytest.raises(hd.errors.ResourceExhaustedError):
+        pool.allocate([4], "float32")  # the capsule's export still holds the only block
+    del capsule
+    collect()
+    again = pool.allocate([4], "float32")  # the capsule's destructor freed its export
+    del again
+    collect()
+    pool.allocate([4], "float32")
 
 
 def test_export_arguments_follow_the_array_api():

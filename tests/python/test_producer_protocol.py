@@ -66,7 +66,6 @@ class CudaStreamProtocol:
 @pytest.mark.parametrize("import_, stream, passed", [
     (hd.from_dlpack, None, None),
     (hd.as_tensor, None, None),
-    (hd.as_tensor, -1, -1),
     (hd.from_dlpack, 1, 1),
     (hd.as_tensor, 1, 1),
     (hd.from_dlpack, 2, 2),
@@ -101,11 +100,36 @@ def test_ambiguous_or_wrong_streams_are_refused(testing):
         hd.from_dlpack(producer, stream=-7)
     with pytest.raises(hd.errors.InvalidArgumentError, match="no readiness|stream=-1"):
         hd.from_dlpack(producer, stream=-1)
+    with pytest.raises(hd.errors.InvalidArgumentError, match="as_tensor: stream=-1"):
+        hd.as_tensor(producer, stream=-1)
     with pytest.raises(TypeError, match="stream"):
         hd.from_dlpack(producer, stream="default")
     with pytest.raises(TypeError, match="bool"):
         hd.from_dlpack(producer, stream=True)
     assert producer.dlpack_calls == [], "the producer is not asked before the arguments are good"
+
+
+class HostInterface:
+    """Only NumPy's array interface, of a NumPy array."""
+
+    def __init__(self, array):
+        self.__array_interface__ = array.__array_interface__
+
+
+@pytest.mark.parametrize("make", [
+    lambda testing: testing.make_capsule(device=(KDL_CUDA, 0)),
+    lambda testing: np.arange(3.0),
+    lambda testing: HostInterface(np.arange(3.0)),
+    lambda testing: hd.from_dlpack(np.arange(3.0)),
+    lambda testing: hd.TensorPool(memory="host", block_bytes=64, block_count=1).allocate(
+        [2], "float32"),
+], ids=["capsule", "dlpack", "array-interface", "read-only-tensor", "writable-tensor"])
+def test_as_tensor_refuses_no_synchronization_on_every_path(testing, make):
+    # Holoscan 5.0 parses every import stream with one rule: an import records a readiness
+    # point, which -1 ("no synchronization") cannot give; as_tensor is no exception.
+    source = make(testing)
+    with pytest.raises(hd.errors.InvalidArgumentError, match="as_tensor: stream=-1"):
+        hd.as_tensor(source, stream=-1)
 
 
 def test_legacy_producer_is_asked_again_without_keywords():

@@ -119,3 +119,61 @@ def test_a_tensor_is_not_pickled_or_copied_by_the_copy_module(duplicate):
     # Python 3.12 names the type with its module ("holoscan_dlpack._core.Tensor"), 3.11 without.
     assert re.fullmatch(r"cannot pickle '(holoscan_dlpack\._core\.)?Tensor' object",
                         str(raised.value)), str(raised.value)
+
+
+def test_the_tensor_submodule_holds_50s_value_types():
+    # Holoscan 5.0 keeps the DLPack value types in holoscan.tensor, beside holoscan.Tensor.
+    from holoscan_dlpack import tensor
+
+    assert hd.tensor is tensor
+    assert (tensor.DLDevice, tensor.DLDataType, tensor.DLDeviceType, tensor.DLDataTypeCode) == (
+        hd.DLDevice, hd.DLDataType, hd.DLDeviceType, hd.DLDataTypeCode)
+    t = hd.from_dlpack(np.arange(3.0))
+    assert isinstance(t.device, tensor.DLDevice) and isinstance(t.dtype, tensor.DLDataType)
+    assert {"DLDataType", "DLDataTypeCode", "DLDevice", "DLDeviceType",
+            "is_tensor_like"} <= set(tensor.__all__)
+
+
+class Attributes:
+    """An object with the given attributes and nothing else."""
+
+    def __init__(self, *names):
+        for name in names:
+            setattr(self, name, None)
+
+
+class CountingInterface:
+    """An array interface whose every read is counted (a property may synchronize)."""
+
+    reads = 0
+
+    @property
+    def __array_interface__(self):
+        type(self).reads += 1
+        return np.arange(3).__array_interface__
+
+
+@pytest.mark.parametrize("obj, like", [
+    (np.arange(3), True),
+    (hd.from_dlpack(np.arange(3)), True),
+    (Attributes("__dlpack__", "__dlpack_device__"), True),
+    (Attributes("__cuda_array_interface__"), True),
+    (Attributes("__array_interface__"), True),
+    (Attributes("__dlpack__"), False),  # the DLPack protocol is both methods
+    (Attributes("__dlpack_device__"), False),
+    (3, False),
+    ([1, 2], False),
+    ("text", False),
+], ids=["numpy", "tensor", "dlpack", "cuda-interface", "host-interface", "dlpack-only",
+        "device-only", "int", "list", "str"])
+def test_is_tensor_like_names_what_as_tensor_takes(obj, like):
+    from holoscan_dlpack.tensor import is_tensor_like
+
+    assert is_tensor_like(obj) is like
+
+
+def test_is_tensor_like_reads_no_interface():
+    from holoscan_dlpack.tensor import is_tensor_like
+
+    assert is_tensor_like(CountingInterface())
+    assert CountingInterface.reads == 0, "is_tensor_like evaluated the interface"
