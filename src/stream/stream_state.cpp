@@ -21,6 +21,16 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   if (switches_device) {
     spare = std::find_if(spare_readiness_.begin(), spare_readiness_.end(),
                          [&](const StreamPoint& p) { return p.device == location->device; });
+    if (spare == spare_readiness_.end() && readiness_.event != nullptr) {
+      // Room to keep the previous device's point, made before anything is recorded: without it
+      // that point would be forgotten while its producer may still write.
+      try {
+        spare_readiness_.reserve(spare_readiness_.size() + 1);
+      } catch (...) {
+        return false;
+      }
+      spare = spare_readiness_.end();  // the reservation may have moved the points
+    }
   }
   // The point this device already has (the readiness itself, or one kept from before the readiness
   // left the device) has its one event recorded again below: the stream first waits for that
@@ -57,11 +67,7 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
         spare_readiness_.erase(spare);
       }
     } else if (readiness_.event != nullptr) {
-      try {
-        spare_readiness_.push_back(readiness_);
-      } catch (...) {
-        release_event(readiness_.device, readiness_.event);
-      }
+      spare_readiness_.push_back(readiness_);  // into the room reserved above: never throws
     }
   }
   readiness_ = location->point(stream, event, stamp);

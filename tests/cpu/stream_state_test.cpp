@@ -10,6 +10,7 @@
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
 #include "stream/stream_state.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda_test.hpp"
 #include "support/gtest_printers.hpp"
@@ -104,6 +105,35 @@ TEST_F(ReadinessAcrossDevices, ReleaseWaitsForTheReadinessLeftBeforeTheDeviceCam
   fake().complete(busy_on_0);
   flush_deferred_releases();
   EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+// Readiness moved to another device keeps the first device's point beside it; when the heap
+// cannot make room for it, the move fails and the readiness stays where it was. Before the fix the
+// first point's event went back to the pool (the move still succeeded), so device 0's producer was
+// forgotten: idle at once while it could still write.
+TEST_F(ReadinessAcrossDevices, NoRoomToKeepTheFirstDevicesPointLeavesTheReadinessWhereItWas) {
+  cudaStream_t busy_on_0 = fake().create_stream(0);
+  cudaStream_t idle_on_1 = fake().create_stream(1);
+  {
+    detail::StreamState warm;  // device 1's pool has a free event: acquiring it allocates nothing
+    ASSERT_TRUE(warm.set_readiness_stream(idle_on_1));
+  }
+  detail::StreamState state;
+  fake().launch(busy_on_0);
+  ASSERT_TRUE(state.set_readiness_stream(busy_on_0));
+  bool moved = false;
+  std::uint64_t failed = 0;
+  {
+    test::FailingAllocations failing(0);
+    moved = state.set_readiness_stream(idle_on_1);
+    failed = failing.failed();
+  }
+  EXPECT_EQ(failed, 1u);
+  EXPECT_FALSE(moved);
+  EXPECT_EQ(state.readiness_stream(), busy_on_0);
+  EXPECT_FALSE(state.poll_idle());  // before the fix: idle while device 0's producer ran
+  fake().complete(busy_on_0);
+  EXPECT_TRUE(state.poll_idle());
 }
 
 // Readiness moved from a busy stream to an idle one on the same device: one event serves both,
