@@ -4,8 +4,11 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
@@ -192,6 +195,41 @@ TEST_F(ReadinessAcrossStreams, HandOverWaitsForTheReadinessLeftOnTheFirstStream)
   EXPECT_FALSE(later_work_passed(next_user));
   fake().complete(busy_);
   EXPECT_TRUE(later_work_passed(next_user));
+}
+
+// The release points taken with the readiness beyond the list's inline room (four deallocation
+// points, none ordered after the readiness) while the heap refuses: the readiness point is waited
+// for here rather than forgotten. Before the fix its event went back to the pool at once, and the
+// points handed out (all passed) let the release run while the producer still wrote.
+TEST_F(ReadinessAcrossStreams, NoRoomForTheReadinessAmongTheReleasePointsWaitsForIt) {
+  detail::StreamState state;
+  fake().launch(busy_);
+  ASSERT_TRUE(state.set_readiness_stream(busy_));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(state.set_deallocation_stream(fake().create_stream(0)));  // passed at once
+  }
+  const auto syncs = fake().calls(test::CudaEntry::kEventSynchronize);
+  std::atomic<bool> taken{false};
+  std::thread gpu([&] {  // the producer finishes once the host waits for it (or it was taken)
+    (void)test::eventually([&] {
+      return taken.load() || fake().calls(test::CudaEntry::kEventSynchronize) > syncs;
+    });
+    fake().complete(busy_);
+  });
+  std::optional<detail::StreamPointList> points;
+  std::uint64_t failed = 0;
+  {
+    test::FailingAllocations failing(0);
+    points.emplace(state.take_release_points());
+    failed = failing.failed();
+  }
+  const bool producer_done = later_work_passed(busy_);  // before the gpu thread may finish it
+  taken = true;
+  gpu.join();
+  EXPECT_EQ(failed, 1u);
+  EXPECT_TRUE(producer_done) << "release points handed out without the readiness, which had not "
+                                "passed";
+  EXPECT_TRUE(detail::drop_completed_points(*points));
 }
 
 TEST_F(ReadinessAcrossStreams, ConsumersWaitForBothStreamsWithOneWait) {
