@@ -18,7 +18,10 @@ void on_sent(void* request, ucs_status_t status, void* user_data) {
   try {
     send->state->on_ucx_done(*send, status);
   } catch (...) {
-    // Out of host memory for the result: the claim is dropped, the send ends with its peer.
+    // Out of host memory for the result: the claim is dropped, the send ends with its peer, whose
+    // connection ends here so that it does.
+    send->state->mark_failed(send->state->find(send->peer), UCS_ERR_NO_MEMORY,
+                             "was closed here: the outcome of a send to it could not be kept");
   }
 }
 
@@ -233,9 +236,11 @@ void Worker::State::end_if_done(Outgoing& send) {
   if (send.ended || !send.outcome || send.phase != Outgoing::Phase::kReleased) {
     return;
   }
+  // The result is queued before the send counts as ended: out of host memory here, the send
+  // stays in flight with its outcome and ends again with its peer (never silently).
+  results.push_back(SendResult{send.peer, send.sequence, *send.outcome});
   send.ended = true;
   ++(*send.outcome ? stats.delivered : stats.failed);
-  results.push_back(SendResult{send.peer, send.sequence, std::move(*send.outcome)});
 }
 
 void Worker::State::sweep_ended() {
