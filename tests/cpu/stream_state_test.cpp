@@ -211,9 +211,8 @@ TEST_F(ReadinessAcrossStreams, NoRoomForTheReadinessAmongTheReleasePointsWaitsFo
   const auto syncs = fake().calls(test::CudaEntry::kEventSynchronize);
   std::atomic<bool> taken{false};
   std::thread gpu([&] {  // the producer finishes once the host waits for it (or it was taken)
-    (void)test::eventually([&] {
-      return taken.load() || fake().calls(test::CudaEntry::kEventSynchronize) > syncs;
-    });
+    (void)test::eventually(
+        [&] { return taken.load() || fake().calls(test::CudaEntry::kEventSynchronize) > syncs; });
     fake().complete(busy_);
   });
   std::optional<detail::StreamPointList> points;
