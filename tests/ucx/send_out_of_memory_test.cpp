@@ -1,13 +1,16 @@
-// A sender out of host memory while it takes in the answers to its tensors (each allocation of
-// its progress rounds made to fail in turn, support/allocation_hooks): whatever fails, every
-// send() still ends as exactly one SendResult.
+// A sender out of host memory while it takes in the answers to its tensors, or while UCX refuses a
+// tensor at once (each allocation made to fail in turn, support/allocation_hooks): whatever fails,
+// every send() that returned a sequence number ends as exactly one SendResult, and none other does.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "support/allocation_hooks.hpp"
+#include "ucx/failing_am_send.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
 
@@ -77,6 +80,60 @@ bool answers_with_failing_allocation(std::uint64_t skip) {
 
 TEST(UcxSendOutOfMemory, EverySendEndsOnceWhateverAllocationFails) {
   for_each_failing_allocation(answers_with_failing_allocation);
+}
+
+// One attempt on a fresh connection: tensor 0 sent while UCX refuses it at once, with the
+// allocation after the first `skip` of that send() failing; whether one failed.
+bool refused_send_with_failing_allocation(std::uint64_t skip) {
+  LinkedWorkers sides;
+  EXPECT_TRUE(sides.link.client);
+  if (!sides.link.client) {
+    return false;
+  }
+  SeriesSender source(sides.client, *sides.link.client, 1);  // its pool only
+  const auto layout = ucx_series::layout(0);
+  auto tensor = source.pool->allocate(layout.shape, layout.dtype);
+  EXPECT_TRUE(tensor);
+  if (!tensor) {
+    return false;
+  }
+  std::optional<expected<std::uint64_t, Error>> sent;
+  std::uint64_t failed = 0;
+  {
+    FailingAmSends refused(ucx::MessageId::kTensor, UCS_ERR_IO_ERROR);
+    FailingAllocations failing(skip);
+    try {
+      sent.emplace(sides.client.send(*sides.link.client, *tensor));
+    } catch (...) {
+    }
+    failed = failing.failed();
+  }
+  std::vector<ucx::SendResult> results;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while ((sides.client.in_flight() != 0 || (sent && *sent && results.empty())) &&
+         std::chrono::steady_clock::now() < deadline) {
+    (void)sides.receiver.progress();
+    (void)sides.client.progress();
+    while (auto result = sides.client.next_send_result()) {
+      results.push_back(std::move(*result));
+    }
+  }
+  SCOPED_TRACE("allocation " + std::to_string(skip));
+  if (sent && *sent) {
+    EXPECT_EQ(results.size(), 1u) << "the send did not end as one SendResult";
+    for (const ucx::SendResult& result : results) {
+      EXPECT_EQ(result.sequence, **sent);
+      EXPECT_FALSE(result.outcome) << "a tensor UCX refused reported delivered";
+    }
+  } else {
+    EXPECT_TRUE(results.empty()) << "a send that returned no sequence number ended";
+  }
+  EXPECT_EQ(sides.client.in_flight(), 0u) << "a send in flight for ever";
+  return failed != 0;
+}
+
+TEST(UcxSendOutOfMemory, ASendUcxRefusesAtOnceEndsOnceWhateverAllocationFails) {
+  for_each_failing_allocation(refused_send_with_failing_allocation);
 }
 
 }  // namespace
