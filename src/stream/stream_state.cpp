@@ -21,6 +21,16 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   if (switches_device) {
     spare = std::find_if(spare_readiness_.begin(), spare_readiness_.end(),
                          [&](const StreamPoint& p) { return p.device == location->device; });
+    if (spare == spare_readiness_.end() && readiness_.event != nullptr) {
+      // Room to keep the previous device's point, made before anything is recorded: without it
+      // that point would be forgotten while its producer may still write.
+      try {
+        spare_readiness_.reserve(spare_readiness_.size() + 1);
+      } catch (...) {
+        return false;
+      }
+      spare = spare_readiness_.end();  // the reservation may have moved the points
+    }
   }
   // The point this device already has (the readiness itself, or one kept from before the readiness
   // left the device) has its one event recorded again below: the stream first waits for that
@@ -57,11 +67,7 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
         spare_readiness_.erase(spare);
       }
     } else if (readiness_.event != nullptr) {
-      try {
-        spare_readiness_.push_back(readiness_);
-      } catch (...) {
-        release_event(readiness_.device, readiness_.event);
-      }
+      spare_readiness_.push_back(readiness_);  // into the room reserved above: never throws
     }
   }
   readiness_ = location->point(stream, event, stamp);
@@ -204,19 +210,35 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
   return {};
 }
 
+namespace {
+
+// Adds `point` to `points`; should the heap refuse room past the inline points, waits for it here
+// instead (a last resort, as when the release queue has no room): a point left out would let the
+// release run while its producer may still write.
+void add_or_wait(StreamPointList& points, const StreamPoint& point) noexcept {
+  if (!points.push_back(point)) {
+    StreamPointList alone;
+    alone.push_back(point);  // inline: never allocates
+    wait_and_drop_points(alone);
+  }
+}
+
+}  // namespace
+
 StreamPointList StreamState::take_release_points() noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
   StreamPointList points(std::move(deallocation_));
-  // The readiness events join the list even past its inline room; should the heap refuse, they
-  // go back to the pool at once, which only risks a host waiter seeing a recycled event. A
-  // readiness point that a deallocation point is ordered after needs no query of its own.
-  if (readiness_.event != nullptr && (readiness_covered_ || !points.push_back(readiness_))) {
-    release_event(readiness_.device, readiness_.event);
+  // The readiness events join the list even past its inline room. A readiness point that a
+  // deallocation point is ordered after needs no query of its own.
+  if (readiness_.event != nullptr) {
+    if (readiness_covered_) {
+      release_event(readiness_.device, readiness_.event);
+    } else {
+      add_or_wait(points, readiness_);
+    }
   }
   for (const StreamPoint& spare : spare_readiness_) {
-    if (!points.push_back(spare)) {
-      release_event(spare.device, spare.event);
-    }
+    add_or_wait(points, spare);
   }
   readiness_ = StreamPoint{};
   last_waiter_ = nullptr;

@@ -35,15 +35,19 @@ void WakeSignal::leave_sleep(std::uint64_t ticket) noexcept {
 }
 
 void WakeSignal::post() noexcept {
-  if (sleeping_ == 0 || posted_ || fd_ < 0) {
+  if (sleeping_ == 0 || fd_ < 0) {
     return;
   }
-  const std::uint64_t one = 1;
-  if (write(fd_, &one, sizeof(one)) != static_cast<ssize_t>(sizeof(one))) {
-    return;
+  if (!posted_) {
+    const std::uint64_t one = 1;
+    if (write(fd_, &one, sizeof(one)) != static_cast<ssize_t>(sizeof(one))) {
+      return;
+    }
+    posted_ = true;
   }
-  posted_ = true;
-  owed_ = sleeping_;
+  // Still readable from an earlier post: those asleep since are owed this one too, so that the
+  // earlier sleepers' return does not clear it under them.
+  owed_ += sleeping_;
   sleeping_ = 0;
   ++posts_;
 }

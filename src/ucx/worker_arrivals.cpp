@@ -204,10 +204,12 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
         arrivals.pop_front();
         continue;
       case Arrival::Phase::kLanded: {
-        Received received{head.peer, head.header.sequence, std::move(head.tensor)};
+        // Confirmed before the tensor leaves the arrival: out of host memory there, it stays to
+        // be handed out by the next call rather than going with the exception.
         if (const Peer* peer = find(head.peer); peer != nullptr && !peer->lost) {
           queue_delivered(head.peer, head.header.sequence);
         }
+        Received received{head.peer, head.header.sequence, std::move(head.tensor)};
         ++stats.received;
         arrivals.pop_front();
         return expected<Received, Error>(std::move(received));

@@ -208,27 +208,32 @@ std::size_t Worker::State::handle_failures() {
   }
   peers_failed = false;
   std::size_t handled = 0;
-  for (auto& [id, peer] : peers) {
-    if (peer.failure == UCS_OK || peer.lost) {
-      continue;
+  try {
+    for (auto& [id, peer] : peers) {
+      if (peer.failure == UCS_OK || peer.lost) {
+        continue;
+      }
+      lose_peer(peer,
+                Error{ErrorCode::kClosed,
+                      "ucx: peer " + std::to_string(id) + " (" + peer.name + ") " +
+                          peer.failure_what + ": " + ucs_status_string(peer.failure),
+                      0},
+                true);
+      ++handled;
+      ++stats.peers_lost;
     }
-    ++handled;
-    ++stats.peers_lost;
-    lose_peer(peer,
-              Error{ErrorCode::kClosed,
-                    "ucx: peer " + std::to_string(id) + " (" + peer.name + ") " +
-                        peer.failure_what + ": " + ucs_status_string(peer.failure),
-                    0},
-              true);
+  } catch (...) {
+    peers_failed = true;  // out of host memory: the peers not yet lost are handled next round
+    throw;
   }
   return handled;
 }
 
 void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
+  closing.reserve(closing.size() + 1);  // the close's request is kept (and freed) whatever fails
   if (!peer.endpoint_failed) {
     flush_controls();  // an orderly close still confirms what receive() handed out
   }
-  peer.lost = true;
   fail_outgoing(peer, reason);
   // What landed is still handed out only when UCX reported the connection broken; when it is
   // ended here, its sender is told kClosed for those tensors too.
@@ -241,6 +246,9 @@ void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
     marker->error = reason;
     arrivals.push_back(std::move(marker));
   }
+  // Lost only once nothing above can fail: out of host memory there, the loss is handled again
+  // whole (what ended stays ended), rather than left half done.
+  peer.lost = true;
   // A failed endpoint is closed at once. Otherwise (a disconnect, or a connection this worker
   // ends because an answer could not go out) UCX finishes what it sends first and tells the peer.
   close_endpoint(peer, peer.endpoint_failed);

@@ -15,11 +15,7 @@ void on_sent(void* request, ucs_status_t status, void* user_data) {
   auto* send = static_cast<Outgoing*>(user_data);
   ucp_request_free(request);
   send->request = nullptr;
-  try {
-    send->state->on_ucx_done(*send, status);
-  } catch (...) {
-    // Out of host memory for the result: the claim is dropped, the send ends with its peer.
-  }
+  send->state->on_ucx_done(*send, status);  // throws nothing
 }
 
 std::string about(const Outgoing& send) {
@@ -169,11 +165,19 @@ std::size_t Worker::State::post_ready_sends() {
 void Worker::State::on_ucx_done(Outgoing& send, ucs_status_t status) {
   send.phase = Outgoing::Phase::kReleased;
   send.claim = Tensor();  // UCX no longer reads the memory: the pool may reuse it
-  if (status != UCS_OK && !send.outcome) {
-    Error error = detail::ucx_error("ucx send of " + about(send), "ucp_am_send_nbx", status);
-    send.outcome = make_unexpected(std::move(error));
+  try {
+    if (status != UCS_OK && !send.outcome) {
+      Error error = detail::ucx_error("ucx send of " + about(send), "ucp_am_send_nbx", status);
+      send.outcome = make_unexpected(std::move(error));
+    }
+    end_if_done(send);
+  } catch (...) {
+    // Out of host memory for the outcome or the result (in UCX's callback, or in a send() that
+    // already took the tensor): the send ends with its peer, whose connection ends here so that
+    // it does.
+    mark_failed(find(send.peer), UCS_ERR_NO_MEMORY,
+                "was closed here: the outcome of a send to it could not be kept");
   }
-  end_if_done(send);
 }
 
 // Ends every send in flight that the Ack names (a run of consecutive sequence numbers, or one
@@ -233,9 +237,16 @@ void Worker::State::end_if_done(Outgoing& send) {
   if (send.ended || !send.outcome || send.phase != Outgoing::Phase::kReleased) {
     return;
   }
+  // Room for the result is made before the send counts as ended: out of host memory here, the
+  // send stays in flight with its outcome and ends again with its peer (never silently). The
+  // outcome is moved, never copied: tl::expected<void, E> copies an error in a noexcept function.
+  results.emplace_back();
+  SendResult& result = results.back();
+  result.peer = send.peer;
+  result.sequence = send.sequence;
+  result.outcome = std::move(*send.outcome);
   send.ended = true;
-  ++(*send.outcome ? stats.delivered : stats.failed);
-  results.push_back(SendResult{send.peer, send.sequence, std::move(*send.outcome)});
+  ++(result.outcome ? stats.delivered : stats.failed);
 }
 
 void Worker::State::sweep_ended() {

@@ -4,12 +4,16 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
 #include "stream/stream_state.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda_test.hpp"
 #include "support/gtest_printers.hpp"
@@ -106,6 +110,35 @@ TEST_F(ReadinessAcrossDevices, ReleaseWaitsForTheReadinessLeftBeforeTheDeviceCam
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+// Readiness moved to another device keeps the first device's point beside it; when the heap
+// cannot make room for it, the move fails and the readiness stays where it was. Before the fix the
+// first point's event went back to the pool (the move still succeeded), so device 0's producer was
+// forgotten: idle at once while it could still write.
+TEST_F(ReadinessAcrossDevices, NoRoomToKeepTheFirstDevicesPointLeavesTheReadinessWhereItWas) {
+  cudaStream_t busy_on_0 = fake().create_stream(0);
+  cudaStream_t idle_on_1 = fake().create_stream(1);
+  {
+    detail::StreamState warm;  // device 1's pool has a free event: acquiring it allocates nothing
+    ASSERT_TRUE(warm.set_readiness_stream(idle_on_1));
+  }
+  detail::StreamState state;
+  fake().launch(busy_on_0);
+  ASSERT_TRUE(state.set_readiness_stream(busy_on_0));
+  bool moved = false;
+  std::uint64_t failed = 0;
+  {
+    test::FailingAllocations failing(0);
+    moved = state.set_readiness_stream(idle_on_1);
+    failed = failing.failed();
+  }
+  EXPECT_EQ(failed, 1u);
+  EXPECT_FALSE(moved);
+  EXPECT_EQ(state.readiness_stream(), busy_on_0);
+  EXPECT_FALSE(state.poll_idle());  // before the fix: idle while device 0's producer ran
+  fake().complete(busy_on_0);
+  EXPECT_TRUE(state.poll_idle());
+}
+
 // Readiness moved from a busy stream to an idle one on the same device: one event serves both,
 // so before the fix the first stream's point was simply lost.
 class ReadinessAcrossStreams : public test::FakeCudaTest {
@@ -162,6 +195,40 @@ TEST_F(ReadinessAcrossStreams, HandOverWaitsForTheReadinessLeftOnTheFirstStream)
   EXPECT_FALSE(later_work_passed(next_user));
   fake().complete(busy_);
   EXPECT_TRUE(later_work_passed(next_user));
+}
+
+// The release points taken with the readiness beyond the list's inline room (four deallocation
+// points, none ordered after the readiness) while the heap refuses: the readiness point is waited
+// for here rather than forgotten. Before the fix its event went back to the pool at once, and the
+// points handed out (all passed) let the release run while the producer still wrote.
+TEST_F(ReadinessAcrossStreams, NoRoomForTheReadinessAmongTheReleasePointsWaitsForIt) {
+  detail::StreamState state;
+  fake().launch(busy_);
+  ASSERT_TRUE(state.set_readiness_stream(busy_));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(state.set_deallocation_stream(fake().create_stream(0)));  // passed at once
+  }
+  const auto syncs = fake().calls(test::CudaEntry::kEventSynchronize);
+  std::atomic<bool> taken{false};
+  std::thread gpu([&] {  // the producer finishes once the host waits for it (or it was taken)
+    (void)test::eventually(
+        [&] { return taken.load() || fake().calls(test::CudaEntry::kEventSynchronize) > syncs; });
+    fake().complete(busy_);
+  });
+  std::optional<detail::StreamPointList> points;
+  std::uint64_t failed = 0;
+  {
+    test::FailingAllocations failing(0);
+    points.emplace(state.take_release_points());
+    failed = failing.failed();
+  }
+  const bool producer_done = later_work_passed(busy_);  // before the gpu thread may finish it
+  taken = true;
+  gpu.join();
+  EXPECT_EQ(failed, 1u);
+  EXPECT_TRUE(producer_done) << "release points handed out without the readiness, which had not "
+                                "passed";
+  EXPECT_TRUE(detail::drop_completed_points(*points));
 }
 
 TEST_F(ReadinessAcrossStreams, ConsumersWaitForBothStreamsWithOneWait) {

@@ -160,8 +160,9 @@ void check_told(const std::vector<Error>& errors, SeriesSender& sender, std::uin
   EXPECT_EQ(sender.pool->available_blocks(), 2u);
 }
 
-// One attempt on a fresh connection; whether an allocation failed (false: `skip` is past them).
-bool refuse_with_failing_allocation(std::uint64_t skip) {
+// One attempt on a fresh connection, the refusal's Ack also refused by UCX when `unsendable`;
+// whether an allocation failed (false: `skip` is past them).
+bool refuse_with_failing_allocation(std::uint64_t skip, bool unsendable = false) {
   Refusing sides;
   EXPECT_TRUE(sides.link.client);
   if (!sides.link.client) {
@@ -172,7 +173,12 @@ bool refuse_with_failing_allocation(std::uint64_t skip) {
   for (int i = 0; i < 20; ++i) {
     sender.drain();  // the tensor's header waits in the receiver's socket
   }
+  std::optional<FailingAmSends> refused_by_ucx;
+  if (unsendable) {
+    refused_by_ucx.emplace(ucx::MessageId::kAck, UCS_ERR_IO_ERROR);
+  }
   const std::uint64_t failed = progress_failing(sides.receiver, skip);
+  refused_by_ucx.reset();
   EXPECT_TRUE(finish_both(sides.receiver, sender, kPatienceMs))
       << "the sender never learned (allocation " << skip << ")";
   check_told(errors_reported(sides.receiver), sender, skip);
@@ -186,6 +192,13 @@ TEST(UcxRefusal, OutOfMemoryWhileRefusingStillTellsTheSender) {
   }
   EXPECT_GT(skip, 0u) << "no allocation of the refusal failed: the test saw nothing";
   EXPECT_LT(skip, 200u);
+}
+
+// The refusal's Ack cannot go out (UCX refuses it), and the host runs out of memory while the
+// connection is ended for that.
+TEST(UcxRefusal, OutOfMemoryWhileEndingTheConnectionStillTellsTheSender) {
+  for_each_failing_allocation(
+      [](std::uint64_t skip) { return refuse_with_failing_allocation(skip, /*unsendable=*/true); });
 }
 
 }  // namespace

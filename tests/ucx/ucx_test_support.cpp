@@ -154,4 +154,13 @@ bool SeriesSender::finish(int timeout_ms) {
   return delivered.size() + failed.size() == sent.size();
 }
 
+void for_each_failing_allocation(const std::function<bool(std::uint64_t skip)>& attempt) {
+  std::uint64_t skip = 0;
+  while (attempt(skip) && skip < 200) {
+    ++skip;
+  }
+  EXPECT_GT(skip, 0u) << "no allocation failed: the test saw nothing";
+  EXPECT_LT(skip, 200u);
+}
+
 }  // namespace holoscan::test

@@ -40,6 +40,13 @@ struct InProcessLink {
  *         process. */
 InProcessLink connect_in_process(ucx::Worker& listener, ucx::Worker& client);
 
+/** @brief A receiving worker and a client connected to it, both in this process. */
+struct LinkedWorkers {
+  ucx::Worker receiver = make_worker();                       ///< Listens; accepted the client.
+  ucx::Worker client = make_worker();                         ///< Connected to the receiver.
+  InProcessLink link = connect_in_process(receiver, client);  ///< The connection's two ids.
+};
+
 /** @brief A worker and the receiving peer process connected to it. */
 struct SendingSide {
   ucx::Worker worker;    ///< Listens on the loopback; the receiver connected to it.
@@ -62,6 +69,11 @@ struct ReceivingSide {
 /** @brief A worker receiving into a host pool of `pool_blocks` series-sized blocks (0: into host
  *         allocations), and the peer binary started as `send` with `options`. */
 ReceivingSide connect_sender(std::size_t pool_blocks, const std::vector<std::string>& options);
+
+/** @brief Calls `attempt(skip)` for skip = 0, 1, ... while it says that an allocation failed (the
+ *         allocation after the first `skip` made to fail); checks that one did, and that they ran
+ *         out within 200. */
+void for_each_failing_allocation(const std::function<bool(std::uint64_t skip)>& attempt);
 
 /** @brief Sends tensors of the series from a host pool and keeps the record of what ended. */
 class SeriesSender {

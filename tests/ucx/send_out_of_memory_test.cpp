@@ -1,0 +1,140 @@
+// A sender out of host memory while it takes in the answers to its tensors, or while UCX refuses a
+// tensor at once (each allocation made to fail in turn, support/allocation_hooks): whatever fails,
+// every send() that returned a sequence number ends as exactly one SendResult, and none other does.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/allocation_hooks.hpp"
+#include "ucx/failing_am_send.hpp"
+#include "ucx/series.hpp"
+#include "ucx/ucx_test_support.hpp"
+
+namespace holoscan::test {
+namespace {
+
+constexpr int kPatienceMs = 20000;
+constexpr std::uint64_t kTensors = 8;  // answers enough that keeping them needs the heap
+
+// One attempt on a fresh connection: the receiver hands out every tensor and its Acks go out,
+// then the sender takes them in with the allocation after the first `skip` failing; whether one
+// failed (false: `skip` is past them).
+bool answers_with_failing_allocation(std::uint64_t skip) {
+  LinkedWorkers sides;
+  EXPECT_TRUE(sides.link.client);
+  if (!sides.link.client) {
+    return false;
+  }
+  ucx::Worker& receiver = sides.receiver;
+  SeriesSender sender(sides.client, *sides.link.client, kTensors);
+  for (std::uint64_t i = 0; i < kTensors; ++i) {
+    EXPECT_TRUE(sender.send(0));
+  }
+  std::uint64_t handed_out = 0;
+  for (int i = 0; i < 1000 && handed_out < kTensors; ++i) {
+    auto got = receiver.receive(10);
+    handed_out += got && *got ? 1 : 0;
+    (void)sides.client.progress();  // posts what UCX did not take at once; takes in no answer yet
+  }
+  EXPECT_EQ(handed_out, kTensors);
+  for (int i = 0; i < 20; ++i) {
+    (void)receiver.progress();  // the Acks go out
+  }
+  std::uint64_t failed = 0;
+  {
+    FailingAllocations failing(skip);
+    for (int i = 0; i < 20; ++i) {
+      try {
+        (void)sides.client.progress();
+      } catch (...) {
+      }
+    }
+    failed = failing.failed();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPatienceMs);
+  // A connection the sender ended (out of memory for an answer) is seen ended by the receiver
+  // too, so that neither worker goes with the close under way.
+  while ((sender.delivered.size() + sender.failed.size() < kTensors ||
+          sides.client.connected(*sides.link.client) != receiver.connected(sides.link.listener)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    (void)receiver.progress();
+    sender.drain();
+  }
+  SCOPED_TRACE("allocation " + std::to_string(skip));
+  EXPECT_EQ(sender.delivered.size() + sender.failed.size(), kTensors)
+      << "a send never ended as a SendResult";
+  std::vector<std::uint64_t> ended = sender.delivered;
+  for (const auto& [sequence, error] : sender.failed) {
+    ended.push_back(sequence);
+  }
+  std::sort(ended.begin(), ended.end());
+  EXPECT_TRUE(std::adjacent_find(ended.begin(), ended.end()) == ended.end())
+      << "a send ended twice";
+  EXPECT_EQ(sides.client.in_flight(), 0u);
+  return failed != 0;
+}
+
+TEST(UcxSendOutOfMemory, EverySendEndsOnceWhateverAllocationFails) {
+  for_each_failing_allocation(answers_with_failing_allocation);
+}
+
+// One attempt on a fresh connection: tensor 0 sent while UCX refuses it at once, with the
+// allocation after the first `skip` of that send() failing; whether one failed.
+bool refused_send_with_failing_allocation(std::uint64_t skip) {
+  LinkedWorkers sides;
+  EXPECT_TRUE(sides.link.client);
+  if (!sides.link.client) {
+    return false;
+  }
+  SeriesSender source(sides.client, *sides.link.client, 1);  // its pool only
+  const auto layout = ucx_series::layout(0);
+  auto tensor = source.pool->allocate(layout.shape, layout.dtype);
+  EXPECT_TRUE(tensor);
+  if (!tensor) {
+    return false;
+  }
+  std::optional<expected<std::uint64_t, Error>> sent;
+  std::uint64_t failed = 0;
+  {
+    FailingAmSends refused(ucx::MessageId::kTensor, UCS_ERR_IO_ERROR);
+    FailingAllocations failing(skip);
+    try {
+      sent.emplace(sides.client.send(*sides.link.client, *tensor));
+    } catch (...) {
+    }
+    failed = failing.failed();
+  }
+  std::vector<ucx::SendResult> results;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while ((sides.client.in_flight() != 0 || (sent && *sent && results.empty())) &&
+         std::chrono::steady_clock::now() < deadline) {
+    (void)sides.receiver.progress();
+    (void)sides.client.progress();
+    while (auto result = sides.client.next_send_result()) {
+      results.push_back(std::move(*result));
+    }
+  }
+  SCOPED_TRACE("allocation " + std::to_string(skip));
+  if (sent && *sent) {
+    EXPECT_EQ(results.size(), 1u) << "the send did not end as one SendResult";
+    for (const ucx::SendResult& result : results) {
+      EXPECT_EQ(result.sequence, **sent);
+      EXPECT_FALSE(result.outcome) << "a tensor UCX refused reported delivered";
+    }
+  } else {
+    EXPECT_TRUE(results.empty()) << "a send that returned no sequence number ended";
+  }
+  EXPECT_EQ(sides.client.in_flight(), 0u) << "a send in flight for ever";
+  return failed != 0;
+}
+
+TEST(UcxSendOutOfMemory, ASendUcxRefusesAtOnceEndsOnceWhateverAllocationFails) {
+  for_each_failing_allocation(refused_send_with_failing_allocation);
+}
+
+}  // namespace
+}  // namespace holoscan::test
