@@ -112,6 +112,15 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
   return expected<StreamLocation, Error>(tl::in_place, device, thread_key, stream_id);
 }
 
+std::uint64_t id_of_explicit_stream(cudaStream_t stream) noexcept {
+  unsigned long long id = 0;
+  if (cuda().stream_get_id(stream, &id) != cudaSuccess) {
+    (void)cuda().get_last_error();
+    return 0;
+  }
+  return id;
+}
+
 // No device switch: CUDA records an event of the stream's own device with any device current
 // (asked on the H200s by benchmarks/cuda_semantics_probe.cpp), and the point's event is of the
 // stream's device. The caller's current device is never touched.

@@ -57,6 +57,12 @@ HOLOSCAN_DLPACK_WING_API expected<StreamLocation, Error> locate_stream(
     cudaStream_t stream) noexcept;
 
 /**
+ * @brief The id CUDA gave explicit stream `stream` (never given to another stream, unlike its
+ *        handle), or 0 when it cannot be asked (the error is cleared).
+ */
+std::uint64_t id_of_explicit_stream(cudaStream_t stream) noexcept;
+
+/**
  * @brief Records `point.event` (of `point.device`, the stream's device) on `stream`, and stamps
  *        the point with this thread and its record count (StreamPoint::order).
  */

@@ -72,6 +72,7 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   }
   readiness_ = location->point(stream, event, stamp);
   last_waiter_ = nullptr;
+  last_waiter_id_ = 0;
   readiness_covered_ = false;
   readiness_stream_.store(stream, std::memory_order_release);
   has_readiness_.store(true, std::memory_order_release);
@@ -93,15 +94,19 @@ expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consume
   }
   std::lock_guard<SpinMutex> lock(mutex_);
   // A shared default-stream handle can name different streams (per thread, per device), so only
-  // an explicit stream handle proves that the consumer is the producer's own stream.
-  if (consumer == readiness_.stream && !is_default_stream_handle(consumer)) {
+  // an explicit stream handle proves that the consumer is the producer's own stream, and only
+  // with the same id: CUDA may give a destroyed stream's handle to a new stream, whose work would
+  // not be ordered after the producer's.
+  const bool is_explicit = !is_default_stream_handle(consumer);
+  if (is_explicit && consumer == readiness_.stream &&
+      id_of_explicit_stream(consumer) == readiness_.stream_id && readiness_.stream_id != 0) {
     return {};
   }
   const cudaError_t status = cuda().stream_wait_event(consumer, readiness_.event, 0);
   if (status == cudaSuccess) {
-    if (!is_default_stream_handle(consumer)) {
-      last_waiter_ = consumer;
-    }
+    // Remembered by id as well, for set_deallocation_stream (see there).
+    last_waiter_ = is_explicit ? consumer : nullptr;
+    last_waiter_id_ = is_explicit ? id_of_explicit_stream(consumer) : 0;
     return {};
   }
   Error error = cuda_error(status, "cudaStreamWaitEvent");
@@ -134,9 +139,12 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
   }
   std::lock_guard<SpinMutex> lock(mutex_);
   // A point on the readiness stream, or on a stream that waited for the readiness event, is
-  // ordered after the readiness point: once it completes, so has the producer's work.
-  const bool covers_readiness = readiness_.event != nullptr && !is_default_stream_handle(stream) &&
-                                (stream == readiness_.stream || stream == last_waiter_);
+  // ordered after the readiness point: once it completes, so has the producer's work. Each is
+  // known by its id too, since a new stream may have been given a destroyed stream's handle.
+  const bool covers_readiness =
+      readiness_.event != nullptr && !is_default_stream_handle(stream) &&
+      (location->is_stream_of(readiness_, stream) ||
+       (stream == last_waiter_ && last_waiter_id_ != 0 && location->stream_id == last_waiter_id_));
   for (std::size_t i = 0; i < deallocation_.size(); ++i) {
     StreamPoint& point = deallocation_[i];
     if (location->is_stream_of(point, stream)) {
@@ -184,8 +192,9 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
   // A point on `stream` itself is ordered before anything queued on it next; default-stream
   // handles may name other streams (other threads, devices), so only explicit handles match.
   // One wait per point that needs it; the first failure is returned and nothing is forgotten.
+  const std::uint64_t id = is_default_stream_handle(stream) ? 0 : id_of_explicit_stream(stream);
   const auto order_after = [&](const StreamPoint& point) -> cudaError_t {
-    const bool own = point.stream == stream && !is_default_stream_handle(stream);
+    const bool own = point.stream == stream && id != 0 && point.stream_id == id;
     return point.event == nullptr || own ? cudaSuccess
                                          : cuda().stream_wait_event(stream, point.event, 0);
   };
@@ -242,6 +251,7 @@ StreamPointList StreamState::take_release_points() noexcept {
   }
   readiness_ = StreamPoint{};
   last_waiter_ = nullptr;
+  last_waiter_id_ = 0;
   readiness_covered_ = false;
   spare_readiness_.clear();
   readiness_stream_.store(nullptr, std::memory_order_release);

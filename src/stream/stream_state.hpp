@@ -4,6 +4,7 @@
  * @brief The readiness point and the deallocation points of one piece of memory.
  */
 #include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include "holoscan/cuda_handles.hpp"
@@ -100,6 +101,7 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   std::atomic<bool> has_readiness_{false};
   std::atomic<cudaStream_t> readiness_stream_{nullptr};
   cudaStream_t last_waiter_ = nullptr;        // last explicit stream that waited for readiness_
+  std::uint64_t last_waiter_id_ = 0;          // its id (0: none known)
   bool readiness_covered_ = false;            // a deallocation point is ordered after readiness_
   std::vector<StreamPoint> spare_readiness_;  // events of devices the readiness used before
   StreamPointList deallocation_;

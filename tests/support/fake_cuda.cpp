@@ -120,6 +120,7 @@ struct FakeCuda::State {
   std::vector<std::unique_ptr<Stream>> owned_streams;
   std::vector<std::unique_ptr<Event>> owned_events;
   std::unordered_set<const Stream*> streams;
+  std::unordered_map<cudaStream_t, Stream*> reused_handles;  // reuse_stream_handle()
   std::vector<Stream*> default_streams;  // one per device
   std::unordered_set<const Event*> events;
   std::unordered_map<void*, Allocation> allocations;
@@ -142,6 +143,9 @@ struct FakeCuda::State {
     if (is_default_handle(handle)) {
       const int device = current_device_of_thread;
       return device >= 0 && device < devices ? default_streams[device] : nullptr;
+    }
+    if (const auto reused = reused_handles.find(handle); reused != reused_handles.end()) {
+      return reused->second;
     }
     auto* stream = reinterpret_cast<Stream*>(handle);
     return streams.count(stream) != 0 ? stream : nullptr;
@@ -616,6 +620,7 @@ void FakeCuda::reset(int devices) {
     ++state_->generation;
     state_->devices = devices;
     state_->streams.clear();
+    state_->reused_handles.clear();
     state_->events.clear();
     state_->default_streams.clear();
     for (int device = 0; device < devices; ++device) {
@@ -639,6 +644,14 @@ cudaStream_t FakeCuda::create_stream(int device) {
   Stream* stream = state_->add_stream(device);
   state_->streams.insert(stream);
   return reinterpret_cast<cudaStream_t>(stream);
+}
+
+cudaStream_t FakeCuda::reuse_stream_handle(cudaStream_t destroyed, int device) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  Stream* stream = state_->add_stream(device);
+  state_->streams.insert(stream);
+  state_->reused_handles[destroyed] = stream;
+  return destroyed;
 }
 
 void FakeCuda::destroy_stream(cudaStream_t stream) {

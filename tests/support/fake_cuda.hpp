@@ -72,6 +72,12 @@ class FakeCuda {
   /** @brief Every later call naming `stream` fails with cudaErrorInvalidResourceHandle; work
    *         already queued on it still completes with complete(), as in CUDA. */
   void destroy_stream(cudaStream_t stream);
+  /**
+   * @brief CUDA may give a destroyed stream's handle to the next stream made: from now on
+   *        `destroyed`'s handle names a new stream of `device` (a new id, nothing queued, no
+   *        wait), while the work queued on the old one still completes with complete_all().
+   */
+  cudaStream_t reuse_stream_handle(cudaStream_t destroyed, int device);
   /** @brief Queues work on `stream`: events recorded from now on wait for complete(). */
   void launch(cudaStream_t stream);
   /** @brief The GPU passes everything queued on `stream` so far. */

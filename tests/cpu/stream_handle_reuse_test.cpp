@@ -1,0 +1,108 @@
+// CUDA may give a destroyed stream's handle to the next stream made (its work still runs after
+// cudaStreamDestroy). A stream is known by its id as well as its handle, so that a new stream
+// under an old handle is never taken for the stream that recorded the readiness, waited for it,
+// or recorded a deallocation point: its work is not ordered after theirs.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+
+#include "holoscan/deferred_release.hpp"
+#include "holoscan/dlpack.hpp"
+#include "stream/stream_state.hpp"
+#include "support/counting_producer.hpp"
+#include "support/fake_cuda_test.hpp"
+
+namespace holoscan {
+namespace {
+
+class StreamHandleReuse : public test::FakeCudaTest {
+ protected:
+  // Destroys `stream` (its queued work still runs) and gives its handle to a new stream.
+  cudaStream_t reuse(cudaStream_t stream) {
+    fake().destroy_stream(stream);
+    cudaStream_t reused = fake().reuse_stream_handle(stream, 0);
+    EXPECT_EQ(reused, stream);
+    return reused;
+  }
+
+  // Whether work queued on `stream` from now on has passed (as a point recorded there says).
+  static bool later_work_passed(cudaStream_t stream) {
+    detail::StreamState probe;
+    return probe.set_deallocation_stream(stream) && probe.poll_idle();
+  }
+};
+
+TEST_F(StreamHandleReuse, AConsumerUnderTheProducersOldHandleWaitsForTheProducer) {
+  cudaStream_t producer = fake().create_stream(0);
+  detail::StreamState state;
+  fake().launch(producer);
+  ASSERT_TRUE(state.set_readiness_stream(producer));
+  cudaStream_t consumer = reuse(producer);
+
+  ASSERT_TRUE(state.synchronize_for_consumer(consumer).has_value());
+  EXPECT_FALSE(later_work_passed(consumer));  // before the fix: taken for the producer's stream
+  fake().complete_all();
+  EXPECT_TRUE(later_work_passed(consumer));
+}
+
+TEST_F(StreamHandleReuse, APointUnderTheProducersOldHandleDoesNotCoverTheReadiness) {
+  cudaStream_t producer = fake().create_stream(0);
+  detail::StreamState state;
+  fake().launch(producer);
+  ASSERT_TRUE(state.set_readiness_stream(producer));
+  ASSERT_TRUE(state.set_deallocation_stream(reuse(producer)));
+
+  EXPECT_FALSE(state.poll_idle());  // before the fix: idle at once while the producer ran
+  fake().complete_all();
+  EXPECT_TRUE(state.poll_idle());
+}
+
+TEST_F(StreamHandleReuse, APointUnderAWaitersOldHandleDoesNotCoverTheReadiness) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t waiter = fake().create_stream(0);
+  detail::StreamState state;
+  fake().launch(producer);
+  ASSERT_TRUE(state.set_readiness_stream(producer));
+  ASSERT_TRUE(state.synchronize_for_consumer(waiter).has_value());
+  ASSERT_TRUE(state.set_deallocation_stream(reuse(waiter)));
+
+  EXPECT_FALSE(state.poll_idle());  // before the fix: idle at once while the producer ran
+  fake().complete_all();
+  EXPECT_TRUE(state.poll_idle());
+}
+
+TEST_F(StreamHandleReuse, TheReleaseWaitsForAProducerWhoseWaitersHandleWasReused) {
+  test::CountingProducer producer;
+  cudaStream_t producing = fake().create_stream(0);
+  cudaStream_t waiter = fake().create_stream(0);
+  auto buffer = std::make_unique<DLManagedMemoryBufferVersioned>(producer.make_versioned());
+  fake().launch(producing);
+  ASSERT_TRUE(buffer->set_readiness_stream(producing));
+  ASSERT_TRUE(buffer->synchronize_for_consumer(waiter).has_value());
+  ASSERT_TRUE(buffer->set_deallocation_stream(reuse(waiter)));
+  buffer.reset();
+  EXPECT_FALSE(test::eventually([&] { return producer.deleter_calls() != 0; },
+                                std::chrono::milliseconds(50)));
+
+  fake().complete_all();
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST_F(StreamHandleReuse, HandOverToANewStreamUnderAnOldHandleWaitsForThePointRecordedThere) {
+  cudaStream_t consumer = fake().create_stream(0);
+  detail::StreamState state;
+  fake().launch(consumer);
+  ASSERT_TRUE(state.set_deallocation_stream(consumer));
+  cudaStream_t next_user = reuse(consumer);
+
+  ASSERT_TRUE(state.hand_over_to(next_user).has_value());  // stream-ordered pool reuse
+  EXPECT_FALSE(later_work_passed(next_user));  // before the fix: taken for the consumer's stream
+  fake().complete_all();
+  EXPECT_TRUE(later_work_passed(next_user));
+}
+
+}  // namespace
+}  // namespace holoscan
