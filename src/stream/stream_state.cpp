@@ -71,8 +71,6 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
     }
   }
   readiness_ = location->point(stream, event, stamp);
-  last_waiter_ = nullptr;
-  last_waiter_id_ = 0;
   readiness_covered_ = false;
   readiness_stream_.store(stream, std::memory_order_release);
   has_readiness_.store(true, std::memory_order_release);
@@ -104,9 +102,6 @@ expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consume
   }
   const cudaError_t status = cuda().stream_wait_event(consumer, readiness_.event, 0);
   if (status == cudaSuccess) {
-    // Remembered by id as well, for set_deallocation_stream (see there).
-    last_waiter_ = is_explicit ? consumer : nullptr;
-    last_waiter_id_ = is_explicit ? id_of_explicit_stream(consumer) : 0;
     return {};
   }
   Error error = cuda_error(status, "cudaStreamWaitEvent");
@@ -138,13 +133,13 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
     return false;
   }
   std::lock_guard<SpinMutex> lock(mutex_);
-  // A point on the readiness stream, or on a stream that waited for the readiness event, is
-  // ordered after the readiness point: once it completes, so has the producer's work. Each is
-  // known by its id too, since a new stream may have been given a destroyed stream's handle.
-  const bool covers_readiness =
-      readiness_.event != nullptr && !is_default_stream_handle(stream) &&
-      (location->is_stream_of(readiness_, stream) ||
-       (stream == last_waiter_ && last_waiter_id_ != 0 && location->stream_id == last_waiter_id_));
+  // A point on the readiness stream itself (its id included: a new stream may have been given a
+  // destroyed stream's handle) is ordered after the readiness point. A stream that waited for the
+  // readiness would be too, but telling it apart from a new stream under its handle would cost a
+  // question per wait: its readiness point is checked on its own instead (poll_idle remembers it
+  // once passed).
+  const bool covers_readiness = readiness_.event != nullptr && !is_default_stream_handle(stream) &&
+                                location->is_stream_of(readiness_, stream);
   for (std::size_t i = 0; i < deallocation_.size(); ++i) {
     StreamPoint& point = deallocation_[i];
     if (location->is_stream_of(point, stream)) {
@@ -185,18 +180,34 @@ bool StreamState::poll_idle() noexcept {
       return false;
     }
   }
-  return readiness_.event == nullptr || readiness_covered_ || point_completed(readiness_);
+  if (readiness_.event == nullptr || readiness_covered_) {
+    return true;
+  }
+  // Passed once, passed for good (until readiness is recorded again): asked no more.
+  readiness_covered_ = point_completed(readiness_);
+  return readiness_covered_;
 }
 
 expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
   // A point on `stream` itself is ordered before anything queued on it next; default-stream
   // handles may name other streams (other threads, devices), so only explicit handles match.
   // One wait per point that needs it; the first failure is returned and nothing is forgotten.
-  const std::uint64_t id = is_default_stream_handle(stream) ? 0 : id_of_explicit_stream(stream);
+  // The stream's id is asked once, and only if a point was recorded under its handle.
+  std::uint64_t id = 0;
+  bool id_asked = false;
+  const auto own = [&](const StreamPoint& point) {
+    if (point.stream != stream || is_default_stream_handle(stream)) {
+      return false;
+    }
+    if (!id_asked) {
+      id = id_of_explicit_stream(stream);
+      id_asked = true;
+    }
+    return id != 0 && point.stream_id == id;
+  };
   const auto order_after = [&](const StreamPoint& point) -> cudaError_t {
-    const bool own = point.stream == stream && id != 0 && point.stream_id == id;
-    return point.event == nullptr || own ? cudaSuccess
-                                         : cuda().stream_wait_event(stream, point.event, 0);
+    return point.event == nullptr || own(point) ? cudaSuccess
+                                                : cuda().stream_wait_event(stream, point.event, 0);
   };
   {
     std::lock_guard<SpinMutex> lock(mutex_);
@@ -250,8 +261,6 @@ StreamPointList StreamState::take_release_points() noexcept {
     add_or_wait(points, spare);
   }
   readiness_ = StreamPoint{};
-  last_waiter_ = nullptr;
-  last_waiter_id_ = 0;
   readiness_covered_ = false;
   spare_readiness_.clear();
   readiness_stream_.store(nullptr, std::memory_order_release);

@@ -100,9 +100,7 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   StreamPoint readiness_;
   std::atomic<bool> has_readiness_{false};
   std::atomic<cudaStream_t> readiness_stream_{nullptr};
-  cudaStream_t last_waiter_ = nullptr;        // last explicit stream that waited for readiness_
-  std::uint64_t last_waiter_id_ = 0;          // its id (0: none known)
-  bool readiness_covered_ = false;            // a deallocation point is ordered after readiness_
+  bool readiness_covered_ = false;  // readiness_ passed, or a deallocation point is ordered after it
   std::vector<StreamPoint> spare_readiness_;  // events of devices the readiness used before
   StreamPointList deallocation_;
 };
