@@ -91,6 +91,14 @@ expected<cudaEvent_t, Error> ReadinessGate::take_event(Device& device) {
     device.free_events.pop_back();
     return event;
   }
+  // Room to keep the event is made before it is created: an event made and then not kept would
+  // never be destroyed.
+  try {
+    device.all_events.reserve(device.all_events.size() + 1);
+  } catch (...) {
+    return tl::unexpected<Error>(
+        Error{ErrorCode::kResourceExhausted, "ucx send: out of host memory for a readiness event", 0});
+  }
   CurrentDevice current(*device.api, device.ordinal);
   cudaEvent_t event = nullptr;
   if (auto created = check_cuda(device.api->event_create_with_flags(&event, cudaEventDisableTiming),
@@ -98,7 +106,7 @@ expected<cudaEvent_t, Error> ReadinessGate::take_event(Device& device) {
       !created) {
     return forward_error(std::move(created));
   }
-  device.all_events.push_back(event);
+  device.all_events.push_back(event);  // into the room made above: never throws
   return event;
 }
 

@@ -133,10 +133,7 @@ std::size_t Worker::State::post_ready_sends() {
         gate.release(*send.ticket);
         send.ticket.reset();
         if (!passed) {
-          send.outcome = make_unexpected(Error{passed.error().code, "ucx send of " + about(send) +
-                                                                        ": " + passed.error().message,
-                                               passed.error().provenance});
-          on_ucx_done(send, UCS_OK);
+          fail_unready(send, passed.error());
           continue;
         }
       }
@@ -160,6 +157,21 @@ std::size_t Worker::State::post_ready_sends() {
     }
   }
   return posted;
+}
+
+// A send whose readiness cannot be known is never posted: it ends with the query's error, or, out
+// of host memory for that error, with its peer, whose connection ends here. Its phase leaves
+// kHeld first, so that no later round posts it while the producer may still write.
+void Worker::State::fail_unready(Outgoing& send, const Error& why) {
+  send.phase = Outgoing::Phase::kReleased;
+  try {
+    send.outcome = make_unexpected(
+        Error{why.code, "ucx send of " + about(send) + ": " + why.message, why.provenance});
+  } catch (...) {
+    mark_failed(find(send.peer), UCS_ERR_NO_MEMORY,
+                "was closed here: the outcome of a send to it could not be kept");
+  }
+  on_ucx_done(send, UCS_OK);
 }
 
 void Worker::State::on_ucx_done(Outgoing& send, ucs_status_t status) {

@@ -147,6 +147,7 @@ struct Worker::State {
   // worker_send.cpp
   expected<std::uint64_t, Error> send_locked(PeerId peer, const Tensor& tensor);
   std::size_t post_ready_sends();
+  void fail_unready(Outgoing& send, const Error& why);
   void on_ucx_done(Outgoing& send, ucs_status_t status);
   void on_ack(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
   void fail_outgoing(Peer& peer, const Error& reason);

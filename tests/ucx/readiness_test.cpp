@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 
+#include "support/allocation_hooks.hpp"
 #include "support/fake_cuda.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
@@ -100,6 +102,72 @@ TEST(UcxReadiness, ARefusedReadinessWaitRefusesTheSendAndKeepsNothing) {
   EXPECT_EQ(sender.pool->available_blocks(), 1u);
   ::kill(receiver, SIGKILL);
   (void)wait_peer(receiver, kPatienceMs);
+}
+
+// One attempt on a fresh in-process connection: tensor 0 sent while its readiness query keeps
+// failing and the producer never finishes, with the allocation after the first `skip` of send()
+// and the rounds after it failing; whether one failed. Whatever fails, the tensor never leaves
+// before its readiness passed: it ends failed (once, if send() gave it a number), never delivered,
+// and the receiver gets nothing.
+bool unready_send_with_failing_allocation(std::uint64_t skip) {
+  FakeCudaScope cuda;
+  LinkedWorkers sides;
+  EXPECT_TRUE(sides.link.client);
+  if (!sides.link.client) {
+    return false;
+  }
+  SeriesSender sender(sides.client, *sides.link.client, 1);
+  const auto layout = ucx_series::layout(0);
+  auto tensor = sender.pool->allocate(layout.shape, layout.dtype);
+  EXPECT_TRUE(tensor);
+  if (!tensor) {
+    return false;
+  }
+  cudaStream_t producer = cuda->create_stream(0);
+  cuda->launch(producer);  // never completed below: the readiness never passes
+  EXPECT_TRUE(tensor->set_readiness_stream(producer));
+  cuda->fail_next(CudaEntry::kEventQuery, cudaErrorLaunchFailure, 1u << 30);
+  std::optional<expected<std::uint64_t, Error>> sent;
+  std::uint64_t failed = 0;
+  {
+    FailingAllocations failing(skip);
+    try {
+      sent.emplace(sides.client.send(*sides.link.client, *tensor));
+    } catch (...) {
+    }
+    for (int i = 0; i < 5; ++i) {
+      try {
+        (void)sides.client.progress();
+      } catch (...) {
+      }
+    }
+    failed = failing.failed();
+  }
+  tensor = {};
+  std::vector<ucx::SendResult> results;
+  std::uint64_t received = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    auto got = sides.receiver.receive(0);
+    received += got && *got && (*got)->tensor ? 1 : 0;
+    (void)sides.client.progress();
+    while (auto result = sides.client.next_send_result()) {
+      results.push_back(std::move(*result));
+    }
+  }
+  SCOPED_TRACE("allocation " + std::to_string(skip));
+  EXPECT_EQ(received, 0u) << "the tensor left before its readiness passed";
+  for (const ucx::SendResult& result : results) {
+    EXPECT_FALSE(result.outcome.has_value()) << "reported delivered";
+  }
+  EXPECT_EQ(results.size(), sent && *sent ? 1u : 0u);
+  cuda->clear_faults();
+  cuda->complete(producer);
+  return failed != 0;
+}
+
+TEST(UcxReadiness, AQueryThatFailsOutOfMemoryNeverSendsTheTensorEarly) {
+  for_each_failing_allocation(unready_send_with_failing_allocation);
 }
 
 }  // namespace
