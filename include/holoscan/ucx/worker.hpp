@@ -130,7 +130,8 @@ class HOLOSCAN_DLPACK_API Worker {
    */
   std::optional<PeerId> accept(int timeout_ms);
 
-  /** @brief Closes a connection; its sends in flight are reported failed (kClosed), and
+  /** @brief Closes a connection; its sends in flight are reported failed (kClosed), though those
+   *         already on their way may still reach the peer (docs/ucx.md, what failed means), and
    *         receive() reports nothing more of it (its tensors not handed out are dropped). */
   expected<void, Error> disconnect(PeerId peer);
 
