@@ -34,8 +34,9 @@ struct HOLOSCAN_DLPACK_ABI StreamPoint {
 /** @brief Stream points with inline room for the common fan-out, spilling to the heap past it. */
 class HOLOSCAN_DLPACK_ABI StreamPointList {
  public:
-  /** @brief Points held without a heap allocation. */
-  static constexpr std::size_t kInlineCapacity = 4;
+  /** @brief Points held without a heap allocation: four consumers' deallocation points and the
+   *         readiness point, which a release polls beside them. */
+  static constexpr std::size_t kInlineCapacity = 5;
 
   StreamPointList() = default;
   StreamPointList(const StreamPointList&) = delete;

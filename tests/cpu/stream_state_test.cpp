@@ -205,7 +205,7 @@ TEST_F(ReadinessAcrossStreams, NoRoomForTheReadinessAmongTheReleasePointsWaitsFo
   detail::StreamState state;
   fake().launch(busy_);
   ASSERT_TRUE(state.set_readiness_stream(busy_));
-  for (int i = 0; i < 4; ++i) {
+  for (std::size_t i = 0; i < detail::StreamPointList::kInlineCapacity; ++i) {
     ASSERT_TRUE(state.set_deallocation_stream(fake().create_stream(0)));  // passed at once
   }
   const auto syncs = fake().calls(test::CudaEntry::kEventSynchronize);
