@@ -38,18 +38,25 @@ struct Retired {
   std::vector<std::unique_ptr<PeerLiveness>> watches;
 };
 
+// Runs `claim`'s drop; what it throws is returned.
+std::exception_ptr run_drop(Claim& claim) noexcept {
+  try {
+    if (claim.drop) {
+      claim.drop();
+    }
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
 // Runs every drop even when one throws, so that one bad drop leaks no other claim.
 std::exception_ptr run_drops(std::vector<Claim>& claims) noexcept {
   std::exception_ptr first;
   for (Claim& claim : claims) {
-    try {
-      if (claim.drop) {
-        claim.drop();
-      }
-    } catch (...) {
-      if (!first) {
-        first = std::current_exception();
-      }
+    std::exception_ptr failure = run_drop(claim);
+    if (!first) {
+      first = std::move(failure);
     }
   }
   return first;
@@ -83,17 +90,13 @@ struct ExportLedger::State {
 ExportLedger::ExportLedger() : state_(std::make_unique<State>()) {}
 
 ExportLedger::~ExportLedger() {
-  std::vector<Claim> claims;
-  try {
-    for (auto& [id, peer] : state_->peers) {
-      for (auto& [export_id, claim] : peer.claims) {
-        claims.push_back(std::move(claim));
-      }
+  // Dropped where they are, nothing allocated: a claim destroyed without its drop would free
+  // memory a live peer may still read (the exporter's drops keep it instead).
+  for (auto& [id, peer] : state_->peers) {
+    for (auto& [export_id, claim] : peer.claims) {
+      (void)run_drop(claim);  // a throwing drop is swallowed here: nothing escapes a destructor
     }
-  } catch (...) {
-    // Out of memory: the claims not yet moved out are destroyed without being dropped.
   }
-  run_drops(claims);  // a throwing drop is swallowed here: nothing escapes a destructor
 }
 
 expected<void, Error> ExportLedger::add(PeerId peer, std::uint64_t export_id, DropClaim drop) {
