@@ -231,6 +231,39 @@ TEST(IpcLedger, DestructorOutOfMemoryStillDropsEveryClaim) {
   }
 }
 
+// Out of memory in poll(), every claim due is dropped exactly once, then or at the next poll().
+TEST(IpcLedger, PollOutOfMemoryLosesNoClaim) {
+  for (std::uint64_t skip = 0;; ++skip) {
+    Drops drops;
+    ExportLedger ledger;
+    for (std::uint64_t id = 1; id <= 6; ++id) {
+      ASSERT_TRUE(ledger.add(id % 3, id, drops.claim(id)));
+      ASSERT_TRUE(ledger.on_release(id % 3, id, nullptr));
+    }
+    ledger.on_peer_closed(0, nullptr);
+    std::uint64_t failed = 0;
+    bool threw = false;
+    {
+      test::FailingAllocations failing(skip);
+      try {
+        (void)ledger.poll();
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    EXPECT_FALSE(threw) << "allocation " << skip;
+    (void)ledger.poll();
+    EXPECT_EQ(ledger.held(), 0u) << "allocation " << skip;
+    for (std::uint64_t id = 1; id <= 6; ++id) {
+      EXPECT_EQ(drops.of(id), 1) << "export " << id << ", allocation " << skip << " failing";
+    }
+    if (failed == 0) {
+      break;
+    }
+  }
+}
+
 TEST(IpcLedger, AThrowingDropDoesNotLoseTheOthers) {
   Drops drops;
   ExportLedger ledger;

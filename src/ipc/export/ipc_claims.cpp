@@ -4,6 +4,7 @@
 // run a producer's deleter or re-enter the library.
 #include <exception>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -84,6 +85,33 @@ struct ExportLedger::State {
     }
     ++ignored_releases;
     return nullptr;
+  }
+
+  // Moves the claims whose time has come, and the watches of peers left with none, to `retired`.
+  // Allocates: a claim leaves its peer only once it is in `retired`.
+  void retire(Retired& retired) {
+    for (auto p = peers.begin(); p != peers.end();) {
+      Peer& peer = p->second;
+      if (peer.closed && !peer.exited && !peer.claims.empty()) {
+        peer.exited = peer.liveness->exited();
+      }
+      for (auto c = peer.claims.begin(); c != peer.claims.end();) {
+        Claim& claim = c->second;
+        if (peer.exited || claim.done()) {
+          retired.claims.push_back(std::move(claim));
+          c = peer.claims.erase(c);
+          --held;
+        } else {
+          ++c;
+        }
+      }
+      if (peer.closed && peer.claims.empty()) {
+        retired.watches.push_back(std::move(peer.liveness));
+        p = peers.erase(p);
+      } else {
+        ++p;
+      }
+    }
   }
 };
 
@@ -185,27 +213,10 @@ std::size_t ExportLedger::poll() {
   Retired retired;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    for (auto p = state_->peers.begin(); p != state_->peers.end();) {
-      Peer& peer = p->second;
-      if (peer.closed && !peer.exited && !peer.claims.empty()) {
-        peer.exited = peer.liveness->exited();
-      }
-      for (auto c = peer.claims.begin(); c != peer.claims.end();) {
-        Claim& claim = c->second;
-        if (peer.exited || claim.done()) {
-          retired.claims.push_back(std::move(claim));
-          c = peer.claims.erase(c);
-          --state_->held;
-        } else {
-          ++c;
-        }
-      }
-      if (peer.closed && peer.claims.empty()) {
-        retired.watches.push_back(std::move(peer.liveness));
-        p = state_->peers.erase(p);
-      } else {
-        ++p;
-      }
+    try {
+      state_->retire(retired);
+    } catch (const std::bad_alloc&) {
+      // Out of memory: what is retired so far drops below, the rest at the next poll().
     }
   }
   if (std::exception_ptr failure = run_drops(retired.claims)) {
