@@ -1,12 +1,18 @@
 // Covers Exporter::publish when the host runs out of memory, with each of its allocations made to
 // fail in turn (the test binary's operator new, support/allocation_hooks): no exception escapes,
 // the refusal is kResourceExhausted, the ledger holds a claim for exactly the exports the importer
-// received, and the pool's descriptor, which publish only borrows, stays open and usable.
+// received, and the pool's descriptor, which publish only borrows, stays open and usable. Also
+// Exporter::poll out of memory: no exception escapes and the peer stays connected.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "holoscan/ipc.hpp"
 #include "holoscan/tensor_pool.hpp"
@@ -84,6 +90,56 @@ TEST(IpcOutOfMemory, PublishIsResourceExhaustedAndKeepsTheLedgerAndTheBorrowedFd
   link.reset();
   scope.reset();
   EXPECT_EQ(test::open_fd_count(), fds_before) << "descriptor leak";
+}
+
+
+// Polls with the allocation after the first `skip` failing; whether it threw, and how many failed.
+std::pair<bool, std::uint64_t> poll_failing(Exporter& exporter, std::uint64_t skip) {
+  test::FailingAllocations failing(skip);
+  bool threw = false;
+  try {
+    (void)exporter.poll();
+  } catch (...) {
+    threw = true;
+  }
+  return {threw, failing.failed()};
+}
+
+// A frame refused out of memory is refused like any other: the peer stays connected, and its
+// claim drops at its Release.
+TEST(IpcOutOfMemory, ExporterPollKeepsThePeerWhateverAllocationFails) {
+  test::FakeCudaIpcScope scope;
+  auto pool = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
+  ASSERT_NE(pool, nullptr);
+  auto exporter = Exporter::create();
+  ASSERT_TRUE(exporter.has_value());
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  Channel raw = std::move(ends->second);
+  std::thread hello([&] {
+    EXPECT_TRUE(raw.send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion}, 5000));
+    EXPECT_TRUE(raw.receive(5000).has_value());
+  });
+  auto peer = exporter->add_peer(std::move(ends->first), 5000);
+  hello.join();
+  ASSERT_TRUE(peer.has_value()) << peer.error().message;
+  auto id = exporter->publish(*peer, test::allocate(*pool, {8}));
+  ASSERT_TRUE(id.has_value());
+  ASSERT_TRUE(raw.receive(1000).has_value());
+  for (std::uint64_t skip = 0;; ++skip) {
+    ASSERT_TRUE(test::send_raw(raw.fd(), std::vector<std::uint8_t>(3)));  // shorter than a header
+    const auto [threw, failed] = poll_failing(*exporter, skip);
+    ASSERT_FALSE(threw) << "an exception escaped poll at allocation " << skip;
+    (void)exporter->poll();
+    ASSERT_TRUE(exporter->connected(*peer)) << "allocation " << skip << " cut the peer off";
+    if (failed == 0) {
+      break;
+    }
+  }
+  Release release;
+  release.export_id = *id;
+  ASSERT_TRUE(raw.send(release, 1000));
+  EXPECT_TRUE(test::poll_until(*exporter, [&] { return exporter->held() == 0; }));
 }
 
 }  // namespace

@@ -193,7 +193,8 @@ struct Exporter::State {
     for (int i = 0; i < kMaxMessagesPerPoll && !peer.closed; ++i) {
       auto received = peer.channel.receive(0);
       if (!received) {
-        if (received.error().code == ErrorCode::kInvalidArgument) {
+        const ErrorCode code = received.error().code;
+        if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kResourceExhausted) {
           ++stats.refused_messages;  // the frame was consumed; the channel is still usable
           continue;
         }
