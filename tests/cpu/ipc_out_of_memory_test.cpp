@@ -1,8 +1,7 @@
 // Covers Exporter::publish when the host runs out of memory, with each of its allocations made to
 // fail in turn (the test binary's operator new, support/allocation_hooks): no exception escapes,
 // the refusal is kResourceExhausted, the ledger holds a claim for exactly the exports the importer
-// received, and the pool's descriptor, which publish only borrows, stays open and usable. Also
-// Exporter::poll out of memory: no exception escapes and the peer stays connected.
+// received, and the pool's descriptor, which publish only borrows, stays open and usable.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
@@ -140,6 +139,55 @@ TEST(IpcOutOfMemory, ExporterPollKeepsThePeerWhateverAllocationFails) {
   release.export_id = *id;
   ASSERT_TRUE(raw.send(release, 1000));
   EXPECT_TRUE(test::poll_until(*exporter, [&] { return exporter->held() == 0; }));
+}
+
+// Receives with the allocation after the first `skip` failing; an import is dropped at once.
+Attempt receive_failing(Importer& importer, std::uint64_t skip) {
+  Attempt attempt;
+  std::optional<Tensor> imported;
+  {
+    test::FailingAllocations failing(skip);
+    try {
+      auto received = importer.receive(1000);
+      if (received) {
+        imported = std::move(*received);
+      } else {
+        attempt.result = make_unexpected(std::move(received.error()));
+      }
+    } catch (...) {
+      attempt.threw = true;
+    }
+    attempt.failed = failing.failed();
+  }
+  return attempt;
+}
+
+TEST(IpcOutOfMemory, ReceiveGivesTheExportBackWhateverAllocationFails) {
+  test::FakeCudaIpcScope scope;
+  for (std::uint64_t skip = 0;; ++skip) {
+    test::LocalLink link = test::local_link(1);  // a first import: nothing mapped or listed yet
+    ASSERT_TRUE(link.ok());
+    Exporter& exporter = *link.exporter;
+    {
+      Tensor tensor = test::allocate(*link.pool, {8});
+      ASSERT_TRUE(exporter.publish(link.peer, tensor).has_value());
+    }
+    const Attempt attempt = receive_failing(*link.importer, skip);
+    ASSERT_FALSE(attempt.threw) << "an exception escaped receive at allocation " << skip;
+    if (!attempt.result) {
+      EXPECT_EQ(attempt.result.error().code, ErrorCode::kResourceExhausted)
+          << "allocation " << skip << ": " << attempt.result.error().message;
+    }
+    auto again = link.importer->receive(0);  // a Publish left unread is imported now
+    ASSERT_TRUE(again.has_value()) << again.error().message;
+    again = {};
+    ASSERT_TRUE(test::poll_until(exporter, [&] { return exporter.held() == 0; }))
+        << "allocation " << skip << ": the export was never given back";
+    EXPECT_EQ(link.importer->outstanding(), 0u) << "allocation " << skip;
+    if (attempt.failed == 0) {
+      break;
+    }
+  }
 }
 
 }  // namespace
