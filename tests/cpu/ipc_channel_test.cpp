@@ -299,6 +299,13 @@ TEST_F(IpcChannel, StrayDescriptorsAreClosed) {
   auto accepted = channel_->receive(1000);
   ASSERT_TRUE(accepted && *accepted);
   EXPECT_EQ(channel_->refused_export(), std::nullopt) << "only the last receive counts";
+
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish()), {a.get()}));
+  expect_refused(
+      "ipc channel: publish of export 7 carries 1 file descriptors, its handle kind needs 0");
+  auto nothing = channel_->receive(0);
+  ASSERT_TRUE(nothing.has_value() && !nothing->has_value());
+  EXPECT_EQ(channel_->refused_export(), std::nullopt) << "a receive that read nothing";
 }
 
 // Out of memory once a Publish is read, it is consumed and named, so that its export can be given

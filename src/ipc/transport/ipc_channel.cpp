@@ -226,6 +226,7 @@ expected<void, Error> Channel::send_frame(const expected<detail::Frame, Error>& 
 
 expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
   const detail::Deadline deadline(timeout_ms);
+  refused_export_.reset();  // also when nothing is read: the caller would give it back twice
   for (;;) {
     if (auto result = detail::wait_or_result<Message>(socket_.get(), POLLIN, deadline, kWho)) {
       return std::move(*result);
@@ -254,7 +255,6 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
     ReceivedFds received;
     received.take(msg);
     const auto size = static_cast<std::size_t>(n);
-    refused_export_.reset();
     try {
       if (const std::string refusal = record_refusal(msg.msg_flags, received); !refusal.empty()) {
         refused_export_ = detail::publish_export_id(buffer.data(), size);
