@@ -1,19 +1,23 @@
 // Covers Exporter::publish when the host runs out of memory, with each of its allocations made to
 // fail in turn (the test binary's operator new, support/allocation_hooks): no exception escapes,
 // the refusal is kResourceExhausted, the ledger holds a claim for exactly the exports the importer
-// received, and the pool's descriptor, which publish only borrows, stays open and usable.
+// received, and the pool's descriptor, which publish only borrows, stays open and usable. Also
+// Exporter::poll (no exception escapes, the peer stays connected), Importer::receive (the export
+// is given back) and the shareable pool provider (kResourceExhausted).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "holoscan/ipc.hpp"
+#include "holoscan/pool_memory.hpp"
 #include "holoscan/tensor_pool.hpp"
 #include "support/allocation_hooks.hpp"
 #include "support/fake_cuda_ipc.hpp"
@@ -185,6 +189,36 @@ TEST(IpcOutOfMemory, ReceiveGivesTheExportBackWhateverAllocationFails) {
         << "allocation " << skip << ": the export was never given back";
     EXPECT_EQ(link.importer->outstanding(), 0u) << "allocation " << skip;
     if (attempt.failed == 0) {
+      break;
+    }
+  }
+}
+
+// The shareable provider makes a pool's memory: out of host memory it says so, and leaks nothing
+// (the fake checks for VMM handles, reservations and mappings left when its scope ends).
+TEST(IpcOutOfMemory, ShareableProviderIsResourceExhaustedWhateverAllocationFails) {
+  test::FakeCudaIpcScope scope;
+  const std::shared_ptr<PoolMemoryProvider> provider = shareable_pool_memory();
+  for (std::uint64_t skip = 0;; ++skip) {
+    expected<std::unique_ptr<PoolAllocation>, Error> made = nullptr;
+    bool threw = false;
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip);
+      try {
+        made = provider->allocate(0, 4096);
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    ASSERT_FALSE(threw) << "an exception escaped allocate at allocation " << skip;
+    if (!made) {
+      EXPECT_EQ(made.error().code, ErrorCode::kResourceExhausted)
+          << "allocation " << skip << ": " << made.error().message;
+    }
+    if (failed == 0) {
+      ASSERT_TRUE(made.has_value()) << made.error().message;
       break;
     }
   }
