@@ -13,11 +13,14 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "holoscan/ipc/channel.hpp"
 #include "ipc/transport/ipc_identity.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_raw_socket.hpp"
 #include "support/ipc_samples.hpp"
@@ -296,6 +299,49 @@ TEST_F(IpcChannel, StrayDescriptorsAreClosed) {
   auto accepted = channel_->receive(1000);
   ASSERT_TRUE(accepted && *accepted);
   EXPECT_EQ(channel_->refused_export(), std::nullopt) << "only the last receive counts";
+
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish()), {a.get()}));
+  expect_refused(
+      "ipc channel: publish of export 7 carries 1 file descriptors, its handle kind needs 0");
+  auto nothing = channel_->receive(0);
+  ASSERT_TRUE(nothing.has_value() && !nothing->has_value());
+  EXPECT_EQ(channel_->refused_export(), std::nullopt) << "a receive that read nothing";
+}
+
+// Out of memory once a Publish is read, it is consumed and named, so that its export can be given
+// back: nothing escapes, and nothing is left to read.
+TEST_F(IpcChannel, ReceiveOutOfMemoryConsumesAPublishAndNamesItsExport) {
+  make_raw_pair();
+  for (std::uint64_t skip = 0;; ++skip) {
+    ASSERT_TRUE(send_raw(raw_.get(), raw_frame(fake_publish())));
+    std::optional<expected<std::optional<Message>, Error>> got;
+    bool threw = false;
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip);
+      try {
+        got.emplace(channel_->receive(1000));
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    ASSERT_FALSE(threw) << "an exception escaped receive at allocation " << skip;
+    if (!*got) {
+      EXPECT_EQ(got->error().code, ErrorCode::kResourceExhausted) << got->error().message;
+      EXPECT_EQ(channel_->refused_export(), 7u) << "allocation " << skip;
+    } else {
+      ASSERT_TRUE(got->value().has_value());
+      EXPECT_TRUE(std::holds_alternative<Publish>(*got->value()));
+    }
+    got.reset();
+    auto rest = channel_->receive(0);
+    ASSERT_TRUE(rest.has_value()) << rest.error().message;
+    EXPECT_FALSE(rest->has_value()) << "allocation " << skip << ": the frame was left unread";
+    if (failed == 0) {
+      break;
+    }
+  }
 }
 
 TEST_F(IpcChannel, EndOfFileComesAfterEveryQueuedMessage) {

@@ -4,11 +4,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "holoscan/ipc/claims.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_fakes.hpp"
 
@@ -203,6 +205,63 @@ TEST(IpcLedger, DestructorDropsWhatIsLeft) {
   }
   EXPECT_EQ(drops.of(1), 1);
   EXPECT_EQ(drops.of(2), 1);
+}
+
+// Out of memory while the destructor collects the claims, each still drops: a claim destroyed
+// without its drop would free memory a live peer may still read.
+TEST(IpcLedger, DestructorOutOfMemoryStillDropsEveryClaim) {
+  for (std::uint64_t skip = 0;; ++skip) {
+    Drops drops;
+    std::optional<ExportLedger> ledger(std::in_place);
+    for (std::uint64_t id = 1; id <= 6; ++id) {
+      ASSERT_TRUE(ledger->add(id % 3, id, drops.claim(id)));
+    }
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip);
+      ledger.reset();
+      failed = failing.failed();
+    }
+    for (std::uint64_t id = 1; id <= 6; ++id) {
+      EXPECT_EQ(drops.of(id), 1) << "export " << id << ", allocation " << skip << " failing";
+    }
+    if (failed == 0) {
+      break;
+    }
+  }
+}
+
+// Out of memory in poll(), every claim due is dropped exactly once, then or at the next poll().
+TEST(IpcLedger, PollOutOfMemoryLosesNoClaim) {
+  for (std::uint64_t skip = 0;; ++skip) {
+    Drops drops;
+    ExportLedger ledger;
+    for (std::uint64_t id = 1; id <= 6; ++id) {
+      ASSERT_TRUE(ledger.add(id % 3, id, drops.claim(id)));
+      ASSERT_TRUE(ledger.on_release(id % 3, id, nullptr));
+    }
+    ledger.on_peer_closed(0, nullptr);
+    std::uint64_t failed = 0;
+    bool threw = false;
+    {
+      test::FailingAllocations failing(skip);
+      try {
+        (void)ledger.poll();
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    EXPECT_FALSE(threw) << "allocation " << skip;
+    (void)ledger.poll();
+    EXPECT_EQ(ledger.held(), 0u) << "allocation " << skip;
+    for (std::uint64_t id = 1; id <= 6; ++id) {
+      EXPECT_EQ(drops.of(id), 1) << "export " << id << ", allocation " << skip << " failing";
+    }
+    if (failed == 0) {
+      break;
+    }
+  }
 }
 
 TEST(IpcLedger, AThrowingDropDoesNotLoseTheOthers) {

@@ -1,10 +1,13 @@
 // Covers the claim state machine as the Exporter runs it against an importer that speaks the
 // protocol by hand (a forked child without CUDA): a Release whose event cannot be opened leaves
 // the claim released but held until the importer has exited, and a later Release for the same
-// export (a duplicate, without event) is a protocol error that changes nothing.
+// export (a duplicate, without event) is a protocol error that changes nothing. Out of memory
+// while a Release is taken, nothing escapes poll() and the claim is kept as safely.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+
+#include "support/allocation_hooks.hpp"
 
 #include "support/gtest_printers.hpp"
 #include "support/ipc_exporter_test.hpp"
@@ -55,6 +58,56 @@ TEST_F(IpcReleaseProtocol, UnopenableEventKeepsTheClaimUntilTheImporterExitsWhat
       << "the exited importer's claim was never dropped";
   EXPECT_EQ(pool_->available_blocks(), blocks_);
   EXPECT_EQ(exporter_->stats().dropped, 1u);
+}
+
+// For each 'p' the test sends, releases the next export with its own readiness event (one this
+// process's fake can open) and answers 'r'; exits at anything else.
+int release_each_with_an_event(Channel& channel, test::Steps& steps) {
+  while (steps.receive() == 'p') {
+    const auto publish = test::next_publish(channel);
+    if (!publish) {
+      return 11;
+    }
+    if (!channel.send(Release{publish->export_id, true, publish->readiness_event}, 10000)) {
+      return 12;
+    }
+    steps.send('r');
+  }
+  return 0;
+}
+
+TEST_F(IpcReleaseProtocol, OutOfMemoryTakingAReleaseThrowsNothingAndLosesNoClaim) {
+  const PeerId peer = fork_importer(importer_, release_each_with_an_event);
+  ASSERT_NE(peer, 0u);
+  Tensor tensor = test::allocate(*pool_, {16});
+  ASSERT_TRUE(tensor.set_readiness_stream(fake().create_stream(0)));
+  for (std::uint64_t skip = 0;; ++skip) {
+    ASSERT_TRUE(importer_.steps().send('p'));
+    ASSERT_TRUE(exporter_->publish(peer, tensor).has_value());
+    ASSERT_EQ(importer_.steps().receive(), 'r');  // the Release is in the socket
+    bool threw = false;
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip);
+      try {
+        (void)exporter_->poll();
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    ASSERT_FALSE(threw) << "an exception escaped poll at allocation " << skip;
+    ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->stats().releases > skip; }));
+    EXPECT_TRUE(exporter_->connected(peer)) << "allocation " << skip;
+    if (failed == 0) {
+      break;
+    }
+  }
+  tensor = Tensor();
+  ASSERT_TRUE(importer_.steps().send('x'));
+  EXPECT_EQ(importer_.reap(), 0);
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+  EXPECT_EQ(pool_->available_blocks(), blocks_);
 }
 
 }  // namespace

@@ -3,9 +3,12 @@
 // return at once (bounded generously: 100 ms, where waiting for the exporter took a second), the
 // Releases that find the socket full are queued without allocating, an unrelated deferred deleter
 // on the release thread is not held up, and every Release reaches the exporter once it reads
-// again, with no call on the importer's side (the library's courier thread sends them).
+// again, with no call on the importer's side (the library's courier thread sends them), also
+// one that the socket refused for a reason other than a full buffer.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -139,6 +142,27 @@ TEST_F(IpcStalledExporter, ReleaseThreadIsNotHeldUpByTheStalledExporter) {
   scope_->fake().complete(consumer);
   ASSERT_TRUE(test::eventually([&] { return ran.load(); }));
   EXPECT_LT(ms(ran_at - completed_at), kPromptMs) << "the release thread waited for the exporter";
+  expect_every_release_arrives();
+}
+
+// A Release the socket refuses for a reason other than a full buffer (here ENOTSOCK: a pipe stands
+// in for the socket for a moment) is retried by the courier, with nobody left to flush the queue.
+TEST_F(IpcStalledExporter, AReleaseRefusedForAnotherReasonIsRetriedByTheCourier) {
+  const int fd = link_->importer->fd();
+  UniqueFd socket(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  int ends[2] = {-1, -1};
+  ASSERT_TRUE(socket.valid());
+  ASSERT_EQ(::pipe2(ends, O_CLOEXEC), 0);
+  const UniqueFd read_end(ends[0]);
+  const UniqueFd write_end(ends[1]);
+  link_->importer.reset();  // the imports keep the channel; nothing on this side flushes it
+  ASSERT_EQ(::dup3(write_end.get(), fd, O_CLOEXEC), fd);
+  imports_.front() = Tensor();  // its Release is refused (ENOTSOCK) and stays queued
+  ASSERT_EQ(::dup3(socket.get(), fd, O_CLOEXEC), fd);
+  EXPECT_TRUE(test::poll_until(*link_->exporter, [&] {
+    return link_->exporter->held() == static_cast<std::size_t>(kExports - 1);
+  })) << "the refused Release was never retried";
+  (void)drop_imports();
   expect_every_release_arrives();
 }
 

@@ -74,15 +74,17 @@ class HOLOSCAN_DLPACK_API Channel {
    * @brief The next message, or nullopt when none arrived within `timeout_ms` (negative: wait).
    *
    * A frame that fails validation is consumed and reported as kInvalidArgument (the channel stays
-   * usable; drop it to cut a misbehaving peer off). Messages the peer sent before it hung up are
-   * all delivered before end-of-file, which is kChannelClosed, with closed() true.
+   * usable; drop it to cut a misbehaving peer off). Out of memory once a frame is read, it is
+   * consumed likewise and reported as kResourceExhausted. Messages the peer sent before it hung up
+   * are all delivered before end-of-file, which is kChannelClosed, with closed() true.
    */
   expected<std::optional<Message>, Error> receive(int timeout_ms);
 
   /**
    * @brief The export id of the Publish that the last receive() refused although its descriptor
-   *        decodes (the wrong number of file descriptors, or descriptors the kernel could not hand
-   *        over), so that the caller can give it back; nullopt after any other receive().
+   *        decodes (the wrong number of file descriptors, descriptors the kernel could not hand
+   *        over, or no memory to take it), so that the caller can give it back; nullopt after any
+   *        other receive().
    */
   std::optional<std::uint64_t> refused_export() const noexcept { return refused_export_; }
 

@@ -4,6 +4,7 @@
 // run a producer's deleter or re-enter the library.
 #include <exception>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -38,18 +39,25 @@ struct Retired {
   std::vector<std::unique_ptr<PeerLiveness>> watches;
 };
 
+// Runs `claim`'s drop; what it throws is returned.
+std::exception_ptr run_drop(Claim& claim) noexcept {
+  try {
+    if (claim.drop) {
+      claim.drop();
+    }
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
 // Runs every drop even when one throws, so that one bad drop leaks no other claim.
 std::exception_ptr run_drops(std::vector<Claim>& claims) noexcept {
   std::exception_ptr first;
   for (Claim& claim : claims) {
-    try {
-      if (claim.drop) {
-        claim.drop();
-      }
-    } catch (...) {
-      if (!first) {
-        first = std::current_exception();
-      }
+    std::exception_ptr failure = run_drop(claim);
+    if (!first) {
+      first = std::move(failure);
     }
   }
   return first;
@@ -78,22 +86,45 @@ struct ExportLedger::State {
     ++ignored_releases;
     return nullptr;
   }
+
+  // Moves the claims whose time has come, and the watches of peers left with none, to `retired`.
+  // Allocates: a claim leaves its peer only once it is in `retired`.
+  void retire(Retired& retired) {
+    for (auto p = peers.begin(); p != peers.end();) {
+      Peer& peer = p->second;
+      if (peer.closed && !peer.exited && !peer.claims.empty()) {
+        peer.exited = peer.liveness->exited();
+      }
+      for (auto c = peer.claims.begin(); c != peer.claims.end();) {
+        Claim& claim = c->second;
+        if (peer.exited || claim.done()) {
+          retired.claims.push_back(std::move(claim));
+          c = peer.claims.erase(c);
+          --held;
+        } else {
+          ++c;
+        }
+      }
+      if (peer.closed && peer.claims.empty()) {
+        retired.watches.push_back(std::move(peer.liveness));
+        p = peers.erase(p);
+      } else {
+        ++p;
+      }
+    }
+  }
 };
 
 ExportLedger::ExportLedger() : state_(std::make_unique<State>()) {}
 
 ExportLedger::~ExportLedger() {
-  std::vector<Claim> claims;
-  try {
-    for (auto& [id, peer] : state_->peers) {
-      for (auto& [export_id, claim] : peer.claims) {
-        claims.push_back(std::move(claim));
-      }
+  // Dropped where they are, nothing allocated: a claim destroyed without its drop would free
+  // memory a live peer may still read (the exporter's drops keep it instead).
+  for (auto& [id, peer] : state_->peers) {
+    for (auto& [export_id, claim] : peer.claims) {
+      (void)run_drop(claim);  // a throwing drop is swallowed here: nothing escapes a destructor
     }
-  } catch (...) {
-    // Out of memory: the claims not yet moved out are destroyed without being dropped.
   }
-  run_drops(claims);  // a throwing drop is swallowed here: nothing escapes a destructor
 }
 
 expected<void, Error> ExportLedger::add(PeerId peer, std::uint64_t export_id, DropClaim drop) {
@@ -182,27 +213,10 @@ std::size_t ExportLedger::poll() {
   Retired retired;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    for (auto p = state_->peers.begin(); p != state_->peers.end();) {
-      Peer& peer = p->second;
-      if (peer.closed && !peer.exited && !peer.claims.empty()) {
-        peer.exited = peer.liveness->exited();
-      }
-      for (auto c = peer.claims.begin(); c != peer.claims.end();) {
-        Claim& claim = c->second;
-        if (peer.exited || claim.done()) {
-          retired.claims.push_back(std::move(claim));
-          c = peer.claims.erase(c);
-          --state_->held;
-        } else {
-          ++c;
-        }
-      }
-      if (peer.closed && peer.claims.empty()) {
-        retired.watches.push_back(std::move(peer.liveness));
-        p = state_->peers.erase(p);
-      } else {
-        ++p;
-      }
+    try {
+      state_->retire(retired);
+    } catch (const std::bad_alloc&) {
+      // Out of memory: what is retired so far drops below, the rest at the next poll().
     }
   }
   if (std::exception_ptr failure = run_drops(retired.claims)) {

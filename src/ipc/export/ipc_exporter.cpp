@@ -127,15 +127,19 @@ struct Exporter::State {
     }
     const int on = device->second;
     peer.export_devices.erase(device);
-    auto event = peer.release_events.open(release.event, on);
-    if (!event) {
-      // A release we cannot check must not free the memory: the claim stays until the peer
-      // exits, and counts as released, so that a later Release for it changes nothing.
-      ++stats.unopenable_events;
-      ledger.on_uncheckable_release(id, release.export_id);
-      return;
+    try {
+      if (auto event = peer.release_events.open(release.event, on)) {
+        ledger.on_release(id, release.export_id,
+                          std::make_unique<IpcReleaseEvent>(std::move(*event)));
+        return;
+      }
+    } catch (const std::bad_alloc&) {
+      // Out of memory: the event cannot be checked either.
     }
-    ledger.on_release(id, release.export_id, std::make_unique<IpcReleaseEvent>(std::move(*event)));
+    // A release we cannot check must not free the memory: the claim stays until the peer exits,
+    // and counts as released, so that a later Release for it changes nothing.
+    ++stats.unopenable_events;
+    ledger.on_uncheckable_release(id, release.export_id);
   }
 
   // Exports `tensor` to `peer` as the next export id: everything that may allocate happens
@@ -193,7 +197,8 @@ struct Exporter::State {
     for (int i = 0; i < kMaxMessagesPerPoll && !peer.closed; ++i) {
       auto received = peer.channel.receive(0);
       if (!received) {
-        if (received.error().code == ErrorCode::kInvalidArgument) {
+        const ErrorCode code = received.error().code;
+        if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kResourceExhausted) {
           ++stats.refused_messages;  // the frame was consumed; the channel is still usable
           continue;
         }

@@ -92,6 +92,16 @@ class ShareableProvider final : public PoolMemoryProvider {
  public:
   expected<std::unique_ptr<PoolAllocation>, Error> allocate(int device,
                                                             std::size_t bytes) override {
+    try {
+      return allocate_vmm(device, bytes);
+    } catch (const std::bad_alloc&) {
+      return make_unexpected(out_of_host_memory());  // what was made is released on the way
+    }
+  }
+
+ private:
+  static expected<std::unique_ptr<PoolAllocation>, Error> allocate_vmm(int device,
+                                                                       std::size_t bytes) {
     auto vmm = detail::VmmAllocation::create(device, bytes);
     if (!vmm) {
       return tl::unexpected<Error>(std::move(vmm.error()));

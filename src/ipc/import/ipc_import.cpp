@@ -1,6 +1,7 @@
 // import_tensor: from a descriptor (and its fd) to a read-only, Holoscan-owned Tensor over the
 // exporter's memory, mapped on the device the descriptor names by UUID.
 #include <memory>
+#include <new>
 #include <string>
 
 #include "dlpack/context_access.hpp"
@@ -11,6 +12,7 @@
 #include "holoscan/ipc/importer.hpp"
 #include "ipc/import/ipc_import_reference.hpp"
 #include "ipc/import/ipc_importer_core.hpp"
+#include "ipc/ipc_error.hpp"
 
 namespace holoscan::ipc {
 namespace {
@@ -111,7 +113,12 @@ namespace detail {
 
 expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& core,
                                         const TensorDescriptor& descriptor, UniqueFd fd) {
-  auto imported = import_with(core, descriptor, std::move(fd));
+  expected<Tensor, Error> imported = make_unexpected(out_of_memory(kWho));
+  try {
+    imported = import_with(core, descriptor, std::move(fd));
+  } catch (const std::bad_alloc&) {
+    // Out of memory where no refusal was built (e.g. listing the devices): given back as well.
+  }
   if (!imported) {
     // Given back at once, so that the exporter's claim does not wait for this process to exit.
     core->refused();

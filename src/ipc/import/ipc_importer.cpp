@@ -1,19 +1,32 @@
 // Importer: the Hello exchange, then receive() turns each Publish into an imported Tensor.
 #include <poll.h>
 
+#include <new>
 #include <string>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "holoscan/ipc/importer.hpp"
 #include "ipc/import/ipc_importer_core.hpp"
+#include "ipc/ipc_error.hpp"
 #include "ipc/transport/ipc_handshake.hpp"
 #include "ipc/transport/ipc_poll.hpp"
+#include "ipc/wire/ipc_frame.hpp"
 
 namespace holoscan::ipc {
 namespace {
 
 constexpr const char* kWho = "ipc importer";
+
+// Gives back a Publish whose descriptor there was no memory to decode (room for its Release was
+// set aside when it was read), so that the exporter's claim does not wait for this process to exit.
+void give_back_unread(detail::ImporterCore& core, const std::vector<std::uint8_t>& descriptor) {
+  if (auto id = detail::descriptor_export_id(descriptor.data(), descriptor.size())) {
+    core.refused();
+    core.give_back(*id, nullptr, false);
+  }
+}
 
 }  // namespace
 
@@ -65,7 +78,13 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
       core_->refused();  // an exporter sends nothing but Publish after its Hello
       continue;
     }
-    auto descriptor = decode(publish->descriptor.data(), publish->descriptor.size());
+    expected<TensorDescriptor, Error> descriptor = make_unexpected(detail::out_of_memory(kWho));
+    try {
+      descriptor = decode(publish->descriptor.data(), publish->descriptor.size());
+    } catch (const std::bad_alloc&) {
+      give_back_unread(*core_, publish->descriptor);
+      return make_unexpected(std::move(descriptor.error()));
+    }
     if (!descriptor) {
       return make_unexpected(std::move(descriptor.error()));  // the channel validated it already
     }

@@ -84,8 +84,8 @@ void Outbox::send(const Release& release) noexcept {
     return;  // nobody to tell: the exporter learns from end-of-file instead
   }
   push(release);
-  if (flush_locked() == EAGAIN) {
-    hand_to_courier_locked();
+  if (flush_locked() != 0 && queued_ > 0) {
+    hand_to_courier_locked();  // a full socket, or one that refused for another reason
   }
 }
 

@@ -226,6 +226,7 @@ expected<void, Error> Channel::send_frame(const expected<detail::Frame, Error>& 
 
 expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
   const detail::Deadline deadline(timeout_ms);
+  refused_export_.reset();  // also when nothing is read: the caller would give it back twice
   for (;;) {
     if (auto result = detail::wait_or_result<Message>(socket_.get(), POLLIN, deadline, kWho)) {
       return std::move(*result);
@@ -254,26 +255,31 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
     ReceivedFds received;
     received.take(msg);
     const auto size = static_cast<std::size_t>(n);
-    refused_export_.reset();
-    if (const std::string refusal = record_refusal(msg.msg_flags, received); !refusal.empty()) {
-      refused_export_ = detail::publish_export_id(buffer.data(), size);
-      return make_unexpected(invalid(naming(refused_export_) + refusal));
-    }
-    if (n == 0 && received.count == 0 && peer_hung_up(socket_.get())) {
-      closed_ = true;
-      return make_unexpected(closed_error("end of file"));
-    }
-    auto message = detail::parse_frame(buffer.data(), size, received.fds.data(), received.count);
-    if (!message) {
-      refused_export_ = detail::publish_export_id(buffer.data(), size);  // a wrong fd count
-      return make_unexpected(std::move(message.error()));
-    }
-    if (auto* hello = std::get_if<Hello>(&*message)) {
-      if (auto proven = detail::check_sender(hello->process, received.sender_pid); !proven) {
-        return make_unexpected(std::move(proven.error()));
+    try {
+      if (const std::string refusal = record_refusal(msg.msg_flags, received); !refusal.empty()) {
+        refused_export_ = detail::publish_export_id(buffer.data(), size);
+        return make_unexpected(invalid(naming(refused_export_) + refusal));
       }
+      if (n == 0 && received.count == 0 && peer_hung_up(socket_.get())) {
+        closed_ = true;
+        return make_unexpected(closed_error("end of file"));
+      }
+      auto message = detail::parse_frame(buffer.data(), size, received.fds.data(), received.count);
+      if (!message) {
+        refused_export_ = detail::publish_export_id(buffer.data(), size);  // a wrong fd count
+        return make_unexpected(std::move(message.error()));
+      }
+      if (auto* hello = std::get_if<Hello>(&*message)) {
+        if (auto proven = detail::check_sender(hello->process, received.sender_pid); !proven) {
+          return make_unexpected(std::move(proven.error()));
+        }
+      }
+      return std::optional<Message>(std::move(*message));
+    } catch (const std::bad_alloc&) {
+      // The record is consumed: a Publish is named, so that its export can be given back.
+      refused_export_ = detail::publish_export_id(buffer.data(), size);
+      return make_unexpected(detail::out_of_memory(kWho));
     }
-    return std::optional<Message>(std::move(*message));
   }
 }
 

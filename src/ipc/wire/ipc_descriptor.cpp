@@ -2,6 +2,7 @@
 // ndim strides. Every byte is either a checked field or an opaque handle, so the encoding is
 // canonical: bytes that decode re-encode to the same bytes.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <cuda.h>
@@ -9,6 +10,7 @@
 
 #include "holoscan/ipc/descriptor.hpp"
 #include "ipc/ipc_error.hpp"
+#include "ipc/wire/ipc_frame.hpp"
 #include "ipc/wire/ipc_wire.hpp"
 
 namespace holoscan::ipc {
@@ -143,6 +145,18 @@ expected<std::vector<std::uint8_t>, Error> encode(const TensorDescriptor& d) {
   }
   return out;
 }
+
+namespace detail {
+
+std::optional<std::uint64_t> descriptor_export_id(const std::uint8_t* bytes,
+                                                  std::size_t size) noexcept {
+  if (bytes == nullptr || size < kDescriptorHeaderBytes) {
+    return std::nullopt;
+  }
+  return get_u64(bytes + kExportIdAt);
+}
+
+}  // namespace detail
 
 expected<TensorDescriptor, Error> decode(const std::uint8_t* bytes, std::size_t size) {
   auto ndim = check_framing(bytes, size);

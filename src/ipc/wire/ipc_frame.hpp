@@ -41,6 +41,14 @@ HOLOSCAN_DLPACK_ABI std::optional<std::uint64_t> publish_export_id(const std::ui
                                                                    std::size_t size) noexcept;
 
 /**
+ * @brief The export id field of descriptor bytes that decoded before (a received Publish's), read
+ *        without decoding them again, so that the export can be given back when there is no
+ *        memory to decode it; nullopt for bytes too short for a descriptor. Never throws.
+ */
+HOLOSCAN_DLPACK_ABI std::optional<std::uint64_t> descriptor_export_id(const std::uint8_t* bytes,
+                                                                      std::size_t size) noexcept;
+
+/**
  * @brief Parses and validates one received frame.
  *
  * `fds` are the descriptors that arrived with it; a Publish that needs one, and a Hello (its
