@@ -1,0 +1,116 @@
+// Covers the core's out-of-host-memory paths with every allocation failing from the n-th on:
+// what never throws returns its error, and nothing is held, leaked or released twice.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "holoscan/tensor.hpp"
+#include "support/allocation_hooks.hpp"
+#include "support/counting_producer.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/tensor_helpers.hpp"
+
+namespace holoscan {
+namespace {
+
+using test::CountingProducer;
+using test::FailingAllocations;
+using test::import_or_die;
+using test::TensorSpec;
+using test::tracked;
+
+// Enough to fail every allocation of one call.
+constexpr std::uint64_t kEveryAllocation = 1000;
+
+// Runs `attempt` with every allocation failing after the first `skip`, for skip = 0, 1, ...
+// until one ran without a failure. `attempt` sets whether an exception escaped; no gtest
+// macro runs while the failures are armed.
+void sweep(const std::function<void(std::optional<bool>& threw)>& attempt) {
+  for (std::uint64_t skip = 0; skip < 200; ++skip) {
+    std::optional<bool> threw;
+    std::uint64_t failed = 0;
+    {
+      FailingAllocations failing(skip, kEveryAllocation);
+      attempt(threw);
+      failed = failing.failed();
+    }
+    ASSERT_TRUE(threw.has_value());
+    EXPECT_FALSE(*threw) << "an exception escaped with " << skip << " allocations allowed";
+    if (failed == 0) {
+      EXPECT_GT(skip, 0u) << "no allocation failed: the sweep saw nothing";
+      return;
+    }
+  }
+  ADD_FAILURE() << "every attempt saw a failed allocation";
+}
+
+// An export of `tensor` that must not throw; the owner it returns is deleted at once.
+template <class Managed>
+void export_without_throwing(const Tensor& tensor,
+                             expected<Managed*, Error> (Tensor::*to)() const,
+                             std::optional<bool>& threw,
+                             std::optional<ErrorCode>& refused) {
+  try {
+    expected<Managed*, Error> exported = (tensor.*to)();
+    threw = false;
+    if (exported) {
+      (*exported)->deleter(*exported);
+    } else {
+      refused = exported.error().code;
+    }
+  } catch (...) {
+    threw = true;
+  }
+}
+
+TEST(CoreOutOfMemory, VersionedExportNeverThrows) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {2, 3, 1, 1, 1, 1, 1, 2, 2};  // past the owner's inline room: the heap is asked
+  {
+    const Tensor tensor = import_or_die(producer, spec);
+    auto reference = tracked(tensor);
+    ASSERT_NE(reference, nullptr);
+    std::optional<ErrorCode> refused;
+    sweep([&](std::optional<bool>& threw) {
+      export_without_throwing(tensor, &Tensor::to_dlpack_versioned, threw, refused);
+    });
+    ASSERT_TRUE(refused.has_value());
+    EXPECT_EQ(*refused, ErrorCode::kResourceExhausted);
+    EXPECT_EQ(reference->handle_claims(), 1);  // only the Tensor's own claim
+    EXPECT_EQ(reference->unpaired_releases(), 0u);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(CoreOutOfMemory, LegacyExportRefusalNeverThrows) {
+  CountingProducer producer;
+  {
+    const Tensor tensor = import_or_die(producer);  // read-only authority: refused
+    auto reference = tracked(tensor);
+    ASSERT_NE(reference, nullptr);
+    std::optional<ErrorCode> refused;
+    sweep([&](std::optional<bool>& threw) {
+      export_without_throwing(tensor, &Tensor::to_dlpack, threw, refused);
+    });
+    EXPECT_EQ(reference->handle_claims(), 1);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(CoreOutOfMemory, ExportOfAnEmptyTensorNeverThrows) {
+  const Tensor empty;
+  std::optional<ErrorCode> refused;
+  sweep([&](std::optional<bool>& threw) {
+    export_without_throwing(empty, &Tensor::to_dlpack_versioned, threw, refused);
+  });
+  sweep([&](std::optional<bool>& threw) {
+    export_without_throwing(empty, &Tensor::to_dlpack, threw, refused);
+  });
+}
+
+}  // namespace
+}  // namespace holoscan
