@@ -7,6 +7,7 @@
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/recycler.hpp"
+#include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
 
 namespace holoscan {
@@ -135,18 +136,6 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   return &owner.release()->managed;
 }
 
-// An export never throws, but an error's message needs the heap: should it refuse, the export
-// still returns, kResourceExhausted without a message (nothing was held by then: the claim is
-// taken last).
-template <class Export>
-auto without_throwing(Export&& make) noexcept -> decltype(make()) {
-  try {
-    return make();
-  } catch (...) {
-    return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
-  }
-}
-
 expected<DLManagedTensor*, Error> export_legacy(const Tensor& tensor) {
   if (tensor.dl_ctx() != nullptr && tensor.is_read_only()) {
     return make_unexpected(ErrorCode::kNotSupported,
@@ -172,13 +161,14 @@ expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
     flags = dl_ctx_->tensor.flags |
             (detail::ContextAccess::read_only(*dl_ctx_) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
   }
-  return without_throwing([&] {
+  // An export never throws, though a refusal's message needs the heap; the claim is taken last.
+  return detail::without_throwing([&] {
     return export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
   });
 }
 
 expected<DLManagedTensor*, Error> Tensor::to_dlpack() const {
-  return without_throwing([this] { return export_legacy(*this); });
+  return detail::without_throwing([this] { return export_legacy(*this); });
 }
 
 }  // namespace holoscan

@@ -26,10 +26,12 @@ using test::tracked;
 constexpr std::uint64_t kEveryAllocation = 1000;
 
 // Runs `attempt` with every allocation failing after the first `skip`, for skip = 0, 1, ...
-// until one ran without a failure. `attempt` sets whether an exception escaped; no gtest
-// macro runs while the failures are armed.
-void sweep(const std::function<void(std::optional<bool>& threw)>& attempt) {
+// until one ran without a failure, each after `prepare` (not failing). `attempt` sets whether an
+// exception escaped; no gtest macro runs while the failures are armed.
+void sweep(const std::function<void(std::optional<bool>& threw)>& attempt,
+           const std::function<void()>& prepare = [] {}) {
   for (std::uint64_t skip = 0; skip < 200; ++skip) {
+    prepare();
     std::optional<bool> threw;
     std::uint64_t failed = 0;
     {
@@ -110,6 +112,65 @@ TEST(CoreOutOfMemory, ExportOfAnEmptyTensorNeverThrows) {
   sweep([&](std::optional<bool>& threw) {
     export_without_throwing(empty, &Tensor::to_dlpack, threw, refused);
   });
+}
+
+// An import that must not throw; on success the Tensor is dropped at once.
+template <class Managed>
+void import_without_throwing(Managed* managed, expected<Tensor, Error> (*import)(Managed*),
+                             std::optional<bool>& threw, std::optional<ErrorCode>& refused,
+                             bool& imported) {
+  try {
+    expected<Tensor, Error> tensor = import(managed);
+    threw = false;
+    imported = imported || tensor.has_value();
+    if (!tensor) {
+      refused = tensor.error().code;
+    }
+  } catch (...) {
+    threw = true;
+  }
+}
+
+// Holoscan 5.0's rule: a refused import (out of memory included) leaves the tensor with the
+// caller, who frees it; an accepted one is freed by the library, once.
+template <class Managed>
+void expect_import_never_throws(CountingProducer& producer, Managed* (CountingProducer::*make)(
+                                                                 const TensorSpec&),
+                                expected<Tensor, Error> (*import)(Managed*),
+                                const TensorSpec& spec) {
+  const int before = producer.deleter_calls();
+  int freed = 0;
+  Managed* managed = nullptr;
+  bool imported = false;
+  const auto finish = [&] {
+    if (managed != nullptr && !imported) {
+      managed->deleter(managed);  // still the caller's
+    }
+    freed += managed != nullptr ? 1 : 0;
+  };
+  sweep(
+      [&](std::optional<bool>& threw) {
+        std::optional<ErrorCode> refused;
+        import_without_throwing(managed, import, threw, refused, imported);
+      },
+      [&] {
+        finish();
+        managed = (producer.*make)(spec);
+        imported = false;
+      });
+  finish();
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls() - before, freed);
+}
+
+TEST(CoreOutOfMemory, RefusedImportNeverThrows) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {2, -3};  // refused, with a message naming the extent
+  expect_import_never_throws(producer, &CountingProducer::make_versioned,
+                             &make_tensor_from_dlpack_versioned, spec);
+  expect_import_never_throws(producer, &CountingProducer::make_legacy, &make_tensor_from_dlpack,
+                             spec);
 }
 
 }  // namespace
