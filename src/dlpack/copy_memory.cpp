@@ -18,6 +18,9 @@ struct CopyMemory::Allocation {
   // Frees the memory the way it was allocated; runs after every point, never throws.
   static void free(void* context) noexcept {
     std::unique_ptr<Allocation> self(static_cast<Allocation*>(context));
+    if (self->memory == nullptr) {
+      return;  // none was taken
+    }
     switch (self->device.device_type) {
       case kDLCPU:
         ::operator delete(self->memory, kHostAlignment);
@@ -65,15 +68,20 @@ expected<std::shared_ptr<CopyMemory>, Error> CopyMemory::allocate(DLDevice devic
   if (allocation == nullptr) {
     return make_unexpected(ErrorCode::kResourceExhausted, "Tensor copy: out of host memory");
   }
-  if (auto taken = take_memory(*allocation, std::max<std::size_t>(bytes, 1), stream); !taken) {
-    return forward_error(std::move(taken));
-  }
+  // The owner first, so that nothing fails once memory was taken from `stream`: freed then, it
+  // would go back on another stream, unordered with its allocation.
+  std::shared_ptr<CopyMemory> owner;
   try {
-    return std::make_shared<CopyMemory>(std::move(allocation));
+    owner = std::make_shared<CopyMemory>(std::move(allocation));
   } catch (const std::bad_alloc&) {
-    Allocation::free(allocation.release());  // nothing used it yet
     return make_unexpected(ErrorCode::kResourceExhausted, "Tensor copy: out of host memory");
   }
+  if (auto taken = take_memory(*owner->allocation_, std::max<std::size_t>(bytes, 1), stream);
+      !taken) {
+    return forward_error(std::move(taken));
+  }
+  owner->data_ = owner->allocation_->memory;
+  return owner;
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // Tensor::copy, copy_to, copy_to_host and copy_to_host_async: owning compact copies, ordered after
 // the source's readiness, with the source kept alive until the copy has read it.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -156,9 +157,21 @@ expected<void, Error> finish_on_stream(const detail::CopyPlan& plan, const Tenso
   return done;
 }
 
-// A Tensor over `memory` with `source`'s shape and dtype, compact, IS_COPIED, writable.
-Tensor copy_tensor(const Tensor& source, std::shared_ptr<detail::CopyMemory> memory,
-                   DLDevice device) {
+// The context of a copy of `source`, made before its memory is taken: once a device copy's memory
+// was taken from the stream, a failure waits for the stream (after_queued) before the memory goes;
+// one before the copy owned it would free it unordered with its allocation.
+std::shared_ptr<DLManagedTensorContext> copy_context(const Tensor& source) {
+  auto context = std::make_shared<DLManagedTensorContext>();
+  const auto ndim = static_cast<std::size_t>(std::max(source.ndim(), 0));
+  context->dl_shape.reserve(ndim);
+  context->dl_strides.reserve(ndim);
+  return context;
+}
+
+// A Tensor over `memory` with `source`'s shape and dtype, compact, IS_COPIED, writable, in
+// `context` (from copy_context(): within its room, nothing is allocated).
+Tensor copy_tensor(const Tensor& source, std::shared_ptr<DLManagedTensorContext> context,
+                   std::shared_ptr<detail::CopyMemory> memory, DLDevice device) {
   DLTensor view = source.dl_tensor();
   view.data = memory->data();
   view.device = device;
@@ -166,7 +179,6 @@ Tensor copy_tensor(const Tensor& source, std::shared_ptr<detail::CopyMemory> mem
   view.byte_offset = 0;
   const std::uint64_t flags =
       DLPACK_FLAG_BITMASK_IS_COPIED | (source.flags() & detail::kSubBytePaddedFlag);
-  auto context = std::make_shared<DLManagedTensorContext>();
   detail::assign_view(
       *context, view, flags,
       DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR});
@@ -180,6 +192,7 @@ expected<Tensor, Error> copy_by_host(const Tensor& source, const detail::CopyPla
     return forward_error(std::move(ready));
   }
   const DLDevice host{kDLCPU, 0};
+  auto context = copy_context(source);
   auto memory = detail::CopyMemory::allocate(host, static_cast<std::size_t>(plan.bytes()), nullptr);
   if (!memory) {
     return forward_error(std::move(memory));
@@ -187,19 +200,20 @@ expected<Tensor, Error> copy_by_host(const Tensor& source, const detail::CopyPla
   if (auto copied = copy_on_host(plan, source, (*memory)->data()); !copied) {
     return forward_error(std::move(copied));
   }
-  return copy_tensor(source, std::move(*memory), host);
+  return copy_tensor(source, std::move(context), std::move(*memory), host);
 }
 
 // Anything else: on `stream`. The memory is the copy's owner from the start, so that any failure
 // frees it only once the GPU has passed what was queued.
 expected<Tensor, Error> copy_by_stream(const Tensor& source, const detail::CopyPlan& plan,
                                        DLDevice target, cudaStream_t stream) {
+  auto context = copy_context(source);
   auto memory =
       detail::CopyMemory::allocate(target, static_cast<std::size_t>(plan.bytes()), stream);
   if (!memory) {
     return forward_error(std::move(memory));
   }
-  Tensor copy = copy_tensor(source, std::move(*memory), target);
+  Tensor copy = copy_tensor(source, std::move(context), std::move(*memory), target);
   if (auto done = finish_on_stream(plan, source, copy, stream); !done) {
     return forward_error(std::move(done));
   }

@@ -7,6 +7,7 @@
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/recycler.hpp"
+#include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
 
 namespace holoscan {
@@ -135,6 +136,22 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   return &owner.release()->managed;
 }
 
+expected<DLManagedTensor*, Error> export_legacy(const Tensor& tensor) {
+  if (tensor.dl_ctx() != nullptr && tensor.is_read_only()) {
+    return make_unexpected(ErrorCode::kNotSupported,
+                           "Tensor::to_dlpack: Legacy DLPack cannot represent read-only Tensor "
+                           "authority; use to_dlpack_versioned");
+  }
+  if ((tensor.flags() & detail::kSubBytePaddedFlag) != 0 &&
+      detail::is_packed_sub_byte(tensor.dtype(), 0)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "Tensor::to_dlpack: the tensor's sub-byte elements are padded "
+                           "(IS_SUBBYTE_TYPE_PADDED), which a legacy DLManagedTensor cannot say; "
+                           "use to_dlpack_versioned");
+  }
+  return export_context<DLManagedTensor>(tensor.dl_ctx(), tensor.flags(), "Tensor::to_dlpack");
+}
+
 }  // namespace
 
 expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
@@ -144,22 +161,14 @@ expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
     flags = dl_ctx_->tensor.flags |
             (detail::ContextAccess::read_only(*dl_ctx_) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
   }
-  return export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
+  // An export never throws, though a refusal's message needs the heap; the claim is taken last.
+  return detail::without_throwing([&] {
+    return export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
+  });
 }
 
 expected<DLManagedTensor*, Error> Tensor::to_dlpack() const {
-  if (dl_ctx_ != nullptr && is_read_only()) {
-    return make_unexpected(ErrorCode::kNotSupported,
-                           "Tensor::to_dlpack: Legacy DLPack cannot represent read-only Tensor "
-                           "authority; use to_dlpack_versioned");
-  }
-  if ((flags() & detail::kSubBytePaddedFlag) != 0 && detail::is_packed_sub_byte(dtype(), 0)) {
-    return make_unexpected(ErrorCode::kInvalidArgument,
-                           "Tensor::to_dlpack: the tensor's sub-byte elements are padded "
-                           "(IS_SUBBYTE_TYPE_PADDED), which a legacy DLManagedTensor cannot say; "
-                           "use to_dlpack_versioned");
-  }
-  return export_context<DLManagedTensor>(dl_ctx_, flags(), "Tensor::to_dlpack");
+  return detail::without_throwing([this] { return export_legacy(*this); });
 }
 
 }  // namespace holoscan

@@ -7,6 +7,7 @@
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/recycler.hpp"
 #include "dlpack/tensor_view.hpp"
+#include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
 
 namespace holoscan {
@@ -61,10 +62,7 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
   return Tensor(std::move(shared));
 }
 
-}  // namespace
-
-expected<Tensor, Error> make_tensor_from_dlpack_versioned(
-    DLManagedTensorVersioned* dl_managed_tensor_ver_ptr) {
+expected<Tensor, Error> import_versioned(DLManagedTensorVersioned* dl_managed_tensor_ver_ptr) {
   constexpr const char* kWho = "make_tensor_from_dlpack_versioned";
   DLManagedTensorVersioned* managed = dl_managed_tensor_ver_ptr;
   if (managed == nullptr) {
@@ -87,7 +85,7 @@ expected<Tensor, Error> make_tensor_from_dlpack_versioned(
   return import_managed<DLManagedMemoryBufferVersioned>(managed, managed->flags, version, kWho);
 }
 
-expected<Tensor, Error> make_tensor_from_dlpack(DLManagedTensor* dl_managed_tensor_ptr) {
+expected<Tensor, Error> import_legacy(DLManagedTensor* dl_managed_tensor_ptr) {
   constexpr const char* kWho = "make_tensor_from_dlpack";
   if (dl_managed_tensor_ptr == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
@@ -96,6 +94,19 @@ expected<Tensor, Error> make_tensor_from_dlpack(DLManagedTensor* dl_managed_tens
   // A legacy tensor is read as a current-version tensor without flags (Holoscan 5.0).
   return import_managed<DLManagedMemoryBuffer>(
       dl_managed_tensor_ptr, 0, DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, kWho);
+}
+
+}  // namespace
+
+// A refusal's message needs the heap: should it refuse, the import is still refused (nothing was
+// taken), as kResourceExhausted, never with an exception.
+expected<Tensor, Error> make_tensor_from_dlpack_versioned(
+    DLManagedTensorVersioned* dl_managed_tensor_ver_ptr) {
+  return detail::without_throwing([&] { return import_versioned(dl_managed_tensor_ver_ptr); });
+}
+
+expected<Tensor, Error> make_tensor_from_dlpack(DLManagedTensor* dl_managed_tensor_ptr) {
+  return detail::without_throwing([&] { return import_legacy(dl_managed_tensor_ptr); });
 }
 
 Tensor::Tensor(DLManagedTensor* dl_managed_tensor_ptr) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "holoscan/make_tensor.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/fake_cuda_test.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/strided_views.hpp"
@@ -292,6 +294,54 @@ TEST_F(CopyOnFakeCuda, UnrecordedPointsWaitOrFailAndLeakNothing) {
   flush_deferred_releases();
   EXPECT_EQ(*deleted_, 1);
   EXPECT_EQ(fake().calls(CudaEntry::kFreeAsync), 1u);
+}
+
+// Out of host memory once the copy's memory was taken from `stream` (cudaMallocAsync): the
+// memory goes back in the order of that stream, never by a cudaFreeAsync on another stream
+// before `stream` has even reached the allocation (undefined behaviour).
+TEST_F(CopyOnFakeCuda, OutOfHostMemoryNeverFreesTheCopysMemoryAheadOfItsStream) {
+  const cudaStream_t stream = fake().create_stream(0);
+  const Tensor source = test::import_view(buffer_, rows_, deleted_);
+  ASSERT_TRUE(source.copy_to(DLDevice{kDLCUDA, 0}, stream).has_value());  // warms the pools
+  fake().complete(stream);
+  flush_deferred_releases();
+  fake().launch(stream);  // earlier work on the copy stream, still running
+  std::uint64_t refused = 0;
+  for (std::uint64_t skip = 0; skip < 100; ++skip) {
+    const auto copies =
+        fake().calls(CudaEntry::kMemcpyAsync) + fake().calls(CudaEntry::kMemcpy2DAsync);
+    const auto frees = fake().calls(CudaEntry::kFreeAsync);
+    std::optional<expected<Tensor, Error>> copy;
+    bool threw = false;
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip, 1000);
+      try {
+        copy.emplace(source.copy_to(DLDevice{kDLCUDA, 0}, stream));
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    if (failed == 0) {
+      ASSERT_TRUE(copy.has_value() && copy->has_value());
+      break;
+    }
+    // Only the library's own failures: once the copy is queued the fake runtime's bookkeeping
+    // allocates too, which a real runtime would not throw from.
+    const bool queued =
+        fake().calls(CudaEntry::kMemcpyAsync) + fake().calls(CudaEntry::kMemcpy2DAsync) > copies;
+    if ((threw || !copy->has_value()) && !queued) {
+      ++refused;
+      EXPECT_EQ(fake().calls(CudaEntry::kFreeAsync), frees)
+          << "freed while its stream had not reached the allocation (" << skip
+          << " allocations allowed)";
+    }
+  }
+  EXPECT_GT(refused, 0u);
+  fake().complete(stream);
+  flush_deferred_releases();
+  EXPECT_EQ(fake().live_allocations(), 0u);
 }
 
 class StridedCopyOnFakeCuda : public CopyOnFakeCuda,

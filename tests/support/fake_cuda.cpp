@@ -169,7 +169,12 @@ struct FakeCuda::State {
     if (allocated == nullptr) {
       return cudaErrorMemoryAllocation;
     }
-    allocations.emplace(allocated, Allocation{bytes == 0 ? 1 : bytes, device, type});
+    try {
+      allocations.emplace(allocated, Allocation{bytes == 0 ? 1 : bytes, device, type});
+    } catch (const std::bad_alloc&) {  // the runtime's own bookkeeping: an error, never a throw
+      std::free(allocated);
+      return cudaErrorMemoryAllocation;
+    }
     *memory = allocated;
     return cudaSuccess;
   }
