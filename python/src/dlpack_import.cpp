@@ -79,7 +79,13 @@ expected<Tensor, Error> make_tensor(DLManagedTensor* managed) {
 // Lends `managed` to the library with our deleter; on a rejection gives it back untouched.
 template <class Managed>
 expected<Tensor, Error> adopt(Managed* managed, nb::handle producer) {
-  auto* owner = new ProducerOwner<Managed>();
+  // Out of memory is an error returned, not thrown: a caller that frees a refused tensor (the C
+  // exchange API's import) only does so on an error.
+  auto* owner = new (std::nothrow) ProducerOwner<Managed>();
+  if (owner == nullptr) {
+    return tl::unexpected<Error>(
+        Error{ErrorCode::kResourceExhausted, "DLPack import: out of host memory", 0});
+  }
   owner->run = &ProducerOwner<Managed>::run_release;
   owner->managed = managed;
   owner->lend();
