@@ -38,9 +38,8 @@ std::atomic<std::uint64_t> next_recorder{1};
 cudaError_t device_of_explicit_stream(cudaStream_t stream, int& device,
                                       std::uint64_t& stream_id) noexcept {
   const CudaApi& api = cuda();
-  unsigned long long id = 0;
-  if (api.stream_get_id(stream, &id) != cudaSuccess) {
-    (void)api.get_last_error();
+  const std::uint64_t id = id_of_explicit_stream(stream);
+  if (id == 0) {
     return api.stream_get_device(stream, &device);  // no id: the point stands alone
   }
   // Fibonacci hashing: ids may be sequential numbers or addresses, and spread either way.
