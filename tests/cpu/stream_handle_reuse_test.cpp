@@ -26,12 +26,6 @@ class StreamHandleReuse : public test::FakeCudaTest {
     EXPECT_EQ(reused, stream);
     return reused;
   }
-
-  // Whether work queued on `stream` from now on has passed (as a point recorded there says).
-  static bool later_work_passed(cudaStream_t stream) {
-    detail::StreamState probe;
-    return probe.set_deallocation_stream(stream) && probe.poll_idle();
-  }
 };
 
 TEST_F(StreamHandleReuse, AConsumerUnderTheProducersOldHandleWaitsForTheProducer) {
@@ -42,9 +36,10 @@ TEST_F(StreamHandleReuse, AConsumerUnderTheProducersOldHandleWaitsForTheProducer
   cudaStream_t consumer = reuse(producer);
 
   ASSERT_TRUE(state.synchronize_for_consumer(consumer).has_value());
-  EXPECT_FALSE(later_work_passed(consumer));  // before the fix: taken for the producer's stream
+  // Before the fix: taken for the producer's stream, no wait.
+  EXPECT_FALSE(test::later_work_passed(consumer));
   fake().complete_all();
-  EXPECT_TRUE(later_work_passed(consumer));
+  EXPECT_TRUE(test::later_work_passed(consumer));
 }
 
 TEST_F(StreamHandleReuse, APointUnderTheProducersOldHandleDoesNotCoverTheReadiness) {
@@ -99,9 +94,10 @@ TEST_F(StreamHandleReuse, HandOverToANewStreamUnderAnOldHandleWaitsForThePointRe
   cudaStream_t next_user = reuse(consumer);
 
   ASSERT_TRUE(state.hand_over_to(next_user).has_value());  // stream-ordered pool reuse
-  EXPECT_FALSE(later_work_passed(next_user));  // before the fix: taken for the consumer's stream
+  // Before the fix: taken for the consumer's stream, no wait.
+  EXPECT_FALSE(test::later_work_passed(next_user));
   fake().complete_all();
-  EXPECT_TRUE(later_work_passed(next_user));
+  EXPECT_TRUE(test::later_work_passed(next_user));
 }
 
 }  // namespace

@@ -153,12 +153,6 @@ class ReadinessAcrossStreams : public test::FakeCudaTest {
     ASSERT_EQ(state.readiness_stream(), idle_);
   }
 
-  // Whether work queued on `stream` from now on has passed (as a point recorded there says).
-  bool later_work_passed(cudaStream_t stream) {
-    detail::StreamState probe;
-    return probe.set_deallocation_stream(stream) && probe.poll_idle();
-  }
-
   cudaStream_t busy_;
   cudaStream_t idle_;
 };
@@ -192,9 +186,9 @@ TEST_F(ReadinessAcrossStreams, HandOverWaitsForTheReadinessLeftOnTheFirstStream)
   detail::StreamState state;
   move_readiness(state);
   ASSERT_TRUE(state.hand_over_to(next_user));  // stream-ordered pool reuse
-  EXPECT_FALSE(later_work_passed(next_user));
+  EXPECT_FALSE(test::later_work_passed(next_user));
   fake().complete(busy_);
-  EXPECT_TRUE(later_work_passed(next_user));
+  EXPECT_TRUE(test::later_work_passed(next_user));
 }
 
 // The release points taken with the readiness beyond the list's inline room (four deallocation
@@ -222,7 +216,8 @@ TEST_F(ReadinessAcrossStreams, NoRoomForTheReadinessAmongTheReleasePointsWaitsFo
     points.emplace(state.take_release_points());
     failed = failing.failed();
   }
-  const bool producer_done = later_work_passed(busy_);  // before the gpu thread may finish it
+  // Asked before the gpu thread may finish it.
+  const bool producer_done = test::later_work_passed(busy_);
   taken = true;
   gpu.join();
   EXPECT_EQ(failed, 1u);
@@ -238,9 +233,9 @@ TEST_F(ReadinessAcrossStreams, ConsumersWaitForBothStreamsWithOneWait) {
   const auto waits = fake().calls(test::CudaEntry::kStreamWaitEvent);
   ASSERT_TRUE(state.synchronize_for_consumer(consumer));
   EXPECT_EQ(fake().calls(test::CudaEntry::kStreamWaitEvent) - waits, 1u);
-  EXPECT_FALSE(later_work_passed(consumer));
+  EXPECT_FALSE(test::later_work_passed(consumer));
   fake().complete(busy_);
-  EXPECT_TRUE(later_work_passed(consumer));
+  EXPECT_TRUE(test::later_work_passed(consumer));
 }
 
 TEST_F(ReadinessAcrossStreams, MovingCostsOneWaitAndStayingNone) {

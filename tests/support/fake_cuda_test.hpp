@@ -8,6 +8,7 @@
 
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
+#include "stream/stream_state.hpp"
 #include "support/fake_cuda.hpp"
 
 namespace holoscan::test {
@@ -30,6 +31,12 @@ inline void drop_pending(FakeCuda& fake, DLManagedTensorVersioned* managed, cuda
   DLManagedMemoryBufferVersioned buffer(managed);
   fake.launch(stream);
   ASSERT_TRUE(buffer.set_deallocation_stream(stream));
+}
+
+/** @brief Whether work queued on `stream` from now on has passed (a point recorded there says). */
+inline bool later_work_passed(cudaStream_t stream) {
+  detail::StreamState probe;
+  return probe.set_deallocation_stream(stream) && probe.poll_idle();
 }
 
 /** @brief Installs the fake runtime for each test; no release may be pending at the start. */
