@@ -15,6 +15,12 @@ namespace ucx = holoscan::ucx;
 
 void check_tensor_header(const std::uint8_t* data, std::size_t size) {
   const std::uint64_t sequence = ucx::peek_sequence(data, size);
+  const ucx::AnsweredRun answered = ucx::peek_answered(data, size);
+  if ((answered.count == 0 && answered.sequence != 0) ||
+      (answered.count != 0 && (answered.sequence == 0 ||
+                               answered.count - 1 > UINT64_MAX - answered.sequence))) {
+    __builtin_trap();  // a run the sending side would end sends by must be a real one
+  }
   auto decoded = ucx::decode_tensor_header(data, size);
   if (!decoded) {
     const ErrorCode code = decoded.error().code;
@@ -28,7 +34,8 @@ void check_tensor_header(const std::uint8_t* data, std::size_t size) {
   std::vector<std::uint8_t> again(ucx::encoded_size(*decoded));
   auto written = ucx::encode(*decoded, again.data(), again.size());
   if (!written || *written != size || !std::equal(again.begin(), again.end(), data) ||
-      decoded->sequence != sequence) {
+      decoded->sequence != sequence || decoded->answered_sequence != answered.sequence ||
+      decoded->answered_count != answered.count) {
     __builtin_trap();
   }
 }
@@ -65,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     default:
       if (auto hello = ucx::decode_hello(message, length); hello) {
-        // A version 1 Hello re-encodes to itself; another version's is only read, not checked.
+        // This version's Hello re-encodes to itself; another version's is only read, not checked.
         const auto again = ucx::encode(*hello);
         const std::size_t same = hello->version == ucx::kWireVersion ? again.size() : 8;
         if (length < ucx::kHelloBytes || !std::equal(again.begin(), again.begin() + same, message)) {

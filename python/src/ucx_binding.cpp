@@ -71,6 +71,8 @@ void bind_stats(nb::module_& module) {
       .def_ro("received", &Stats::received, "Tensors handed out by receive().")
       .def_ro("refused", &Stats::refused, "Incoming messages refused (each answered, if possible).")
       .def_ro("ignored_acks", &Stats::ignored_acks, "Acks naming nothing in flight, or malformed.")
+      .def_ro("answers_carried", &Stats::answers_carried,
+              "Confirmations sent in a tensor's header instead of an Ack of their own.")
       .def_ro("peers_accepted", &Stats::peers_accepted, "Connections accepted by the listener.")
       .def_ro("peers_lost", &Stats::peers_lost,
               "Connections that failed or were closed by the peer.")

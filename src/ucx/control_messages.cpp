@@ -120,7 +120,7 @@ expected<Hello, Error> decode_hello(const std::uint8_t* bytes, std::size_t size)
   // Another version's Hello may be longer; it is read only far enough to say which it is.
   if (*version == kWireVersion &&
       (size != kHelloBytes || detail::ByteReader(bytes + 12).u32() != 0)) {
-    return make_unexpected(malformed(kWho, "a version 1 Hello is 16 bytes ending in zero"));
+    return make_unexpected(malformed(kWho, "a Hello of this version is 16 bytes ending in zero"));
   }
   return Hello{*version};
 }

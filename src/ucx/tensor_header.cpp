@@ -1,5 +1,5 @@
-// The tensor message's header (the same in versions 1 and 2 of the format): a fixed little-endian part, then ndim extents and ndim
-// strides. The layout rules are the DLPack import's own (dlpack_validate.hpp), so that a header
+// The tensor message's header: a fixed little-endian part (version 3 added the run of the
+// receiver's own tensors it confirms), then ndim extents and ndim strides. The layout rules are the DLPack import's own (dlpack_validate.hpp), so that a header
 // is refused exactly where an import of the same fields would be.
 #include <cstdio>
 #include <string>
@@ -25,6 +25,33 @@ std::string hex(std::uint64_t value) {
 
 std::size_t size_for(std::size_t ndim) noexcept {
   return kTensorHeaderFixedBytes + 2 * sizeof(std::int64_t) * ndim;
+}
+
+// Where the confirmed run sits in the fixed part (docs/ucx.md).
+constexpr std::size_t kAnsweredAt = 56;
+
+// None (0, 0), or a run of at least one whose last sequence number is representable; sequence
+// numbers start at 1.
+bool sound(AnsweredRun run) noexcept {
+  if (run.count == 0) {
+    return run.sequence == 0;
+  }
+  return run.sequence != 0 && run.count - 1 <= UINT64_MAX - run.sequence;
+}
+
+// Magic, version and a total length that matches both `size` and the ndim field: the framing
+// of an encoded header of this version, whatever its fields.
+bool framed(const std::uint8_t* bytes, std::size_t size) noexcept {
+  if (bytes == nullptr || size < kTensorHeaderFixedBytes) {
+    return false;
+  }
+  detail::ByteReader r(bytes);
+  const std::uint32_t magic = r.u32();
+  const std::uint32_t version = r.u32();
+  const std::uint32_t total = r.u32();
+  const std::uint32_t ndim = r.u32();
+  return magic == kWireMagic && version == kWireVersion && total == size && ndim <= kMaxWireDims &&
+         size == size_for(ndim);
 }
 
 expected<void, Error> check_flags_and_version(const TensorHeader& h) {
@@ -74,6 +101,12 @@ std::size_t encoded_size(const TensorHeader& header) noexcept {
 }
 
 expected<void, Error> validate(const TensorHeader& h) {
+  if (!sound(AnsweredRun{h.answered_sequence, h.answered_count})) {
+    return make_unexpected(refusal(ErrorCode::kProtocolError,
+                                   "answered run (sequence " + std::to_string(h.answered_sequence) +
+                                       ", count " + std::to_string(h.answered_count) +
+                                       ") is not a run of sequence numbers"));
+  }
   if (auto checked = check_flags_and_version(h); !checked) {
     return checked;
   }
@@ -110,6 +143,7 @@ expected<std::size_t, Error> encode(const TensorHeader& h, std::uint8_t* out,
   w.u32(static_cast<std::uint32_t>(h.ndim)).u64(h.sequence).u64(h.payload_bytes);
   w.u64(h.dlpack_flags).u8(h.dtype.code).u8(h.dtype.bits).u16(h.dtype.lanes);
   w.u32(h.dlpack_version.major).u32(h.dlpack_version.minor).u32(0);
+  w.u64(h.answered_sequence).u64(h.answered_count);
   for (std::int32_t i = 0; i < h.ndim; ++i) {
     w.i64(h.shape[i]);
   }
@@ -167,6 +201,8 @@ expected<TensorHeader, Error> decode_tensor_header(const std::uint8_t* bytes, st
     return make_unexpected(
         refusal(ErrorCode::kProtocolError, "reserved field is " + hex(reserved) + ", not zero"));
   }
+  h.answered_sequence = r.u64();
+  h.answered_count = r.u64();
   for (std::uint32_t i = 0; i < ndim; ++i) {
     h.shape[i] = r.i64();
   }
@@ -177,6 +213,25 @@ expected<TensorHeader, Error> decode_tensor_header(const std::uint8_t* bytes, st
     return forward_error(std::move(valid));
   }
   return h;
+}
+
+AnsweredRun peek_answered(const std::uint8_t* bytes, std::size_t size) noexcept {
+  if (!framed(bytes, size)) {
+    return {};
+  }
+  detail::ByteReader r(bytes + kAnsweredAt);
+  AnsweredRun run;
+  run.sequence = r.u64();
+  run.count = r.u64();
+  return sound(run) ? run : AnsweredRun{};
+}
+
+bool write_answered(std::uint8_t* bytes, std::size_t size, AnsweredRun run) noexcept {
+  if (!framed(bytes, size) || !sound(run)) {
+    return false;
+  }
+  detail::ByteWriter(bytes + kAnsweredAt).u64(run.sequence).u64(run.count);
+  return true;
 }
 
 std::uint64_t peek_sequence(const std::uint8_t* bytes, std::size_t size) noexcept {

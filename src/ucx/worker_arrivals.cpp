@@ -43,6 +43,10 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
   Peer* peer = (param.recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? find(param.reply_ep)
                                                                         : nullptr;
   const std::uint64_t sequence = peek_sequence(bytes, header_length);
+  // The confirmations it carries count even when the tensor itself is refused below.
+  if (const AnsweredRun run = peek_answered(bytes, header_length); peer != nullptr && run.count != 0) {
+    answer_sends(*peer, Ack{run.sequence, ErrorCode::kSuccess, {}, run.count});
+  }
   arrival->peer = peer != nullptr ? peer->id : 0;
   arrival->header.sequence = sequence;
   const bool kept =

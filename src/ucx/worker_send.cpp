@@ -145,6 +145,7 @@ std::size_t Worker::State::post_ready_sends() {
       params.user_data = &send;
       params.memory_type = send.memory_type;
       send.phase = Outgoing::Phase::kPosted;
+      attach_answers(send);
       void* request = ucp_am_send_nbx(peer.endpoint, static_cast<unsigned>(MessageId::kTensor),
                                       send.header.data(), send.header_size, send.claim.data(),
                                       static_cast<std::size_t>(send.claim.nbytes()), &params);
@@ -174,10 +175,45 @@ void Worker::State::fail_unready(Outgoing& send, const Error& why) {
   on_ucx_done(send, UCS_OK);
 }
 
+// A confirmation due to the peer rides in this tensor's header rather than in an Ack of its own
+// (the first run queued for the peer; others stay queued). Only at posting: a send held for its
+// readiness would hold the answer back too.
+void Worker::State::attach_answers(Outgoing& send) noexcept {
+  for (auto it = controls.begin(); it != controls.end(); ++it) {
+    if (it->peer != send.peer || it->count == 0) {
+      continue;
+    }
+    const AnsweredRun run{it->delivered, it->count};
+    if (write_answered(send.header.data(), send.header_size, run)) {
+      send.answered = run;
+      controls.erase(it);  // moves the later ones down: nothing allocates
+      ++stats.answers_carried;
+    }
+    return;
+  }
+}
+
+// A tensor message UCX could not send may have taken a confirmation with it: the run goes back to
+// the queue as an Ack (a second answer, should the first have arrived after all, changes nothing
+// at the peer).
+void Worker::State::reclaim_answers(Outgoing& send) {
+  if (send.answered.count == 0) {
+    return;
+  }
+  Control control{send.peer, MessageId::kAck, {}};
+  control.delivered = send.answered.sequence;
+  control.count = send.answered.count;
+  send.answered = AnsweredRun{};
+  controls.push_back(std::move(control));
+}
+
 void Worker::State::on_ucx_done(Outgoing& send, ucs_status_t status) {
   send.phase = Outgoing::Phase::kReleased;
   send.claim = Tensor();  // UCX no longer reads the memory: the pool may reuse it
   try {
+    if (status != UCS_OK) {
+      reclaim_answers(send);
+    }
     if (status != UCS_OK && !send.outcome) {
       Error error = detail::ucx_error("ucx send of " + about(send), "ucp_am_send_nbx", status);
       send.outcome = make_unexpected(std::move(error));
@@ -202,24 +238,29 @@ void Worker::State::on_ack(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, s
     ++stats.ignored_acks;
     return;
   }
+  answer_sends(*peer, *ack);
+}
+
+// The answer of an Ack, or of the run a tensor header carries.
+void Worker::State::answer_sends(Peer& peer, const Ack& ack) {
   std::uint64_t answered = 0;
-  for (std::size_t i = 0; i < peer->outgoing.size() && answered < ack->count; ++i) {
-    Outgoing& send = *peer->outgoing[i];
-    if (send.sequence - ack->sequence >= ack->count || send.ended || send.outcome ||
+  for (std::size_t i = 0; i < peer.outgoing.size() && answered < ack.count; ++i) {
+    Outgoing& send = *peer.outgoing[i];
+    if (send.sequence - ack.sequence >= ack.count || send.ended || send.outcome ||
         send.phase == Outgoing::Phase::kHeld) {
       continue;  // unsigned: a sequence before the run wraps to a large offset
     }
-    if (ack->code == ErrorCode::kSuccess) {
+    if (ack.code == ErrorCode::kSuccess) {
       send.outcome = expected<void, Error>();
     } else {
       send.outcome = make_unexpected(
-          Error{ack->code, "ucx send of " + about(send) + " refused by the peer: " + ack->message,
+          Error{ack.code, "ucx send of " + about(send) + " refused by the peer: " + ack.message,
                 0});
     }
     ++answered;
     end_if_done(send);
   }
-  stats.ignored_acks += answered < ack->count ? 1 : 0;
+  stats.ignored_acks += answered < ack.count ? 1 : 0;
 }
 
 // Sends that UCX still holds end when it calls back (the closed endpoint cancels them); the rest

@@ -40,6 +40,7 @@ struct Outgoing {
   std::size_t header_size = 0;
   ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_UNKNOWN;
   std::optional<detail::ReadinessGate::Ticket> ticket;  ///< While its readiness is pending.
+  AnsweredRun answered;  ///< The peer's tensors its header confirms (taken from `controls`).
   Phase phase = Phase::kHeld;
   void* request = nullptr;  ///< UCX's request while kPosted, if it did not complete at once.
   std::optional<expected<void, Error>> outcome;  ///< The peer's answer, or the failure.
@@ -150,6 +151,9 @@ struct Worker::State {
   void fail_unready(Outgoing& send, const Error& why);
   void on_ucx_done(Outgoing& send, ucs_status_t status);
   void on_ack(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
+  void answer_sends(Peer& peer, const Ack& ack);
+  void attach_answers(Outgoing& send) noexcept;
+  void reclaim_answers(Outgoing& send);
   void fail_outgoing(Peer& peer, const Error& reason);
   void end_if_done(Outgoing& send);
   void sweep_ended();

@@ -1,5 +1,7 @@
 #include "ucx/malformed_cases.hpp"
 
+#include <cstdint>
+
 #include <dlpack/dlpack.h>
 
 #include "holoscan/ucx/wire.hpp"
@@ -8,7 +10,7 @@
 namespace holoscan::test {
 namespace {
 
-// Byte offsets of the version-1 tensor header (docs/ucx.md).
+// Byte offsets of the version-3 tensor header (docs/ucx.md).
 constexpr std::size_t kVersionAt = 4;
 constexpr std::size_t kNdimAt = 12;
 constexpr std::size_t kPayloadAt = 24;
@@ -17,7 +19,8 @@ constexpr std::size_t kCodeAt = 40;
 constexpr std::size_t kBitsAt = 41;
 constexpr std::size_t kMajorAt = 44;
 constexpr std::size_t kReservedAt = 52;
-constexpr std::size_t kShapeAt = 56;
+constexpr std::size_t kAnsweredAt = 56;
+constexpr std::size_t kShapeAt = 72;
 
 void patch(std::vector<std::uint8_t>& bytes, std::size_t at, std::uint64_t value, int width) {
   for (int i = 0; i < width; ++i) {
@@ -77,7 +80,7 @@ std::vector<WireCase> wire_cases() {
   }
   patch(add(0, "another version", ErrorCode::kIncompatible, "wire version 9").header, kVersionAt,
         9, 4);
-  add(0, "truncated", ErrorCode::kProtocolError, "shorter than the 56-byte").header.resize(30);
+  add(0, "truncated", ErrorCode::kProtocolError, "shorter than the 72-byte").header.resize(30);
   patch(add(0, "ndim 33", ErrorCode::kInvalidArgument, "ndim 33 is outside").header, kNdimAt, 33,
         4);
   patch(add(0, "negative extent", ErrorCode::kInvalidArgument, "shape[0] is -1").header, kShapeAt,
@@ -101,6 +104,16 @@ std::vector<WireCase> wire_cases() {
         kMajorAt, 2, 4);
   patch(add(0, "reserved bits", ErrorCode::kProtocolError, "reserved field").header, kReservedAt,
         1, 4);
+  patch(add(0, "answered sequence without a count", ErrorCode::kProtocolError,
+            "answered run (sequence 5, count 0)")
+            .header,
+        kAnsweredAt, 5, 8);
+  {
+    WireCase& c = add(0, "answered run past the last sequence number", ErrorCode::kProtocolError,
+                      "is not a run of sequence numbers");
+    patch(c.header, kAnsweredAt, UINT64_MAX, 8);
+    patch(c.header, kAnsweredAt + 8, 2, 8);
+  }
   // Known to DLPack >= 1.1 headers, unknown to a 1.0 build.
   const bool padded_known = DLPACK_MINOR_VERSION >= 1;
   patch(add(0, "padded sub-byte",
@@ -113,6 +126,14 @@ std::vector<WireCase> wire_cases() {
   cases.push_back(valid(seq++, 0));
   cases.push_back(valid(seq++, 2));
   return cases;
+}
+
+WireCase refused_with_answer(std::uint64_t sequence, ucx::AnsweredRun run) {
+  WireCase c = refused(sequence, 0, "unknown dtype, answering", ErrorCode::kInvalidArgument,
+                       "dtype.code 99");
+  (void)ucx::write_answered(c.header.data(), c.header.size(), run);
+  patch(c.header, kCodeAt, 99, 1);
+  return c;
 }
 
 std::vector<WireCase> burst_cases(std::uint64_t count, std::uint64_t refused_sequence) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "holoscan/errors.hpp"
+#include "holoscan/ucx/wire.hpp"
 
 namespace holoscan::test {
 
@@ -30,5 +31,8 @@ std::vector<WireCase> wire_cases();
  *        that sequence `refused` (0: none) has a reserved field set and is refused.
  */
 std::vector<WireCase> burst_cases(std::uint64_t count, std::uint64_t refused);
+
+/** @brief Tensor 0 of the series as `sequence`, refused for its dtype, confirming `run`. */
+WireCase refused_with_answer(std::uint64_t sequence, ucx::AnsweredRun run);
 
 }  // namespace holoscan::test

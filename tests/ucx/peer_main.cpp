@@ -17,6 +17,11 @@
 //   holoscan_dlpack_ucx_peer acker port=P count=N
 //       takes N tensor messages (answering none), then confirms all of them with one Ack and
 //       the first again with a second one; exits 0 when the N came as sequences 1..N, 6 else.
+//   holoscan_dlpack_ucx_peer carrier port=P
+//       sends tensor 1, takes the tensor the test sends back, then sends a tensor refused for
+//       its dtype whose header confirms that one; exits 0 when tensor 1's confirmation came in
+//       the returning tensor's header, 6 when it came in none, 7 when it came as an Ack too,
+//       8 when the refusal's Ack did not come.
 #include <poll.h>
 #include <unistd.h>
 
@@ -215,6 +220,35 @@ int acknowledge_run(std::uint16_t port, std::uint64_t count) {
   return sent ? 0 : fail(6, "sending the Acks failed");
 }
 
+int carry_answers(std::uint16_t port) {
+  holoscan::test::RawPeer raw(port);
+  if (!raw.ok()) {
+    return fail(6, "no raw connection");
+  }
+  const auto tensor = static_cast<unsigned>(ucx::MessageId::kTensor);
+  const auto first = holoscan::test::burst_cases(1, 0).front();
+  if (!raw.send(tensor, first.header, first.data) || raw.wait_tensors(1, 20000).size() != 1) {
+    return fail(6, "tensor 1 did not come back");
+  }
+  if (raw.wait_acks(1, 200).count(1) == 0 || raw.carried_answers() != 1) {
+    return fail(6, "the returning tensor did not confirm tensor 1");
+  }
+  if (raw.ack_messages() != 0) {
+    return fail(7, "tensor 1 was confirmed by an Ack as well");
+  }
+  // Sequence 2, refused for its dtype, confirming the test's tensor 1.
+  auto second = holoscan::test::refused_with_answer(2, ucx::AnsweredRun{1, 1});
+  if (!raw.send(tensor, second.header, second.data)) {
+    return fail(8, "sending tensor 2 failed");
+  }
+  const auto& acks = raw.wait_acks(2, 20000);
+  const auto refusal = acks.find(2);
+  if (refusal == acks.end() || refusal->second != static_cast<std::uint32_t>(second.code)) {
+    return fail(8, "tensor 2 was not refused with its code");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,6 +263,9 @@ int main(int argc, char** argv) {
   }
   if (role == "acker") {
     return acknowledge_run(port, number(options, "count", 8));
+  }
+  if (role == "carrier") {
+    return carry_answers(port);
   }
   if (role == "burst") {
     return send_burst(port, number(options, "count", 8), number(options, "refused", 0),

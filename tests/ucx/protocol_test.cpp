@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,35 @@ TEST(UcxProtocol, OneAckEndsEverySendOfItsRun) {
   }
   EXPECT_EQ(worker.stats().ignored_acks, 1u) << "the second answer to sequence 1";
   EXPECT_EQ(worker.stats().delivered, kCount);
+}
+
+// A tensor sent back to the peer it came from carries that peer's confirmation in its header (no
+// Ack of its own), and a confirmation carried by a tensor this side refuses still ends the send.
+TEST(UcxProtocol, ATensorSentBackCarriesTheConfirmation) {
+  auto worker = make_worker();
+  const pid_t raw = start_peer({"carrier", "port=" + listen_on_loopback(worker)});
+  const auto peer = worker.accept(20000);
+  ASSERT_TRUE(peer);
+  auto received = worker.receive(20000);
+  ASSERT_TRUE(received && *received) << (received ? "" : to_string(received.error()));
+  EXPECT_EQ((*received)->sequence, 1u);
+  auto sent = worker.send(*peer, (*received)->tensor);
+  ASSERT_TRUE(sent) << to_string(sent.error());
+  auto refused = worker.receive(20000);
+  ASSERT_FALSE(refused) << "tensor 2 was accepted";
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << refused.error().message;
+  std::optional<ucx::SendResult> result;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(result = worker.next_send_result()) && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(worker.progress());
+  }
+  ASSERT_TRUE(result) << "the send never ended";
+  EXPECT_TRUE(result->outcome) << to_string(result->outcome.error());
+  EXPECT_EQ(result->sequence, *sent);
+  EXPECT_EQ(wait_peer(raw, 20000, &worker), 0) << "see the peer's message";
+  EXPECT_EQ(worker.stats().answers_carried, 1u);
+  EXPECT_EQ(worker.stats().delivered, 1u);
+  EXPECT_EQ(worker.stats().ignored_acks, 0u);
 }
 
 TEST(UcxProtocol, TensorsHandedOutBackToBackAreConfirmedByOneAck) {

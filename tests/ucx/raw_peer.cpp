@@ -104,11 +104,19 @@ const std::vector<std::uint64_t>& RawPeer::wait_tensors(std::size_t count, int t
   return tensors_;
 }
 
-// Notes the sequence number; the data (eager, or a rendezvous UCX completes) is dropped.
+// Notes the sequence number and the confirmations the header carries; the data (eager, or a
+// rendezvous UCX completes) is dropped.
 ucs_status_t RawPeer::on_tensor(void* arg, const void* header, std::size_t header_length, void*,
                                 std::size_t, const ucp_am_recv_param_t*) {
-  static_cast<RawPeer*>(arg)->tensors_.push_back(
-      ucx::peek_sequence(static_cast<const std::uint8_t*>(header), header_length));
+  auto* self = static_cast<RawPeer*>(arg);
+  const auto* bytes = static_cast<const std::uint8_t*>(header);
+  self->tensors_.push_back(ucx::peek_sequence(bytes, header_length));
+  if (const ucx::AnsweredRun run = ucx::peek_answered(bytes, header_length); run.count != 0) {
+    ++self->carried_answers_;
+    for (std::uint64_t i = 0; i < run.count; ++i) {
+      self->acks_[run.sequence + i] = static_cast<std::uint32_t>(ErrorCode::kSuccess);
+    }
+  }
   return UCS_OK;
 }
 

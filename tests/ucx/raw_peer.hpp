@@ -34,6 +34,8 @@ class RawPeer {
   const std::map<std::uint64_t, std::uint32_t>& wait_acks(std::size_t count, int timeout_ms);
   /** @brief How many Ack messages came (a run of sequences is one message). */
   std::size_t ack_messages() const noexcept { return ack_messages_; }
+  /** @brief How many tensor messages came confirming a run (counted in the answers too). */
+  std::size_t carried_answers() const noexcept { return carried_answers_; }
   /** @brief Progresses until `count` tensor messages came or `timeout_ms` passed; their
    *         sequence numbers in arrival order. */
   const std::vector<std::uint64_t>& wait_tensors(std::size_t count, int timeout_ms);
@@ -49,6 +51,7 @@ class RawPeer {
   ucp_ep_h endpoint_ = nullptr;
   std::map<std::uint64_t, std::uint32_t> acks_;  // sequence -> ErrorCode value
   std::size_t ack_messages_ = 0;
+  std::size_t carried_answers_ = 0;
   std::vector<std::uint64_t> tensors_;  // sequence numbers of the tensor messages that came
 };
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "holoscan/ucx/wire.hpp"
 #include "ucx/malformed_cases.hpp"
@@ -38,6 +39,43 @@ TEST(UcxWire, TensorHeaderRoundTrips) {
   EXPECT_EQ(decoded->shape[1], 4);
   EXPECT_EQ(decoded->payload_bytes, 48u);
   EXPECT_EQ(ucx::peek_sequence(bytes.data(), bytes.size()), 7u);
+}
+
+// A confirmation that became due after the header was made is written into it in place, and read
+// back from a header whose tensor fields are refused (the sends it answers still end).
+TEST(UcxWire, TensorHeaderCarriesARunOfAnswers) {
+  ucx::TensorHeader h = sample();
+  std::vector<std::uint8_t> bytes(ucx::encoded_size(h));
+  ASSERT_TRUE(ucx::encode(h, bytes.data(), bytes.size()));
+  EXPECT_EQ(ucx::peek_answered(bytes.data(), bytes.size()).count, 0u) << "none by default";
+  ASSERT_TRUE(ucx::write_answered(bytes.data(), bytes.size(), ucx::AnsweredRun{11, 3}));
+  auto decoded = ucx::decode_tensor_header(bytes.data(), bytes.size());
+  ASSERT_TRUE(decoded) << to_string(decoded.error());
+  EXPECT_EQ(decoded->answered_sequence, 11u);
+  EXPECT_EQ(decoded->answered_count, 3u);
+  EXPECT_EQ(decoded->sequence, 7u);
+  EXPECT_FALSE(ucx::write_answered(bytes.data(), bytes.size(), ucx::AnsweredRun{5, 0}))
+      << "a sequence without a count";
+  EXPECT_FALSE(ucx::write_answered(bytes.data(), bytes.size(), ucx::AnsweredRun{0, 2}))
+      << "sequence numbers start at 1";
+  EXPECT_FALSE(ucx::write_answered(bytes.data(), bytes.size(), ucx::AnsweredRun{UINT64_MAX, 2}));
+  EXPECT_FALSE(ucx::write_answered(bytes.data(), bytes.size() - 1, ucx::AnsweredRun{1, 1}))
+      << "not an encoded header";
+  std::vector<std::uint8_t> unknown_dtype = bytes;
+  unknown_dtype[40] = 99;  // dtype.code: the tensor is refused, its answers are not
+  ASSERT_FALSE(ucx::decode_tensor_header(unknown_dtype.data(), unknown_dtype.size()));
+  const ucx::AnsweredRun run = ucx::peek_answered(unknown_dtype.data(), unknown_dtype.size());
+  EXPECT_EQ(run.sequence, 11u);
+  EXPECT_EQ(run.count, 3u);
+  std::vector<std::uint8_t> other_version = bytes;
+  other_version[4] = 2;
+  EXPECT_EQ(ucx::peek_answered(other_version.data(), other_version.size()).count, 0u)
+      << "another version's bytes are not read";
+  h.answered_sequence = 4;
+  auto refused = ucx::encode(h, bytes.data(), bytes.size());
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kProtocolError);
+  EXPECT_NE(refused.error().message.find("answered run (sequence 4, count 0)"), std::string::npos);
 }
 
 TEST(UcxWire, EncodeRefusesWhatDecodeWouldRefuse) {

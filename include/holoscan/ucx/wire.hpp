@@ -7,7 +7,8 @@
  * A tensor travels as one active message: a TensorHeader (the AM header) and the payload (the AM
  * data, the tensor's bytes in compact row-major order). The receiver answers every tensor with an
  * Ack once receive() handed it out (one Ack may confirm a run of consecutive sequence numbers),
- * or at once when it refused it. A connecting worker sends Hello and waits for the listener's
+ * or at once when it refused it. A confirmation due when a tensor goes out to that same peer
+ * rides in the tensor's header instead of an Ack of its own. A connecting worker sends Hello and waits for the listener's
  * Hello. The bytes come from another host, so every decode trusts none of them.
  */
 #include <array>
@@ -23,8 +24,9 @@
 namespace holoscan::ucx {
 
 /** @brief The message format this build writes and reads (every message carries it). Version 2
- *         added the count of an Ack; a peer of another version is refused at connect(). */
-inline constexpr std::uint32_t kWireVersion = 2;
+ *         added the count of an Ack, version 3 the confirmations a tensor header carries; a peer
+ *         of another version is refused at connect(). */
+inline constexpr std::uint32_t kWireVersion = 3;
 
 /** @brief First four bytes of every message: "HDLU" in memory order. */
 inline constexpr std::uint32_t kWireMagic = 0x554c4448;
@@ -40,7 +42,7 @@ enum class MessageId : unsigned {
 inline constexpr std::size_t kMaxWireDims = 32;
 
 /** @brief Bytes of an encoded TensorHeader with no dimensions. */
-inline constexpr std::size_t kTensorHeaderFixedBytes = 56;
+inline constexpr std::size_t kTensorHeaderFixedBytes = 72;
 
 /** @brief Bytes of the largest encoded TensorHeader (kMaxWireDims dimensions). */
 inline constexpr std::size_t kMaxTensorHeaderBytes =
@@ -49,6 +51,10 @@ inline constexpr std::size_t kMaxTensorHeaderBytes =
 /** @brief What a tensor message says about its payload. */
 struct HOLOSCAN_DLPACK_API TensorHeader {
   std::uint64_t sequence = 0;       ///< Per sender and peer, from 1: the Ack names it.
+  /** @brief The first of the header's receiver's own sequence numbers that this message confirms
+   *         as delivered (0 with answered_count 0: none). */
+  std::uint64_t answered_sequence = 0;
+  std::uint64_t answered_count = 0;  ///< How many consecutive ones it confirms (0: none).
   std::uint64_t payload_bytes = 0;  ///< Bytes of the AM data: the compact payload of the layout.
   std::uint64_t dlpack_flags = 0;   ///< DLPACK_FLAG_BITMASK_* bits of the sender's tensor.
   DLPackVersion dlpack_version{};   ///< DLPack version of the sender's tensor.
@@ -66,7 +72,8 @@ HOLOSCAN_DLPACK_API std::size_t encoded_size(const TensorHeader& header) noexcep
  *        major version, sizes in int64) plus this format's own: strides compact row-major for
  *        every dimension longer than 1 (a tensor of no elements addresses nothing: any strides),
  *        payload_bytes equal to the layout's bytes. kInvalidArgument naming the field;
- *        kNotImplemented for IS_SUBBYTE_TYPE_PADDED, which does not travel yet.
+ *        kNotImplemented for IS_SUBBYTE_TYPE_PADDED, which does not travel yet; kProtocolError
+ *        for an answered run that is not one (a sequence without a count, or past the last).
  */
 HOLOSCAN_DLPACK_API expected<void, Error> validate(const TensorHeader& header);
 
@@ -81,6 +88,27 @@ HOLOSCAN_DLPACK_API expected<std::size_t, Error> encode(const TensorHeader& head
  */
 HOLOSCAN_DLPACK_API expected<TensorHeader, Error> decode_tensor_header(const std::uint8_t* bytes,
                                                                        std::size_t size);
+
+/** @brief A run of delivered sequence numbers that a message confirms. */
+struct HOLOSCAN_DLPACK_API AnsweredRun {
+  std::uint64_t sequence = 0;  ///< The first sequence number confirmed.
+  std::uint64_t count = 0;     ///< How many consecutive ones (0: none).
+};
+
+/**
+ * @brief The confirmations a tensor header carries when its framing (magic, version, lengths)
+ *        and the run itself are sound, whatever its tensor fields say: a tensor refused for its
+ *        layout still answers the sends it confirms. Count 0 otherwise.
+ */
+HOLOSCAN_DLPACK_API AnsweredRun peek_answered(const std::uint8_t* bytes, std::size_t size) noexcept;
+
+/**
+ * @brief Writes `run` into an encoded tensor header (`size` bytes, from encode()) in place: a
+ *        confirmation that became due after the header was made rides with it. False when the
+ *        bytes are not an encoded header of this version or the run is not one decode accepts.
+ */
+HOLOSCAN_DLPACK_API bool write_answered(std::uint8_t* bytes, std::size_t size,
+                                        AnsweredRun run) noexcept;
 
 /** @brief The sequence number of a tensor header too broken to decode, or 0 when unreadable. */
 HOLOSCAN_DLPACK_API std::uint64_t peek_sequence(const std::uint8_t* bytes,
