@@ -72,6 +72,7 @@ TEST_F(IpcRefusedPublish, WrongDescriptorCountIsReportedAndGivenBackAtOnce) {
   connect_raw();
   TensorDescriptor d = test::sample_descriptor();  // export 7
   d.handle_kind = MemoryHandleKind::kPosixFd;
+  d.allocation_id = 0;  // the fd must come with every export (none is kept mapped)
   const std::vector<std::uint8_t> frame = test::raw_frame(Publish{test::encoded(d), memfd()});
   UniqueFd a = memfd();
   UniqueFd b = memfd();
