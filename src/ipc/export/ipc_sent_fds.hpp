@@ -9,17 +9,18 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "holoscan/export.hpp"
 #include "holoscan/ipc/message.hpp"
 
 namespace holoscan::ipc::detail {
 
 /** @brief The allocations one peer holds the fd of; not thread-safe (the exporter locks). */
-class SentFds {
+class HOLOSCAN_DLPACK_ABI SentFds {
  public:
   /** @brief What the next Publish of an allocation carries. */
   struct Plan {
-    bool attach_fd = true;           ///< Whether the fd goes with it.
-    std::uint64_t forget = 0;        ///< The allocation it makes room by (Publish field), or 0.
+    bool attach_fd = true;     ///< Whether the fd goes with it.
+    std::uint64_t forget = 0;  ///< The allocation it makes room by (Publish field), or 0.
   };
 
   /** @brief The plan for a kPosixFd Publish of `allocation` (0: always with its fd). */
