@@ -291,8 +291,12 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
   (void)trace.write();
   const bool drained = drain(*exporter);
   const std::uint64_t blocks = host_blocks() - blocks_before;
-  std::printf("relay %d: %ld tensors relayed, %llu host blocks on the hot path\n",
-              static_cast<int>(::getpid()), shape.count, static_cast<unsigned long long>(blocks));
+  // One pool allocation each way: one fd in, one out, whatever the count (protocol version 3).
+  std::printf("relay %d: %ld tensors relayed, %llu host blocks on the hot path, fds %llu in and "
+              "%llu out\n",
+              static_cast<int>(::getpid()), shape.count, static_cast<unsigned long long>(blocks),
+              static_cast<unsigned long long>(importer->stats().fds_received),
+              static_cast<unsigned long long>(exporter->stats().fds_sent));
   return drained && blocks == 0 ? 0 : 1;
 }
 

@@ -166,10 +166,21 @@ TEST_F(IpcChannel, SendRefusesWhatThePeerWouldRefuse) {
 
   TensorDescriptor d = sample_descriptor();
   d.handle_kind = MemoryHandleKind::kPosixFd;
+  d.allocation_id = 0;  // no id: the importer cannot have it mapped already
   sent = a.send(Publish{encoded(d), UniqueFd()});
   ASSERT_FALSE(sent.has_value());
   EXPECT_EQ(sent.error().message,
             "ipc channel: publish of export 7 carries 0 file descriptors, its handle kind needs 1");
+
+  d.allocation_id = 3;
+  sent = a.send(Publish{encoded(d), UniqueFd(), 3});
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().message, "ipc channel: publish of export 7 forgets its own allocation 3");
+
+  Release refusal{4, true, release_with_event(4).event, /*refused=*/true};
+  sent = a.send(refusal);
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().message, "ipc channel: release is a refusal with an event");
 
   sent = a.send(Publish{encoded(sample_descriptor()), memfd_with("x")});
   ASSERT_FALSE(sent.has_value());
@@ -198,9 +209,9 @@ TEST_F(IpcChannel, UndersizedAndOversizedFramesAreRefused) {
   expect_refused("ipc channel: frame of 0 bytes is shorter than its 8-byte header");
 
   Bytes huge = raw_frame(fake_publish());
-  huge.resize(kMaxDescriptorBytes + 9, 0);
+  huge.resize(kMaxDescriptorBytes + 17, 0);  // header, forget_allocation, descriptor, one more
   ASSERT_TRUE(send_raw(raw_.get(), huge));
-  expect_refused("ipc channel: frame is larger than the largest valid frame (736 bytes)");
+  expect_refused("ipc channel: frame is larger than the largest valid frame (744 bytes)");
 
   Bytes hello = raw_frame(Hello{1, kProtocolVersion});
   hello[4] = 9;  // length field
@@ -224,12 +235,27 @@ TEST_F(IpcChannel, MalformedPayloadsAreRefused) {
 
   frame = raw_frame(Hello{1, 1});  // a version-1 peer, whose Hello proves nothing
   ASSERT_TRUE(send_raw(raw_.get(), frame));
-  expect_refused("ipc channel: peer speaks protocol version 1, this build speaks 2");
+  expect_refused("ipc channel: peer speaks protocol version 1, this build speaks 3");
+
+  frame = raw_frame(Hello{1, 2});  // a version-2 peer: every Publish carries its fd
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc channel: peer speaks protocol version 2, this build speaks 3");
 
   frame = raw_frame(Release{1, false, {}});
   frame[8 + 8] = 2;  // has_event
   ASSERT_TRUE(send_raw(raw_.get(), frame));
-  expect_refused("ipc channel: release has_event is 2, must be 0 or 1");
+  expect_refused("ipc channel: release has_event is 2 and refused 0, each must be 0 or 1");
+
+  frame = raw_frame(Release{1, false, {}});
+  frame[8 + 9] = 2;  // refused
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc channel: release has_event is 0 and refused 2, each must be 0 or 1");
+
+  frame = raw_frame(Release{1, false, {}});
+  frame[8 + 8] = 1;  // has_event, with refused
+  frame[8 + 9] = 1;
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc channel: release is a refusal with an event");
 
   frame = raw_frame(Release{1, false, {}});
   frame[8 + 12] = 1;  // reserved
@@ -237,7 +263,7 @@ TEST_F(IpcChannel, MalformedPayloadsAreRefused) {
   expect_refused("ipc channel: release reserved bytes are not zero");
 
   frame = raw_frame(fake_publish());
-  frame[8 + 4] = 2;  // descriptor version
+  frame[8 + 8 + 4] = 2;  // descriptor version (after the frame header and forget_allocation)
   ASSERT_TRUE(send_raw(raw_.get(), frame));
   expect_refused("ipc descriptor: descriptor version 2, this build reads 1");
 
@@ -274,12 +300,15 @@ TEST_F(IpcChannel, StrayDescriptorsAreClosed) {
   TensorDescriptor d = sample_descriptor();
   d.handle_kind = MemoryHandleKind::kPosixFd;
   d.export_id = 8;
-  Bytes posix = raw_frame(Publish{encoded(d), memfd_with("c")});
+  Bytes posix = raw_frame(Publish{encoded(d), memfd_with("c"), 11});
   ASSERT_TRUE(send_raw(raw_.get(), posix, {a.get(), b.get()}));
   expect_refused(
-      "ipc channel: publish of export 8 carries 2 file descriptors, its handle kind needs 1");
+      "ipc channel: publish of export 8 carries 2 file descriptors, its handle kind takes 0 or 1");
   EXPECT_EQ(test::open_fd_count(), open_before);
   EXPECT_EQ(channel_->refused_export(), 8u);
+  // What it says of the importer's mappings holds all the same (see ImporterCore::refuse).
+  EXPECT_EQ(channel_->refused_fd_allocation(), d.allocation_id);
+  EXPECT_EQ(channel_->refused_forget_allocation(), 11u);
 
   ASSERT_TRUE(send_raw(raw_.get(), posix, {a.get(), b.get(), a.get(), b.get(), a.get(), b.get()}));
   expect_refused(

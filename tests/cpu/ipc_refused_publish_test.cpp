@@ -7,13 +7,11 @@
 
 #include <optional>
 #include <string>
-#include <thread>
 #include <variant>
 #include <vector>
 
 #include "holoscan/ipc.hpp"
 #include "holoscan/tensor_pool.hpp"
-#include "ipc/transport/ipc_handshake.hpp"
 #include "support/fake_cuda_ipc.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_peers.hpp"
@@ -35,16 +33,10 @@ class IpcRefusedPublish : public ::testing::Test {
 
   // An Importer whose exporter is `raw_`, a bare channel end that sends what the test says.
   void connect_raw() {
-    auto ends = Channel::pair();
-    ASSERT_TRUE(ends.has_value());
-    std::optional<expected<Importer, Error>> importer;
-    std::thread other([&] { importer.emplace(Importer::create(std::move(ends->second), 5000)); });
-    auto hello = detail::exchange_hello(ends->first, 5000, "test exporter");
-    other.join();
-    ASSERT_TRUE(hello.has_value()) << hello.error().message;
-    ASSERT_TRUE(*importer) << (*importer).error().message;
-    importer_.emplace(std::move(**importer));
-    raw_.emplace(std::move(ends->first));
+    test::RawExporterLink link = test::raw_exporter_link();
+    ASSERT_TRUE(link.raw && link.importer);
+    importer_ = std::move(link.importer);
+    raw_ = std::move(link.raw);
   }
 
   // Expects the Importer to refuse the next publish with `message`, and to give export `id` back.
@@ -72,6 +64,7 @@ TEST_F(IpcRefusedPublish, WrongDescriptorCountIsReportedAndGivenBackAtOnce) {
   connect_raw();
   TensorDescriptor d = test::sample_descriptor();  // export 7
   d.handle_kind = MemoryHandleKind::kPosixFd;
+  d.allocation_id = 0;  // the fd must come with every export (none is kept mapped)
   const std::vector<std::uint8_t> frame = test::raw_frame(Publish{test::encoded(d), memfd()});
   UniqueFd a = memfd();
   UniqueFd b = memfd();

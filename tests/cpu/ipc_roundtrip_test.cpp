@@ -283,8 +283,13 @@ TEST_F(IpcRoundTrip, HandleKindAndDescriptorMustAgree) {
     EXPECT_EQ(imported.error().code, code);
     EXPECT_EQ(imported.error().message, message);
   };
-  expect(valid, UniqueFd(), ErrorCode::kInvalidArgument,
+  TensorDescriptor unnamed = valid;
+  unnamed.allocation_id = 0;
+  expect(unnamed, UniqueFd(), ErrorCode::kInvalidArgument,
          "ipc import: handle kind kPosixFd needs the allocation's file descriptor, and none came");
+  expect(valid, UniqueFd(), ErrorCode::kInvalidArgument,
+         "ipc import: export 1000 came without the file descriptor of allocation " +
+             std::to_string(valid.allocation_id) + ", which is not mapped here");
   TensorDescriptor legacy = valid;
   legacy.handle_kind = MemoryHandleKind::kCudaIpc;
   const int stray = ::fcntl(exported->fd(), F_DUPFD_CLOEXEC, 0);
@@ -301,10 +306,10 @@ TEST_F(IpcRoundTrip, HandleKindAndDescriptorMustAgree) {
   expect(mangled, UniqueFd(), ErrorCode::kInvalidArgument,
          "ipc descriptor: offset 65536 with shape and strides addresses bytes outside the "
          "allocation's [0, 65536)");
-  EXPECT_EQ(importer_->stats().refused, 4u);
-  EXPECT_EQ(importer_->stats().released, 4u) << "each refusal is given back";
+  EXPECT_EQ(importer_->stats().refused, 5u);
+  EXPECT_EQ(importer_->stats().released, 5u) << "each refusal is given back";
   ASSERT_TRUE(test::poll_until(*exporter_, [&] {
-    return exporter_->stats().ignored_releases == 4;
+    return exporter_->stats().ignored_releases == 5;
   })) << "the exporter never published id 1000, so it ignores those releases";
   EXPECT_EQ(ipc().calls(CudaIpcEntry::kMemImportFromShareableHandle), 0u) << "nothing mapped";
 }

@@ -154,6 +154,10 @@ TEST_F(IpcGpuTest, ConsumerInAnotherProcessSeesWhatASlowProducerWrote) {
   EXPECT_EQ(pool->available_blocks(), 4u);
   EXPECT_EQ(exporter_->stats().published, 64u);
   EXPECT_EQ(exporter_->stats().unopenable_events, 0u);
+  // One pool allocation, one peer: its fd crossed the socket with the first Publish only, and the
+  // consumer (which checked every value) mapped it from there.
+  EXPECT_EQ(exporter_->stats().fds_sent, 1u);
+  EXPECT_EQ(exporter_->stats().refused_exports, 0u);
 }
 
 TEST_F(IpcGpuTest, FanOutToTwoConsumerProcessesReusesABlockOnlyAfterBoth) {
@@ -165,6 +169,7 @@ TEST_F(IpcGpuTest, FanOutToTwoConsumerProcessesReusesABlockOnlyAfterBoth) {
   produce(*pool, producer, {fast, slow}, 200, 1 << 14, /*delay_us=*/20);
   expect_peers_succeed();
   EXPECT_GE(pool->reuse_count(), 198u);
+  EXPECT_EQ(exporter_->stats().fds_sent, 2u) << "one fd per peer, each with its first Publish";
 }
 
 TEST_F(IpcGpuTest, CudaMallocPoolTravelsThroughLegacyIpc) {

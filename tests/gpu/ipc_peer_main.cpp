@@ -170,9 +170,12 @@ int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
     }
   }
   const auto stats = importer.stats();
-  std::printf("ipc peer: %ld tensors checked, %llu mappings, %llu releases with an event\n", count,
-              static_cast<unsigned long long>(stats.mappings_opened),
-              static_cast<unsigned long long>(stats.release_events));
+  std::printf(
+      "ipc peer: %ld tensors checked, %llu mappings, %llu fds received, %llu releases with an "
+      "event\n",
+      count, static_cast<unsigned long long>(stats.mappings_opened),
+      static_cast<unsigned long long>(stats.fds_received),
+      static_cast<unsigned long long>(stats.release_events));
   return 0;
 }
 

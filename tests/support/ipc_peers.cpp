@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ipc/cuda/cuda_ipc_api.hpp"
+#include "ipc/transport/ipc_handshake.hpp"
 #include "support/fake_cuda_ipc.hpp"
 
 namespace holoscan::test {
@@ -120,6 +121,27 @@ ConnectedImporter connect_importer(ipc::Exporter& exporter) {
   connected.peer = *peer;
   connected.importer.emplace(std::move(**importer));
   return connected;
+}
+
+RawExporterLink raw_exporter_link() {
+  RawExporterLink link;
+  auto ends = ipc::Channel::pair();
+  if (!ends) {
+    ADD_FAILURE() << ends.error().message;
+    return link;
+  }
+  std::optional<expected<ipc::Importer, Error>> importer;
+  std::thread other(
+      [&] { importer.emplace(ipc::Importer::create(std::move(ends->second), 5000)); });
+  auto hello = ipc::detail::exchange_hello(ends->first, 5000, "test exporter");
+  other.join();
+  if (!hello || !*importer) {
+    ADD_FAILURE() << (hello ? (*importer).error().message : hello.error().message);
+    return link;
+  }
+  link.importer.emplace(std::move(**importer));
+  link.raw.emplace(std::move(ends->first));
+  return link;
 }
 
 LocalLink local_link(std::size_t blocks) {

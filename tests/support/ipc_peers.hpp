@@ -71,6 +71,15 @@ struct ConnectedImporter {
 /** @brief Connects a new importer to `exporter` (the Hello exchange runs on a helper thread). */
 ConnectedImporter connect_importer(ipc::Exporter& exporter);
 
+/** @brief An Importer whose exporter is a bare channel end that sends what a test says. */
+struct RawExporterLink {
+  std::optional<ipc::Channel> raw;        ///< The exporter's end; empty when it failed.
+  std::optional<ipc::Importer> importer;  ///< Empty likewise.
+};
+
+/** @brief A RawExporterLink, its Hello exchanged (fails the test when it cannot be made). */
+RawExporterLink raw_exporter_link();
+
 /** @brief A shareable pool, an Exporter, and one Importer connected to it in this process. */
 struct LocalLink {
   std::shared_ptr<TensorPool> pool;       ///< Null when the link could not be made.

@@ -87,6 +87,11 @@ class HOLOSCAN_DLPACK_API Channel {
    *        other receive().
    */
   std::optional<std::uint64_t> refused_export() const noexcept { return refused_export_; }
+  /** @brief That refused Publish's allocation id when its handle kind is kPosixFd (0 otherwise):
+   *         its importer lets go of that mapping, as its exporter will count it. */
+  std::uint64_t refused_fd_allocation() const noexcept { return refused_allocation_; }
+  /** @brief That refused Publish's forget_allocation (0 otherwise), which holds all the same. */
+  std::uint64_t refused_forget_allocation() const noexcept { return refused_forget_; }
 
   /**
    * @brief The peer's pid as the kernel recorded it (SO_PEERCRED) when the socket was connected.
@@ -106,10 +111,13 @@ class HOLOSCAN_DLPACK_API Channel {
   static expected<Channel, Error> make(UniqueFd socket);
   expected<void, Error> send_frame(const expected<detail::Frame, Error>& frame, int fd,
                                    int timeout_ms, bool credentials = false);
+  void note_refused(const std::uint8_t* frame, std::size_t size) noexcept;
 
   UniqueFd socket_;
   bool closed_ = false;
   std::optional<std::uint64_t> refused_export_;
+  std::uint64_t refused_allocation_ = 0;
+  std::uint64_t refused_forget_ = 0;
 };
 
 /** @brief A bound, listening socket path that accepts Channels; move-only. */

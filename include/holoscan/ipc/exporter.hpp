@@ -89,14 +89,18 @@ struct HOLOSCAN_DLPACK_API ExporterStats {
   std::uint64_t ignored_releases = 0;   ///< Releases naming no claim of their peer.
   std::uint64_t refused_messages = 0;   ///< Frames refused, or messages an importer never sends.
   std::uint64_t unopenable_events = 0;  ///< Release events that could not be opened.
+  std::uint64_t fds_sent = 0;           ///< Publishes that carried their memory's fd.
+  std::uint64_t refused_exports = 0;    ///< Exports a peer refused (given back unimported).
 };
 
 /**
  * @brief Publishes tensors to importers in other processes and holds each export's memory until
  *        its importer is done with it, or has died. Thread-safe; never blocks the host on the GPU.
  *
- * Each publish sends the descriptor (and the memory's fd) and keeps one handle claim in the
- * ledger. The importer's Release carries an interprocess event recorded after its GPU work on the
+ * Each publish sends the descriptor and keeps one handle claim in the ledger. A shareable pool's
+ * allocation goes with its fd only the first time a peer connection sees it (the peer keeps
+ * the mapping; a refused export makes the next one carry the fd again); other fd memory always
+ * goes with its fd. The importer's Release carries an interprocess event recorded after its GPU work on the
  * tensor; poll() queries those events (cudaEventQuery, never a wait) and drops a claim once its
  * event has completed. Each peer's claims follow the process that proved itself in its Hello (its
  * pidfd), the one that maps the memory, whoever made the socket: once that process has exited

@@ -30,10 +30,11 @@ class HOLOSCAN_DLPACK_API Importer;
  *
  * Maps the memory (cudaIpcOpenMemHandle for kCudaIpc; cuMemImportFromShareableHandle, reserve,
  * map and set access for kPosixFd), reusing the mapping cached for the allocation, on the device
- * whose UUID the descriptor names. On any refusal the export is given back to the exporter at
+ * whose UUID the descriptor names. A kPosixFd descriptor with a nonzero allocation id may come
+ * without `fd` when that allocation is mapped here already. On any refusal the export is given back to the exporter at
  * once (a Release without event). Refusals: kInvalidArgument for a descriptor that fails
- * validation or whose handle kind and fd disagree (kPosixFd without fd, kCudaIpc with one, which
- * is closed); kNotImplemented for kFake handles; kNotFound for a device UUID this process does
+ * validation or whose handle kind and fd disagree (kPosixFd without fd for an allocation not mapped
+ * here, kCudaIpc with one, which is closed); kNotImplemented for kFake handles; kNotFound for a device UUID this process does
  * not see; kFailure naming the call that failed to map.
  */
 HOLOSCAN_DLPACK_API expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor,
@@ -46,6 +47,7 @@ struct HOLOSCAN_DLPACK_API ImporterStats {
   std::uint64_t released = 0;         ///< Releases queued for the exporter.
   std::uint64_t release_events = 0;   ///< Releases that carried a GPU event (the rest were done).
   std::uint64_t mappings_opened = 0;  ///< Allocations mapped into this process.
+  std::uint64_t fds_received = 0;     ///< Imports whose memory's fd came with them.
 };
 
 /**

@@ -4,6 +4,7 @@
  * @brief The messages of the cross-process tensor protocol: Hello, Publish and Release.
  */
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <variant>
@@ -16,8 +17,15 @@
 namespace holoscan::ipc {
 
 /** @brief The channel protocol version that Hello carries; a peer with another one is refused.
- *         Version 2: a Hello proves its sender (a pidfd and the kernel's credentials). */
-inline constexpr std::uint32_t kProtocolVersion = 2;
+ *         Version 2: a Hello proves its sender (a pidfd and the kernel's credentials). Version 3:
+ *         a Publish carries its memory's fd only the first time its peer sees the allocation,
+ *         and says which allocation its peer may unmap; a Release says whether it is a refusal. */
+inline constexpr std::uint32_t kProtocolVersion = 3;
+
+/** @brief Allocations whose fd an exporter counts as sent, per connection, at most; each
+ *         one beyond is made room for by naming the least recently published in
+ *         Publish::forget_allocation. */
+inline constexpr std::size_t kRememberedAllocations = 64;
 
 /**
  * @brief The first message each side sends: who it is, and its protocol version.
@@ -40,10 +48,22 @@ struct HOLOSCAN_DLPACK_API Hello {
   UniqueFd process;  ///< Received: the sender's pidfd, checked. Ignored on send.
 };
 
-/** @brief An export offered to the peer: an encoded TensorDescriptor, and its memory's fd. */
+/**
+ * @brief An export offered to the peer: an encoded TensorDescriptor, and its memory's fd.
+ *
+ * A kPosixFd allocation with a nonzero allocation id travels with its fd the first time on a
+ * connection only: the importer keeps that mapping until a Publish names the allocation in
+ * `forget_allocation`, and maps later exports of it from there.
+ */
 struct HOLOSCAN_DLPACK_API Publish {
   std::vector<std::uint8_t> descriptor;  ///< encode() output; receive() has validated it.
-  UniqueFd fd;  ///< Held exactly when handle_kind is kPosixFd; send() lends it, receive() gives it.
+  /** @brief kPosixFd: the memory's fd, left out once the peer has it (nonzero allocation id);
+   *         none for kCudaIpc. send() lends it, receive() gives it. */
+  UniqueFd fd;
+  /** @brief An allocation (not this one) whose fd the sender no longer counts as sent: the
+   *         receiver unmaps it (imports keep theirs) and gets its fd again with its next export;
+   *         0 for none. */
+  std::uint64_t forget_allocation = 0;
 };
 
 /** @brief The importer is done with an export once `event` (when present) has completed. */
@@ -51,6 +71,9 @@ struct HOLOSCAN_DLPACK_API Release {
   std::uint64_t export_id = 0;  ///< TensorDescriptor::export_id of the export given back.
   bool has_event = false;       ///< Whether `event` holds a handle; without one, done already.
   std::array<std::uint8_t, kIpcHandleBytes> event{};  ///< cudaIpcEventHandle_t bytes, else zero.
+  /** @brief The importer refused the export (nothing of it was imported; never with an event):
+   *         the exporter sends the allocation's fd again with its next export to this peer. */
+  bool refused = false;
 };
 
 /** @brief One framed message of the protocol. */

@@ -15,6 +15,7 @@
 #include "holoscan/ipc/exporter.hpp"
 #include "holoscan/ipc/liveness.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"
+#include "ipc/export/ipc_sent_fds.hpp"
 #include "ipc/ipc_error.hpp"
 #include "ipc/transport/ipc_handshake.hpp"
 
@@ -51,8 +52,8 @@ void keep_until_exit(std::shared_ptr<ExportedTensor> held) noexcept {
   }
 }
 
-// Sends `message` with `fd` lent: the descriptor belongs to the export (or the pool behind it),
-// so it is never closed here, whatever happens.
+// Sends `message` with `fd` (when not -1) lent: the descriptor belongs to the export (or the pool
+// behind it), so it is never closed here, whatever happens.
 expected<void, Error> send_lent(Channel& channel, Publish& message, int fd) noexcept {
   struct Lent {
     UniqueFd& fd;
@@ -65,12 +66,18 @@ expected<void, Error> send_lent(Channel& channel, Publish& message, int fd) noex
 }  // namespace
 
 struct Exporter::State {
+  // What a Release needs to know of its export.
+  struct Sent {
+    int device = 0;                // where its release event is opened
+    std::uint64_t allocation = 0;  // kPosixFd: whose fd a refusal makes this peer need again
+  };
   struct Peer {
     Channel channel;
     std::unique_ptr<PeerLiveness> liveness;  // the Hello's process; handed to the ledger at close
     int pidfd = -1;  // liveness's descriptor: in the epoll set while connected, so fd() wakes
     holoscan::detail::OpenedEventCache release_events;
-    std::unordered_map<std::uint64_t, int> export_devices;  // unreleased export id -> device
+    std::unordered_map<std::uint64_t, Sent> exports;  // unreleased export id -> its facts
+    detail::SentFds fds;  // per connection: a new one (a reconnect too) starts empty
     bool closed = false;
   };
 
@@ -117,16 +124,21 @@ struct Exporter::State {
 
   void take_release(PeerId id, Peer& peer, const Release& release) {
     ++stats.releases;
-    const auto device = peer.export_devices.find(release.export_id);
-    if (device == peer.export_devices.end() || !release.has_event) {
-      if (device != peer.export_devices.end()) {
-        peer.export_devices.erase(device);
+    const auto sent = peer.exports.find(release.export_id);
+    if (sent != peer.exports.end() && release.refused) {
+      // The peer holds no mapping of the allocation now: its next export carries the fd again.
+      ++stats.refused_exports;
+      peer.fds.refused(sent->second.allocation, release.export_id);
+    }
+    if (sent == peer.exports.end() || !release.has_event) {
+      if (sent != peer.exports.end()) {
+        peer.exports.erase(sent);
       }
       ledger.on_release(id, release.export_id, nullptr);  // counts an unknown id as ignored
       return;
     }
-    const int on = device->second;
-    peer.export_devices.erase(device);
+    const int on = sent->second.device;
+    peer.exports.erase(sent);
     try {
       if (auto event = peer.release_events.open(release.event, on)) {
         ledger.on_release(id, release.export_id,
@@ -169,6 +181,12 @@ struct Exporter::State {
     }
     Publish message;
     message.descriptor = std::move(*bytes);
+    const TensorDescriptor& d = exported->descriptor();
+    const bool fd_kind = d.handle_kind == MemoryHandleKind::kPosixFd;
+    const std::uint64_t allocation = fd_kind ? d.allocation_id : 0;
+    const detail::SentFds::Plan plan = fd_kind ? target.fds.plan(allocation)
+                                               : detail::SentFds::Plan{false, 0};
+    message.forget_allocation = plan.forget;
     auto held = std::make_shared<ExportedTensor>(std::move(*exported));
     ExportLedger::DropClaim drop = [held, gone = abandoned]() mutable {
       if (gone->load(std::memory_order_acquire)) {
@@ -176,20 +194,23 @@ struct Exporter::State {
       }
       held.reset();
     };
-    auto device = target.export_devices.try_emplace(export_id, held->device()).first;
+    auto facts = target.exports.try_emplace(export_id, Sent{held->device(), allocation}).first;
     if (auto added = ledger.add(id, export_id, std::move(drop)); !added) {
-      target.export_devices.erase(device);
+      target.exports.erase(facts);
       return make_unexpected(std::move(added.error()));
     }
-    if (auto sent = send_lent(target.channel, message, held->fd()); !sent) {
-      // Never seen by the peer: the claim leaves the ledger now.
-      target.export_devices.erase(device);
+    if (auto sent = send_lent(target.channel, message, plan.attach_fd ? held->fd() : -1); !sent) {
+      // Never seen by the peer (nor its fd, nor its forget_allocation): the claim leaves the
+      // ledger now, and what the peer holds is as before.
+      target.exports.erase(facts);
       if (ExportLedger::DropClaim claim = ledger.withdraw(id, export_id)) {
         claim();  // the caller's tensor still holds the memory: nothing is freed under the lock
       }
       return make_unexpected(std::move(sent.error()));
     }
+    target.fds.sent(allocation, plan, export_id);
     ++stats.published;
+    stats.fds_sent += plan.attach_fd ? 1 : 0;
     return export_id;
   }
 
@@ -276,7 +297,7 @@ expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms
   const int fd = channel.fd();
   try {
     state_->peers.emplace(
-        id, State::Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, false});
+        id, State::Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, {}, false});
   } catch (const std::bad_alloc&) {
     state_->unwatch(fd, pidfd);
     return make_unexpected(detail::out_of_memory(kWho));

@@ -27,7 +27,8 @@ Error refused(ErrorCode code, const std::string& why) {
 expected<void, Error> check_handle(const TensorDescriptor& descriptor, const UniqueFd& fd) {
   switch (descriptor.handle_kind) {
     case MemoryHandleKind::kPosixFd:
-      if (!fd.valid()) {
+      // Without an fd, an allocation id names a mapping held already (the mapping cache checks).
+      if (!fd.valid() && descriptor.allocation_id == 0) {
         return make_unexpected(refused(ErrorCode::kInvalidArgument,
                                        "handle kind kPosixFd needs the allocation's file "
                                        "descriptor, and none came"));
@@ -120,9 +121,11 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
     // Out of memory where no refusal was built (e.g. listing the devices): given back as well.
   }
   if (!imported) {
-    // Given back at once, so that the exporter's claim does not wait for this process to exit.
-    core->refused();
-    core->give_back(descriptor.export_id, nullptr, false);
+    // Given back at once, so that the exporter's claim does not wait for this process to exit;
+    // the allocation's mapping goes too, as the exporter will count it when the refusal comes.
+    core->refuse(descriptor.export_id, descriptor.handle_kind == MemoryHandleKind::kPosixFd
+                                           ? descriptor.allocation_id
+                                           : 0);
   }
   return imported;
 }

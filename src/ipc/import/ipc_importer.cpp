@@ -23,8 +23,7 @@ constexpr const char* kWho = "ipc importer";
 // set aside when it was read), so that the exporter's claim does not wait for this process to exit.
 void give_back_unread(detail::ImporterCore& core, const std::vector<std::uint8_t>& descriptor) {
   if (auto id = detail::descriptor_export_id(descriptor.data(), descriptor.size())) {
-    core.refused();
-    core.give_back(*id, nullptr, false);
+    core.refuse(*id, detail::descriptor_fd_allocation(descriptor.data(), descriptor.size()));
   }
 }
 
@@ -78,6 +77,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
       core_->refused();  // an exporter sends nothing but Publish after its Hello
       continue;
     }
+    core_->forget(publish->forget_allocation);  // before this export, which may map it anew
     expected<TensorDescriptor, Error> descriptor = make_unexpected(detail::out_of_memory(kWho));
     try {
       descriptor = decode(publish->descriptor.data(), publish->descriptor.size());

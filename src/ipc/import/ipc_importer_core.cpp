@@ -30,9 +30,10 @@ std::string uuid_text(const std::array<std::uint8_t, 16>& uuid) {
 expected<std::optional<Message>, Error> ImporterCore::receive_now() {
   Outbox::Received received = outbox_->receive_now();
   if (received.refused_export) {
-    // A publish the channel refused (its descriptors went wrong) is given back at once too.
-    refused();
-    give_back(*received.refused_export, nullptr, false);
+    // A publish the channel refused (its descriptors went wrong) is given back at once too, and
+    // what it said of the mappings holds as for any other.
+    forget(received.refused_forget);
+    refuse(*received.refused_export, received.refused_fd_allocation);
   }
   return std::move(received.message);
 }
@@ -86,6 +87,7 @@ expected<std::shared_ptr<ImportedMapping>, Error> ImporterCore::mapping(
     const TensorDescriptor& descriptor, UniqueFd fd, int device) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uint64_t before = mappings_.opened();
+  stats_.fds_received += fd.valid() ? 1 : 0;
   auto mapped = mappings_.get(descriptor, std::move(fd), device);
   stats_.mappings_opened += mappings_.opened() - before;
   return mapped;
@@ -108,10 +110,29 @@ void ImporterCore::refused() noexcept {
   ++stats_.refused;
 }
 
+void ImporterCore::refuse(std::uint64_t export_id, std::uint64_t fd_allocation) noexcept {
+  refused();
+  forget(fd_allocation);
+  give_back(export_id, nullptr, false);
+}
+
+void ImporterCore::forget(std::uint64_t allocation) noexcept {
+  if (allocation == 0) {
+    return;
+  }
+  std::shared_ptr<ImportedMapping> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dropped = mappings_.forget(allocation);
+  }
+  // Unmapped here, outside the lock, unless an import still holds it.
+}
+
 void ImporterCore::give_back(std::uint64_t export_id, const holoscan::detail::IpcHandleBytes* event,
                              bool was_imported) noexcept {
   Release release;
   release.export_id = export_id;
+  release.refused = !was_imported;  // the exporter then sends the allocation's fd again
   if (event != nullptr) {
     release.has_event = true;
     release.event = *event;

@@ -56,6 +56,15 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   void imported() noexcept;
   /** @brief Counts a publish refused (its export is given back separately). */
   void refused() noexcept;
+  /**
+   * @brief Refuses export `export_id`: counts it, lets go of the mapping of `fd_allocation` (its
+   *        kPosixFd allocation, or 0), as the exporter does when the refusal reaches it, and gives
+   *        the export back as refused. Never waits, never allocates.
+   */
+  void refuse(std::uint64_t export_id, std::uint64_t fd_allocation) noexcept;
+  /** @brief The exporter no longer counts `allocation`'s fd as sent: its mapping is let go
+   *         (imports keep theirs); 0 does nothing. */
+  void forget(std::uint64_t allocation) noexcept;
 
   /**
    * @brief Gives export `export_id` back: done once `event` (when not null) completes. Sends at

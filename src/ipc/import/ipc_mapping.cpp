@@ -95,6 +95,14 @@ expected<std::shared_ptr<ImportedMapping>, Error> MappingCache::get(
       return found->second.mapping;  // `fd` names what is mapped already: closed on return
     }
   }
+  if (descriptor.handle_kind == MemoryHandleKind::kPosixFd && !fd.valid()) {
+    // Its first import was refused (the exporter sends the fd again once the refusal reaches
+    // it), or the exporter never sent the fd: nothing here maps it.
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "ipc import: export " + std::to_string(descriptor.export_id) +
+                               " came without the file descriptor of allocation " +
+                               std::to_string(id) + ", which is not mapped here");
+  }
   auto mapping = ImportedMapping::open(descriptor, fd.get(), device);
   if (!mapping) {
     return mapping;
@@ -106,29 +114,55 @@ expected<std::shared_ptr<ImportedMapping>, Error> MappingCache::get(
   try {
     // A different allocation under a known id replaces the entry; imports keep the old mapping.
     Entry& entry = entries_[id];
+    fd_entries_ -= entry.mapping != nullptr && entry.kind == MemoryHandleKind::kPosixFd ? 1 : 0;
     entry = Entry{*mapping, descriptor.handle_kind, descriptor.handle_bytes,
                   descriptor.allocation_bytes, ++clock_};
+    fd_entries_ += entry.kind == MemoryHandleKind::kPosixFd ? 1 : 0;
   } catch (...) {
-    return mapping;  // not cached: still usable for this import
+    // Not cached: still usable for this import. A kPosixFd allocation's next export that comes
+    // without its fd is refused then, and the exporter sends the fd again.
+    return mapping;
   }
-  evict_idle();
+  evict();
   return mapping;
 }
 
-void MappingCache::evict_idle() noexcept {
-  while (entries_.size() > kMaxIdle) {
-    auto oldest = entries_.end();
-    for (auto e = entries_.begin(); e != entries_.end(); ++e) {
-      // use_count() == 1: only the cache holds it, and only this (locked) cache hands it out.
-      if (e->second.mapping.use_count() == 1 &&
-          (oldest == entries_.end() || e->second.last_use < oldest->second.last_use)) {
-        oldest = e;
-      }
+std::shared_ptr<ImportedMapping> MappingCache::forget(std::uint64_t id) noexcept {
+  const auto found = entries_.find(id);
+  if (found == entries_.end()) {
+    return nullptr;
+  }
+  std::shared_ptr<ImportedMapping> mapping = std::move(found->second.mapping);
+  fd_entries_ -= found->second.kind == MemoryHandleKind::kPosixFd ? 1 : 0;
+  entries_.erase(found);
+  return mapping;
+}
+
+bool MappingCache::evict_oldest(MemoryHandleKind kind, bool idle_only) noexcept {
+  auto oldest = entries_.end();
+  for (auto e = entries_.begin(); e != entries_.end(); ++e) {
+    // use_count() == 1: only the cache holds it, and only this (locked) cache hands it out.
+    if (e->second.kind == kind && (!idle_only || e->second.mapping.use_count() == 1) &&
+        (oldest == entries_.end() || e->second.last_use < oldest->second.last_use)) {
+      oldest = e;
     }
-    if (oldest == entries_.end()) {
-      return;  // every mapping is in use
-    }
-    entries_.erase(oldest);
+  }
+  if (oldest == entries_.end()) {
+    return false;
+  }
+  (void)forget(oldest->first);
+  return true;
+}
+
+void MappingCache::evict() noexcept {
+  // An exporter keeps at most kRememberedAllocations fds counted as sent, naming the one it
+  // forgets: more than that is a broken exporter, whose exports then go refused, never mapped
+  // from the wrong memory.
+  while (fd_entries_ > kRememberedAllocations &&
+         evict_oldest(MemoryHandleKind::kPosixFd, /*idle_only=*/false)) {
+  }
+  while (entries_.size() - fd_entries_ > kMaxIdle &&
+         evict_oldest(MemoryHandleKind::kCudaIpc, /*idle_only=*/true)) {
   }
 }
 

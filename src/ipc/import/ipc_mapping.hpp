@@ -10,6 +10,7 @@
 #include "holoscan/export.hpp"
 #include "holoscan/ipc/descriptor.hpp"
 #include "holoscan/ipc/fd.hpp"
+#include "holoscan/ipc/message.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"
 #include "ipc/cuda/vmm_allocation.hpp"
 
@@ -42,20 +43,33 @@ class HOLOSCAN_DLPACK_ABI ImportedMapping {
  * @brief One exporter's mappings, by allocation id; not thread-safe (the importer locks).
  *
  * A mapping stays cached while the exporter is connected, so that each of its allocations is
- * mapped once; past kMaxIdle entries the least recently used mappings no import holds are
- * unmapped. An allocation id of 0 means the exporter cannot tell allocations apart (memory that
- * is not a pool's): such memory is mapped for one import and unmapped after it.
+ * mapped once. kPosixFd mappings stay until the exporter says to forget them (forget(): it then
+ * sends the fd again with the allocation's next export), since later exports of the allocation
+ * come without the fd; only an exporter that breaks that bound (kRememberedAllocations) loses
+ * its least recently used ones. kCudaIpc mappings (the handle comes with every export) past
+ * kMaxIdle are unmapped, the least recently used that no import holds first. An allocation id
+ * of 0 means the exporter cannot tell allocations apart (memory that is not a pool's): such
+ * memory is mapped for one import and unmapped after it.
  */
 class HOLOSCAN_DLPACK_ABI MappingCache {
  public:
   /** @brief Mappings kept while no import uses them. */
   static constexpr std::size_t kMaxIdle = 64;
 
-  /** @brief The mapping for `descriptor`'s allocation, mapped now unless cached; closes `fd`. */
+  /**
+   * @brief The mapping for `descriptor`'s allocation, mapped now unless cached; closes `fd`. A
+   *        kPosixFd allocation not cached needs its `fd` (kInvalidArgument without).
+   */
   expected<std::shared_ptr<ImportedMapping>, Error> get(const TensorDescriptor& descriptor,
                                                         UniqueFd fd, int device);
+  /** @brief Takes allocation `id`'s mapping out of the cache (null when none), for the caller
+   *         to drop outside its lock. */
+  std::shared_ptr<ImportedMapping> forget(std::uint64_t id) noexcept;
   /** @brief Forgets every mapping; those imports still hold are unmapped when released. */
-  void clear() noexcept { entries_.clear(); }
+  void clear() noexcept {
+    entries_.clear();
+    fd_entries_ = 0;
+  }
   /** @brief Mappings cached. */
   std::size_t size() const noexcept { return entries_.size(); }
   /** @brief Mappings made so far (cached or not). */
@@ -69,9 +83,13 @@ class HOLOSCAN_DLPACK_ABI MappingCache {
     std::uint64_t bytes = 0;
     std::uint64_t last_use = 0;
   };
-  void evict_idle() noexcept;
+  // Evicts the least recently used entry of `kind` (only idle ones when `idle_only`); false
+  // when there is none.
+  bool evict_oldest(MemoryHandleKind kind, bool idle_only) noexcept;
+  void evict() noexcept;
 
   std::unordered_map<std::uint64_t, Entry> entries_;
+  std::size_t fd_entries_ = 0;  // kPosixFd entries among them
   std::uint64_t clock_ = 0;
   std::uint64_t opened_ = 0;
 };

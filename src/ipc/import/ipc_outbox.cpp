@@ -43,6 +43,8 @@ Outbox::Received Outbox::receive_now() {
   }
   received.message = channel_.receive(0);
   received.refused_export = channel_.refused_export();
+  received.refused_fd_allocation = channel_.refused_fd_allocation();
+  received.refused_forget = channel_.refused_forget_allocation();
   const bool publish =
       received.message && *received.message && std::holds_alternative<Publish>(**received.message);
   promised_ += publish || received.refused_export ? 1 : 0;

@@ -37,6 +37,8 @@ class HOLOSCAN_DLPACK_ABI Outbox : public std::enable_shared_from_this<Outbox> {
     expected<std::optional<Message>, Error> message;  ///< As Channel::receive(0).
     std::optional<std::uint64_t>
         refused_export;  ///< A refused Publish to give back (its room set).
+    std::uint64_t refused_fd_allocation = 0;  ///< Its allocation (Channel::refused_fd_allocation).
+    std::uint64_t refused_forget = 0;  ///< Its forget_allocation, which holds all the same.
   };
 
   /**

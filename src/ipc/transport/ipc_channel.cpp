@@ -227,6 +227,8 @@ expected<void, Error> Channel::send_frame(const expected<detail::Frame, Error>& 
 expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
   const detail::Deadline deadline(timeout_ms);
   refused_export_.reset();  // also when nothing is read: the caller would give it back twice
+  refused_allocation_ = 0;
+  refused_forget_ = 0;
   for (;;) {
     if (auto result = detail::wait_or_result<Message>(socket_.get(), POLLIN, deadline, kWho)) {
       return std::move(*result);
@@ -257,7 +259,7 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
     const auto size = static_cast<std::size_t>(n);
     try {
       if (const std::string refusal = record_refusal(msg.msg_flags, received); !refusal.empty()) {
-        refused_export_ = detail::publish_export_id(buffer.data(), size);
+        note_refused(buffer.data(), size);
         return make_unexpected(invalid(naming(refused_export_) + refusal));
       }
       if (n == 0 && received.count == 0 && peer_hung_up(socket_.get())) {
@@ -266,7 +268,7 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
       }
       auto message = detail::parse_frame(buffer.data(), size, received.fds.data(), received.count);
       if (!message) {
-        refused_export_ = detail::publish_export_id(buffer.data(), size);  // a wrong fd count
+        note_refused(buffer.data(), size);  // a wrong fd count
         return make_unexpected(std::move(message.error()));
       }
       if (auto* hello = std::get_if<Hello>(&*message)) {
@@ -277,10 +279,17 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
       return std::optional<Message>(std::move(*message));
     } catch (const std::bad_alloc&) {
       // The record is consumed: a Publish is named, so that its export can be given back.
-      refused_export_ = detail::publish_export_id(buffer.data(), size);
+      note_refused(buffer.data(), size);
       return make_unexpected(detail::out_of_memory(kWho));
     }
   }
+}
+
+void Channel::note_refused(const std::uint8_t* frame, std::size_t size) noexcept {
+  refused_export_ = detail::publish_export_id(frame, size);
+  const detail::PublishAllocations named = detail::publish_allocations(frame, size);
+  refused_allocation_ = named.fd_allocation;
+  refused_forget_ = named.forget;
 }
 
 expected<std::int32_t, Error> Channel::peer_pid() const {

@@ -156,6 +156,14 @@ std::optional<std::uint64_t> descriptor_export_id(const std::uint8_t* bytes,
   return get_u64(bytes + kExportIdAt);
 }
 
+std::uint64_t descriptor_fd_allocation(const std::uint8_t* bytes, std::size_t size) noexcept {
+  if (bytes == nullptr || size < kDescriptorHeaderBytes ||
+      get_u32(bytes + kHandleKindAt) != static_cast<std::uint32_t>(MemoryHandleKind::kPosixFd)) {
+    return 0;
+  }
+  return get_u64(bytes + kAllocationIdAt);
+}
+
 }  // namespace detail
 
 expected<TensorDescriptor, Error> decode(const std::uint8_t* bytes, std::size_t size) {

@@ -15,12 +15,13 @@ namespace {
 enum FrameType : std::uint32_t { kHelloFrame = 1, kPublishFrame = 2, kReleaseFrame = 3 };
 
 constexpr std::size_t kHelloBytes = 8;       // u32 pid, u32 protocol version; the pidfd beside
-constexpr std::size_t kReleaseEventAt = 16;  // u64 export id, u8 has_event, 7 reserved, event
+constexpr std::size_t kReleaseEventAt = 16;  // u64 export id, u8 has_event, u8 refused, 6 zero
 constexpr std::size_t kReleaseBytes = kReleaseEventAt + kIpcHandleBytes;
 
 Error invalid(const std::string& what) { return invalid_argument("ipc channel", what); }
 
-// The header of a frame of `payload_bytes` (at most kMaxDescriptorBytes: callers check).
+// The header of a frame of `payload_bytes` (at most kMaxFrameBytes - kFrameHeaderBytes: callers
+// check).
 Frame frame(FrameType type, std::size_t payload_bytes) noexcept {
   Frame out;
   out.size = kFrameHeaderBytes + payload_bytes;
@@ -29,24 +30,34 @@ Frame frame(FrameType type, std::size_t payload_bytes) noexcept {
   return out;
 }
 
-// A Publish carries one fd exactly when its memory handle is a POSIX fd.
+// How many fds a Publish may carry: kCudaIpc none; kPosixFd one, or none once its peer has it,
+// which only a nonzero allocation id can say (id 0 is mapped for one import only).
 expected<void, Error> check_publish(const std::uint8_t* descriptor, std::size_t size,
-                                    std::size_t fd_count) {
+                                    std::size_t fd_count, std::uint64_t forget_allocation) {
   auto decoded = decode(descriptor, size);
   if (!decoded) {
     return make_unexpected(std::move(decoded.error()));
   }
-  const std::size_t wanted = decoded->handle_kind == MemoryHandleKind::kPosixFd ? 1 : 0;
-  if (fd_count != wanted) {
-    return make_unexpected(invalid("publish of export " + std::to_string(decoded->export_id) +
-                                   " carries " + std::to_string(fd_count) +
-                                   " file descriptors, its handle kind needs " +
-                                   std::to_string(wanted)));
+  const std::string which = "publish of export " + std::to_string(decoded->export_id);
+  const bool fd_handle = decoded->handle_kind == MemoryHandleKind::kPosixFd;
+  const bool cached = fd_handle && decoded->allocation_id != 0;
+  if (fd_count > (fd_handle ? 1 : 0) || (fd_handle && !cached && fd_count == 0)) {
+    return make_unexpected(invalid(
+        which + " carries " + std::to_string(fd_count) + " file descriptors, its handle kind " +
+        (cached ? "takes 0 or 1" : fd_handle ? "needs 1" : "needs 0")));
+  }
+  if (forget_allocation != 0 && forget_allocation == decoded->allocation_id) {
+    return make_unexpected(invalid(which + " forgets its own allocation " +
+                                   std::to_string(forget_allocation)));
   }
   return {};
 }
 
-expected<void, Error> check_release(bool has_event, const std::uint8_t* event) {
+// A refusal gives back what was never imported: nothing of it to wait for.
+expected<void, Error> check_release(bool has_event, bool refused, const std::uint8_t* event) {
+  if (has_event && refused) {
+    return make_unexpected(invalid("release is a refusal with an event"));
+  }
   if (!has_event && !all_zero(event, kIpcHandleBytes)) {
     return make_unexpected(invalid("release event is not all zero while has_event is false"));
   }
@@ -86,30 +97,41 @@ expected<Message, Error> parse_release(const std::uint8_t* payload, std::size_t 
                                    std::to_string(kReleaseBytes) + " bytes and none"));
   }
   const std::uint8_t has_event = get_u8(payload + 8);
-  if (has_event > 1) {
-    return make_unexpected(
-        invalid("release has_event is " + std::to_string(has_event) + ", must be 0 or 1"));
+  const std::uint8_t refused = get_u8(payload + 9);
+  if (has_event > 1 || refused > 1) {
+    return make_unexpected(invalid("release has_event is " + std::to_string(has_event) +
+                                   " and refused " + std::to_string(refused) +
+                                   ", each must be 0 or 1"));
   }
-  if (!all_zero(payload + 9, kReleaseEventAt - 9)) {
+  if (!all_zero(payload + 10, kReleaseEventAt - 10)) {
     return make_unexpected(invalid("release reserved bytes are not zero"));
   }
-  if (auto ok = check_release(has_event == 1, payload + kReleaseEventAt); !ok) {
+  if (auto ok = check_release(has_event == 1, refused == 1, payload + kReleaseEventAt); !ok) {
     return make_unexpected(std::move(ok.error()));
   }
   Release release;
   release.export_id = get_u64(payload);
   release.has_event = has_event == 1;
+  release.refused = refused == 1;
   release.event = get_bytes<kIpcHandleBytes>(payload + kReleaseEventAt);
   return Message{release};
 }
 
 expected<Message, Error> parse_publish(const std::uint8_t* payload, std::size_t size, UniqueFd* fds,
                                        std::size_t fd_count) {
-  if (auto ok = check_publish(payload, size, fd_count); !ok) {
+  if (size < kPublishHeaderBytes) {
+    return make_unexpected(invalid("publish of " + std::to_string(size) + " bytes is shorter than " +
+                                   "its " + std::to_string(kPublishHeaderBytes) + "-byte header"));
+  }
+  const std::uint64_t forget = get_u64(payload);
+  const std::uint8_t* descriptor = payload + kPublishHeaderBytes;
+  const std::size_t descriptor_size = size - kPublishHeaderBytes;
+  if (auto ok = check_publish(descriptor, descriptor_size, fd_count, forget); !ok) {
     return make_unexpected(std::move(ok.error()));
   }
   Publish publish;
-  publish.descriptor.assign(payload, payload + size);
+  publish.descriptor.assign(descriptor, descriptor + descriptor_size);
+  publish.forget_allocation = forget;
   if (fd_count == 1) {
     publish.fd = std::move(fds[0]);
   }
@@ -132,40 +154,53 @@ expected<Frame, Error> encode_frame(const Hello& hello) {
 expected<Frame, Error> encode_frame(const Publish& publish) {
   const std::size_t fd_count = publish.fd.valid() ? 1 : 0;
   // Checked first: a descriptor that decodes is at most kMaxDescriptorBytes long.
-  if (auto ok = check_publish(publish.descriptor.data(), publish.descriptor.size(), fd_count);
+  if (auto ok = check_publish(publish.descriptor.data(), publish.descriptor.size(), fd_count,
+                              publish.forget_allocation);
       !ok) {
     return make_unexpected(std::move(ok.error()));
   }
-  auto out = frame(kPublishFrame, publish.descriptor.size());
+  auto out = frame(kPublishFrame, kPublishHeaderBytes + publish.descriptor.size());
+  put_u64(out.bytes.data() + kFrameHeaderBytes, publish.forget_allocation);
   std::copy(publish.descriptor.begin(), publish.descriptor.end(),
-            out.bytes.begin() + kFrameHeaderBytes);
+            out.bytes.begin() + kFrameHeaderBytes + kPublishHeaderBytes);
   return out;
 }
 
 expected<Frame, Error> encode_frame(const Release& release) {
-  if (auto ok = check_release(release.has_event, release.event.data()); !ok) {
+  if (auto ok = check_release(release.has_event, release.refused, release.event.data()); !ok) {
     return make_unexpected(std::move(ok.error()));
   }
   auto out = frame(kReleaseFrame, kReleaseBytes);
   std::uint8_t* payload = out.bytes.data() + kFrameHeaderBytes;
   put_u64(payload, release.export_id);
   put_u8(payload + 8, release.has_event ? 1 : 0);
+  put_u8(payload + 9, release.refused ? 1 : 0);
   put_bytes(payload + kReleaseEventAt, release.event);
   return out;
 }
 
 std::optional<std::uint64_t> publish_export_id(const std::uint8_t* bytes,
                                                std::size_t size) noexcept {
-  if (size < kFrameHeaderBytes || get_u32(bytes) != kPublishFrame ||
+  constexpr std::size_t kDescriptorAt = kFrameHeaderBytes + kPublishHeaderBytes;
+  if (size < kDescriptorAt || get_u32(bytes) != kPublishFrame ||
       get_u32(bytes + 4) != size - kFrameHeaderBytes) {
     return std::nullopt;
   }
   try {
-    auto descriptor = decode(bytes + kFrameHeaderBytes, size - kFrameHeaderBytes);
+    auto descriptor = decode(bytes + kDescriptorAt, size - kDescriptorAt);
     return descriptor ? std::optional<std::uint64_t>(descriptor->export_id) : std::nullopt;
   } catch (const std::bad_alloc&) {
     return std::nullopt;  // out of memory: the export cannot be named, nor given back
   }
+}
+
+PublishAllocations publish_allocations(const std::uint8_t* bytes, std::size_t size) noexcept {
+  if (!publish_export_id(bytes, size)) {
+    return {};
+  }
+  constexpr std::size_t kDescriptorAt = kFrameHeaderBytes + kPublishHeaderBytes;
+  return PublishAllocations{descriptor_fd_allocation(bytes + kDescriptorAt, size - kDescriptorAt),
+                            get_u64(bytes + kFrameHeaderBytes)};
 }
 
 expected<Message, Error> parse_frame(const std::uint8_t* bytes, std::size_t size, UniqueFd* fds,

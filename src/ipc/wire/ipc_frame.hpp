@@ -16,8 +16,12 @@ namespace holoscan::ipc::detail {
 /** @brief Bytes of the frame header: u32 type, u32 payload length. */
 inline constexpr std::size_t kFrameHeaderBytes = 8;
 
+/** @brief Bytes of a Publish's payload before its descriptor: u64 forget_allocation. */
+inline constexpr std::size_t kPublishHeaderBytes = 8;
+
 /** @brief Bytes of the largest valid frame (a Publish of the largest descriptor). */
-inline constexpr std::size_t kMaxFrameBytes = kFrameHeaderBytes + kMaxDescriptorBytes;
+inline constexpr std::size_t kMaxFrameBytes =
+    kFrameHeaderBytes + kPublishHeaderBytes + kMaxDescriptorBytes;
 
 /** @brief One encoded frame, held in place: encoding allocates nothing, so sending cannot run
  *         out of memory. */
@@ -39,6 +43,25 @@ expected<Frame, Error> encode_frame(const Release& release);
  */
 HOLOSCAN_DLPACK_ABI std::optional<std::uint64_t> publish_export_id(const std::uint8_t* bytes,
                                                                    std::size_t size) noexcept;
+
+/** @brief What a Publish frame says of the allocations an importer holds mappings of. */
+struct PublishAllocations {
+  std::uint64_t fd_allocation = 0;  ///< Its allocation id when its handle kind is kPosixFd, else 0.
+  std::uint64_t forget = 0;         ///< Its forget_allocation.
+};
+
+/**
+ * @brief The allocations `bytes` name when they are a Publish frame whose descriptor decodes (see
+ *        publish_export_id()), so that a refused one still keeps the importer's mappings as its
+ *        exporter counts them; zeros for anything else. Never throws.
+ */
+HOLOSCAN_DLPACK_ABI PublishAllocations publish_allocations(const std::uint8_t* bytes,
+                                                           std::size_t size) noexcept;
+
+/** @brief The allocation id of descriptor bytes that decoded before, when their handle kind is
+ *         kPosixFd; 0 otherwise or for bytes too short for a descriptor. Never throws. */
+HOLOSCAN_DLPACK_ABI std::uint64_t descriptor_fd_allocation(const std::uint8_t* bytes,
+                                                           std::size_t size) noexcept;
 
 /**
  * @brief The export id field of descriptor bytes that decoded before (a received Publish's), read
