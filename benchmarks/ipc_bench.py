@@ -7,8 +7,8 @@ Two measures, each after a warm-up:
               the consumer has given it back (holoscan: the Release arrives; torch: the consumer
               acknowledges after dropping it), so it is the per-tensor cost of export + import +
               release. Beside it, its floor done by hand (holoscan_dlpack_ipc_demo floor): a Unix
-              socket ping-pong of the library's own frames plus one event record and one wait per
-              side, with the same kernels, the processes blocking in recv (floor) or spinning on
+              socket ping-pong of the library's own frames (without an fd, as the library sends
+              them once a peer has its allocation) plus one event record and one wait per side, with the same kernels, the processes blocking in recv (floor) or spinning on
               it (floor, spinning); the lower of the two is the floor. The library's importers
               likewise sleep in receive() or ask without waiting (spin=1); the lower is ours.
   pipeline    producer -> relay (adds one into a new tensor) -> sink (checks), free running with
@@ -185,8 +185,9 @@ def main():
     for rep in range(args.reps):
         runs["roundtrip"].append(run_holoscan(args.binary, "roundtrip", *shape))
         runs["roundtrip_spin"].append(run_holoscan(args.binary, "roundtrip", *shape, "spin=1"))
-        runs["floor"].append(run_holoscan(args.binary, "floor", *shape, "spin=0"))
-        runs["floor_spin"].append(run_holoscan(args.binary, "floor", *shape, "spin=1"))
+        # fd=0: after an allocation's first Publish to a peer the library's frames carry no fd.
+        runs["floor"].append(run_holoscan(args.binary, "floor", *shape, "spin=0", "fd=0"))
+        runs["floor_spin"].append(run_holoscan(args.binary, "floor", *shape, "spin=1", "fd=0"))
         runs["torch_roundtrip"].append(torch_roundtrip(args.count, args.elements))
         runs["pipeline"].append(run_holoscan(args.binary, "pipeline", *shape))
         runs["pipeline_spin"].append(run_holoscan(args.binary, "pipeline", *shape, "spin=1"))
