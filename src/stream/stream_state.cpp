@@ -247,6 +247,10 @@ void add_or_wait(StreamPointList& points, const StreamPoint& point) noexcept {
 
 StreamPointList StreamState::take_release_points() noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
+  return take_release_points_unshared();
+}
+
+StreamPointList StreamState::take_release_points_unshared() noexcept {
   StreamPointList points(std::move(deallocation_));
   // The readiness events join the list even past its inline room. A readiness point that a
   // deallocation point is ordered after needs no query of its own.

@@ -88,6 +88,11 @@ class HOLOSCAN_DLPACK_ABI StreamState {
    *        events once completed; the state is left empty.
    */
   HOLOSCAN_DLPACK_WING_API StreamPointList take_release_points() noexcept;
+  /**
+   * @brief take_release_points() without the lock, for an owner's destructor: only while no
+   *        other thread can reach this state (the owner's last reference is gone).
+   */
+  HOLOSCAN_DLPACK_WING_API StreamPointList take_release_points_unshared() noexcept;
 
   /** @brief Returns every event to its pool and forgets all points. */
   void reset() noexcept;
