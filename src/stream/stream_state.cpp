@@ -122,6 +122,13 @@ expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consume
   if (status == cudaSuccess) {
     return {};
   }
+  return failed_consumer_wait(status);
+}
+
+// Out of line: the error's string work would otherwise make every successful wait save and
+// restore the registers it needs.
+[[gnu::noinline, gnu::cold]] tl::unexpected<Error> StreamState::failed_consumer_wait(
+    cudaError_t status) {
   Error error = cuda_error(status, "cudaStreamWaitEvent");
   if (status == cudaErrorStreamCaptureIsolation || status == cudaErrorStreamCaptureUnsupported) {
     // Checked only after the failure, to keep the hot path at one CUDA call.

@@ -116,6 +116,7 @@ class HOLOSCAN_DLPACK_ABI StreamState {
  private:
   static bool order_after(const StreamPoint& point, const StreamLocation& next,
                           cudaStream_t stream) noexcept;
+  static tl::unexpected<Error> failed_consumer_wait(cudaError_t status);
 
   // The flags share the lock's word, so that the readiness fields read without the lock fit in
   // the same size (StreamTrackedReference::kStreamStateBytes).
