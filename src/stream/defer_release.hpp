@@ -16,13 +16,4 @@ using ReleaseFunction = void (*)(void* context) noexcept;
 HOLOSCAN_DLPACK_WING_API void defer_release(StreamPointList&& points, ReleaseFunction release,
                                             void* context) noexcept;
 
-class HOLOSCAN_DLPACK_ABI StreamState;
-
-/**
- * @brief defer_release() of every point `streams` holds, taken from it (as
- *        take_release_points_unshared() does) straight into the queue when they fit its inline
- *        room. Only while no other thread can reach `streams` (its owner is going).
- */
-void defer_release_of(StreamState& streams, ReleaseFunction release, void* context) noexcept;
-
 }  // namespace holoscan::detail

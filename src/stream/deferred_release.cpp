@@ -10,7 +10,6 @@
 #include "stream/release_queue.hpp"
 #include "stream/release_settings.hpp"
 #include "stream/stream_point.hpp"
-#include "stream/stream_state.hpp"
 
 namespace holoscan::detail {
 namespace {
@@ -40,11 +39,11 @@ void release_after_the_exit_drain(StreamPointList& points, ReleaseFunction relea
   }
 }
 
-// What a push left to the caller: the release after the exit drain, or waited for here.
-void release_refused(ReleaseQueue::PushResult result, StreamPointList& points,
-                     ReleaseFunction release, void* context) noexcept {
+}  // namespace
+
+void defer_release(StreamPointList&& points, ReleaseFunction release, void* context) noexcept {
   ReleaseQueue& queue = ReleaseQueue::instance();
-  switch (result) {
+  switch (queue.push(points, release, context)) {
     case ReleaseQueue::PushResult::kQueued:
       return;
     case ReleaseQueue::PushResult::kClosed:
@@ -57,31 +56,6 @@ void release_refused(ReleaseQueue::PushResult result, StreamPointList& points,
   wait_and_drop_points(points);
   if (release != nullptr) {
     release(context);
-  }
-}
-
-}  // namespace
-
-void defer_release(StreamPointList&& points, ReleaseFunction release, void* context) noexcept {
-  release_refused(ReleaseQueue::instance().push(points, release, context), points, release,
-                  context);
-}
-
-void defer_release_of(StreamState& streams, ReleaseFunction release, void* context) noexcept {
-  if (!streams.release_points_fit_inline_unshared()) {
-    defer_release(streams.take_release_points_unshared(), release, context);
-    return;
-  }
-  // Taken under the intake lock, which is safe there: within the inline room the take neither
-  // allocates nor waits.
-  const ReleaseQueue::PushResult result = ReleaseQueue::instance().push_taken(
-      [](StreamPointList& into, void* from) noexcept {
-        static_cast<StreamState*>(from)->take_release_points_into_unshared(into);
-      },
-      &streams, release, context);
-  if (result != ReleaseQueue::PushResult::kQueued) {
-    StreamPointList points = streams.take_release_points_unshared();
-    release_refused(result, points, release, context);
   }
 }
 

@@ -94,16 +94,6 @@ bool ReleaseQueue::intake_empty() noexcept {
 // only the intake lock.
 ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunction release,
                                             void* context) noexcept {
-  return push_taken(
-      [](StreamPointList& into, void* from) noexcept {
-        into.adopt(*static_cast<StreamPointList*>(from));
-      },
-      &points, release, context);
-}
-
-ReleaseQueue::PushResult ReleaseQueue::push_taken(TakePoints take, void* from,
-                                                  ReleaseFunction release,
-                                                  void* context) noexcept {
   if (!worker_started_.load(std::memory_order_acquire)) {
     // The first push (or the first in a forked child) starts the worker, under the queue's lock.
     std::lock_guard<std::mutex> lock(mutex_);
@@ -126,7 +116,7 @@ ReleaseQueue::PushResult ReleaseQueue::push_taken(TakePoints take, void* from,
       incoming_.splice(incoming_.end(), spare_, spare_.begin());
     }
     PendingRelease& node = incoming_.back();
-    take(node.points, from);
+    node.points.adopt(points);
     node.release = release;
     node.context = context;
     node.ticket = next_ticket_;

@@ -69,15 +69,6 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
    *        both to the caller and says why.
    */
   PushResult push(StreamPointList& points, ReleaseFunction release, void* context) noexcept;
-  /** @brief Moves points into a queued release's empty list; never blocks, allocates or fails. */
-  using TakePoints = void (*)(StreamPointList& into, void* from) noexcept;
-  /**
-   * @brief push() for points that `take(list, from)` moves straight into the queued release's
-   *        list, under the intake lock: copied once rather than twice. Nothing is taken unless
-   *        the result is kQueued.
-   */
-  PushResult push_taken(TakePoints take, void* from, ReleaseFunction release,
-                        void* context) noexcept;
   /** @brief When the exit drain gives up (meaningful once push() said kClosed). */
   std::chrono::steady_clock::time_point drain_deadline() noexcept;
   /** @brief Waits for every release queued before the call; at once on the release thread. */

@@ -62,8 +62,6 @@ class HOLOSCAN_DLPACK_ABI StreamPointList {
   std::size_t size() const noexcept { return inline_size_ + overflow_.size(); }
   /** @brief Whether there are no points. */
   bool empty() const noexcept { return size() == 0; }
-  /** @brief Whether every point is in the inline room (none spilled to the heap). */
-  bool inline_only() const noexcept { return overflow_.empty(); }
   /** @brief The i-th point. */
   StreamPoint& operator[](std::size_t i) noexcept {
     return i < inline_size_ ? inline_.points[i] : overflow_[i - inline_size_];

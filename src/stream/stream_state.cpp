@@ -276,13 +276,7 @@ StreamPointList StreamState::take_release_points() noexcept {
 }
 
 StreamPointList StreamState::take_release_points_unshared() noexcept {
-  StreamPointList points;
-  take_release_points_into_unshared(points);
-  return points;
-}
-
-void StreamState::take_release_points_into_unshared(StreamPointList& points) noexcept {
-  points.adopt(deallocation_);
+  StreamPointList points(std::move(deallocation_));
   // The readiness events join the list even past its inline room. A readiness point that a
   // deallocation point is ordered after needs no query of its own.
   if (readiness_.event != nullptr) {
@@ -302,6 +296,7 @@ void StreamState::take_release_points_into_unshared(StreamPointList& points) noe
   readiness_stream_.store(nullptr, std::memory_order_release);
   readiness_event_.store(nullptr, std::memory_order_release);
   readiness_stream_id_.store(0, std::memory_order_release);
+  return points;
 }
 
 bool StreamState::holds_points() const noexcept {

@@ -96,19 +96,6 @@ class HOLOSCAN_DLPACK_ABI StreamState {
    *        other thread can reach this state (the owner's last reference is gone).
    */
   HOLOSCAN_DLPACK_WING_API StreamPointList take_release_points_unshared() noexcept;
-  /**
-   * @brief Whether take_release_points_into_unshared() can take the points into a list's inline
-   *        room, where it neither allocates, waits nor gives an event back (the pool's lock), and
-   *        leaves at least one point there (a deallocation point is held). Only while no other
-   *        thread can reach this state.
-   */
-  bool release_points_fit_inline_unshared() const noexcept {
-    const std::size_t readiness = (readiness_.event != nullptr ? 1 : 0) + spare_readiness_.size();
-    return !deallocation_.empty() && deallocation_.inline_only() && !readiness_covered_ &&
-           deallocation_.size() + readiness <= StreamPointList::kInlineCapacity;
-  }
-  /** @brief take_release_points_unshared() into the empty list `points`. */
-  void take_release_points_into_unshared(StreamPointList& points) noexcept;
 
   /** @brief Returns every event to its pool and forgets all points. */
   void reset() noexcept;

@@ -67,10 +67,6 @@ void StreamTrackedReference::release_when_safe(ReleaseFunction release, void* co
   // Called as the owner goes (its destructor): no other thread can reach the points any more, so
   // they are taken without the lock (one atomic read-modify-write less per owner's life); the
   // last reference's release (shared_ptr, handle claim) ordered every other thread's writes first.
-  if (streams.release_points_fit_inline_unshared()) {  // the common case: into the queue at once
-    detail::defer_release_of(streams, release, context);
-    return;
-  }
   if (streams.holds_points_unshared()) {
     detail::StreamPointList points = streams.take_release_points_unshared();
     if (!points.empty()) {
