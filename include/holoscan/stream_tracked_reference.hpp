@@ -89,7 +89,9 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
    * @brief Runs `release(context)` exactly once, after every deallocation point completed.
    *
    * Runs it now when no point is pending; otherwise queues it to the library's release thread and
-   * returns at once. `release` may be null, in which case only the events are given back.
+   * returns at once. `release` may be null, in which case only the events are given back. Called
+   * as the owner goes (its destructor), when no other thread can reach the points any more: they
+   * are taken without a lock.
    */
   void release_when_safe(ReleaseFunction release, void* context) noexcept;
 

@@ -9,6 +9,7 @@
 #include "dlpack/tensor_view.hpp"
 #include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
+#include "stream/tracked_streams.hpp"
 
 namespace holoscan {
 namespace {
@@ -22,6 +23,15 @@ std::string to_hex(std::uint64_t value) {
   } while (value != 0);
   return "0x" + text;
 }
+
+// A Tensor over a context whose memory reference already counts this Tensor's claim (see
+// Tensor's rule for subclasses that assign dl_ctx_ themselves): it retains nothing.
+class ClaimedTensor : public Tensor {
+ public:
+  explicit ClaimedTensor(std::shared_ptr<DLManagedTensorContext> claimed) noexcept {
+    dl_ctx_ = std::move(claimed);
+  }
+};
 
 Error out_of_memory(const char* who) {
   return Error{ErrorCode::kResourceExhausted,
@@ -50,16 +60,20 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
     return make_unexpected(detail::dl_tensor_error(facts, producer, who));
   }
   std::shared_ptr<DLManagedTensorContext> shared;
+  std::shared_ptr<Buffer> owner;
   try {
     shared = detail::share_recycled(context);  // gives the context back if it throws
-    shared->memory_reference = std::allocate_shared<Buffer>(detail::RecyclingAllocator<Buffer>{},
-                                                            managed);  // nothing can fail after it
+    owner = std::allocate_shared<Buffer>(detail::RecyclingAllocator<Buffer>{},
+                                         managed);  // nothing can fail after it
   } catch (...) {
     return make_unexpected(out_of_memory(who));
   }
+  // The owner is this thread's alone until the Tensor is returned: its first claim is a store.
+  detail::StreamTrackedAccess::claim_first_unshared(*owner);
+  shared->memory_reference = std::move(owner);
   // Imported ownership establishes no local writer: read-only for good, whatever the flags say.
   detail::ContextAccess::narrow_to_read_only(*shared);
-  return Tensor(std::move(shared));
+  return Tensor(ClaimedTensor(std::move(shared)));
 }
 
 expected<Tensor, Error> import_versioned(DLManagedTensorVersioned* dl_managed_tensor_ver_ptr) {

@@ -1,5 +1,6 @@
 #include "stream/pooled_events.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -75,16 +76,23 @@ void unlock_pools_in_child() noexcept {
 [[maybe_unused]] const bool fork_handlers_registered =
     pthread_atfork(lock_pools_for_fork, unlock_pools_in_parent, unlock_pools_in_child) == 0;
 
+// The pool of `device` if it was made already, else null (also for a device out of range).
+DevicePool* existing_pool(int device) noexcept {
+  return static_cast<unsigned>(device) < static_cast<unsigned>(kMaxPoolDevices)
+             ? pools()[static_cast<std::size_t>(device)].load(std::memory_order_acquire)
+             : nullptr;
+}
+
 expected<DevicePool*, Error> pool_of(int device) noexcept {
+  if (DevicePool* pool = existing_pool(device); pool != nullptr) {
+    return pool;
+  }
   if (device < 0 || device >= kMaxPoolDevices) {
     return tl::unexpected<Error>(
         make_error(ErrorCode::kInvalidArgument, "event pool: device id is out of range"));
   }
   auto& slot = pools()[static_cast<std::size_t>(device)];
-  DevicePool* pool = slot.load(std::memory_order_acquire);
-  if (pool != nullptr) {
-    return pool;
-  }
+  DevicePool* pool = nullptr;
   // Made and published whole before a fork() can look for it (see fork_gate.hpp).
   ForkGate::Section section;
   auto* fresh = new (std::nothrow) DevicePool();
@@ -113,7 +121,11 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
   }
   std::lock_guard<SpinMutex> lock(pool.mutex);
   try {
-    pool.free_events.reserve(pool.created + 1);
+    // Room for every event made so far grows by half at a time: reserving one more each time
+    // allocated (and copied the free list) at every event a growing pool made.
+    if (pool.free_events.capacity() <= pool.created) {
+      pool.free_events.reserve(std::max<std::size_t>(pool.created + 1, pool.created * 3 / 2));
+    }
   } catch (...) {
     (void)cuda().event_destroy(event);
     return tl::unexpected<Error>(
@@ -157,21 +169,34 @@ std::size_t destroy_free_events() noexcept {
   return held;
 }
 
+namespace {
+
+// A free event of `pool`, or null when none is free.
+cudaEvent_t take_free_event(DevicePool& pool) noexcept {
+  std::lock_guard<SpinMutex> lock(pool.mutex);
+  if (pool.free_events.empty()) {
+    return nullptr;
+  }
+  cudaEvent_t event = pool.free_events.back();
+  pool.free_events.pop_back();
+  return event;
+}
+
+}  // namespace
+
 expected<cudaEvent_t, Error> acquire_event(int device) noexcept {
-  auto pool = pool_of(device);
-  if (!pool) {
-    return tl::unexpected<Error>(std::move(pool.error()));
-  }
-  {
-    std::lock_guard<SpinMutex> lock((*pool)->mutex);
-    auto& free_events = (*pool)->free_events;
-    if (!free_events.empty()) {
-      cudaEvent_t event = free_events.back();
-      free_events.pop_back();
-      return event;
+  DevicePool* pool = existing_pool(device);  // the warm path: no expected<> to build and check
+  if (pool == nullptr) {
+    auto made = pool_of(device);
+    if (!made) {
+      return tl::unexpected<Error>(std::move(made.error()));
     }
+    pool = *made;
   }
-  return create_event(**pool, device);
+  if (cudaEvent_t event = take_free_event(*pool); event != nullptr) {
+    return event;
+  }
+  return create_event(*pool, device);
 }
 
 void release_event(int device, cudaEvent_t event) noexcept {

@@ -72,6 +72,8 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   }
   readiness_ = location->point(stream, event, stamp);
   readiness_covered_ = false;
+  readiness_event_.store(event, std::memory_order_release);
+  readiness_stream_id_.store(location->stream_id, std::memory_order_release);
   readiness_stream_.store(stream, std::memory_order_release);
   has_readiness_.store(true, std::memory_order_release);
   return true;
@@ -86,24 +88,47 @@ bool StreamState::order_after(const StreamPoint& point, const StreamLocation& ne
              .has_value();
 }
 
+// Without the lock (three atomic read-modify-writes less per three-consumer hop). Safe because:
+// - every value read was stored after its record completed (set_readiness_stream stores them
+//   last), so a wait or a skip is always against a readiness record that was made;
+// - an event read stays this state's until take_release_points() or reset(), which run only when
+//   no caller can reach the state any more (the owner's destructor; a pool block that is free,
+//   its claims and uses gone), so it is never waited on after going back to the pool; a device
+//   switch keeps the previous event (spare_readiness_), and a record on the same device records
+//   the same event again;
+// - values of two concurrent set_readiness_stream calls mixed together are still correct: each
+//   readiness record is ordered after the previous one, so waiting on either is waiting for the
+//   producer as of one of the two calls, and a skip needs the consumer's own id to match the one
+//   read, which names (ids are never reused) a stream that holds a completed readiness record.
 expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consumer) {
   if (!has_readiness()) {
     return {};
   }
-  std::lock_guard<SpinMutex> lock(mutex_);
+  const cudaEvent_t event = readiness_event_.load(std::memory_order_acquire);
+  const std::uint64_t stream_id = readiness_stream_id_.load(std::memory_order_acquire);
+  if (event == nullptr) {
+    return {};  // taken by a release meanwhile: nothing left to wait for
+  }
   // A shared default-stream handle can name different streams (per thread, per device), so only
   // an explicit stream handle proves that the consumer is the producer's own stream, and only
   // with the same id: CUDA may give a destroyed stream's handle to a new stream, whose work would
   // not be ordered after the producer's.
   const bool is_explicit = !is_default_stream_handle(consumer);
-  if (is_explicit && consumer == readiness_.stream &&
-      id_of_explicit_stream(consumer) == readiness_.stream_id && readiness_.stream_id != 0) {
+  if (is_explicit && consumer == readiness_stream() && stream_id != 0 &&
+      id_of_explicit_stream(consumer) == stream_id) {
     return {};
   }
-  const cudaError_t status = cuda().stream_wait_event(consumer, readiness_.event, 0);
+  const cudaError_t status = cuda().stream_wait_event(consumer, event, 0);
   if (status == cudaSuccess) {
     return {};
   }
+  return failed_consumer_wait(status);
+}
+
+// Out of line: the error's string work would otherwise make every successful wait save and
+// restore the registers it needs.
+[[gnu::noinline, gnu::cold]] tl::unexpected<Error> StreamState::failed_consumer_wait(
+    cudaError_t status) {
   Error error = cuda_error(status, "cudaStreamWaitEvent");
   if (status == cudaErrorStreamCaptureIsolation || status == cudaErrorStreamCaptureUnsupported) {
     // Checked only after the failure, to keep the hot path at one CUDA call.
@@ -247,6 +272,10 @@ void add_or_wait(StreamPointList& points, const StreamPoint& point) noexcept {
 
 StreamPointList StreamState::take_release_points() noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
+  return take_release_points_unshared();
+}
+
+StreamPointList StreamState::take_release_points_unshared() noexcept {
   StreamPointList points(std::move(deallocation_));
   // The readiness events join the list even past its inline room. A readiness point that a
   // deallocation point is ordered after needs no query of its own.
@@ -263,8 +292,10 @@ StreamPointList StreamState::take_release_points() noexcept {
   readiness_ = StreamPoint{};
   readiness_covered_ = false;
   spare_readiness_.clear();
-  readiness_stream_.store(nullptr, std::memory_order_release);
   has_readiness_.store(false, std::memory_order_release);
+  readiness_stream_.store(nullptr, std::memory_order_release);
+  readiness_event_.store(nullptr, std::memory_order_release);
+  readiness_stream_id_.store(0, std::memory_order_release);
   return points;
 }
 

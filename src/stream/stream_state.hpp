@@ -52,7 +52,10 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   cudaStream_t readiness_stream() const noexcept {
     return readiness_stream_.load(std::memory_order_acquire);
   }
-  /** @brief Makes `consumer` wait for the readiness point: one cudaStreamWaitEvent at most. */
+  /**
+   * @brief Makes `consumer` wait for the readiness point: one cudaStreamWaitEvent at most. Takes
+   *        no lock (see the definition for why that is safe).
+   */
   expected<void, Error> synchronize_for_consumer(cudaStream_t consumer);
   /** @brief Blocks until the readiness point completed; success when there is none. */
   expected<void, Error> synchronize_for_host();
@@ -88,6 +91,11 @@ class HOLOSCAN_DLPACK_ABI StreamState {
    *        events once completed; the state is left empty.
    */
   HOLOSCAN_DLPACK_WING_API StreamPointList take_release_points() noexcept;
+  /**
+   * @brief take_release_points() without the lock, for an owner's destructor: only while no
+   *        other thread can reach this state (the owner's last reference is gone).
+   */
+  HOLOSCAN_DLPACK_WING_API StreamPointList take_release_points_unshared() noexcept;
 
   /** @brief Returns every event to its pool and forgets all points. */
   void reset() noexcept;
@@ -95,12 +103,19 @@ class HOLOSCAN_DLPACK_ABI StreamState {
  private:
   static bool order_after(const StreamPoint& point, const StreamLocation& next,
                           cudaStream_t stream) noexcept;
+  static tl::unexpected<Error> failed_consumer_wait(cudaError_t status);
 
+  // The flags share the lock's word, so that the readiness fields read without the lock fit in
+  // the same size (StreamTrackedReference::kStreamStateBytes).
   mutable SpinMutex mutex_;
-  StreamPoint readiness_;
   std::atomic<bool> has_readiness_{false};
-  std::atomic<cudaStream_t> readiness_stream_{nullptr};
   bool readiness_covered_ = false;  // readiness_ passed, or a deallocation point is ordered after it
+  StreamPoint readiness_;
+  // readiness_'s stream, event and stream id, written under the lock as a record completes and
+  // read by synchronize_for_consumer without it.
+  std::atomic<cudaStream_t> readiness_stream_{nullptr};
+  std::atomic<cudaEvent_t> readiness_event_{nullptr};
+  std::atomic<std::uint64_t> readiness_stream_id_{0};
   std::vector<StreamPoint> spare_readiness_;  // events of devices the readiness used before
   StreamPointList deallocation_;
 };

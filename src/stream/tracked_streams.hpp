@@ -24,6 +24,13 @@ struct HOLOSCAN_DLPACK_ABI StreamTrackedAccess {
   }
   /** @brief Where the stream points are built. */
   static void* storage(StreamTrackedReference& reference) noexcept { return reference.streams_; }
+  /**
+   * @brief Counts the first handle claim of a reference just made, which no other thread can
+   *        reach yet: a plain store where retain_tensor_handle() is an atomic read-modify-write.
+   */
+  static void claim_first_unshared(StreamTrackedReference& reference) noexcept {
+    reference.claims_.store(1, std::memory_order_relaxed);
+  }
 };
 
 /** @brief The stream points of `reference`. */

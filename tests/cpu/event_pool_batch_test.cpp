@@ -12,6 +12,7 @@
 #include "holoscan/dlpack.hpp"
 #include "holoscan/event_pool.hpp"
 #include "stream/pooled_events.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda_test.hpp"
 
@@ -101,6 +102,38 @@ TEST_F(EventPoolBatch, ABatchGivesBackEveryEventOfEveryDevice) {
   // Every event is free again, once: none is held, and destroying them all leaves the fake none.
   EXPECT_EQ(detail::destroy_free_events(), 0u);
   EXPECT_EQ(fake().live_events(), 0u);
+}
+
+// The pool keeps room to take back every event it made, so that a release never allocates; a
+// growing pool made that room one event at a time (one allocation, and a copy of the free list,
+// per event made). Measured against the fake's own allocations for as many events.
+TEST_F(EventPoolBatch, AGrowingPoolMakesRoomForManyEventsAtATime) {
+  constexpr std::size_t kEvents = 2000;  // more than any other test takes: the room is not there
+  std::vector<cudaEvent_t> direct(kEvents);
+  std::vector<cudaEvent_t> pooled;
+  pooled.reserve(kEvents);
+  std::uint64_t by_the_fake = 0;
+  std::uint64_t by_the_pool = 0;
+  {
+    test::NewCounter counter;
+    for (cudaEvent_t& event : direct) {
+      (void)detail::cuda().event_create_with_flags(&event, cudaEventDisableTiming);
+    }
+    by_the_fake = counter.calls();
+  }
+  {
+    test::NewCounter counter;
+    for (std::size_t i = 0; i < kEvents; ++i) {
+      pooled.push_back(detail::acquire_event(1).value_or(nullptr));
+    }
+    by_the_pool = counter.calls();
+  }
+  EXPECT_EQ(created_stream_events(1), kEvents);
+  EXPECT_LE(by_the_pool, by_the_fake + 32);
+  give(1, pooled);
+  for (cudaEvent_t event : direct) {
+    (void)detail::cuda().event_destroy(event);
+  }
 }
 
 }  // namespace

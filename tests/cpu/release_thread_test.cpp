@@ -20,6 +20,7 @@
 #include "cuda/cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/callback_tensor.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda_test.hpp"
@@ -57,6 +58,47 @@ TEST_F(ReleaseThread, DeleterThatDropsAnotherOwnerQueuesItsRelease) {
   flush_deferred_releases();
   EXPECT_EQ(producer.deleter_calls(), 1);
   EXPECT_EQ(pending_deferred_releases(), 0u);
+}
+
+// With no room in the release queue (every finished node in use, the heap refusing a new one),
+// an owner's drop waits for its points here, then runs the deleter: once, and never before the
+// GPU passed them.
+TEST_F(ReleaseThread, ADropWithNoRoomInTheQueueWaitsForItsPointsHere) {
+  cudaStream_t stream = fake().create_stream(0);
+  fake().launch(stream);  // completed only at the end: every release below stays pending
+  std::uint64_t allocated = 0;
+  for (int i = 0; i < 100000 && allocated == 0; ++i) {  // until a drop needed a new node
+    auto buffer = std::make_unique<Buffer>(make_callback_tensor([] {}));
+    ASSERT_TRUE(buffer->set_deallocation_stream(stream));
+    test::NewCounter counter;
+    buffer.reset();
+    allocated = counter.calls();
+  }
+  ASSERT_GT(allocated, 0u);
+  std::atomic<bool> gpu_done{false};
+  std::atomic<int> runs{0};
+  std::atomic<bool> ran_early{false};
+  auto buffer = std::make_unique<Buffer>(make_callback_tensor([&] {
+    ran_early.store(ran_early.load() || !gpu_done.load());
+    runs.fetch_add(1);
+  }));
+  ASSERT_TRUE(buffer->set_deallocation_stream(stream));
+  std::thread gpu([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gpu_done.store(true);
+    fake().complete(stream);
+  });
+  std::uint64_t failed = 0;
+  {
+    test::FailingAllocations failing(0, 1000);
+    buffer.reset();
+    failed = failing.failed();
+  }
+  gpu.join();
+  EXPECT_GE(failed, 1u);  // the queue was refused its node
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_FALSE(ran_early.load());
+  flush_deferred_releases();
 }
 
 TEST_F(ReleaseThread, DeleterThatFlushesReturnsAtOnce) {

@@ -33,6 +33,27 @@ std::shared_ptr<StreamTrackedReference> tracked(const Tensor& tensor) {
   return std::dynamic_pointer_cast<StreamTrackedReference>(tensor.memory_reference());
 }
 
+// An import counts its Tensor's claim as it makes the owner (no retain of its own): exactly one,
+// for both import paths, and the drop pairs it.
+TEST(TensorClaims, AnImportHoldsExactlyOneClaimWhichItsDropPairs) {
+  CountingProducer producer;
+  std::shared_ptr<StreamTrackedReference> versioned;
+  std::shared_ptr<StreamTrackedReference> legacy;
+  {
+    expected<Tensor> first = make_tensor_from_dlpack_versioned(producer.make_versioned({}));
+    expected<Tensor> second = make_tensor_from_dlpack(producer.make_legacy({}));
+    ASSERT_TRUE(first.has_value() && second.has_value());
+    versioned = tracked(*first);
+    legacy = tracked(*second);
+    ASSERT_TRUE(versioned != nullptr && legacy != nullptr);
+    EXPECT_EQ(versioned->handle_claims(), 1);
+    EXPECT_EQ(legacy->handle_claims(), 1);
+  }
+  EXPECT_EQ(versioned->handle_claims(), 0);
+  EXPECT_EQ(legacy->handle_claims(), 0);
+  EXPECT_EQ(versioned->unpaired_releases() + legacy->unpaired_releases(), 0u);
+}
+
 TEST(TensorClaims, ConstructCopyMoveAndDestroy) {
   CountingProducer producer;
   std::shared_ptr<StreamTrackedReference> reference;
