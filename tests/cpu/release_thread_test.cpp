@@ -45,12 +45,20 @@ TEST_F(ReleaseThread, DeleterThatDropsAnotherOwnerQueuesItsRelease) {
   auto inner = std::make_shared<Buffer>(producer.make_versioned());
   fake().launch(inner_stream);
   ASSERT_TRUE(inner->set_deallocation_stream(inner_stream));
-  drop_pending(fake(), make_callback_tensor([inner]() mutable { inner.reset(); }), outer_stream);
+  auto outer_ran = std::make_shared<std::atomic<bool>>(false);  // outlives a failed wait below
+  drop_pending(fake(), make_callback_tensor([inner, outer_ran]() mutable {
+                 inner.reset();
+                 outer_ran->store(true);
+               }),
+               outer_stream);
   inner.reset();  // the outer deleter now holds the last owner
   EXPECT_EQ(pending_deferred_releases(), 1u);
 
   fake().complete(outer_stream);
-  flush_deferred_releases();
+  // Not a flush: once the release thread has run the outer deleter, the inner release it queued
+  // counts as queued before the flush, which would then wait for inner_stream for ever.
+  ASSERT_TRUE(
+      test::eventually([&] { return outer_ran->load() && pending_deferred_releases() == 1u; }));
   EXPECT_EQ(producer.deleter_calls(), 0);  // dropped on the release thread, deferred from there
   EXPECT_EQ(pending_deferred_releases(), 1u);
 
