@@ -187,7 +187,6 @@ void Worker::State::attach_answers(Outgoing& send) noexcept {
     if (write_answered(send.header.data(), send.header_size, run)) {
       send.answered = run;
       controls.erase(it);  // moves the later ones down: nothing allocates
-      ++stats.answers_carried;
     }
     return;
   }
@@ -195,9 +194,13 @@ void Worker::State::attach_answers(Outgoing& send) noexcept {
 
 // A tensor message UCX could not send may have taken a confirmation with it: the run goes back to
 // the queue as an Ack (a second answer, should the first have arrived after all, changes nothing
-// at the peer).
-void Worker::State::reclaim_answers(Outgoing& send) {
+// at the peer). One that UCX sent counts as carried.
+void Worker::State::finish_answers(Outgoing& send, ucs_status_t status) {
   if (send.answered.count == 0) {
+    return;
+  }
+  if (status == UCS_OK) {
+    ++stats.answers_carried;
     return;
   }
   Control control{send.peer, MessageId::kAck, {}};
@@ -211,9 +214,7 @@ void Worker::State::on_ucx_done(Outgoing& send, ucs_status_t status) {
   send.phase = Outgoing::Phase::kReleased;
   send.claim = Tensor();  // UCX no longer reads the memory: the pool may reuse it
   try {
-    if (status != UCS_OK) {
-      reclaim_answers(send);
-    }
+    finish_answers(send, status);
     if (status != UCS_OK && !send.outcome) {
       Error error = detail::ucx_error("ucx send of " + about(send), "ucp_am_send_nbx", status);
       send.outcome = make_unexpected(std::move(error));

@@ -153,7 +153,7 @@ struct Worker::State {
   void on_ack(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
   void answer_sends(Peer& peer, const Ack& ack);
   void attach_answers(Outgoing& send) noexcept;
-  void reclaim_answers(Outgoing& send);
+  void finish_answers(Outgoing& send, ucs_status_t status);
   void fail_outgoing(Peer& peer, const Error& reason);
   void end_if_done(Outgoing& send);
   void sweep_ended();

@@ -22,6 +22,11 @@
 //       its dtype whose header confirms that one; exits 0 when tensor 1's confirmation came in
 //       the returning tensor's header, 6 when it came in none, 7 when it came as an Ack too,
 //       8 when the refusal's Ack did not come.
+//   holoscan_dlpack_ucx_peer reclaimed port=P
+//       sends tensor 1 and takes one tensor back; exits 0 when tensor 1 was confirmed by an Ack
+//       (the test's first tensor back, which carried the confirmation, failed inside UCX) and
+//       the tensor that came confirmed nothing, 6 when no confirmation came, 7 when it came in
+//       a tensor's header.
 #include <poll.h>
 #include <unistd.h>
 
@@ -249,6 +254,27 @@ int carry_answers(std::uint16_t port) {
   return 0;
 }
 
+int reclaimed_answer(std::uint16_t port) {
+  holoscan::test::RawPeer raw(port);
+  if (!raw.ok()) {
+    return fail(6, "no raw connection");
+  }
+  const auto first = holoscan::test::burst_cases(1, 0).front();
+  if (!raw.send(static_cast<unsigned>(ucx::MessageId::kTensor), first.header, first.data)) {
+    return fail(6, "sending tensor 1 failed");
+  }
+  if (raw.wait_acks(1, 20000).count(1) == 0) {
+    return fail(6, "tensor 1 was never confirmed");
+  }
+  if (raw.wait_tensors(1, 20000).size() != 1) {
+    return fail(6, "no tensor came back");
+  }
+  if (raw.carried_answers() != 0 || raw.ack_messages() != 1) {
+    return fail(7, "tensor 1 was confirmed in a tensor's header");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -266,6 +292,9 @@ int main(int argc, char** argv) {
   }
   if (role == "carrier") {
     return carry_answers(port);
+  }
+  if (role == "reclaimed") {
+    return reclaimed_answer(port);
   }
   if (role == "burst") {
     return send_burst(port, number(options, "count", 8), number(options, "refused", 0),

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ucx/failing_am_send.hpp"
 #include "ucx/malformed_cases.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
@@ -108,26 +109,47 @@ TEST(UcxProtocol, OneAckEndsEverySendOfItsRun) {
   EXPECT_EQ(worker.stats().delivered, kCount);
 }
 
+// The next SendResult of `worker`, progressing it for up to 20 s.
+std::optional<ucx::SendResult> next_result(ucx::Worker& worker) {
+  std::optional<ucx::SendResult> result;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(result = worker.next_send_result()) && std::chrono::steady_clock::now() < deadline) {
+    if (!worker.progress()) {
+      break;
+    }
+  }
+  return result;
+}
+
+// Starts the raw peer of `role` and takes its tensor 1 (null, with a test failure, when none came).
+std::optional<ucx::Received> take_first(ucx::Worker& worker, const char* role, pid_t* raw) {
+  *raw = start_peer({role, "port=" + listen_on_loopback(worker)});
+  if (!worker.accept(20000)) {
+    ADD_FAILURE() << "the raw peer did not connect";
+    return std::nullopt;
+  }
+  auto received = worker.receive(20000);
+  if (!received || !*received) {
+    ADD_FAILURE() << "no tensor 1: " << (received ? "none" : to_string(received.error()));
+    return std::nullopt;
+  }
+  return std::move(**received);
+}
+
 // A tensor sent back to the peer it came from carries that peer's confirmation in its header (no
 // Ack of its own), and a confirmation carried by a tensor this side refuses still ends the send.
 TEST(UcxProtocol, ATensorSentBackCarriesTheConfirmation) {
   auto worker = make_worker();
-  const pid_t raw = start_peer({"carrier", "port=" + listen_on_loopback(worker)});
-  const auto peer = worker.accept(20000);
-  ASSERT_TRUE(peer);
-  auto received = worker.receive(20000);
-  ASSERT_TRUE(received && *received) << (received ? "" : to_string(received.error()));
-  EXPECT_EQ((*received)->sequence, 1u);
-  auto sent = worker.send(*peer, (*received)->tensor);
+  pid_t raw = 0;
+  const auto first = take_first(worker, "carrier", &raw);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->sequence, 1u);
+  auto sent = worker.send(first->peer, first->tensor);
   ASSERT_TRUE(sent) << to_string(sent.error());
   auto refused = worker.receive(20000);
   ASSERT_FALSE(refused) << "tensor 2 was accepted";
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument) << refused.error().message;
-  std::optional<ucx::SendResult> result;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!(result = worker.next_send_result()) && std::chrono::steady_clock::now() < deadline) {
-    ASSERT_TRUE(worker.progress());
-  }
+  const std::optional<ucx::SendResult> result = next_result(worker);
   ASSERT_TRUE(result) << "the send never ended";
   EXPECT_TRUE(result->outcome) << to_string(result->outcome.error());
   EXPECT_EQ(result->sequence, *sent);
@@ -135,6 +157,32 @@ TEST(UcxProtocol, ATensorSentBackCarriesTheConfirmation) {
   EXPECT_EQ(worker.stats().answers_carried, 1u);
   EXPECT_EQ(worker.stats().delivered, 1u);
   EXPECT_EQ(worker.stats().ignored_acks, 0u);
+}
+
+// The first tensor sent back took the peer's confirmation and UCX refused it at once: the
+// confirmation goes as an Ack (the raw peer checks that it came, and not in a header), and a run
+// that did not leave in a tensor is not counted as carried.
+TEST(UcxProtocol, AConfirmationOnATensorUcxFailsGoesAsAnAck) {
+  auto worker = make_worker();
+  pid_t raw = 0;
+  const auto first = take_first(worker, "reclaimed", &raw);
+  ASSERT_TRUE(first);
+  std::optional<expected<std::uint64_t, Error>> refused;
+  {
+    FailingAmSends failing(ucx::MessageId::kTensor, UCS_ERR_IO_ERROR);
+    refused.emplace(worker.send(first->peer, first->tensor));
+    ASSERT_EQ(failing.failed(), 1u);
+  }
+  ASSERT_TRUE(*refused) << to_string(refused->error());
+  const std::optional<ucx::SendResult> result = next_result(worker);
+  ASSERT_TRUE(result) << "the send never ended";
+  EXPECT_EQ(result->sequence, **refused);
+  EXPECT_FALSE(result->outcome) << "a tensor UCX refused reported delivered";
+  EXPECT_EQ(worker.stats().failed, 1u);
+  auto sent = worker.send(first->peer, first->tensor);
+  ASSERT_TRUE(sent) << to_string(sent.error());
+  EXPECT_EQ(wait_peer(raw, 20000, &worker), 0) << "see the peer's message";
+  EXPECT_EQ(worker.stats().answers_carried, 0u);
 }
 
 TEST(UcxProtocol, TensorsHandedOutBackToBackAreConfirmedByOneAck) {

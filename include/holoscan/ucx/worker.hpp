@@ -63,7 +63,8 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
   std::uint64_t received = 0;          ///< Tensors handed out by receive().
   std::uint64_t refused = 0;           ///< Incoming messages refused (each answered, if possible).
   std::uint64_t ignored_acks = 0;      ///< Acks naming what is not in flight, or malformed.
-  std::uint64_t answers_carried = 0;   ///< Confirmations sent in a tensor's header, no Ack.
+  std::uint64_t answers_carried = 0;   ///< Confirmations sent in a tensor's header, no Ack
+                                       ///< (counted once UCX completed that message).
   std::uint64_t peers_accepted = 0;    ///< Connections accepted by the listener.
   std::uint64_t peers_lost = 0;        ///< Connections that failed, were closed by the peer, or
                                        ///< were ended here because an answer could not go out.
