@@ -40,6 +40,26 @@ void check_tensor_header(const std::uint8_t* data, std::size_t size) {
   }
 }
 
+// A run is written only into an encoded header of this version, only where peek_answered reads
+// it, and reads back as written; anything else is left as it was.
+void check_write_answered(const std::uint8_t* data, std::size_t size) {
+  constexpr std::size_t kAnsweredAt = 56;
+  const ucx::AnsweredRun run{ucx::peek_sequence(data, size), size % 4};  // sound or not
+  std::vector<std::uint8_t> bytes(data, data + size);
+  if (!ucx::write_answered(bytes.data(), size, run)) {
+    if (!std::equal(bytes.begin(), bytes.end(), data)) {
+      __builtin_trap();
+    }
+    return;
+  }
+  const ucx::AnsweredRun read = ucx::peek_answered(bytes.data(), size);
+  if (read.sequence != run.sequence || read.count != run.count ||
+      !std::equal(bytes.begin(), bytes.begin() + kAnsweredAt, data) ||
+      !std::equal(bytes.begin() + kAnsweredAt + 16, bytes.end(), data + kAnsweredAt + 16)) {
+    __builtin_trap();
+  }
+}
+
 void check_ack(const std::uint8_t* data, std::size_t size) {
   auto decoded = ucx::decode_ack(data, size);
   if (!decoded) {
@@ -66,6 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   switch (data[0] % 3) {
     case 0:
       check_tensor_header(message, length);
+      check_write_answered(message, length);
       break;
     case 1:
       check_ack(message, length);

@@ -2,6 +2,7 @@
 // the field it names (the same cases the raw peer sends over a connection).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -71,6 +72,13 @@ TEST(UcxWire, TensorHeaderCarriesARunOfAnswers) {
   other_version[4] = 2;
   EXPECT_EQ(ucx::peek_answered(other_version.data(), other_version.size()).count, 0u)
       << "another version's bytes are not read";
+  std::vector<std::uint8_t> wrapping = bytes;  // UINT64_MAX, 0, 1: would end send 1 if read
+  std::fill(wrapping.begin() + 56, wrapping.begin() + 64, 0xff);
+  wrapping[64] = 3;
+  std::fill(wrapping.begin() + 65, wrapping.begin() + 72, 0);
+  EXPECT_FALSE(ucx::decode_tensor_header(wrapping.data(), wrapping.size()));
+  EXPECT_EQ(ucx::peek_answered(wrapping.data(), wrapping.size()).count, 0u)
+      << "a run past the last sequence number is not applied";
   h.answered_sequence = 4;
   auto refused = ucx::encode(h, bytes.data(), bytes.size());
   ASSERT_FALSE(refused);
