@@ -224,8 +224,8 @@ struct Exporter::State {
     const TensorDescriptor& d = exported->descriptor();
     const bool fd_kind = d.handle_kind == MemoryHandleKind::kPosixFd;
     const std::uint64_t allocation = fd_kind ? d.allocation_id : 0;
-    const detail::SentFds::Plan plan = fd_kind ? target.fds.plan(allocation)
-                                               : detail::SentFds::Plan{false, 0};
+    const detail::SentFds::Plan plan =
+        fd_kind ? target.fds.plan(allocation) : detail::SentFds::Plan{false, 0};
     message.forget_allocation = plan.forget;
     auto held = std::make_shared<ExportedTensor>(std::move(*exported));
     ExportLedger::DropClaim drop = [held, gone = abandoned]() mutable {
@@ -252,6 +252,36 @@ struct Exporter::State {
     ++stats.published;
     stats.fds_sent += plan.attach_fd ? 1 : 0;
     return export_id;
+  }
+
+  // add_peer(), but out of memory throws (undoing its epoll watch); `channel` is moved from only
+  // on success.
+  expected<PeerId, Error> add_peer(Channel& channel, int hello_timeout_ms) {
+    auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
+    if (!hello) {
+      return make_unexpected(std::move(hello.error()));
+    }
+    // The claims follow the process that proved it speaks on the channel (its Hello's pidfd),
+    // the one that maps the memory: not whoever made the socket, which may be a launcher.
+    const int pidfd = hello->process.get();
+    auto liveness = watch_pidfd(std::move(hello->process));
+    if (!liveness) {
+      return make_unexpected(std::move(liveness.error()));
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    const PeerId id = next_peer++;
+    if (auto watched = watch(id, channel.fd(), pidfd); !watched) {
+      return make_unexpected(std::move(watched.error()));
+    }
+    const int fd = channel.fd();
+    try {
+      peers.emplace(id,
+                    Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, {}, false, 0});
+    } catch (const std::bad_alloc&) {
+      unwatch(fd, pidfd);
+      throw;
+    }
+    return id;
   }
 
   void drain(PeerId id, Peer& peer) {
@@ -318,31 +348,13 @@ expected<Exporter, Error> Exporter::create() {
 }
 
 expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms) {
-  auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
-  if (!hello) {
-    return make_unexpected(std::move(hello.error()));
-  }
-  // The claims follow the process that proved it speaks on the channel (its Hello's pidfd), the
-  // one that maps the memory: not whoever made the socket, which may be a launcher.
-  const int pidfd = hello->process.get();
-  auto liveness = watch_pidfd(std::move(hello->process));
-  if (!liveness) {
-    return make_unexpected(std::move(liveness.error()));
-  }
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  const PeerId id = state_->next_peer++;
-  if (auto watched = state_->watch(id, channel.fd(), pidfd); !watched) {
-    return make_unexpected(std::move(watched.error()));
-  }
-  const int fd = channel.fd();
   try {
-    state_->peers.emplace(
-        id, State::Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, {}, false, 0});
+    return state_->add_peer(channel, hello_timeout_ms);
   } catch (const std::bad_alloc&) {
-    state_->unwatch(fd, pidfd);
+    // Nothing stays registered (add_peer_or_throw undoes its epoll watch itself) and the channel
+    // closes here, as on any refusal.
     return make_unexpected(detail::out_of_memory(kWho));
   }
-  return id;
 }
 
 expected<std::uint64_t, Error> Exporter::publish(PeerId peer, const Tensor& tensor) {
