@@ -224,8 +224,8 @@ struct Exporter::State {
     const TensorDescriptor& d = exported->descriptor();
     const bool fd_kind = d.handle_kind == MemoryHandleKind::kPosixFd;
     const std::uint64_t allocation = fd_kind ? d.allocation_id : 0;
-    const detail::SentFds::Plan plan =
-        fd_kind ? target.fds.plan(allocation) : detail::SentFds::Plan{false, 0};
+    const detail::SentFds::Plan plan = fd_kind ? target.fds.plan(allocation)
+                                               : detail::SentFds::Plan{false, 0};
     message.forget_allocation = plan.forget;
     auto held = std::make_shared<ExportedTensor>(std::move(*exported));
     ExportLedger::DropClaim drop = [held, gone = abandoned]() mutable {
@@ -254,8 +254,8 @@ struct Exporter::State {
     return export_id;
   }
 
-  // add_peer(), but out of memory throws (undoing its epoll watch); `channel` is moved from only
-  // on success.
+  // add_peer(), but out of memory throws, having undone its epoll watch (the caller's channel
+  // then closes as it goes out of scope).
   expected<PeerId, Error> add_peer(Channel& channel, int hello_timeout_ms) {
     auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
     if (!hello) {
