@@ -373,6 +373,38 @@ TEST_F(IpcChannel, ReceiveOutOfMemoryConsumesAPublishAndNamesItsExport) {
   }
 }
 
+// A Release the channel refuses to send (a refusal with an event), out of memory for the
+// refusal's message or its copy: an error, never an exception, and nothing is written.
+TEST_F(IpcChannel, SendRefusalOutOfMemoryNeverThrows) {
+  make_raw_pair();
+  Release bad{7, true, {}};
+  bad.refused = true;
+  for (const std::uint64_t count : {std::uint64_t{1}, ~std::uint64_t{0}}) {
+    for (std::uint64_t skip = 0;; ++skip) {
+      std::optional<expected<void, Error>> sent;
+      bool threw = false;
+      std::uint64_t failed = 0;
+      {
+        test::FailingAllocations failing(skip, count);
+        try {
+          sent.emplace(channel_->send(bad, 0));
+        } catch (...) {
+          threw = true;
+        }
+        failed = failing.failed();
+      }
+      ASSERT_FALSE(threw) << "an exception escaped send at allocation " << skip;
+      ASSERT_FALSE(sent->has_value()) << "allocation " << skip;
+      EXPECT_TRUE(sent->error().code == ErrorCode::kInvalidArgument ||
+                  sent->error().code == ErrorCode::kResourceExhausted)
+          << sent->error().message;
+      if (failed == 0) {
+        break;
+      }
+    }
+  }
+}
+
 TEST_F(IpcChannel, EndOfFileComesAfterEveryQueuedMessage) {
   auto ends = Channel::pair();
   ASSERT_TRUE(ends.has_value());

@@ -110,5 +110,36 @@ TEST_F(IpcReleaseProtocol, OutOfMemoryTakingAReleaseThrowsNothingAndLosesNoClaim
   EXPECT_EQ(pool_->available_blocks(), blocks_);
 }
 
+// Out of memory for a moment while a Release is taken (its event unopened for want of host
+// memory): once memory is back, the claim drops as soon as the event completes, while the
+// importer lives on; it is never held until the importer exits.
+TEST_F(IpcReleaseProtocol, OutOfMemoryOpeningAReleaseEventDropsTheClaimOnceMemoryIsBack) {
+  const PeerId peer = fork_importer(importer_, release_each_with_an_event);
+  ASSERT_NE(peer, 0u);
+  Tensor tensor = test::allocate(*pool_, {16});
+  ASSERT_TRUE(tensor.set_readiness_stream(fake().create_stream(0)));
+  for (std::uint64_t skip = 0;; ++skip) {
+    ASSERT_TRUE(importer_.steps().send('p'));
+    ASSERT_TRUE(exporter_->publish(peer, tensor).has_value());
+    ASSERT_EQ(importer_.steps().receive(), 'r');  // the Release is in the socket
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip);
+      (void)exporter_->poll();
+      failed = failing.failed();
+    }
+    ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+        << "a claim outlived its completed release event at allocation " << skip;
+    EXPECT_EQ(exporter_->stats().unopenable_events, 0u) << "allocation " << skip;
+    if (failed == 0) {
+      break;
+    }
+  }
+  tensor = Tensor();
+  ASSERT_TRUE(importer_.steps().send('x'));
+  EXPECT_EQ(importer_.reap(), 0);
+  EXPECT_EQ(pool_->available_blocks(), blocks_);
+}
+
 }  // namespace
 }  // namespace holoscan::ipc

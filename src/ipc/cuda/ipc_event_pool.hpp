@@ -24,7 +24,12 @@ struct HOLOSCAN_DLPACK_ABI IpcEvent {
 /** @brief A free interprocess event of `device`, created (with its handle) when none is free. */
 expected<IpcEvent, Error> acquire_ipc_event(int device) noexcept;
 
-/** @brief Gives `event` back to its device's pool; never allocates. */
+/**
+ * @brief Gives `event` back to its device's pool; never allocates.
+ *
+ * Never destroyed while the process lives: a peer caches the event it opened by handle bytes
+ * (OpenedEventCache), and a destroyed event's handle could come back naming a new one.
+ */
 void release_ipc_event(const IpcEvent& event) noexcept;
 
 /**

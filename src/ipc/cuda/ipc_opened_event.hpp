@@ -55,7 +55,14 @@ class HOLOSCAN_DLPACK_ABI OpenedEvent {
   int device_;
 };
 
-/** @brief Opened events by handle, for one peer; not thread-safe (its owner locks). */
+/**
+ * @brief Opened events by handle, for one peer; not thread-safe (its owner locks).
+ *
+ * Keyed by the handle bytes alone, which is sound because the peer never destroys an event whose
+ * handle it sent: both sides take their interprocess events from ipc_event_pool, which gives them
+ * back to the pool, never to CUDA, while the process lives (IpcEventPool.PooledEventsAreNever...).
+ * A handle seen again is the same event, recorded anew before the message that names it was sent.
+ */
 class HOLOSCAN_DLPACK_ABI OpenedEventCache {
  public:
   /** @brief The event opened for `handle`, opening it (with `device` current) on first use. */

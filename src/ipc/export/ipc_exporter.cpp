@@ -4,6 +4,8 @@
 #include <sys/epoll.h>
 
 #include <atomic>
+#include <iterator>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -70,6 +72,10 @@ struct Exporter::State {
   struct Sent {
     int device = 0;                // where its release event is opened
     std::uint64_t allocation = 0;  // kPosixFd: whose fd a refusal makes this peer need again
+    // Released with `event`, which could not be opened yet for want of memory: the claim stays
+    // unreleased in the ledger (nothing is freed early) and the event is opened at a later poll.
+    bool awaiting_event = false;
+    holoscan::detail::IpcHandleBytes event{};
   };
   struct Peer {
     Channel channel;
@@ -79,6 +85,7 @@ struct Exporter::State {
     std::unordered_map<std::uint64_t, Sent> exports;  // unreleased export id -> its facts
     detail::SentFds fds;  // per connection: a new one (a reconnect too) starts empty
     bool closed = false;
+    std::size_t awaiting_events = 0;  // exports with awaiting_event set
   };
 
   mutable std::mutex mutex;
@@ -88,6 +95,7 @@ struct Exporter::State {
   PeerId next_peer = 1;
   std::uint64_t next_export = 1;
   ExporterStats stats;
+  std::uint64_t early_ignored_releases = 0;  // ignored before the ledger saw their claim released
   std::shared_ptr<std::atomic<bool>> abandoned = std::make_shared<std::atomic<bool>>(false);
 
   // Watches `socket` and `pidfd` for peer `id` through the epoll descriptor.
@@ -125,6 +133,10 @@ struct Exporter::State {
   void take_release(PeerId id, Peer& peer, const Release& release) {
     ++stats.releases;
     const auto sent = peer.exports.find(release.export_id);
+    if (sent != peer.exports.end() && sent->second.awaiting_event) {
+      ++early_ignored_releases;  // released already (its event waits to be opened): changes nothing
+      return;
+    }
     if (sent != peer.exports.end() && release.refused) {
       // The peer holds no mapping of the allocation now: its next export carries the fd again.
       ++stats.refused_exports;
@@ -137,21 +149,49 @@ struct Exporter::State {
       ledger.on_release(id, release.export_id, nullptr);  // counts an unknown id as ignored
       return;
     }
-    const int on = sent->second.device;
-    peer.exports.erase(sent);
+    sent->second.event = release.event;
+    if (!release_with_event(id, peer, sent)) {
+      sent->second.awaiting_event = true;
+      ++peer.awaiting_events;
+    }
+  }
+
+  // Hands the release of `sent` to the ledger with its event opened; false, changing nothing, when
+  // that is out of memory for now (a claim held until the importer exits would leak while it
+  // lives on). An event CUDA refuses to open cannot be checked: the claim stays until the peer
+  // exits, and counts as released, so that a later Release for it changes nothing.
+  bool release_with_event(PeerId id, Peer& peer,
+                          std::unordered_map<std::uint64_t, Sent>::iterator sent) noexcept {
+    const std::uint64_t export_id = sent->first;
     try {
-      if (auto event = peer.release_events.open(release.event, on)) {
-        ledger.on_release(id, release.export_id,
-                          std::make_unique<IpcReleaseEvent>(std::move(*event)));
-        return;
+      auto event = peer.release_events.open(sent->second.event, sent->second.device);
+      if (event) {
+        auto checked = std::make_unique<IpcReleaseEvent>(std::move(*event));
+        peer.exports.erase(sent);
+        ledger.on_release(id, export_id, std::move(checked));
+        return true;
+      }
+      if (event.error().code == ErrorCode::kResourceExhausted) {
+        return false;
       }
     } catch (const std::bad_alloc&) {
-      // Out of memory: the event cannot be checked either.
+      return false;
     }
-    // A release we cannot check must not free the memory: the claim stays until the peer exits,
-    // and counts as released, so that a later Release for it changes nothing.
+    peer.exports.erase(sent);
     ++stats.unopenable_events;
-    ledger.on_uncheckable_release(id, release.export_id);
+    ledger.on_uncheckable_release(id, export_id);
+    return true;
+  }
+
+  // Opens the release events that were out of memory at their Release.
+  void retry_release_events(PeerId id, Peer& peer) noexcept {
+    for (auto e = peer.exports.begin(); e != peer.exports.end() && peer.awaiting_events > 0;) {
+      const auto next = std::next(e);
+      if (e->second.awaiting_event && release_with_event(id, peer, e)) {
+        --peer.awaiting_events;
+      }
+      e = next;
+    }
   }
 
   // Exports `tensor` to `peer` as the next export id: everything that may allocate happens
@@ -212,6 +252,36 @@ struct Exporter::State {
     ++stats.published;
     stats.fds_sent += plan.attach_fd ? 1 : 0;
     return export_id;
+  }
+
+  // add_peer(), but out of memory throws, having undone its epoll watch (the caller's channel
+  // then closes as it goes out of scope).
+  expected<PeerId, Error> add_peer(Channel& channel, int hello_timeout_ms) {
+    auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
+    if (!hello) {
+      return make_unexpected(std::move(hello.error()));
+    }
+    // The claims follow the process that proved it speaks on the channel (its Hello's pidfd),
+    // the one that maps the memory: not whoever made the socket, which may be a launcher.
+    const int pidfd = hello->process.get();
+    auto liveness = watch_pidfd(std::move(hello->process));
+    if (!liveness) {
+      return make_unexpected(std::move(liveness.error()));
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    const PeerId id = next_peer++;
+    if (auto watched = watch(id, channel.fd(), pidfd); !watched) {
+      return make_unexpected(std::move(watched.error()));
+    }
+    const int fd = channel.fd();
+    try {
+      peers.emplace(id,
+                    Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, {}, false, 0});
+    } catch (const std::bad_alloc&) {
+      unwatch(fd, pidfd);
+      throw;
+    }
+    return id;
   }
 
   void drain(PeerId id, Peer& peer) {
@@ -278,31 +348,13 @@ expected<Exporter, Error> Exporter::create() {
 }
 
 expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms) {
-  auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
-  if (!hello) {
-    return make_unexpected(std::move(hello.error()));
-  }
-  // The claims follow the process that proved it speaks on the channel (its Hello's pidfd), the
-  // one that maps the memory: not whoever made the socket, which may be a launcher.
-  const int pidfd = hello->process.get();
-  auto liveness = watch_pidfd(std::move(hello->process));
-  if (!liveness) {
-    return make_unexpected(std::move(liveness.error()));
-  }
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  const PeerId id = state_->next_peer++;
-  if (auto watched = state_->watch(id, channel.fd(), pidfd); !watched) {
-    return make_unexpected(std::move(watched.error()));
-  }
-  const int fd = channel.fd();
   try {
-    state_->peers.emplace(
-        id, State::Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, {}, false});
+    return state_->add_peer(channel, hello_timeout_ms);
   } catch (const std::bad_alloc&) {
-    state_->unwatch(fd, pidfd);
+    // Nothing stays registered (add_peer_or_throw undoes its epoll watch itself) and the channel
+    // closes here, as on any refusal.
     return make_unexpected(detail::out_of_memory(kWho));
   }
-  return id;
 }
 
 expected<std::uint64_t, Error> Exporter::publish(PeerId peer, const Tensor& tensor) {
@@ -333,6 +385,9 @@ expected<std::size_t, Error> Exporter::poll() {
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     for (auto& [id, peer] : s.peers) {
+      if (peer.awaiting_events > 0) {
+        s.retry_release_events(id, peer);  // before new Releases: a duplicate finds it released
+      }
       if (!peer.closed) {
         s.drain(id, peer);
       }
@@ -369,7 +424,7 @@ bool Exporter::connected(PeerId peer) const noexcept {
 ExporterStats Exporter::stats() const noexcept {
   std::lock_guard<std::mutex> lock(state_->mutex);
   ExporterStats stats = state_->stats;
-  stats.ignored_releases = state_->ledger.ignored_releases();
+  stats.ignored_releases = state_->ledger.ignored_releases() + state_->early_ignored_releases;
   return stats;
 }
 

@@ -35,18 +35,19 @@ Importer& Importer::operator=(Importer&& other) noexcept = default;
 Importer::~Importer() = default;
 
 expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms) {
-  auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
-  if (!hello) {
-    return make_unexpected(std::move(hello.error()));
-  }
-  auto outbox = detail::Outbox::create(std::move(channel));
-  if (!outbox) {
-    return make_unexpected(std::move(outbox.error()));
-  }
   try {
+    auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
+    if (!hello) {
+      return make_unexpected(std::move(hello.error()));
+    }
+    auto outbox = detail::Outbox::create(std::move(channel));
+    if (!outbox) {
+      return make_unexpected(std::move(outbox.error()));
+    }
     return Importer(std::make_shared<detail::ImporterCore>(std::move(*outbox)));
   } catch (const std::bad_alloc&) {
-    return make_unexpected(ErrorCode::kResourceExhausted, std::string(kWho) + ": out of memory");
+    // The channel (or the outbox that took it) closes on the way out, as on any refusal.
+    return make_unexpected(detail::out_of_memory(kWho));
   }
 }
 

@@ -176,7 +176,11 @@ expected<void, Error> Channel::send(const Hello& hello, int timeout_ms) {
   if (!pidfd) {
     return make_unexpected(std::move(pidfd.error()));
   }
-  return send_frame(detail::encode_frame(hello), pidfd->get(), timeout_ms, /*credentials=*/true);
+  try {
+    return send_frame(detail::encode_frame(hello), pidfd->get(), timeout_ms, /*credentials=*/true);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(detail::out_of_memory(kWho));  // a refusal's message
+  }
 }
 
 expected<void, Error> Channel::send(const Publish& publish, int timeout_ms) {
@@ -188,15 +192,19 @@ expected<void, Error> Channel::send(const Publish& publish, int timeout_ms) {
 }
 
 expected<void, Error> Channel::send(const Release& release, int timeout_ms) {
-  return send_frame(detail::encode_frame(release), -1, timeout_ms);
+  try {
+    return send_frame(detail::encode_frame(release), -1, timeout_ms);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(detail::out_of_memory(kWho));  // a refusal's message
+  }
 }
 
 expected<void, Error> Channel::send_frame(const expected<detail::Frame, Error>& frame, int fd,
                                           int timeout_ms, bool credentials) {
-  if (!frame) {
-    return make_unexpected(frame.error());
-  }
   try {
+    if (!frame) {
+      return make_unexpected(frame.error());  // a copy: the frame is the caller's
+    }
     const detail::Deadline deadline(timeout_ms);
     for (;;) {
       const int err = detail::send_record_now(socket_.get(), *frame, fd, credentials);

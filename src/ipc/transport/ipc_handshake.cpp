@@ -2,14 +2,18 @@
 
 #include <unistd.h>
 
+#include <new>
 #include <string>
 #include <variant>
 
+#include "ipc/ipc_error.hpp"
 #include "ipc/transport/ipc_poll.hpp"
 
 namespace holoscan::ipc::detail {
+namespace {
 
-expected<Hello, Error> exchange_hello(Channel& channel, int timeout_ms, const char* who) {
+// exchange_hello(), but out of memory (building a refusal's message) throws.
+expected<Hello, Error> exchange_or_throw(Channel& channel, int timeout_ms, const char* who) {
   const Deadline deadline(timeout_ms);
   if (auto sent = channel.send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion},
                                deadline.remaining_ms());
@@ -34,6 +38,16 @@ expected<Hello, Error> exchange_hello(Channel& channel, int timeout_ms, const ch
   }
   return make_unexpected(ErrorCode::kIncompatible,
                          std::string(who) + ": the peer's first message is not a Hello");
+}
+
+}  // namespace
+
+expected<Hello, Error> exchange_hello(Channel& channel, int timeout_ms, const char* who) {
+  try {
+    return exchange_or_throw(channel, timeout_ms, who);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(out_of_memory(who));
+  }
 }
 
 }  // namespace holoscan::ipc::detail

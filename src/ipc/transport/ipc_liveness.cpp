@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <new>
 #include <string>
 
 #include "holoscan/ipc/fd.hpp"
@@ -53,8 +54,13 @@ class PidfdLiveness final : public PeerLiveness {
   bool exited_ = false;
 };
 
-std::unique_ptr<PeerLiveness> make_liveness(UniqueFd pidfd) {
-  return std::make_unique<PidfdLiveness>(std::move(pidfd));
+// Watches `pidfd`; kResourceExhausted (the descriptor closed) out of memory.
+expected<std::unique_ptr<PeerLiveness>, Error> make_liveness(UniqueFd pidfd) noexcept {
+  std::unique_ptr<PeerLiveness> watch(new (std::nothrow) PidfdLiveness(std::move(pidfd)));
+  if (watch == nullptr) {
+    return make_unexpected(detail::out_of_memory(kWho));
+  }
+  return watch;
 }
 
 }  // namespace
