@@ -303,6 +303,7 @@ std::size_t Worker::State::progress_locked() {
   done += land_arrivals();
   done += flush_controls();
   done += handle_failures();  // an answer that could not go out in this round ends its peer now
+  done += end_unended();
   drain_closing();
   sweep_ended();
   if (done > 0) {
@@ -323,7 +324,7 @@ std::size_t Worker::State::waiting_locked() const noexcept {
   for (const auto& arrival : arrivals) {
     count += arrival->phase == Arrival::Phase::kWaitingMemory ? 1 : 0;
   }
-  return count + closing.size() + (peers_failed ? 1 : 0);
+  return count + closing.size() + (peers_failed ? 1 : 0) + (unended_sends ? 1 : 0);
 }
 
 Peer* Worker::State::find(PeerId id) noexcept {

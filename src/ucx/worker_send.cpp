@@ -203,6 +203,10 @@ void Worker::State::finish_answers(Outgoing& send, ucs_status_t status) {
     ++stats.answers_carried;
     return;
   }
+  if (const Peer* peer = find(send.peer); peer == nullptr || peer->lost || peer->endpoint == nullptr) {
+    send.answered = AnsweredRun{};  // the connection is gone: nobody to tell
+    return;
+  }
   Control control{send.peer, MessageId::kAck, {}};
   control.delivered = send.answered.sequence;
   control.count = send.answered.count;
@@ -223,10 +227,37 @@ void Worker::State::on_ucx_done(Outgoing& send, ucs_status_t status) {
   } catch (...) {
     // Out of host memory for the outcome or the result (in UCX's callback, or in a send() that
     // already took the tensor): the send ends with its peer, whose connection ends here so that
-    // it does.
+    // it does; a peer already lost ended its sends' outcomes before, so the result is made again
+    // by a later round.
     mark_failed(find(send.peer), UCS_ERR_NO_MEMORY,
                 "was closed here: the outcome of a send to it could not be kept");
+    unended_sends = true;
   }
+}
+
+// Sends that have their outcome and are released but could not be reported (out of host memory
+// for the result), ended again; one that still cannot be waits for the next round.
+std::size_t Worker::State::end_unended() {
+  if (!unended_sends) {
+    return 0;
+  }
+  unended_sends = false;
+  std::size_t ended = 0;
+  for (auto& [id, peer] : peers) {
+    for (auto& send : peer.outgoing) {
+      if (send->ended || !send->outcome || send->phase != Outgoing::Phase::kReleased) {
+        continue;
+      }
+      try {
+        end_if_done(*send);
+        ++ended;
+      } catch (...) {
+        unended_sends = true;
+        return ended;
+      }
+    }
+  }
+  return ended;
 }
 
 // Ends every send in flight that the Ack names (a run of consecutive sequence numbers, or one

@@ -114,6 +114,7 @@ struct Worker::State {
   std::vector<ucp_conn_request_h> connection_requests;
   std::deque<PeerId> accepted;  // for accept(), in the order the listener took them
   bool peers_failed = false;    // some Peer::failure is set
+  bool unended_sends = false;   // a send with its outcome could not be ended (out of memory)
   std::vector<void*> closing;  // endpoint closes UCX has not finished (polled for)
   std::vector<void*> sending;  // small messages UCX has not sent yet (their fd events suffice)
 
@@ -156,6 +157,7 @@ struct Worker::State {
   void finish_answers(Outgoing& send, ucs_status_t status);
   void fail_outgoing(Peer& peer, const Error& reason);
   void end_if_done(Outgoing& send);
+  std::size_t end_unended();
   void sweep_ended();
   std::size_t in_flight_locked(const Peer& peer) const noexcept;
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -134,6 +135,72 @@ bool refused_send_with_failing_allocation(std::uint64_t skip) {
 
 TEST(UcxSendOutOfMemory, ASendUcxRefusesAtOnceEndsOnceWhateverAllocationFails) {
   for_each_failing_allocation(refused_send_with_failing_allocation);
+}
+
+// Results a worker's queue of SendResults (a std::deque) holds before its next one needs a new
+// block of memory (libstdc++: 512-byte blocks), so that ending the next send allocates.
+constexpr std::size_t kResultsBeforeANewBlock =
+    (sizeof(ucx::SendResult) < 512 ? 512 / sizeof(ucx::SendResult) : 1) - 1;
+
+// One attempt on a fresh connection: a rendezvous-sized tensor is posted to a receiver that never
+// takes it (after kResultsBeforeANewBlock delivered ones whose results wait unread), the receiver
+// is disconnected and goes, and the client takes in UCX's end of the send with the allocation
+// after the first `skip` failing; whether one failed. With memory back, the send
+// must end once, failed, and nothing may stay in flight.
+bool lost_peer_send_with_failing_allocation(std::uint64_t skip) {
+  auto receiver = std::make_unique<ucx::Worker>(make_worker());
+  ucx::Worker client = make_worker();
+  const InProcessLink link = connect_in_process(*receiver, client);
+  EXPECT_TRUE(link.client);
+  if (!link.client) {
+    return false;
+  }
+  SeriesSender sender(client, *link.client, kResultsBeforeANewBlock + 1);
+  for (std::size_t i = 0; i < kResultsBeforeANewBlock; ++i) {
+    EXPECT_TRUE(sender.send(0));
+  }
+  for (int i = 0; i < 2000 && client.in_flight() != 0; ++i) {
+    (void)receiver->receive(1);
+    (void)client.progress();  // their results stay queued: the next one needs a new block
+  }
+  EXPECT_EQ(client.in_flight(), 0u);
+  EXPECT_TRUE(sender.send(2));  // rendezvous-sized: UCX holds it until the receiver fetches it
+  for (int i = 0; i < 20; ++i) {
+    (void)client.progress();
+  }
+  EXPECT_EQ(client.in_flight(), 1u);
+  // Ended here first (the send's outcome is kClosed at once, UCX still holds it), then the
+  // receiver goes, so that UCX gives the send back after its peer was lost.
+  EXPECT_TRUE(client.disconnect(*link.client));
+  receiver.reset();
+  std::uint64_t failed = 0;
+  {
+    FailingAllocations failing(skip);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    int rounds_after_loss = 0;
+    while (rounds_after_loss < 50 && std::chrono::steady_clock::now() < deadline) {
+      try {
+        (void)client.progress();
+      } catch (...) {
+      }
+      rounds_after_loss += client.connected(*link.client) ? 0 : 1;
+    }
+    failed = failing.failed();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPatienceMs);
+  while (sender.delivered.size() + sender.failed.size() < kResultsBeforeANewBlock + 1 &&
+         std::chrono::steady_clock::now() < deadline) {
+    sender.drain();
+  }
+  SCOPED_TRACE("allocation " + std::to_string(skip));
+  EXPECT_EQ(sender.delivered.size(), kResultsBeforeANewBlock);
+  EXPECT_EQ(sender.failed.size(), 1u) << "the send to the lost peer did not end as one SendResult";
+  EXPECT_EQ(client.in_flight(), 0u) << "a send in flight for ever";
+  return failed != 0;
+}
+
+TEST(UcxSendOutOfMemory, ASendToALostPeerEndsOnceWhateverAllocationFails) {
+  for_each_failing_allocation(lost_peer_send_with_failing_allocation);
 }
 
 }  // namespace
