@@ -285,6 +285,45 @@ TEST_F(IpcFdOnce, APublishWithoutFdOfAnUnknownAllocationIsRefusedAndTheChannelGo
   EXPECT_EQ(ipc().calls(CudaIpcEntry::kMemImportFromShareableHandle), 1u);
 }
 
+// A buggy exporter: a Publish without fd that names a mapped allocation on another device than
+// it was mapped on is refused, never imported as that device's memory.
+TEST(IpcFdOnceDevices, APublishWithoutFdOnAnotherDeviceIsRefused) {
+  test::FakeCudaIpcScope scope(2);
+  auto pool = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
+  ASSERT_NE(pool, nullptr);
+  test::RawExporterLink link = test::raw_exporter_link();
+  ASSERT_TRUE(link.raw && link.importer);
+  Tensor tensor = test::allocate(*pool, {8});
+  auto exported = export_tensor(tensor, 41);
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  auto bytes = encode(exported->descriptor());
+  ASSERT_TRUE(bytes.has_value());
+  ASSERT_TRUE(
+      link.raw->send(Publish{*bytes, UniqueFd(::fcntl(exported->fd(), F_DUPFD_CLOEXEC, 0))}, 1000)
+          .has_value());
+  Tensor first = test::receive_one(*link.importer);
+  ASSERT_TRUE(static_cast<bool>(first));
+  EXPECT_EQ(first.device().device_id, 0);
+
+  TensorDescriptor elsewhere = exported->descriptor();
+  elsewhere.export_id = 42;
+  elsewhere.device_uuid = test::FakeCudaIpc::default_uuid(1);
+  auto moved = encode(elsewhere);
+  ASSERT_TRUE(moved.has_value());
+  ASSERT_TRUE(link.raw->send(Publish{*moved, UniqueFd()}, 1000).has_value());
+  auto got = link.importer->receive(1000);
+  ASSERT_FALSE(got.has_value()) << "imported device 0's mapping as memory of device "
+                                << (got && *got ? (*got)->device().device_id : -1);
+  EXPECT_EQ(got.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(got.error().message,
+            "ipc import: export 42 came without the file descriptor of allocation " +
+                std::to_string(elsewhere.allocation_id) + ", which is not mapped here");
+  auto release = link.raw->receive(1000);
+  ASSERT_TRUE(release && *release && std::holds_alternative<Release>(**release));
+  EXPECT_EQ(std::get<Release>(**release).export_id, 42u);
+  EXPECT_TRUE(std::get<Release>(**release).refused);
+}
+
 // The orderings of a refusal, without sockets: a refusal of the export that carried the fd, or of
 // a later one, means the peer holds no mapping (it dropped it when it refused); a refusal of an
 // export before the fd went means the peer mapped the fd after refusing, so nothing changes.

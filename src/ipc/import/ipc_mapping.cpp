@@ -86,8 +86,10 @@ expected<std::shared_ptr<ImportedMapping>, Error> MappingCache::get(
     const TensorDescriptor& descriptor, UniqueFd fd, int device) {
   const std::uint64_t id = descriptor.allocation_id;
   if (id != 0) {
+    // The device too: a mapping made for one device is no other device's memory.
     const auto found = entries_.find(id);
     if (found != entries_.end() && found->second.kind == descriptor.handle_kind &&
+        found->second.mapping->device() == device &&
         found->second.bytes == descriptor.allocation_bytes &&
         (descriptor.handle_kind != MemoryHandleKind::kCudaIpc ||
          found->second.handle == descriptor.handle_bytes)) {

@@ -30,6 +30,8 @@ class HOLOSCAN_DLPACK_ABI ImportedMapping {
 
   /** @brief Where the allocation starts in this process. */
   char* base() const noexcept { return base_; }
+  /** @brief The device it is mapped on. */
+  int device() const noexcept { return device_; }
 
  private:
   ImportedMapping() = default;
