@@ -18,7 +18,15 @@ namespace {
 
 using test::CudaIpcEntry;
 
-class IpcReleaseProtocol : public test::ExporterTest {};
+class IpcReleaseProtocol : public test::ExporterTest {
+ protected:
+  // One tensor published to an importer that releases each export with an event, once per
+  // allocation index: its Release is taken by poll() with the allocation after the first `skip`
+  // failing, then `check(peer, skip, threw)` runs; until no allocation failed. Then every
+  // claim and block must come back once the importer has exited.
+  template <class Check>
+  void sweep_taking_releases(Check check);
+};
 
 // Releases export `id` twice: first with an event, then again without one.
 int release_twice(Channel& channel, test::Steps& steps) {
@@ -76,7 +84,8 @@ int release_each_with_an_event(Channel& channel, test::Steps& steps) {
   return 0;
 }
 
-TEST_F(IpcReleaseProtocol, OutOfMemoryTakingAReleaseThrowsNothingAndLosesNoClaim) {
+template <class Check>
+void IpcReleaseProtocol::sweep_taking_releases(Check check) {
   const PeerId peer = fork_importer(importer_, release_each_with_an_event);
   ASSERT_NE(peer, 0u);
   Tensor tensor = test::allocate(*pool_, {16});
@@ -96,10 +105,8 @@ TEST_F(IpcReleaseProtocol, OutOfMemoryTakingAReleaseThrowsNothingAndLosesNoClaim
       }
       failed = failing.failed();
     }
-    ASSERT_FALSE(threw) << "an exception escaped poll at allocation " << skip;
-    ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->stats().releases > skip; }));
-    EXPECT_TRUE(exporter_->connected(peer)) << "allocation " << skip;
-    if (failed == 0) {
+    check(peer, skip, threw);
+    if (HasFatalFailure() || failed == 0) {
       break;
     }
   }
@@ -110,35 +117,24 @@ TEST_F(IpcReleaseProtocol, OutOfMemoryTakingAReleaseThrowsNothingAndLosesNoClaim
   EXPECT_EQ(pool_->available_blocks(), blocks_);
 }
 
+TEST_F(IpcReleaseProtocol, OutOfMemoryTakingAReleaseThrowsNothingAndLosesNoClaim) {
+  sweep_taking_releases([&](PeerId peer, std::uint64_t skip, bool threw) {
+    ASSERT_FALSE(threw) << "an exception escaped poll at allocation " << skip;
+    ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->stats().releases > skip; }));
+    EXPECT_TRUE(exporter_->connected(peer)) << "allocation " << skip;
+  });
+}
+
 // Out of memory for a moment while a Release is taken (its event unopened for want of host
 // memory): once memory is back, the claim drops as soon as the event completes, while the
 // importer lives on; it is never held until the importer exits.
 TEST_F(IpcReleaseProtocol, OutOfMemoryOpeningAReleaseEventDropsTheClaimOnceMemoryIsBack) {
-  const PeerId peer = fork_importer(importer_, release_each_with_an_event);
-  ASSERT_NE(peer, 0u);
-  Tensor tensor = test::allocate(*pool_, {16});
-  ASSERT_TRUE(tensor.set_readiness_stream(fake().create_stream(0)));
-  for (std::uint64_t skip = 0;; ++skip) {
-    ASSERT_TRUE(importer_.steps().send('p'));
-    ASSERT_TRUE(exporter_->publish(peer, tensor).has_value());
-    ASSERT_EQ(importer_.steps().receive(), 'r');  // the Release is in the socket
-    std::uint64_t failed = 0;
-    {
-      test::FailingAllocations failing(skip);
-      (void)exporter_->poll();
-      failed = failing.failed();
-    }
+  sweep_taking_releases([&](PeerId, std::uint64_t skip, bool threw) {
+    ASSERT_FALSE(threw) << "an exception escaped poll at allocation " << skip;
     ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
         << "a claim outlived its completed release event at allocation " << skip;
     EXPECT_EQ(exporter_->stats().unopenable_events, 0u) << "allocation " << skip;
-    if (failed == 0) {
-      break;
-    }
-  }
-  tensor = Tensor();
-  ASSERT_TRUE(importer_.steps().send('x'));
-  EXPECT_EQ(importer_.reap(), 0);
-  EXPECT_EQ(pool_->available_blocks(), blocks_);
+  });
 }
 
 }  // namespace

@@ -102,45 +102,51 @@ VmmBuffer::~VmmBuffer() {
   }
 }
 
-ConnectedImporter connect_importer(ipc::Exporter& exporter) {
-  ConnectedImporter connected;
+// A channel pair whose second end becomes an Importer (its Hello exchange on another thread)
+// while `exporter_side` takes the first end's part of the exchange (it returns an expected);
+// the importer, or nothing after a test failure.
+template <class ExporterSide>
+std::optional<ipc::Importer> importer_beside(ExporterSide exporter_side) {
   auto ends = ipc::Channel::pair();
   if (!ends) {
     ADD_FAILURE() << ends.error().message;
-    return connected;
+    return std::nullopt;
   }
   std::optional<expected<ipc::Importer, Error>> importer;
   std::thread other(
       [&] { importer.emplace(ipc::Importer::create(std::move(ends->second), 5000)); });
-  auto peer = exporter.add_peer(std::move(ends->first), 5000);
+  auto exported = exporter_side(std::move(ends->first));
   other.join();
-  if (!peer || !*importer) {
-    ADD_FAILURE() << (peer ? (*importer).error().message : peer.error().message);
-    return connected;
+  if (!exported || !*importer) {
+    ADD_FAILURE() << (exported ? (*importer).error().message : exported.error().message);
+    return std::nullopt;
   }
-  connected.peer = *peer;
-  connected.importer.emplace(std::move(**importer));
+  return std::move(**importer);
+}
+
+ConnectedImporter connect_importer(ipc::Exporter& exporter) {
+  ConnectedImporter connected;
+  ipc::PeerId peer = 0;
+  connected.importer = importer_beside([&](ipc::Channel end) {
+    auto added = exporter.add_peer(std::move(end), 5000);
+    peer = added ? *added : 0;
+    return added;
+  });
+  connected.peer = connected.importer ? peer : 0;
   return connected;
 }
 
 RawExporterLink raw_exporter_link() {
   RawExporterLink link;
-  auto ends = ipc::Channel::pair();
-  if (!ends) {
-    ADD_FAILURE() << ends.error().message;
-    return link;
+  std::optional<ipc::Channel> raw;
+  link.importer = importer_beside([&](ipc::Channel end) {
+    auto hello = ipc::detail::exchange_hello(end, 5000, "test exporter");
+    raw.emplace(std::move(end));
+    return hello;
+  });
+  if (link.importer) {
+    link.raw = std::move(raw);
   }
-  std::optional<expected<ipc::Importer, Error>> importer;
-  std::thread other(
-      [&] { importer.emplace(ipc::Importer::create(std::move(ends->second), 5000)); });
-  auto hello = ipc::detail::exchange_hello(ends->first, 5000, "test exporter");
-  other.join();
-  if (!hello || !*importer) {
-    ADD_FAILURE() << (hello ? (*importer).error().message : hello.error().message);
-    return link;
-  }
-  link.importer.emplace(std::move(**importer));
-  link.raw.emplace(std::move(ends->first));
   return link;
 }
 
