@@ -272,12 +272,18 @@ TEST_F(IpcFdOnce, APublishWithoutFdOfAnUnknownAllocationIsRefusedAndTheChannelGo
   EXPECT_TRUE(std::get<Release>(**release).refused);
   EXPECT_FALSE(std::get<Release>(**release).has_event);
 
-  // The same export with its fd, then once more without: both import.
-  Publish with_fd{*bytes, UniqueFd(::fcntl(exported->fd(), F_DUPFD_CLOEXEC, 0))};
+  // The allocation again as new exports (a given-back one is never imported again): with its
+  // fd, then once more without: both import.
+  auto renumbered = [&](std::uint64_t export_id) {
+    TensorDescriptor d = exported->descriptor();
+    d.export_id = export_id;
+    return *encode(d);
+  };
+  Publish with_fd{renumbered(42), UniqueFd(::fcntl(exported->fd(), F_DUPFD_CLOEXEC, 0))};
   ASSERT_TRUE(raw.send(with_fd, 1000).has_value());
   Tensor first = test::receive_one(importer);
   EXPECT_TRUE(static_cast<bool>(first));
-  ASSERT_TRUE(raw.send(Publish{*bytes, UniqueFd()}, 1000).has_value());
+  ASSERT_TRUE(raw.send(Publish{renumbered(43), UniqueFd()}, 1000).has_value());
   Tensor second = test::receive_one(importer);
   EXPECT_TRUE(static_cast<bool>(second)) << "the channel did not go on";
   EXPECT_EQ(second.data(), first.data()) << "one mapping of the allocation";

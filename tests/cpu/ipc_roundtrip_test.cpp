@@ -276,8 +276,10 @@ TEST_F(IpcRoundTrip, HandleKindAndDescriptorMustAgree) {
   auto exported = export_tensor(tensor, 1000);
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   const TensorDescriptor valid = exported->descriptor();
-  auto expect = [&](const TensorDescriptor& d, UniqueFd fd, ErrorCode code,
-                    const std::string& message) {
+  // Each case as a new export (1000, 1001, ...): one given back is never imported again.
+  std::uint64_t next_export = 1000;
+  auto expect = [&](TensorDescriptor d, UniqueFd fd, ErrorCode code, const std::string& message) {
+    d.export_id = next_export++;
     auto imported = import_tensor(d, std::move(fd), *importer_);
     ASSERT_FALSE(imported.has_value());
     EXPECT_EQ(imported.error().code, code);
@@ -288,7 +290,7 @@ TEST_F(IpcRoundTrip, HandleKindAndDescriptorMustAgree) {
   expect(unnamed, UniqueFd(), ErrorCode::kInvalidArgument,
          "ipc import: handle kind kPosixFd needs the allocation's file descriptor, and none came");
   expect(valid, UniqueFd(), ErrorCode::kInvalidArgument,
-         "ipc import: export 1000 came without the file descriptor of allocation " +
+         "ipc import: export 1001 came without the file descriptor of allocation " +
              std::to_string(valid.allocation_id) + ", which is not mapped here");
   TensorDescriptor legacy = valid;
   legacy.handle_kind = MemoryHandleKind::kCudaIpc;
@@ -310,7 +312,7 @@ TEST_F(IpcRoundTrip, HandleKindAndDescriptorMustAgree) {
   EXPECT_EQ(importer_->stats().released, 5u) << "each refusal is given back";
   ASSERT_TRUE(test::poll_until(*exporter_, [&] {
     return exporter_->stats().ignored_releases == 5;
-  })) << "the exporter never published id 1000, so it ignores those releases";
+  })) << "the exporter never published ids 1000-1004, so it ignores those releases";
   EXPECT_EQ(ipc().calls(CudaIpcEntry::kMemImportFromShareableHandle), 0u) << "nothing mapped";
 }
 

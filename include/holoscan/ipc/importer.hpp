@@ -31,11 +31,18 @@ class HOLOSCAN_DLPACK_API Importer;
  * Maps the memory (cudaIpcOpenMemHandle for kCudaIpc; cuMemImportFromShareableHandle, reserve,
  * map and set access for kPosixFd), reusing the mapping cached for the allocation, on the device
  * whose UUID the descriptor names. A kPosixFd descriptor with a nonzero allocation id may come
- * without `fd` when that allocation is mapped here already. On any refusal the export is given back to the exporter at
- * once (a Release without event). Refusals: kInvalidArgument for a descriptor that fails
- * validation or whose handle kind and fd disagree (kPosixFd without fd for an allocation not mapped
- * here, kCudaIpc with one, which is closed); kNotImplemented for kFake handles; kNotFound for a device UUID this process does
- * not see; kFailure naming the call that failed to map.
+ * without `fd` when that allocation is mapped here already.
+ *
+ * Each export is imported once per connection, in the exporter's publish order (receive() does
+ * both): a descriptor naming another exporter process, an export imported here and not yet
+ * given back, or one at or below the highest export seen here that is not held is refused with
+ * kInvalidArgument and nothing is given back (a Release would end the exporter's claim under the
+ * import that holds it, or another export's). On any other refusal the export is given back to
+ * the exporter at once (a Release without event): kInvalidArgument for a descriptor that fails
+ * validation or whose handle kind and fd disagree (kPosixFd without fd for an allocation not
+ * mapped here, kCudaIpc with one, which is closed); kNotImplemented for kFake handles; kNotFound
+ * for a device UUID this process does not see; kFailure naming the call that failed to map;
+ * kResourceExhausted out of host memory.
  */
 HOLOSCAN_DLPACK_API expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor,
                                                           UniqueFd fd, Importer& peer);
@@ -43,7 +50,7 @@ HOLOSCAN_DLPACK_API expected<Tensor, Error> import_tensor(const TensorDescriptor
 /** @brief Counters of an Importer. */
 struct HOLOSCAN_DLPACK_API ImporterStats {
   std::uint64_t imported = 0;         ///< Tensors imported.
-  std::uint64_t refused = 0;          ///< Publishes refused (each given back at once).
+  std::uint64_t refused = 0;  ///< Imports refused (given back at once when this connection's).
   std::uint64_t released = 0;         ///< Releases queued for the exporter.
   std::uint64_t release_events = 0;   ///< Releases that carried a GPU event (the rest were done).
   std::uint64_t mappings_opened = 0;  ///< Allocations mapped into this process.

@@ -114,6 +114,10 @@ namespace detail {
 
 expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& core,
                                         const TensorDescriptor& descriptor, UniqueFd fd) {
+  // First: a refusal here gives nothing back (see ImporterCore::admit).
+  if (auto admitted = core->admit(descriptor); !admitted) {
+    return make_unexpected(std::move(admitted.error()));
+  }
   expected<Tensor, Error> imported = make_unexpected(out_of_memory(kWho));
   try {
     imported = import_with(core, descriptor, std::move(fd));

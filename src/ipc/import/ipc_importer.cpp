@@ -44,7 +44,7 @@ expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms
     if (!outbox) {
       return make_unexpected(std::move(outbox.error()));
     }
-    return Importer(std::make_shared<detail::ImporterCore>(std::move(*outbox)));
+    return Importer(std::make_shared<detail::ImporterCore>(std::move(*outbox), hello->pid));
   } catch (const std::bad_alloc&) {
     // The channel (or the outbox that took it) closes on the way out, as on any refusal.
     return make_unexpected(detail::out_of_memory(kWho));

@@ -1,12 +1,15 @@
 #include "ipc/import/ipc_importer_core.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "cuda/cuda_error.hpp"
 #include "ipc/cuda/cuda_driver_error.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
+#include "ipc/ipc_error.hpp"
 
 namespace holoscan::ipc::detail {
 namespace {
@@ -99,9 +102,45 @@ expected<std::shared_ptr<holoscan::detail::OpenedEvent>, Error> ImporterCore::re
   return readiness_events_.open(handle, device);
 }
 
+expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor) {
+  const std::uint64_t id = descriptor.export_id;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (descriptor.exporter_pid != exporter_pid_) {
+      why = "export " + std::to_string(id) + " names exporter process " +
+            std::to_string(descriptor.exporter_pid) + ", not this importer's (process " +
+            std::to_string(exporter_pid_) + ")";
+    } else if (std::find(live_.begin(), live_.end(), id) != live_.end()) {
+      why = "export " + std::to_string(id) +
+            " is imported here already (one import per export: the first one's Release would "
+            "end the exporter's claim under the second)";
+    } else if (id <= highest_seen_) {
+      why = "export " + std::to_string(id) +
+            " is not held here: it was given back already, or came out of publish order (after "
+            "export " +
+            std::to_string(highest_seen_) + ")";
+    } else {
+      try {
+        live_.push_back(id);
+        highest_seen_ = id;
+        return {};
+      } catch (const std::bad_alloc&) {
+        // Below, outside the lock: this connection's export, given back as any other refusal.
+      }
+    }
+  }
+  if (why.empty()) {
+    refuse(id, descriptor.handle_kind == MemoryHandleKind::kPosixFd ? descriptor.allocation_id : 0);
+    return make_unexpected(out_of_memory("ipc import"));
+  }
+  refused();
+  outbox_->withdraw_promise();  // no Release follows
+  return make_unexpected(ErrorCode::kInvalidArgument, "ipc import: " + why);
+}
+
 void ImporterCore::imported() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++outstanding_;
   ++stats_.imported;
 }
 
@@ -139,7 +178,14 @@ void ImporterCore::give_back(std::uint64_t export_id, const holoscan::detail::Ip
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    outstanding_ -= was_imported && outstanding_ > 0 ? 1 : 0;
+    // An admitted export leaves the live ones whether it was imported or refused (kept from
+    // being imported again either way); one never admitted (the channel refused its Publish) is
+    // not in them, and is seen all the same.
+    if (auto live = std::find(live_.begin(), live_.end(), export_id); live != live_.end()) {
+      *live = live_.back();
+      live_.pop_back();
+    }
+    highest_seen_ = std::max(highest_seen_, export_id);
     ++stats_.released;
     stats_.release_events += event != nullptr ? 1 : 0;
   }
@@ -161,7 +207,7 @@ expected<void, Error> ImporterCore::flush() { return outbox_->flush(); }
 
 std::size_t ImporterCore::outstanding() const noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  return outstanding_;
+  return live_.size();
 }
 
 std::size_t ImporterCore::queued_releases() const noexcept { return outbox_->queued(); }

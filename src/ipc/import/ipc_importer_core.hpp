@@ -24,8 +24,9 @@ namespace holoscan::ipc::detail {
 /** @brief The shared state of one importer connection; every method is thread-safe. */
 class HOLOSCAN_DLPACK_ABI ImporterCore {
  public:
-  /** @brief Shares `outbox` (its Hello exchanged already). */
-  explicit ImporterCore(std::shared_ptr<Outbox> outbox) noexcept : outbox_(std::move(outbox)) {}
+  /** @brief Shares `outbox`, whose Hello came from process `exporter_pid` (as it sees itself). */
+  ImporterCore(std::shared_ptr<Outbox> outbox, std::uint32_t exporter_pid) noexcept
+      : outbox_(std::move(outbox)), exporter_pid_(exporter_pid) {}
   /** @brief Never waits: Releases still queued stay with the courier until they are sent. */
   ~ImporterCore() = default;
   ImporterCore(const ImporterCore&) = delete;
@@ -52,6 +53,17 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   expected<std::shared_ptr<holoscan::detail::OpenedEvent>, Error> readiness_event(
       const holoscan::detail::IpcHandleBytes& handle, int device);
 
+  /**
+   * @brief Takes `descriptor`'s export as this connection's to import, before anything is mapped:
+   *        each export is imported once, in the order the exporter published them.
+   *
+   * Refused with kInvalidArgument, and nothing given back (the export is not this import's to
+   * give: a Release for it would end the exporter's claim under the import that holds it), when
+   * the descriptor names another exporter process, an export imported here already, or one at or
+   * below the highest export this connection has seen that is not held here (given back, or out
+   * of publish order). Out of memory it is refused with kResourceExhausted and given back.
+   */
+  expected<void, Error> admit(const TensorDescriptor& descriptor);
   /** @brief Counts an import made. */
   void imported() noexcept;
   /** @brief Counts a publish refused (its export is given back separately). */
@@ -96,7 +108,12 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   MappingCache mappings_;
   holoscan::detail::OpenedEventCache readiness_events_;
   std::optional<std::vector<std::pair<std::array<std::uint8_t, 16>, int>>> devices_;
-  std::size_t outstanding_ = 0;
+  const std::uint32_t exporter_pid_;
+  // Exports imported and not yet given back (few at a time: a scan is cheaper than hashing), and
+  // the highest export this connection has admitted or given back: exports arrive in increasing
+  // order, so one at or below it that is not live was finished already.
+  std::vector<std::uint64_t> live_;
+  std::uint64_t highest_seen_ = 0;
   ImporterStats stats_;
 };
 

@@ -62,6 +62,11 @@ expected<void, Error> Outbox::promise() {
   return {};
 }
 
+void Outbox::withdraw_promise() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  promised_ -= promised_ > 0 ? 1 : 0;
+}
+
 void Outbox::send(const Release& release) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   if (promised_ > 0) {

@@ -53,6 +53,9 @@ class HOLOSCAN_DLPACK_ABI Outbox : public std::enable_shared_from_this<Outbox> {
   /** @brief Sets room aside for one more Release (allocates; for imports not made by
    *         receive_now()). kResourceExhausted when there is no memory for it. */
   expected<void, Error> promise();
+  /** @brief Gives back room promised for a Release that will not be sent (an import refused
+   *         without giving its export back). Never waits, never allocates. */
+  void withdraw_promise() noexcept;
 
   /**
    * @brief Queues `release` in room promised before and sends what the socket takes now; the rest

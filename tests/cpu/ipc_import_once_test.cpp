@@ -1,0 +1,190 @@
+// Covers one import per export per connection: a second import of an export held here (the
+// low-level import_tensor given the same descriptor, or an exporter that publishes an id twice),
+// one given back already, one out of publish order and one naming another exporter process are
+// refused with the exact error and give nothing back, so that the import holding the export keeps
+// the exporter's claim: its Release is the only one, sent when it goes.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "holoscan/ipc.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/fake_cuda_ipc.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/ipc_peers.hpp"
+#include "support/ipc_raw_socket.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+using test::CudaIpcEntry;
+
+class IpcImportOnce : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fds_before_ = test::open_fd_count();
+    pool_ = test::make_device_pool(1024, 2, test::PoolKind::kShareable);
+    ASSERT_NE(pool_, nullptr);
+    link_ = test::raw_exporter_link();
+    ASSERT_TRUE(link_.raw && link_.importer);
+    tensor_ = test::allocate(*pool_, {8});
+  }
+  void TearDown() override {
+    link_ = test::RawExporterLink{};
+    tensor_ = Tensor();
+    pool_.reset();
+    scope_.reset();
+    EXPECT_EQ(test::open_fd_count(), fds_before_) << "descriptor leak";
+  }
+
+  Channel& raw() { return *link_.raw; }
+  Importer& importer() { return *link_.importer; }
+
+  // The test's tensor as export `export_id`, as the exporter's low-level export makes it.
+  TensorDescriptor descriptor(std::uint64_t export_id) {
+    auto exported = export_tensor(tensor_, export_id);
+    EXPECT_TRUE(exported.has_value()) << exported.error().message;
+    return exported ? exported->descriptor() : TensorDescriptor{};
+  }
+
+  // Sends export `export_id` as a Publish, with the allocation's fd when `with_fd`.
+  void publish(std::uint64_t export_id, bool with_fd) {
+    auto exported = export_tensor(tensor_, export_id);
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    auto bytes = encode(exported->descriptor());
+    ASSERT_TRUE(bytes.has_value());
+    UniqueFd fd(with_fd ? ::fcntl(exported->fd(), F_DUPFD_CLOEXEC, 0) : -1);
+    ASSERT_TRUE(raw().send(Publish{std::move(*bytes), std::move(fd)}, 1000).has_value());
+  }
+
+  // The next Release the exporter's end reads within `timeout_ms`, if any.
+  std::optional<Release> next_release(int timeout_ms) {
+    auto got = raw().receive(timeout_ms);
+    EXPECT_TRUE(got.has_value()) << got.error().message;
+    if (!got || !*got) {
+      return std::nullopt;
+    }
+    EXPECT_TRUE(std::holds_alternative<Release>(**got)) << "an importer sends only Releases";
+    return std::holds_alternative<Release>(**got) ? std::optional<Release>(std::get<Release>(**got))
+                                                  : std::nullopt;
+  }
+
+  // Drops `held` and checks that export `export_id` comes back once, as imported and done.
+  void expect_one_release(Tensor& held, std::uint64_t export_id) {
+    EXPECT_FALSE(next_release(100)) << "given back while an import held it";
+    held = Tensor();
+    auto release = next_release(1000);
+    ASSERT_TRUE(release) << "the import's Release never came";
+    EXPECT_EQ(release->export_id, export_id);
+    EXPECT_FALSE(release->refused);
+    EXPECT_FALSE(next_release(100)) << "more than one Release for one export";
+    EXPECT_EQ(importer().outstanding(), 0u);
+  }
+
+  test::FakeCudaIpc& ipc() { return scope_->ipc(); }
+
+  int fds_before_ = 0;
+  std::optional<test::FakeCudaIpcScope> scope_{std::in_place};
+  std::shared_ptr<TensorPool> pool_;
+  test::RawExporterLink link_;
+  Tensor tensor_;
+};
+
+const std::string kHeldAlready =
+    " is imported here already (one import per export: the first one's Release would end the "
+    "exporter's claim under the second)";
+
+TEST_F(IpcImportOnce, ASecondImportOfAHeldExportIsRefusedAndGivesNothingBack) {
+  publish(7, true);
+  Tensor first = test::receive_one(importer());
+  ASSERT_TRUE(static_cast<bool>(first));
+
+  auto again = import_tensor(descriptor(7), UniqueFd(), importer());
+  ASSERT_FALSE(again.has_value()) << "the same export imported twice";
+  EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(again.error().message, "ipc import: export 7" + kHeldAlready);
+  EXPECT_EQ(importer().stats().refused, 1u);
+  EXPECT_EQ(importer().stats().released, 0u);
+  EXPECT_EQ(importer().outstanding(), 1u);
+  expect_one_release(first, 7);
+}
+
+TEST_F(IpcImportOnce, AnExportPublishedTwiceIsRefusedWhileTheFirstImportHoldsIt) {
+  publish(7, true);
+  Tensor first = test::receive_one(importer());
+  ASSERT_TRUE(static_cast<bool>(first));
+  publish(7, false);
+  auto again = importer().receive(1000);
+  ASSERT_FALSE(again.has_value()) << "a repeated Publish imported";
+  EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(again.error().message, "ipc import: export 7" + kHeldAlready);
+  expect_one_release(first, 7);
+
+  // The connection goes on.
+  publish(8, false);
+  Tensor next = test::receive_one(importer());
+  EXPECT_TRUE(static_cast<bool>(next)) << "the channel did not go on";
+  expect_one_release(next, 8);
+}
+
+TEST_F(IpcImportOnce, AnExportGivenBackIsNotImportedAgain) {
+  publish(7, true);
+  Tensor first = test::receive_one(importer());
+  ASSERT_TRUE(static_cast<bool>(first));
+  expect_one_release(first, 7);
+
+  auto again = import_tensor(descriptor(7), UniqueFd(), importer());
+  ASSERT_FALSE(again.has_value()) << "imported memory whose claim had ended";
+  EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(again.error().message,
+            "ipc import: export 7 is not held here: it was given back already, or came out of "
+            "publish order (after export 7)");
+  EXPECT_FALSE(next_release(100)) << "a Release for an export given back already";
+  EXPECT_EQ(importer().outstanding(), 0u);
+}
+
+TEST_F(IpcImportOnce, AnExportOutOfPublishOrderIsRefused) {
+  publish(9, true);
+  Tensor later = test::receive_one(importer());
+  ASSERT_TRUE(static_cast<bool>(later));
+  publish(8, false);
+  auto earlier = importer().receive(1000);
+  ASSERT_FALSE(earlier.has_value());
+  EXPECT_EQ(earlier.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(earlier.error().message,
+            "ipc import: export 8 is not held here: it was given back already, or came out of "
+            "publish order (after export 9)");
+  expect_one_release(later, 9);
+}
+
+TEST_F(IpcImportOnce, ADescriptorOfAnotherExporterProcessIsRefusedAndMapsNothing) {
+  TensorDescriptor foreign = descriptor(7);
+  const auto self = static_cast<std::uint32_t>(::getpid());
+  foreign.exporter_pid = self + 1;
+  const int fd = ::fcntl(export_tensor(tensor_, 7)->fd(), F_DUPFD_CLOEXEC, 0);
+  auto imported = import_tensor(foreign, UniqueFd(fd), importer());
+  ASSERT_FALSE(imported.has_value()) << "imported another exporter's memory";
+  EXPECT_EQ(imported.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(imported.error().message,
+            "ipc import: export 7 names exporter process " + std::to_string(self + 1) +
+                ", not this importer's (process " + std::to_string(self) + ")");
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the descriptor that came with it was not closed";
+  EXPECT_EQ(ipc().calls(CudaIpcEntry::kMemImportFromShareableHandle), 0u) << "it was mapped";
+  EXPECT_FALSE(next_release(100)) << "another exporter's export given back to this one";
+
+  // The refusal took nothing from this exporter's export 7.
+  publish(7, true);
+  Tensor own = test::receive_one(importer());
+  EXPECT_TRUE(static_cast<bool>(own));
+  expect_one_release(own, 7);
+}
+
+}  // namespace
+}  // namespace holoscan::ipc
