@@ -11,8 +11,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "holoscan/ipc.hpp"
 #include "holoscan/tensor_pool.hpp"
@@ -184,6 +186,46 @@ TEST_F(IpcImportOnce, ADescriptorOfAnotherExporterProcessIsRefusedAndMapsNothing
   Tensor own = test::receive_one(importer());
   EXPECT_TRUE(static_cast<bool>(own));
   expect_one_release(own, 7);
+}
+
+TEST_F(IpcImportOnce, ThreadsImportingOneExportAtOnceMakeOneImport) {
+  publish(7, true);  // maps the allocation, so that the threads below import without an fd
+  Tensor mapped = test::receive_one(importer());
+  ASSERT_TRUE(static_cast<bool>(mapped));
+  constexpr int kThreads = 8;
+  const TensorDescriptor d = descriptor(8);
+  std::vector<expected<Tensor, Error>> results(kThreads, make_unexpected(Error{}));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] { results[t] = import_tensor(d, UniqueFd(), importer()); });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  int imported = 0;
+  for (auto& result : results) {
+    if (result) {
+      ++imported;
+    } else {
+      EXPECT_EQ(result.error().message, "ipc import: export 8" + kHeldAlready);
+    }
+  }
+  EXPECT_EQ(imported, 1);
+  results.clear();  // the one import goes: its Release is the only one for export 8
+  auto release = next_release(1000);
+  ASSERT_TRUE(release);
+  EXPECT_EQ(release->export_id, 8u);
+  EXPECT_FALSE(next_release(100)) << "more than one Release for export 8";
+  expect_one_release(mapped, 7);
+}
+
+TEST_F(IpcImportOnce, ExportIdZeroNamesNoExport) {
+  auto imported = import_tensor(descriptor(0), UniqueFd(), importer());
+  ASSERT_FALSE(imported.has_value());
+  EXPECT_EQ(imported.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(imported.error().message,
+            "ipc import: export id 0 names no export (exporters number them from 1)");
+  EXPECT_FALSE(next_release(100));
 }
 
 }  // namespace

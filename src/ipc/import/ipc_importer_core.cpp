@@ -107,7 +107,9 @@ expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor) {
   std::string why;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (descriptor.exporter_pid != exporter_pid_) {
+    if (id == 0) {
+      why = "export id 0 names no export (exporters number them from 1)";
+    } else if (descriptor.exporter_pid != exporter_pid_) {
       why = "export " + std::to_string(id) + " names exporter process " +
             std::to_string(descriptor.exporter_pid) + ", not this importer's (process " +
             std::to_string(exporter_pid_) + ")";
