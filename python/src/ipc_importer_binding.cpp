@@ -67,7 +67,7 @@ void bind_stats(nb::module_& module) {
   nb::class_<ipc::ImporterStats>(module, "ImporterStats", "Counters of an Importer.")
       .def_ro("imported", &ipc::ImporterStats::imported, "Tensors imported.")
       .def_ro("refused", &ipc::ImporterStats::refused,
-              "Publishes refused (each given back at once).")
+              "Publishes refused (given back at once, unless they repeat an export seen).")
       .def_ro("released", &ipc::ImporterStats::released, "Releases queued for the exporter.")
       .def_ro("release_events", &ipc::ImporterStats::release_events,
               "Releases that carried a GPU event (the rest were done).")
@@ -97,8 +97,9 @@ void bind_ipc_importer(nb::module_& module) {
                    "holoscan_dlpack._core.Tensor | None"),
            "The next published Tensor, or None when none came within `timeout_ms` (None or "
            "negative: no limit; 0: only what is there). Waits without the GIL; Ctrl-C "
-           "interrupts it. A publish that cannot be imported is given back and raised here "
-           "(the importer stays usable); ClosedError once the exporter hung up.")
+           "interrupts it. A publish that cannot be imported is given back (unless it repeats an "
+           "export seen on this connection) and raised here (the importer stays usable); "
+           "ClosedError once the exporter hung up.")
       .def("poll", &poll, Entry(),
            "Sends releases that found the socket full, as far as there is room; never blocks.")
       .def("fileno", &ImporterHandle::fileno, Entry(),

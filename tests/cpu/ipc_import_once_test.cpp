@@ -5,6 +5,7 @@
 // the exporter's claim: its Release is the only one, sent when it goes.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "holoscan/ipc.hpp"
 #include "holoscan/tensor_pool.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/fake_cuda_ipc.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_peers.hpp"
@@ -147,7 +149,7 @@ TEST_F(IpcImportOnce, AnExportGivenBackIsNotImportedAgain) {
   EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(again.error().message,
             "ipc import: export 7 is not held here: it was given back already, or came out of "
-            "publish order (after export 7)");
+            "publish order (this connection has seen exports up to 7)");
   EXPECT_FALSE(next_release(100)) << "a Release for an export given back already";
   EXPECT_EQ(importer().outstanding(), 0u);
 }
@@ -162,7 +164,7 @@ TEST_F(IpcImportOnce, AnExportOutOfPublishOrderIsRefused) {
   EXPECT_EQ(earlier.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(earlier.error().message,
             "ipc import: export 8 is not held here: it was given back already, or came out of "
-            "publish order (after export 9)");
+            "publish order (this connection has seen exports up to 9)");
   expect_one_release(later, 9);
 }
 
@@ -176,7 +178,7 @@ TEST_F(IpcImportOnce, ADescriptorOfAnotherExporterProcessIsRefusedAndMapsNothing
   EXPECT_EQ(imported.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(imported.error().message,
             "ipc import: export 7 names exporter process " + std::to_string(self + 1) +
-                ", not this importer's (process " + std::to_string(self) + ")");
+                ", not this connection's exporter (process " + std::to_string(self) + ")");
   EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the descriptor that came with it was not closed";
   EXPECT_EQ(ipc().calls(CudaIpcEntry::kMemImportFromShareableHandle), 0u) << "it was mapped";
   EXPECT_FALSE(next_release(100)) << "another exporter's export given back to this one";
@@ -226,6 +228,75 @@ TEST_F(IpcImportOnce, ExportIdZeroNamesNoExport) {
   EXPECT_EQ(imported.error().message,
             "ipc import: export id 0 names no export (exporters number them from 1)");
   EXPECT_FALSE(next_release(100));
+}
+
+TEST_F(IpcImportOnce, AChannelRefusedRepeatOfAHeldExportGivesNothingBack) {
+  publish(7, true);
+  Tensor first = test::receive_one(importer());
+  ASSERT_TRUE(static_cast<bool>(first));
+  // Export 7 again with two descriptors: the channel refuses it before it is decoded.
+  auto bytes = encode(descriptor(7));
+  ASSERT_TRUE(bytes.has_value());
+  UniqueFd a(::memfd_create("holoscan-ipc-test", MFD_CLOEXEC));
+  UniqueFd b(::memfd_create("holoscan-ipc-test", MFD_CLOEXEC));
+  ASSERT_TRUE(test::send_raw(raw().fd(), test::raw_frame(Publish{*bytes, UniqueFd()}),
+                             {a.get(), b.get()}));
+  auto again = importer().receive(1000);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().message,
+            "ipc channel: publish of export 7 carries 2 file descriptors, its handle kind takes 0 "
+            "or 1");
+  EXPECT_EQ(importer().outstanding(), 1u) << "the held import was counted as given back";
+  expect_one_release(first, 7);
+}
+
+// Every allocation of a refused repeat failing in turn: nothing throws, nothing is given back.
+TEST_F(IpcImportOnce, ARefusedRepeatOutOfMemoryNeverThrowsAndGivesNothingBack) {
+  publish(7, true);
+  Tensor first = test::receive_one(importer());
+  ASSERT_TRUE(static_cast<bool>(first));
+  const TensorDescriptor d = descriptor(7);
+  for (std::uint64_t skip = 0;; ++skip) {
+    bool threw = false;
+    bool refused = false;
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip);
+      try {
+        refused = !import_tensor(d, UniqueFd(), importer()).has_value();
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    ASSERT_FALSE(threw) << "an exception escaped import_tensor at allocation " << skip;
+    EXPECT_TRUE(refused) << "allocation " << skip << ": the repeat was imported";
+    if (failed == 0) {
+      break;
+    }
+  }
+  for (std::uint64_t skip = 0;; ++skip) {
+    publish(7, false);
+    bool threw = false;
+    bool refused = false;
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip);
+      try {
+        refused = !importer().receive(1000).has_value();
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    ASSERT_FALSE(threw) << "an exception escaped receive at allocation " << skip;
+    EXPECT_TRUE(refused) << "allocation " << skip << ": the repeated Publish was imported";
+    if (failed == 0) {
+      break;
+    }
+  }
+  EXPECT_EQ(importer().outstanding(), 1u);
+  expect_one_release(first, 7);
 }
 
 }  // namespace

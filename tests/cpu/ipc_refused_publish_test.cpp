@@ -62,22 +62,26 @@ UniqueFd memfd() { return UniqueFd(::memfd_create("holoscan-ipc-test", MFD_CLOEX
 
 TEST_F(IpcRefusedPublish, WrongDescriptorCountIsReportedAndGivenBackAtOnce) {
   connect_raw();
-  TensorDescriptor d = test::sample_descriptor();  // export 7
-  d.handle_kind = MemoryHandleKind::kPosixFd;
-  d.allocation_id = 0;  // the fd must come with every export (none is kept mapped)
-  const std::vector<std::uint8_t> frame = test::raw_frame(Publish{test::encoded(d), memfd()});
+  // Exports 7, 8 and 9, as an exporter numbers them (a repeat of a given-back one gets no Release).
+  auto frame = [](std::uint64_t export_id) {
+    TensorDescriptor d = test::sample_descriptor();
+    d.export_id = export_id;
+    d.handle_kind = MemoryHandleKind::kPosixFd;
+    d.allocation_id = 0;  // the fd must come with every export (none is kept mapped)
+    return test::raw_frame(Publish{test::encoded(d), memfd()});
+  };
   UniqueFd a = memfd();
   UniqueFd b = memfd();
-  ASSERT_TRUE(test::send_raw(raw_->fd(), frame, {}));
+  ASSERT_TRUE(test::send_raw(raw_->fd(), frame(7), {}));
   expect_refused_and_given_back(
       "ipc channel: publish of export 7 carries 0 file descriptors, its handle kind needs 1", 7);
-  ASSERT_TRUE(test::send_raw(raw_->fd(), frame, {a.get(), b.get()}));
+  ASSERT_TRUE(test::send_raw(raw_->fd(), frame(8), {a.get(), b.get()}));
   expect_refused_and_given_back(
-      "ipc channel: publish of export 7 carries 2 file descriptors, its handle kind needs 1", 7);
-  ASSERT_TRUE(test::send_raw(raw_->fd(), frame, {a.get(), b.get(), a.get(), b.get(), a.get()}));
+      "ipc channel: publish of export 8 carries 2 file descriptors, its handle kind needs 1", 8);
+  ASSERT_TRUE(test::send_raw(raw_->fd(), frame(9), {a.get(), b.get(), a.get(), b.get(), a.get()}));
   expect_refused_and_given_back(
-      "ipc channel: publish of export 7: frame carried more file descriptors than any frame may",
-      7);
+      "ipc channel: publish of export 9: frame carried more file descriptors than any frame may",
+      9);
   EXPECT_EQ(importer_->stats().refused, 3u);
   EXPECT_EQ(importer_->stats().released, 3u);
   EXPECT_EQ(importer_->outstanding(), 0u);

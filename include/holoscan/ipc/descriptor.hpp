@@ -44,7 +44,10 @@ enum class MemoryHandleKind : std::uint32_t {
 
 /** @brief An exported tensor: memory handle, placement, layout, device and readiness point. */
 struct HOLOSCAN_DLPACK_API TensorDescriptor {
-  std::uint64_t export_id = 0;      ///< Unique per export within the exporter process.
+  /// Unique per export within the exporter process, nonzero, and increasing on each connection in
+  /// the order sent (an Exporter numbers them so): an importer refuses one at or below the
+  /// highest it has seen on that connection.
+  std::uint64_t export_id = 0;
   std::uint64_t allocation_id = 0;  ///< Unique per allocation within the exporter: a mapping key.
   MemoryHandleKind handle_kind = MemoryHandleKind::kFake;    ///< How handle_bytes is read.
   std::array<std::uint8_t, kIpcHandleBytes> handle_bytes{};  ///< Opaque handle (or pool data).

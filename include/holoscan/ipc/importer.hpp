@@ -34,10 +34,12 @@ class HOLOSCAN_DLPACK_API Importer;
  * without `fd` when that allocation is mapped here already.
  *
  * Each export is imported once per connection, in the exporter's publish order (receive() does
- * both): a descriptor naming another exporter process, an export imported here and not yet
- * given back, or one at or below the highest export seen here that is not held is refused with
- * kInvalidArgument and nothing is given back (a Release would end the exporter's claim under the
- * import that holds it, or another export's). On any other refusal the export is given back to
+ * both): a descriptor with export id 0, naming another exporter process than the Hello's, an
+ * export imported here and not yet given back, or one at or below the highest export this
+ * connection has seen (imported, refused or given back) is refused with kInvalidArgument and
+ * nothing is given back (a Release would end the exporter's claim under the import that holds
+ * it, or another export's). So an id above what the exporter will publish next, imported here,
+ * makes its later Publishes refused. On any other refusal the export is given back to
  * the exporter at once (a Release without event): kInvalidArgument for a descriptor that fails
  * validation or whose handle kind and fd disagree (kPosixFd without fd for an allocation not
  * mapped here, kCudaIpc with one, which is closed); kNotImplemented for kFake handles; kNotFound
@@ -50,7 +52,7 @@ HOLOSCAN_DLPACK_API expected<Tensor, Error> import_tensor(const TensorDescriptor
 /** @brief Counters of an Importer. */
 struct HOLOSCAN_DLPACK_API ImporterStats {
   std::uint64_t imported = 0;         ///< Tensors imported.
-  std::uint64_t refused = 0;  ///< Imports refused (given back at once when this connection's).
+  std::uint64_t refused = 0;  ///< Imports refused (given back at once unless repeats: see above).
   std::uint64_t released = 0;         ///< Releases queued for the exporter.
   std::uint64_t release_events = 0;   ///< Releases that carried a GPU event (the rest were done).
   std::uint64_t mappings_opened = 0;  ///< Allocations mapped into this process.
@@ -97,8 +99,9 @@ class HOLOSCAN_DLPACK_API Importer {
    * @brief The next published tensor, or nullopt when none arrived within `timeout_ms`
    *        (negative: wait). Sends queued releases first.
    *
-   * A publish that cannot be imported is given back to the exporter at once and reported here
-   * (see import_tensor); the importer stays usable. kClosed once the exporter hung up.
+   * A publish that cannot be imported is given back to the exporter at once and reported here,
+   * unless it repeats an export seen on this connection (see import_tensor); the importer stays
+   * usable. kClosed once the exporter hung up.
    */
   expected<std::optional<Tensor>, Error> receive(int timeout_ms);
 

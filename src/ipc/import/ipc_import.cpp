@@ -113,9 +113,10 @@ expected<Tensor, Error> import_with(const std::shared_ptr<detail::ImporterCore>&
 namespace detail {
 
 expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& core,
-                                        const TensorDescriptor& descriptor, UniqueFd fd) {
+                                        const TensorDescriptor& descriptor, UniqueFd fd,
+                                        bool promised) {
   // First: a refusal here gives nothing back (see ImporterCore::admit).
-  if (auto admitted = core->admit(descriptor); !admitted) {
+  if (auto admitted = core->admit(descriptor, promised); !admitted) {
     return make_unexpected(std::move(admitted.error()));
   }
   expected<Tensor, Error> imported = make_unexpected(out_of_memory(kWho));
@@ -138,8 +139,9 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
 
 expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
                                       Importer& peer) {
-  peer.core_->promise_release();  // here, so that giving it back later never allocates
-  return detail::import_promised(peer.core_, descriptor, std::move(fd));
+  // Here, so that giving it back later never allocates.
+  const bool promised = peer.core_->promise_release();
+  return detail::import_promised(peer.core_, descriptor, std::move(fd), promised);
 }
 
 }  // namespace holoscan::ipc

@@ -23,7 +23,8 @@ constexpr const char* kWho = "ipc importer";
 // set aside when it was read), so that the exporter's claim does not wait for this process to exit.
 void give_back_unread(detail::ImporterCore& core, const std::vector<std::uint8_t>& descriptor) {
   if (auto id = detail::descriptor_export_id(descriptor.data(), descriptor.size())) {
-    core.refuse(*id, detail::descriptor_fd_allocation(descriptor.data(), descriptor.size()));
+    core.refuse_unread(*id, detail::descriptor_fd_allocation(descriptor.data(), descriptor.size()),
+                       0);
   }
 }
 

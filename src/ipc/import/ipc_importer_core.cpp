@@ -28,22 +28,29 @@ std::string uuid_text(const std::array<std::uint8_t, 16>& uuid) {
   return text;
 }
 
+Error invalid(const std::string& why) { return invalid_argument("ipc import", why); }
+
 }  // namespace
 
 expected<std::optional<Message>, Error> ImporterCore::receive_now() {
   Outbox::Received received = outbox_->receive_now();
   if (received.refused_export) {
     // A publish the channel refused (its descriptors went wrong) is given back at once too, and
-    // what it said of the mappings holds as for any other.
-    forget(received.refused_forget);
-    refuse(*received.refused_export, received.refused_fd_allocation);
+    // what it said of the mappings holds as for any other, unless it repeats an export seen.
+    refuse_unread(*received.refused_export, received.refused_fd_allocation,
+                  received.refused_forget);
   }
   return std::move(received.message);
 }
 
-void ImporterCore::promise_release() noexcept {
+void ImporterCore::imported() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.imported;
+}
+
+bool ImporterCore::promise_release() noexcept {
   // Out of memory, the Release is sent without promised room when it comes (see Outbox::send).
-  (void)outbox_->promise();
+  return outbox_->promise().has_value();
 }
 
 expected<void, Error> ImporterCore::find_devices_locked() {
@@ -102,48 +109,94 @@ expected<std::shared_ptr<holoscan::detail::OpenedEvent>, Error> ImporterCore::re
   return readiness_events_.open(handle, device);
 }
 
-expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor) {
+ImporterCore::Verdict ImporterCore::verdict_locked(std::uint64_t id) const noexcept {
+  if (id == 0) {
+    return Verdict::kNoExport;
+  }
+  if (std::find(live_.begin(), live_.end(), id) != live_.end()) {
+    return Verdict::kHeld;
+  }
+  return id <= highest_seen_ ? Verdict::kSeen : Verdict::kNew;
+}
+
+Error ImporterCore::not_admitted(Verdict verdict, const TensorDescriptor& descriptor,
+                                 std::uint64_t highest_seen) const noexcept {
+  try {
+    const std::string id = std::to_string(descriptor.export_id);
+    switch (verdict) {
+      case Verdict::kNoExport:
+        return invalid("export id 0 names no export (exporters number them from 1)");
+      case Verdict::kForeign:
+        return invalid(
+            "export " + id + " names exporter process " + std::to_string(descriptor.exporter_pid) +
+            ", not this connection's exporter (process " + std::to_string(exporter_pid_) + ")");
+      case Verdict::kHeld:
+        return invalid("export " + id +
+                       " is imported here already (one import per export: the first one's "
+                       "Release would end the exporter's claim under the second)");
+      case Verdict::kSeen:
+      case Verdict::kNew:
+        break;
+    }
+    return invalid("export " + id +
+                   " is not held here: it was given back already, or came out of publish order "
+                   "(this connection has seen exports up to " +
+                   std::to_string(highest_seen) + ")");
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("ipc import");
+  }
+}
+
+expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor, bool promised) {
   const std::uint64_t id = descriptor.export_id;
-  std::string why;
+  Verdict verdict = Verdict::kForeign;
+  std::uint64_t highest_seen = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (id == 0) {
-      why = "export id 0 names no export (exporters number them from 1)";
-    } else if (descriptor.exporter_pid != exporter_pid_) {
-      why = "export " + std::to_string(id) + " names exporter process " +
-            std::to_string(descriptor.exporter_pid) + ", not this importer's (process " +
-            std::to_string(exporter_pid_) + ")";
-    } else if (std::find(live_.begin(), live_.end(), id) != live_.end()) {
-      why = "export " + std::to_string(id) +
-            " is imported here already (one import per export: the first one's Release would "
-            "end the exporter's claim under the second)";
-    } else if (id <= highest_seen_) {
-      why = "export " + std::to_string(id) +
-            " is not held here: it was given back already, or came out of publish order (after "
-            "export " +
-            std::to_string(highest_seen_) + ")";
-    } else {
+    if (descriptor.exporter_pid == exporter_pid_ || id == 0) {
+      verdict = verdict_locked(id);
+    }
+    highest_seen = highest_seen_;
+    if (verdict == Verdict::kNew) {
+      // Seen from here on, even if it cannot be kept live: a second import of it in the
+      // meantime is refused, never admitted under this one's refusal.
+      highest_seen_ = id;
       try {
         live_.push_back(id);
-        highest_seen_ = id;
         return {};
       } catch (const std::bad_alloc&) {
-        // Below, outside the lock: this connection's export, given back as any other refusal.
+        // Given back below, outside the lock, as any other refusal of this connection's export.
       }
     }
   }
-  if (why.empty()) {
+  if (verdict == Verdict::kNew) {
     refuse(id, descriptor.handle_kind == MemoryHandleKind::kPosixFd ? descriptor.allocation_id : 0);
     return make_unexpected(out_of_memory("ipc import"));
   }
   refused();
-  outbox_->withdraw_promise();  // no Release follows
-  return make_unexpected(ErrorCode::kInvalidArgument, "ipc import: " + why);
+  if (promised) {
+    outbox_->withdraw_promise();  // no Release follows
+  }
+  return make_unexpected(not_admitted(verdict, descriptor, highest_seen));
 }
 
-void ImporterCore::imported() noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.imported;
+void ImporterCore::refuse_unread(std::uint64_t export_id, std::uint64_t fd_allocation,
+                                 std::uint64_t forget_allocation) noexcept {
+  bool ours = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ours = verdict_locked(export_id) == Verdict::kNew;
+    highest_seen_ = ours ? export_id : highest_seen_;
+  }
+  forget(forget_allocation);  // the exporter forgot it when it sent the Publish, whatever it was
+  if (ours) {
+    refuse(export_id, fd_allocation);
+    return;
+  }
+  // A repeat of an export held here or given back already: a Release would end another
+  // import's claim, and its mapping stays (the exporter counts no refusal), as does its room.
+  refused();
+  outbox_->withdraw_promise();
 }
 
 void ImporterCore::refused() noexcept {

@@ -41,8 +41,9 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
    *        back here.
    */
   expected<std::optional<Message>, Error> receive_now();
-  /** @brief Sets room aside for the Release of an import not read by receive_now(). */
-  void promise_release() noexcept;
+  /** @brief Sets room aside for the Release of an import not read by receive_now(); false
+   *         when there was no memory for it (the Release allocates when it comes). */
+  bool promise_release() noexcept;
 
   /** @brief This process's device whose UUID is `uuid`; kNotFound when there is none. */
   expected<int, Error> device_of(const std::array<std::uint8_t, 16>& uuid);
@@ -59,11 +60,19 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
    *
    * Refused with kInvalidArgument, and nothing given back (the export is not this import's to
    * give: a Release for it would end the exporter's claim under the import that holds it), when
-   * the descriptor names another exporter process, an export imported here already, or one at or
-   * below the highest export this connection has seen that is not held here (given back, or out
-   * of publish order). Out of memory it is refused with kResourceExhausted and given back.
+   * the descriptor names export id 0, another exporter process, an export imported here already,
+   * or one at or below the highest export this connection has seen (given back, refused, or out
+   * of publish order); the room `promised` for its Release is withdrawn. Out of memory it is
+   * refused with kResourceExhausted and given back. Never throws.
    */
-  expected<void, Error> admit(const TensorDescriptor& descriptor);
+  expected<void, Error> admit(const TensorDescriptor& descriptor, bool promised);
+  /**
+   * @brief Refuses export `export_id` of a Publish the channel refused or that could not be
+   *        decoded, after forgetting `forget_allocation`: as refuse() when it is new to this
+   *        connection; a repeat of one seen is refused without a Release. Never waits.
+   */
+  void refuse_unread(std::uint64_t export_id, std::uint64_t fd_allocation,
+                     std::uint64_t forget_allocation) noexcept;
   /** @brief Counts an import made. */
   void imported() noexcept;
   /** @brief Counts a publish refused (its export is given back separately). */
@@ -101,6 +110,11 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   ImporterStats stats() const noexcept;
 
  private:
+  // What admission makes of an export id (kForeign: another exporter process's descriptor).
+  enum class Verdict { kNew, kNoExport, kForeign, kHeld, kSeen };
+  Verdict verdict_locked(std::uint64_t id) const noexcept;
+  Error not_admitted(Verdict verdict, const TensorDescriptor& descriptor,
+                     std::uint64_t highest_seen) const noexcept;
   expected<void, Error> find_devices_locked();
 
   mutable std::mutex mutex_;
@@ -122,6 +136,7 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
  *        already (see import_tensor); on refusal the export is given back at once.
  */
 expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& core,
-                                        const TensorDescriptor& descriptor, UniqueFd fd);
+                                        const TensorDescriptor& descriptor, UniqueFd fd,
+                                        bool promised = true);
 
 }  // namespace holoscan::ipc::detail
