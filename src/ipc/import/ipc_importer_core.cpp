@@ -194,7 +194,7 @@ void ImporterCore::refuse_unread(std::uint64_t export_id, std::uint64_t fd_alloc
     return;
   }
   // A repeat of an export held here or given back already: a Release would end another
-  // import's claim, and its mapping stays (the exporter counts no refusal), as does its room.
+  // import's claim. Its mapping stays (the exporter counts no refusal); its room is given up.
   refused();
   outbox_->withdraw_promise();
 }
