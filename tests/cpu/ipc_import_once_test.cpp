@@ -19,6 +19,7 @@
 
 #include "holoscan/ipc.hpp"
 #include "holoscan/tensor_pool.hpp"
+#include "ipc/import/ipc_admissions.hpp"
 #include "support/allocation_hooks.hpp"
 #include "support/fake_cuda_ipc.hpp"
 #include "support/gtest_printers.hpp"
@@ -83,13 +84,14 @@ class IpcImportOnce : public ::testing::Test {
   // Drops `held` and checks that export `export_id` comes back once, as imported and done.
   void expect_one_release(Tensor& held, std::uint64_t export_id) {
     EXPECT_FALSE(next_release(100)) << "given back while an import held it";
+    const std::size_t outstanding = importer().outstanding();
     held = Tensor();
     auto release = next_release(1000);
     ASSERT_TRUE(release) << "the import's Release never came";
     EXPECT_EQ(release->export_id, export_id);
     EXPECT_FALSE(release->refused);
     EXPECT_FALSE(next_release(100)) << "more than one Release for one export";
-    EXPECT_EQ(importer().outstanding(), 0u);
+    EXPECT_EQ(importer().outstanding(), outstanding - 1);
   }
 
   test::FakeCudaIpc& ipc() { return scope_->ipc(); }
@@ -148,8 +150,8 @@ TEST_F(IpcImportOnce, AnExportGivenBackIsNotImportedAgain) {
   ASSERT_FALSE(again.has_value()) << "imported memory whose claim had ended";
   EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(again.error().message,
-            "ipc import: export 7 is not held here: it was given back already, or came out of "
-            "publish order (this connection has seen exports up to 7)");
+            "ipc import: export 7 is not held here: it was given back or refused already, or came "
+            "out of publish order");
   EXPECT_FALSE(next_release(100)) << "a Release for an export given back already";
   EXPECT_EQ(importer().outstanding(), 0u);
 }
@@ -163,8 +165,8 @@ TEST_F(IpcImportOnce, AnExportOutOfPublishOrderIsRefused) {
   ASSERT_FALSE(earlier.has_value());
   EXPECT_EQ(earlier.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(earlier.error().message,
-            "ipc import: export 8 is not held here: it was given back already, or came out of "
-            "publish order (this connection has seen exports up to 9)");
+            "ipc import: export 8 is not held here: it was given back or refused already, or came "
+            "out of publish order");
   expect_one_release(later, 9);
 }
 
@@ -297,6 +299,79 @@ TEST_F(IpcImportOnce, ARefusedRepeatOutOfMemoryNeverThrowsAndGivesNothingBack) {
   }
   EXPECT_EQ(importer().outstanding(), 1u);
   expect_one_release(first, 7);
+}
+
+// A caller's import with an id far ahead of the exporter's, refused, must not make the exporter's
+// own later Publishes look seen.
+TEST_F(IpcImportOnce, ARefusedImportAheadOfTheChannelLeavesLaterPublishesImportable) {
+  auto ahead = import_tensor(descriptor(1000), UniqueFd(), importer());
+  ASSERT_FALSE(ahead.has_value()) << "imported an allocation it never mapped";
+  auto release = next_release(1000);
+  ASSERT_TRUE(release) << "the refusal was not given back";
+  EXPECT_EQ(release->export_id, 1000u);
+  EXPECT_TRUE(release->refused);
+  publish(7, true);
+  Tensor own = test::receive_one(importer());
+  EXPECT_TRUE(static_cast<bool>(own)) << "the exporter's Publish after it was refused";
+  expect_one_release(own, 7);
+}
+
+// A descriptor imported ahead of its Publish (another route), then given back: when the Publish
+// comes, its claim has ended, so it is refused without a Release.
+TEST_F(IpcImportOnce, AnExportImportedAheadOfItsPublishIsNotImportedAgainFromTheChannel) {
+  publish(7, true);  // maps the allocation
+  Tensor mapped = test::receive_one(importer());
+  ASSERT_TRUE(static_cast<bool>(mapped));
+  auto ahead = import_tensor(descriptor(9), UniqueFd(), importer());
+  ASSERT_TRUE(ahead.has_value()) << ahead.error().message;
+  expect_one_release(*ahead, 9);
+  publish(9, false);
+  auto again = importer().receive(1000);
+  ASSERT_FALSE(again.has_value()) << "imported an export whose claim had ended";
+  EXPECT_EQ(again.error().message,
+            "ipc import: export 9 is not held here: it was given back or refused already, or came "
+            "out of publish order");
+  EXPECT_FALSE(next_release(100)) << "a second Release for export 9";
+  publish(10, false);
+  Tensor next = test::receive_one(importer());
+  EXPECT_TRUE(static_cast<bool>(next)) << "the channel did not go on";
+  expect_one_release(next, 10);
+  expect_one_release(mapped, 7);
+}
+
+TEST(IpcAdmissions, TheChannelsOrderAndTheExportsFinishedAheadOfItAreSeen) {
+  detail::Admissions admissions;
+  using Verdict = detail::Admissions::Verdict;
+  EXPECT_EQ(admissions.verdict(0), Verdict::kNoExport);
+  admissions.carried(5);
+  EXPECT_EQ(admissions.verdict(3), Verdict::kSeen) << "below the channel's order";
+  EXPECT_EQ(admissions.verdict(6), Verdict::kNew);
+  admissions.hold(6);
+  EXPECT_EQ(admissions.verdict(6), Verdict::kHeld);
+  EXPECT_EQ(admissions.held(), 1u);
+  admissions.finish(6);
+  EXPECT_EQ(admissions.held(), 0u);
+  EXPECT_EQ(admissions.verdict(6), Verdict::kSeen) << "finished ahead of the channel";
+  EXPECT_EQ(admissions.verdict(7), Verdict::kNew) << "a finished id says nothing of the next";
+  admissions.carried(10);
+  EXPECT_EQ(admissions.verdict(6), Verdict::kSeen);
+  EXPECT_EQ(admissions.verdict(11), Verdict::kNew);
+}
+
+TEST(IpcAdmissions, MoreExportsFinishedAheadThanRememberedFoldTheOldestIntoAFloor) {
+  detail::Admissions admissions;
+  using Verdict = detail::Admissions::Verdict;
+  const std::uint64_t first = 1001;
+  for (std::uint64_t id = first; id <= first + detail::kRememberedAhead; ++id) {
+    ASSERT_EQ(admissions.verdict(id), Verdict::kNew) << id;
+    admissions.hold(id);
+    admissions.finish(id);
+  }
+  for (std::uint64_t id = first; id <= first + detail::kRememberedAhead; ++id) {
+    EXPECT_EQ(admissions.verdict(id), Verdict::kSeen) << id << " imported again";
+  }
+  EXPECT_EQ(admissions.verdict(first - 1), Verdict::kSeen) << "below the floor";
+  EXPECT_EQ(admissions.verdict(first + detail::kRememberedAhead + 1), Verdict::kNew);
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ enum class MemoryHandleKind : std::uint32_t {
 struct HOLOSCAN_DLPACK_API TensorDescriptor {
   /// Unique per export within the exporter process, nonzero, and increasing on each connection in
   /// the order sent (an Exporter numbers them so): an importer refuses one at or below the
-  /// highest it has seen on that connection.
+  /// highest that connection's channel carried, unless it holds it.
   std::uint64_t export_id = 0;
   std::uint64_t allocation_id = 0;  ///< Unique per allocation within the exporter: a mapping key.
   MemoryHandleKind handle_kind = MemoryHandleKind::kFake;    ///< How handle_bytes is read.

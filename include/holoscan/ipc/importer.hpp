@@ -33,13 +33,14 @@ class HOLOSCAN_DLPACK_API Importer;
  * whose UUID the descriptor names. A kPosixFd descriptor with a nonzero allocation id may come
  * without `fd` when that allocation is mapped here already.
  *
- * Each export is imported once per connection, in the exporter's publish order (receive() does
- * both): a descriptor with export id 0, naming another exporter process than the Hello's, an
- * export imported here and not yet given back, or one at or below the highest export this
- * connection has seen (imported, refused or given back) is refused with kInvalidArgument and
- * nothing is given back (a Release would end the exporter's claim under the import that holds
- * it, or another export's). So an id above what the exporter will publish next, imported here,
- * makes its later Publishes refused. On any other refusal the export is given back to
+ * Each export is imported once per connection (receive() imports each Publish once): a
+ * descriptor with export id 0, naming another exporter process than the Hello's, an export
+ * imported here and not yet given back, one given back or refused already, or one at or below
+ * the highest export the channel carried (out of the exporter's order) is refused with
+ * kInvalidArgument and nothing is given back (a Release would end the exporter's claim under the
+ * import that holds it, or another export's). Exports imported here ahead of their Publish are
+ * remembered when they finish (the last 256 one by one, older ones as a floor: see
+ * docs/ipc.md). On any other refusal the export is given back to
  * the exporter at once (a Release without event): kInvalidArgument for a descriptor that fails
  * validation or whose handle kind and fd disagree (kPosixFd without fd for an allocation not
  * mapped here, kCudaIpc with one, which is closed); kNotImplemented for kFake handles; kNotFound

@@ -114,9 +114,9 @@ namespace detail {
 
 expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& core,
                                         const TensorDescriptor& descriptor, UniqueFd fd,
-                                        bool promised) {
+                                        bool promised, bool from_channel) {
   // First: a refusal here gives nothing back (see ImporterCore::admit).
-  if (auto admitted = core->admit(descriptor, promised); !admitted) {
+  if (auto admitted = core->admit(descriptor, promised, from_channel); !admitted) {
     return make_unexpected(std::move(admitted.error()));
   }
   expected<Tensor, Error> imported = make_unexpected(out_of_memory(kWho));
@@ -141,7 +141,7 @@ expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, Unique
                                       Importer& peer) {
   // Here, so that giving it back later never allocates.
   const bool promised = peer.core_->promise_release();
-  return detail::import_promised(peer.core_, descriptor, std::move(fd), promised);
+  return detail::import_promised(peer.core_, descriptor, std::move(fd), promised, false);
 }
 
 }  // namespace holoscan::ipc

@@ -91,7 +91,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
       return make_unexpected(std::move(descriptor.error()));  // the channel validated it already
     }
     // Room for its Release was set aside when the Publish was read.
-    auto tensor = detail::import_promised(core_, *descriptor, std::move(publish->fd));
+    auto tensor = detail::import_promised(core_, *descriptor, std::move(publish->fd), true, true);
     if (!tensor) {
       return make_unexpected(std::move(tensor.error()));
     }

@@ -109,67 +109,52 @@ expected<std::shared_ptr<holoscan::detail::OpenedEvent>, Error> ImporterCore::re
   return readiness_events_.open(handle, device);
 }
 
-ImporterCore::Verdict ImporterCore::verdict_locked(std::uint64_t id) const noexcept {
-  if (id == 0) {
-    return Verdict::kNoExport;
-  }
-  if (std::find(live_.begin(), live_.end(), id) != live_.end()) {
-    return Verdict::kHeld;
-  }
-  return id <= highest_seen_ ? Verdict::kSeen : Verdict::kNew;
-}
-
-Error ImporterCore::not_admitted(Verdict verdict, const TensorDescriptor& descriptor,
-                                 std::uint64_t highest_seen) const noexcept {
+Error ImporterCore::not_admitted(Admissions::Verdict verdict, bool foreign,
+                                 const TensorDescriptor& descriptor) const noexcept {
   try {
     const std::string id = std::to_string(descriptor.export_id);
-    switch (verdict) {
-      case Verdict::kNoExport:
-        return invalid("export id 0 names no export (exporters number them from 1)");
-      case Verdict::kForeign:
-        return invalid(
-            "export " + id + " names exporter process " + std::to_string(descriptor.exporter_pid) +
-            ", not this connection's exporter (process " + std::to_string(exporter_pid_) + ")");
-      case Verdict::kHeld:
-        return invalid("export " + id +
-                       " is imported here already (one import per export: the first one's "
-                       "Release would end the exporter's claim under the second)");
-      case Verdict::kSeen:
-      case Verdict::kNew:
-        break;
+    if (verdict == Admissions::Verdict::kNoExport) {
+      return invalid("export id 0 names no export (exporters number them from 1)");
+    }
+    if (foreign) {
+      return invalid(
+          "export " + id + " names exporter process " + std::to_string(descriptor.exporter_pid) +
+          ", not this connection's exporter (process " + std::to_string(exporter_pid_) + ")");
+    }
+    if (verdict == Admissions::Verdict::kHeld) {
+      return invalid("export " + id +
+                     " is imported here already (one import per export: the first one's Release "
+                     "would end the exporter's claim under the second)");
     }
     return invalid("export " + id +
-                   " is not held here: it was given back already, or came out of publish order "
-                   "(this connection has seen exports up to " +
-                   std::to_string(highest_seen) + ")");
+                   " is not held here: it was given back or refused already, or came out of "
+                   "publish order");
   } catch (const std::bad_alloc&) {
     return out_of_memory("ipc import");
   }
 }
 
-expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor, bool promised) {
+expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor, bool promised,
+                                          bool from_channel) {
   const std::uint64_t id = descriptor.export_id;
-  Verdict verdict = Verdict::kForeign;
-  std::uint64_t highest_seen = 0;
+  const bool foreign = id != 0 && descriptor.exporter_pid != exporter_pid_;
+  Admissions::Verdict verdict = Admissions::Verdict::kSeen;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (descriptor.exporter_pid == exporter_pid_ || id == 0) {
-      verdict = verdict_locked(id);
+    verdict = admissions_.verdict(id);
+    if (from_channel) {
+      admissions_.carried(id);  // after the verdict: the channel's order says nothing of this id
     }
-    highest_seen = highest_seen_;
-    if (verdict == Verdict::kNew) {
-      // Seen from here on, even if it cannot be kept live: a second import of it in the
-      // meantime is refused, never admitted under this one's refusal.
-      highest_seen_ = id;
+    if (verdict == Admissions::Verdict::kNew && !foreign) {
       try {
-        live_.push_back(id);
+        admissions_.hold(id);
         return {};
       } catch (const std::bad_alloc&) {
         // Given back below, outside the lock, as any other refusal of this connection's export.
       }
     }
   }
-  if (verdict == Verdict::kNew) {
+  if (verdict == Admissions::Verdict::kNew && !foreign) {
     refuse(id, descriptor.handle_kind == MemoryHandleKind::kPosixFd ? descriptor.allocation_id : 0);
     return make_unexpected(out_of_memory("ipc import"));
   }
@@ -177,7 +162,7 @@ expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor, bo
   if (promised) {
     outbox_->withdraw_promise();  // no Release follows
   }
-  return make_unexpected(not_admitted(verdict, descriptor, highest_seen));
+  return make_unexpected(not_admitted(verdict, foreign, descriptor));
 }
 
 void ImporterCore::refuse_unread(std::uint64_t export_id, std::uint64_t fd_allocation,
@@ -185,8 +170,8 @@ void ImporterCore::refuse_unread(std::uint64_t export_id, std::uint64_t fd_alloc
   bool ours = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    ours = verdict_locked(export_id) == Verdict::kNew;
-    highest_seen_ = ours ? export_id : highest_seen_;
+    ours = admissions_.verdict(export_id) == Admissions::Verdict::kNew;
+    admissions_.carried(export_id);
   }
   forget(forget_allocation);  // the exporter forgot it when it sent the Publish, whatever it was
   if (ours) {
@@ -233,14 +218,7 @@ void ImporterCore::give_back(std::uint64_t export_id, const holoscan::detail::Ip
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // An admitted export leaves the live ones whether it was imported or refused (kept from
-    // being imported again either way); one never admitted (the channel refused its Publish) is
-    // not in them, and is seen all the same.
-    if (auto live = std::find(live_.begin(), live_.end(), export_id); live != live_.end()) {
-      *live = live_.back();
-      live_.pop_back();
-    }
-    highest_seen_ = std::max(highest_seen_, export_id);
+    admissions_.finish(export_id);  // never imported again, whether imported or refused
     ++stats_.released;
     stats_.release_events += event != nullptr ? 1 : 0;
   }
@@ -262,7 +240,7 @@ expected<void, Error> ImporterCore::flush() { return outbox_->flush(); }
 
 std::size_t ImporterCore::outstanding() const noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  return live_.size();
+  return admissions_.held();
 }
 
 std::size_t ImporterCore::queued_releases() const noexcept { return outbox_->queued(); }

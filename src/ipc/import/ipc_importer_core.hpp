@@ -16,6 +16,7 @@
 #include "holoscan/ipc/channel.hpp"
 #include "holoscan/ipc/importer.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"
+#include "ipc/import/ipc_admissions.hpp"
 #include "ipc/import/ipc_mapping.hpp"
 #include "ipc/import/ipc_outbox.hpp"
 
@@ -56,16 +57,18 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
 
   /**
    * @brief Takes `descriptor`'s export as this connection's to import, before anything is mapped:
-   *        each export is imported once, in the order the exporter published them.
+   *        each export is imported once (see ipc_admissions.hpp). `from_channel`: its Publish
+   *        was read from the channel (so its id is in the exporter's publish order).
    *
    * Refused with kInvalidArgument, and nothing given back (the export is not this import's to
    * give: a Release for it would end the exporter's claim under the import that holds it), when
    * the descriptor names export id 0, another exporter process, an export imported here already,
-   * or one at or below the highest export this connection has seen (given back, refused, or out
-   * of publish order); the room `promised` for its Release is withdrawn. Out of memory it is
-   * refused with kResourceExhausted and given back. Never throws.
+   * or one given back, refused or out of the channel's order; the room `promised` for its
+   * Release is withdrawn. Out of memory it is refused with kResourceExhausted and given back.
+   * Never throws.
    */
-  expected<void, Error> admit(const TensorDescriptor& descriptor, bool promised);
+  expected<void, Error> admit(const TensorDescriptor& descriptor, bool promised,
+                              bool from_channel);
   /**
    * @brief Refuses export `export_id` of a Publish the channel refused or that could not be
    *        decoded, after forgetting `forget_allocation`: as refuse() when it is new to this
@@ -110,11 +113,9 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   ImporterStats stats() const noexcept;
 
  private:
-  // What admission makes of an export id (kForeign: another exporter process's descriptor).
-  enum class Verdict { kNew, kNoExport, kForeign, kHeld, kSeen };
-  Verdict verdict_locked(std::uint64_t id) const noexcept;
-  Error not_admitted(Verdict verdict, const TensorDescriptor& descriptor,
-                     std::uint64_t highest_seen) const noexcept;
+  // Why `descriptor` was not admitted (`foreign`: it names another exporter process).
+  Error not_admitted(Admissions::Verdict verdict, bool foreign,
+                     const TensorDescriptor& descriptor) const noexcept;
   expected<void, Error> find_devices_locked();
 
   mutable std::mutex mutex_;
@@ -123,20 +124,17 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   holoscan::detail::OpenedEventCache readiness_events_;
   std::optional<std::vector<std::pair<std::array<std::uint8_t, 16>, int>>> devices_;
   const std::uint32_t exporter_pid_;
-  // Exports imported and not yet given back (few at a time: a scan is cheaper than hashing), and
-  // the highest export this connection has admitted or given back: exports arrive in increasing
-  // order, so one at or below it that is not live was finished already.
-  std::vector<std::uint64_t> live_;
-  std::uint64_t highest_seen_ = 0;
+  Admissions admissions_;
   ImporterStats stats_;
 };
 
 /**
- * @brief Imports `descriptor` for `core`, whose room for the export's Release is set aside
- *        already (see import_tensor); on refusal the export is given back at once.
+ * @brief Imports `descriptor` for `core`, with room for the export's Release set aside when
+ *        `promised` (see import_tensor), its Publish read from the channel when `from_channel`;
+ *        a refusal after admission gives the export back at once.
  */
 expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& core,
                                         const TensorDescriptor& descriptor, UniqueFd fd,
-                                        bool promised = true);
+                                        bool promised, bool from_channel);
 
 }  // namespace holoscan::ipc::detail
