@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "holoscan/ipc.hpp"
 #include "holoscan/tensor_pool.hpp"
 #include "ipc/import/ipc_admissions.hpp"
+#include "support/admissions_script.hpp"
 #include "support/allocation_hooks.hpp"
 #include "support/fake_cuda_ipc.hpp"
 #include "support/gtest_printers.hpp"
@@ -372,6 +374,34 @@ TEST(IpcAdmissions, MoreExportsFinishedAheadThanRememberedFoldTheOldestIntoAFloo
   }
   EXPECT_EQ(admissions.verdict(first - 1), Verdict::kSeen) << "below the floor";
   EXPECT_EQ(admissions.verdict(first + detail::kRememberedAhead + 1), Verdict::kNew);
+}
+
+// Seeded scripts of the admissions fuzzer's kind, shaped as a connection sees them: the channel's
+// ids climbing in small steps, imports aside up to beyond what the record remembers ahead,
+// give-backs of recent ids. The model checks every verdict (support/admissions_script.hpp).
+TEST(IpcAdmissions, SeededScriptsNeverAdmitAnExportTwiceAndAgreeWithTheModel) {
+  constexpr std::size_t kSteps = 4000;
+  for (std::uint64_t seed = 1; seed <= 64; ++seed) {
+    std::mt19937_64 random(seed);
+    std::vector<std::uint8_t> script;
+    std::uint64_t channel = 0;
+    const std::uint64_t reach = seed % 2 == 0 ? 40 : detail::kRememberedAhead + 60;
+    for (std::size_t i = 0; i < kSteps; ++i) {
+      const auto step = static_cast<std::uint8_t>(random() % 4);
+      std::uint64_t id = 0;
+      if (step == 0 || step == 3) {
+        channel = (channel + random() % 3) % (3 * detail::kRememberedAhead);
+        id = channel;
+      } else {
+        id = (channel + random() % reach) % (3 * detail::kRememberedAhead);
+      }
+      script.push_back(static_cast<std::uint8_t>(step | (random() % 97 == 0 ? 0x80 : 0)));
+      script.push_back(static_cast<std::uint8_t>(id >> 8));
+      script.push_back(static_cast<std::uint8_t>(id & 0xff));
+    }
+    const std::string broken = holoscan_test::run_admissions_script(script.data(), script.size());
+    EXPECT_EQ(broken, "") << "seed " << seed;
+  }
 }
 
 }  // namespace
