@@ -49,27 +49,65 @@ const DLPackExchangeAPI* api_of(PyTypeObject* type) {
   throw nb::python_error();
 }
 
-// Looked up once per type (the GIL guards the cache). A cached type is kept alive, so that its
-// address cannot come back as another type's.
+// Whether `weak`, a weak reference to a type, still refers to it.
+bool weakly_alive(PyObject* weak) noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* object = nullptr;
+  if (PyWeakref_GetRef(weak, &object) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  Py_XDECREF(object);  // only its liveness is asked: the cache never hands the object out
+  return object != nullptr;
+#else
+  return PyWeakref_GetObject(weak) != Py_None;  // borrowed, None once the type died
+#endif
+}
+
+// Looked up once per type (the GIL guards the cache). The cache must not keep a type alive: a
+// class (with its attributes and, through its methods, its module's globals) would live as long
+// as the process. A heap type is held by a weak reference, so that its slot is taken back once it
+// died and its address cannot come back as another type's; a static type lives as long as its
+// module's code and is kept by address.
 const DLPackExchangeAPI* cached_api(PyTypeObject* type) {
   struct Entry {
     PyTypeObject* type = nullptr;
+    PyObject* weak = nullptr;  // a weak reference to a heap type, else null
     const DLPackExchangeAPI* api = nullptr;
   };
   static std::array<Entry, 8> cache{};
-  for (const Entry& entry : cache) {
+  const auto forget = [](Entry& entry) noexcept {
+    Py_CLEAR(entry.weak);
+    entry = Entry{};
+  };
+  for (Entry& entry : cache) {
+    if (entry.type == nullptr) {
+      continue;
+    }
+    if (entry.weak != nullptr && !weakly_alive(entry.weak)) {
+      forget(entry);  // that type died: the slot is free, whatever type has its address now
+      continue;
+    }
     if (entry.type == type) {
       return entry.api;
     }
   }
   const DLPackExchangeAPI* api = api_of(type);
-  for (Entry& entry : cache) {
-    if (entry.type == nullptr) {
-      Py_INCREF(type);
-      entry = Entry{type, api};
-      break;
+  PyObject* weak = nullptr;
+  if ((type->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0) {
+    weak = PyWeakref_NewRef(reinterpret_cast<PyObject*>(type), nullptr);
+    if (weak == nullptr) {
+      PyErr_Clear();  // not cached: looked up again next time
+      return api;
     }
   }
+  for (Entry& entry : cache) {
+    if (entry.type == nullptr) {
+      entry = Entry{type, weak, api};
+      return api;
+    }
+  }
+  Py_XDECREF(weak);  // the cache is full: looked up again next time
   return api;
 }
 
