@@ -201,8 +201,14 @@ PyObject* sole_owners_producer(const Tensor& tensor) noexcept {
   TensorMemoryReference* reference = context->memory_reference.get();
   PyObject* producer =
       imported_producer<DLManagedMemoryBufferVersioned, DLManagedTensorVersioned>(reference);
-  return producer != nullptr ? producer
-                             : imported_producer<DLManagedMemoryBuffer, DLManagedTensor>(reference);
+  if (producer == nullptr) {
+    producer = imported_producer<DLManagedMemoryBuffer, DLManagedTensor>(reference);
+  }
+  if (producer == nullptr) {  // an array interface's import keeps its exporting object
+    const auto* buffer = dynamic_cast<const DLManagedMemoryBufferVersioned*>(reference);
+    producer = array_interface_exporter(buffer != nullptr ? buffer->managed_tensor() : nullptr);
+  }
+  return producer;
 }
 
 void check_major_version(const DLManagedTensorVersioned& managed) {

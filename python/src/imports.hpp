@@ -52,6 +52,12 @@ Tensor import_protocol(nanobind::handle object, const ProtocolStream& consumer,
 Tensor import_array_interface(nanobind::handle object, nanobind::handle description, bool cuda,
                               const ProtocolStream& consumer);
 
+/**
+ * @brief The object whose array interface `managed` was built from (the reference the import
+ *        keeps), when `managed` is such an import; else null.
+ */
+PyObject* array_interface_exporter(const DLManagedTensorVersioned* managed) noexcept;
+
 /** @brief Records readiness on `stream` after an import ordered on it (nothing for kNoSync). */
 void record_import_readiness(Tensor& tensor, const ProtocolStream& stream);
 

@@ -73,6 +73,13 @@ DLDevice interface_device(std::uintptr_t data, bool cuda) {
 
 }  // namespace
 
+PyObject* array_interface_exporter(const DLManagedTensorVersioned* managed) noexcept {
+  if (managed == nullptr || managed->deleter != &InterfaceOwner::library_deleter) {
+    return nullptr;
+  }
+  return static_cast<const InterfaceOwner*>(managed->manager_ctx)->object;
+}
+
 Tensor import_array_interface(nb::handle object, nb::handle description, bool cuda,
                               const ProtocolStream& consumer) {
   const char* attribute = cuda ? "__cuda_array_interface__" : "__array_interface__";

@@ -53,3 +53,35 @@ def test_the_producer_stays_while_another_owner_shares_the_memory():
     del export
     gc.collect()
     assert alive() is None, "once the Tensor owns the memory alone, the cycle is collected"
+
+
+class InterfaceExporter:
+    """An object with the NumPy array interface only (no DLPack)."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__array_interface__ = array.__array_interface__
+
+
+def test_an_array_interface_exporter_holding_its_own_import_is_collected():
+    exporter = InterfaceExporter(np.arange(4.0))
+    exporter.tensor = hd.as_tensor(exporter)  # exporter -> Tensor -> import -> exporter
+    assert exporter.tensor.is_read_only
+    alive = weakref.ref(exporter)
+    del exporter
+    gc.collect()
+    assert alive() is None, "the cycle through the array-interface import was not collected"
+
+
+def test_an_array_interface_exporter_stays_while_another_owner_shares_the_memory():
+    exporter = InterfaceExporter(np.arange(4.0))
+    exporter.tensor = hd.as_tensor(exporter)
+    export = np.from_dlpack(exporter.tensor)
+    alive = weakref.ref(exporter)
+    del exporter
+    gc.collect()
+    assert alive() is not None, "the memory's other owner still keeps the exporter"
+    assert export.sum() == 6.0
+    del export
+    gc.collect()
+    assert alive() is None
