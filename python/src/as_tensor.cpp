@@ -43,7 +43,7 @@ Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
 // Holoscan 5.0: importing a read-only Tensor returns the same object; a writable one a new
 // read-only wrapper.
 nb::object import_tensor(nb::handle object, const ProtocolStream& consumer) {
-  Tensor& tensor = nb::cast<Tensor&>(object);
+  Tensor& tensor = initialized_tensor(object);
   if (tensor.is_read_only()) {
     return nb::borrow(object);
   }
@@ -81,6 +81,15 @@ ProtocolStream import_stream(nb::handle stream, const char* entry) {
 }
 
 }  // namespace
+
+Tensor& initialized_tensor(nb::handle object) {
+  // nb::cast would raise RuntimeError "std::bad_cast" for a Tensor whose construction never ran
+  // (Tensor.__new__): a wrong argument, as __dlpack__ reports it.
+  if (!nb::inst_ready(object)) {
+    throw nb::type_error("the Tensor was never initialized");
+  }
+  return *nb::inst_ptr<Tensor>(object);
+}
 
 void order_explicit_consumer(Tensor& tensor, const ProtocolStream& consumer) {
   if (consumer.kind != ProtocolStream::Kind::kStream || !tensor.has_readiness_stream_contract() ||

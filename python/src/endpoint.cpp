@@ -31,7 +31,7 @@ long long now_ns() noexcept {
 
 Tensor tensor_argument(nb::handle object, const std::optional<cudaStream_t>& stream) {
   if (nb::isinstance<Tensor>(object)) {
-    return nb::cast<Tensor&>(object);
+    return initialized_tensor(object);
   }
   nb::object protocol_stream = nb::none();
   if (stream) {

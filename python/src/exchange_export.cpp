@@ -50,8 +50,8 @@ int fail_from_current_exception() noexcept {
 
 Tensor* tensor_of(void* py_object) {
   nb::handle object(static_cast<PyObject*>(py_object));
-  if (!nb::isinstance<Tensor>(object)) {
-    return nullptr;
+  if (!nb::isinstance<Tensor>(object) || !nb::inst_ready(object)) {
+    return nullptr;  // not a Tensor, or one whose construction never ran (Tensor.__new__)
   }
   return nb::inst_ptr<Tensor>(object);
 }

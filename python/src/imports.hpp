@@ -58,6 +58,12 @@ Tensor import_array_interface(nanobind::handle object, nanobind::handle descript
  */
 PyObject* array_interface_exporter(const DLManagedTensorVersioned* managed) noexcept;
 
+/**
+ * @brief The Tensor behind `object`, an instance of Tensor; TypeError for one whose
+ *        construction never ran (Tensor.__new__).
+ */
+Tensor& initialized_tensor(nanobind::handle object);
+
 /** @brief Records readiness on `stream` after an import ordered on it (nothing for kNoSync). */
 void record_import_readiness(Tensor& tensor, const ProtocolStream& stream);
 

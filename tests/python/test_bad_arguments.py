@@ -58,6 +58,31 @@ def test_dlpack_of_a_tensor_never_initialized_is_a_type_error():
         hd.Tensor.__dlpack__(np.arange(3.0), max_version=(1, 0))
 
 
+def blank_tensor_users():
+    from holoscan_dlpack import ipc
+
+    users = [
+        ("from_dlpack", hd.from_dlpack),
+        ("as_tensor", hd.as_tensor),
+        ("Tensor.from_dlpack", hd.Tensor.from_dlpack),
+        ("Tensor.as_tensor", hd.Tensor.as_tensor),
+        ("ipc.Exporter.publish", lambda blank: ipc.Exporter().publish(1, blank)),
+    ]
+    try:
+        from holoscan_dlpack import ucx
+    except ImportError:
+        return users
+    return users + [("ucx.Worker.send", lambda blank: ucx.Worker().send(1, blank))]
+
+
+@pytest.mark.parametrize("use", [use for _, use in blank_tensor_users()],
+                         ids=[name for name, _ in blank_tensor_users()])
+def test_imports_of_a_tensor_never_initialized_are_type_errors(use):
+    blank = hd.Tensor.__new__(hd.Tensor)
+    with pytest.raises(TypeError, match="never initialized"):
+        use(blank)
+
+
 def stream_users():
     t = host_tensor()
     return [

@@ -134,6 +134,14 @@ def test_the_table_refuses_what_is_not_a_tensor(tensor_api):
         tensor_api.exchange_view(NotATensor())
 
 
+def test_the_table_refuses_a_tensor_never_initialized(tensor_api):
+    blank = hd.Tensor.__new__(hd.Tensor)  # no C++ Tensor was ever constructed in it
+    with pytest.raises(TypeError, match="holoscan_dlpack.Tensor"):
+        tensor_api.exchange_export(blank)
+    with pytest.raises(TypeError, match="holoscan_dlpack.Tensor"):
+        tensor_api.exchange_view(blank)
+
+
 def test_a_managed_tensor_becomes_a_tensor(tensor_api, collect):
     deleted = tensor_api.deleter_calls()
     t = tensor_api.exchange_to_object(hd.Tensor, [2, 3])
