@@ -101,10 +101,10 @@ expected<Worker, Error> Worker::create(const WorkerConfig& config) {
   state->efd = worker->efd;
   state->max_am_header = worker->max_am_header;
   if (state->max_am_header < kMaxTensorHeaderBytes) {
-    return make_unexpected(ErrorCode::kNotImplemented,
-                           "ucx worker: UCX allows active message headers of " +
-                               std::to_string(state->max_am_header) + " bytes, the protocol needs " +
-                               std::to_string(kMaxTensorHeaderBytes));
+    return make_unexpected(
+        ErrorCode::kNotImplemented,
+        "ucx worker: UCX allows active message headers of " + std::to_string(state->max_am_header) +
+            " bytes, the protocol needs " + std::to_string(kMaxTensorHeaderBytes));
   }
   if (auto registered = state->register_handlers(); !registered) {
     return forward_error(std::move(registered));
@@ -154,6 +154,10 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
   auto answered = wait_for(state, timeout_ms, [&]() -> std::optional<expected<PeerId, Error>> {
     Peer& peer = *state.find(id);
     if (peer.hello_version && *peer.hello_version == kWireVersion) {
+      if (peer.loss_report) {  // lost after its Hello: receive() reports it after its tensors
+        state.arrivals.push_back(std::move(peer.loss_report));
+      }
+      peer.connecting = false;
       return expected<PeerId, Error>(id);
     }
     if (peer.hello_version) {
@@ -164,6 +168,7 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
                                         ", this build " + std::to_string(kWireVersion)));
     }
     if (peer.lost) {
+      peer.loss_report.reset();  // this error is the report
       return expected<PeerId, Error>(
           make_unexpected(ErrorCode::kClosed, who + ": the connection failed"));
     }

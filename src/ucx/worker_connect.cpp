@@ -136,7 +136,7 @@ expected<std::uint16_t, Error> Worker::State::listen_locked(const std::string& a
 }
 
 expected<PeerId, Error> Worker::State::start_connect(const std::string& address,
-                                                      std::uint16_t port) {
+                                                     std::uint16_t port) {
   const std::string name = address + ":" + std::to_string(port);
   const std::string who = "ucx connect to " + name;
   Resolved resolved;
@@ -153,6 +153,7 @@ expected<PeerId, Error> Worker::State::start_connect(const std::string& address,
     return make_unexpected(detail::ucx_error(who, "ucp_ep_create", status));
   }
   const PeerId id = add_peer(endpoint, name);
+  peers[id].connecting = true;
   const auto hello = encode(Hello{});
   queue_control(id, MessageId::kHello, std::string(hello.begin(), hello.end()));
   flush_controls();
@@ -244,7 +245,13 @@ void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
     marker->peer = peer.id;
     marker->phase = Arrival::Phase::kPeerClosed;
     marker->error = reason;
-    arrivals.push_back(std::move(marker));
+    // A peer whose connect() has not returned is reported by it: through receive() only if
+    // connect() gives its id after all (its Hello came first).
+    if (peer.connecting) {
+      peer.loss_report = std::move(marker);
+    } else {
+      arrivals.push_back(std::move(marker));
+    }
   }
   // Lost only once nothing above can fail: out of host memory there, the loss is handled again
   // whole (what ended stays ended), rather than left half done.

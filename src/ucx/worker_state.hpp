@@ -66,7 +66,7 @@ struct Arrival {
   Tensor tensor;
   Error error;
   Phase phase = Phase::kWaitingMemory;
-  void* request = nullptr;  ///< UCX's request while kLanding, if it did not complete at once.
+  void* request = nullptr;    ///< UCX's request while kLanding, if it did not complete at once.
   bool counted_wait = false;  ///< Counted once in WorkerStats::memory_waits.
 };
 
@@ -77,6 +77,9 @@ struct Peer {
   std::string name;             ///< "host:port" as given or as the listener saw it.
   bool accepted = false;        ///< Accepted by the listener (else this worker connected).
   bool lost = false;            ///< Failed, closed by the peer, or disconnected here.
+  bool connecting = false;      ///< connect() has not returned its id yet.
+  /** @brief The loss of a peer still connecting, for receive() only once connect() gave its id. */
+  std::unique_ptr<Arrival> loss_report;
   std::optional<std::uint32_t> hello_version;  ///< The listener's answer (connecting side).
   std::uint64_t next_sequence = 1;
   std::deque<std::unique_ptr<Outgoing>> outgoing;  ///< In send order; ended ones swept.
@@ -91,9 +94,9 @@ struct Peer {
 struct Control {
   PeerId peer = 0;
   MessageId id = MessageId::kAck;
-  std::string bytes;             ///< Encoded (a Hello, a refusal); empty for delivered tensors.
-  std::uint64_t delivered = 0;   ///< Delivered tensors: the first sequence number handed out,
-  std::uint64_t count = 0;       ///< and how many consecutive ones after it (0: not deliveries).
+  std::string bytes;            ///< Encoded (a Hello, a refusal); empty for delivered tensors.
+  std::uint64_t delivered = 0;  ///< Delivered tensors: the first sequence number handed out,
+  std::uint64_t count = 0;      ///< and how many consecutive ones after it (0: not deliveries).
 };
 
 struct Worker::State {
@@ -115,8 +118,8 @@ struct Worker::State {
   std::deque<PeerId> accepted;  // for accept(), in the order the listener took them
   bool peers_failed = false;    // some Peer::failure is set
   bool unended_sends = false;   // a send with its outcome could not be ended (out of memory)
-  std::vector<void*> closing;  // endpoint closes UCX has not finished (polled for)
-  std::vector<void*> sending;  // small messages UCX has not sent yet (their fd events suffice)
+  std::vector<void*> closing;   // endpoint closes UCX has not finished (polled for)
+  std::vector<void*> sending;   // small messages UCX has not sent yet (their fd events suffice)
 
   std::deque<std::unique_ptr<Arrival>> arrivals;  // in arrival order
   std::deque<SendResult> results;

@@ -149,6 +149,10 @@ TEST(UcxFailure, ConnectToAPortNobodyListensOnFails) {
       << to_string(peer.error());
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
   EXPECT_EQ(worker.in_flight(), 0u);
+  // The failure was connect()'s to report: receive() knows of no peer the caller was never given.
+  auto after = worker.receive(50);
+  EXPECT_TRUE(after && !*after) << (after ? "peer " + std::to_string((*after)->peer)
+                                          : to_string(after.error()));
 }
 
 
