@@ -205,6 +205,8 @@ expected<void, Error> Worker::disconnect(PeerId id) {
     state_->lose_peer(*peer, Error{ErrorCode::kClosed, "ucx: disconnected by this worker", 0},
                       false);
   }
+  // Also when UCX had reported it lost before: receive() reports nothing more of it.
+  state_->forget_arrivals(id);
   state_->sweep_ended();
   return {};
 }
@@ -295,6 +297,7 @@ WorkerStats Worker::stats() const noexcept {
 // One round: UCX's own progress (callbacks run in it), then what the callbacks left to do.
 std::size_t Worker::State::progress_locked() {
   std::size_t done = 0;
+  ++rounds;
   for (int round = 0; round < 64; ++round) {
     const unsigned progressed = ucp_worker_progress(worker.get());
     done += progressed;
@@ -317,7 +320,15 @@ std::size_t Worker::State::progress_locked() {
   return done;
 }
 
-bool Worker::State::arm_locked() { return ucp_worker_arm(worker.get()) == UCS_OK; }
+// Work of the worker's own that no event announces (a confirmation queued by a receive() that
+// made no round, a lost peer to handle, ...) means progress first: sleeping on the fd would hold
+// it back, and a sender whose window it fills would wait for ever.
+bool Worker::State::arm_locked() {
+  if (!controls.empty() || !connection_requests.empty() || peers_failed || unended_sends) {
+    return false;
+  }
+  return ucp_worker_arm(worker.get()) == UCS_OK;
+}
 
 std::size_t Worker::State::waiting_locked() const noexcept {
   std::size_t count = 0;

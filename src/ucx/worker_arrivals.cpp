@@ -151,11 +151,17 @@ std::size_t Worker::State::land_arrivals() {
 }
 
 void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t length) {
-  const Peer* peer = find(arrival.peer);
+  Peer* peer = find(arrival.peer);
   if (peer == nullptr || peer->lost || detail::is_connection_failure(status)) {
     // The peer is gone (UCX's error callback for it runs in this round): its kClosed follows.
     arrival.phase = Arrival::Phase::kDropped;
     arrival.tensor = Tensor();
+    if (peer != nullptr && !peer->lost && peer->landing_failure == UCS_OK) {
+      // Unanswered: should UCX not report the endpoint failed, handle_failures ends it.
+      peer->landing_failure = status;
+      peer->landing_failure_round = rounds;
+      peers_failed = true;
+    }
     return;
   }
   if (status == UCS_OK && length == arrival.length) {
@@ -194,6 +200,35 @@ void Worker::State::drop_arrivals(PeerId peer, bool landed_too) {
       arrival.data = nullptr;
     }
     arrival.phase = Arrival::Phase::kDropped;
+  }
+}
+
+// Everything of `peer` not yet handed out, for a peer this side disconnected (landing ones are
+// dropped when UCX calls back, since the peer is lost).
+void Worker::State::forget_arrivals(PeerId peer) noexcept {
+  for (auto& entry : arrivals) {
+    Arrival& arrival = *entry;
+    if (arrival.peer != peer) {
+      continue;
+    }
+    switch (arrival.phase) {
+      case Arrival::Phase::kLanded:
+      case Arrival::Phase::kRefused:
+      case Arrival::Phase::kPeerClosed:
+        arrival.phase = Arrival::Phase::kDropped;
+        arrival.tensor = Tensor();
+        break;
+      case Arrival::Phase::kWaitingMemory:
+        if (arrival.data != nullptr) {
+          ucp_am_data_release(worker.get(), arrival.data);
+          arrival.data = nullptr;
+        }
+        arrival.phase = Arrival::Phase::kDropped;
+        break;
+      case Arrival::Phase::kLanding:
+      case Arrival::Phase::kDropped:
+        break;
+    }
   }
 }
 

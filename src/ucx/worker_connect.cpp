@@ -211,7 +211,18 @@ std::size_t Worker::State::handle_failures() {
   std::size_t handled = 0;
   try {
     for (auto& [id, peer] : peers) {
-      if (peer.failure == UCS_OK || peer.lost) {
+      if (peer.lost) {
+        continue;
+      }
+      if (peer.failure == UCS_OK && peer.landing_failure != UCS_OK) {
+        if (peer.landing_failure_round == rounds) {
+          peers_failed = true;  // UCX's endpoint error may still come: decided next round
+          continue;
+        }
+        peer.failure = peer.landing_failure;
+        peer.failure_what = "was closed here: a tensor of it could not be landed";
+      }
+      if (peer.failure == UCS_OK) {
         continue;
       }
       lose_peer(peer,

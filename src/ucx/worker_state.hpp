@@ -88,6 +88,12 @@ struct Peer {
   ucs_status_t failure = UCS_OK;
   const char* failure_what = "";  ///< What failed, for the kClosed message (static text).
   bool endpoint_failed = false;   ///< UCX reported the endpoint failed: it is closed at once.
+  /** @brief A landing of its tensors that UCX failed as if the connection broke (UCS_OK: none),
+   *         and the progress round it happened in. Its tensor was dropped unanswered: unless UCX
+   *         reports the endpoint failed by the next round, the connection is ended here so that
+   *         the sender learns kClosed for it rather than nothing. */
+  ucs_status_t landing_failure = UCS_OK;
+  std::uint64_t landing_failure_round = 0;
 };
 
 /** @brief A small message waiting to go out after the current progress round. */
@@ -126,6 +132,7 @@ struct Worker::State {
   std::vector<Control> controls;
   detail::ReadinessGate gate;
   WorkerStats stats;
+  std::uint64_t rounds = 0;  // progress rounds so far
 
   // worker.cpp
   std::size_t progress_locked();
@@ -171,6 +178,7 @@ struct Worker::State {
   void on_landed(Arrival& arrival, ucs_status_t status, std::size_t length);
   void refuse(Arrival& arrival, Error error);
   void drop_arrivals(PeerId peer, bool landed_too);
+  void forget_arrivals(PeerId peer) noexcept;
   std::optional<expected<Received, Error>> take_arrival();
 
   // worker_control.cpp

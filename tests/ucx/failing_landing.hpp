@@ -1,0 +1,25 @@
+#pragma once
+// The UCX test binary also replaces ucp_am_recv_data_nbx (failing_landing.cpp: it calls UCX's own
+// through dlsym(RTLD_NEXT)) so that a test can make a landing complete with an error status while
+// the connection stays up, as a transport's local failure (a CUDA copy) would.
+#include <cstddef>
+
+#include <ucp/api/ucp.h>
+
+namespace holoscan::test {
+
+/** @brief While alive, the next `count` landings in this process complete with `status` (UCX
+ *         still moves the data; only the status its completion reports is replaced). */
+class FailingLandings {
+ public:
+  /** @brief Arms the failures. */
+  explicit FailingLandings(ucs_status_t status, std::size_t count = 1) noexcept;
+  /** @brief Disarms them. */
+  ~FailingLandings();
+  FailingLandings(const FailingLandings&) = delete;
+  FailingLandings& operator=(const FailingLandings&) = delete;
+  /** @brief How many landings were made to fail so far. */
+  std::size_t failed() const noexcept;
+};
+
+}  // namespace holoscan::test

@@ -1,0 +1,163 @@
+// Connections driven by hand in one process, where the order of the two workers' rounds decides
+// the outcome: a confirmation queued when arm() says the worker may sleep, a landing that fails
+// while the connection stays up, and a disconnect of a peer already lost. Each would leave a send
+// unanswered or an arrival reported that must not be.
+#include <poll.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "ucx/failing_landing.hpp"
+#include "ucx/series.hpp"
+#include "ucx/ucx_test_support.hpp"
+
+namespace holoscan::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A small host tensor of the series (tensor 0: eager over tcp).
+Tensor small_tensor(const std::shared_ptr<TensorPool>& pool) {
+  const auto layout = ucx_series::layout(0);
+  auto tensor = pool->allocate(layout.shape, layout.dtype);
+  EXPECT_TRUE(tensor);
+  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+  return std::move(*tensor);
+}
+
+std::shared_ptr<TensorPool> host_pool(std::size_t blocks) {
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, blocks});
+  EXPECT_TRUE(pool);
+  return *pool;
+}
+
+ucx::WorkerConfig window_of_one() {
+  ucx::WorkerConfig config;
+  config.window = 1;
+  return config;
+}
+
+// A client with a window of one tensor, connected to a receiver in this process, and its pool.
+struct WindowOfOne {
+  ucx::Worker receiver = make_worker();
+  ucx::Worker client = make_worker(window_of_one());
+  InProcessLink link = connect_in_process(receiver, client);
+  std::shared_ptr<TensorPool> pool = host_pool(2);
+};
+
+// What `worker` reports within `ms` (a tensor, or an error's text).
+std::vector<std::string> reports_within(ucx::Worker& worker, int ms) {
+  std::vector<std::string> reported;
+  const auto until = Clock::now() + std::chrono::milliseconds(ms);
+  while (Clock::now() < until) {
+    auto received = worker.receive(10);
+    if (!received) {
+      reported.push_back(to_string(received.error()));
+    } else if (*received) {
+      reported.push_back("tensor " + std::to_string((*received)->sequence));
+    }
+  }
+  return reported;
+}
+
+// receive() hands out a tensor that landed in an earlier round without a round of its own, so its
+// confirmation is only queued. arm() must then say "progress first": an application that sleeps
+// on fd() when arm() is true never sends the confirmation, and a sender with a full window waits
+// for it forever (nothing else will make fd() readable).
+TEST(UcxUnanswered, ArmIsFalseWhileAConfirmationWaitsToGoOut) {
+  WindowOfOne sides;
+  auto& [receiver, client, link, pool] = sides;
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  ASSERT_TRUE(client.send(*link.client, small_tensor(pool)));
+  for (int i = 0; i < 300; ++i) {  // the tensor lands; nobody takes it yet
+    (void)client.progress();
+    (void)receiver.progress();
+  }
+  // The worker is quiet: arm() says it may sleep (it answers busy once after activity).
+  const auto quiet_by = Clock::now() + std::chrono::seconds(5);
+  while (!receiver.arm() && Clock::now() < quiet_by) {
+    (void)receiver.progress();
+  }
+  auto received = receiver.receive(0);  // landed already: handed out without a round
+  ASSERT_TRUE(received && *received) << "nothing arrived";
+  // An event loop: sleep on fd() when arm() says so, progress when it is readable.
+  const bool armed = receiver.arm();
+  std::optional<ucx::SendResult> result;
+  const auto until = Clock::now() + std::chrono::seconds(2);
+  while (!result && Clock::now() < until) {
+    (void)client.progress();
+    result = client.next_send_result();
+    pollfd entry{receiver.fd(), POLLIN, 0};
+    if (!armed || ::poll(&entry, 1, 1) > 0) {
+      (void)receiver.progress();
+    }
+  }
+  EXPECT_FALSE(armed) << "arm() let the worker sleep with a confirmation queued";
+  ASSERT_TRUE(result) << "the sender never learned that its tensor was delivered";
+  EXPECT_TRUE(result->outcome);
+}
+
+// A landing that UCX completes with an error status while the connection stays up (a transport's
+// local failure, e.g. a CUDA copy into device memory: UCS_ERR_IO_ERROR) was dropped as if its peer
+// were gone: no answer, no refusal, the connection kept. Its send then never ends and, with a
+// window of one, every later send() is kBackpressured for ever.
+TEST(UcxUnanswered, ALandingThatFailsWhileTheConnectionStaysUpEndsItsSend) {
+  WindowOfOne sides;
+  auto& [receiver, client, link, pool] = sides;
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  std::vector<std::string> reported;
+  std::optional<ucx::SendResult> result;
+  {
+    FailingLandings failing(UCS_ERR_IO_ERROR);
+    ASSERT_TRUE(client.send(*link.client, small_tensor(pool)));
+    const auto until = Clock::now() + std::chrono::seconds(3);
+    while (!result && Clock::now() < until) {
+      (void)client.progress();
+      result = client.next_send_result();
+      auto received = receiver.receive(1);
+      if (!received) {
+        reported.push_back(to_string(received.error()));
+      } else if (*received) {
+        reported.push_back("tensor " + std::to_string((*received)->sequence));
+      }
+    }
+    ASSERT_EQ(failing.failed(), 1u) << "the landing was not made to fail";
+  }
+  ASSERT_TRUE(result) << "the send never ended (receiver reported " << reported.size()
+                      << " things, connected: " << receiver.connected(link.listener) << ")";
+  EXPECT_FALSE(result->outcome) << "a tensor that never landed was reported delivered";
+  auto next = client.send(*link.client, small_tensor(pool));
+  EXPECT_TRUE(next || next.error().code != ErrorCode::kBackpressured)
+      << "the window stays full: " << to_string(next.error());
+}
+
+// The disconnect contract: receive() reports nothing more of a peer this side disconnected. When
+// the peer had already gone (its worker destroyed) before disconnect() was called, its tensor that
+// landed and its kClosed were still reported after the disconnect.
+TEST(UcxUnanswered, DisconnectingAPeerAlreadyLostReportsNothingMoreOfIt) {
+  auto receiver = make_worker();
+  auto client = std::make_unique<ucx::Worker>(make_worker());
+  const auto link = connect_in_process(receiver, *client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  auto pool = host_pool(2);
+  ASSERT_TRUE(client->send(*link.client, small_tensor(pool)));
+  for (int i = 0; i < 200; ++i) {  // the tensor lands; nobody takes it
+    (void)client->progress();
+    (void)receiver.progress();
+  }
+  client.reset();  // the peer leaves
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (receiver.connected(link.listener) && Clock::now() < deadline) {
+    (void)receiver.progress();
+  }
+  ASSERT_FALSE(receiver.connected(link.listener));
+  ASSERT_TRUE(receiver.disconnect(link.listener));
+  EXPECT_EQ(reports_within(receiver, 300), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace holoscan::test
