@@ -84,6 +84,8 @@ void release_ipc_event(const IpcEvent& event) noexcept {
   all.free[static_cast<std::size_t>(event.device)].push_back(event);  // within reserved capacity
 }
 
+void make_ipc_event_pool() noexcept { (void)pools(); }
+
 std::size_t destroy_free_ipc_events() noexcept {
   Pools& all = pools();
   std::lock_guard<SpinMutex> lock(all.mutex);
