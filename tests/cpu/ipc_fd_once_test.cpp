@@ -8,6 +8,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,20 @@ struct Seen {
   bool fd = false;  // whether a descriptor crossed the socket with it
   std::uint64_t forget = 0;
 };
+
+// A tensor of 256 floats (one 1 KiB block) of `pool`, holding `value` everywhere.
+Tensor filled(TensorPool& pool, float value) {
+  Tensor tensor = test::allocate(pool, {256});
+  auto* data = static_cast<float*>(tensor.data());
+  std::fill(data, data + 256, value);
+  return tensor;
+}
+
+// How many of the 256 floats of `tensor` differ from `value`.
+std::ptrdiff_t differing(const Tensor& tensor, float value) {
+  const auto* data = static_cast<const float*>(tensor.data());
+  return std::count_if(data, data + 256, [&](float x) { return x != value; });
+}
 
 class IpcFdOnce : public ::testing::Test {
  protected:
@@ -69,8 +84,7 @@ class IpcFdOnce : public ::testing::Test {
     auto ends = Channel::pair();
     EXPECT_TRUE(ends.has_value());
     expected<Hello, Error> hello = make_unexpected(Error{ErrorCode::kFailure, "no hello", 0});
-    std::thread other(
-        [&] { hello = detail::exchange_hello(ends->second, 5000, "test importer"); });
+    std::thread other([&] { hello = detail::exchange_hello(ends->second, 5000, "test importer"); });
     auto peer = exporter_->add_peer(std::move(ends->first), 5000);
     other.join();
     EXPECT_TRUE(peer.has_value() && hello.has_value());
@@ -206,10 +220,10 @@ TEST_F(IpcFdOnce, ARefusedImportMakesTheNextPublishCarryTheFdAgain) {
   auto unmapped = importer.receive(1000);
   ASSERT_FALSE(unmapped.has_value()) << "imported without a mapping";
   EXPECT_EQ(unmapped.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(unmapped.error().message,
-            "ipc import: export " + std::to_string(*second) +
-                " came without the file descriptor of allocation " +
-                std::to_string(allocation_of(*pool_)) + ", which is not mapped here");
+  EXPECT_EQ(unmapped.error().message, "ipc import: export " + std::to_string(*second) +
+                                          " came without the file descriptor of allocation " +
+                                          std::to_string(allocation_of(*pool_)) +
+                                          ", which is not mapped here");
   ASSERT_TRUE(test::poll_until(*exporter_, [&] {
     return exporter_->stats().refused_exports == 2 && exporter_->held() == 0;
   })) << "the refused exports' claims did not come back";
@@ -265,7 +279,8 @@ TEST_F(IpcFdOnce, APublishWithoutFdOfAnUnknownAllocationIsRefusedAndTheChannelGo
   EXPECT_EQ(got.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(got.error().message,
             "ipc import: export 41 came without the file descriptor of allocation " +
-                std::to_string(exported->descriptor().allocation_id) + ", which is not mapped here");
+                std::to_string(exported->descriptor().allocation_id) +
+                ", which is not mapped here");
   auto release = raw.receive(1000);
   ASSERT_TRUE(release && *release && std::holds_alternative<Release>(**release));
   EXPECT_EQ(std::get<Release>(**release).export_id, 41u);
@@ -293,6 +308,42 @@ TEST_F(IpcFdOnce, APublishWithoutFdOfAnUnknownAllocationIsRefusedAndTheChannelGo
 
 // A buggy exporter: a Publish without fd that names a mapped allocation on another device than
 // it was mapped on is refused, never imported as that device's memory.
+// Only the channel's fds say what an allocation is. A caller's import_tensor() of the allocation
+// with another allocation's fd (the same size) serves that import alone: it must never become the
+// mapping that the exporter's Publishes of the allocation read, whether it came before the first
+// Publish (which carries the fd) or after it (later ones come without).
+TEST_F(IpcFdOnce, ACallersWrongFdNeverBecomesTheMappingPublishesRead) {
+  for (const bool before : {true, false}) {
+    Importer& importer = connect_importer();
+    auto& other = pools_.emplace_back(test::make_device_pool(1024, 4, test::PoolKind::kShareable));
+    ASSERT_NE(other, nullptr);
+    Tensor a = filled(*pool_, 1.0f);
+    Tensor b = filled(*other, 2.0f);
+    auto publish_a = [&] {
+      auto id = exporter_->publish(importer_peer(), a);
+      ASSERT_TRUE(id.has_value()) << id.error().message;
+      Tensor imported = test::receive_one(importer);
+      ASSERT_TRUE(imported);
+      EXPECT_EQ(differing(imported, 1.0f), 0)
+          << "export " << *id << " read another allocation (wrong fd "
+          << (before ? "before" : "after") << " the first Publish)";
+    };
+    if (!before) {
+      publish_a();
+    }
+    {
+      auto described = export_tensor(a, 1000);
+      auto wrong = export_tensor(b, 1001);
+      ASSERT_TRUE(described.has_value() && wrong.has_value());
+      auto aside = import_tensor(described->descriptor(),
+                                 UniqueFd(::fcntl(wrong->fd(), F_DUPFD_CLOEXEC, 0)), importer);
+      ASSERT_TRUE(aside.has_value()) << aside.error().message;
+    }
+    publish_a();
+    publish_a();
+  }
+}
+
 TEST(IpcFdOnceDevices, APublishWithoutFdOnAnotherDeviceIsRefused) {
   test::FakeCudaIpcScope scope(2);
   auto pool = test::make_device_pool(1024, 1, test::PoolKind::kShareable);

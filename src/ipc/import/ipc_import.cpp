@@ -49,7 +49,8 @@ expected<void, Error> check_handle(const TensorDescriptor& descriptor, const Uni
 }
 
 expected<Tensor, Error> import_with(const std::shared_ptr<detail::ImporterCore>& core,
-                                    const TensorDescriptor& descriptor, UniqueFd fd) {
+                                    const TensorDescriptor& descriptor, UniqueFd fd,
+                                    bool from_channel) {
   if (auto valid = validate(descriptor); !valid) {
     return make_unexpected(std::move(valid.error()));
   }
@@ -60,7 +61,7 @@ expected<Tensor, Error> import_with(const std::shared_ptr<detail::ImporterCore>&
   if (!device) {
     return make_unexpected(std::move(device.error()));
   }
-  auto mapping = core->mapping(descriptor, std::move(fd), *device);
+  auto mapping = core->mapping(descriptor, std::move(fd), *device, from_channel);
   if (!mapping) {
     return make_unexpected(std::move(mapping.error()));
   }
@@ -121,7 +122,7 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
   }
   expected<Tensor, Error> imported = make_unexpected(out_of_memory(kWho));
   try {
-    imported = import_with(core, descriptor, std::move(fd));
+    imported = import_with(core, descriptor, std::move(fd), from_channel);
   } catch (const std::bad_alloc&) {
     // Out of memory where no refusal was built (e.g. listing the devices): given back as well.
   }

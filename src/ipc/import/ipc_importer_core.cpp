@@ -94,11 +94,11 @@ expected<int, Error> ImporterCore::device_of(const std::array<std::uint8_t, 16>&
 }
 
 expected<std::shared_ptr<ImportedMapping>, Error> ImporterCore::mapping(
-    const TensorDescriptor& descriptor, UniqueFd fd, int device) {
+    const TensorDescriptor& descriptor, UniqueFd fd, int device, bool from_channel) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uint64_t before = mappings_.opened();
   stats_.fds_received += fd.valid() ? 1 : 0;
-  auto mapped = mappings_.get(descriptor, std::move(fd), device);
+  auto mapped = mappings_.get(descriptor, std::move(fd), device, from_channel);
   stats_.mappings_opened += mappings_.opened() - before;
   return mapped;
 }

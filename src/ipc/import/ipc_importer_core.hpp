@@ -48,9 +48,11 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
 
   /** @brief This process's device whose UUID is `uuid`; kNotFound when there is none. */
   expected<int, Error> device_of(const std::array<std::uint8_t, 16>& uuid);
-  /** @brief The mapping of `descriptor`'s allocation (cached per allocation id). */
+  /** @brief The mapping of `descriptor`'s allocation (cached per allocation id; whose word it
+   *         rests on: MappingCache::get). */
   expected<std::shared_ptr<ImportedMapping>, Error> mapping(const TensorDescriptor& descriptor,
-                                                            UniqueFd fd, int device);
+                                                            UniqueFd fd, int device,
+                                                            bool from_channel);
   /** @brief The exporter's readiness event `handle`, opened once. */
   expected<std::shared_ptr<holoscan::detail::OpenedEvent>, Error> readiness_event(
       const holoscan::detail::IpcHandleBytes& handle, int device);
@@ -67,8 +69,7 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
    * Release is withdrawn. Out of memory it is refused with kResourceExhausted and given back.
    * Never throws.
    */
-  expected<void, Error> admit(const TensorDescriptor& descriptor, bool promised,
-                              bool from_channel);
+  expected<void, Error> admit(const TensorDescriptor& descriptor, bool promised, bool from_channel);
   /**
    * @brief Refuses export `export_id` of a Publish the channel refused or that could not be
    *        decoded, after forgetting `forget_allocation`: as refuse() when it is new to this

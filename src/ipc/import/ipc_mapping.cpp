@@ -83,13 +83,13 @@ ImportedMapping::~ImportedMapping() {
 }
 
 expected<std::shared_ptr<ImportedMapping>, Error> MappingCache::get(
-    const TensorDescriptor& descriptor, UniqueFd fd, int device) {
+    const TensorDescriptor& descriptor, UniqueFd fd, int device, bool from_channel) {
   const std::uint64_t id = descriptor.allocation_id;
   if (id != 0) {
     // The device too: a mapping made for one device is no other device's memory.
     const auto found = entries_.find(id);
-    if (found != entries_.end() && found->second.kind == descriptor.handle_kind &&
-        found->second.mapping->device() == device &&
+    if (found != entries_.end() && (found->second.from_channel || !from_channel) &&
+        found->second.kind == descriptor.handle_kind && found->second.mapping->device() == device &&
         found->second.bytes == descriptor.allocation_bytes &&
         (descriptor.handle_kind != MemoryHandleKind::kCudaIpc ||
          found->second.handle == descriptor.handle_bytes)) {
@@ -113,12 +113,20 @@ expected<std::shared_ptr<ImportedMapping>, Error> MappingCache::get(
   if (id == 0) {
     return mapping;
   }
+  if (const auto known = entries_.find(id);
+      !from_channel && known != entries_.end() && known->second.from_channel) {
+    return mapping;  // the caller's word serves this import alone: the channel's mapping stays
+  }
   try {
     // A different allocation under a known id replaces the entry; imports keep the old mapping.
     Entry& entry = entries_[id];
     fd_entries_ -= entry.mapping != nullptr && entry.kind == MemoryHandleKind::kPosixFd ? 1 : 0;
-    entry = Entry{*mapping, descriptor.handle_kind, descriptor.handle_bytes,
-                  descriptor.allocation_bytes, ++clock_};
+    entry = Entry{*mapping,
+                  descriptor.handle_kind,
+                  descriptor.handle_bytes,
+                  descriptor.allocation_bytes,
+                  ++clock_,
+                  from_channel};
     fd_entries_ += entry.kind == MemoryHandleKind::kPosixFd ? 1 : 0;
   } catch (...) {
     // Not cached: still usable for this import. A kPosixFd allocation's next export that comes

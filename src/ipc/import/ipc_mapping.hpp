@@ -61,9 +61,15 @@ class HOLOSCAN_DLPACK_ABI MappingCache {
   /**
    * @brief The mapping for `descriptor`'s allocation, mapped now unless cached; closes `fd`. A
    *        kPosixFd allocation not cached needs its `fd` (kInvalidArgument without).
+   *
+   * Whose word it rests on: `from_channel` (a Publish) is the exporter's, whose fd says what the
+   * allocation is; only mappings made from the channel serve it, and its mapping replaces any
+   * other. A caller's import (import_tensor) may use any mapping cached, and its own is cached
+   * only where the channel made none: a caller's wrong fd never becomes what the exporter's later
+   * Publishes of the allocation (which come without the fd) read.
    */
   expected<std::shared_ptr<ImportedMapping>, Error> get(const TensorDescriptor& descriptor,
-                                                        UniqueFd fd, int device);
+                                                        UniqueFd fd, int device, bool from_channel);
   /** @brief Takes allocation `id`'s mapping out of the cache (null when none), for the caller
    *         to drop outside its lock. */
   std::shared_ptr<ImportedMapping> forget(std::uint64_t id) noexcept;
@@ -84,6 +90,7 @@ class HOLOSCAN_DLPACK_ABI MappingCache {
     holoscan::detail::IpcHandleBytes handle{};
     std::uint64_t bytes = 0;
     std::uint64_t last_use = 0;
+    bool from_channel = false;  // mapped from a Publish's fd or handle (the exporter's word)
   };
   // Evicts the least recently used entry of `kind` (only idle ones when `idle_only`); false
   // when there is none.
