@@ -92,10 +92,22 @@ expected<void, Error> queue_copy(const detail::CopyPlan& plan, const Tensor& sou
 }
 
 // After reads of the source were queued on `stream`: its memory must outlive them. An owner that
-// tracks no deallocation stream cannot be told, so the host waits for the copy instead.
+// tracks no deallocation stream cannot be told, so the host waits for the copy instead. A caller's
+// owner may throw from its hook (it is not noexcept): the copy is queued by then, reading the
+// source and writing a target that the unwinding would free or hand back to its pool at once, so
+// the host waits for it here too and the throw becomes the copy's error.
 expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
   const std::shared_ptr<TensorMemoryReference> reference = source.memory_reference();
-  if (reference != nullptr && reference->set_deallocation_stream(stream)) {
+  bool held = false;
+  try {
+    held = reference != nullptr && reference->set_deallocation_stream(stream);
+  } catch (...) {
+    (void)synchronize_cuda_stream_for_host(stream);
+    return make_unexpected(ErrorCode::kFailure,
+                           "Tensor copy: the source's memory reference threw from "
+                           "set_deallocation_stream");
+  }
+  if (held) {
     return {};
   }
   return synchronize_cuda_stream_for_host(stream);

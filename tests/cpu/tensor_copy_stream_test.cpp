@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -52,6 +53,15 @@ class FakeDeviceMemory final : public StreamTrackedReference {
 };
 
 class UntrackedOwner final : public TensorMemoryReference {};
+
+// A caller's owner whose deallocation hook throws (TensorMemoryReference's hooks are not noexcept).
+class ThrowingOwner final : public TensorMemoryReference {
+ public:
+  bool set_deallocation_stream(cudaStream_t /*stream*/) override {
+    throw std::runtime_error("deallocation hook failed");
+  }
+  bool tracks_deallocation_stream() const noexcept override { return true; }
+};
 
 class CopyOnFakeCuda : public test::FakeCudaTest {
  protected:
@@ -392,6 +402,46 @@ TEST_F(CopyOnFakeCuda, IntoADevicePoolBlock) {
     EXPECT_NE(copy->flags() & DLPACK_FLAG_BITMASK_IS_COPIED, 0u);
     EXPECT_EQ(read_back(*copy, stream), counting_from(100, 12));
   }
+  pool->reset();
+}
+
+// copy_to(pool) queues the copy into the block, then asks the source's owner to keep its memory
+// until then. Should that hook throw, the block would go back to the pool with the copy still
+// queued to write it, and the next allocate() hand it out under the copy: the call waits for the
+// copy on the host instead, and the throw becomes its error.
+TEST_F(CopyOnFakeCuda, ASourceOwnerWhoseHookThrowsNeverLeavesTheCopyWritingABlockHandedOutAgain) {
+  const cudaStream_t stream = fake().create_stream(0);
+  auto pool = TensorPool::create({PoolMemory::kDevice, 0, 48, 1});
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  auto memory = std::make_shared<FakeDeviceMemory>(12);
+  auto source = make_tensor({12}, kInt32, {}, MemoryStorageType::kDevice, memory->values(),
+                            std::make_shared<ThrowingOwner>());
+  ASSERT_TRUE(source.has_value()) << source.error().message;
+  fake().launch(stream);  // the copy stays queued until the GPU passes this work
+  const auto syncs = fake().calls(CudaEntry::kStreamSynchronize);
+  std::thread gpu([&] {  // the GPU finishes once the host waits (or after a while, if it never)
+    (void)test::eventually([&] { return fake().calls(CudaEntry::kStreamSynchronize) > syncs; },
+                           std::chrono::seconds(2));
+    fake().complete(stream);
+  });
+  bool threw = false;
+  try {
+    auto copy = source->copy_to(**pool, stream);
+    ASSERT_FALSE(copy.has_value());
+    EXPECT_EQ(copy.error().code, ErrorCode::kFailure);
+  } catch (...) {
+    threw = true;
+  }
+  auto next = (*pool)->allocate({12}, kInt32);
+  ASSERT_TRUE(next.has_value()) << next.error().message;
+  auto* mine = static_cast<std::int32_t*>(*next->mutable_data());
+  std::fill(mine, mine + 12, -7);  // the new owner's data
+  gpu.join();
+  fake().complete_all();
+  EXPECT_FALSE(threw) << "the hook's exception escaped copy_to";
+  EXPECT_EQ(std::vector<std::int32_t>(mine, mine + 12), std::vector<std::int32_t>(12, -7))
+      << "the queued copy wrote into the block handed out again";
+  *next = Tensor();  // the block goes back before the pool is reset
   pool->reset();
 }
 
