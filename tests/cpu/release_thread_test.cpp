@@ -75,7 +75,10 @@ TEST_F(ReleaseThread, ADropWithNoRoomInTheQueueWaitsForItsPointsHere) {
   cudaStream_t stream = fake().create_stream(0);
   fake().launch(stream);  // completed only at the end: every release below stays pending
   std::uint64_t allocated = 0;
-  for (int i = 0; i < 100000 && allocated == 0; ++i) {  // until a drop needed a new node
+  // Until a drop needed a new node: the queue keeps every finished node for reuse, and tests run
+  // before this one in the same process may have left many (a limit of time, not of drops).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (allocated == 0 && std::chrono::steady_clock::now() < give_up) {
     auto buffer = std::make_unique<Buffer>(make_callback_tensor([] {}));
     ASSERT_TRUE(buffer->set_deallocation_stream(stream));
     test::NewCounter counter;
