@@ -158,6 +158,8 @@ def test_refusals_name_their_class_and_message():
         refused(hd.errors.ClosedError,
                 f"kClosed: ucx connect to 127.0.0.1:{port}: the connection failed",
                 lambda: worker.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS))
+        # connect() said so: receive() knows of no peer the caller was never given.
+        assert worker.receive(timeout_ms=50) is None
 
 
 def test_a_connect_without_a_time_limit_is_refused():
