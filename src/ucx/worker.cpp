@@ -206,7 +206,7 @@ expected<void, Error> Worker::disconnect(PeerId id) {
                       false);
   }
   // Also when UCX had reported it lost before: receive() reports nothing more of it.
-  state_->forget_arrivals(id);
+  state_->drop_arrivals(id, State::Dropping::kEverything);
   state_->sweep_ended();
   return {};
 }

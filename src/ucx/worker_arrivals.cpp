@@ -40,11 +40,12 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
   auto arrival = std::make_unique<Arrival>();
   arrival->state = this;
   const auto* bytes = static_cast<const std::uint8_t*>(header);
-  Peer* peer = (param.recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? find(param.reply_ep)
-                                                                        : nullptr;
+  Peer* peer =
+      (param.recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? find(param.reply_ep) : nullptr;
   const std::uint64_t sequence = peek_sequence(bytes, header_length);
   // The confirmations it carries count even when the tensor itself is refused below.
-  if (const AnsweredRun run = peek_answered(bytes, header_length); peer != nullptr && run.count != 0) {
+  if (const AnsweredRun run = peek_answered(bytes, header_length);
+      peer != nullptr && run.count != 0) {
     answer_sends(*peer, Ack{run.sequence, ErrorCode::kSuccess, {}, run.count});
   }
   arrival->peer = peer != nullptr ? peer->id : 0;
@@ -63,8 +64,8 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
                         " bytes, payload_bytes says " + std::to_string(decoded->payload_bytes),
                     0};
   } else if (length > 0 && !kept) {
-    refusal = Error{ErrorCode::kFailure,
-                    "ucx receive: UCX delivered tensor data without keeping it", 0};
+    refusal =
+        Error{ErrorCode::kFailure, "ucx receive: UCX delivered tensor data without keeping it", 0};
   } else {
     arrival->header = *decoded;
     arrival->data = length > 0 ? data : nullptr;
@@ -106,8 +107,8 @@ std::size_t Worker::State::land_arrivals() {
     if (arrival.phase != Arrival::Phase::kWaitingMemory) {
       continue;
     }
-    auto tensor = detail::allocate_landing(arrival.header, config.receive_pool,
-                                           config.max_receive_bytes);
+    auto tensor =
+        detail::allocate_landing(arrival.header, config.receive_pool, config.max_receive_bytes);
     if (!tensor && detail::is_pool_exhausted(tensor.error(), config.receive_pool)) {
       stats.memory_waits += arrival.counted_wait ? 0 : 1;
       arrival.counted_wait = true;
@@ -168,62 +169,44 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
     arrival.phase = Arrival::Phase::kLanded;
     return;
   }
-  refuse(arrival, status != UCS_OK
-                      ? detail::ucx_error("ucx receive of " + about(arrival),
-                                          "ucp_am_recv_data_nbx", status)
-                      : Error{ErrorCode::kProtocolError,
-                              "ucx receive of " + about(arrival) + ": " + std::to_string(length) +
-                                  " bytes landed, " + std::to_string(arrival.length) + " expected",
-                              0});
+  refuse(arrival,
+         status != UCS_OK
+             ? detail::ucx_error("ucx receive of " + about(arrival), "ucp_am_recv_data_nbx", status)
+             : Error{ErrorCode::kProtocolError,
+                     "ucx receive of " + about(arrival) + ": " + std::to_string(length) +
+                         " bytes landed, " + std::to_string(arrival.length) + " expected",
+                     0});
 }
 
 // Landing ones are dropped when UCX calls back. Landed ones are still handed out after UCX
 // reported the connection broken (the tensors a peer delivered before it died), but not when this
 // side ended it: their sender is told kClosed, so handing them out would deliver a tensor
-// reported failed.
-void Worker::State::drop_arrivals(PeerId peer, bool landed_too) {
-  for (auto& entry : arrivals) {
-    Arrival& arrival = *entry;
-    if (arrival.peer != peer) {
-      continue;
-    }
-    if (landed_too && arrival.phase == Arrival::Phase::kLanded) {
-      arrival.phase = Arrival::Phase::kDropped;
-      arrival.tensor = Tensor();  // its block goes back to the pool now
-      continue;
-    }
-    if (arrival.phase != Arrival::Phase::kWaitingMemory) {
-      continue;
-    }
-    if (arrival.data != nullptr) {
-      ucp_am_data_release(worker.get(), arrival.data);
-      arrival.data = nullptr;
-    }
-    arrival.phase = Arrival::Phase::kDropped;
-  }
-}
-
-// Everything of `peer` not yet handed out, for a peer this side disconnected (landing ones are
-// dropped when UCX calls back, since the peer is lost).
-void Worker::State::forget_arrivals(PeerId peer) noexcept {
+// reported failed. A disconnect drops the reports too: receive() says nothing more of the peer.
+void Worker::State::drop_arrivals(PeerId peer, Dropping dropping) noexcept {
   for (auto& entry : arrivals) {
     Arrival& arrival = *entry;
     if (arrival.peer != peer) {
       continue;
     }
     switch (arrival.phase) {
-      case Arrival::Phase::kLanded:
-      case Arrival::Phase::kRefused:
-      case Arrival::Phase::kPeerClosed:
-        arrival.phase = Arrival::Phase::kDropped;
-        arrival.tensor = Tensor();
-        break;
       case Arrival::Phase::kWaitingMemory:
         if (arrival.data != nullptr) {
           ucp_am_data_release(worker.get(), arrival.data);
           arrival.data = nullptr;
         }
         arrival.phase = Arrival::Phase::kDropped;
+        break;
+      case Arrival::Phase::kLanded:
+        if (dropping != Dropping::kWaiting) {
+          arrival.phase = Arrival::Phase::kDropped;
+          arrival.tensor = Tensor();  // its block goes back to the pool now
+        }
+        break;
+      case Arrival::Phase::kRefused:
+      case Arrival::Phase::kPeerClosed:
+        if (dropping == Dropping::kEverything) {
+          arrival.phase = Arrival::Phase::kDropped;
+        }
         break;
       case Arrival::Phase::kLanding:
       case Arrival::Phase::kDropped:

@@ -249,7 +249,7 @@ void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
   fail_outgoing(peer, reason);
   // What landed is still handed out only when UCX reported the connection broken; when it is
   // ended here, its sender is told kClosed for those tensors too.
-  drop_arrivals(peer.id, /*landed_too=*/!peer.endpoint_failed);
+  drop_arrivals(peer.id, peer.endpoint_failed ? Dropping::kWaiting : Dropping::kUnhanded);
   if (report) {
     auto marker = std::make_unique<Arrival>();
     marker->state = this;

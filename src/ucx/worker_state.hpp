@@ -177,8 +177,10 @@ struct Worker::State {
   std::size_t land_arrivals();
   void on_landed(Arrival& arrival, ucs_status_t status, std::size_t length);
   void refuse(Arrival& arrival, Error error);
-  void drop_arrivals(PeerId peer, bool landed_too);
-  void forget_arrivals(PeerId peer) noexcept;
+  /** @brief How much of a lost peer's arrivals goes: those waiting for memory, also those
+   *         landed and not handed out, or also the refusals and the loss still to report. */
+  enum class Dropping { kWaiting, kUnhanded, kEverything };
+  void drop_arrivals(PeerId peer, Dropping dropping) noexcept;
   std::optional<expected<Received, Error>> take_arrival();
 
   // worker_control.cpp

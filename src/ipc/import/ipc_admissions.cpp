@@ -4,9 +4,9 @@
 
 namespace holoscan::ipc::detail {
 
-bool Admissions::remembered_ahead(std::uint64_t id) const noexcept {
+bool Admissions::finished_or_passed(std::uint64_t id) const noexcept {
   const auto end = ahead_.begin() + static_cast<std::ptrdiff_t>(ahead_count_);
-  return std::find(ahead_.begin(), end, id) != end;
+  return id <= carried_ || id <= floor_ || std::find(ahead_.begin(), end, id) != end;
 }
 
 Admissions::Verdict Admissions::verdict(std::uint64_t id) const noexcept {
@@ -16,7 +16,7 @@ Admissions::Verdict Admissions::verdict(std::uint64_t id) const noexcept {
   if (std::find(held_.begin(), held_.end(), id) != held_.end()) {
     return Verdict::kHeld;
   }
-  if (id <= carried_ || id <= floor_ || remembered_ahead(id)) {
+  if (finished_or_passed(id)) {
     return Verdict::kSeen;
   }
   return Verdict::kNew;
@@ -44,7 +44,7 @@ void Admissions::finish(std::uint64_t id) noexcept {
     *held = held_.back();
     held_.pop_back();
   }
-  if (id <= carried_ || id <= floor_ || remembered_ahead(id)) {
+  if (finished_or_passed(id)) {
     return;
   }
   if (ahead_count_ < ahead_.size()) {

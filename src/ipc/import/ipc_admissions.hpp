@@ -40,7 +40,8 @@ class Admissions {
   std::size_t held() const noexcept { return held_.size(); }
 
  private:
-  bool remembered_ahead(std::uint64_t id) const noexcept;
+  // At or below what the channel carried or the floor, or remembered as finished ahead.
+  bool finished_or_passed(std::uint64_t id) const noexcept;
 
   std::vector<std::uint64_t> held_;  // few at a time: a scan is cheaper than hashing
   std::uint64_t carried_ = 0;        // the highest id the channel carried

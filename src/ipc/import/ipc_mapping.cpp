@@ -85,10 +85,10 @@ ImportedMapping::~ImportedMapping() {
 expected<std::shared_ptr<ImportedMapping>, Error> MappingCache::get(
     const TensorDescriptor& descriptor, UniqueFd fd, int device, bool from_channel) {
   const std::uint64_t id = descriptor.allocation_id;
-  if (id != 0) {
+  const auto found = id != 0 ? entries_.find(id) : entries_.end();
+  if (found != entries_.end()) {
     // The device too: a mapping made for one device is no other device's memory.
-    const auto found = entries_.find(id);
-    if (found != entries_.end() && (found->second.from_channel || !from_channel) &&
+    if ((found->second.from_channel || !from_channel) &&
         found->second.kind == descriptor.handle_kind && found->second.mapping->device() == device &&
         found->second.bytes == descriptor.allocation_bytes &&
         (descriptor.handle_kind != MemoryHandleKind::kCudaIpc ||
@@ -113,8 +113,7 @@ expected<std::shared_ptr<ImportedMapping>, Error> MappingCache::get(
   if (id == 0) {
     return mapping;
   }
-  if (const auto known = entries_.find(id);
-      !from_channel && known != entries_.end() && known->second.from_channel) {
+  if (!from_channel && found != entries_.end() && found->second.from_channel) {
     return mapping;  // the caller's word serves this import alone: the channel's mapping stays
   }
   try {
