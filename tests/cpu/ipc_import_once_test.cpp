@@ -243,8 +243,8 @@ TEST_F(IpcImportOnce, AChannelRefusedRepeatOfAHeldExportGivesNothingBack) {
   ASSERT_TRUE(bytes.has_value());
   UniqueFd a(::memfd_create("holoscan-ipc-test", MFD_CLOEXEC));
   UniqueFd b(::memfd_create("holoscan-ipc-test", MFD_CLOEXEC));
-  ASSERT_TRUE(test::send_raw(raw().fd(), test::raw_frame(Publish{*bytes, UniqueFd()}),
-                             {a.get(), b.get()}));
+  ASSERT_TRUE(
+      test::send_raw(raw().fd(), test::raw_frame(Publish{*bytes, UniqueFd()}), {a.get(), b.get()}));
   auto again = importer().receive(1000);
   ASSERT_FALSE(again.has_value());
   EXPECT_EQ(again.error().message,
@@ -254,51 +254,42 @@ TEST_F(IpcImportOnce, AChannelRefusedRepeatOfAHeldExportGivesNothingBack) {
   expect_one_release(first, 7);
 }
 
+// Runs `before()`, then `attempt()` with each of its allocations failing in turn (and last with
+// none failing): it must never throw and must refuse every time (return false).
+template <class Before, class Attempt>
+void expect_refused_whatever_allocation_fails(Before before, Attempt attempt, const char* call) {
+  for (std::uint64_t skip = 0;; ++skip) {
+    before();
+    bool threw = false;
+    bool refused = false;
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip);
+      try {
+        refused = !attempt();
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    ASSERT_FALSE(threw) << "an exception escaped " << call << " at allocation " << skip;
+    EXPECT_TRUE(refused) << "allocation " << skip << ": " << call << " imported the repeat";
+    if (failed == 0) {
+      break;
+    }
+  }
+}
+
 // Every allocation of a refused repeat failing in turn: nothing throws, nothing is given back.
 TEST_F(IpcImportOnce, ARefusedRepeatOutOfMemoryNeverThrowsAndGivesNothingBack) {
   publish(7, true);
   Tensor first = test::receive_one(importer());
   ASSERT_TRUE(static_cast<bool>(first));
   const TensorDescriptor d = descriptor(7);
-  for (std::uint64_t skip = 0;; ++skip) {
-    bool threw = false;
-    bool refused = false;
-    std::uint64_t failed = 0;
-    {
-      test::FailingAllocations failing(skip);
-      try {
-        refused = !import_tensor(d, UniqueFd(), importer()).has_value();
-      } catch (...) {
-        threw = true;
-      }
-      failed = failing.failed();
-    }
-    ASSERT_FALSE(threw) << "an exception escaped import_tensor at allocation " << skip;
-    EXPECT_TRUE(refused) << "allocation " << skip << ": the repeat was imported";
-    if (failed == 0) {
-      break;
-    }
-  }
-  for (std::uint64_t skip = 0;; ++skip) {
-    publish(7, false);
-    bool threw = false;
-    bool refused = false;
-    std::uint64_t failed = 0;
-    {
-      test::FailingAllocations failing(skip);
-      try {
-        refused = !importer().receive(1000).has_value();
-      } catch (...) {
-        threw = true;
-      }
-      failed = failing.failed();
-    }
-    ASSERT_FALSE(threw) << "an exception escaped receive at allocation " << skip;
-    EXPECT_TRUE(refused) << "allocation " << skip << ": the repeated Publish was imported";
-    if (failed == 0) {
-      break;
-    }
-  }
+  expect_refused_whatever_allocation_fails(
+      [] {}, [&] { return import_tensor(d, UniqueFd(), importer()).has_value(); }, "import_tensor");
+  expect_refused_whatever_allocation_fails(
+      [&] { publish(7, false); }, [&] { return importer().receive(1000).has_value(); }, "receive");
   EXPECT_EQ(importer().outstanding(), 1u);
   expect_one_release(first, 7);
 }

@@ -39,30 +39,21 @@ def make_interface_type(base):
     return Interface
 
 
-@pytest.mark.parametrize("entry", [hd.from_dlpack, hd.as_tensor])
-def test_an_imported_producers_class_can_be_collected(entry):
+@pytest.mark.parametrize("make_type, entry", [(make_producer_type, hd.from_dlpack),
+                                              (make_producer_type, hd.as_tensor),
+                                              (make_interface_type, hd.as_tensor)],
+                         ids=["dlpack-from_dlpack", "dlpack-as_tensor", "array_interface-as_tensor"])
+def test_an_imported_producers_class_can_be_collected(make_type, entry):
     base = np.arange(6.0)
     # More types than any fixed cache holds, so that a slot freed by the collector is reused.
     for _ in range(20):
-        producer_type = make_producer_type(base)
+        producer_type = make_type(base)
         tensor = entry(producer_type())
         assert np.from_dlpack(tensor).sum() == base.sum()
         alive = weakref.ref(producer_type)
         del tensor, producer_type
         gc.collect()
         assert alive() is None, "the import keeps the producer's class alive"
-
-
-def test_an_array_interface_class_can_be_collected():
-    base = np.arange(6.0)
-    for _ in range(20):
-        interface_type = make_interface_type(base)
-        tensor = hd.as_tensor(interface_type())
-        assert np.asarray(tensor).sum() == base.sum()
-        alive = weakref.ref(interface_type)
-        del tensor, interface_type
-        gc.collect()
-        assert alive() is None, "the import keeps the exporting object's class alive"
 
 
 def test_an_import_kept_beside_its_producers_class_is_freed_at_exit():
