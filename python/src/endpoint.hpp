@@ -31,7 +31,8 @@ T value_or_raise(expected<T, Error> result) {
 
 /**
  * @brief A handle on an endpoint that close() lets go of. A blocking call takes its own reference
- *        first (get()), so that close() from another thread cannot free the object under it.
+ *        first (call_without_gil()), so that close() from another thread cannot free the object
+ *        under it; the last call to let go of it then destroys it.
  */
 template <typename T>
 class SharedHandle {
@@ -45,6 +46,21 @@ class SharedHandle {
       raise_closed(who);
     }
     return object_;
+  }
+
+  /**
+   * @brief `call(object)`'s result, called without the GIL (it must touch no Python object), or
+   *        ClosedError naming `who`. When close() ran meanwhile, the call's reference is the last
+   *        one: it goes before the GIL comes back, so that the destructor (a UCX worker flushes
+   *        for up to a second) stalls no other Python thread.
+   */
+  template <typename Call>
+  auto call_without_gil(const char* who, Call&& call) const {
+    std::shared_ptr<T> taken = get(who);
+    nanobind::gil_scoped_release unlocked;
+    // Declared after `unlocked`: destroyed before it takes the GIL back, on a throw as well.
+    const std::shared_ptr<T> object = std::move(taken);
+    return call(*object);
   }
 
   /** @brief Whether close() ran. */

@@ -78,9 +78,8 @@ int detach(ChannelHandle& self) {
 
 nb::object accept(ListenerHandle& self, std::optional<int> timeout_ms) {
   return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
-    std::shared_ptr<ipc::Listener> listener = self.get(kListener);
-    std::optional<ipc::Channel> accepted =
-        value_or_raise(without_gil([&] { return listener->accept(slice_ms); }));
+    std::optional<ipc::Channel> accepted = value_or_raise(self.call_without_gil(
+        kListener, [&](ipc::Listener& listener) { return listener.accept(slice_ms); }));
     return accepted ? nb::cast(ChannelHandle{std::move(accepted)}) : nb::object();
   });
 }

@@ -29,30 +29,31 @@ ExporterHandle create() {
 
 ipc::PeerId add_peer(ExporterHandle& self, ChannelHandle& channel, int hello_timeout_ms) {
   hello_timeout_ms = hello_timeout(hello_timeout_ms, "ipc.Exporter.add_peer", "hello_timeout_ms");
-  std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
+  (void)self.get(kExporter);  // a closed exporter leaves the channel to the caller
   ipc::Channel taken = channel.take("ipc.Exporter.add_peer");
-  return value_or_raise(
-      without_gil([&] { return exporter->add_peer(std::move(taken), hello_timeout_ms); }));
+  return value_or_raise(self.call_without_gil(kExporter, [&](ipc::Exporter& exporter) {
+    return exporter.add_peer(std::move(taken), hello_timeout_ms);
+  }));
 }
 
 std::uint64_t publish(ExporterHandle& self, ipc::PeerId peer, nb::handle object,
                       nb::handle stream) {
-  std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
+  (void)self.get(kExporter);  // a closed exporter is reported before the arguments are looked at
   std::optional<cudaStream_t> on;
   if (!stream.is_none()) {
     on = parse_stream(stream);
   }
   const Tensor tensor = tensor_argument(object, on);
-  return value_or_raise(without_gil([&] {
+  return value_or_raise(self.call_without_gil(kExporter, [&](ipc::Exporter& exporter) {
     // Recorded on `stream` even for an import (whose readiness is its producer's current work
     // stream): the caller names the stream that wrote the tensor.
-    return on ? exporter->publish(peer, tensor, *on) : exporter->publish(peer, tensor);
+    return on ? exporter.publish(peer, tensor, *on) : exporter.publish(peer, tensor);
   }));
 }
 
 std::size_t poll(ExporterHandle& self) {
-  std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
-  return value_or_raise(without_gil([&] { return exporter->poll(); }));
+  return value_or_raise(
+      self.call_without_gil(kExporter, [](ipc::Exporter& exporter) { return exporter.poll(); }));
 }
 
 std::size_t held(ExporterHandle& self, std::optional<ipc::PeerId> peer) {

@@ -40,18 +40,18 @@ ImporterHandle create(ChannelHandle& channel, int hello_timeout_ms) {
 
 nb::object receive(ImporterHandle& self, std::optional<int> timeout_ms) {
   return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
-    std::shared_ptr<ImporterState> state = self.get(kImporter);
-    std::optional<Tensor> received = value_or_raise(without_gil([&] {
-      std::lock_guard<std::mutex> lock(state->receiving);
-      return state->importer.receive(slice_ms);
-    }));
+    std::optional<Tensor> received =
+        value_or_raise(self.call_without_gil(kImporter, [&](ImporterState& state) {
+          std::lock_guard<std::mutex> lock(state.receiving);
+          return state.importer.receive(slice_ms);
+        }));
     return received ? nb::cast(std::move(*received)) : nb::object();
   });
 }
 
 void poll(ImporterHandle& self) {
-  std::shared_ptr<ImporterState> state = self.get(kImporter);
-  auto sent = without_gil([&] { return state->importer.poll(); });
+  auto sent =
+      self.call_without_gil(kImporter, [](ImporterState& state) { return state.importer.poll(); });
   if (!sent) {
     raise_error(sent.error());
   }

@@ -48,51 +48,51 @@ WorkerHandle create(std::size_t window, nb::handle receive_pool, std::uint64_t m
 }
 
 std::uint16_t listen(WorkerHandle& self, const std::string& address, std::uint16_t port) {
-  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
-  return value_or_raise(without_gil([&] { return worker->listen(address, port); }));
+  return value_or_raise(self.call_without_gil(
+      kWorker, [&](ucx::Worker& worker) { return worker.listen(address, port); }));
 }
 
 ucx::PeerId connect(WorkerHandle& self, const std::string& address, std::uint16_t port,
                     int timeout_ms) {
   timeout_ms = hello_timeout(timeout_ms, "ucx.Worker.connect", "timeout_ms");
-  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
-  return value_or_raise(without_gil([&] { return worker->connect(address, port, timeout_ms); }));
+  return value_or_raise(self.call_without_gil(
+      kWorker, [&](ucx::Worker& worker) { return worker.connect(address, port, timeout_ms); }));
 }
 
 nb::object accept(WorkerHandle& self, std::optional<int> timeout_ms) {
   return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
-    std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
-    const std::optional<ucx::PeerId> peer = without_gil([&] { return worker->accept(slice_ms); });
+    const std::optional<ucx::PeerId> peer = self.call_without_gil(
+        kWorker, [&](ucx::Worker& worker) { return worker.accept(slice_ms); });
     return peer ? nb::int_(*peer) : nb::object();
   });
 }
 
 nb::object receive(WorkerHandle& self, std::optional<int> timeout_ms) {
   return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
-    std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
-    std::optional<ucx::Received> got =
-        value_or_raise(without_gil([&] { return worker->receive(slice_ms); }));
+    std::optional<ucx::Received> got = value_or_raise(self.call_without_gil(
+        kWorker, [&](ucx::Worker& worker) { return worker.receive(slice_ms); }));
     return got ? nb::cast(std::move(*got)) : nb::object();
   });
 }
 
 std::uint64_t send(WorkerHandle& self, ucx::PeerId peer, nb::handle object) {
-  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+  (void)self.get(kWorker);  // a closed worker is reported before the tensor is looked at
   const Tensor tensor = tensor_argument(object, std::nullopt);
-  return value_or_raise(without_gil([&] { return worker->send(peer, tensor); }));
+  return value_or_raise(self.call_without_gil(
+      kWorker, [&](ucx::Worker& worker) { return worker.send(peer, tensor); }));
 }
 
 void disconnect(WorkerHandle& self, ucx::PeerId peer) {
-  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
-  auto closed = without_gil([&] { return worker->disconnect(peer); });
+  auto closed =
+      self.call_without_gil(kWorker, [&](ucx::Worker& worker) { return worker.disconnect(peer); });
   if (!closed) {
     raise_error(closed.error());
   }
 }
 
 std::size_t progress(WorkerHandle& self) {
-  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
-  return value_or_raise(without_gil([&] { return worker->progress(); }));
+  return value_or_raise(
+      self.call_without_gil(kWorker, [](ucx::Worker& worker) { return worker.progress(); }));
 }
 
 std::size_t in_flight(WorkerHandle& self, std::optional<ucx::PeerId> peer) {

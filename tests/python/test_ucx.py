@@ -270,6 +270,76 @@ def test_close_from_another_thread_ends_a_receive(pair):
                              "kClosed: ucx.Worker: closed")
 
 
+def close_during(wait, worker):
+    """Calls `wait()` on a thread, then `worker.close()` on this one while a counter runs on a
+    third. Asserts that close() returned at once and that the counter never stood still (from the
+    close until `wait` ended: the worker is destroyed there, as its last user); returns the error
+    that `wait` raised (None if it returned) and how long after the close it ended."""
+    ticks, counting, outcome = [], threading.Event(), {}
+
+    def count():
+        while counting.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.001)
+
+    def waiting():
+        try:
+            wait()
+        except hd.errors.HoloscanError as error:
+            outcome["error"] = error
+        outcome["ended"] = time.monotonic()
+
+    counting.set()
+    counter, waiter = threading.Thread(target=count), threading.Thread(target=waiting)
+    counter.start()
+    waiter.start()
+    try:
+        time.sleep(0.3)  # the wait is asleep by now
+        closing = time.monotonic()
+        worker.close()
+        closed = time.monotonic()
+        waiter.join(timeout=30)
+        assert not waiter.is_alive(), "the wait did not end after close()"
+        time.sleep(0.05)  # a tick after the wait ended
+    finally:
+        counting.clear()
+        counter.join()
+        worker.close()
+    assert closed - closing < 0.5, "close() waited for the other thread"
+    gaps = [b - a for a, b in zip(ticks, ticks[1:]) if b > closing]
+    assert gaps and max(gaps) < 0.5, f"another thread stood still for {max(gaps):.2f} s"
+    return outcome.get("error"), outcome["ended"] - closing
+
+
+@pytest.mark.parametrize("wait", ["receive", "accept"])
+def test_a_close_during_a_wait_never_stalls_other_threads(wait):
+    # Against a peer that makes no progress, the worker's orderly leave flushes for a whole second,
+    # in the thread of the wait that let go of it last: that must happen without the GIL.
+    with ucx.Worker() as idle:
+        listener = ucx.Worker()
+        port = listener.listen("127.0.0.1")
+        pump = Pump(listener)
+        try:
+            idle.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
+            assert listener.accept(timeout_ms=PATIENCE_MS) is not None
+        finally:
+            pump.join()  # from here on `idle` makes no progress: it never answers the leave
+        error, ended = close_during(lambda: getattr(listener, wait)(timeout_ms=PATIENCE_MS),
+                                    listener)
+        assert str(error) == "kClosed: ucx.Worker: closed"
+        assert ended < 10, "the wait noticed the close within a slice (plus the leave's flush)"
+
+
+def test_a_close_during_a_connect_never_stalls_other_threads():
+    # connect() is one wait: it runs to its timeout (the listener never answers), then the worker
+    # goes with the connection it tried, flushing for a second without the GIL.
+    with ucx.Worker() as silent:
+        port = silent.listen("127.0.0.1")
+        client = ucx.Worker()
+        error, _ = close_during(lambda: client.connect("127.0.0.1", port, timeout_ms=1000), client)
+        assert isinstance(error, hd.errors.HoloscanTimeoutError), error
+
+
 def test_a_closed_worker_refuses_use():
     with ucx.Worker() as worker:
         assert worker.fileno() >= 0 and worker.fd == worker.fileno() and not worker.closed
