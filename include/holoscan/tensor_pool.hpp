@@ -49,8 +49,11 @@ struct HOLOSCAN_DLPACK_API TensorPoolConfig {
  * A block comes back only when nothing names it any more (no Tensor, exported DLPack owner, copy
  * of its DLManagedTensorContext or of its memory reference; a surplus release_tensor_handle()
  * cannot fake that) and every deallocation point recorded on it, and the producer's readiness
- * point, has completed; completion is polled, never waited for. allocate() takes no heap memory
- * after creation. Pool tensors have writable authority. Record the producer's readiness with
+ * point, has completed; completion is polled, never waited for. Each allocation owns its context
+ * and memory reference under a shared ownership of its own: a std::weak_ptr to either expires
+ * with that allocation, and never refers to a later allocation of the block. Once warm, allocate()
+ * and the drop of its tensors take no heap memory (the ownerships' control blocks are recycled).
+ * Pool tensors have writable authority. Record the producer's readiness with
  * Tensor::set_readiness_stream once the data is written (the "commit"). Tensors may outlive the
  * pool: the memory is freed once the last of them is gone and the GPU has passed their points.
  */

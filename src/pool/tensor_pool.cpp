@@ -7,6 +7,7 @@
 
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/recycler.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "pool/pool_memory.hpp"
@@ -20,8 +21,8 @@ namespace {
 
 constexpr std::size_t kBlockAlignment = 256;
 
-// A block's memory reference: its claims and stream points decide, with the use counts of its
-// context and of itself, when the block is free again. It keeps the pool's memory alive, and
+// A block's memory reference: its claims and stream points decide, with the names of the block's
+// allocation (see PoolBlock), when the block is free again. It keeps the pool's memory alive, and
 // lets go of it only once the GPU has passed every point recorded on the block. Exports to other
 // processes learn the pool's allocation from it (pool_allocation()), without asking CUDA.
 class PoolBlockReference final : public StreamTrackedReference {
@@ -65,6 +66,114 @@ class PoolBlockReference final : public StreamTrackedReference {
   std::shared_ptr<PoolAllocation> memory_;
 };
 
+// One block of a pool: its memory, and the context and memory reference that every allocation of
+// it reuses. Each allocation owns both through shared_ptrs of its own (control blocks from the
+// recycler: once warm, nothing from the heap), whose deleters give the allocation's names back,
+// so that a weak_ptr kept from one allocation expires with it and never locks onto the next. The
+// pool owns the block while it lives; once it is gone, the last name of the block frees it.
+class PoolBlock {
+ public:
+  PoolBlock(std::shared_ptr<PoolAllocation> memory, void* data)
+      : reference_(std::move(memory)), data_(data) {
+    // Room for the largest shape up front, so that allocate() never needs the heap.
+    context_.dl_shape.reserve(kMaxTensorDims);
+    context_.dl_strides.reserve(kMaxTensorDims);
+  }
+  PoolBlock(const PoolBlock&) = delete;
+  PoolBlock& operator=(const PoolBlock&) = delete;
+
+  // Lends the context and the reference to a new allocation; null when the heap refuses.
+  std::shared_ptr<DLManagedTensorContext> lend() noexcept;
+  // Whether a name of the last allocation is still held, or the block was retired.
+  bool named() const noexcept { return names_.load(std::memory_order_acquire) != 0; }
+  // Drops the pool's ownership: the block goes now if nothing names it, else with its last name.
+  static void abandon(PoolBlock* block) noexcept;
+
+  // The block's memory reference, the same object for every allocation.
+  PoolBlockReference& reference() noexcept { return reference_; }
+  // The block's memory.
+  void* data() const noexcept { return data_; }
+
+  bool handed_out = false;  // guarded by the pool's lock
+
+ private:
+  // Deleter of an allocation's context.
+  struct ContextGone {
+    PoolBlock* block;
+    void operator()(DLManagedTensorContext* /*context*/) const noexcept { block->context_gone(); }
+  };
+  // Deleter of an allocation's memory reference.
+  struct ReferenceGone {
+    PoolBlock* block;
+    void operator()(PoolBlockReference* /*reference*/) const noexcept { block->unname(); }
+  };
+
+  void context_gone() noexcept;
+  void unname() noexcept;
+
+  // names_ counts the names of the last allocation still held (0 to 2), with these bits.
+  static constexpr std::uint32_t kRetired = 1u << 30;   // its reference was replaced: never reused
+  static constexpr std::uint32_t kOrphaned = 1u << 31;  // the pool is gone
+  static constexpr std::uint32_t kNames = kRetired - 1;
+
+  DLManagedTensorContext context_;
+  PoolBlockReference reference_;
+  void* data_;
+  std::atomic<std::uint32_t> names_{0};
+};
+
+// Both names are counted at once (a plain store: nothing names the block, so nothing else writes
+// the count now). A control block that the heap refuses runs its deleter at once, which gives a
+// name back. The context's reference is set first, so that a refused context drops it too and is
+// not taken for one whose reference was replaced.
+std::shared_ptr<DLManagedTensorContext> PoolBlock::lend() noexcept {
+  names_.store(2, std::memory_order_relaxed);
+  try {
+    context_.memory_reference = std::shared_ptr<TensorMemoryReference>(
+        &reference_, ReferenceGone{this}, detail::RecyclingAllocator<PoolBlockReference>{});
+  } catch (...) {  // std::bad_alloc: the reference's name is back, the context's never lent
+    unname();
+    return nullptr;
+  }
+  try {
+    return std::shared_ptr<DLManagedTensorContext>(
+        &context_, ContextGone{this}, detail::RecyclingAllocator<DLManagedTensorContext>{});
+  } catch (...) {  // std::bad_alloc: the context's deleter gave both names back
+    return nullptr;
+  }
+}
+
+// The last holder of the allocation's context let go: the context's reference goes with it (the
+// allocation's own, or one set in its place, which retires the block: the names and claims no
+// longer tell who may use its memory).
+void PoolBlock::context_gone() noexcept {
+  if (context_.memory_reference.get() != &reference_) {
+    names_.fetch_or(kRetired, std::memory_order_relaxed);  // published by unname()'s release
+  }
+  context_.memory_reference.reset();
+  unname();
+}
+
+// Nothing of the block may be touched after the decrement: the pool may hand it out at once.
+// Release: the pool's acquire load that reads zero orders its reuse after every holder's
+// accesses (each holder's drop of a shared_ptr comes before the deleter that runs after the last
+// one). Acquire: the thread that frees an orphan is ordered after them likewise.
+void PoolBlock::unname() noexcept {
+  const std::uint32_t before = names_.fetch_sub(1, std::memory_order_acq_rel);
+  if ((before & (kOrphaned | kNames)) == (kOrphaned | 1)) {
+    delete this;
+  }
+}
+
+// One read-modify-write on each side: whichever of the pool and the last name comes second
+// frees the block, ordered after the other.
+void PoolBlock::abandon(PoolBlock* block) noexcept {
+  const std::uint32_t before = block->names_.fetch_or(kOrphaned, std::memory_order_acq_rel);
+  if ((before & kNames) == 0) {
+    delete block;
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -73,7 +182,10 @@ namespace detail {
 class HOLOSCAN_DLPACK_ABI PoolImpl final : public TensorPool {
  public:
   explicit PoolImpl(const TensorPoolConfig& config)
-      : config_(config), blocks_(new Block[config.block_count]) {}
+      : config_(config), blocks_(new PoolBlock*[config.block_count]()) {}
+  ~PoolImpl() override;
+  PoolImpl(const PoolImpl&) = delete;
+  PoolImpl& operator=(const PoolImpl&) = delete;
 
   // The implementation behind `pool`'s calls (no indirection: the same object).
   static PoolImpl& of(TensorPool& pool) noexcept { return static_cast<PoolImpl&>(pool); }
@@ -92,20 +204,15 @@ class HOLOSCAN_DLPACK_ABI PoolImpl final : public TensorPool {
   std::atomic<std::uint64_t> reuse_count_{0};
 
  private:
-  struct Block {
-    std::shared_ptr<DLManagedTensorContext> context;  // the pool's own reference
-    PoolBlockReference* reference = nullptr;          // owned by context->memory_reference
-    void* data = nullptr;
-    bool handed_out = false;
-  };
-
   expected<DLTensor, Error> judge_request(const std::int64_t* shape, std::int32_t ndim,
                                           DLDataType dtype, const char* who) const;
-  Tensor hand_out(Block& block, std::size_t index, DLTensor& request);
-  static bool block_is_named(Block& block) noexcept;
-  static bool block_is_free(Block& block) noexcept;
+  Tensor hand_out(PoolBlock& block, std::size_t index,
+                  std::shared_ptr<DLManagedTensorContext> context, DLTensor& request);
+  static bool block_is_named(PoolBlock& block) noexcept;
+  static bool block_is_free(PoolBlock& block) noexcept;
 
-  std::unique_ptr<Block[]> blocks_;
+  // Each one owned by the pool until abandoned (see PoolBlock); null where creation stopped.
+  std::unique_ptr<PoolBlock*[]> blocks_;
   SpinMutex mutex_;
   std::size_t cursor_ = 0;
 };
@@ -151,9 +258,17 @@ expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPool
   return pool;
 }
 
-// The blocks' contexts go with the pool unless a Tensor or an export still holds one; each
-// block's reference then defers its share of the memory until the GPU is done with the block.
 TensorPool::~TensorPool() = default;
+
+// A block that something still names goes with its last name instead; each block's reference
+// defers its share of the memory until the GPU is done with the block.
+PoolImpl::~PoolImpl() {
+  for (std::size_t i = 0; i < config_.block_count; ++i) {
+    if (blocks_[i] != nullptr) {
+      PoolBlock::abandon(blocks_[i]);
+    }
+  }
+}
 
 expected<void, Error> PoolImpl::allocate_memory() {
   auto allocated = detail::allocate_pool_memory(config_, config_.block_bytes * config_.block_count);
@@ -163,15 +278,8 @@ expected<void, Error> PoolImpl::allocate_memory() {
   try {
     std::shared_ptr<PoolAllocation> memory(std::move(*allocated));
     for (std::size_t i = 0; i < config_.block_count; ++i) {
-      Block& block = blocks_[i];
-      block.data = static_cast<char*>(memory->data()) + i * config_.block_bytes;
-      block.context = std::make_shared<DLManagedTensorContext>();
-      // Room for the largest shape up front, so that allocate() never needs the heap.
-      block.context->dl_shape.reserve(kMaxTensorDims);
-      block.context->dl_strides.reserve(kMaxTensorDims);
-      auto reference = std::make_shared<PoolBlockReference>(memory);
-      block.reference = reference.get();
-      block.context->memory_reference = std::move(reference);
+      blocks_[i] =
+          new PoolBlock(memory, static_cast<char*>(memory->data()) + i * config_.block_bytes);
     }
   } catch (...) {
     return make_unexpected(ErrorCode::kResourceExhausted, "TensorPool::create: out of host memory");
@@ -179,41 +287,18 @@ expected<void, Error> PoolImpl::allocate_memory() {
   return {};
 }
 
-namespace {
-
-// Whether the pool's `owner` is the only one left, with this thread ordered after every access
-// the others made through theirs. use_count() is a relaxed load (the reason shared_ptr::unique()
-// was deprecated): seeing 1 orders nothing, and a holder of a copy of the context, which holds no
-// claim, could still be reading the block while it is handed out anew. Copying and dropping the
-// pool's own reference does order: the drop is an acquire-release decrement of the count, which
-// reads from the (releasing) decrement of every holder gone.
-template <class T>
-bool only_owner(const std::shared_ptr<T>& owner) noexcept {
-  if (owner.use_count() != 1) {
-    return false;
-  }
-  const std::shared_ptr<T> synchronizes = owner;
-  return true;
+// Only the pool may name the block: the names are counted by the deleters of the allocation's
+// own shared_ptrs, which no surplus release can reach, and a block whose reference was replaced
+// through its context is never handed out again. The acquire load of the names orders this
+// thread after every access made through a Tensor, an export or a copy of the context or of the
+// memory reference (see PoolBlock::unname); that of the claim count after those of a Tensor or
+// export whose claim was released late (each one's accesses come before its release).
+bool PoolImpl::block_is_named(PoolBlock& block) noexcept {
+  return block.named() || !block.reference().unclaimed();
 }
 
-}  // namespace
-
-// Only the pool may name the block: the use counts cannot be faked by a surplus release. A block
-// whose reference was replaced through its context is never handed out again. The acquire load of
-// the claim count orders this thread after every access the last Tensor or export made (each
-// one's accesses come before its release of the claim); only_owner() after those of the holders
-// of a copy of the context or of its memory reference.
-bool PoolImpl::block_is_named(Block& block) noexcept {
-  if (!block.handed_out) {
-    return false;
-  }
-  const auto& reference = block.context->memory_reference;
-  return !only_owner(block.context) || !only_owner(reference) ||
-         reference.get() != block.reference || !block.reference->unclaimed();
-}
-
-bool PoolImpl::block_is_free(Block& block) noexcept {
-  return !block_is_named(block) && (!block.handed_out || block.reference->points_passed());
+bool PoolImpl::block_is_free(PoolBlock& block) noexcept {
+  return !block_is_named(block) && (!block.handed_out || block.reference().points_passed());
 }
 
 expected<DLTensor, Error> PoolImpl::judge_request(const std::int64_t* shape, std::int32_t ndim,
@@ -238,20 +323,21 @@ expected<DLTensor, Error> PoolImpl::judge_request(const std::int64_t* shape, std
   return request;
 }
 
-// Under the lock, so that the block is named before another allocate looks at it.
-Tensor PoolImpl::hand_out(Block& block, std::size_t index, DLTensor& request) {
-  request.data = block.data;
+// Under the lock, with `context` lent by the block (which names it before another allocate looks).
+Tensor PoolImpl::hand_out(PoolBlock& block, std::size_t index,
+                          std::shared_ptr<DLManagedTensorContext> context, DLTensor& request) {
+  request.data = block.data();
   // Within the capacity reserved at creation: no allocation, nothing to throw.
-  detail::assign_view(*block.context, request, 0,
+  detail::assign_view(*context, request, 0,
                       DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION});
-  detail::ContextAccess::restore_writable(*block.context);
-  detail::ContextAccess::mark_checked(*block.context);  // judge_request checked the layout
+  detail::ContextAccess::restore_writable(*context);
+  detail::ContextAccess::mark_checked(*context);  // judge_request checked the layout
   if (block.handed_out) {
     reuse_count_.fetch_add(1, std::memory_order_relaxed);
   }
   block.handed_out = true;
   cursor_ = index + 1;
-  return Tensor(block.context);
+  return Tensor(std::move(context));
 }
 
 expected<Tensor, Error> PoolImpl::allocate(const std::int64_t* shape, std::int32_t ndim,
@@ -263,11 +349,16 @@ expected<Tensor, Error> PoolImpl::allocate(const std::int64_t* shape, std::int32
   std::lock_guard<SpinMutex> lock(mutex_);
   for (std::size_t step = 0; step < config_.block_count; ++step) {
     const std::size_t index = (cursor_ + step) % config_.block_count;
-    Block& block = blocks_[index];
-    if (block_is_free(block)) {
-      block.reference->recycle();
-      return hand_out(block, index, *request);
+    PoolBlock& block = *blocks_[index];
+    if (!block_is_free(block)) {
+      continue;
     }
+    std::shared_ptr<DLManagedTensorContext> context = block.lend();
+    if (context == nullptr) {
+      return make_unexpected(ErrorCode::kResourceExhausted, "out of memory");
+    }
+    block.reference().recycle();
+    return hand_out(block, index, std::move(context), *request);
   }
   // Short enough to need no heap allocation: callers retry on this in loops.
   return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");
@@ -289,17 +380,23 @@ expected<Tensor, Error> PoolImpl::allocate(const std::int64_t* shape, std::int32
   std::lock_guard<SpinMutex> lock(mutex_);
   for (std::size_t step = 0; step < config_.block_count; ++step) {
     const std::size_t index = (cursor_ + step) % config_.block_count;
-    Block& block = blocks_[index];
+    PoolBlock& block = *blocks_[index];
     if (block_is_named(block)) {
       continue;
     }
-    if (auto ordered = block.reference->hand_over_to(stream); !ordered) {
+    // Lent before the points are handed over: a refusal then leaves them on the block.
+    std::shared_ptr<DLManagedTensorContext> context = block.lend();
+    if (context == nullptr) {
+      return make_unexpected(ErrorCode::kResourceExhausted, "out of memory");
+    }
+    if (auto ordered = block.reference().hand_over_to(stream); !ordered) {
       Error error = std::move(ordered.error());
       error.message = std::string(kWho) + ": " + error.message;
-      return make_unexpected(std::move(error));
+      return make_unexpected(std::move(error));  // the context's drop gives the names back
     }
-    return hand_out(block, index, *request);
+    return hand_out(block, index, std::move(context), *request);
   }
+  // Short enough to need no heap allocation: callers retry on this in loops.
   return make_unexpected(ErrorCode::kResourceExhausted, "pool exhausted");
 }
 
@@ -307,7 +404,7 @@ std::size_t PoolImpl::available_blocks() {
   std::lock_guard<SpinMutex> lock(mutex_);
   std::size_t available = 0;
   for (std::size_t i = 0; i < config_.block_count; ++i) {
-    available += block_is_free(blocks_[i]) ? 1 : 0;
+    available += block_is_free(*blocks_[i]) ? 1 : 0;
   }
   return available;
 }

@@ -1,6 +1,7 @@
 // Covers TensorPool over host memory: creation, allocation, exhaustion, safe reuse, lifetime.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -8,9 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "dlpack/recycler.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/gtest_printers.hpp"
 
 namespace holoscan {
@@ -220,6 +223,144 @@ TEST(TensorPoolHost, HeldContextOrMemoryReferenceKeepsTheBlock) {
   EXPECT_EQ(pool->available_blocks(), 0u);
   memory.reset();
   EXPECT_EQ(pool->available_blocks(), 1u);
+}
+
+// A weak reference to what `name` takes from an allocation (its context or its memory reference)
+// must expire with the allocation and stay expired once the block is handed out again: locking
+// onto the next allocation would give another tensor's shape and data, and name the block.
+template <class Name>
+void expect_weak_expires_with_its_allocation(Name name) {
+  auto pool = make_host_pool(256, 2);
+  ASSERT_NE(pool, nullptr);
+  Tensor tensor = allocate_or_die(*pool, {16});
+  const void* block = tensor.data();
+  std::weak_ptr weak(name(tensor));
+  tensor = Tensor();
+  EXPECT_TRUE(weak.expired());
+  std::vector<Tensor> others;  // the other blocks, handed out on the way
+  tensor = allocate_or_die(*pool, {4, 2});
+  while (tensor.data() != block && others.size() < pool->block_count()) {
+    others.push_back(std::move(tensor));
+    tensor = allocate_or_die(*pool, {4, 2});
+  }
+  ASSERT_EQ(tensor.data(), block) << "the block did not come back";
+  EXPECT_TRUE(weak.expired());
+  EXPECT_EQ(weak.lock(), nullptr);
+  tensor = Tensor();
+  others.clear();
+  EXPECT_EQ(pool->available_blocks(), 2u);
+}
+
+TEST(TensorPoolHost, AWeakContextExpiresWithItsAllocation) {
+  expect_weak_expires_with_its_allocation([](const Tensor& tensor) { return tensor.dl_ctx(); });
+}
+
+TEST(TensorPoolHost, AWeakMemoryReferenceExpiresWithItsAllocation) {
+  expect_weak_expires_with_its_allocation(
+      [](const Tensor& tensor) { return tensor.memory_reference(); });
+}
+
+// A block whose memory reference was replaced through its context is never handed out again,
+// even once every name of it is gone.
+TEST(TensorPoolHost, ABlockWhoseReferenceWasReplacedIsNeverReused) {
+  auto pool = make_host_pool(256, 2);
+  ASSERT_NE(pool, nullptr);
+  {
+    Tensor tensor = allocate_or_die(*pool, {16});
+    tensor.release_handle();  // the claim was taken on the reference about to be replaced
+    tensor.dl_ctx()->memory_reference = std::make_shared<TensorMemoryReference>();
+    tensor.retain_handle();
+  }
+  EXPECT_EQ(pool->available_blocks(), 1u);
+  const Tensor other = allocate_or_die(*pool, {16});
+  expect_exhausted(*pool);
+}
+
+// Outstanding tensors of every kind of block survive the pool: one still named, one whose
+// reference alone is held, one named twice; each goes when its last name does (ASan checks).
+TEST(TensorPoolHost, NamesOfEveryKindOutliveThePool) {
+  auto pool = make_host_pool(256, 4);
+  ASSERT_NE(pool, nullptr);
+  Tensor tensor = allocate_or_die(*pool, {8}, DLDataType{kDLInt, 32, 1});
+  static_cast<std::int32_t*>(tensor.data())[7] = 7;
+  std::shared_ptr<TensorMemoryReference> reference = allocate_or_die(*pool, {8}).memory_reference();
+  const Tensor named_twice = allocate_or_die(*pool, {8});
+  std::shared_ptr<DLManagedTensorContext> context = named_twice.dl_ctx();
+  std::weak_ptr<DLManagedTensorContext> weak = context;
+  pool.reset();
+  EXPECT_EQ(static_cast<const std::int32_t*>(tensor.data())[7], 7);
+  tensor = Tensor();
+  reference.reset();
+  EXPECT_EQ(context->dl_shape[0], 8);
+  EXPECT_FALSE(weak.expired());
+}
+
+#if HOLOSCAN_DLPACK_RECYCLE  // AddressSanitizer builds give recycled blocks to the heap
+// Each allocation's ownerships take their control blocks from the recycler: once every block was
+// handed out, an allocation and its drop take nothing from the heap, nor does exhaustion.
+TEST(TensorPoolHost, AllocateAndDropTakeNoHeapMemoryOnceWarm) {
+  auto pool = make_host_pool(256, 2);
+  ASSERT_NE(pool, nullptr);
+  const std::int64_t shape[] = {16};
+  {
+    const Tensor first = allocate_or_die(*pool, {16});
+    const Tensor second = allocate_or_die(*pool, {16});
+  }
+  std::uint64_t calls = 0;
+  bool allocated = true;
+  bool exhausted = false;
+  {
+    test::NewCounter counter;
+    for (int i = 0; i < 100; ++i) {
+      expected<Tensor> a = pool->allocate(shape, 1, kFloat32);
+      expected<Tensor> b = pool->allocate(shape, 1, kFloat32);
+      allocated = allocated && a.has_value() && b.has_value();
+      exhausted = !pool->allocate(shape, 1, kFloat32).has_value();
+    }
+    calls = counter.calls();
+  }
+  EXPECT_TRUE(allocated);
+  EXPECT_TRUE(exhausted);
+  EXPECT_EQ(calls, 0u);
+}
+#endif
+
+// A control block that the heap refuses fails the allocation with kResourceExhausted and leaves
+// the block free, whichever of the two it was (every allocation fails after the first `skip`).
+TEST(TensorPoolHost, ARefusedOwnershipLeavesTheBlockFree) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  const std::int64_t shape[] = {16};
+  std::vector<ErrorCode> refusals;
+  refusals.reserve(8);
+  std::size_t available_after_refusal = 1;
+  // A thread of its own: its list of control blocks starts empty, so that the heap is asked.
+  std::thread([&] {
+    for (std::uint64_t skip = 0; skip < 8; ++skip) {
+      std::uint64_t failed = 0;
+      {
+        test::FailingAllocations failing(skip, 1000);
+        expected<Tensor> tensor = pool->allocate(shape, 1, kFloat32);
+        if (!tensor.has_value()) {
+          refusals.push_back(tensor.error().code);
+        }
+        failed = failing.failed();
+      }
+      available_after_refusal = std::min(available_after_refusal, pool->available_blocks());
+      if (failed == 0) {
+        return;
+      }
+    }
+  }).join();
+  if (refusals.empty()) {
+    GTEST_SKIP() << "the recycler had control blocks to give: the heap refused nothing";
+  }
+  for (const ErrorCode code : refusals) {
+    EXPECT_EQ(code, ErrorCode::kResourceExhausted);
+  }
+  EXPECT_EQ(available_after_refusal, 1u);
+  const Tensor tensor = allocate_or_die(*pool, {16});
+  EXPECT_EQ(pool->available_blocks(), 0u);
 }
 
 TEST(TensorPoolHost, ZeroSizeWithHugeExtentIsInvalid) {

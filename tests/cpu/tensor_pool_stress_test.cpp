@@ -264,20 +264,26 @@ void PoolStress::run_leases(PoolMemory memory) {
 // copy is dropped, and everything the holder did before must happen before the next owner's use.
 // Failed under ThreadSanitizer before the pool ordered itself after the drop of the last context
 // copy: it saw use_count() == 1 (a relaxed load) and wrote the block's view while nothing ordered
-// that after the holder's reads.
+// that after the holder's reads. A weak reference to the previous round's context must never lock
+// onto the block's next allocation.
 TEST_F(PoolStress, ABlockNamedByAContextCopyIsReusedOnlyAfterTheHoldersLastAccess) {
   constexpr int kRounds = 200;
   auto pool = make_pool(PoolMemory::kHost, kElements * sizeof(std::uint32_t), 1);
   ASSERT_NE(pool, nullptr);
   Handoff<Tensor> handoff;
   std::atomic<int> corrupted{0};
+  std::atomic<int> revived{0};
   std::thread holder([&] {
+    std::weak_ptr<DLManagedTensorContext> previous;
     for (int round = 0; round < kRounds; ++round) {
       std::shared_ptr<DLManagedTensorContext> context;
       {
         Tensor tensor = handoff.pop();
         context = tensor.dl_ctx();
       }
+      // The last round's context, dropped: the block may be handed out again meanwhile.
+      revived.fetch_add(previous.lock() != nullptr ? 1 : 0);
+      previous = context;
       const auto* words = static_cast<const std::uint32_t*>(context->tensor.dl_tensor.data);
       for (std::int64_t i = 0; i < context->dl_shape[0]; ++i) {
         if (words[i] != static_cast<std::uint32_t>(round)) {
@@ -301,6 +307,7 @@ TEST_F(PoolStress, ABlockNamedByAContextCopyIsReusedOnlyAfterTheHoldersLastAcces
   }
   holder.join();
   EXPECT_EQ(corrupted.load(), 0);
+  EXPECT_EQ(revived.load(), 0);
   EXPECT_EQ(pool->available_blocks(), 1u);
 }
 
