@@ -52,9 +52,11 @@ class PoolBlockReference final : public StreamTrackedReference {
   bool points_passed() noexcept { return streams().poll_idle(); }
   // Forgets the previous tensor's streams before the block is handed out again.
   void recycle() noexcept { streams().reset(); }
-  // Orders `stream` after every point, then forgets them (stream-ordered reuse).
-  expected<void, Error> hand_over_to(cudaStream_t stream) noexcept {
-    return streams().hand_over_to(stream);
+  // Orders `stream` after every point, then keeps one point on it in their place (stream-ordered
+  // reuse).
+  expected<void, Error> hand_over_to(cudaStream_t stream,
+                                     const detail::StreamLocation& location) noexcept {
+    return streams().hand_over_to(stream, location);
   }
 
   // The pool's allocation, which this block lends from.
@@ -372,7 +374,8 @@ expected<Tensor, Error> PoolImpl::allocate(const std::int64_t* shape, std::int32
     return forward_error(std::move(request));
   }
   // A wait on a capturing stream would be refused and would invalidate the capture.
-  if (auto location = detail::locate_stream(stream); !location) {
+  auto location = detail::locate_stream(stream);
+  if (!location) {
     Error error = std::move(location.error());
     error.message = std::string(kWho) + ": " + error.message;
     return make_unexpected(std::move(error));
@@ -389,7 +392,7 @@ expected<Tensor, Error> PoolImpl::allocate(const std::int64_t* shape, std::int32
     if (context == nullptr) {
       return make_unexpected(ErrorCode::kResourceExhausted, "out of memory");
     }
-    if (auto ordered = block.reference().hand_over_to(stream); !ordered) {
+    if (auto ordered = block.reference().hand_over_to(stream, *location); !ordered) {
       Error error = std::move(ordered.error());
       error.message = std::string(kWho) + ": " + error.message;
       return make_unexpected(std::move(error));  // the context's drop gives the names back

@@ -214,6 +214,18 @@ bool StreamState::poll_idle() noexcept {
 }
 
 expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
+  if (!holds_points()) {
+    return {};  // nothing to wait for, nothing to stand for
+  }
+  auto location = locate_stream(stream);
+  if (!location) {
+    return forward_error(std::move(location));
+  }
+  return hand_over_to(stream, *location);
+}
+
+expected<void, Error> StreamState::hand_over_to(cudaStream_t stream,
+                                                const StreamLocation& location) noexcept {
   // A point on `stream` itself is ordered before anything queued on it next; default-stream
   // handles may name other streams (other threads, devices), so only explicit handles match.
   // One wait per point that needs it; the first failure is returned and nothing is forgotten.
@@ -236,6 +248,9 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
   };
   {
     std::lock_guard<SpinMutex> lock(mutex_);
+    if (readiness_.event == nullptr && deallocation_.empty()) {
+      return {};
+    }
     cudaError_t status = cudaSuccess;
     for (std::size_t i = 0; i < deallocation_.size() && status == cudaSuccess; ++i) {
       status = order_after(deallocation_[i]);
@@ -250,8 +265,23 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
       return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
     }
   }
+  // The waits order only what `stream` runs from now on: a block whose new owner drops it before
+  // recording a point of its own would otherwise come back with none, and a polling allocate (or
+  // another stream's hand-over) would hand it out while the old readers still run. One point on
+  // `stream`, recorded after the waits, stands for every point forgotten.
+  auto event = acquire_event(location.device);
+  if (!event) {
+    return forward_error(std::move(event));
+  }
+  StreamPoint successor = location.point(stream, *event);
+  if (auto recorded = record_point(successor, stream); !recorded) {
+    release_event(location.device, *event);
+    return recorded;
+  }
   // The waits took each event as last recorded: the events may be recorded again at once.
   reset();
+  std::lock_guard<SpinMutex> lock(mutex_);
+  (void)deallocation_.push_back(successor);  // the list is empty: within its inline room
   return {};
 }
 

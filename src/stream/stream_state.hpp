@@ -72,11 +72,14 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   bool poll_idle() noexcept;
   /**
    * @brief Makes `stream` wait for every point held (one cudaStreamWaitEvent each, none for a
-   *        point recorded on `stream` itself), then returns every event and forgets all points;
-   *        on a failed wait nothing is forgotten and the error names it. Never blocks, never
-   *        queries.
+   *        point recorded on `stream` itself), then leaves one deallocation point on `stream`,
+   *        recorded after the waits, in place of all of them (so a block dropped unused still
+   *        waits for its old readers); on a failed wait or record nothing is forgotten and the
+   *        error names the call. Nothing held: no call at all. Never blocks, never queries.
    */
   expected<void, Error> hand_over_to(cudaStream_t stream) noexcept;
+  /** @brief hand_over_to() for a stream already located (its device and id known). */
+  expected<void, Error> hand_over_to(cudaStream_t stream, const StreamLocation& location) noexcept;
   /** @brief Whether any readiness or deallocation point is held. */
   bool holds_points() const noexcept;
   /**

@@ -33,6 +33,13 @@ class PoolStreamOrder : public test::FakeCudaTest {
     return event;
   }
   bool done(cudaEvent_t event) { return test::FakeCuda::table().event_query(event) == cudaSuccess; }
+  // Allocates a block on `producer` and drops it while `reader`, its deallocation point, runs.
+  void drop_while_read(TensorPool& pool, cudaStream_t producer, cudaStream_t reader) {
+    auto block = pool.allocate({16}, kFloat32, producer);
+    ASSERT_TRUE(block.has_value()) << block.error().message;
+    fake().launch(reader);
+    ASSERT_TRUE(block->set_deallocation_stream(reader));
+  }
 };
 
 TEST_F(PoolStreamOrder, BusyBlockIsHandedOutWithTheProducerOrderedAfterItsReaders) {
@@ -120,12 +127,7 @@ TEST_F(PoolStreamOrder, FailedWaitKeepsTheBlockAndItsPoints) {
   cudaStream_t reader = fake().create_stream(0);
   auto pool = make_pool(1);
   ASSERT_NE(pool, nullptr);
-  {
-    auto first = pool->allocate({16}, kFloat32, producer);
-    ASSERT_TRUE(first.has_value());
-    fake().launch(reader);
-    ASSERT_TRUE(first->set_deallocation_stream(reader));
-  }
+  drop_while_read(*pool, producer, reader);
   fake().fail_next(CudaEntry::kStreamWaitEvent, cudaErrorLaunchFailure);
   auto refused = pool->allocate({16}, kFloat32, producer);
   ASSERT_FALSE(refused.has_value());
@@ -136,6 +138,33 @@ TEST_F(PoolStreamOrder, FailedWaitKeepsTheBlockAndItsPoints) {
   const auto waits = fake().calls(CudaEntry::kStreamWaitEvent);
   ASSERT_TRUE(pool->allocate({16}, kFloat32, producer).has_value());
   EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), waits + 1);
+}
+
+// A block handed over and dropped before its new owner recorded anything: the waits ordered only
+// the new owner's stream, so the block must still wait for its old reader. Before the fix its
+// points were forgotten at the hand-over: a polling allocate handed it to a host writer, and
+// another stream's hand-over queued no wait, while the reader still ran.
+TEST_F(PoolStreamOrder, ABlockHandedOverAndDroppedUnusedStillWaitsForItsReader) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t other_producer = fake().create_stream(0);
+  cudaStream_t reader = fake().create_stream(0);
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  drop_while_read(*pool, producer, reader);
+  ASSERT_TRUE(pool->allocate({16}, kFloat32, producer).has_value());  // dropped unused
+  EXPECT_EQ(pool->available_blocks(), 0u);
+  auto polled = pool->allocate({16}, kFloat32);
+  ASSERT_FALSE(polled.has_value()) << "handed out while its reader still runs";
+  EXPECT_EQ(polled.error().code, ErrorCode::kResourceExhausted);
+
+  ASSERT_TRUE(pool->allocate({16}, kFloat32, other_producer).has_value());  // dropped unused
+  const cudaEvent_t write = mark(other_producer);
+  EXPECT_FALSE(done(write)) << "another stream's hand-over did not wait for the reader";
+  fake().complete(reader);
+  EXPECT_TRUE(done(write));
+  (void)test::FakeCuda::table().event_destroy(write);
+  fake().complete_all();
+  EXPECT_TRUE(pool->allocate({16}, kFloat32).has_value());
 }
 
 }  // namespace
