@@ -174,8 +174,9 @@ class HOLOSCAN_DLPACK_API Tensor {
    * point recorded on the copy has completed. kInvalidArgument for an empty tensor, an
    * unsupported device or a stream of another device; kNotSupported for a non-contiguous packed
    * sub-byte tensor; kNotImplemented for a stream that is capturing a CUDA graph; kFailure (with
-   * the cudaError_t in provenance) for a failed CUDA call. After a failure nothing is kept: the
-   * memory goes once the GPU has passed what was queued.
+   * the cudaError_t in provenance) for a failed CUDA call, and for a source memory reference
+   * whose stream hook throws. After a failure nothing is kept: the memory goes once the GPU has
+   * passed what was queued.
    */
   expected<Tensor, Error> copy_to(DLDevice device, cudaStream_t stream) const;
   /**

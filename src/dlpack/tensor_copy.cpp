@@ -38,16 +38,33 @@ expected<detail::CopyPlan, Error> plan_copy(const Tensor& source, const char* wh
   return detail::CopyPlan::of(view, source.flags(), who);
 }
 
-// The host waits until the source is ready (nothing to wait for without a readiness contract).
+// A caller's memory reference may throw from its readiness hooks (they are not noexcept): the
+// copy's memory, taken from the stream already, must then go the way of any failure (after what
+// was queued, see after_queued), so the throw becomes the copy's error.
+template <class Wait>
+expected<void, Error> wait_for_source(const Tensor& source, const char* hook, Wait&& wait) {
+  if (!source.has_readiness_stream_contract()) {
+    return {};  // nothing to wait for
+  }
+  try {
+    return wait();
+  } catch (...) {
+    return make_unexpected(
+        ErrorCode::kFailure,
+        std::string("Tensor copy: the source's memory reference threw from ") + hook);
+  }
+}
+
+// The host waits until the source is ready.
 expected<void, Error> wait_on_host(const Tensor& source) {
-  return source.has_readiness_stream_contract() ? source.synchronize_for_host()
-                                                : expected<void, Error>{};
+  return wait_for_source(source, "synchronize_for_host",
+                         [&] { return source.synchronize_for_host(); });
 }
 
 // `stream` waits until the source is ready.
 expected<void, Error> wait_on_stream(const Tensor& source, cudaStream_t stream) {
-  return source.has_readiness_stream_contract() ? source.synchronize_for_consumer_stream(stream)
-                                                : expected<void, Error>{};
+  return wait_for_source(source, "synchronize_for_consumer",
+                         [&] { return source.synchronize_for_consumer_stream(stream); });
 }
 
 expected<void, Error> copy_on_host(const detail::CopyPlan& plan, const Tensor& source,

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -61,6 +63,15 @@ class ThrowingOwner final : public TensorMemoryReference {
     throw std::runtime_error("deallocation hook failed");
   }
   bool tracks_deallocation_stream() const noexcept override { return true; }
+};
+
+// A caller's owner with a readiness contract whose consumer hook throws.
+class ThrowingReadinessOwner final : public TensorMemoryReference {
+ public:
+  bool has_readiness_stream_contract() const noexcept override { return true; }
+  expected<void, Error> synchronize_for_consumer(cudaStream_t /*stream*/) override {
+    throw std::runtime_error("readiness hook failed");
+  }
 };
 
 class CopyOnFakeCuda : public test::FakeCudaTest {
@@ -443,6 +454,43 @@ TEST_F(CopyOnFakeCuda, ASourceOwnerWhoseHookThrowsNeverLeavesTheCopyWritingABloc
       << "the queued copy wrote into the block handed out again";
   *next = Tensor();  // the block goes back before the pool is reset
   pool->reset();
+}
+
+// The source's readiness hook throws once the copy's memory was taken from its stream (busy with
+// earlier work). Before the fix the exception escaped copy_to and the memory was freed at once by
+// cudaFreeAsync on another stream, ahead of the copy's stream reaching the allocation.
+TEST_F(CopyOnFakeCuda,
+       ASourceOwnerWhoseReadinessHookThrowsIsAFailureAndTheMemoryWaitsForItsStream) {
+  const cudaStream_t stream = fake().create_stream(0);
+  auto memory = std::make_shared<FakeDeviceMemory>(12);
+  auto source = make_tensor({12}, kInt32, {}, MemoryStorageType::kDevice, memory->values(),
+                            std::make_shared<ThrowingReadinessOwner>());
+  ASSERT_TRUE(source.has_value()) << source.error().message;
+  fake().launch(stream);  // earlier work on the copy's stream, still running
+  const auto syncs = fake().calls(CudaEntry::kStreamSynchronize);
+  const auto frees = fake().calls(CudaEntry::kFreeAsync);
+  std::uint64_t frees_before_the_stream_passed = 0;
+  std::thread gpu([&] {  // the GPU finishes once the host waits (or after a while, if it never)
+    (void)test::eventually([&] { return fake().calls(CudaEntry::kStreamSynchronize) > syncs; },
+                           std::chrono::seconds(2));
+    frees_before_the_stream_passed = fake().calls(CudaEntry::kFreeAsync);
+    fake().complete(stream);
+  });
+  bool threw = false;
+  try {
+    auto copy = source->copy_to(DLDevice{kDLCUDA, 0}, stream);
+    ASSERT_FALSE(copy.has_value());
+    EXPECT_EQ(copy.error().code, ErrorCode::kFailure);
+    EXPECT_NE(copy.error().message.find("synchronize_for_consumer"), std::string::npos)
+        << copy.error().message;
+  } catch (...) {
+    threw = true;
+  }
+  gpu.join();
+  EXPECT_FALSE(threw) << "the hook's exception escaped copy_to";
+  EXPECT_EQ(frees_before_the_stream_passed, frees) << "freed ahead of the copy's stream";
+  fake().complete_all();
+  flush_deferred_releases();
 }
 
 }  // namespace
