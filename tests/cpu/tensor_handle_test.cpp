@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -220,6 +221,23 @@ TEST(TensorAccessors, SizeOneDimensionsMayHaveAnyStride) {
   spec.strides = std::vector<std::int64_t>{3, 999, 1};
   const Tensor tensor = import_or_die(producer, spec);
   EXPECT_TRUE(tensor.is_contiguous());
+}
+
+// A view written by hand into a context (no import, pool or make_tensor accepts its extents, whose
+// product overflows int64): before the fix the running compact stride overflowed (undefined
+// behaviour, UBSan's abort) and, wrapped, matched the outer stride: reported contiguous.
+TEST(TensorAccessors, AHandWrittenViewWhoseExtentsOverflowIsNotContiguous) {
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->dl_shape = {3, std::int64_t{1} << 62, 2};
+  context->dl_strides = {std::numeric_limits<std::int64_t>::min(), 2, 1};
+  DLTensor& view = context->tensor.dl_tensor;
+  view.ndim = 3;
+  view.dtype = DLDataType{kDLInt, 8, 1};
+  view.shape = context->dl_shape.data();
+  view.strides = context->dl_strides.data();
+  EXPECT_FALSE(Tensor(context).is_contiguous());
+  context->dl_shape[0] = 1;  // nothing further out: the inner dimensions are compact
+  EXPECT_TRUE(Tensor(context).is_contiguous());
 }
 
 TEST(TensorAccessors, VectorLanesCountInItemsize) {
