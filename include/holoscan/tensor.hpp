@@ -172,11 +172,11 @@ class HOLOSCAN_DLPACK_API Tensor {
    * kDLCUDAManaged copy (cudaMallocManaged). A host target (kDLCPU, kDLCUDAHost by
    * cudaMallocHost) is complete on return, as in Holoscan 5.0. The memory is freed once every
    * point recorded on the copy has completed. kInvalidArgument for an empty tensor, an
-   * unsupported device or a stream of another device; kNotSupported for a non-contiguous packed
-   * sub-byte tensor; kNotImplemented for a stream that is capturing a CUDA graph; kFailure (with
-   * the cudaError_t in provenance) for a failed CUDA call, and for a source memory reference
-   * whose stream hook throws. After a failure nothing is kept: the memory goes once the GPU has
-   * passed what was queued.
+   * unsupported device (a negative kDLCUDA id too) or a stream of another device; kNotSupported for
+   * a non-contiguous packed sub-byte tensor; kNotImplemented for a stream that is capturing a CUDA
+   * graph; kFailure (with the cudaError_t in provenance) for a failed CUDA call, and for a source
+   * memory reference whose stream hook throws. After a failure nothing is kept: the memory goes
+   * once the GPU has passed what was queued.
    */
   expected<Tensor, Error> copy_to(DLDevice device, cudaStream_t stream) const;
   /**

@@ -303,6 +303,13 @@ expected<Tensor, Error> Tensor::copy_to(DLDevice device, cudaStream_t stream) co
                            std::string(kWho) + ": Tensor copy target device is unsupported (" +
                                std::to_string(device.device_type) + ")");
   }
+  // Refused here, as the argument it is: with a default-stream handle it would reach
+  // cudaSetDevice and come back as a CUDA failure.
+  if (device.device_type == kDLCUDA && device.device_id < 0) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": Tensor copy target device id " +
+                               std::to_string(device.device_id) + " is negative");
+  }
   if (device.device_type == kDLCPU && detail::host_memory_type(this->device().device_type)) {
     return copy_by_host(*this, *plan);
   }

@@ -493,5 +493,19 @@ TEST_F(CopyOnFakeCuda,
   flush_deferred_releases();
 }
 
+// Before the fix a default-stream handle took the negative id to cudaSetDevice: kFailure
+// (cudaErrorInvalidDevice), while an explicit stream gave kInvalidArgument.
+TEST_F(CopyOnFakeCuda, ANegativeTargetDeviceIsAnInvalidArgumentWhateverTheStream) {
+  auto memory = std::make_shared<FakeDeviceMemory>(12);
+  const Tensor source = device_tensor(memory);
+  for (const cudaStream_t stream : {cudaStream_t{nullptr}, fake().create_stream(0)}) {
+    auto copy = source.copy_to(DLDevice{kDLCUDA, -1}, stream);
+    ASSERT_FALSE(copy.has_value());
+    EXPECT_EQ(copy.error().code, ErrorCode::kInvalidArgument) << copy.error().message;
+    EXPECT_NE(copy.error().message.find("device id -1 is negative"), std::string::npos)
+        << copy.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace holoscan
