@@ -190,7 +190,7 @@ class HOLOSCAN_DLPACK_API Tensor {
    *        (host memory of at least `destination_bytes` >= nbytes()) and returns once they are
    *        there. Host memory is copied by the host without CUDA; device memory on `stream`,
    *        after the source's readiness. kInvalidArgument for an empty tensor, a null or too
-   *        small destination.
+   *        small destination. The destination must not overlap the source (it is not checked).
    */
   expected<void, Error> copy_to_host(void* destination, std::size_t destination_bytes,
                                      cudaStream_t stream) const;
@@ -203,7 +203,14 @@ class HOLOSCAN_DLPACK_API Tensor {
   expected<void, Error> copy_to_host_async(void* destination, std::size_t destination_bytes,
                                            cudaStream_t stream) const;
 
-  /** @brief The shared context (null when empty). Keep a Tensor while its memory is in use. */
+  /**
+   * @brief The shared context (null when empty). Keep a Tensor while its memory is in use.
+   *        Assigning another context through it bypasses the handle claims (this Tensor's claim
+   *        stays on the old memory, its release goes to the new one). A view written by hand is
+   *        checked again by an export for its layout only (ndim, shape, strides, dtype): its
+   *        device, data, byte_offset and flag bits go out as written, and an import (this
+   *        library's too) may refuse them.
+   */
   std::shared_ptr<DLManagedTensorContext>& dl_ctx() noexcept { return dl_ctx_; }
   /** @brief The shared context (null when empty). */
   const std::shared_ptr<DLManagedTensorContext>& dl_ctx() const noexcept { return dl_ctx_; }
