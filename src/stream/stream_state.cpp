@@ -278,9 +278,10 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream,
     release_event(location.device, *event);
     return recorded;
   }
-  // The waits took each event as last recorded: the events may be recorded again at once.
-  reset();
+  // The waits took each event as last recorded: the events may be recorded again at once. The
+  // successor takes their place under the same lock, so that no call sees the block without one.
   std::lock_guard<SpinMutex> lock(mutex_);
+  forget_points();
   (void)deallocation_.push_back(successor);  // the list is empty: within its inline room
   return {};
 }
@@ -319,6 +320,11 @@ StreamPointList StreamState::take_release_points_unshared() noexcept {
   for (const StreamPoint& spare : spare_readiness_) {
     add_or_wait(points, spare);
   }
+  forget_readiness();
+  return points;
+}
+
+void StreamState::forget_readiness() noexcept {
   readiness_ = StreamPoint{};
   readiness_covered_ = false;
   spare_readiness_.clear();
@@ -326,7 +332,6 @@ StreamPointList StreamState::take_release_points_unshared() noexcept {
   readiness_stream_.store(nullptr, std::memory_order_release);
   readiness_event_.store(nullptr, std::memory_order_release);
   readiness_stream_id_.store(0, std::memory_order_release);
-  return points;
 }
 
 bool StreamState::holds_points() const noexcept {
@@ -335,12 +340,30 @@ bool StreamState::holds_points() const noexcept {
 }
 
 void StreamState::reset() noexcept {
-  if (!holds_points()) {  // the common case for host memory: nothing to hand back
-    return;
+  std::lock_guard<SpinMutex> lock(mutex_);
+  forget_points();
+}
+
+// Nothing will wait for these points, so every event goes straight back to its pool: a release
+// list (take_release_points) would take the heap past its inline room (four readers and the
+// point a hand-over leaves, with the readiness point), and where the heap refused it, wait on the
+// host for the point, under the pool's lock in a stream-ordered allocate.
+void StreamState::forget_points() noexcept {
+  if (readiness_.event == nullptr && deallocation_.empty()) {
+    return;  // the common case for host memory: nothing to hand back
   }
-  // The same hand-over as a final release, with every event given straight back.
-  StreamPointList points = take_release_points();
-  release_points(points);
+  EventBatch events;
+  for (std::size_t i = 0; i < deallocation_.size(); ++i) {
+    events.add(deallocation_[i].device, deallocation_[i].event);
+  }
+  deallocation_.clear();
+  if (readiness_.event != nullptr) {
+    events.add(readiness_.device, readiness_.event);
+  }
+  for (const StreamPoint& spare : spare_readiness_) {
+    events.add(spare.device, spare.event);
+  }
+  forget_readiness();
 }
 
 }  // namespace holoscan::detail

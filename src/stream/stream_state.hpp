@@ -106,6 +106,10 @@ class HOLOSCAN_DLPACK_ABI StreamState {
  private:
   static bool order_after(const StreamPoint& point, const StreamLocation& next,
                           cudaStream_t stream) noexcept;
+  // Under the lock: returns every event to its pool and forgets all points (reset()).
+  void forget_points() noexcept;
+  // Under the lock: forgets the readiness points, whose events were taken or returned.
+  void forget_readiness() noexcept;
   static tl::unexpected<Error> failed_consumer_wait(cudaError_t status);
 
   // The flags share the lock's word, so that the readiness fields read without the lock fit in

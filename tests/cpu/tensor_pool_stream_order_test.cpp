@@ -4,10 +4,12 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "cuda/cuda_api.hpp"
 #include "holoscan/tensor_pool.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/fake_cuda_test.hpp"
 #include "support/gtest_printers.hpp"
 
@@ -165,6 +167,57 @@ TEST_F(PoolStreamOrder, ABlockHandedOverAndDroppedUnusedStillWaitsForItsReader) 
   (void)test::FakeCuda::table().event_destroy(write);
   fake().complete_all();
   EXPECT_TRUE(pool->allocate({16}, kFloat32).has_value());
+}
+
+// Four readers, the documented fan-out that needs no heap: with the point the hand-over leaves on
+// the producer, the block holds five deallocation points and an uncovered readiness point. Before
+// the fix, the next hand-over forgot them through a release list, which took the heap past its
+// inline room and, refused, waited on the host for the readiness point under the pool's lock.
+TEST_F(PoolStreamOrder, AHandOverOfABlockWithFourReadersTakesNoHeapAndNeverWaits) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t readers[4];
+  for (cudaStream_t& reader : readers) {
+    reader = fake().create_stream(0);
+  }
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  const auto produce_and_read = [&] {
+    auto block = pool->allocate({16}, kFloat32, producer);
+    ASSERT_TRUE(block.has_value()) << block.error().message;
+    fake().launch(producer);
+    ASSERT_TRUE(block->set_readiness_stream(producer));
+    for (cudaStream_t reader : readers) {
+      ASSERT_TRUE(block->synchronize_for_consumer_stream(reader).has_value());
+    }
+    // The readiness passed, unpolled (a host wait on it returns at once); the readers still run.
+    fake().complete_all();
+    for (cudaStream_t reader : readers) {
+      fake().launch(reader);
+      ASSERT_TRUE(block->set_deallocation_stream(reader));
+    }
+  };
+  produce_and_read();
+  produce_and_read();  // warm: events pooled, control blocks recycled
+  // Room in the fake's own list of the producer's waits, so that the fake takes no heap below.
+  const cudaEvent_t read = mark(readers[0]);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(test::FakeCuda::table().stream_wait_event(producer, read, 0), cudaSuccess);
+  }
+  (void)test::FakeCuda::table().event_destroy(read);
+  produce_and_read();
+  const auto host_waits = fake().calls(CudaEntry::kEventSynchronize);
+  const std::int64_t shape[] = {16};
+  bool allocated = false;
+  std::uint64_t refused = 0;
+  {
+    test::FailingAllocations failing(0, 1000);
+    allocated = pool->allocate(shape, 1, kFloat32, producer).has_value();
+    refused = failing.failed();
+  }
+  EXPECT_TRUE(allocated);
+  EXPECT_EQ(refused, 0u) << "the hand-over asked the heap";
+  EXPECT_EQ(fake().calls(CudaEntry::kEventSynchronize), host_waits) << "the hand-over waited";
+  fake().complete_all();
 }
 
 }  // namespace
