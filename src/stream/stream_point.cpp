@@ -12,10 +12,6 @@
 namespace holoscan::detail {
 namespace {
 
-// The address of a thread_local is unique per live thread: it tells apart the per-thread
-// default streams that share the handle cudaStreamPerThread.
-thread_local char per_thread_stream_marker;
-
 // The device of each stream id seen lately by this thread, for the CUDA table that gave the id
 // (tests swap tables). An id is never given to another stream, so an entry never goes stale.
 struct DeviceOfStream {
@@ -34,6 +30,18 @@ struct RecordClock {
 };
 thread_local RecordClock record_clock{};
 std::atomic<std::uint64_t> next_recorder{1};
+
+// This thread's number, never given to another thread. It tells apart the per-thread default
+// streams that share the handle cudaStreamPerThread, and stamps this thread's records. (A
+// thread_local's address would not do: a thread started after another ended may get the same
+// address, and its per-thread stream would pass for the ended thread's, whose work may still run.)
+std::uint64_t this_thread_number() noexcept {
+  RecordClock& clock = record_clock;
+  if (clock.recorder == 0) {
+    clock.recorder = next_recorder.fetch_add(1, std::memory_order_relaxed);
+  }
+  return clock.recorder;
+}
 
 cudaError_t device_of_explicit_stream(cudaStream_t stream, int& device,
                                       std::uint64_t& stream_id) noexcept {
@@ -58,11 +66,8 @@ cudaError_t device_of_explicit_stream(cudaStream_t stream, int& device,
 
 // This thread's stamp for its next record.
 RecordStamp next_stamp() noexcept {
-  RecordClock& clock = record_clock;
-  if (clock.recorder == 0) {
-    clock.recorder = next_recorder.fetch_add(1, std::memory_order_relaxed);
-  }
-  return RecordStamp{clock.recorder, ++clock.order};
+  const std::uint64_t recorder = this_thread_number();
+  return RecordStamp{recorder, ++record_clock.order};
 }
 
 }  // namespace
@@ -102,7 +107,7 @@ expected<StreamLocation, Error> locate_stream(cudaStream_t stream) noexcept {
       return tl::unexpected<Error>(cuda_error(status, "cudaGetDevice"));
     }
     if (stream == cudaStreamPerThread) {
-      thread_key = reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker);
+      thread_key = static_cast<std::uintptr_t>(this_thread_number());
     }
   } else if (cudaError_t status = device_of_explicit_stream(stream, device, stream_id);
              status != cudaSuccess) {

@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <thread>
 
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
+#include "stream/stream_point.hpp"
 #include "stream/stream_state.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda_test.hpp"
@@ -98,6 +101,24 @@ TEST_F(StreamHandleReuse, HandOverToANewStreamUnderAnOldHandleWaitsForThePointRe
   EXPECT_FALSE(test::later_work_passed(next_user));
   fake().complete_all();
   EXPECT_TRUE(test::later_work_passed(next_user));
+}
+
+// A thread started after another ended may get the same thread_local addresses; its per-thread
+// default stream is another stream all the same, whose work is not ordered after the first's.
+TEST_F(StreamHandleReuse, APerThreadStreamOfALaterThreadIsNotTheEndedThreadsStream) {
+  const auto key_of_a_new_thread = [] {
+    std::uintptr_t key = 0;
+    std::thread([&] {
+      auto location = detail::locate_stream(cudaStreamPerThread);
+      ASSERT_TRUE(location.has_value());
+      key = location->thread_key;
+    }).join();
+    return key;
+  };
+  const std::uintptr_t first = key_of_a_new_thread();
+  const std::uintptr_t second = key_of_a_new_thread();
+  EXPECT_NE(first, 0u);
+  EXPECT_NE(first, second);  // before the fix: the same key, the address of a thread_local
 }
 
 }  // namespace
