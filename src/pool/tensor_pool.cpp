@@ -129,6 +129,15 @@ class PoolBlock {
 // name back. The context's reference is set first, so that a refused context drops it too and is
 // not taken for one whose reference was replaced.
 std::shared_ptr<DLManagedTensorContext> PoolBlock::lend() noexcept {
+  // The vectors are public: a holder of the last allocation may have put ones of less room in.
+  // Their room comes back here, where a refusal is an error, and not in assign_view, which must
+  // not throw (a no-op while the room is there).
+  try {
+    context_.dl_shape.reserve(kMaxTensorDims);
+    context_.dl_strides.reserve(kMaxTensorDims);
+  } catch (...) {  // std::bad_alloc: nothing named yet, the block stays free
+    return nullptr;
+  }
   names_.store(2, std::memory_order_relaxed);
   try {
     context_.memory_reference = std::shared_ptr<TensorMemoryReference>(

@@ -327,6 +327,44 @@ TEST(TensorPoolHost, AllocateAndDropTakeNoHeapMemoryOnceWarm) {
 
 // A control block that the heap refuses fails the allocation with kResourceExhausted and leaves
 // the block free, whichever of the two it was (every allocation fails after the first `skip`).
+// The context's vectors are public: a holder may put ones of less room in. The block's next
+// allocation takes its room back where a refusal is an error (kResourceExhausted), not in the
+// view's assignment, which must not throw.
+TEST(TensorPoolHost, AContextWhoseVectorsAHolderShrankIsRefilledOrRefused) {
+  auto pool = make_host_pool(4096, 1);
+  ASSERT_NE(pool, nullptr);
+  {
+    Tensor tensor = allocate_or_die(*pool, {4});
+    tensor.dl_ctx()->dl_shape = std::vector<std::int64_t>{4};
+    tensor.dl_ctx()->dl_strides = std::vector<std::int64_t>{1};
+  }
+  const std::vector<std::int64_t> shape{2, 3, 4, 5, 6};
+  bool threw = false;
+  bool refused = false;
+  ErrorCode code = ErrorCode::kSuccess;
+  std::uint64_t failed = 0;
+  {
+    test::FailingAllocations failing(0, 1000);
+    try {
+      expected<Tensor> tensor = pool->allocate(shape, kFloat32);
+      refused = !tensor.has_value();
+      code = refused ? tensor.error().code : ErrorCode::kSuccess;
+    } catch (...) {
+      threw = true;
+    }
+    failed = failing.failed();
+  }
+  if (failed == 0) {
+    GTEST_SKIP() << "this build does not make the heap refuse";
+  }
+  EXPECT_FALSE(threw) << "std::bad_alloc escaped allocate()";
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(pool->available_blocks(), 1u);
+  const Tensor again = allocate_or_die(*pool, shape);
+  EXPECT_EQ(again.shape(), shape);
+}
+
 TEST(TensorPoolHost, ARefusedOwnershipLeavesTheBlockFree) {
   auto pool = make_host_pool(256, 1);
   ASSERT_NE(pool, nullptr);
