@@ -79,9 +79,11 @@ class HOLOSCAN_DLPACK_API TensorPool {
    * @brief Stream-ordered allocate for the producer stream `stream`: a block that nothing names
    *        is handed out even while the GPU still uses it, and `stream` is made to wait for every
    *        point recorded on the block (one cudaStreamWaitEvent each, none for a point recorded
-   *        on `stream` itself), so work queued on `stream` afterwards may write it; one point
-   *        on `stream`, recorded after the waits, stands for those points, so that a block dropped
-   *        unused still waits for its old readers. No event query, no host wait.
+   *        on `stream` itself), so work queued on `stream` afterwards may write it. The points
+   *        stay until the new owner's first record on `stream` retires them, so that a block
+   *        dropped unused still waits for its old readers (a default-stream handle, or more points
+   *        than a block keeps inline, gets one point recorded on `stream` in their place instead).
+   *        No event query, no host wait.
    *        kResourceExhausted at once when every block is named, kNotImplemented for a stream
    *        that is capturing a graph, kFailure when a wait or the record fails.
    */

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <utility>
 
 #include "cuda/cuda_error.hpp"
 #include "stream/pooled_events.hpp"
@@ -15,8 +16,7 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
     return false;
   }
   std::lock_guard<SpinMutex> lock(mutex_);
-  const bool switches_device =
-      readiness_.event == nullptr || readiness_.device != location->device;
+  const bool switches_device = readiness_.event == nullptr || readiness_.device != location->device;
   auto spare = spare_readiness_.end();
   if (switches_device) {
     spare = std::find_if(spare_readiness_.begin(), spare_readiness_.end(),
@@ -76,6 +76,7 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   readiness_stream_id_.store(location->stream_id, std::memory_order_release);
   readiness_stream_.store(stream, std::memory_order_release);
   has_readiness_.store(true, std::memory_order_release);
+  retire_superseded(stream, *location);
   return true;
 }
 
@@ -168,9 +169,16 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
   for (std::size_t i = 0; i < deallocation_.size(); ++i) {
     StreamPoint& point = deallocation_[i];
     if (location->is_stream_of(point, stream)) {
-      const bool recorded = record_point(point, stream).has_value();  // moves the point forward
-      readiness_covered_ = readiness_covered_ || (recorded && covers_readiness);
-      return recorded;
+      if (!record_point(point, stream).has_value()) {  // moves the point forward
+        return false;
+      }
+      readiness_covered_ = readiness_covered_ || covers_readiness;
+      if (i < superseded_) {  // a kept point recorded again is this owner's now: out of their span
+        --superseded_;
+        std::swap(deallocation_[i], deallocation_[superseded_]);
+      }
+      retire_superseded(stream, *location);
+      return true;
     }
   }
   auto event = acquire_event(location->device);
@@ -178,23 +186,26 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
     return false;
   }
   const RecordStamp stamp = record_event(*event, stream);
-  if (stamp.recorder == 0 || !deallocation_.emplace_back([&] {
-        return location->point(stream, *event, stamp);
-      })) {
+  if (stamp.recorder == 0 ||
+      !deallocation_.emplace_back([&] { return location->point(stream, *event, stamp); })) {
     release_event(location->device, *event);
     return false;
   }
   readiness_covered_ = readiness_covered_ || covers_readiness;
+  retire_superseded(stream, *location);
   return true;
 }
 
 std::size_t StreamState::deallocation_point_count() const noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
-  return deallocation_.size();
+  return deallocation_.size() - superseded_;  // a former owner's kept points are not this one's
 }
 
 bool StreamState::poll_idle() noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
+  if (superseded_ != 0 && !superseded_passed()) {
+    return false;
+  }
   if (!drop_completed_points(deallocation_)) {
     return false;
   }
@@ -264,11 +275,14 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream,
     if (status != cudaSuccess) {
       return tl::unexpected<Error>(cuda_error(status, "cudaStreamWaitEvent"));
     }
+    if (keep_for_hand_over(stream, location)) {
+      return {};
+    }
   }
   // The waits order only what `stream` runs from now on: a block whose new owner drops it before
   // recording a point of its own would otherwise come back with none, and a polling allocate (or
-  // another stream's hand-over) would hand it out while the old readers still run. One point on
-  // `stream`, recorded after the waits, stands for every point forgotten.
+  // another stream's hand-over) would hand it out while the old readers still run. Where the
+  // points cannot stay, one point on `stream`, recorded after the waits, stands for them all.
   auto event = acquire_event(location.device);
   if (!event) {
     return forward_error(std::move(event));
@@ -308,6 +322,7 @@ StreamPointList StreamState::take_release_points() noexcept {
 
 StreamPointList StreamState::take_release_points_unshared() noexcept {
   StreamPointList points(std::move(deallocation_));
+  superseded_ = 0;  // kept points go with the others
   // The readiness events join the list even past its inline room. A readiness point that a
   // deallocation point is ordered after needs no query of its own.
   if (readiness_.event != nullptr) {
@@ -344,6 +359,61 @@ void StreamState::reset() noexcept {
   forget_points();
 }
 
+// The points stay where they are and `stream` stands for them: it waits for them all, so the
+// first point the new owner records on it is ordered after them and retires them, with no CUDA
+// call of its own (one record a stream-ordered allocate less than a point standing in for them).
+// Only an explicit stream with an id is known again, and the readiness points must fit the inline
+// room of the deallocation points (no heap under the pool's lock); else the caller records one.
+bool StreamState::keep_for_hand_over(cudaStream_t stream, const StreamLocation& location) noexcept {
+  const std::size_t readiness_points =
+      (readiness_.event != nullptr ? 1 : 0) + spare_readiness_.size();
+  if (is_default_stream_handle(stream) || location.stream_id == 0 ||
+      deallocation_.size() + readiness_points > StreamPointList::kInlineCapacity) {
+    return false;
+  }
+  // The former owner's readiness points become plain points (the new owner has no readiness
+  // yet); within the inline room, so that push_back cannot fail.
+  if (readiness_.event != nullptr) {
+    (void)deallocation_.push_back(readiness_);
+  }
+  for (const StreamPoint& spare : spare_readiness_) {
+    (void)deallocation_.push_back(spare);
+  }
+  forget_readiness();
+  superseded_ = static_cast<std::uint8_t>(deallocation_.size());
+  superseded_by_ = stream;
+  superseded_by_id_ = location.stream_id;
+  return true;
+}
+
+void StreamState::retire_superseded(cudaStream_t stream, const StreamLocation& location) noexcept {
+  if (superseded_ != 0 && stream == superseded_by_ && location.stream_id == superseded_by_id_) {
+    drop_superseded();
+  }
+}
+
+// From the top of the span down: each swap_remove fills the hole from the end of the list, which
+// is past the span still to go, so only kept points are removed.
+void StreamState::drop_superseded() noexcept {
+  EventBatch events;
+  for (std::size_t i = superseded_; i-- > 0;) {
+    events.add(deallocation_[i].device, deallocation_[i].event);
+    deallocation_.swap_remove(i);
+  }
+  superseded_ = 0;
+}
+
+bool StreamState::superseded_passed() noexcept {
+  const RelaxedCaptureScope relaxed;  // a query in a capture's global mode would invalidate it
+  for (std::size_t i = 0; i < superseded_; ++i) {
+    if (!point_completed(deallocation_[i])) {
+      return false;
+    }
+  }
+  drop_superseded();
+  return true;
+}
+
 // Nothing will wait for these points, so every event goes straight back to its pool: a release
 // list (take_release_points) would take the heap past its inline room (four readers and the
 // point a hand-over leaves, with the readiness point), and where the heap refused it, wait on the
@@ -357,6 +427,7 @@ void StreamState::forget_points() noexcept {
     events.add(deallocation_[i].device, deallocation_[i].event);
   }
   deallocation_.clear();
+  superseded_ = 0;
   if (readiness_.event != nullptr) {
     events.add(readiness_.device, readiness_.event);
   }

@@ -72,10 +72,12 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   bool poll_idle() noexcept;
   /**
    * @brief Makes `stream` wait for every point held (one cudaStreamWaitEvent each, none for a
-   *        point recorded on `stream` itself), then leaves one deallocation point on `stream`,
-   *        recorded after the waits, in place of all of them (so a block dropped unused still
-   *        waits for its old readers); on a failed wait or record nothing is forgotten and the
-   *        error names the call. Nothing held: no call at all. Never blocks, never queries.
+   *        point recorded on `stream` itself). The points stay until the new owner's first record
+   *        on `stream` (ordered after them all) retires them, so that a block dropped unused still
+   *        waits for its old readers; where they cannot stay (a default-stream handle, more than
+   *        the inline room), one point recorded on `stream` after the waits takes their place. On
+   *        a failed wait or record nothing is forgotten and the error names the call. Nothing
+   *        held: no call at all. Never blocks, never queries.
    */
   expected<void, Error> hand_over_to(cudaStream_t stream) noexcept;
   /** @brief hand_over_to() for a stream already located (its device and id known). */
@@ -110,13 +112,26 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   void forget_points() noexcept;
   // Under the lock: forgets the readiness points, whose events were taken or returned.
   void forget_readiness() noexcept;
+  // Under the lock, after a hand-over's waits: keeps every point, `stream` standing for them.
+  bool keep_for_hand_over(cudaStream_t stream, const StreamLocation& location) noexcept;
+  // Under the lock, after a record on `stream`: retires the kept points it stands for.
+  void retire_superseded(cudaStream_t stream, const StreamLocation& location) noexcept;
+  // Under the lock: returns the kept points' events and forgets them.
+  void drop_superseded() noexcept;
+  // Under the lock: whether the kept points passed (then dropped); one query each.
+  bool superseded_passed() noexcept;
   static tl::unexpected<Error> failed_consumer_wait(cudaError_t status);
 
   // The flags share the lock's word, so that the readiness fields read without the lock fit in
   // the same size (StreamTrackedReference::kStreamStateBytes).
   mutable SpinMutex mutex_;
   std::atomic<bool> has_readiness_{false};
-  bool readiness_covered_ = false;  // readiness_ passed, or a deallocation point is ordered after it
+  bool readiness_covered_ =
+      false;  // readiness_ passed, or a deallocation point is ordered after it
+  // The first superseded_ deallocation points are a former owner's, kept by a stream-ordered
+  // hand-over: superseded_by_ (id superseded_by_id_) waits for them, and its first record retires
+  // them (keep_for_hand_over).
+  std::uint8_t superseded_ = 0;
   StreamPoint readiness_;
   // readiness_'s stream, event and stream id, written under the lock as a record completes and
   // read by synchronize_for_consumer without it.
@@ -125,6 +140,8 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   std::atomic<std::uint64_t> readiness_stream_id_{0};
   std::vector<StreamPoint> spare_readiness_;  // events of devices the readiness used before
   StreamPointList deallocation_;
+  cudaStream_t superseded_by_ = nullptr;
+  std::uint64_t superseded_by_id_ = 0;
 };
 
 }  // namespace holoscan::detail

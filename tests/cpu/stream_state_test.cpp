@@ -12,6 +12,7 @@
 
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
+#include "stream/pooled_events.hpp"
 #include "stream/stream_state.hpp"
 #include "support/allocation_hooks.hpp"
 #include "support/counting_producer.hpp"
@@ -260,6 +261,70 @@ TEST_F(ReadinessAcrossStreams, FailedWaitLeavesTheReadinessWhereItWas) {
   EXPECT_FALSE(state.poll_idle());
   fake().complete(busy_);
   EXPECT_TRUE(state.poll_idle());
+}
+
+// A stream-ordered hand-over keeps the former owner's points, the new stream standing for them:
+// no record of its own. The new owner's first record on that stream is ordered after them all and
+// retires them; until then they keep the memory from reuse.
+class HandOverKeepsPoints : public test::FakeCudaTest {
+ protected:
+  // A former owner's readiness on `producer` and a point of `reader`, whose work still runs, then
+  // a hand-over to `producer`.
+  void hand_over_while_read(detail::StreamState& state, cudaStream_t producer,
+                            cudaStream_t reader) {
+    ASSERT_TRUE(state.set_readiness_stream(producer));
+    fake().launch(reader);
+    ASSERT_TRUE(state.set_deallocation_stream(reader));
+    ASSERT_TRUE(state.hand_over_to(producer).has_value());
+  }
+
+  // The points a release would take now (returned to the pool at once): how many were kept.
+  static std::size_t points_held(detail::StreamState& state) {
+    detail::StreamPointList points = state.take_release_points();
+    const std::size_t held = points.size();
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      detail::release_event(points[i].device, points[i].event);
+    }
+    return held;
+  }
+};
+
+TEST_F(HandOverKeepsPoints, TheHandOverRecordsNothingAndKeepsTheReadersPoint) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t reader = fake().create_stream(0);
+  detail::StreamState state;
+  const auto records = fake().calls(test::CudaEntry::kEventRecord);
+  hand_over_while_read(state, producer, reader);
+  EXPECT_EQ(fake().calls(test::CudaEntry::kEventRecord), records + 2);  // readiness, reader only
+  EXPECT_FALSE(state.has_readiness());              // the new owner has recorded none
+  EXPECT_EQ(state.deallocation_point_count(), 0u);  // the kept points are the former owner's
+  EXPECT_FALSE(state.poll_idle()) << "idle while the former owner's reader runs";
+  fake().complete(reader);
+  EXPECT_TRUE(state.poll_idle());
+}
+
+TEST_F(HandOverKeepsPoints, TheNewOwnersFirstRecordOnTheStreamRetiresThem) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t reader = fake().create_stream(0);
+  detail::StreamState state;
+  hand_over_while_read(state, producer, reader);
+  ASSERT_TRUE(state.set_readiness_stream(producer));  // after the wait for the reader
+  EXPECT_EQ(points_held(state), 1u);                  // the new readiness alone
+  fake().complete_all();
+}
+
+TEST_F(HandOverKeepsPoints, ARecordOnAnotherStreamRetiresNothing) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t reader = fake().create_stream(0);
+  cudaStream_t elsewhere = fake().create_stream(0);
+  detail::StreamState state;
+  hand_over_while_read(state, producer, reader);
+  ASSERT_TRUE(state.set_readiness_stream(elsewhere));  // not ordered after the reader
+  EXPECT_FALSE(state.poll_idle());
+  ASSERT_TRUE(state.set_deallocation_stream(reader));  // the reader's kept point, this owner's now
+  EXPECT_EQ(state.deallocation_point_count(), 1u);
+  EXPECT_EQ(points_held(state), 3u);  // the new readiness, the reader's point, the old readiness
+  fake().complete_all();
 }
 
 }  // namespace
