@@ -186,13 +186,19 @@ bool StreamState::set_deallocation_stream(cudaStream_t stream) noexcept {
     return false;
   }
   const RecordStamp stamp = record_event(*event, stream);
-  if (stamp.recorder == 0 ||
-      !deallocation_.emplace_back([&] { return location->point(stream, *event, stamp); })) {
+  if (stamp.recorder == 0) {
+    release_event(location->device, *event);
+    return false;
+  }
+  // Recorded on the hand-over stream, the point is ordered after the kept points: they go first,
+  // so that it takes their room (five kept points would push it past the inline room onto the
+  // heap). With one point gone the append cannot allocate: inline room, or overflow capacity.
+  retire_superseded(stream, *location);
+  if (!deallocation_.emplace_back([&] { return location->point(stream, *event, stamp); })) {
     release_event(location->device, *event);
     return false;
   }
   readiness_covered_ = readiness_covered_ || covers_readiness;
-  retire_superseded(stream, *location);
   return true;
 }
 

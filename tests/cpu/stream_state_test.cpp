@@ -327,5 +327,46 @@ TEST_F(HandOverKeepsPoints, ARecordOnAnotherStreamRetiresNothing) {
   fake().complete_all();
 }
 
+// The block's five inline points kept (the readiness of a writer stream and four readers), the
+// new owner's first record on the hand-over stream is a deallocation point of its own (a scratch
+// buffer, with no readiness): it retires the kept points, so it needs none of the heap that a sixth
+// point would. Before the fix the point was appended first, past the inline room, and where the
+// heap refused, the record failed (the point the hand-over used to record was moved forward).
+TEST_F(HandOverKeepsPoints, AFirstDeallocationPointOnTheStreamTakesNoHeap) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t writer = fake().create_stream(0);
+  cudaStream_t readers[4];
+  for (cudaStream_t& reader : readers) {
+    reader = fake().create_stream(0);
+  }
+  const auto read_and_hand_over = [&](detail::StreamState& state) {
+    ASSERT_TRUE(state.set_readiness_stream(writer));
+    for (cudaStream_t reader : readers) {
+      fake().launch(reader);
+      ASSERT_TRUE(state.set_deallocation_stream(reader));
+    }
+    ASSERT_TRUE(state.hand_over_to(producer).has_value());
+  };
+  {
+    detail::StreamState warm;  // its events go back to the pool
+    read_and_hand_over(warm);
+    ASSERT_TRUE(warm.set_deallocation_stream(producer));
+  }
+  detail::StreamState state;
+  read_and_hand_over(state);
+  bool recorded = false;
+  std::uint64_t refused = 0;
+  {
+    test::FailingAllocations failing(0, 1000);
+    recorded = state.set_deallocation_stream(producer);
+    refused = failing.failed();
+  }
+  EXPECT_TRUE(recorded);
+  EXPECT_EQ(refused, 0u) << "the point took the heap";
+  EXPECT_EQ(state.deallocation_point_count(), 1u);
+  EXPECT_EQ(points_held(state), 1u);  // the kept points retired
+  fake().complete_all();
+}
+
 }  // namespace
 }  // namespace holoscan
