@@ -83,7 +83,9 @@ class HOLOSCAN_DLPACK_API TensorPool {
    *        stay until the new owner's first record on `stream` retires them, so that a block
    *        dropped unused still waits for its old readers (a default-stream handle, or more points
    *        than a block keeps inline, gets one point recorded on `stream` in their place instead).
-   *        No event query, no host wait.
+   *        Record the readiness on `stream` (the usual producer does): a block whose new owner
+   *        never records on `stream` keeps them beside its own points, and its fan-out past the
+   *        inline room then takes the heap. No event query, no host wait.
    *        kResourceExhausted at once when every block is named, kNotImplemented for a stream
    *        that is capturing a graph, kFailure when a wait or the record fails.
    */
