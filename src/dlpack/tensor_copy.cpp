@@ -38,9 +38,17 @@ expected<detail::CopyPlan, Error> plan_copy(const Tensor& source, const char* wh
   return detail::CopyPlan::of(view, source.flags(), who);
 }
 
-// A caller's memory reference may throw from its readiness hooks (they are not noexcept): the
-// copy's memory, taken from the stream already, must then go the way of any failure (after what
-// was queued, see after_queued), so the throw becomes the copy's error.
+// The copy's error when a caller's memory reference threw from `hook` (its hooks are not
+// noexcept).
+tl::unexpected<Error> hook_threw(const char* hook) {
+  return make_unexpected(
+      ErrorCode::kFailure,
+      std::string("Tensor copy: the source's memory reference threw from ") + hook);
+}
+
+// A caller's memory reference may throw from its readiness hooks: the copy's memory, taken from
+// the stream already, must then go the way of any failure (after what was queued, see
+// after_queued), so the throw becomes the copy's error.
 template <class Wait>
 expected<void, Error> wait_for_source(const Tensor& source, const char* hook, Wait&& wait) {
   if (!source.has_readiness_stream_contract()) {
@@ -49,9 +57,7 @@ expected<void, Error> wait_for_source(const Tensor& source, const char* hook, Wa
   try {
     return wait();
   } catch (...) {
-    return make_unexpected(
-        ErrorCode::kFailure,
-        std::string("Tensor copy: the source's memory reference threw from ") + hook);
+    return hook_threw(hook);
   }
 }
 
@@ -120,9 +126,7 @@ expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
     held = reference != nullptr && reference->set_deallocation_stream(stream);
   } catch (...) {
     (void)synchronize_cuda_stream_for_host(stream);
-    return make_unexpected(ErrorCode::kFailure,
-                           "Tensor copy: the source's memory reference threw from "
-                           "set_deallocation_stream");
+    return hook_threw("set_deallocation_stream");
   }
   if (held) {
     return {};
