@@ -265,7 +265,7 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream,
   };
   {
     std::lock_guard<SpinMutex> lock(mutex_);
-    if (readiness_.event == nullptr && deallocation_.empty()) {
+    if (!holds_points_unshared()) {  // under the lock: shared or not, the same question
       return {};
     }
     cudaError_t status = cudaSuccess;
@@ -421,11 +421,11 @@ bool StreamState::superseded_passed() noexcept {
 }
 
 // Nothing will wait for these points, so every event goes straight back to its pool: a release
-// list (take_release_points) would take the heap past its inline room (four readers and the
-// point a hand-over leaves, with the readiness point), and where the heap refused it, wait on the
-// host for the point, under the pool's lock in a stream-ordered allocate.
+// list (take_release_points) would take the heap past its inline room (five deallocation points
+// and the readiness point), and where the heap refused it, wait on the host for the point, under
+// the pool's lock in a stream-ordered allocate.
 void StreamState::forget_points() noexcept {
-  if (readiness_.event == nullptr && deallocation_.empty()) {
+  if (!holds_points_unshared()) {
     return;  // the common case for host memory: nothing to hand back
   }
   EventBatch events;
