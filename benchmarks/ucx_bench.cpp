@@ -15,6 +15,8 @@
 // spin_us=N polls for N µs before a wait sleeps on the worker's fd (default: always polls), so
 // that the sleeping path can be measured too.
 // ready=1 gives each tensor a readiness contract on an idle stream first (the gate's cost).
+// multi=0 turns the workers' stream_bandwidth_hint off (both sides): every send and landing is
+// posted for latency, as before the hint.
 // device=N puts this process's pools and streams on device N, peer_device=N the peer's (two GPUs).
 // verify=1 (stream, mem=cuda; built with the test kernels) writes every tensor with a kernel on a
 // producer stream, sends it with that readiness, and has the sink check every element on its own
@@ -84,6 +86,7 @@ ucx::Worker make_worker(const Options& o, std::shared_ptr<holoscan::TensorPool> 
   config.window = window;
   config.receive_pool = std::move(receive_pool);
   config.spin_us = o.number("spin_us", 1000000);  // busy-poll by default, as ucx_perftest does
+  config.stream_bandwidth_hint = o.number("multi", 1) != 0;
   auto worker = ucx::Worker::create(config);
   if (!worker) {
     die(worker.error().message);

@@ -102,9 +102,11 @@ void Worker::State::refuse(Arrival& arrival, Error error) {
 // In arrival order; the first arrival that finds the pool exhausted holds back the ones after it.
 std::size_t Worker::State::land_arrivals() {
   std::size_t started = 0;
+  std::size_t in_ucx = 0;  // landings UCX is still moving (they come before waiting ones)
   for (auto& entry : arrivals) {
     Arrival& arrival = *entry;
     if (arrival.phase != Arrival::Phase::kWaitingMemory) {
+      in_ucx += arrival.phase == Arrival::Phase::kLanding && arrival.request != nullptr ? 1 : 0;
       continue;
     }
     auto tensor =
@@ -137,6 +139,9 @@ std::size_t Worker::State::land_arrivals() {
     params.cb.recv_am = on_landed_callback;
     params.user_data = &arrival;
     params.memory_type = detail::memory_type_of(arrival.tensor);
+    if (in_ucx > 0 && config.stream_bandwidth_hint) {
+      params.op_attr_mask |= UCP_OP_ATTR_FLAG_MULTI_SEND;  // a stream: see post_ready_sends()
+    }
     arrival.phase = Arrival::Phase::kLanding;
     void* descriptor = arrival.data;
     arrival.data = nullptr;  // UCX owns it from here, whatever happens
@@ -144,6 +149,7 @@ std::size_t Worker::State::land_arrivals() {
                                          arrival.length, &params);
     if (UCS_PTR_IS_PTR(request)) {
       arrival.request = request;
+      ++in_ucx;
     } else {
       on_landed(arrival, UCS_PTR_STATUS(request), arrival.length);
     }

@@ -120,9 +120,11 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
 std::size_t Worker::State::post_ready_sends() {
   std::size_t posted = 0;
   for (auto& [id, peer] : peers) {
+    std::size_t in_ucx = 0;  // this peer's sends UCX is still moving (all come before held ones)
     for (std::size_t i = 0; i < peer.outgoing.size() && !peer.lost; ++i) {
       Outgoing& send = *peer.outgoing[i];
       if (send.phase != Outgoing::Phase::kHeld) {
+        in_ucx += send.phase == Outgoing::Phase::kPosted && send.request != nullptr ? 1 : 0;
         continue;
       }
       if (send.ticket) {
@@ -144,6 +146,11 @@ std::size_t Worker::State::post_ready_sends() {
       params.cb.send = on_sent;
       params.user_data = &send;
       params.memory_type = send.memory_type;
+      if (in_ucx > 0 && config.stream_bandwidth_hint) {
+        // A stream of tensors: UCX picks its protocols for the bandwidth of several transfers in
+        // flight, not for one transfer's latency (as ucx_perftest's bandwidth tests ask).
+        params.op_attr_mask |= UCP_OP_ATTR_FLAG_MULTI_SEND;
+      }
       send.phase = Outgoing::Phase::kPosted;
       attach_answers(send);
       void* request = ucp_am_send_nbx(peer.endpoint, static_cast<unsigned>(MessageId::kTensor),
@@ -152,6 +159,7 @@ std::size_t Worker::State::post_ready_sends() {
       ++posted;
       if (UCS_PTR_IS_PTR(request)) {
         send.request = request;
+        ++in_ucx;
       } else {
         on_ucx_done(send, UCS_PTR_STATUS(request));  // done at once, or refused at once
       }

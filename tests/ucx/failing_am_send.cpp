@@ -9,6 +9,8 @@
 namespace {
 
 std::atomic<unsigned> g_id{0};
+std::atomic<std::size_t> g_tensor_messages{0};
+std::atomic<std::size_t> g_bandwidth_tensor_messages{0};
 holoscan::test::ArmedFailures g_failures;
 
 // Takes one of the armed failures for a message of `id`; whether there was one.
@@ -22,6 +24,12 @@ extern "C" ucs_status_ptr_t ucp_am_send_nbx(ucp_ep_h ep, unsigned id, const void
   using Send = ucs_status_ptr_t (*)(ucp_ep_h, unsigned, const void*, size_t, const void*, size_t,
                                     const ucp_request_param_t*);
   static const auto real = reinterpret_cast<Send>(dlsym(RTLD_NEXT, "ucp_am_send_nbx"));
+  if (id == static_cast<unsigned>(holoscan::ucx::MessageId::kTensor)) {
+    ++g_tensor_messages;
+    if ((param->op_attr_mask & UCP_OP_ATTR_FLAG_MULTI_SEND) != 0) {
+      ++g_bandwidth_tensor_messages;
+    }
+  }
   if (fails_now(id)) {
     return UCS_STATUS_PTR(g_failures.status());
   }
@@ -38,5 +46,9 @@ FailingAmSends::FailingAmSends(ucx::MessageId id, ucs_status_t status, std::size
 FailingAmSends::~FailingAmSends() { g_failures.disarm(); }
 
 std::size_t FailingAmSends::failed() const noexcept { return g_failures.failed(); }
+
+PostedTensorMessages posted_tensor_messages() noexcept {
+  return {g_tensor_messages.load(), g_bandwidth_tensor_messages.load()};
+}
 
 }  // namespace holoscan::test

@@ -24,4 +24,14 @@ class FailingAmSends {
   std::size_t failed() const noexcept;
 };
 
+/** @brief Tensor messages this process posted to UCX so far (refused ones included), and how
+ *         many of them asked for bandwidth (`UCP_OP_ATTR_FLAG_MULTI_SEND`). */
+struct PostedTensorMessages {
+  std::size_t all = 0;        ///< Every ucp_am_send_nbx of MessageId::kTensor.
+  std::size_t bandwidth = 0;  ///< Those with the flag.
+};
+
+/** @brief The counts so far (take two and subtract). */
+PostedTensorMessages posted_tensor_messages() noexcept;
+
 }  // namespace holoscan::test

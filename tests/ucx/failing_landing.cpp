@@ -2,11 +2,15 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+
 #include "ucx/armed_failures.hpp"
 
 namespace {
 
 holoscan::test::ArmedFailures g_failures;
+std::atomic<std::size_t> g_landings{0};
+std::atomic<std::size_t> g_bandwidth_landings{0};
 
 // The caller's callback and its argument, called with the armed status instead of UCX's.
 struct Forwarded {
@@ -29,6 +33,10 @@ extern "C" ucs_status_ptr_t ucp_am_recv_data_nbx(ucp_worker_h worker, void* data
   using Receive =
       ucs_status_ptr_t (*)(ucp_worker_h, void*, void*, size_t, const ucp_request_param_t*);
   static const auto real = reinterpret_cast<Receive>(dlsym(RTLD_NEXT, "ucp_am_recv_data_nbx"));
+  ++g_landings;
+  if ((param->op_attr_mask & UCP_OP_ATTR_FLAG_MULTI_SEND) != 0) {
+    ++g_bandwidth_landings;
+  }
   if (!g_failures.take() || (param->op_attr_mask & UCP_OP_ATTR_FIELD_CALLBACK) == 0) {
     return real(worker, data_desc, buffer, count, param);
   }
@@ -58,5 +66,9 @@ FailingLandings::FailingLandings(ucs_status_t status, std::size_t count) noexcep
 FailingLandings::~FailingLandings() { g_failures.disarm(); }
 
 std::size_t FailingLandings::failed() const noexcept { return g_failures.failed(); }
+
+StartedLandings started_landings() noexcept {
+  return {g_landings.load(), g_bandwidth_landings.load()};
+}
 
 }  // namespace holoscan::test

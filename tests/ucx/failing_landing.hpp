@@ -22,4 +22,14 @@ class FailingLandings {
   std::size_t failed() const noexcept;
 };
 
+/** @brief Landings this process started so far, and how many asked for bandwidth
+ *         (`UCP_OP_ATTR_FLAG_MULTI_SEND`). */
+struct StartedLandings {
+  std::size_t all = 0;        ///< Every ucp_am_recv_data_nbx.
+  std::size_t bandwidth = 0;  ///< Those with the flag.
+};
+
+/** @brief The counts so far (take two and subtract). */
+StartedLandings started_landings() noexcept;
+
 }  // namespace holoscan::test

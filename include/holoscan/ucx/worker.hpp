@@ -39,6 +39,13 @@ struct HOLOSCAN_DLPACK_API WorkerConfig {
    *        slept costs 100-200 µs on an idle machine, as much as the transfer it waited for.
    */
   int spin_us = 1000;
+  /**
+   * @brief A send posted while other sends to its peer are still moving, and a landing started
+   *        while others land (a stream), ask UCX for the protocols of the best bandwidth
+   *        (`UCP_OP_ATTR_FLAG_MULTI_SEND`) rather than of one transfer's latency; a lone send
+   *        never does. False: never.
+   */
+  bool stream_bandwidth_hint = true;
 };
 
 /** @brief A tensor that arrived, with the peer that sent it. */
