@@ -40,9 +40,6 @@ LayoutFault reference_dtype(DLDataType dtype, int last_code) {
   if (sub_byte == 0 && dtype.bits % 8 != 0) {
     return LayoutFault::kDtypeWholeBytes;
   }
-  if ((Wide{dtype.bits} * dtype.lanes + 7) / 8 > 255) {
-    return LayoutFault::kDtypeItem;
-  }
   return LayoutFault::kNone;
 }
 

@@ -121,8 +121,11 @@ class HOLOSCAN_DLPACK_API Tensor {
   std::int64_t size() const noexcept;
   /** @brief Number of dimensions. */
   std::int32_t ndim() const noexcept;
-  /** @brief Bytes of one element, ceil(bits * lanes / 8); imports reject items over 255 bytes. */
-  std::uint8_t itemsize() const noexcept;
+  /**
+   * @brief Bytes of one element, ceil(bits * lanes / 8). A 64-bit count, as Holoscan 5.0 returns
+   *        it: 8-bit bits times 16-bit lanes reach about 2 MB, which 4.x's uint8_t truncated.
+   */
+  std::size_t itemsize() const noexcept;
   /** @brief Bytes of the elements' payload (size times itemsize, packed for sub-byte types). */
   std::int64_t nbytes() const noexcept;
 

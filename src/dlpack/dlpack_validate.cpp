@@ -79,9 +79,6 @@ LayoutFault dtype_fault(DLDataType dtype, std::uint8_t last_code) noexcept {
   } else if (dtype.bits % 8 != 0) {
     return LayoutFault::kDtypeWholeBytes;
   }
-  if ((element_bits(dtype) + 7) / 8 > std::numeric_limits<std::uint8_t>::max()) {
-    return LayoutFault::kDtypeItem;
-  }
   return LayoutFault::kNone;
 }
 
@@ -343,12 +340,8 @@ std::string dtype_words(LayoutFault fault, DLDataType dtype) {
     case LayoutFault::kDtypeSubByte:
       return "dtype.bits " + std::to_string(dtype.bits) + " (lanes " + std::to_string(dtype.lanes) +
              ") does not match dtype.code " + std::to_string(dtype.code);
-    case LayoutFault::kDtypeWholeBytes:
+    default:  // kDtypeWholeBytes
       return "dtype.bits " + std::to_string(dtype.bits) + " is not a whole number of bytes";
-    default:  // kDtypeItem: Tensor::itemsize() is a uint8_t, as Holoscan declares it
-      return "dtype.bits * dtype.lanes gives an element of " +
-             std::to_string((element_bits(dtype) + 7) / 8) +
-             " bytes, more than the 255 that Tensor::itemsize() can report";
   }
 }
 

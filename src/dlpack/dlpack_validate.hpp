@@ -42,7 +42,6 @@ enum class LayoutFault : std::uint8_t {
   kDtypeBits,        ///< Zero bits.
   kDtypeSubByte,     ///< Bits or lanes that a 4/6-bit code does not allow.
   kDtypeWholeBytes,  ///< Bits that are not whole bytes for a byte-sized code.
-  kDtypeItem,        ///< An element of more than 255 bytes.
   kExtent,           ///< A negative extent (at `index`).
   kCompactStride,    ///< A compact stride that overflows int64 in bytes (at `index`).
   kElementCount,     ///< The element count overflows int64.
@@ -105,7 +104,7 @@ HOLOSCAN_DLPACK_WING_API Error layout_error(const LayoutFacts& facts, std::int32
 HOLOSCAN_DLPACK_WING_API Error dl_tensor_error(const LayoutFacts& facts, const DLTensor& tensor,
                                                const char* who);
 
-/** @brief Checks the dtype (this build's codes): known code, bits and lanes, item <= 255 B. */
+/** @brief Checks the dtype (this build's codes): known code, bits and lanes. */
 HOLOSCAN_DLPACK_WING_API expected<void, Error> validate_dtype(DLDataType dtype, const char* who);
 
 /** @brief Element count and payload bytes of a validated layout. */

@@ -80,8 +80,8 @@ std::int64_t Tensor::size() const noexcept {
   return detail::element_count(view.ndim, view.shape);
 }
 
-std::uint8_t Tensor::itemsize() const noexcept {
-  return static_cast<std::uint8_t>(dlpack_dtype_item_size_bytes(dtype()));
+std::size_t Tensor::itemsize() const noexcept {
+  return static_cast<std::size_t>(dlpack_dtype_item_size_bytes(dtype()));
 }
 
 std::int64_t Tensor::nbytes() const noexcept {

@@ -59,7 +59,10 @@ static_assert(std::is_same_v<decltype(&Tensor::shape_span),
 static_assert(std::is_same_v<decltype(&Tensor::dlpack_strides_span),
                              std::span<const int64_t> (Tensor::*)() const noexcept>);
 static_assert(std::is_same_v<decltype(&Tensor::size), int64_t (Tensor::*)() const noexcept>);
-static_assert(std::is_same_v<decltype(&Tensor::itemsize), uint8_t (Tensor::*)() const noexcept>);
+// 5.0's itemsize() returns a 64-bit unsigned count (its nbytes() reads the whole of %rax after
+// the call and compares it unsigned), not 4.x's uint8_t.
+static_assert(
+    std::is_same_v<decltype(&Tensor::itemsize), std::size_t (Tensor::*)() const noexcept>);
 static_assert(std::is_same_v<decltype(&Tensor::nbytes), int64_t (Tensor::*)() const noexcept>);
 static_assert(std::is_same_v<decltype(&Tensor::is_contiguous), bool (Tensor::*)() const noexcept>);
 static_assert(std::is_same_v<decltype(&Tensor::is_read_only), bool (Tensor::*)() const noexcept>);
@@ -310,6 +313,31 @@ TEST(Holoscan50Api, HostCopiesAreOwningAndWritable) {
   auto small = tensor.copy_to_host(out.data(), sizeof(out) - 1, nullptr);
   ASSERT_FALSE(small);
   EXPECT_EQ(small.error().code, ErrorCode::kInvalidArgument);
+}
+
+// 5.0 imports any element size: bits (8 bits wide) times lanes (16) can exceed 255 bytes, and
+// itemsize() reports it.
+TEST(Holoscan50Api, WideVectorElementsImport) {
+  std::vector<uint8_t> bytes(2 * 512);
+  int64_t shape[] = {2};
+  static int deleted = 0;
+  DLManagedTensorVersioned managed{};
+  managed.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed.deleter = [](DLManagedTensorVersioned*) { ++deleted; };
+  managed.dl_tensor.data = bytes.data();
+  managed.dl_tensor.device = {kDLCPU, 0};
+  managed.dl_tensor.ndim = 1;
+  managed.dl_tensor.dtype = {kDLFloat, 64, 64};  // 64 lanes of float64: 512 bytes an element
+  managed.dl_tensor.shape = shape;
+  {
+    auto tensor = holoscan::make_tensor_from_dlpack_versioned(&managed);
+    ASSERT_TRUE(tensor) << tensor.error().message;
+    const std::size_t itemsize = tensor->itemsize();
+    EXPECT_EQ(itemsize, 512u);
+    EXPECT_EQ(tensor->nbytes(), 1024);
+    EXPECT_EQ(tensor->strides(), std::vector<int64_t>{512});
+  }
+  EXPECT_EQ(deleted, 1);
 }
 
 TEST(Holoscan50Api, HandleClaimsArePairedByTheCaller) {

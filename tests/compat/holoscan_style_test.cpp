@@ -23,7 +23,7 @@ namespace {
 // --- declarations as Holoscan spells them -------------------------------------------------------
 
 using holoscan::Tensor;
-static_assert(std::is_same_v<decltype(std::declval<const Tensor&>().itemsize()), uint8_t>);
+static_assert(std::is_same_v<decltype(std::declval<const Tensor&>().itemsize()), std::size_t>);
 static_assert(std::is_same_v<decltype(std::declval<const Tensor&>().ndim()), int32_t>);
 static_assert(std::is_same_v<decltype(std::declval<const Tensor&>().size()), int64_t>);
 static_assert(std::is_same_v<decltype(std::declval<const Tensor&>().nbytes()), int64_t>);
@@ -354,7 +354,6 @@ const Rejection kRejections[] = {
     {"ZeroLanes", "dtype.lanes", [](DLManagedTensorVersioned& m) { m.dl_tensor.dtype.lanes = 0; }},
     {"ZeroBits", "dtype.bits", [](DLManagedTensorVersioned& m) { m.dl_tensor.dtype.bits = 0; }},
     {"OddBits", "dtype.bits", [](DLManagedTensorVersioned& m) { m.dl_tensor.dtype.bits = 12; }},
-    {"HugeItem", "itemsize", [](DLManagedTensorVersioned& m) { m.dl_tensor.dtype.lanes = 64; }},
     {"UnknownCode", "dtype.code", [](DLManagedTensorVersioned& m) { m.dl_tensor.dtype.code = 99; }},
     {"UnknownDevice", "device.device_type",
      [](DLManagedTensorVersioned& m) { m.dl_tensor.device.device_type = DLDeviceType(99); }},
