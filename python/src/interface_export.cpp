@@ -54,16 +54,15 @@ nb::dict cuda_array_interface(Tensor& tensor) {
   // outlive the consumer's wait, and "2" would name the consumer thread's own per-thread stream:
   // the legacy default stream is the one every thread can wait on, so readiness is handed over
   // to it (one event wait on the GPU, none when readiness was recorded there).
-  nb::object stream = nb::none();
-  if (tensor.has_readiness_stream_contract()) {
-    if (!ready_on_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
-      if (auto ordered = tensor.synchronize_for_consumer_stream(kLegacyStream); !ordered) {
-        raise_error(ordered.error());
-      }
+  if (tensor.has_readiness_stream_contract() &&
+      !ready_on_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
+    if (auto ordered = tensor.synchronize_for_consumer_stream(kLegacyStream); !ordered) {
+      raise_error(ordered.error());
     }
-    stream = nb::int_(1);
   }
-  dict["stream"] = stream;
+  // Named whether or not there is a readiness point, as Holoscan 5.0 does: without one the
+  // consumer still orders itself after the legacy default stream's work, never less than None.
+  dict["stream"] = 1;
   return dict;
 }
 
