@@ -253,7 +253,11 @@ class HOLOSCAN_DLPACK_API Tensor {
   synchronize_for_consumer(cudaStream_t stream) const {
     return synchronize_for_consumer_stream(stream);
   }
-  /** @brief Blocks until the data is ready; kNotImplemented when there is no readiness contract. */
+  /**
+   * @brief Blocks until the data is ready; kNotImplemented when there is no readiness contract,
+   *        kInvalidArgument when the tensor is empty. Holoscan 5.0 returns success for both;
+   *        here a caller can tell a wait from nothing to wait for (docs/holoscan-5.0.md).
+   */
   expected<void, Error> synchronize_for_host() const;
   /** @brief Records a stream whose current work must finish before the memory is reused. */
   bool set_deallocation_stream(cudaStream_t stream);
