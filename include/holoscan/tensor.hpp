@@ -115,7 +115,10 @@ class HOLOSCAN_DLPACK_API Tensor {
                : std::span<const std::int64_t>();
   }
 #endif
-  /** @brief Whether the elements are compact and row-major (size-1 dims may have any stride). */
+  /**
+   * @brief Whether the elements are compact and row-major: size-1 dims may have any stride and an
+   *        empty tensor is contiguous (Holoscan 5.0 checks every stride; docs/holoscan-5.0.md).
+   */
   bool is_contiguous() const noexcept;
   /** @brief Number of elements. */
   std::int64_t size() const noexcept;
