@@ -4,6 +4,7 @@
 // with the memory; the send ends when, in addition, the peer answered (or the connection broke).
 #include <string>
 
+#include "dlpack/dlpack_validate.hpp"  // the core's layout rules (internal)
 #include "landing_memory.hpp"
 #include "ucx_error.hpp"
 #include "worker_state.hpp"
@@ -28,6 +29,20 @@ expected<void, Error> check_sendable(const Tensor& tensor) {
   if (!tensor || (tensor.data() == nullptr && tensor.size() > 0)) {
     return make_unexpected(ErrorCode::kInvalidArgument, std::string(kWho) + "the tensor is empty");
   }
+  // Every import and the pool keep these bounds, but a view written by hand into a context need
+  // not: header_of() copies the extents into arrays of kMaxWireDims, before the header's own
+  // checks run.
+  const DLTensor& view = tensor.dl_tensor();
+  if (view.ndim < 0 || view.ndim > static_cast<std::int32_t>(kMaxWireDims)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + "ndim " + std::to_string(view.ndim) +
+                               " is outside [0, " + std::to_string(kMaxWireDims) + "]");
+  }
+  if (view.ndim > 0 && view.shape == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument, std::string(kWho) + "the tensor has " +
+                                                            std::to_string(view.ndim) +
+                                                            " dimensions and no shape");
+  }
   if (!tensor.is_contiguous()) {
     return make_unexpected(ErrorCode::kNotImplemented,
                            std::string(kWho) +
@@ -51,12 +66,13 @@ TensorHeader header_of(const Tensor& tensor, std::uint64_t sequence) {
   h.dtype = tensor.dtype();
   h.ndim = tensor.ndim();
   const DLTensor& view = tensor.dl_tensor();
-  std::int64_t stride = 1;
-  for (std::int32_t i = h.ndim; i-- > 0;) {
+  for (std::int32_t i = 0; i < h.ndim; ++i) {
     h.shape[i] = view.shape[i];
-    h.strides[i] = stride;  // the payload is compact whatever strides size-1 dims had
-    stride *= view.shape[i] > 0 ? view.shape[i] : 1;
   }
+  // The payload is compact whatever strides size-1 dims had. The layout rules' own strides
+  // saturate where a view written by hand has extents whose product overflows (the header's
+  // checks then refuse it).
+  holoscan::detail::compact_strides(h.ndim, h.shape.data(), h.strides.data());
   return h;
 }
 

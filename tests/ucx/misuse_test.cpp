@@ -1,0 +1,156 @@
+// The public API used in ways it does not expect: views written by hand into a context that no
+// import would make, and an orderly close while the receiver keeps the sender's data inside UCX.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "holoscan/dlpack.hpp"
+#include "ucx/series.hpp"
+#include "ucx/ucx_test_support.hpp"
+
+namespace holoscan::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<TensorPool> host_pool(std::size_t blocks) {
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, blocks});
+  EXPECT_TRUE(pool);
+  return *pool;
+}
+
+// A host view of `storage` written by hand: `ndim` extents `shape` (null: none), compact strides.
+Tensor hand_written(std::int32_t ndim, const std::vector<std::int64_t>& shape, bool with_shape) {
+  static float storage[8] = {};
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->dl_shape = shape;
+  context->dl_strides.assign(shape.size(), 0);
+  std::int64_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    context->dl_strides[i] = stride;
+    stride = shape[i] > 0 && stride < (std::int64_t{1} << 40) ? stride * shape[i] : stride;
+  }
+  DLTensor& view = context->tensor.dl_tensor;
+  view.data = storage;
+  view.device = DLDevice{kDLCPU, 0};
+  view.ndim = ndim;
+  view.dtype = DLDataType{kDLFloat, 32, 1};
+  view.shape = with_shape ? context->dl_shape.data() : nullptr;
+  view.strides = with_shape ? context->dl_strides.data() : nullptr;
+  return Tensor(context);
+}
+
+// send() copied a view's extents into the header's arrays of 32 before any check of its own: a
+// view written by hand with more dimensions wrote past them (a crash), one with dimensions but no
+// shape read through a null pointer (a crash). Each is refused now, and the connection stays
+// usable.
+TEST(UcxMisuse, AViewWrittenByHandThatNoImportWouldMakeIsRefused) {
+  LinkedWorkers sides;
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  const ucx::PeerId peer = *sides.link.client;
+  struct Case {
+    const char* what;
+    Tensor tensor;
+  };
+  const std::vector<std::int64_t> ones(40, 1);
+  Case cases[] = {
+      {"40 dimensions", hand_written(40, ones, true)},
+      {"33 dimensions",
+       hand_written(33, std::vector<std::int64_t>(ones.begin(), ones.begin() + 33), true)},
+      {"2 dimensions and no shape", hand_written(2, {2, 4}, false)},
+      {"a negative ndim", hand_written(-1, {}, true)},
+      {"extents whose product overflows", hand_written(2, {std::int64_t{1} << 62, 4}, true)},
+  };
+  for (const Case& c : cases) {
+    auto sent = sides.client.send(peer, c.tensor);
+    ASSERT_FALSE(sent) << c.what;
+    EXPECT_EQ(sent.error().code, ErrorCode::kInvalidArgument)
+        << c.what << ": " << sent.error().message;
+  }
+  EXPECT_EQ(sides.client.in_flight(), 0u);
+  auto pool = host_pool(1);
+  auto tensor = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
+  ASSERT_TRUE(tensor);
+  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+  auto sent = sides.client.send(peer, *tensor);
+  ASSERT_TRUE(sent) << to_string(sent.error());
+  std::optional<ucx::Received> received;
+  for (auto start = Clock::now(); !received && Clock::now() - start < std::chrono::seconds(10);) {
+    (void)sides.client.progress();
+    auto got = sides.receiver.receive(1);
+    ASSERT_TRUE(got) << to_string(got.error());
+    if (*got) {
+      received = std::move(**got);
+    }
+  }
+  ASSERT_TRUE(received);
+  EXPECT_EQ(received->sequence, *sent);
+  EXPECT_EQ(ucx_series::check(0, received->tensor), "");
+}
+
+// A sender that disconnects while its rendezvous tensors wait inside the receiver's UCX for a
+// block of an exhausted pool: disconnect() ends each send in flight (kClosed) although the
+// receiver keeps its block, and the receiver reports kClosed once and lets go of the waiting data.
+TEST(UcxMisuse, ASenderThatDisconnectsWhileItsDataWaitsForTheReceiversMemoryEndsEverySend) {
+  auto receive_pool = host_pool(1);
+  ucx::WorkerConfig config;
+  config.receive_pool = receive_pool;
+  auto receiver = make_worker(config);
+  auto client = make_worker();
+  const auto link = connect_in_process(receiver, client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  SeriesSender sender(client, *link.client, 6);
+  ASSERT_TRUE(sender.send(2));
+  Tensor held;  // the receiver's application keeps the pool's one block
+  for (auto start = Clock::now(); !held && Clock::now() - start < std::chrono::seconds(10);) {
+    sender.drain();
+    auto first = receiver.receive(1);
+    ASSERT_TRUE(first) << to_string(first.error());
+    if (*first) {
+      held = std::move((*first)->tensor);
+    }
+  }
+  ASSERT_TRUE(held);
+  for (std::uint64_t k : {7, 12}) {  // rendezvous-sized
+    ASSERT_TRUE(sender.send(k));
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (receiver.waiting() < 2 && Clock::now() < deadline) {
+    (void)receiver.progress();
+    sender.drain();
+  }
+  ASSERT_EQ(receiver.waiting(), 2u);
+  ASSERT_TRUE(client.disconnect(*link.client));
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (sender.delivered.size() + sender.failed.size() < 3 && Clock::now() < until) {
+    (void)receiver.progress();
+    sender.drain();
+  }
+  EXPECT_EQ(sender.delivered, std::vector<std::uint64_t>{1});
+  ASSERT_EQ(sender.failed.size(), 2u) << "in flight: " << client.in_flight();
+  for (const auto& [sequence, error] : sender.failed) {
+    EXPECT_EQ(error.code, ErrorCode::kClosed) << error.message;
+  }
+  EXPECT_EQ(sender.pool->available_blocks(), 6u);
+  std::vector<std::string> reported;
+  for (const auto later = Clock::now() + std::chrono::seconds(1); Clock::now() < later;) {
+    auto got = receiver.receive(10);
+    if (!got) {
+      reported.push_back(got.error().code == ErrorCode::kClosed ? "kClosed"
+                                                                : to_string(got.error()));
+    } else if (*got) {
+      reported.push_back("tensor " + std::to_string((*got)->sequence));
+    }
+  }
+  EXPECT_EQ(reported, std::vector<std::string>{"kClosed"});
+  EXPECT_EQ(receiver.waiting(), 0u);
+  held = Tensor();
+  EXPECT_EQ(receive_pool->available_blocks(), 1u);
+}
+
+}  // namespace
+}  // namespace holoscan::test
