@@ -134,22 +134,31 @@ Worker::~Worker() {
 }
 
 expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::uint16_t port) {
+  const std::string who = "ucx listen on " + address + ":" + std::to_string(port);
+  // Resolved before the mutex is taken: a name server may take seconds to answer.
+  const auto resolved = resolve_address(who, address, port, true);
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->listen_locked(address, port);
+  return state_->listen_locked(who, resolved);
 }
 
 expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_t port,
                                         int timeout_ms) {
+  const std::string name = address + ":" + std::to_string(port);
+  const std::string who = "ucx connect to " + name;
+  // Resolved before the mutex is taken: a name server may take seconds to answer.
+  auto resolved = resolve_address(who, address, port, false);
+  if (!resolved) {
+    return forward_error(std::move(resolved));
+  }
   PeerId id = 0;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    auto started = state_->start_connect(address, port);
+    auto started = state_->start_connect(name, *resolved);
     if (!started) {
       return started;
     }
     id = *started;
   }
-  const std::string who = "ucx connect to " + address + ":" + std::to_string(port);
   State& state = *state_;
   auto answered = wait_for(state, timeout_ms, [&]() -> std::optional<expected<PeerId, Error>> {
     Peer& peer = *state.find(id);

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -16,34 +17,6 @@
 
 namespace holoscan::ucx {
 namespace {
-
-// Resolved socket address; freed with the object.
-class Resolved {
- public:
-  ~Resolved() {
-    if (list_ != nullptr) {
-      freeaddrinfo(list_);
-    }
-  }
-  expected<void, Error> resolve(const std::string& who, const std::string& address,
-                                std::uint16_t port, bool passive) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-    const std::string service = std::to_string(port);
-    if (int status = getaddrinfo(address.c_str(), service.c_str(), &hints, &list_); status != 0) {
-      list_ = nullptr;
-      return make_unexpected(ErrorCode::kInvalidArgument,
-                             who + ": cannot resolve \"" + address + "\": " + gai_strerror(status));
-    }
-    return {};
-  }
-  const addrinfo& first() const noexcept { return *list_; }
-
- private:
-  addrinfo* list_ = nullptr;
-};
 
 std::string describe(const sockaddr_storage& address) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -103,20 +76,38 @@ ucp_ep_params_t endpoint_params(Worker::State* state) {
 
 }  // namespace
 
-expected<std::uint16_t, Error> Worker::State::listen_locked(const std::string& address,
-                                                            std::uint16_t port) {
-  const std::string who = "ucx listen on " + address + ":" + std::to_string(port);
+expected<SocketAddress, Error> resolve_address(const std::string& who, const std::string& address,
+                                               std::uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  const std::string service = std::to_string(port);
+  addrinfo* list = nullptr;
+  if (int status = getaddrinfo(address.c_str(), service.c_str(), &hints, &list); status != 0) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           who + ": cannot resolve \"" + address + "\": " + gai_strerror(status));
+  }
+  SocketAddress resolved;
+  const auto length = std::min<std::size_t>(list->ai_addrlen, sizeof(resolved.storage));
+  std::memcpy(&resolved.storage, list->ai_addr, length);
+  resolved.length = static_cast<socklen_t>(length);
+  freeaddrinfo(list);
+  return resolved;
+}
+
+expected<std::uint16_t, Error> Worker::State::listen_locked(
+    const std::string& who, const expected<SocketAddress, Error>& resolved) {
   if (listener != nullptr) {
     return make_unexpected(ErrorCode::kDuplicateName, who + ": this worker already listens");
   }
-  Resolved resolved;
-  if (auto ok = resolved.resolve(who, address, port, true); !ok) {
-    return forward_error(std::move(ok));
+  if (!resolved) {
+    return make_unexpected(resolved.error());
   }
   ucp_listener_params_t params{};
   params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-  params.sockaddr.addr = resolved.first().ai_addr;
-  params.sockaddr.addrlen = resolved.first().ai_addrlen;
+  params.sockaddr.addr = resolved->get();
+  params.sockaddr.addrlen = resolved->length;
   params.conn_handler.cb = on_connection_request;
   params.conn_handler.arg = this;
   if (ucs_status_t status = ucp_listener_create(worker.get(), &params, &listener);
@@ -135,19 +126,14 @@ expected<std::uint16_t, Error> Worker::State::listen_locked(const std::string& a
              : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
 }
 
-expected<PeerId, Error> Worker::State::start_connect(const std::string& address,
-                                                     std::uint16_t port) {
-  const std::string name = address + ":" + std::to_string(port);
+expected<PeerId, Error> Worker::State::start_connect(const std::string& name,
+                                                     const SocketAddress& resolved) {
   const std::string who = "ucx connect to " + name;
-  Resolved resolved;
-  if (auto ok = resolved.resolve(who, address, port, false); !ok) {
-    return forward_error(std::move(ok));
-  }
   ucp_ep_params_t params = endpoint_params(this);
   params.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
   params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  params.sockaddr.addr = resolved.first().ai_addr;
-  params.sockaddr.addrlen = resolved.first().ai_addrlen;
+  params.sockaddr.addr = resolved.get();
+  params.sockaddr.addrlen = resolved.length;
   ucp_ep_h endpoint = nullptr;
   if (ucs_status_t status = ucp_ep_create(worker.get(), &params, &endpoint); status != UCS_OK) {
     return make_unexpected(detail::ucx_error(who, "ucp_ep_create", status));

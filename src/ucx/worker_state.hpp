@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <sys/socket.h>
+
 #include <ucp/api/ucp.h>
 
 #include "holoscan/ucx/wire.hpp"
@@ -23,6 +25,20 @@
 #include "wake_signal.hpp"
 
 namespace holoscan::ucx {
+
+/** @brief A socket address resolved for listen() or connect(). */
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&storage); }
+};
+
+/**
+ * @brief Resolves `address` and `port` (passive: for a listener). Called without the worker's
+ *        mutex: a name server may take seconds to answer, and every other call would wait.
+ */
+expected<SocketAddress, Error> resolve_address(const std::string& who, const std::string& address,
+                                               std::uint16_t port, bool passive);
 
 /** @brief One send() until it ends as a SendResult. */
 struct Outgoing {
@@ -142,8 +158,9 @@ struct Worker::State {
   Peer* find(ucp_ep_h endpoint) noexcept;
 
   // worker_connect.cpp
-  expected<std::uint16_t, Error> listen_locked(const std::string& address, std::uint16_t port);
-  expected<PeerId, Error> start_connect(const std::string& address, std::uint16_t port);
+  expected<std::uint16_t, Error> listen_locked(const std::string& who,
+                                               const expected<SocketAddress, Error>& resolved);
+  expected<PeerId, Error> start_connect(const std::string& name, const SocketAddress& resolved);
   std::size_t accept_connections();
   PeerId add_peer(ucp_ep_h endpoint, std::string name);
   void mark_failed(Peer* peer, ucs_status_t status, const char* what) noexcept;

@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "holoscan/dlpack.hpp"
 #include "ucx/series.hpp"
+#include "ucx/slow_resolver.hpp"
 #include "ucx/ucx_test_support.hpp"
 
 namespace holoscan::test {
@@ -150,6 +152,58 @@ TEST(UcxMisuse, ASenderThatDisconnectsWhileItsDataWaitsForTheReceiversMemoryEnds
   EXPECT_EQ(receiver.waiting(), 0u);
   held = Tensor();
   EXPECT_EQ(receive_pool->available_blocks(), 1u);
+}
+
+// connect() and listen() resolved the address under the worker's mutex, so a resolver that took
+// its time (a name server that does not answer: seconds) held every other call of the worker,
+// send() (documented never to wait), progress() and the counters among them, for as long.
+TEST(UcxMisuse, AResolutionUnderWayHoldsNoOtherCallBack) {
+  LinkedWorkers sides;
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  auto pool = host_pool(2);
+  const auto layout = ucx_series::layout(0);
+  constexpr auto kDelay = std::chrono::milliseconds(1500);
+  SlowResolver slow(kDelay);
+  for (const bool listening : {false, true}) {
+    std::thread resolving([&] {
+      if (listening) {
+        auto port = sides.client.listen(kSlowName, 0);
+        EXPECT_FALSE(port);
+        EXPECT_EQ(port.error().code, ErrorCode::kInvalidArgument) << port.error().message;
+      } else {
+        auto peer = sides.client.connect(kSlowName, 13337, 5000);
+        EXPECT_FALSE(peer);
+        EXPECT_EQ(peer.error().code, ErrorCode::kInvalidArgument) << peer.error().message;
+      }
+    });
+    const auto started = Clock::now();
+    while (slow.resolving() == 0 && Clock::now() - started < std::chrono::seconds(5)) {
+      std::this_thread::yield();
+    }
+    ASSERT_EQ(slow.resolving(), 1) << "the resolution never started";
+    auto tensor = pool->allocate(layout.shape, layout.dtype);
+    ASSERT_TRUE(tensor);
+    ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+    const auto before = Clock::now();
+    auto sent = sides.client.send(*sides.link.client, *tensor);
+    (void)sides.client.progress();
+    (void)sides.client.stats();
+    const auto took =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - before).count();
+    const bool still_resolving = slow.resolving() == 1;
+    resolving.join();
+    EXPECT_TRUE(sent) << to_string(sent.error());
+    EXPECT_TRUE(still_resolving) << "the resolution ended before the calls: the test saw nothing";
+    EXPECT_LT(took, 300) << (listening ? "listen()" : "connect()")
+                         << "'s resolution held send() for " << took << " ms";
+    for (const auto until = Clock::now() + std::chrono::seconds(10);
+         sides.client.in_flight() > 0 && Clock::now() < until;) {
+      (void)sides.client.progress();
+      auto got = sides.receiver.receive(1);
+      ASSERT_TRUE(got) << to_string(got.error());
+    }
+    EXPECT_EQ(sides.client.in_flight(), 0u);
+  }
 }
 
 }  // namespace
