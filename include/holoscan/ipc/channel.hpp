@@ -42,7 +42,8 @@ class HOLOSCAN_DLPACK_API Channel {
   /** @brief Takes a connected AF_UNIX SOCK_SEQPACKET socket (e.g. inherited); refuses others. */
   static expected<Channel, Error> adopt(UniqueFd socket);
 
-  /** @brief Takes `other`'s socket; `other` is left without one. */
+  /** @brief Takes `other`'s socket; `other` is left without one (its send() and receive() fail
+   *         with kInvalidArgument, at once). */
   Channel(Channel&& other) noexcept = default;
   /** @brief Closes this socket, then takes `other`'s. */
   Channel& operator=(Channel&& other) noexcept = default;
@@ -127,7 +128,8 @@ class HOLOSCAN_DLPACK_API Listener {
    */
   static expected<Listener, Error> listen(const std::string& path);
 
-  /** @brief Takes `other`'s socket and path; `other` is left without them. */
+  /** @brief Takes `other`'s socket and path; `other` is left without them (its accept() fails
+   *         with kInvalidArgument, at once). */
   Listener(Listener&& other) noexcept;
   /** @brief Closes this listener, then takes `other`'s socket and path. */
   Listener& operator=(Listener&& other) noexcept;

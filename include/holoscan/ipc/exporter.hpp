@@ -114,7 +114,8 @@ class HOLOSCAN_DLPACK_API Exporter {
  public:
   /** @brief An exporter with no peers. */
   static expected<Exporter, Error> create();
-  /** @brief Takes `other`'s peers and claims. */
+  /** @brief Takes `other`'s peers and claims; `other` is left empty (its calls fail with
+   *         kInvalidArgument, fd() is -1, it holds nothing). */
   Exporter(Exporter&& other) noexcept;
   /** @brief Destroys this exporter's state (as the destructor does), then takes `other`'s. */
   Exporter& operator=(Exporter&& other) noexcept;

@@ -86,7 +86,8 @@ class HOLOSCAN_DLPACK_API Importer {
  public:
   /** @brief Takes a connected channel and exchanges Hello (waiting up to `hello_timeout_ms`). */
   static expected<Importer, Error> create(Channel channel, int hello_timeout_ms = 5000);
-  /** @brief Takes `other`'s connection. */
+  /** @brief Takes `other`'s connection; `other` is left empty (its calls and import_tensor()
+   *         with it fail with kInvalidArgument, fd() is -1, it holds nothing). */
   Importer(Importer&& other) noexcept;
   /** @brief Lets go of this connection (see the destructor), then takes `other`'s. */
   Importer& operator=(Importer&& other) noexcept;

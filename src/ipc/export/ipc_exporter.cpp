@@ -54,6 +54,15 @@ void keep_until_exit(std::shared_ptr<ExportedTensor> held) noexcept {
   }
 }
 
+// An Exporter moved from has no state: its calls are refused rather than read through none.
+Error moved_from() noexcept {
+  try {
+    return detail::invalid_argument(kWho, "this Exporter was moved from");
+  } catch (const std::bad_alloc&) {
+    return detail::out_of_memory(kWho);
+  }
+}
+
 // Sends `message` with `fd` (when not -1) lent: the descriptor belongs to the export (or the pool
 // behind it), so it is never closed here, whatever happens.
 expected<void, Error> send_lent(Channel& channel, Publish& message, int fd) noexcept {
@@ -348,6 +357,9 @@ expected<Exporter, Error> Exporter::create() {
 }
 
 expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms) {
+  if (state_ == nullptr) {
+    return make_unexpected(moved_from());
+  }
   try {
     return state_->add_peer(channel, hello_timeout_ms);
   } catch (const std::bad_alloc&) {
@@ -368,6 +380,9 @@ expected<std::uint64_t, Error> Exporter::publish(PeerId peer, const Tensor& tens
 
 expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& tensor,
                                                     const cudaStream_t* stream) {
+  if (state_ == nullptr) {
+    return make_unexpected(moved_from());
+  }
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
   try {
@@ -381,6 +396,9 @@ expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& t
 }
 
 expected<std::size_t, Error> Exporter::poll() {
+  if (state_ == nullptr) {
+    return make_unexpected(moved_from());
+  }
   State& s = *state_;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -409,19 +427,29 @@ expected<std::size_t, Error> Exporter::poll() {
   return dropped;
 }
 
-int Exporter::fd() const noexcept { return state_->epoll.get(); }
+int Exporter::fd() const noexcept { return state_ != nullptr ? state_->epoll.get() : -1; }
 
-std::size_t Exporter::held() const noexcept { return state_->ledger.held(); }
+std::size_t Exporter::held() const noexcept {
+  return state_ != nullptr ? state_->ledger.held() : 0;
+}
 
-std::size_t Exporter::held(PeerId peer) const noexcept { return state_->ledger.held(peer); }
+std::size_t Exporter::held(PeerId peer) const noexcept {
+  return state_ != nullptr ? state_->ledger.held(peer) : 0;
+}
 
 bool Exporter::connected(PeerId peer) const noexcept {
+  if (state_ == nullptr) {
+    return false;
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   const auto found = state_->peers.find(peer);
   return found != state_->peers.end() && !found->second.closed;
 }
 
 ExporterStats Exporter::stats() const noexcept {
+  if (state_ == nullptr) {
+    return {};
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   ExporterStats stats = state_->stats;
   stats.ignored_releases = state_->ledger.ignored_releases() + state_->early_ignored_releases;

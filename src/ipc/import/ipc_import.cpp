@@ -140,6 +140,9 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
 
 expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
                                       Importer& peer) {
+  if (peer.core_ == nullptr) {
+    return make_unexpected(detail::importer_moved_from());
+  }
   // Here, so that giving it back later never allocates.
   const bool promised = peer.core_->promise_release();
   return detail::import_promised(peer.core_, descriptor, std::move(fd), promised, false);

@@ -30,6 +30,19 @@ void give_back_unread(detail::ImporterCore& core, const std::vector<std::uint8_t
 
 }  // namespace
 
+namespace detail {
+
+// An Importer moved from has no connection: its calls are refused rather than read through none.
+Error importer_moved_from() noexcept {
+  try {
+    return invalid_argument(kWho, "this Importer was moved from");
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(kWho);
+  }
+}
+
+}  // namespace detail
+
 Importer::Importer(std::shared_ptr<detail::ImporterCore> core) noexcept : core_(std::move(core)) {}
 Importer::Importer(Importer&& other) noexcept = default;
 Importer& Importer::operator=(Importer&& other) noexcept = default;
@@ -53,6 +66,9 @@ expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms
 }
 
 expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
+  if (core_ == nullptr) {
+    return make_unexpected(detail::importer_moved_from());
+  }
   const detail::Deadline deadline(timeout_ms);
   for (;;) {
     // Waiting happens outside the core's lock, so releases from other threads never wait on it.
@@ -99,12 +115,25 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
   }
 }
 
-expected<void, Error> Importer::poll() { return core_->flush(); }
+expected<void, Error> Importer::poll() {
+  if (core_ == nullptr) {
+    return make_unexpected(detail::importer_moved_from());
+  }
+  return core_->flush();
+}
 
-int Importer::fd() const noexcept { return core_->fd(); }
-std::size_t Importer::outstanding() const noexcept { return core_->outstanding(); }
-std::size_t Importer::queued_releases() const noexcept { return core_->queued_releases(); }
-std::size_t Importer::cached_mappings() const noexcept { return core_->cached_mappings(); }
-ImporterStats Importer::stats() const noexcept { return core_->stats(); }
+int Importer::fd() const noexcept { return core_ != nullptr ? core_->fd() : -1; }
+std::size_t Importer::outstanding() const noexcept {
+  return core_ != nullptr ? core_->outstanding() : 0;
+}
+std::size_t Importer::queued_releases() const noexcept {
+  return core_ != nullptr ? core_->queued_releases() : 0;
+}
+std::size_t Importer::cached_mappings() const noexcept {
+  return core_ != nullptr ? core_->cached_mappings() : 0;
+}
+ImporterStats Importer::stats() const noexcept {
+  return core_ != nullptr ? core_->stats() : ImporterStats{};
+}
 
 }  // namespace holoscan::ipc

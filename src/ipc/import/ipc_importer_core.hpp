@@ -138,4 +138,7 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
                                         const TensorDescriptor& descriptor, UniqueFd fd,
                                         bool promised, bool from_channel);
 
+/** @brief The refusal of a call on an Importer that was moved from (kInvalidArgument). */
+Error importer_moved_from() noexcept;
+
 }  // namespace holoscan::ipc::detail

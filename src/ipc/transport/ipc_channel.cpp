@@ -37,6 +37,10 @@ Error closed_error(const char* how) {
 
 Error invalid(const std::string& what) { return detail::invalid_argument(kWho, what); }
 
+// A Channel moved from has no socket; poll() ignores a negative descriptor, so a wait on it would
+// only end at its deadline, or never.
+Error no_socket() { return invalid("no socket (this Channel was moved from)"); }
+
 // recvmsg() returns 0 both at end-of-file and for an empty record; only a hung-up socket with
 // nothing left queued is end-of-file. An empty record is then reported as an undersized frame.
 bool peer_hung_up(int fd) noexcept {
@@ -202,6 +206,9 @@ expected<void, Error> Channel::send(const Release& release, int timeout_ms) {
 expected<void, Error> Channel::send_frame(const expected<detail::Frame, Error>& frame, int fd,
                                           int timeout_ms, bool credentials) {
   try {
+    if (!socket_.valid()) {
+      return make_unexpected(no_socket());
+    }
     if (!frame) {
       return make_unexpected(frame.error());  // a copy: the frame is the caller's
     }
@@ -237,6 +244,13 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
   refused_export_.reset();  // also when nothing is read: the caller would give it back twice
   refused_allocation_ = 0;
   refused_forget_ = 0;
+  if (!socket_.valid()) {
+    try {
+      return make_unexpected(no_socket());
+    } catch (const std::bad_alloc&) {
+      return make_unexpected(detail::out_of_memory(kWho));
+    }
+  }
   for (;;) {
     if (auto result = detail::wait_or_result<Message>(socket_.get(), POLLIN, deadline, kWho)) {
       return std::move(*result);

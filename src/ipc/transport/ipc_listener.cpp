@@ -73,6 +73,11 @@ expected<Listener, Error> Listener::listen(const std::string& path) {
 }
 
 expected<std::optional<Channel>, Error> Listener::accept(int timeout_ms) {
+  if (!socket_.valid()) {
+    // poll() ignores a negative descriptor: the wait would only end at its deadline, or never.
+    return make_unexpected(
+        detail::invalid_argument(kWho, "no socket (this Listener was moved from)"));
+  }
   const detail::Deadline deadline(timeout_ms);
   for (;;) {
     if (auto result = detail::wait_or_result<Channel>(socket_.get(), POLLIN, deadline, kWho)) {

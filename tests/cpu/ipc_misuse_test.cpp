@@ -1,0 +1,141 @@
+// The cross-process API used after a move: a Channel, a Listener, an Exporter and an Importer
+// whose state went to another object. Each call must return (an error, or nothing to report)
+// rather than wait for good on no socket or read through no state.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "holoscan/ipc.hpp"
+#include "support/fake_cuda_ipc.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/ipc_peers.hpp"
+#include "support/ipc_raw_socket.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs `call` on a thread of its own and says whether it returned within `limit`; a call that
+// never returns is left to the process's exit (the thread is detached).
+template <class Call>
+bool returns_within(std::chrono::milliseconds limit, Call call) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread([done, call]() mutable {
+    call();
+    done->store(true);
+  }).detach();
+  const auto until = Clock::now() + limit;
+  while (!done->load() && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done->load();
+}
+
+// A Channel or a Listener moved from has no socket: poll() ignores a negative descriptor, so a
+// wait without a limit never ended (and one with a limit reported "nothing came"). Each is an
+// error now, at once.
+TEST(IpcMisuse, AMovedFromChannelOrListenerRefusesToWaitOnNoSocket) {
+  const int fds_before = test::open_fd_count();
+  {
+    auto pair = Channel::pair();
+    ASSERT_TRUE(pair) << pair.error().message;
+    Channel taken = std::move(pair->first);
+    auto* moved_from = &pair->first;
+    ASSERT_EQ(moved_from->fd(), -1);
+    std::optional<expected<std::optional<Message>, Error>> received;
+    EXPECT_TRUE(returns_within(std::chrono::seconds(2), [&] {
+      received = moved_from->receive(-1);
+    })) << "receive(-1) on a moved-from Channel never returned";
+    if (received) {
+      ASSERT_FALSE(*received) << "a moved-from Channel reported a message or nothing";
+      EXPECT_EQ(received->error().code, ErrorCode::kInvalidArgument) << received->error().message;
+    }
+    auto timed = moved_from->receive(50);
+    EXPECT_FALSE(timed) << "a moved-from Channel reported a timeout as if it had a socket";
+    if (!timed) {
+      EXPECT_EQ(timed.error().code, ErrorCode::kInvalidArgument) << timed.error().message;
+    }
+    auto sent = moved_from->send(Release{}, -1);
+    EXPECT_FALSE(sent);
+    if (!sent) {
+      EXPECT_EQ(sent.error().code, ErrorCode::kInvalidArgument) << sent.error().message;
+    }
+
+    const std::string path = "/tmp/holoscan-ipc-misuse-" + std::to_string(::getpid());
+    auto listener = Listener::listen(path);
+    ASSERT_TRUE(listener) << listener.error().message;
+    Listener kept = std::move(*listener);
+    std::optional<expected<std::optional<Channel>, Error>> accepted;
+    EXPECT_TRUE(returns_within(std::chrono::seconds(2), [&] { accepted = listener->accept(-1); }))
+        << "accept(-1) on a moved-from Listener never returned";
+    if (accepted) {
+      ASSERT_FALSE(*accepted);
+      EXPECT_EQ(accepted->error().code, ErrorCode::kInvalidArgument) << accepted->error().message;
+    }
+  }
+  EXPECT_EQ(test::open_fd_count(), fds_before) << "descriptor leak";
+}
+
+// An Exporter or an Importer moved from kept a null state, and every call read through it (a
+// crash). They fail with kInvalidArgument now; the accessors report nothing held.
+TEST(IpcMisuse, AMovedFromExporterOrImporterRefusesEveryCall) {
+  test::FakeCudaIpcScope scope;
+  auto link = test::local_link(2);
+  ASSERT_TRUE(link.ok());
+  Exporter exporter = std::move(*link.exporter);
+  Importer importer = std::move(*link.importer);
+  Exporter& old_exporter = *link.exporter;
+  Importer& old_importer = *link.importer;
+  Tensor tensor = test::allocate(*link.pool, {4});
+
+  auto published = old_exporter.publish(link.peer, tensor);
+  ASSERT_FALSE(published);
+  EXPECT_EQ(published.error().code, ErrorCode::kInvalidArgument) << published.error().message;
+  auto polled = old_exporter.poll();
+  ASSERT_FALSE(polled);
+  EXPECT_EQ(polled.error().code, ErrorCode::kInvalidArgument);
+  auto pair = Channel::pair();
+  ASSERT_TRUE(pair);
+  auto added = old_exporter.add_peer(std::move(pair->first), 0);
+  ASSERT_FALSE(added);
+  EXPECT_EQ(added.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(old_exporter.fd(), -1);
+  EXPECT_EQ(old_exporter.held(), 0u);
+  EXPECT_EQ(old_exporter.held(link.peer), 0u);
+  EXPECT_FALSE(old_exporter.connected(link.peer));
+  EXPECT_EQ(old_exporter.stats().published, 0u);
+
+  auto received = old_importer.receive(-1);
+  ASSERT_FALSE(received);
+  EXPECT_EQ(received.error().code, ErrorCode::kInvalidArgument) << received.error().message;
+  auto flushed = old_importer.poll();
+  ASSERT_FALSE(flushed);
+  EXPECT_EQ(flushed.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(old_importer.fd(), -1);
+  EXPECT_EQ(old_importer.outstanding(), 0u);
+  EXPECT_EQ(old_importer.queued_releases(), 0u);
+  EXPECT_EQ(old_importer.cached_mappings(), 0u);
+  EXPECT_EQ(old_importer.stats().imported, 0u);
+  TensorDescriptor descriptor;
+  auto imported = import_tensor(descriptor, UniqueFd(), old_importer);
+  ASSERT_FALSE(imported);
+  EXPECT_EQ(imported.error().code, ErrorCode::kInvalidArgument) << imported.error().message;
+
+  // The objects that took the state work as before.
+  auto id = exporter.publish(link.peer, tensor);
+  ASSERT_TRUE(id) << id.error().message;
+  Tensor got = test::receive_one(importer);
+  EXPECT_TRUE(got);
+  got = Tensor();
+  EXPECT_TRUE(test::poll_until(exporter, [&] { return exporter.held() == 0; }));
+}
+
+}  // namespace
+}  // namespace holoscan::ipc
