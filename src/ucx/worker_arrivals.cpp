@@ -235,7 +235,15 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
         // Confirmed before the tensor leaves the arrival: out of host memory there, it stays to
         // be handed out by the next call rather than going with the exception.
         if (const Peer* peer = find(head.peer); peer != nullptr && !peer->lost) {
+          const bool first = controls.empty();
           queue_delivered(head.peer, head.header.sequence);
+          if (first) {
+            // It goes out with the next round, which this call may never make (a tensor that had
+            // landed is handed out without one): a thread asleep in a wait (accept(), another
+            // receive()) is woken to make it, or it would sleep on to its deadline while a sender
+            // with a full window waits for this confirmation.
+            wake.post();
+          }
         }
         Received received{head.peer, head.header.sequence, std::move(head.tensor)};
         ++stats.received;

@@ -227,5 +227,50 @@ TEST(UcxThreads, AConnectNobodyAnswersSleepsUntilItsDeadline) {
                            << " ms of CPU time in a connect that waited " << kWaitMs << " ms";
 }
 
+// A thread asleep in accept() (or in a receive() with a deadline) while another thread takes a
+// tensor that had landed with receive(0): the tensor leaves without a progress round, so its
+// confirmation is queued, and nothing woke the sleeper to send it. The sender (window 1) learned
+// that its tensor was delivered only when the sleeper's wait ran out (4 s here), and a sender
+// with a full window waited that long for every tensor.
+TEST(UcxThreads, AConfirmationQueuedBesideASleepingWaitGoesOutAtOnce) {
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  auto receiver = make_worker(config);
+  ucx::WorkerConfig one;
+  one.window = 1;
+  auto client = make_worker(one);
+  const auto link = connect_in_process(receiver, client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, 2});
+  ASSERT_TRUE(pool);
+  const auto layout = ucx_series::layout(0);
+  auto tensor = (*pool)->allocate(layout.shape, layout.dtype);
+  ASSERT_TRUE(tensor);
+  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+  ASSERT_TRUE(client.send(*link.client, *tensor));
+  for (int i = 0; i < 300; ++i) {  // the tensor lands; nobody takes it yet
+    (void)client.progress();
+    (void)receiver.progress();
+  }
+  constexpr int kSleepMs = 4000;
+  std::thread sleeper([&] { EXPECT_FALSE(receiver.accept(kSleepMs)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // asleep on the worker's fd
+  auto received = receiver.receive(0);  // landed already: handed out without a round
+  ASSERT_TRUE(received && *received) << "nothing arrived";
+  const auto taken = std::chrono::steady_clock::now();
+  std::optional<ucx::SendResult> result;
+  while (!result && std::chrono::steady_clock::now() - taken < std::chrono::seconds(10)) {
+    (void)client.progress();
+    result = client.next_send_result();
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - taken)
+                          .count();
+  sleeper.join();
+  ASSERT_TRUE(result) << "the sender never learned that its tensor was delivered";
+  EXPECT_TRUE(result->outcome);
+  EXPECT_LT(waited, kSleepMs / 2) << "ms before the confirmation went out";
+}
+
 }  // namespace
 }  // namespace holoscan::test
