@@ -124,10 +124,16 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
     send->ticket = *ticket;
     ++stats.readiness_waits;
   }
+  const Outgoing& added = *send;
   peer->outgoing.push_back(std::move(send));
   ++peer->next_sequence;
   ++stats.sent;
   post_ready_sends();
+  if (added.phase == Outgoing::Phase::kHeld) {
+    // Held (its readiness, or an earlier send's): only a poll tells when it may go. A thread
+    // asleep in a wait of this worker decided how to sleep before it was here; woken, it polls.
+    wake.post();
+  }
   return peer->next_sequence - 1;
 }
 

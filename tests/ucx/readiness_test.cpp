@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "support/allocation_hooks.hpp"
 #include "support/fake_cuda.hpp"
@@ -168,6 +169,51 @@ bool unready_send_with_failing_allocation(std::uint64_t skip) {
 
 TEST(UcxReadiness, AQueryThatFailsOutOfMemoryNeverSendsTheTensorEarly) {
   for_each_failing_allocation(unready_send_with_failing_allocation);
+}
+
+// A send held for its readiness must be polled (no fd announces the GPU passing the point), and a
+// wait of the worker (accept(), receive()) does so, but only if it sees the held send when it
+// decides how to sleep: a send() made by another thread while the wait was asleep on the fd left
+// it asleep to its deadline, and the tensor, ready long before, left only then (4 s here).
+TEST(UcxReadiness, ASendHeldBesideASleepingWaitLeavesOnceReady) {
+  FakeCudaScope cuda;
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  auto receiver = make_worker();
+  auto client = make_worker(config);
+  const auto link = connect_in_process(receiver, client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, 1});
+  ASSERT_TRUE(pool);
+  const auto layout = ucx_series::layout(0);
+  auto tensor = (*pool)->allocate(layout.shape, layout.dtype);
+  ASSERT_TRUE(tensor);
+  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+  cudaStream_t producer = cuda->create_stream(0);
+  cuda->launch(producer);
+  ASSERT_TRUE(tensor->set_readiness_stream(producer));
+  constexpr int kSleepMs = 4000;
+  std::thread sleeper([&] { EXPECT_FALSE(client.accept(kSleepMs)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // asleep on the client's fd
+  ASSERT_TRUE(client.send(*link.client, *tensor));
+  ASSERT_EQ(client.waiting(), 1u);
+  cuda->complete(producer);  // the point passes: only a poll can tell
+  const auto ready = std::chrono::steady_clock::now();
+  std::optional<ucx::Received> received;
+  while (!received && std::chrono::steady_clock::now() - ready < std::chrono::seconds(10)) {
+    auto got = receiver.receive(1);
+    ASSERT_TRUE(got) << to_string(got.error());
+    if (*got) {
+      received = std::move(**got);
+    }
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - ready)
+                          .count();
+  sleeper.join();
+  ASSERT_TRUE(received) << "the tensor never left";
+  EXPECT_EQ(ucx_series::check(0, received->tensor), "");
+  EXPECT_LT(waited, kSleepMs / 2) << "ms before the ready tensor left";
 }
 
 }  // namespace
