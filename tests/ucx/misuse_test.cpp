@@ -34,7 +34,8 @@ Tensor hand_written(std::int32_t ndim, const std::vector<std::int64_t>& shape, b
   std::int64_t stride = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     context->dl_strides[i] = stride;
-    stride = shape[i] > 0 && stride < (std::int64_t{1} << 40) ? stride * shape[i] : stride;
+    std::int64_t next = 0;  // past int64 the stride stays (no such view has a compact one)
+    stride = shape[i] > 0 && !__builtin_mul_overflow(stride, shape[i], &next) ? next : stride;
   }
   DLTensor& view = context->tensor.dl_tensor;
   view.data = storage;
