@@ -262,6 +262,7 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
 
 expected<std::size_t, Error> Worker::progress() {
   std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->armed_for_caller = false;  // the event loop is awake
   return state_->progress_locked();
 }
 
@@ -269,7 +270,8 @@ int Worker::fd() const noexcept { return state_->efd; }
 
 bool Worker::arm() {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->arm_locked();
+  state_->armed_for_caller = state_->arm_locked();
+  return state_->armed_for_caller;
 }
 
 std::size_t Worker::in_flight() const noexcept {
@@ -350,6 +352,18 @@ std::size_t Worker::State::waiting_locked() const noexcept {
     count += arrival->phase == Arrival::Phase::kWaitingMemory ? 1 : 0;
   }
   return count + closing.size() + (peers_failed ? 1 : 0) + (unended_sends ? 1 : 0);
+}
+
+// Work queued outside a progress round (a confirmation, a send held for its readiness) that only
+// a round or a poll moves on: whoever sleeps on the worker's behalf must wake. The threads asleep
+// in a wait of this worker sleep on the wake signal too; an event loop that arm() let sleep on
+// fd() sees only efd, which UCX makes readable for it (once: it then arms again).
+void Worker::State::announce() noexcept {
+  wake.post();
+  if (armed_for_caller) {
+    armed_for_caller = false;
+    (void)ucp_worker_signal(worker.get());
+  }
 }
 
 Peer* Worker::State::find(PeerId id) noexcept {

@@ -240,9 +240,9 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
           if (first) {
             // It goes out with the next round, which this call may never make (a tensor that had
             // landed is handed out without one): a thread asleep in a wait (accept(), another
-            // receive()) is woken to make it, or it would sleep on to its deadline while a sender
-            // with a full window waits for this confirmation.
-            wake.post();
+            // receive()) or an event loop asleep on fd() is woken to make it, or it would sleep on
+            // while a sender with a full window waits for this confirmation.
+            announce();
           }
         }
         Received received{head.peer, head.header.sequence, std::move(head.tensor)};

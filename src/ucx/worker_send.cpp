@@ -131,8 +131,9 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
   post_ready_sends();
   if (added.phase == Outgoing::Phase::kHeld) {
     // Held (its readiness, or an earlier send's): only a poll tells when it may go. A thread
-    // asleep in a wait of this worker decided how to sleep before it was here; woken, it polls.
-    wake.post();
+    // asleep in a wait of this worker, or an event loop asleep on fd(), decided how to sleep
+    // before it was here; woken, it polls (waiting() is not zero).
+    announce();
   }
   return peer->next_sequence - 1;
 }

@@ -149,6 +149,9 @@ struct Worker::State {
   detail::ReadinessGate gate;
   WorkerStats stats;
   std::uint64_t rounds = 0;  // progress rounds so far
+  // The public arm() said "sleep" and no public progress() came since: an event loop may be
+  // asleep on efd, which work queued outside a round must make readable (announce()).
+  bool armed_for_caller = false;
 
   // worker.cpp
   std::size_t progress_locked();
@@ -156,6 +159,7 @@ struct Worker::State {
   std::size_t waiting_locked() const noexcept;
   Peer* find(PeerId id) noexcept;
   Peer* find(ucp_ep_h endpoint) noexcept;
+  void announce() noexcept;
 
   // worker_connect.cpp
   expected<std::uint16_t, Error> listen_locked(const std::string& who,

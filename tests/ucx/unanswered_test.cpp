@@ -7,10 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "support/fake_cuda.hpp"
 #include "ucx/failing_landing.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
@@ -157,6 +161,100 @@ TEST(UcxUnanswered, DisconnectingAPeerAlreadyLostReportsNothingMoreOfIt) {
   ASSERT_FALSE(receiver.connected(link.listener));
   ASSERT_TRUE(receiver.disconnect(link.listener));
   EXPECT_EQ(reports_within(receiver, 300), std::vector<std::string>{});
+}
+
+// An event loop on its own thread, as the API describes it: sleep on fd() when arm() says so
+// (4 s at most here), progress() when it is readable, poll while waiting() is not zero. Another
+// thread hands out a tensor that had landed (its confirmation is queued for the next round) or
+// sends one held for its readiness (it must be polled): work queued after arm() said "sleep",
+// which made fd() readable before, so the loop slept on, the sender waiting for its confirmation
+// and the held tensor staying held until the loop's poll timed out.
+TEST(UcxUnanswered, WorkQueuedWhileAnEventLoopSleepsOnTheFdWakesIt) {
+  FakeCudaScope cuda;
+  WindowOfOne sides;
+  auto& [receiver, client, link, pool] = sides;
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  constexpr int kSleepMs = 4000;
+  // The receiver's event loop.
+  std::atomic<bool> done{false};
+  std::atomic<int> sleeping{0};
+  std::thread loop([&] {
+    while (!done.load()) {
+      if (receiver.waiting() == 0 && receiver.arm()) {
+        pollfd entry{receiver.fd(), POLLIN, 0};
+        sleeping.store(1);
+        (void)::poll(&entry, 1, kSleepMs);
+        sleeping.store(0);
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      (void)receiver.progress();
+    }
+  });
+  const auto asleep = [&] {
+    for (int i = 0; i < 200; ++i) {  // asleep, and still asleep a moment later
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (sleeping.load() == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (sleeping.load() == 1) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  // 1. A confirmation queued by receive() on this thread.
+  ASSERT_TRUE(client.send(*link.client, small_tensor(pool)));
+  std::optional<ucx::Received> received;
+  for (const auto until = Clock::now() + std::chrono::seconds(5);
+       !received && Clock::now() < until;) {
+    (void)client.progress();
+    if (asleep()) {  // landed in the loop's rounds; taken here, with no round of its own
+      auto got = receiver.receive(0);
+      ASSERT_TRUE(got) << to_string(got.error());
+      if (*got) {
+        received = std::move(**got);
+      }
+    }
+  }
+  ASSERT_TRUE(received) << "nothing arrived";
+  auto taken = Clock::now();
+  std::optional<ucx::SendResult> result;
+  while (!result && Clock::now() - taken < std::chrono::seconds(10)) {
+    (void)client.progress();
+    result = client.next_send_result();
+  }
+  const auto confirmed_after =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - taken).count();
+  ASSERT_TRUE(result) << "the sender never learned that its tensor was delivered";
+  EXPECT_LT(confirmed_after, kSleepMs / 2) << "ms before the confirmation went out";
+  received.reset();
+  // 2. A send held for its readiness, from this thread to the client.
+  auto tensor = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
+  ASSERT_TRUE(tensor);
+  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+  cudaStream_t producer = cuda->create_stream(0);
+  cuda->launch(producer);
+  ASSERT_TRUE(tensor->set_readiness_stream(producer));
+  ASSERT_TRUE(asleep());
+  ASSERT_TRUE(receiver.send(link.listener, *tensor));
+  cuda->complete(producer);
+  taken = Clock::now();
+  std::optional<ucx::Received> back;
+  while (!back && Clock::now() - taken < std::chrono::seconds(10)) {
+    auto got = client.receive(1);
+    ASSERT_TRUE(got) << to_string(got.error());
+    if (*got) {
+      back = std::move(**got);
+    }
+  }
+  const auto left_after =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - taken).count();
+  done.store(true);
+  loop.join();
+  ASSERT_TRUE(back) << "the held tensor never left";
+  EXPECT_EQ(ucx_series::check(0, back->tensor), "");
+  EXPECT_LT(left_after, kSleepMs / 2) << "ms before the ready tensor left";
 }
 
 }  // namespace
