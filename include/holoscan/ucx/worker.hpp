@@ -181,7 +181,9 @@ class HOLOSCAN_DLPACK_API Worker {
   int fd() const noexcept;
   /**
    * @brief Prepares fd() for a wait: true when it is safe to sleep on it now, false when there
-   *        is work to do first (call progress() and try again).
+   *        is work to do first (call progress() and try again). Until the next progress(), work
+   *        another thread queues that needs a round or a poll (a confirmation receive() queued,
+   *        a send held for its readiness) makes fd() readable.
    */
   bool arm();
 
