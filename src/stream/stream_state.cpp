@@ -215,6 +215,12 @@ bool StreamState::poll_idle() noexcept {
   if (!drop_completed_points(deallocation_)) {
     return false;
   }
+  if (spare_readiness_.empty() && (readiness_.event == nullptr || readiness_covered_)) {
+    return true;  // nothing left to ask
+  }
+  // As every query a caller's thread makes: in the caller's global capture mode, CUDA would
+  // refuse it and invalidate another thread's capture.
+  const RelaxedCaptureScope relaxed;
   // The producer may still write from every device it recorded readiness on, not only the last:
   // no deallocation point is ordered after those older points.
   for (const StreamPoint& spare : spare_readiness_) {

@@ -42,6 +42,36 @@ TEST_F(ReadinessAcrossDevices, PollIdleWaitsForTheReadinessLeftOnAnotherDevice) 
   EXPECT_TRUE(state.poll_idle());
 }
 
+// The points of every device the readiness was recorded on are polled in relaxed capture mode, as
+// every query a caller's thread makes: in the caller's global mode CUDA refuses the query and
+// invalidates another thread's capture. Failed before the fix (the readiness and the points kept
+// from other devices were queried in the caller's mode).
+TEST_F(ReadinessAcrossDevices, PollIdleNeverInvalidatesAnotherThreadsCapture) {
+  cudaStream_t busy_on_0 = fake().create_stream(0);
+  cudaStream_t busy_on_1 = fake().create_stream(1);
+  cudaStream_t captured = fake().create_stream(0);
+  detail::StreamState state;
+  fake().launch(busy_on_0);
+  fake().launch(busy_on_1);
+  ASSERT_TRUE(state.set_readiness_stream(busy_on_0));
+  ASSERT_TRUE(state.set_readiness_stream(busy_on_1));
+  fake().set_capture(captured, cudaStreamCaptureStatusActive);
+  const auto capture = [&] {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    EXPECT_EQ(test::FakeCuda::table().stream_is_capturing(captured, &status), cudaSuccess);
+    return status;
+  };
+  EXPECT_FALSE(state.poll_idle());  // device 0's point
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive);
+  fake().complete(busy_on_0);
+  EXPECT_FALSE(state.poll_idle());  // device 1's point, the readiness itself
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive);
+  fake().complete(busy_on_1);
+  EXPECT_TRUE(state.poll_idle());
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive);
+  fake().set_capture(captured, cudaStreamCaptureStatusNone);
+}
+
 TEST_F(ReadinessAcrossDevices, PollIdleWaitsForTheCurrentReadinessToo) {
   cudaStream_t idle_on_0 = fake().create_stream(0);
   cudaStream_t busy_on_1 = fake().create_stream(1);

@@ -225,5 +225,36 @@ TEST_F(PoolStreamOrder, AHandOverOfABlockWithFourReadersTakesNoHeapAndNeverWaits
   fake().complete_all();
 }
 
+// Another thread captures a graph in global mode while this one polls the pool: every event query
+// of the poll must be made in relaxed mode, or CUDA refuses it and invalidates that capture.
+// Before the fix the readiness point (polled on its own since a waiter's point no longer stands
+// for it) was queried in the caller's mode: the capture was invalidated.
+TEST_F(PoolStreamOrder, PollingTheReadinessNeverInvalidatesAnotherThreadsCapture) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t captured = fake().create_stream(0);
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  {
+    auto block = pool->allocate({16}, kFloat32);
+    ASSERT_TRUE(block.has_value());
+    fake().launch(producer);  // the writer still runs
+    ASSERT_TRUE(block->set_readiness_stream(producer));
+  }
+  fake().set_capture(captured, cudaStreamCaptureStatusActive);
+  const auto capture = [&] {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    EXPECT_EQ(test::FakeCuda::table().stream_is_capturing(captured, &status), cudaSuccess);
+    return status;
+  };
+  EXPECT_EQ(pool->available_blocks(), 0u);
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive) << "a poll invalidated the capture";
+  EXPECT_FALSE(pool->allocate({16}, kFloat32).has_value());
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive) << "a poll invalidated the capture";
+  fake().complete(producer);
+  EXPECT_TRUE(pool->allocate({16}, kFloat32).has_value()) << "the writer's point never passed";
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive) << "a poll invalidated the capture";
+  fake().set_capture(captured, cudaStreamCaptureStatusNone);
+}
+
 }  // namespace
 }  // namespace holoscan

@@ -121,7 +121,7 @@ struct FakeCuda::State {
   std::vector<std::unique_ptr<Event>> owned_events;
   std::unordered_set<const Stream*> streams;
   std::unordered_map<cudaStream_t, Stream*> reused_handles;  // reuse_stream_handle()
-  std::vector<Stream*> default_streams;  // one per device
+  std::vector<Stream*> default_streams;                      // one per device
   std::unordered_set<const Event*> events;
   std::unordered_map<void*, Allocation> allocations;
   std::vector<Operation> operations;  // queued, in the order they were issued
@@ -149,6 +149,29 @@ struct FakeCuda::State {
     }
     auto* stream = reinterpret_cast<Stream*>(handle);
     return streams.count(stream) != 0 ? stream : nullptr;
+  }
+
+  // CUDA's rule for a potentially unsafe call (an event query) while a capture in global mode is
+  // under way: refused from a thread in global mode, and the capture is invalidated. The fake
+  // takes every active capture for one begun in global mode.
+  bool refused_by_a_capture() {
+    if (capture_mode_of_thread != cudaStreamCaptureModeGlobal) {
+      return false;
+    }
+    bool refused = false;
+    const auto invalidate = [&](Stream* stream) {
+      if (stream->capture == cudaStreamCaptureStatusActive) {
+        stream->capture = cudaStreamCaptureStatusInvalidated;
+        refused = true;
+      }
+    };
+    for (const Stream* stream : streams) {
+      invalidate(const_cast<Stream*>(stream));
+    }
+    for (Stream* stream : default_streams) {
+      invalidate(stream);
+    }
+    return refused;
   }
 
   Event* event_of(cudaEvent_t handle) {
@@ -298,6 +321,9 @@ cudaError_t event_query(cudaEvent_t handle) {
     }
     if (event->captured) {
       return cudaErrorCapturedEvent;
+    }
+    if (s.refused_by_a_capture()) {
+      return cudaErrorStreamCaptureUnsupported;
     }
     return FakeCuda::State::done(*event) ? cudaSuccess : cudaErrorNotReady;
   });

@@ -84,7 +84,11 @@ class FakeCuda {
   void complete(cudaStream_t stream);
   /** @brief complete() for every stream, default streams included. */
   void complete_all();
-  /** @brief Sets what cudaStreamIsCapturing reports for `stream`. */
+  /**
+   * @brief Sets what cudaStreamIsCapturing reports for `stream`. While a capture is active (taken
+   *        for one begun in global mode), an event query from a thread in global capture mode is
+   *        refused with cudaErrorStreamCaptureUnsupported and invalidates it, as in CUDA.
+   */
   void set_capture(cudaStream_t stream, cudaStreamCaptureStatus status);
 
   /** @brief The next `count` calls of `entry` fail with `error` (and set the last error). */
