@@ -319,5 +319,216 @@ TEST_F(PoolStress, DeviceBlocksAllocatedStreamOrderedAreNeverHandedOutTwice) {
   run_leases(PoolMemory::kDevice);
 }
 
+// Many threads mixing everything a block meets: stream-ordered allocates on a worker's streams
+// and the legacy default stream, polling allocates, readiness on the producer, another stream, a
+// default stream or none, one to six readers (default and per-thread streams among them), names
+// passed as exports, memory references and context copies, weak references that must expire, and
+// the pool dropped while every worker still holds a block (half of them dropping theirs as it
+// goes). A block's next owner must find its previous readers done, every read must see its
+// writer's pattern, and ThreadSanitizer checks the ordering.
+class PoolMixStress : public test::FakeCudaTest {
+ protected:
+  static constexpr int kWorkers = 4;
+  static constexpr int kRounds = 250;
+  static constexpr std::size_t kBlocks = 5;
+  static constexpr std::int64_t kElements = 16;
+
+  struct Held {
+    Tensor tensor;
+    std::uint32_t pattern = 0;
+    DLManagedTensorVersioned* exported = nullptr;
+    std::shared_ptr<TensorMemoryReference> reference;
+    std::shared_ptr<DLManagedTensorContext> context;
+  };
+
+  std::shared_ptr<TensorPool> pool_;
+  std::vector<cudaStream_t> producers_;
+  std::vector<cudaStream_t> others_;
+  std::vector<cudaStream_t> readers_;  // 6 of them
+  std::deque<Handoff<Held>> handoffs_;
+  std::atomic<int> failures_{0};
+  std::atomic<int> reused_early_{0};
+  std::array<int, kWorkers> received_{};
+  std::mutex mutex_;
+  std::map<const void*, std::vector<cudaEvent_t>> readers_of_;
+
+  void check_previous_readers(const void* block) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (cudaEvent_t marker : readers_of_[block]) {
+      reused_early_.fetch_add(FakeCuda::table().event_query(marker) == cudaSuccess ? 0 : 1);
+      (void)FakeCuda::table().event_destroy(marker);
+    }
+    readers_of_[block].clear();
+  }
+
+  Tensor allocate(int id, std::minstd_rand& random) {
+    while (true) {
+      const int kind = static_cast<int>(random() % 4);
+      cudaStream_t stream = kind == 0 ? producers_[id] : kind == 1 ? nullptr : others_[id];
+      expected<Tensor> tensor = kind == 3 ? pool_->allocate({kElements}, kUInt32)
+                                          : pool_->allocate({kElements}, kUInt32, stream);
+      if (tensor.has_value()) {
+        if (kind != 3) {
+          (void)FakeCuda::table().stream_synchronize(stream);
+        }
+        return std::move(*tensor);
+      }
+      failures_.fetch_add(tensor.error().code == ErrorCode::kResourceExhausted ? 0 : 1);
+      if (Held waiting; handoffs_[id].try_pop(waiting)) {
+        read_and_drop(id, std::move(waiting), random);
+      }
+      if (random() % 3 == 0) {
+        (void)pool_->available_blocks();
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  void fill_and_pass(int id, int round, std::minstd_rand& random) {
+    Tensor tensor = allocate(id, random);
+    check_previous_readers(tensor.data());
+    const auto pattern = static_cast<std::uint32_t>(id) << 24 | static_cast<std::uint32_t>(round);
+    auto* words = static_cast<std::uint32_t*>(*tensor.mutable_data());
+    for (std::int64_t i = 0; i < kElements; ++i) {
+      words[i] = pattern;
+    }
+    switch (random() % 4) {
+      case 0:
+        fake().launch(producers_[id]);
+        failures_.fetch_add(tensor.set_readiness_stream(producers_[id]) ? 0 : 1);
+        break;
+      case 1:
+        fake().launch(others_[id]);
+        failures_.fetch_add(tensor.set_readiness_stream(others_[id]) ? 0 : 1);
+        break;
+      case 2:
+        failures_.fetch_add(tensor.set_readiness_stream(nullptr) ? 0 : 1);
+        break;
+      default:
+        break;
+    }
+    Held out;
+    out.tensor = std::move(tensor);
+    out.pattern = pattern;
+    if (random() % 3 == 0) {
+      out.exported = out.tensor.to_dlpack_versioned().value_or(nullptr);
+    }
+    if (random() % 3 == 0) {
+      out.reference = out.tensor.memory_reference();
+    }
+    if (random() % 3 == 0) {
+      out.context = out.tensor.dl_ctx();
+    }
+    handoffs_[(id + 1) % kWorkers].push(std::move(out));
+  }
+
+  void read_and_drop(int id, Held held, std::minstd_rand& random) {
+    Tensor& tensor = held.tensor;
+    if (tensor.has_readiness_stream_contract()) {
+      failures_.fetch_add(tensor.synchronize_for_host().has_value() ? 0 : 1);
+    }
+    bool intact = holds(tensor.data(), kElements, held.pattern);
+    const int readers = 1 + static_cast<int>(random() % 6);
+    const void* block = tensor.data();
+    for (int r = 0; r < readers; ++r) {
+      cudaStream_t reader = r == 4 ? nullptr : r == 5 ? cudaStreamPerThread : readers_[r];
+      fake().launch(reader);
+      cudaEvent_t marker = nullptr;
+      (void)FakeCuda::table().event_create_with_flags(&marker, 0);
+      (void)FakeCuda::table().event_record(marker, reader);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        readers_of_[block].push_back(marker);
+      }
+      failures_.fetch_add(tensor.set_deallocation_stream(reader) ? 0 : 1);
+    }
+    std::weak_ptr<DLManagedTensorContext> weak = tensor.dl_ctx();
+    tensor = Tensor();
+    if (held.exported != nullptr) {
+      intact = intact && holds(held.exported->dl_tensor.data, kElements, held.pattern);
+      held.exported->deleter(held.exported);
+    }
+    if (held.context != nullptr) {
+      intact = intact && holds(held.context->tensor.dl_tensor.data, kElements, held.pattern);
+    }
+    held.context.reset();
+    held.reference.reset();
+    if (auto revived = weak.lock(); revived != nullptr) {
+      failures_.fetch_add(1);
+    }
+    failures_.fetch_add(intact ? 0 : 1);
+    ++received_[id];
+  }
+};
+
+TEST_F(PoolMixStress, EveryWayOfNamingAndOrderingABlockKeepsItUntilItsReadersAreDone) {
+  TensorPoolConfig config;
+  config.block_bytes = kElements * sizeof(std::uint32_t);
+  config.block_count = kBlocks;
+  pool_ = *TensorPool::create(config);
+  for (int id = 0; id < kWorkers; ++id) {
+    producers_.push_back(fake().create_stream(0));
+    others_.push_back(fake().create_stream(0));
+    handoffs_.emplace_back();
+  }
+  for (int r = 0; r < 4; ++r) {
+    readers_.push_back(fake().create_stream(0));
+  }
+  std::vector<cudaStream_t> streams(producers_);
+  streams.insert(streams.end(), others_.begin(), others_.end());
+  streams.insert(streams.end(), readers_.begin(), readers_.end());
+  streams.push_back(nullptr);
+  std::atomic<int> holding{0};
+  std::atomic<bool> pool_gone{false};
+  {
+    test::FakeGpuThread gpu(fake(), streams);
+    std::vector<std::thread> workers;
+    for (int id = 0; id < kWorkers; ++id) {
+      workers.emplace_back([&, id] {
+        std::minstd_rand random(static_cast<std::uint32_t>(id + 1));
+        for (int round = 0; round < kRounds; ++round) {
+          fill_and_pass(id, round, random);
+          while (received_[id] <= round) {
+            read_and_drop(id, handoffs_[id].pop(), random);
+          }
+        }
+        // One block each held across the pool's end, by its Tensor or by an export alone.
+        Held last;
+        last.tensor = allocate(id, random);
+        last.pattern = 0;
+        auto* words = static_cast<std::uint32_t*>(*last.tensor.mutable_data());
+        for (std::int64_t i = 0; i < kElements; ++i) {
+          words[i] = 0;
+        }
+        if (id % 2 == 0) {
+          last.exported = last.tensor.to_dlpack_versioned().value_or(nullptr);
+        }
+        holding.fetch_add(1);
+        while (id % 2 == 0 ? !pool_gone.load() : holding.load() < kWorkers) {
+          std::this_thread::yield();  // odd workers drop theirs as the pool goes
+        }
+        read_and_drop(id, std::move(last), random);
+      });
+    }
+    while (holding.load() < kWorkers) {
+      std::this_thread::yield();
+    }
+    pool_.reset();
+    pool_gone.store(true);
+    for (std::thread& worker : workers) {
+      worker.join();
+    }
+  }
+  fake().complete_all();
+  flush_deferred_releases();
+  EXPECT_EQ(failures_.load(), 0);
+  EXPECT_EQ(reused_early_.load(), 0);
+  for (auto& [block, markers] : readers_of_) {
+    for (cudaEvent_t marker : markers) {
+      (void)FakeCuda::table().event_destroy(marker);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace holoscan
