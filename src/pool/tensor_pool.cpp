@@ -232,7 +232,9 @@ class HOLOSCAN_DLPACK_ABI PoolImpl final : public TensorPool {
 
 using detail::PoolImpl;
 
-expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPoolConfig& config) {
+namespace {
+
+expected<std::shared_ptr<TensorPool>, Error> create_pool(const TensorPoolConfig& config) {
   constexpr const char* kWho = "TensorPool::create";
   if (config.block_bytes == 0 || config.block_count == 0) {
     return make_unexpected(ErrorCode::kInvalidArgument,
@@ -267,6 +269,18 @@ expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPool
     return forward_error(std::move(memory));
   }
   return pool;
+}
+
+}  // namespace
+
+// Out of host memory, the errors' own messages need the heap too: kResourceExhausted without a
+// message then, never std::bad_alloc. (What a caller's memory provider throws is its own.)
+expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPoolConfig& config) {
+  try {
+    return create_pool(config);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+  }
 }
 
 TensorPool::~TensorPool() = default;

@@ -60,6 +60,41 @@ TEST(TensorPoolHost, BlockBytesAreRoundedUpTo256) {
   EXPECT_EQ(pool->block_bytes(), 1024u);
 }
 
+// Out of host memory, create() is kResourceExhausted whichever of its allocations the heap
+// refuses, the rest of them refused too: it never throws, and a refused create leaves nothing
+// behind. Before the fix the out-of-memory errors' own messages, built on the heap, threw
+// std::bad_alloc out of create() (out of the very catch meant to report it).
+TEST(TensorPoolHost, CreateOutOfHostMemoryIsResourceExhaustedWhateverAllocationFails) {
+  TensorPoolConfig config;
+  config.memory = PoolMemory::kHost;
+  config.block_bytes = 1024;
+  config.block_count = 4;
+  for (std::uint64_t skip = 0;; ++skip) {
+    bool threw = false;
+    std::uint64_t refused = 0;
+    expected<std::shared_ptr<TensorPool>> pool = make_unexpected(ErrorCode::kFailure, "unset");
+    {
+      test::FailingAllocations failing(skip, 1000);
+      try {
+        pool = TensorPool::create(config);
+      } catch (...) {
+        threw = true;
+      }
+      refused = failing.failed();
+    }
+    EXPECT_FALSE(threw) << "create() threw with allocation " << skip << " refused";
+    if (refused == 0) {
+      ASSERT_TRUE(pool.has_value()) << pool.error().message;
+      EXPECT_EQ((*pool)->available_blocks(), 4u);
+      break;
+    }
+    if (!threw) {
+      ASSERT_FALSE(pool.has_value()) << "allocation " << skip;
+      EXPECT_EQ(pool.error().code, ErrorCode::kResourceExhausted) << pool.error().message;
+    }
+  }
+}
+
 TEST(TensorPoolHost, ZeroBlockBytesIsInvalid) {
   TensorPoolConfig config;
   config.memory = PoolMemory::kHost;
