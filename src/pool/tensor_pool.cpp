@@ -442,14 +442,25 @@ DLDevice PoolImpl::device() const noexcept {
   return DLDevice{kDLCUDA, config_.device};
 }
 
+// A refusal's message is built on the heap: out of host memory, the refusal is kResourceExhausted
+// without one, never std::bad_alloc. Whatever threw had unwound first (a block lent meanwhile
+// got its names back, its points untouched).
 expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
                                              DLDataType dtype) {
-  return PoolImpl::of(*this).allocate(shape, ndim, dtype);
+  try {
+    return PoolImpl::of(*this).allocate(shape, ndim, dtype);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+  }
 }
 
 expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int32_t ndim,
                                              DLDataType dtype, cudaStream_t stream) {
-  return PoolImpl::of(*this).allocate(shape, ndim, dtype, stream);
+  try {
+    return PoolImpl::of(*this).allocate(shape, ndim, dtype, stream);
+  } catch (const std::bad_alloc&) {
+    return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+  }
 }
 
 std::size_t TensorPool::available_blocks() { return PoolImpl::of(*this).available_blocks(); }

@@ -256,5 +256,42 @@ TEST_F(PoolStreamOrder, PollingTheReadinessNeverInvalidatesAnotherThreadsCapture
   fake().set_capture(captured, cudaStreamCaptureStatusNone);
 }
 
+// Out of host memory, every refusal of allocate() is an error returned, never std::bad_alloc (its
+// messages are built on the heap): a request that cannot fit, a capturing stream, a failed wait.
+// Before the fix each of the three threw.
+TEST_F(PoolStreamOrder, RefusalsOutOfHostMemoryAreReturnedNeverThrown) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t reader = fake().create_stream(0);
+  cudaStream_t capturing = fake().create_stream(0);
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  drop_while_read(*pool, producer, reader);
+  fake().set_capture(capturing, cudaStreamCaptureStatusActive);
+  fake().fail_next(CudaEntry::kStreamWaitEvent, cudaErrorLaunchFailure);
+  const std::int64_t too_big[] = {1 << 20};
+  const std::int64_t fits[] = {16};
+  int threw = 0;
+  bool refused[3] = {false, false, false};
+  {
+    test::FailingAllocations failing(0, 1000);
+    const auto attempt = [&](auto&& call) {
+      try {
+        return !call().has_value();
+      } catch (...) {
+        ++threw;
+        return true;
+      }
+    };
+    refused[0] = attempt([&] { return pool->allocate(too_big, 1, kFloat32); });
+    refused[1] = attempt([&] { return pool->allocate(fits, 1, kFloat32, capturing); });
+    refused[2] = attempt([&] { return pool->allocate(fits, 1, kFloat32, producer); });
+  }
+  EXPECT_EQ(threw, 0) << "allocate() threw std::bad_alloc";
+  EXPECT_TRUE(refused[0] && refused[1] && refused[2]);
+  fake().clear_faults();
+  fake().set_capture(capturing, cudaStreamCaptureStatusNone);
+  EXPECT_TRUE(pool->allocate(fits, 1, kFloat32, producer).has_value()) << "the block was lost";
+}
+
 }  // namespace
 }  // namespace holoscan
