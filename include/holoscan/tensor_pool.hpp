@@ -59,7 +59,10 @@ struct HOLOSCAN_DLPACK_API TensorPoolConfig {
  */
 class HOLOSCAN_DLPACK_API TensorPool {
  public:
-  /** @brief Allocates every block up front. */
+  /**
+   * @brief Allocates every block up front; out of host memory, kResourceExhausted (never
+   *        std::bad_alloc).
+   */
   static expected<std::shared_ptr<TensorPool>, Error> create(const TensorPoolConfig& config);
   /** @brief Frees the free blocks once the GPU passed every point on them; never blocks. */
   virtual ~TensorPool();
@@ -69,6 +72,7 @@ class HOLOSCAN_DLPACK_API TensorPool {
   /**
    * @brief A compact row-major tensor in a free block; kResourceExhausted ("pool exhausted", no
    *        heap allocation) at once if none is; kInvalidArgument if the request cannot fit a block.
+   *        Out of host memory a refusal is kResourceExhausted, never std::bad_alloc.
    */
   expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype);
   /** @brief As above, with the shape in a vector. */
