@@ -64,7 +64,12 @@ class HOLOSCAN_DLPACK_API TensorPool {
    *        std::bad_alloc).
    */
   static expected<std::shared_ptr<TensorPool>, Error> create(const TensorPoolConfig& config);
-  /** @brief Frees the free blocks once the GPU passed every point on them; never blocks. */
+  /**
+   * @brief Frees the memory once the GPU passed every point on its blocks and no tensor names
+   *        one: on the release thread while a point is pending, else at once. Device memory
+   *        freed at once goes through cudaFree, which CUDA makes wait for the device's queued
+   *        work; nothing else here waits for the GPU.
+   */
   virtual ~TensorPool();
   TensorPool(const TensorPool&) = delete;
   TensorPool& operator=(const TensorPool&) = delete;
