@@ -331,9 +331,13 @@ TEST_F(IpcRoundTrip, ImportsOutliveTheImporterAndTheChannelClosesAfterTheLast) {
   EXPECT_EQ(exporter_->held(), 0u) << "the Release came before the end-of-file";
   EXPECT_EQ(exporter_->stats().releases, 1u);
   EXPECT_EQ(pool_->available_blocks(), 1u);
+  // Forgotten once its last claim came back, the peer still reads as one that hung up.
   auto late = exporter_->publish(peer_, test::allocate(*pool_, {8}));
   ASSERT_FALSE(late.has_value());
-  EXPECT_EQ(late.error().code, ErrorCode::kNotFound) << late.error().message;
+  EXPECT_EQ(late.error().code, ErrorCode::kClosed) << late.error().message;
+  auto unknown = exporter_->publish(peer_ + 1, test::allocate(*pool_, {8}));
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound) << unknown.error().message;
 }
 
 TEST_F(IpcRoundTrip, FanOutToTwoImportersReturnsTheBlockAfterBoth) {

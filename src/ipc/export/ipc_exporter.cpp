@@ -209,15 +209,17 @@ struct Exporter::State {
   expected<std::uint64_t, Error> publish(PeerId id, const Tensor& tensor,
                                          const cudaStream_t* stream) {
     const auto found = peers.find(id);
-    if (found == peers.end()) {
+    if (found == peers.end() && (id == 0 || id >= next_peer)) {
       return make_unexpected(ErrorCode::kNotFound,
                              std::string(kWho) + ": no peer " + std::to_string(id));
     }
-    Peer& target = found->second;
-    if (target.closed) {
+    // Ids are never reused: a known id that is gone is a peer that closed and was forgotten once
+    // its last claim came back.
+    if (found == peers.end() || found->second.closed) {
       return make_unexpected(ErrorCode::kClosed, std::string(kWho) + ": peer " +
                                                      std::to_string(id) + " has hung up or exited");
     }
+    Peer& target = found->second;
     const std::uint64_t export_id = next_export++;
     auto exported = stream != nullptr ? export_tensor(tensor, export_id, *stream)
                                       : export_tensor(tensor, export_id);
