@@ -232,9 +232,9 @@ def test_a_departed_importer_is_gone_for_its_exporter(endpoints):
     importer.close()
     exporter.poll()
     assert not exporter.connected(peer) and exporter.held(peer) == 0
-    with pytest.raises(hd.errors.NotFoundError) as raised:
+    with pytest.raises(hd.errors.ClosedError) as raised:
         exporter.publish(peer, host_tensor())
-    assert str(raised.value) == f"kNotFound: ipc exporter: no peer {peer}"
+    assert str(raised.value) == f"kClosed: ipc exporter: peer {peer} has hung up or exited"
 
 
 def test_endpoints_refuse_use_after_close(endpoints):
