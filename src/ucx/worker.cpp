@@ -81,6 +81,12 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
   }
 }
 
+// What a call on a moved-from worker returns: its state went with the move.
+unexpected<Error> moved_from(const char* call) {
+  return make_unexpected(ErrorCode::kInvalidArgument,
+                         std::string("ucx ") + call + ": the worker was moved from");
+}
+
 }  // namespace
 
 expected<Worker, Error> Worker::create(const WorkerConfig& config) {
@@ -134,6 +140,9 @@ Worker::~Worker() {
 }
 
 expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::uint16_t port) {
+  if (state_ == nullptr) {
+    return moved_from("listen");
+  }
   const std::string who = "ucx listen on " + address + ":" + std::to_string(port);
   // Resolved before the mutex is taken: a name server may take seconds to answer.
   const auto resolved = resolve_address(who, address, port, true);
@@ -143,6 +152,9 @@ expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::u
 
 expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_t port,
                                         int timeout_ms) {
+  if (state_ == nullptr) {
+    return moved_from("connect");
+  }
   const std::string name = address + ":" + std::to_string(port);
   const std::string who = "ucx connect to " + name;
   // Resolved before the mutex is taken: a name server may take seconds to answer.
@@ -193,6 +205,9 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
 }
 
 std::optional<PeerId> Worker::accept(int timeout_ms) {
+  if (state_ == nullptr) {
+    return std::nullopt;  // moved from: nothing comes
+  }
   State& state = *state_;
   return wait_for(state, timeout_ms, [&]() -> std::optional<PeerId> {
     if (state.accepted.empty()) {
@@ -205,6 +220,9 @@ std::optional<PeerId> Worker::accept(int timeout_ms) {
 }
 
 expected<void, Error> Worker::disconnect(PeerId id) {
+  if (state_ == nullptr) {
+    return moved_from("disconnect");
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   Peer* peer = state_->find(id);
   if (peer == nullptr) {
@@ -221,6 +239,9 @@ expected<void, Error> Worker::disconnect(PeerId id) {
 }
 
 expected<std::uint64_t, Error> Worker::send(PeerId peer, const Tensor& tensor) {
+  if (state_ == nullptr) {
+    return moved_from("send");
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto sent = state_->send_locked(peer, tensor);
   state_->flush_controls();
@@ -229,6 +250,9 @@ expected<std::uint64_t, Error> Worker::send(PeerId peer, const Tensor& tensor) {
 }
 
 std::optional<SendResult> Worker::next_send_result() {
+  if (state_ == nullptr) {
+    return std::nullopt;
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (state_->results.empty()) {
     return std::nullopt;
@@ -239,6 +263,9 @@ std::optional<SendResult> Worker::next_send_result() {
 }
 
 expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
+  if (state_ == nullptr) {
+    return moved_from("receive");
+  }
   State& state = *state_;
   // The delivery Ack goes out with the next progress round (progress(), send(), or a receive()
   // that finds nothing landed): a tensor the caller sends in reply leaves first, and the tensors
@@ -261,20 +288,29 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
 }
 
 expected<std::size_t, Error> Worker::progress() {
+  if (state_ == nullptr) {
+    return moved_from("progress");
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->armed_for_caller = false;  // the event loop is awake
   return state_->progress_locked();
 }
 
-int Worker::fd() const noexcept { return state_->efd; }
+int Worker::fd() const noexcept { return state_ != nullptr ? state_->efd : -1; }
 
 bool Worker::arm() {
+  if (state_ == nullptr) {
+    return false;
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->armed_for_caller = state_->arm_locked();
   return state_->armed_for_caller;
 }
 
 std::size_t Worker::in_flight() const noexcept {
+  if (state_ == nullptr) {
+    return 0;
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   std::size_t count = 0;
   for (const auto& [id, peer] : state_->peers) {
@@ -284,23 +320,35 @@ std::size_t Worker::in_flight() const noexcept {
 }
 
 std::size_t Worker::in_flight(PeerId id) const noexcept {
+  if (state_ == nullptr) {
+    return 0;
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto found = state_->peers.find(id);
   return found == state_->peers.end() ? 0 : state_->in_flight_locked(found->second);
 }
 
 std::size_t Worker::waiting() const noexcept {
+  if (state_ == nullptr) {
+    return 0;
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->waiting_locked();
 }
 
 bool Worker::connected(PeerId id) const noexcept {
+  if (state_ == nullptr) {
+    return false;
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto found = state_->peers.find(id);
   return found != state_->peers.end() && !found->second.lost;
 }
 
 WorkerStats Worker::stats() const noexcept {
+  if (state_ == nullptr) {
+    return {};
+  }
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->stats;
 }

@@ -1,5 +1,6 @@
 // The public API used in ways it does not expect: views written by hand into a context that no
-// import would make, and an orderly close while the receiver keeps the sender's data inside UCX.
+// import would make, an orderly close while the receiver keeps the sender's data inside UCX, and
+// calls on a moved-from worker.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -205,6 +206,37 @@ TEST(UcxMisuse, AResolutionUnderWayHoldsNoOtherCallBack) {
     }
     EXPECT_EQ(sides.client.in_flight(), 0u);
   }
+}
+
+TEST(UcxMisuse, AMovedFromWorkerRefusesEveryCall) {
+  ucx::Worker worker = make_worker();
+  ucx::Worker taken(std::move(worker));
+  const auto refused = [](const Error& error, const char* call) {
+    EXPECT_EQ(error.code, ErrorCode::kInvalidArgument) << call;
+    EXPECT_EQ(error.message, std::string("ucx ") + call + ": the worker was moved from");
+  };
+  auto tensor = host_pool(1)->allocate({4}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(tensor);
+  // NOLINTBEGIN(bugprone-use-after-move): the moved-from worker is what is tested.
+  refused(worker.listen("127.0.0.1").error(), "listen");
+  refused(worker.connect("127.0.0.1", 1, 10).error(), "connect");
+  refused(worker.disconnect(1).error(), "disconnect");
+  refused(worker.send(1, *tensor).error(), "send");
+  refused(worker.receive(-1).error(), "receive");  // returns at once, never waits
+  refused(worker.progress().error(), "progress");
+  EXPECT_FALSE(worker.accept(-1));
+  EXPECT_FALSE(worker.next_send_result());
+  EXPECT_EQ(worker.fd(), -1);
+  EXPECT_FALSE(worker.arm());
+  EXPECT_EQ(worker.in_flight(), 0u);
+  EXPECT_EQ(worker.in_flight(1), 0u);
+  EXPECT_EQ(worker.waiting(), 0u);
+  EXPECT_FALSE(worker.connected(1));
+  EXPECT_EQ(worker.stats().sent, 0u);
+  worker = std::move(taken);  // assigning a moved-from worker makes it whole again
+  EXPECT_GE(worker.fd(), 0);
+  EXPECT_TRUE(worker.progress());
+  // NOLINTEND(bugprone-use-after-move)
 }
 
 }  // namespace

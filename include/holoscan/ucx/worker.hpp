@@ -108,7 +108,8 @@ class HOLOSCAN_DLPACK_API Worker {
  public:
   /** @brief A worker on a fresh UCX context (active messages, wakeup). */
   static expected<Worker, Error> create(const WorkerConfig& config = {});
-  /** @brief Takes `other`'s worker; `other` is left empty (only destroy or assign it). */
+  /** @brief Takes `other`'s worker; `other` is left empty: its calls return kInvalidArgument
+   *         (nullopt, -1, 0, false or zero counters where they return no error). */
   Worker(Worker&& other) noexcept;
   /** @brief Closes this worker (as the destructor does), then takes `other`'s. */
   Worker& operator=(Worker&& other) noexcept;
