@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -170,6 +171,12 @@ expected<void, Error> enter_stream(std::optional<detail::DeviceGuard>& guard, DL
   return check_stream(stream, target, who);
 }
 
+// Out of host memory (the heap refused a context, host memory or an error's message), a copy's
+// error is kResourceExhausted without a message, never std::bad_alloc.
+tl::unexpected<Error> out_of_memory() noexcept {
+  return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+}
+
 // Queues the copy into `destination`, then makes the source outlive it and either completes it
 // (a host target) or records its readiness on `copy` (a device target).
 expected<void, Error> finish_on_stream(const detail::CopyPlan& plan, const Tensor& source,
@@ -288,15 +295,18 @@ expected<void, Error> copy_out(const Tensor& source, void* destination,
 
 }  // namespace
 
-expected<Tensor, Error> Tensor::copy(cudaStream_t stream) const {
+// Each public copy is a function-try-block: whatever the heap refused had unwound first.
+expected<Tensor, Error> Tensor::copy(cudaStream_t stream) const try {
   if (dl_ctx_ == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            "Tensor::copy: Tensor copy source is empty");
   }
   return copy_to(device(), stream);
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
-expected<Tensor, Error> Tensor::copy_to(DLDevice device, cudaStream_t stream) const {
+expected<Tensor, Error> Tensor::copy_to(DLDevice device, cudaStream_t stream) const try {
   constexpr const char* kWho = "Tensor::copy_to";
   auto plan = plan_copy(*this, kWho);
   if (!plan) {
@@ -325,9 +335,11 @@ expected<Tensor, Error> Tensor::copy_to(DLDevice device, cudaStream_t stream) co
     return forward_error(std::move(usable));
   }
   return copy_by_stream(*this, *plan, device, stream);
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
-expected<Tensor, Error> Tensor::copy_to(TensorPool& pool, cudaStream_t stream) const {
+expected<Tensor, Error> Tensor::copy_to(TensorPool& pool, cudaStream_t stream) const try {
   constexpr const char* kWho = "Tensor::copy_to(TensorPool&)";
   auto plan = plan_copy(*this, kWho);
   if (!plan) {
@@ -364,18 +376,24 @@ expected<Tensor, Error> Tensor::copy_to(TensorPool& pool, cudaStream_t stream) c
     return forward_error(std::move(done));
   }
   return block;
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
 expected<void, Error> Tensor::copy_to_host(void* destination, std::size_t destination_bytes,
-                                           cudaStream_t stream) const {
+                                           cudaStream_t stream) const try {
   return copy_out(*this, destination, destination_bytes, stream, /*wait=*/true,
                   "Tensor::copy_to_host");
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
 expected<void, Error> Tensor::copy_to_host_async(void* destination, std::size_t destination_bytes,
-                                                 cudaStream_t stream) const {
+                                                 cudaStream_t stream) const try {
   return copy_out(*this, destination, destination_bytes, stream, /*wait=*/false,
                   "Tensor::copy_to_host_async");
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
 }  // namespace holoscan

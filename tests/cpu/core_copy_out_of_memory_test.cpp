@@ -1,0 +1,157 @@
+// Covers the core's copies out of host memory, with every allocation failing from
+// the n-th on: each returns its result or its error (kResourceExhausted when the heap refused),
+// never an exception, and nothing is leaked or released twice.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "dlpack/recycler.hpp"
+#include "holoscan/tensor.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/allocation_hooks.hpp"
+#include "support/counting_producer.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/tensor_helpers.hpp"
+
+namespace holoscan {
+namespace {
+
+using test::CountingProducer;
+using test::FailingAllocations;
+using test::import_or_die;
+using test::TensorSpec;
+
+// Enough to fail every allocation of one call.
+constexpr std::uint64_t kEveryAllocation = 1000;
+
+// What one attempt saw: whether an exception escaped, and the error code if it was refused.
+struct Outcome {
+  std::optional<bool> threw;
+  std::optional<ErrorCode> refused;
+};
+
+// Runs `attempt` with every allocation failing after the first `skip`, for skip = 0, 1, ...
+// until one ran without a failure. No gtest macro runs while the failures are armed. Each refusal
+// must be `allowed` or kResourceExhausted; the last attempt's outcome is returned.
+Outcome sweep(const std::function<void(Outcome&)>& attempt,
+              std::optional<ErrorCode> allowed = std::nullopt) {
+  Outcome outcome;
+  for (std::uint64_t skip = 0; skip < 200; ++skip) {
+    outcome = Outcome{};
+    std::uint64_t failed = 0;
+    {
+      FailingAllocations failing(skip, kEveryAllocation);
+      attempt(outcome);
+      failed = failing.failed();
+    }
+    EXPECT_TRUE(outcome.threw.has_value());
+    EXPECT_FALSE(outcome.threw.value_or(true))
+        << "an exception escaped with " << skip << " allocations allowed";
+    if (outcome.refused.has_value() && *outcome.refused != ErrorCode::kResourceExhausted) {
+      EXPECT_EQ(outcome.refused, allowed) << "with " << skip << " allocations allowed";
+    }
+    if (failed == 0) {
+      EXPECT_GT(skip, 0u) << "no allocation failed: the sweep saw nothing";
+      return outcome;
+    }
+  }
+  ADD_FAILURE() << "every attempt saw a failed allocation";
+  return outcome;
+}
+
+// Calls `call` (returning some expected), noting whether it threw or was refused.
+template <class Call>
+void attempt_call(Outcome& outcome, Call&& call) {
+  try {
+    auto result = call();
+    outcome.threw = false;
+    if (!result) {
+      outcome.refused = result.error().code;
+    }
+  } catch (...) {
+    outcome.threw = true;
+  }
+}
+
+TEST(CoreCopyOutOfMemory, HostCopyNeverThrows) {
+  CountingProducer producer;
+  {
+    const Tensor source = import_or_die(producer);
+    const Outcome last = sweep(
+        [&](Outcome& outcome) { attempt_call(outcome, [&] { return source.copy(nullptr); }); });
+    EXPECT_FALSE(last.refused.has_value());
+    sweep([&](Outcome& outcome) {
+      attempt_call(outcome, [&] { return source.copy_to(DLDevice{kDLCPU, 0}, nullptr); });
+    });
+    const Tensor empty;
+    sweep([&](Outcome& outcome) { attempt_call(outcome, [&] { return empty.copy(nullptr); }); },
+          ErrorCode::kInvalidArgument);
+    sweep(
+        [&](Outcome& outcome) {
+          attempt_call(outcome, [&] { return source.copy_to(DLDevice{kDLOpenCL, 0}, nullptr); });
+        },
+        ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+TEST(CoreCopyOutOfMemory, CopyToHostNeverThrows) {
+  CountingProducer producer;
+  {
+    const Tensor source = import_or_die(producer);  // 2 x 3 float32
+    std::vector<float> out(6);
+    for (const bool async : {false, true}) {
+      for (const std::size_t bytes : {out.size() * sizeof(float), std::size_t{4}}) {
+        const Outcome last = sweep(
+            [&](Outcome& outcome) {
+              attempt_call(outcome, [&] {
+                return async ? source.copy_to_host_async(out.data(), bytes, nullptr)
+                             : source.copy_to_host(out.data(), bytes, nullptr);
+              });
+            },
+            ErrorCode::kInvalidArgument);
+        EXPECT_EQ(last.refused.has_value(), bytes == 4);
+      }
+    }
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+#if HOLOSCAN_DLPACK_RECYCLE
+// Pool control blocks come from the heap under AddressSanitizer: the sweep would count them.
+TEST(CoreCopyOutOfMemory, CopyToHostPoolNeverThrowsAndGivesItsBlockBack) {
+  CountingProducer producer;
+  TensorPoolConfig config;
+  config.memory = PoolMemory::kHost;
+  config.block_bytes = 256;
+  config.block_count = 2;
+  auto pool = TensorPool::create(config);
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  {
+    const Tensor source = import_or_die(producer);
+    sweep([&](Outcome& outcome) {
+      attempt_call(outcome, [&] { return source.copy_to(**pool, nullptr); });
+    });
+    EXPECT_EQ((*pool)->available_blocks(), 2u);
+    TensorSpec spec;
+    spec.dtype = DLDataType{kDLFloat, 64, 1};
+    spec.shape = {64};  // 512 bytes: more than a block holds
+    const Tensor large = import_or_die(producer, spec);
+    sweep(
+        [&](Outcome& outcome) {
+          attempt_call(outcome, [&] { return large.copy_to(**pool, nullptr); });
+        },
+        ErrorCode::kInvalidArgument);
+    EXPECT_EQ((*pool)->available_blocks(), 2u);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 2);
+}
+#endif
+
+}  // namespace
+}  // namespace holoscan
