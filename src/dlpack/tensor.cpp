@@ -1,6 +1,7 @@
 #include "holoscan/tensor.hpp"
 
 #include <algorithm>
+#include <new>
 #include <utility>
 
 #include "dlpack/context_access.hpp"
@@ -10,6 +11,12 @@ namespace holoscan {
 namespace {
 
 const DLTensor kEmptyDLTensor{};
+
+// A refusal's message is built on the heap: out of host memory, the refusal is
+// kResourceExhausted without one, never std::bad_alloc.
+tl::unexpected<Error> out_of_memory() noexcept {
+  return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+}
 
 }  // namespace
 
@@ -109,7 +116,7 @@ std::vector<std::int64_t> Tensor::strides() const {
   return strides;
 }
 
-expected<void*, Error> Tensor::mutable_data() & {
+expected<void*, Error> Tensor::mutable_data() & try {
   if (dl_ctx_ == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            "Tensor::mutable_data: the Tensor is empty");
@@ -124,6 +131,8 @@ expected<void*, Error> Tensor::mutable_data() & {
                            "Tensor::mutable_data: the Tensor has read-only authority");
   }
   return address;
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
 bool Tensor::is_contiguous() const noexcept {

@@ -1,4 +1,4 @@
-// Covers the core's copies out of host memory, with every allocation failing from
+// Covers the core's copies and conversions out of host memory, with every allocation failing from
 // the n-th on: each returns its result or its error (kResourceExhausted when the heap refused),
 // never an exception, and nothing is leaked or released twice.
 #include <gtest/gtest.h>
@@ -152,6 +152,21 @@ TEST(CoreCopyOutOfMemory, CopyToHostPoolNeverThrowsAndGivesItsBlockBack) {
   EXPECT_EQ(producer.deleter_calls(), 2);
 }
 #endif
+
+TEST(CoreCopyOutOfMemory, MutableDataRefusalNeverThrows) {
+  CountingProducer producer;
+  {
+    const Tensor empty_source;
+    Tensor empty = empty_source;
+    sweep([&](Outcome& outcome) { attempt_call(outcome, [&] { return empty.mutable_data(); }); },
+          ErrorCode::kInvalidArgument);
+    Tensor read_only = import_or_die(producer);  // an import has read-only authority
+    sweep(
+        [&](Outcome& outcome) { attempt_call(outcome, [&] { return read_only.mutable_data(); }); },
+        ErrorCode::kPermissionDenied);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
 
 }  // namespace
 }  // namespace holoscan
