@@ -12,8 +12,8 @@ namespace {
 
 const DLTensor kEmptyDLTensor{};
 
-// A refusal's message is built on the heap: out of host memory, the refusal is
-// kResourceExhausted without one, never std::bad_alloc.
+// A refusal's message (or a failed wait's) is built on the heap: out of host memory, the result
+// is kResourceExhausted without one, never std::bad_alloc.
 tl::unexpected<Error> out_of_memory() noexcept {
   return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
 }
@@ -174,7 +174,7 @@ cudaStream_t Tensor::readiness_stream() const noexcept {
   return reference != nullptr ? reference->readiness_stream() : nullptr;
 }
 
-expected<void, Error> Tensor::synchronize_for_consumer_stream(cudaStream_t stream) const {
+expected<void, Error> Tensor::synchronize_for_consumer_stream(cudaStream_t stream) const try {
   if (dl_ctx_ == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            "Tensor::synchronize_for_consumer_stream: the Tensor is empty");
@@ -186,9 +186,11 @@ expected<void, Error> Tensor::synchronize_for_consumer_stream(cudaStream_t strea
         "contract (no readiness stream was recorded)");
   }
   return memory()->synchronize_for_consumer(stream);
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
-expected<void, Error> Tensor::synchronize_for_host() const {
+expected<void, Error> Tensor::synchronize_for_host() const try {
   if (dl_ctx_ == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            "Tensor::synchronize_for_host: the Tensor is empty");
@@ -199,6 +201,8 @@ expected<void, Error> Tensor::synchronize_for_host() const {
                            "contract (no readiness stream was recorded)");
   }
   return memory()->synchronize_for_host();
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
 bool Tensor::set_deallocation_stream(cudaStream_t stream) {

@@ -168,5 +168,28 @@ TEST(CoreCopyOutOfMemory, MutableDataRefusalNeverThrows) {
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+TEST(CoreCopyOutOfMemory, SynchronizeRefusalsNeverThrow) {
+  CountingProducer producer;
+  {
+    const Tensor empty;
+    const Tensor host = import_or_die(producer);  // no readiness contract
+    for (const Tensor* tensor : {&empty, &host}) {
+      const std::optional<ErrorCode> allowed =
+          tensor == &empty ? ErrorCode::kInvalidArgument : ErrorCode::kNotImplemented;
+      sweep(
+          [&](Outcome& outcome) {
+            attempt_call(outcome, [&] { return tensor->synchronize_for_host(); });
+          },
+          allowed);
+      sweep(
+          [&](Outcome& outcome) {
+            attempt_call(outcome, [&] { return tensor->synchronize_for_consumer_stream(nullptr); });
+          },
+          allowed);
+    }
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
 }  // namespace
 }  // namespace holoscan
