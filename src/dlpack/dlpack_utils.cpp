@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "dlpack/dlpack_validate.hpp"
@@ -24,6 +25,12 @@ void assign_owned(std::vector<std::int64_t>& owned, const std::int64_t* values, 
   if (count > 0) {
     std::memcpy(owned.data(), values, count * sizeof(std::int64_t));
   }
+}
+
+// A refusal's message is built on the heap: out of host memory, the refusal is
+// kResourceExhausted without one, never std::bad_alloc.
+tl::unexpected<Error> out_of_memory() noexcept {
+  return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
 }
 
 }  // namespace
@@ -96,7 +103,7 @@ void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
   }
 }
 
-expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) {
+expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) try {
   const auto invalid = [&] {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            "dldatatype_from_typestr: '" + std::string(typestr) +
@@ -146,9 +153,11 @@ expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) {
       break;
   }
   return invalid();
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
-expected<const char*, Error> numpy_dtype(DLDataType dtype) {
+expected<const char*, Error> numpy_dtype(DLDataType dtype) try {
   if (dtype.lanes == 1) {
     switch (dtype.code) {
       case kDLBool:
@@ -212,6 +221,8 @@ expected<const char*, Error> numpy_dtype(DLDataType dtype) {
                          "numpy_dtype: DLDataType{code " + std::to_string(dtype.code) + ", bits " +
                              std::to_string(dtype.bits) + ", lanes " + std::to_string(dtype.lanes) +
                              "} has no NumPy type string");
+} catch (const std::bad_alloc&) {
+  return out_of_memory();
 }
 
 }  // namespace holoscan

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dlpack/recycler.hpp"
+#include "holoscan/dlpack_utils.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
 #include "support/allocation_hooks.hpp"
@@ -189,6 +190,20 @@ TEST(CoreCopyOutOfMemory, SynchronizeRefusalsNeverThrow) {
     }
   }
   EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+// Their successes allocate nothing: only the refusals are swept.
+TEST(CoreCopyOutOfMemory, DtypeConversionRefusalsNeverThrow) {
+  for (const char* typestr : {"not a type string at all", "<f3"}) {
+    sweep(
+        [&](Outcome& outcome) {
+          attempt_call(outcome, [&] { return dldatatype_from_typestr(typestr); });
+        },
+        ErrorCode::kInvalidArgument);
+  }
+  const DLDataType dtype{kDLFloat, 24, 3};
+  sweep([&](Outcome& outcome) { attempt_call(outcome, [&] { return numpy_dtype(dtype); }); },
+        ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
