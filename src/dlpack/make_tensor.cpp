@@ -150,9 +150,15 @@ expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::i
   return context;
 }
 
+// Called from a catch of std::bad_alloc: the message needs the heap too, and is left out when
+// even that is refused.
 expected<Tensor, Error> out_of_memory() {
-  return make_unexpected(ErrorCode::kResourceExhausted,
-                         "make_tensor: out of host memory (the caller keeps the memory)");
+  Error error{ErrorCode::kResourceExhausted, {}, 0};
+  try {
+    error.message = "make_tensor: out of host memory (the caller keeps the memory)";
+  } catch (const std::bad_alloc&) {  // NOLINT(bugprone-empty-catch): the code says it all
+  }
+  return make_unexpected(std::move(error));
 }
 
 }  // namespace
@@ -161,13 +167,13 @@ expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType 
                                     TensorByteStridesView byte_strides,
                                     MemoryStorageType storage_type, void* data,
                                     std::shared_ptr<TensorMemoryReference> owner, int device) {
-  if (data == nullptr) {
-    return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor pointer is null");
-  }
-  if (owner == nullptr) {
-    return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor memory reference is null");
-  }
-  try {
+  try {  // the refusals' messages too come from the heap
+    if (data == nullptr) {
+      return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor pointer is null");
+    }
+    if (owner == nullptr) {
+      return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor memory reference is null");
+    }
     auto context = wrap(shape, dtype, byte_strides, storage_type, data, device);
     if (!context) {
       return forward_error(std::move(context));
@@ -191,10 +197,10 @@ expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType 
                                     TensorByteStridesView byte_strides,
                                     MemoryStorageType storage_type, void* data,
                                     TensorMemoryRelease release) {
-  if (data == nullptr) {
-    return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor pointer is null");
-  }
-  try {
+  try {  // the refusal's message too comes from the heap
+    if (data == nullptr) {
+      return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor pointer is null");
+    }
     auto context = wrap(shape, dtype, byte_strides, storage_type, data, -1);
     if (!context) {
       return forward_error(std::move(context));

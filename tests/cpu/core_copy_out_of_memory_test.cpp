@@ -1,6 +1,6 @@
-// Covers the core's copies and conversions out of host memory, with every allocation failing from
-// the n-th on: each returns its result or its error (kResourceExhausted when the heap refused),
-// never an exception, and nothing is leaked or released twice.
+// Covers the core's copies, conversions and wrappers out of host memory, with every allocation
+// failing from the n-th on: each returns its result or its error (kResourceExhausted when the heap
+// refused), never an exception, and nothing is leaked or released twice.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "dlpack/recycler.hpp"
+#include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack_utils.hpp"
+#include "holoscan/make_tensor.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
 #include "support/allocation_hooks.hpp"
@@ -204,6 +206,60 @@ TEST(CoreCopyOutOfMemory, DtypeConversionRefusalsNeverThrow) {
   const DLDataType dtype{kDLFloat, 24, 3};
   sweep([&](Outcome& outcome) { attempt_call(outcome, [&] { return numpy_dtype(dtype); }); },
         ErrorCode::kInvalidArgument);
+}
+
+class PlainOwner final : public TensorMemoryReference {};
+
+// The arguments are made before the failures are armed: an empty shape and a release that fits
+// std::function's inline room are copied without the heap.
+TEST(CoreCopyOutOfMemory, MakeTensorNeverThrows) {
+  std::vector<float> memory(1);
+  const std::shared_ptr<TensorMemoryReference> owner = std::make_shared<PlainOwner>();
+  const DLDataType kFloat32{kDLFloat, 32, 1};
+  for (void* data : {static_cast<void*>(memory.data()), static_cast<void*>(nullptr)}) {
+    const std::optional<ErrorCode> allowed =
+        data == nullptr ? std::optional<ErrorCode>(ErrorCode::kInvalidArgument) : std::nullopt;
+    sweep(
+        [&](Outcome& outcome) {
+          attempt_call(outcome, [&] {
+            return make_tensor({}, kFloat32, {}, MemoryStorageType::kSystem, data, owner);
+          });
+        },
+        allowed);
+    sweep(
+        [&](Outcome& outcome) {
+          attempt_call(outcome, [&] {
+            return make_tensor({}, kFloat32, {}, MemoryStorageType::kSystem, data, owner, 0);
+          });
+        },
+        allowed);
+    int released = 0;
+    int accepted = 0;
+    int* const count = &released;
+    const TensorMemoryRelease release = [count](void*) -> expected<void, Error> {
+      ++*count;
+      return {};
+    };
+    sweep(
+        [&](Outcome& outcome) {
+          attempt_call(outcome, [&] {
+            auto tensor = make_tensor({}, kFloat32, {}, MemoryStorageType::kSystem, data, release);
+            accepted += tensor.has_value() ? 1 : 0;
+            return tensor;
+          });
+        },
+        allowed);
+    flush_deferred_releases();
+    EXPECT_EQ(released, accepted);  // once per Tensor made, never for a refusal
+  }
+  sweep(
+      [&](Outcome& outcome) {
+        attempt_call(outcome, [&] {
+          return make_tensor({}, kFloat32, {}, MemoryStorageType::kSystem, memory.data(),
+                             std::shared_ptr<TensorMemoryReference>());
+        });
+      },
+      ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
