@@ -49,7 +49,7 @@ tl::unexpected<Error> hook_threw(const char* hook) {
 
 // A caller's memory reference may throw from its readiness hooks: the copy's memory, taken from
 // the stream already, must then go the way of any failure (after what was queued, see
-// after_queued), so the throw becomes the copy's error.
+// release_after_queued), so the throw becomes the copy's error.
 template <class Wait>
 expected<void, Error> wait_for_source(const Tensor& source, const char* hook, Wait&& wait) {
   if (!source.has_readiness_stream_contract()) {
@@ -135,10 +135,24 @@ expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
   return synchronize_cuda_stream_for_host(stream);
 }
 
-// A failure after the copy was queued: the memory must not go before the GPU is done with it.
-Error after_queued(Error error, cudaStream_t stream) {
-  (void)detail::cuda().stream_synchronize(stream);
-  return error;
+// Out of host memory (the heap refused a context, host memory or an error's message), a copy's
+// error is kResourceExhausted without a message, never std::bad_alloc.
+tl::unexpected<Error> out_of_memory() noexcept {
+  return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+}
+
+// A failure after the copy was queued on `stream`: the copy's memory must not go before the GPU
+// is done with it. A deallocation point on `stream` orders its release; where none can be
+// recorded, the host waits for the stream.
+void release_after_queued(Tensor& copy, cudaStream_t stream) noexcept {
+  bool ordered = false;
+  try {
+    ordered = copy.set_deallocation_stream(stream);
+  } catch (...) {  // a pool block's or a copy's reference never throws; a caller's may not exist
+  }
+  if (!ordered) {
+    (void)detail::cuda().stream_synchronize(stream);
+  }
 }
 
 // Fails unless `stream` can be used (not capturing), and for a device target, is of its device.
@@ -171,35 +185,36 @@ expected<void, Error> enter_stream(std::optional<detail::DeviceGuard>& guard, DL
   return check_stream(stream, target, who);
 }
 
-// Out of host memory (the heap refused a context, host memory or an error's message), a copy's
-// error is kResourceExhausted without a message, never std::bad_alloc.
-tl::unexpected<Error> out_of_memory() noexcept {
-  return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
-}
-
 // Queues the copy into `destination`, then makes the source outlive it and either completes it
 // (a host target) or records its readiness on `copy` (a device target).
+// Any failure, the heap's included (part of the copy may be queued by then), releases the copy's
+// memory after what was queued (release_after_queued).
 expected<void, Error> finish_on_stream(const detail::CopyPlan& plan, const Tensor& source,
-                                       Tensor& copy, cudaStream_t stream) {
-  auto done = queue_copy(plan, source, copy.data(), stream);
-  if (done) {
-    done = hold_source(source, stream);
+                                       Tensor& copy, cudaStream_t stream) noexcept {
+  try {
+    auto done = queue_copy(plan, source, copy.data(), stream);
+    if (done) {
+      done = hold_source(source, stream);
+    }
+    if (done && detail::host_memory_type(copy.device().device_type)) {
+      done = synchronize_cuda_stream_for_host(stream);  // a host copy is complete on return
+    } else if (done && !copy.set_readiness_stream(stream)) {
+      done = make_unexpected(ErrorCode::kFailure,
+                             "Tensor::copy_to: the copy's readiness could not be recorded");
+    }
+    if (!done) {
+      release_after_queued(copy, stream);
+    }
+    return done;
+  } catch (const std::bad_alloc&) {
+    release_after_queued(copy, stream);
+    return out_of_memory();
   }
-  if (done && detail::host_memory_type(copy.device().device_type)) {
-    done = synchronize_cuda_stream_for_host(stream);  // a host copy is complete on return
-  } else if (done && !copy.set_readiness_stream(stream)) {
-    done = make_unexpected(ErrorCode::kFailure,
-                           "Tensor::copy_to: the copy's readiness could not be recorded");
-  }
-  if (!done) {
-    return make_unexpected(after_queued(std::move(done.error()), stream));
-  }
-  return done;
 }
 
 // The context of a copy of `source`, made before its memory is taken: once a device copy's memory
-// was taken from the stream, a failure waits for the stream (after_queued) before the memory goes;
-// one before the copy owned it would free it unordered with its allocation.
+// was taken from the stream, a failure releases it after the stream (release_after_queued); one
+// before the copy owned it would free it unordered with its allocation.
 std::shared_ptr<DLManagedTensorContext> copy_context(const Tensor& source) {
   auto context = std::make_shared<DLManagedTensorContext>();
   const auto ndim = static_cast<std::size_t>(std::max(source.ndim(), 0));
@@ -286,11 +301,21 @@ expected<void, Error> copy_out(const Tensor& source, void* destination,
   if (auto usable = check_stream(stream, DLDevice{kDLCPU, 0}, who); !usable) {
     return usable;
   }
-  auto done = queue_copy(*plan, source, destination, stream);
-  if (done) {
-    done = wait ? synchronize_cuda_stream_for_host(stream) : hold_source(source, stream);
+  // A failure, the heap's included, may come after part of the copy was queued: the caller takes
+  // the destination back on the error, so the call waits until nothing queued still writes it.
+  try {
+    auto done = queue_copy(*plan, source, destination, stream);
+    if (done) {
+      done = wait ? synchronize_cuda_stream_for_host(stream) : hold_source(source, stream);
+    }
+    if (!done) {
+      (void)detail::cuda().stream_synchronize(stream);
+    }
+    return done;
+  } catch (const std::bad_alloc&) {
+    (void)detail::cuda().stream_synchronize(stream);
+    throw;  // the public call's catch makes it kResourceExhausted
   }
-  return done;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -112,6 +113,33 @@ class CopyOnFakeCuda : public test::FakeCudaTest {
     fake().launch(producer_);
     EXPECT_TRUE(source.memory_reference()->set_readiness_stream(producer_));
     return source;
+  }
+
+  // Runs `call` while `stream` holds earlier work, which the "GPU" finishes only once the host
+  // waits (for a stream or an event) or the call returned. Returns the frees made before that:
+  // frees ahead of what the call queued on `stream`.
+  template <class Call>
+  std::uint64_t frees_ahead_of_the_stream(cudaStream_t stream, Call&& call) {
+    const auto host_waits = [&] {
+      return fake().calls(CudaEntry::kStreamSynchronize) +
+             fake().calls(CudaEntry::kEventSynchronize);
+    };
+    flush_deferred_releases();  // earlier calls' frees are not this one's
+    fake().launch(stream);
+    const auto waits = host_waits();
+    const auto frees = fake().calls(CudaEntry::kFreeAsync);
+    std::atomic<bool> returned{false};
+    std::uint64_t freed_ahead = 0;
+    std::thread gpu([&] {
+      (void)test::eventually(
+          [&] { return host_waits() > waits || returned.load(std::memory_order_acquire); });
+      freed_ahead = fake().calls(CudaEntry::kFreeAsync) - frees;
+      fake().complete(stream);
+    });
+    call();
+    returned.store(true, std::memory_order_release);
+    gpu.join();
+    return freed_ahead;
   }
 
   cudaStream_t producer_ = nullptr;
@@ -303,64 +331,127 @@ TEST_F(CopyOnFakeCuda, UnrecordedPointsWaitOrFailAndLeakNothing) {
   {
     const Tensor source = test::import_view(buffer_, rows_, deleted_);
     // The source's deallocation point cannot be recorded: the call waits for the copy instead;
-    // then the copy's readiness cannot be recorded either: refused, after the GPU is done.
+    // then the copy's readiness cannot be recorded either: refused, and the copy's memory, with
+    // a deallocation point on the stream, is freed once the GPU is done.
     fake().fail_next(CudaEntry::kEventRecord, cudaErrorLaunchFailure, 2);
     const auto syncs = fake().calls(CudaEntry::kStreamSynchronize);
     auto copy = source.copy_to(DLDevice{kDLCUDA, 0}, stream);
     ASSERT_FALSE(copy.has_value());
     EXPECT_EQ(copy.error().code, ErrorCode::kFailure);
     EXPECT_NE(copy.error().message.find("readiness"), std::string::npos) << copy.error().message;
-    EXPECT_EQ(fake().calls(CudaEntry::kStreamSynchronize), syncs + 2);
+    EXPECT_EQ(fake().calls(CudaEntry::kStreamSynchronize), syncs + 1);
   }
   flush_deferred_releases();
   EXPECT_EQ(*deleted_, 1);
   EXPECT_EQ(fake().calls(CudaEntry::kFreeAsync), 1u);
 }
 
+// A copy into device memory that fails after its first piece was queued (which reads the source
+// and writes the copy's memory): the call returns at once, and the copy's memory is freed only
+// once the stream has passed what was queued.
+TEST_F(CopyOnFakeCuda, ACopyFailingAfterItsFirstPieceFreesItsMemoryAfterWhatWasQueued) {
+  const cudaStream_t stream = fake().create_stream(0);
+  const StridedCase permuted{"Permuted", {2, 3, 2, 2, 3}, {3, 24, 1, 12, 6}, 0};  // many pieces
+  std::vector<std::int32_t> buffer = test::numbered_buffer(72);
+  const Tensor source = test::import_view(buffer, permuted, deleted_);
+  const auto syncs = fake().calls(CudaEntry::kStreamSynchronize);
+  const auto frees = fake().calls(CudaEntry::kFreeAsync);
+  const std::uint64_t freed_ahead = frees_ahead_of_the_stream(stream, [&] {
+    fake().fail_after(CudaEntry::kMemcpy2DAsync, 1, cudaErrorLaunchFailure);
+    auto copy = source.copy_to(DLDevice{kDLCUDA, 0}, stream);
+    ASSERT_FALSE(copy.has_value());
+    EXPECT_EQ(copy.error().code, ErrorCode::kFailure);
+    EXPECT_NE(copy.error().message.find("cudaMemcpy2DAsync"), std::string::npos)
+        << copy.error().message;
+  });
+  EXPECT_EQ(freed_ahead, 0u) << "freed under the queued piece";
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamSynchronize), syncs) << "the host waited";
+  flush_deferred_releases();
+  EXPECT_EQ(fake().calls(CudaEntry::kFreeAsync), frees + 1);
+  EXPECT_EQ(fake().live_allocations(), 0u);
+}
+
+// The same failure of a copy out to the caller's memory: the caller takes that memory back on the
+// error, so the call returns only once nothing queued still writes it.
+TEST_F(CopyOnFakeCuda, ACopyOutFailingAfterItsFirstPieceWaitsForWhatWasQueued) {
+  const cudaStream_t stream = fake().create_stream(0);
+  auto memory = std::make_shared<FakeDeviceMemory>(48);
+  const std::vector<std::int64_t> strides{96, 32, 8};  // every other int32 of 2x3 rows of 8
+  auto source = make_tensor({2, 3, 2}, kInt32, strides, MemoryStorageType::kDevice,
+                            memory->values(), memory, 0);
+  ASSERT_TRUE(source.has_value()) << source.error().message;
+  fake().launch(stream);
+  const auto syncs = fake().calls(CudaEntry::kStreamSynchronize);
+  const auto copies =
+      fake().calls(CudaEntry::kMemcpyAsync) + fake().calls(CudaEntry::kMemcpy2DAsync);
+  std::thread gpu([&] {
+    EXPECT_TRUE(wait_for_calls(CudaEntry::kStreamSynchronize, syncs, 1));
+    fake().complete(stream);
+  });
+  fake().fail_after(CudaEntry::kMemcpy2DAsync, 1, cudaErrorLaunchFailure);
+  std::vector<std::int32_t> out(12, -1);
+  const auto copied = source->copy_to_host_async(out.data(), 48, stream);
+  const auto synced = fake().calls(CudaEntry::kStreamSynchronize);
+  fake().complete(stream);  // ends the helper's wait whatever the call did
+  gpu.join();
+  ASSERT_FALSE(copied.has_value());
+  EXPECT_EQ(copied.error().code, ErrorCode::kFailure);
+  EXPECT_GE(fake().calls(CudaEntry::kMemcpyAsync) + fake().calls(CudaEntry::kMemcpy2DAsync),
+            copies + 2);  // a piece was queued before the failing one
+  EXPECT_EQ(synced, syncs + 1) << "returned while a queued piece still wrote the caller's memory";
+}
+
 // Out of host memory once the copy's memory was taken from `stream` (cudaMallocAsync): the
 // memory goes back in the order of that stream, never by a cudaFreeAsync on another stream
-// before `stream` has even reached the allocation (undefined behaviour).
+// before `stream` has even reached the allocation (undefined behaviour), nor before the stream
+// passed a copy queued into it.
 TEST_F(CopyOnFakeCuda, OutOfHostMemoryNeverFreesTheCopysMemoryAheadOfItsStream) {
   const cudaStream_t stream = fake().create_stream(0);
   const Tensor source = test::import_view(buffer_, rows_, deleted_);
   ASSERT_TRUE(source.copy_to(DLDevice{kDLCUDA, 0}, stream).has_value());  // warms the pools
   fake().complete(stream);
   flush_deferred_releases();
-  fake().launch(stream);  // earlier work on the copy stream, still running
   std::uint64_t refused = 0;
-  for (std::uint64_t skip = 0; skip < 100; ++skip) {
-    const auto copies =
-        fake().calls(CudaEntry::kMemcpyAsync) + fake().calls(CudaEntry::kMemcpy2DAsync);
-    const auto frees = fake().calls(CudaEntry::kFreeAsync);
-    std::optional<expected<Tensor, Error>> copy;
-    bool threw = false;
-    std::uint64_t failed = 0;
-    {
-      test::FailingAllocations failing(skip, 1000);
-      try {
-        copy.emplace(source.copy_to(DLDevice{kDLCUDA, 0}, stream));
-      } catch (...) {
-        threw = true;
+  std::uint64_t refused_after_queueing = 0;
+  // Only the library's allocations fail (the fake runtime's bookkeeping never does, as a real
+  // runtime never throws). A successful copy allocates nothing once queued, so the second sweep
+  // has the copy's readiness refused (the second event record: the source's point is the first),
+  // whose error message the heap then refuses.
+  for (const bool refuse_readiness : {false, true}) {
+    for (std::uint64_t skip = 0; skip < 100; ++skip) {
+      if (refuse_readiness) {
+        fake().fail_after(CudaEntry::kEventRecord, 1, cudaErrorLaunchFailure);
       }
-      failed = failing.failed();
-    }
-    if (failed == 0) {
-      ASSERT_TRUE(copy.has_value() && copy->has_value());
-      break;
-    }
-    // Only the library's own failures: once the copy is queued the fake runtime's bookkeeping
-    // allocates too, which a real runtime would not throw from.
-    const bool queued =
-        fake().calls(CudaEntry::kMemcpyAsync) + fake().calls(CudaEntry::kMemcpy2DAsync) > copies;
-    if ((threw || !copy->has_value()) && !queued) {
+      const auto copies =
+          fake().calls(CudaEntry::kMemcpyAsync) + fake().calls(CudaEntry::kMemcpy2DAsync);
+      std::optional<expected<Tensor, Error>> copy;
+      bool threw = false;
+      std::uint64_t failed = 0;
+      const std::uint64_t freed_ahead = frees_ahead_of_the_stream(stream, [&] {
+        test::FailingAllocations failing(skip, 1000);
+        try {
+          copy.emplace(source.copy_to(DLDevice{kDLCUDA, 0}, stream));
+        } catch (...) {
+          threw = true;
+        }
+        failed = failing.failed();
+        copy.reset();  // a refused copy's memory goes here, still out of memory
+      });
+      fake().clear_faults();
+      ASSERT_FALSE(threw) << skip << " allocations allowed";
+      EXPECT_EQ(freed_ahead, 0u) << "freed while its stream had not passed the allocation or "
+                                 << "the copy (" << skip << " allocations allowed)";
+      if (failed == 0) {
+        break;
+      }
       ++refused;
-      EXPECT_EQ(fake().calls(CudaEntry::kFreeAsync), frees)
-          << "freed while its stream had not reached the allocation (" << skip
-          << " allocations allowed)";
+      const bool queued =
+          fake().calls(CudaEntry::kMemcpyAsync) + fake().calls(CudaEntry::kMemcpy2DAsync) > copies;
+      refused_after_queueing += queued ? 1 : 0;
     }
   }
   EXPECT_GT(refused, 0u);
-  fake().complete(stream);
+  EXPECT_GT(refused_after_queueing, 0u);
   flush_deferred_releases();
   EXPECT_EQ(fake().live_allocations(), 0u);
 }
@@ -466,29 +557,20 @@ TEST_F(CopyOnFakeCuda,
   auto source = make_tensor({12}, kInt32, {}, MemoryStorageType::kDevice, memory->values(),
                             std::make_shared<ThrowingReadinessOwner>());
   ASSERT_TRUE(source.has_value()) << source.error().message;
-  fake().launch(stream);  // earlier work on the copy's stream, still running
-  const auto syncs = fake().calls(CudaEntry::kStreamSynchronize);
-  const auto frees = fake().calls(CudaEntry::kFreeAsync);
-  std::uint64_t frees_before_the_stream_passed = 0;
-  std::thread gpu([&] {  // the GPU finishes once the host waits (or after a while, if it never)
-    (void)test::eventually([&] { return fake().calls(CudaEntry::kStreamSynchronize) > syncs; },
-                           std::chrono::seconds(2));
-    frees_before_the_stream_passed = fake().calls(CudaEntry::kFreeAsync);
-    fake().complete(stream);
-  });
   bool threw = false;
-  try {
-    auto copy = source->copy_to(DLDevice{kDLCUDA, 0}, stream);
-    ASSERT_FALSE(copy.has_value());
-    EXPECT_EQ(copy.error().code, ErrorCode::kFailure);
-    EXPECT_NE(copy.error().message.find("synchronize_for_consumer"), std::string::npos)
-        << copy.error().message;
-  } catch (...) {
-    threw = true;
-  }
-  gpu.join();
+  const std::uint64_t freed_ahead = frees_ahead_of_the_stream(stream, [&] {
+    try {
+      auto copy = source->copy_to(DLDevice{kDLCUDA, 0}, stream);
+      ASSERT_FALSE(copy.has_value());
+      EXPECT_EQ(copy.error().code, ErrorCode::kFailure);
+      EXPECT_NE(copy.error().message.find("synchronize_for_consumer"), std::string::npos)
+          << copy.error().message;
+    } catch (...) {
+      threw = true;
+    }
+  });
   EXPECT_FALSE(threw) << "the hook's exception escaped copy_to";
-  EXPECT_EQ(frees_before_the_stream_passed, frees) << "freed ahead of the copy's stream";
+  EXPECT_EQ(freed_ahead, 0u) << "freed ahead of the copy's stream";
   fake().complete_all();
   flush_deferred_releases();
 }

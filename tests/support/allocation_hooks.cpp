@@ -20,7 +20,7 @@ bool fails_now() noexcept {
   if (t_counting) {
     ++t_new_calls;
   }
-  if (t_to_fail == 0) {
+  if (t_to_fail == 0 || holoscan::test::allocations_never_fail_depth > 0) {
     return false;
   }
   if (t_skip > 0) {

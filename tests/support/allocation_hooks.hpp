@@ -7,6 +7,25 @@
 
 namespace holoscan::test {
 
+/** @brief Depth of AllocationsNeverFail scopes on this thread (read by operator new). */
+inline thread_local int allocations_never_fail_depth = 0;
+
+/**
+ * @brief While alive, this thread's allocations neither fail nor use up a FailingAllocations'
+ *        skip: for test doubles of code that never throws (the fake CUDA runtime's bookkeeping),
+ *        so that a sweep fails the library's allocations only. Header-only: the doubles link
+ *        without the hooks.
+ */
+class AllocationsNeverFail {
+ public:
+  /** @brief Exempts this thread's allocations. */
+  AllocationsNeverFail() noexcept { ++allocations_never_fail_depth; }
+  /** @brief Ends the exemption. */
+  ~AllocationsNeverFail() { --allocations_never_fail_depth; }
+  AllocationsNeverFail(const AllocationsNeverFail&) = delete;
+  AllocationsNeverFail& operator=(const AllocationsNeverFail&) = delete;
+};
+
 /** @brief Counts operator new calls of this thread while alive. */
 class NewCounter {
  public:

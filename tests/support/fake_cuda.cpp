@@ -20,6 +20,7 @@
 #include "cuda/cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "stream/pooled_events.hpp"
+#include "support/allocation_hooks.hpp"
 
 namespace holoscan::test {
 namespace {
@@ -97,6 +98,7 @@ struct Operation {
 struct Fault {
   cudaError_t error = cudaSuccess;
   int remaining = 0;
+  int skip = 0;  // calls that pass before the first failure
 };
 
 // Per thread, as in CUDA; they outlive reset() like a real thread's state outlives a test.
@@ -133,6 +135,10 @@ struct FakeCuda::State {
     calls[static_cast<std::size_t>(entry)].fetch_add(1, std::memory_order_relaxed);
     Fault& fault = faults[static_cast<std::size_t>(entry)];
     if (fault.remaining == 0) {
+      return cudaSuccess;
+    }
+    if (fault.skip > 0) {
+      --fault.skip;
       return cudaSuccess;
     }
     --fault.remaining;
@@ -260,9 +266,11 @@ FakeCuda::State* the_state = nullptr;  // set once by FakeCuda's constructor, ne
 FakeCuda::State& state() { return *the_state; }
 
 // Every entry runs its body under the lock after counting the call and consuming an armed fault;
-// a failure becomes the thread's last error, as in CUDA (not-ready is no error).
+// a failure becomes the thread's last error, as in CUDA (not-ready is no error). The bookkeeping's
+// allocations never fail: the real runtime does not throw into the library's noexcept calls.
 template <class Body>
 cudaError_t call(CudaEntry entry, Body&& body) {
+  const AllocationsNeverFail bookkeeping;
   FakeCuda::State& s = state();
   std::unique_lock<std::mutex> lock(s.mutex);
   cudaError_t status = s.enter(entry);
@@ -343,7 +351,8 @@ cudaError_t event_synchronize(cudaEvent_t handle) {
     Fault& fault = s.faults[static_cast<std::size_t>(CudaEntry::kEventSynchronize)];
     const std::uint64_t generation = s.generation;
     s.progress.wait(lock, [&] {
-      return FakeCuda::State::done(*event) || fault.remaining > 0 || s.generation != generation;
+      return FakeCuda::State::done(*event) || (fault.remaining > 0 && fault.skip == 0) ||
+             s.generation != generation;
     });
     if (s.generation != generation) {
       return cudaErrorInvalidResourceHandle;
@@ -729,9 +738,13 @@ void FakeCuda::set_capture(cudaStream_t stream, cudaStreamCaptureStatus status) 
 }
 
 void FakeCuda::fail_next(CudaEntry entry, cudaError_t error, int count) {
+  fail_after(entry, 0, error, count);
+}
+
+void FakeCuda::fail_after(CudaEntry entry, int skip, cudaError_t error, int count) {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->faults[static_cast<std::size_t>(entry)] = Fault{error, count};
+    state_->faults[static_cast<std::size_t>(entry)] = Fault{error, count, skip};
   }
   state_->progress.notify_all();
 }
