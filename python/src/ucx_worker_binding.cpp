@@ -27,14 +27,15 @@ namespace holoscan::python {
 namespace {
 
 constexpr const char* kWorker = "ucx.Worker";
-// The C++ defaults (4 GiB, 1 ms of polling), as the keyword defaults.
+// The C++ defaults (4 GiB, 1 ms of polling, the stream hint on), as the keyword defaults.
 const std::uint64_t kMaxReceiveBytes = ucx::WorkerConfig{}.max_receive_bytes;
 const int kSpinUs = ucx::WorkerConfig{}.spin_us;
+const bool kStreamBandwidthHint = ucx::WorkerConfig{}.stream_bandwidth_hint;
 
 using WorkerHandle = SharedHandle<ucx::Worker>;
 
 WorkerHandle create(std::size_t window, nb::handle receive_pool, std::uint64_t max_receive_bytes,
-                    int spin_us) {
+                    int spin_us, bool stream_bandwidth_hint) {
   ucx::WorkerConfig config;
   config.window = window;
   if (!receive_pool.is_none()) {
@@ -43,6 +44,7 @@ WorkerHandle create(std::size_t window, nb::handle receive_pool, std::uint64_t m
   }
   config.max_receive_bytes = max_receive_bytes;
   config.spin_us = spin_us;
+  config.stream_bandwidth_hint = stream_bandwidth_hint;
   return WorkerHandle(std::make_shared<ucx::Worker>(
       value_or_raise(without_gil([&] { return ucx::Worker::create(config); }))));
 }
@@ -183,22 +185,27 @@ void bind_ucx_worker(nb::module_& module) {
   type.def(
           "__init__",
           [](WorkerHandle* self, std::size_t window, nb::handle receive_pool,
-             std::uint64_t max_receive_bytes, int spin_us) {
-            new (self) WorkerHandle(create(window, receive_pool, max_receive_bytes, spin_us));
+             std::uint64_t max_receive_bytes, int spin_us, bool stream_bandwidth_hint) {
+            new (self) WorkerHandle(
+                create(window, receive_pool, max_receive_bytes, spin_us, stream_bandwidth_hint));
           },
           nb::kw_only(), nb::arg("window") = 16, nb::arg("receive_pool") = nb::none(),
-          nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = kSpinUs, Entry(),
+          nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = kSpinUs,
+          nb::arg("stream_bandwidth_hint") = kStreamBandwidthHint, Entry(),
           nb::sig("def __init__(self, *, window: int = 16, receive_pool: "
                   "holoscan_dlpack._core.TensorPool | None = None, max_receive_bytes: int = "
-                  "4294967296, spin_us: int = 1000) -> None"),
+                  "4294967296, spin_us: int = 1000, stream_bandwidth_hint: bool = True) -> None"),
           "A worker on a fresh UCX context: `window` sends in flight per peer; received "
           "tensors land in blocks of `receive_pool` (a TensorPool, host or device), else in a "
           "host allocation each, up to `max_receive_bytes`; waits poll for `spin_us` before "
-          "they sleep.")
+          "they sleep; with `stream_bandwidth_hint`, a send posted while an earlier one to its "
+          "peer is still moving (and a landing started while another lands) asks UCX for "
+          "bandwidth (UCP_OP_ATTR_FLAG_MULTI_SEND), a lone send never does.")
       .def_static("create", &create, nb::kw_only(), nb::arg("window") = 16,
                   nb::arg("receive_pool") = nb::none(),
                   nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = kSpinUs,
-                  Entry(), "Same as the constructor (the C++ name).");
+                  nb::arg("stream_bandwidth_hint") = kStreamBandwidthHint, Entry(),
+                  "Same as the constructor (the C++ name).");
   bind_connections(type);
   bind_transfers(type);
   bind_state(type);

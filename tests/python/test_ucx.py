@@ -62,10 +62,11 @@ class Pump:
 
 
 @contextlib.contextmanager
-def connected(window=16, **server_config):
+def connected(window=16, stream_bandwidth_hint=True, **server_config):
     """(client, its peer id, server, its peer id): two workers of this process, connected over
-    the loopback, progressed by a Pump while the test runs."""
-    with ucx.Worker(**server_config) as server, ucx.Worker(window=window) as client:
+    the loopback, progressed by a Pump while the test runs; `stream_bandwidth_hint` is both's."""
+    with ucx.Worker(stream_bandwidth_hint=stream_bandwidth_hint, **server_config) as server, \
+            ucx.Worker(window=window, stream_bandwidth_hint=stream_bandwidth_hint) as client:
         port = server.listen("127.0.0.1")
         pump = Pump(server)
         try:
@@ -247,6 +248,37 @@ def test_arrivals_land_in_the_receive_pool():
         assert np.from_dlpack(second.tensor).tolist() == [1.0] * 8
         assert pool.reuse_count == 1
         assert [r.delivered for r in drain_sends(client, 3)] == [True] * 3
+
+
+def test_the_stream_bandwidth_hint_is_on_unless_turned_off():
+    # The worker reports no config back: create()'s signature holds the C++ default
+    # (WorkerConfig{}.stream_bandwidth_hint), and __init__'s, written by hand, must say the same.
+    (signature, _, defaults), = ucx.Worker.create.__nb_signature__
+    assert "stream_bandwidth_hint: bool = \\4)" in signature and defaults[4] is True
+    assert "stream_bandwidth_hint: bool = True)" in ucx.Worker.__init__.__nb_signature__[0][0]
+    for make in (ucx.Worker, ucx.Worker.create):
+        with make(stream_bandwidth_hint=False) as worker:
+            assert not worker.closed
+    for wrong in (0, "no", None):  # a bool only: "no" is not quietly true
+        with pytest.raises(TypeError):
+            ucx.Worker(stream_bandwidth_hint=wrong)
+
+
+def test_a_stream_without_the_bandwidth_hint_crosses_intact():
+    # Sent back to back, 256 KiB tensors stay in UCX for a while: the sends after the first are
+    # posted while earlier ones still move, those the hint would mark (here without it).
+    arrays = [np.arange(i, i + (1 << 16), dtype=np.int32) for i in range(4)] + ARRAYS
+    with connected(stream_bandwidth_hint=False) as (client, peer, server, server_peer):
+        sequences = [client.send(peer, a) for a in arrays]
+        for sequence, expected in zip(sequences, arrays):
+            got = server.receive(timeout_ms=PATIENCE_MS)
+            assert (got.peer, got.sequence) == (server_peer, sequence)
+            received = np.from_dlpack(got.tensor)
+            assert received.dtype == expected.dtype and received.shape == expected.shape
+            np.testing.assert_array_equal(received, expected)
+        assert [(r.sequence, r.delivered, r.error) for r in drain_sends(client, len(arrays))] == \
+            [(s, True, None) for s in sequences]
+        assert client.stats().delivered == len(arrays) and server.stats().received == len(arrays)
 
 
 def test_receive_waits_without_the_gil(pair):
