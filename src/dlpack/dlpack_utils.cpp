@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/without_throwing.hpp"
 #include "holoscan/dlpack.hpp"
 
 namespace holoscan {
@@ -25,12 +26,6 @@ void assign_owned(std::vector<std::int64_t>& owned, const std::int64_t* values, 
   if (count > 0) {
     std::memcpy(owned.data(), values, count * sizeof(std::int64_t));
   }
-}
-
-// A refusal's message is built on the heap: out of host memory, the refusal is
-// kResourceExhausted without one, never std::bad_alloc.
-tl::unexpected<Error> out_of_memory() noexcept {
-  return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
 }
 
 }  // namespace
@@ -154,7 +149,7 @@ expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) tr
   }
   return invalid();
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 expected<const char*, Error> numpy_dtype(DLDataType dtype) try {
@@ -222,7 +217,7 @@ expected<const char*, Error> numpy_dtype(DLDataType dtype) try {
                              std::to_string(dtype.bits) + ", lanes " + std::to_string(dtype.lanes) +
                              "} has no NumPy type string");
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 }  // namespace holoscan

@@ -6,17 +6,12 @@
 
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/without_throwing.hpp"
 
 namespace holoscan {
 namespace {
 
 const DLTensor kEmptyDLTensor{};
-
-// A refusal's message (or a failed wait's) is built on the heap: out of host memory, the result
-// is kResourceExhausted without one, never std::bad_alloc.
-tl::unexpected<Error> out_of_memory() noexcept {
-  return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
-}
 
 }  // namespace
 
@@ -132,7 +127,7 @@ expected<void*, Error> Tensor::mutable_data() & try {
   }
   return address;
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 bool Tensor::is_contiguous() const noexcept {
@@ -187,7 +182,7 @@ expected<void, Error> Tensor::synchronize_for_consumer_stream(cudaStream_t strea
   }
   return memory()->synchronize_for_consumer(stream);
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 expected<void, Error> Tensor::synchronize_for_host() const try {
@@ -202,7 +197,7 @@ expected<void, Error> Tensor::synchronize_for_host() const try {
   }
   return memory()->synchronize_for_host();
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 bool Tensor::set_deallocation_stream(cudaStream_t stream) {

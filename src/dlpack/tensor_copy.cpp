@@ -14,6 +14,7 @@
 #include "dlpack/copy_plan.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/tensor_view.hpp"
+#include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
 #include "stream/stream_point.hpp"
@@ -135,12 +136,6 @@ expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
   return synchronize_cuda_stream_for_host(stream);
 }
 
-// Out of host memory (the heap refused a context, host memory or an error's message), a copy's
-// error is kResourceExhausted without a message, never std::bad_alloc.
-tl::unexpected<Error> out_of_memory() noexcept {
-  return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
-}
-
 // A failure after the copy was queued on `stream`: the copy's memory must not go before the GPU
 // is done with it. A deallocation point on `stream` orders its release; where none can be
 // recorded, the host waits for the stream.
@@ -208,7 +203,7 @@ expected<void, Error> finish_on_stream(const detail::CopyPlan& plan, const Tenso
     return done;
   } catch (const std::bad_alloc&) {
     release_after_queued(copy, stream);
-    return out_of_memory();
+    return detail::out_of_memory();
   }
 }
 
@@ -328,7 +323,7 @@ expected<Tensor, Error> Tensor::copy(cudaStream_t stream) const try {
   }
   return copy_to(device(), stream);
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 expected<Tensor, Error> Tensor::copy_to(DLDevice device, cudaStream_t stream) const try {
@@ -361,7 +356,7 @@ expected<Tensor, Error> Tensor::copy_to(DLDevice device, cudaStream_t stream) co
   }
   return copy_by_stream(*this, *plan, device, stream);
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 expected<Tensor, Error> Tensor::copy_to(TensorPool& pool, cudaStream_t stream) const try {
@@ -402,7 +397,7 @@ expected<Tensor, Error> Tensor::copy_to(TensorPool& pool, cudaStream_t stream) c
   }
   return block;
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 expected<void, Error> Tensor::copy_to_host(void* destination, std::size_t destination_bytes,
@@ -410,7 +405,7 @@ expected<void, Error> Tensor::copy_to_host(void* destination, std::size_t destin
   return copy_out(*this, destination, destination_bytes, stream, /*wait=*/true,
                   "Tensor::copy_to_host");
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 expected<void, Error> Tensor::copy_to_host_async(void* destination, std::size_t destination_bytes,
@@ -418,7 +413,7 @@ expected<void, Error> Tensor::copy_to_host_async(void* destination, std::size_t 
   return copy_out(*this, destination, destination_bytes, stream, /*wait=*/false,
                   "Tensor::copy_to_host_async");
 } catch (const std::bad_alloc&) {
-  return out_of_memory();
+  return detail::out_of_memory();
 }
 
 }  // namespace holoscan

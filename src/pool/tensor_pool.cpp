@@ -9,6 +9,7 @@
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/recycler.hpp"
 #include "dlpack/tensor_view.hpp"
+#include "dlpack/without_throwing.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "pool/pool_memory.hpp"
 #include "spin_mutex.hpp"
@@ -279,7 +280,7 @@ expected<std::shared_ptr<TensorPool>, Error> TensorPool::create(const TensorPool
   try {
     return create_pool(config);
   } catch (const std::bad_alloc&) {
-    return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+    return detail::out_of_memory();
   }
 }
 
@@ -450,7 +451,7 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
   try {
     return PoolImpl::of(*this).allocate(shape, ndim, dtype);
   } catch (const std::bad_alloc&) {
-    return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+    return detail::out_of_memory();
   }
 }
 
@@ -459,7 +460,7 @@ expected<Tensor, Error> TensorPool::allocate(const std::int64_t* shape, std::int
   try {
     return PoolImpl::of(*this).allocate(shape, ndim, dtype, stream);
   } catch (const std::bad_alloc&) {
-    return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+    return detail::out_of_memory();
   }
 }
 
