@@ -16,7 +16,7 @@
 #include "holoscan/make_tensor.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
-#include "support/allocation_hooks.hpp"
+#include "support/allocation_sweep.hpp"
 #include "support/counting_producer.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/tensor_helpers.hpp"
@@ -25,12 +25,8 @@ namespace holoscan {
 namespace {
 
 using test::CountingProducer;
-using test::FailingAllocations;
 using test::import_or_die;
 using test::TensorSpec;
-
-// Enough to fail every allocation of one call.
-constexpr std::uint64_t kEveryAllocation = 1000;
 
 // What one attempt saw: whether an exception escaped, and the error code if it was refused.
 struct Outcome {
@@ -39,31 +35,22 @@ struct Outcome {
 };
 
 // Runs `attempt` with every allocation failing after the first `skip`, for skip = 0, 1, ...
-// until one ran without a failure. No gtest macro runs while the failures are armed. Each refusal
-// must be `allowed` or kResourceExhausted; the last attempt's outcome is returned.
+// until one ran without a failure. Each refusal must be `allowed` or kResourceExhausted; the
+// last attempt's outcome is returned.
 Outcome sweep(const std::function<void(Outcome&)>& attempt,
               std::optional<ErrorCode> allowed = std::nullopt) {
   Outcome outcome;
-  for (std::uint64_t skip = 0; skip < 200; ++skip) {
-    outcome = Outcome{};
-    std::uint64_t failed = 0;
-    {
-      FailingAllocations failing(skip, kEveryAllocation);
-      attempt(outcome);
-      failed = failing.failed();
-    }
-    EXPECT_TRUE(outcome.threw.has_value());
-    EXPECT_FALSE(outcome.threw.value_or(true))
-        << "an exception escaped with " << skip << " allocations allowed";
-    if (outcome.refused.has_value() && *outcome.refused != ErrorCode::kResourceExhausted) {
-      EXPECT_EQ(outcome.refused, allowed) << "with " << skip << " allocations allowed";
-    }
-    if (failed == 0) {
-      EXPECT_GT(skip, 0u) << "no allocation failed: the sweep saw nothing";
-      return outcome;
-    }
-  }
-  ADD_FAILURE() << "every attempt saw a failed allocation";
+  test::sweep_allocations([&] { outcome = Outcome{}; }, [&] { attempt(outcome); },
+                          [&](std::uint64_t skip) {
+                            EXPECT_TRUE(outcome.threw.has_value());
+                            EXPECT_FALSE(outcome.threw.value_or(true))
+                                << "an exception escaped with " << skip << " allocations allowed";
+                            if (outcome.refused.has_value() &&
+                                *outcome.refused != ErrorCode::kResourceExhausted) {
+                              EXPECT_EQ(outcome.refused, allowed)
+                                  << "with " << skip << " allocations allowed";
+                            }
+                          });
   return outcome;
 }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "holoscan/tensor.hpp"
-#include "support/allocation_hooks.hpp"
+#include "support/allocation_sweep.hpp"
 #include "support/counting_producer.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/tensor_helpers.hpp"
@@ -17,36 +17,26 @@ namespace holoscan {
 namespace {
 
 using test::CountingProducer;
-using test::FailingAllocations;
 using test::import_or_die;
 using test::TensorSpec;
 using test::tracked;
 
-// Enough to fail every allocation of one call.
-constexpr std::uint64_t kEveryAllocation = 1000;
-
 // Runs `attempt` with every allocation failing after the first `skip`, for skip = 0, 1, ...
 // until one ran without a failure, each after `prepare` (not failing). `attempt` sets whether an
-// exception escaped; no gtest macro runs while the failures are armed.
+// exception escaped.
 void sweep(const std::function<void(std::optional<bool>& threw)>& attempt,
            const std::function<void()>& prepare = [] {}) {
-  for (std::uint64_t skip = 0; skip < 200; ++skip) {
-    prepare();
-    std::optional<bool> threw;
-    std::uint64_t failed = 0;
-    {
-      FailingAllocations failing(skip, kEveryAllocation);
-      attempt(threw);
-      failed = failing.failed();
-    }
-    ASSERT_TRUE(threw.has_value());
-    EXPECT_FALSE(*threw) << "an exception escaped with " << skip << " allocations allowed";
-    if (failed == 0) {
-      EXPECT_GT(skip, 0u) << "no allocation failed: the sweep saw nothing";
-      return;
-    }
-  }
-  ADD_FAILURE() << "every attempt saw a failed allocation";
+  std::optional<bool> threw;
+  test::sweep_allocations(
+      [&] {
+        prepare();
+        threw.reset();
+      },
+      [&] { attempt(threw); },
+      [&](std::uint64_t skip) {
+        ASSERT_TRUE(threw.has_value());
+        EXPECT_FALSE(*threw) << "an exception escaped with " << skip << " allocations allowed";
+      });
 }
 
 // An export of `tensor` that must not throw; the owner it returns is deleted at once.
