@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "holoscan/ucx/worker.hpp"
 #include "worker_state.hpp"
@@ -93,11 +94,18 @@ auto with_state(const std::unique_ptr<Worker::State>& state, const char* call, B
   return body(*state);
 }
 
+template <class T>
+struct is_expected : std::false_type {};
+template <class T, class E>
+struct is_expected<tl::expected<T, E>> : std::true_type {};
+
 // For the calls that report no error: a moved-from worker gives the empty answer (nullopt, 0,
 // false, zero counters), as the header promises.
 template <class Body>
 auto with_state(const std::unique_ptr<Worker::State>& state, Body&& body)
     -> decltype(body(*state)) {
+  static_assert(!is_expected<decltype(body(*state))>::value,
+                "a call that reports errors must name itself, to refuse a moved-from worker");
   if (state == nullptr) {
     return {};
   }
