@@ -136,14 +136,17 @@ expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
   return synchronize_cuda_stream_for_host(stream);
 }
 
-// A failure after the copy was queued on `stream`: the copy's memory must not go before the GPU
-// is done with it. A deallocation point on `stream` orders its release; where none can be
-// recorded, the host waits for the stream.
-void release_after_queued(Tensor& copy, cudaStream_t stream) noexcept {
+// A failure after the copy may have been queued on `stream`: neither the copy's memory (written
+// by what was queued) nor the source's (read by it) may go before the GPU is done with it; the
+// source may not be held yet (a later piece failed). Deallocation points on `stream` order both
+// releases; where either cannot be recorded, the host waits for the stream.
+void release_after_queued(const Tensor& source, Tensor& copy, cudaStream_t stream) noexcept {
   bool ordered = false;
   try {
-    ordered = copy.set_deallocation_stream(stream);
-  } catch (...) {  // a pool block's or a copy's reference never throws; a caller's may not exist
+    const std::shared_ptr<TensorMemoryReference> reference = source.memory_reference();
+    ordered = copy.set_deallocation_stream(stream) && reference != nullptr &&
+              reference->set_deallocation_stream(stream);
+  } catch (...) {  // a caller's reference may throw from its hook: the host waits instead
   }
   if (!ordered) {
     (void)detail::cuda().stream_synchronize(stream);
@@ -183,7 +186,7 @@ expected<void, Error> enter_stream(std::optional<detail::DeviceGuard>& guard, DL
 // Queues the copy into `destination`, then makes the source outlive it and either completes it
 // (a host target) or records its readiness on `copy` (a device target).
 // Any failure, the heap's included (part of the copy may be queued by then), releases the copy's
-// memory after what was queued (release_after_queued).
+// memory and the source's after what was queued (release_after_queued).
 expected<void, Error> finish_on_stream(const detail::CopyPlan& plan, const Tensor& source,
                                        Tensor& copy, cudaStream_t stream) noexcept {
   try {
@@ -198,11 +201,11 @@ expected<void, Error> finish_on_stream(const detail::CopyPlan& plan, const Tenso
                              "Tensor::copy_to: the copy's readiness could not be recorded");
     }
     if (!done) {
-      release_after_queued(copy, stream);
+      release_after_queued(source, copy, stream);
     }
     return done;
   } catch (const std::bad_alloc&) {
-    release_after_queued(copy, stream);
+    release_after_queued(source, copy, stream);
     return detail::out_of_memory();
   }
 }

@@ -347,26 +347,31 @@ TEST_F(CopyOnFakeCuda, UnrecordedPointsWaitOrFailAndLeakNothing) {
 }
 
 // A copy into device memory that fails after its first piece was queued (which reads the source
-// and writes the copy's memory): the call returns at once, and the copy's memory is freed only
-// once the stream has passed what was queued.
+// and writes the copy's memory): the call returns at once, and neither the copy's memory nor the
+// source (whose caller drops it on the error) goes before the stream has passed what was queued.
 TEST_F(CopyOnFakeCuda, ACopyFailingAfterItsFirstPieceFreesItsMemoryAfterWhatWasQueued) {
   const cudaStream_t stream = fake().create_stream(0);
   const StridedCase permuted{"Permuted", {2, 3, 2, 2, 3}, {3, 24, 1, 12, 6}, 0};  // many pieces
   std::vector<std::int32_t> buffer = test::numbered_buffer(72);
-  const Tensor source = test::import_view(buffer, permuted, deleted_);
+  std::optional<Tensor> source(test::import_view(buffer, permuted, deleted_));
   const auto syncs = fake().calls(CudaEntry::kStreamSynchronize);
   const auto frees = fake().calls(CudaEntry::kFreeAsync);
+  int released_ahead = -1;
   const std::uint64_t freed_ahead = frees_ahead_of_the_stream(stream, [&] {
     fake().fail_after(CudaEntry::kMemcpy2DAsync, 1, cudaErrorLaunchFailure);
-    auto copy = source.copy_to(DLDevice{kDLCUDA, 0}, stream);
+    auto copy = source->copy_to(DLDevice{kDLCUDA, 0}, stream);
+    source.reset();  // the caller's last reference, dropped on the error
+    released_ahead = *deleted_;
     ASSERT_FALSE(copy.has_value());
     EXPECT_EQ(copy.error().code, ErrorCode::kFailure);
     EXPECT_NE(copy.error().message.find("cudaMemcpy2DAsync"), std::string::npos)
         << copy.error().message;
   });
-  EXPECT_EQ(freed_ahead, 0u) << "freed under the queued piece";
+  EXPECT_EQ(freed_ahead, 0u) << "the copy's memory was freed under the queued piece";
+  EXPECT_EQ(released_ahead, 0) << "the source was released under the queued piece";
   EXPECT_EQ(fake().calls(CudaEntry::kStreamSynchronize), syncs) << "the host waited";
   flush_deferred_releases();
+  EXPECT_EQ(*deleted_, 1);
   EXPECT_EQ(fake().calls(CudaEntry::kFreeAsync), frees + 1);
   EXPECT_EQ(fake().live_allocations(), 0u);
 }
@@ -392,7 +397,7 @@ TEST_F(CopyOnFakeCuda, ACopyOutFailingAfterItsFirstPieceWaitsForWhatWasQueued) {
   std::vector<std::int32_t> out(12, -1);
   const auto copied = source->copy_to_host_async(out.data(), 48, stream);
   const auto synced = fake().calls(CudaEntry::kStreamSynchronize);
-  fake().complete(stream);  // ends the helper's wait whatever the call did
+  fake().complete(stream);  // the helper completes the stream only once the host waits
   gpu.join();
   ASSERT_FALSE(copied.has_value());
   EXPECT_EQ(copied.error().code, ErrorCode::kFailure);

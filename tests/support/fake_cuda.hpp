@@ -93,7 +93,8 @@ class FakeCuda {
 
   /** @brief The next `count` calls of `entry` fail with `error` (and set the last error). */
   void fail_next(CudaEntry entry, cudaError_t error, int count = 1);
-  /** @brief fail_next() once `skip` more calls of `entry` have succeeded. */
+  /** @brief fail_next() once `skip` more calls of `entry` have succeeded (calls entered from
+   *         then on count; a cudaEventSynchronize already waiting does not). */
   void fail_after(CudaEntry entry, int skip, cudaError_t error, int count = 1);
   /** @brief Disarms every fault armed with fail_next(). */
   void clear_faults();
