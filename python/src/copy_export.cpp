@@ -7,11 +7,30 @@
 #include <new>
 
 #include "devices.hpp"
+#include "holoscan/cuda_stream_sync.hpp"
 #include "python_release.hpp"
 #include "stream_owner.hpp"
 
 namespace holoscan::python {
 namespace {
+
+// Without a point on the consumer's stream the copy's memory would go once the copy was made,
+// under the consumer's kernels. Where none can be recorded (no event, no room for it) the host
+// waits for the consumer instead; a stream that refuses that too (capturing) leaves a point on
+// the legacy stream.
+void retire_after_consumer(Tensor& copy, cudaStream_t consumer) noexcept {
+  try {
+    if (copy.set_deallocation_stream(consumer) ||
+        synchronize_cuda_stream_for_host(consumer).has_value()) {
+      return;
+    }
+  } catch (...) {  // out of memory for the point or for the wait's error: the legacy point below
+  }
+  try {
+    (void)copy.set_deallocation_stream(kLegacyStream);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): still freed after the copy's own points
+  }
+}
 
 template <class Managed>
 struct RetiringExport : PythonRelease {
@@ -23,14 +42,7 @@ struct RetiringExport : PythonRelease {
 
   static void deleter(Managed* self) noexcept {
     auto* owner = static_cast<RetiringExport*>(self->manager_ctx);
-    try {
-      // Without the point the memory would go once the copy was made, under the consumer's
-      // kernels. A stream that refuses it leaves the legacy one.
-      if (!owner->copy.set_deallocation_stream(owner->consumer)) {
-        (void)owner->copy.set_deallocation_stream(kLegacyStream);
-      }
-    } catch (...) {  // out of memory for the point: still freed after the copy's own points
-    }
+    retire_after_consumer(owner->copy, owner->consumer);
     owner->inner->deleter(owner->inner);
     owner->copy = Tensor();
     if (owner->stream_owner == nullptr) {

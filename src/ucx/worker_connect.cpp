@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "keep_until_exit.hpp"
 #include "ucx_error.hpp"
 #include "worker_state.hpp"
 
@@ -305,22 +306,17 @@ void Worker::State::settle(std::chrono::milliseconds limit) {
 // A request UCX never completed may still have a copy of its own in flight on the GPU: the memory
 // it names is never freed or reused, but kept until the process exits (it is reachable from here).
 void Worker::State::keep_unsettled_memory() noexcept {
-  static auto* kept = new std::vector<Tensor>();
-  try {
-    for (auto& [id, peer] : peers) {
-      for (auto& send : peer.outgoing) {
-        if (send->request != nullptr) {
-          kept->push_back(std::move(send->claim));
-        }
+  for (auto& [id, peer] : peers) {
+    for (auto& send : peer.outgoing) {
+      if (send->request != nullptr) {
+        holoscan::detail::keep_until_exit(std::move(send->claim));
       }
     }
-    for (auto& arrival : arrivals) {
-      if (arrival->request != nullptr) {
-        kept->push_back(std::move(arrival->tensor));
-      }
+  }
+  for (auto& arrival : arrivals) {
+    if (arrival->request != nullptr) {
+      holoscan::detail::keep_until_exit(std::move(arrival->tensor));
     }
-  } catch (...) {
-    // No room to keep it: the Tensor stays where it was and goes with the worker.
   }
 }
 

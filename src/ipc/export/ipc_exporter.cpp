@@ -20,6 +20,7 @@
 #include "ipc/export/ipc_sent_fds.hpp"
 #include "ipc/ipc_error.hpp"
 #include "ipc/transport/ipc_handshake.hpp"
+#include "keep_until_exit.hpp"
 
 namespace holoscan::ipc {
 namespace {
@@ -40,19 +41,6 @@ class IpcReleaseEvent final : public ReleaseEvent {
  private:
   std::shared_ptr<holoscan::detail::OpenedEvent> event_;
 };
-
-// Exports whose exporter went away while a live peer might still read them: kept, never freed,
-// until the process exits (reachable from here, so leak checkers do not count them).
-void keep_until_exit(std::shared_ptr<ExportedTensor> held) noexcept {
-  static std::mutex* mutex = new std::mutex();
-  static auto* kept = new std::vector<std::shared_ptr<ExportedTensor>>();
-  std::lock_guard<std::mutex> lock(*mutex);
-  try {
-    kept->push_back(std::move(held));
-  } catch (...) {
-    static_cast<void>(new (std::nothrow) std::shared_ptr<ExportedTensor>(std::move(held)));
-  }
-}
 
 // An Exporter moved from has no state: its calls are refused rather than read through none.
 Error moved_from() noexcept {
@@ -241,7 +229,8 @@ struct Exporter::State {
     auto held = std::make_shared<ExportedTensor>(std::move(*exported));
     ExportLedger::DropClaim drop = [held, gone = abandoned]() mutable {
       if (gone->load(std::memory_order_acquire)) {
-        keep_until_exit(std::move(held));
+        // Its exporter went away while a live peer might still read it: kept, never freed.
+        holoscan::detail::keep_until_exit(std::move(held));
       }
       held.reset();
     };
