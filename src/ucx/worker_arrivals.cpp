@@ -12,19 +12,24 @@
 namespace holoscan::ucx {
 namespace {
 
+// A landing UCX ended, at once or later: never throws, so that no landing stays unanswered.
+void end_landing(Arrival& arrival, ucs_status_t status, std::size_t length) noexcept {
+  try {
+    arrival.state->on_landed(arrival, status, length);
+  } catch (...) {
+    // No room to report it: dropped unanswered, so the connection ends (its sender: kClosed).
+    arrival.phase = Arrival::Phase::kDropped;
+    arrival.tensor = Tensor();
+    arrival.state->mark_failed(arrival.state->find(arrival.peer), UCS_ERR_NO_MEMORY,
+                               "was closed here: a tensor of it could not be taken");
+  }
+}
+
 void on_landed_callback(void* request, ucs_status_t status, std::size_t length, void* user_data) {
   auto* arrival = static_cast<Arrival*>(user_data);
   ucp_request_free(request);
   arrival->request = nullptr;
-  try {
-    arrival->state->on_landed(*arrival, status, length);
-  } catch (...) {
-    // No room to report it: dropped unanswered, so the connection ends (its sender: kClosed).
-    arrival->phase = Arrival::Phase::kDropped;
-    arrival->tensor = Tensor();
-    arrival->state->mark_failed(arrival->state->find(arrival->peer), UCS_ERR_NO_MEMORY,
-                                "was closed here: a tensor of it could not be taken");
-  }
+  end_landing(*arrival, status, length);
 }
 
 std::string about(const Arrival& arrival) {
@@ -151,7 +156,7 @@ std::size_t Worker::State::land_arrivals() {
       arrival.request = request;
       ++in_ucx;
     } else {
-      on_landed(arrival, UCS_PTR_STATUS(request), arrival.length);
+      end_landing(arrival, UCS_PTR_STATUS(request), arrival.length);
     }
   }
   return started;

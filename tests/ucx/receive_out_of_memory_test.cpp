@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/allocation_hooks.hpp"
+#include "ucx/failing_landing.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
 
@@ -33,8 +34,9 @@ void receive_until_told(ucx::Worker& receiver, SeriesSender& sender,
 }
 
 // One attempt on a fresh connection: tensor 0 sent, the receiver's allocation after the first
-// `skip` of its receive() calls failing; whether one failed (false: `skip` is past them).
-bool receive_with_failing_allocation(std::uint64_t skip) {
+// `skip` of its receive() calls failing, and with `landing_fails` its landing ended by UCX with
+// an error status; whether an allocation failed (false: `skip` is past them).
+bool receive_with_failing_allocation(std::uint64_t skip, bool landing_fails) {
   LinkedWorkers sides;
   EXPECT_TRUE(sides.link.client);
   if (!sides.link.client) {
@@ -42,6 +44,10 @@ bool receive_with_failing_allocation(std::uint64_t skip) {
   }
   ucx::Worker& receiver = sides.receiver;
   SeriesSender sender(sides.client, *sides.link.client, 2);
+  std::optional<FailingLandings> landing;
+  if (landing_fails) {
+    landing.emplace(UCS_ERR_IO_ERROR);  // a transport's local failure; the connection stays up
+  }
   EXPECT_TRUE(sender.send(0));
   std::vector<ucx::Received> received;
   received.reserve(4);  // no allocation of the test's own while allocations fail
@@ -55,7 +61,10 @@ bool receive_with_failing_allocation(std::uint64_t skip) {
         }
       } catch (...) {
       }
-      sender.drain();
+      {
+        const AllocationsNeverFail sender_side;  // only the receiver's allocations fail
+        sender.drain();
+      }
     }
     failed = failing.failed();
   }
@@ -69,11 +78,26 @@ bool receive_with_failing_allocation(std::uint64_t skip) {
   if (!sender.delivered.empty()) {
     EXPECT_EQ(received.size(), 1u) << "confirmed, never handed out";
   }
+  if (landing_fails) {
+    EXPECT_TRUE(received.empty()) << "a tensor that never landed was handed out";
+    EXPECT_TRUE(sender.delivered.empty()) << "a tensor that never landed was confirmed";
+  }
   return failed != 0;
 }
 
 TEST(UcxReceiveOutOfMemory, ATensorHandedOutIsWholeAndItsSenderLearns) {
-  for_each_failing_allocation(receive_with_failing_allocation);
+  for_each_failing_allocation([](std::uint64_t skip) {
+    return receive_with_failing_allocation(skip, /*landing_fails=*/false);
+  });
+}
+
+// UCX ends the landing at once with an error status (eager data: no request): out of host memory
+// for its refusal, the arrival was left landing with nothing to end it, so its sender never
+// learned and a window of one stayed full.
+TEST(UcxReceiveOutOfMemory, ALandingThatFailsAtOnceEndsItsSendWhateverAllocationFails) {
+  for_each_failing_allocation([](std::uint64_t skip) {
+    return receive_with_failing_allocation(skip, /*landing_fails=*/true);
+  });
 }
 
 }  // namespace
