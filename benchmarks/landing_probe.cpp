@@ -7,7 +7,9 @@
 // On the H200 (2026-12-01): an H2D copy costs ~150 us one way while both processes use the GPU
 // and ~10 us while only one does; a D2H copy ~15 us either way. A tensor that lands in device
 // memory pays the first figure on this machine whatever the transport (UCX's own tag_lat -e too);
-// two hosts, each with its own GPU, pay the second.
+// two hosts, each with its own GPU, pay the second. The other kinds ask which GPU work pays the
+// turn: a D2H copy into pinned memory, a D2D copy, an empty kernel, and a kernel that lands the
+// data itself by reading mapped pinned (or, where the system allows it, pageable) host memory.
 //
 // Exit status: 0, 77 when no process could use a GPU, 1 on a failure.
 #include <cuda_runtime.h>
@@ -20,12 +22,15 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "landing_kernels.hpp"
+
 namespace {
 
 constexpr std::size_t kBytes = 4096;
 constexpr int kTurns = 2000;
 constexpr int kWarmup = 200;
 constexpr int kNoGpu = 77;
+constexpr int kUnsupported = 78;  // the kernel cannot read pageable memory on this system
 
 enum Work {
   kNone,
@@ -35,6 +40,12 @@ enum Work {
   kD2hSync,
   kLandPageable,
   kLandPinned,
+  kD2hPinned,
+  kD2d,
+  kKernelNothing,
+  kKernelFromPinned,
+  kH2dPinnedStreamSync,
+  kKernelFromPageable,
   kWorks
 };
 constexpr const char* kWorkNames[kWorks] = {
@@ -45,11 +56,18 @@ constexpr const char* kWorkNames[kWorks] = {
     "D2H cudaMemcpy (sync)",
     "H2D pageable polled + D2H sync",
     "H2D pinned polled + D2H sync",
+    "D2H pinned, event polled",
+    "D2D copy, event polled",
+    "empty kernel, event polled",
+    "kernel reads pinned, polled",
+    "H2D pinned, stream synchronized",
+    "kernel reads pageable, polled",
 };
 
 /** @brief One process's buffers, stream and event; made after fork(), in the child. */
 struct Gpu {
   void* device = nullptr;
+  void* device_spare = nullptr;
   char* pageable = nullptr;
   char* pinned = nullptr;
   cudaStream_t stream = nullptr;
@@ -59,6 +77,7 @@ struct Gpu {
     pageable = static_cast<char*>(std::malloc(kBytes));
     if (pageable == nullptr || cudaSetDevice(0) != cudaSuccess ||
         cudaMalloc(&device, kBytes) != cudaSuccess ||
+        cudaMalloc(&device_spare, kBytes) != cudaSuccess ||
         cudaMallocHost(reinterpret_cast<void**>(&pinned), kBytes) != cudaSuccess ||
         cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
         cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
@@ -71,8 +90,13 @@ struct Gpu {
 
   // As a transport does: an event after the copy, polled (never a blocking wait).
   bool land_from(const char* host) {
-    if (cudaMemcpyAsync(device, host, kBytes, cudaMemcpyHostToDevice, stream) != cudaSuccess ||
-        cudaEventRecord(event, stream) != cudaSuccess) {
+    return cudaMemcpyAsync(device, host, kBytes, cudaMemcpyHostToDevice, stream) == cudaSuccess &&
+           poll();
+  }
+
+  // An event after what `stream` was given, polled until it completes.
+  bool poll() {
+    if (cudaEventRecord(event, stream) != cudaSuccess) {
       return false;
     }
     cudaError_t status = cudaErrorNotReady;
@@ -101,6 +125,24 @@ struct Gpu {
         return land_from(pageable) && send_back();
       case kLandPinned:
         return land_from(pinned) && send_back();
+      case kD2hPinned:
+        return cudaMemcpyAsync(pinned, device, kBytes, cudaMemcpyDeviceToHost, stream) ==
+                   cudaSuccess &&
+               poll();
+      case kD2d:
+        return cudaMemcpyAsync(device_spare, device, kBytes, cudaMemcpyDeviceToDevice, stream) ==
+                   cudaSuccess &&
+               poll();
+      case kKernelNothing:
+        return launch_nothing(stream) == cudaSuccess && poll();
+      case kKernelFromPinned:
+        return launch_copy_words(device, pinned, kBytes, stream) == cudaSuccess && poll();
+      case kKernelFromPageable:
+        return launch_copy_words(device, pageable, kBytes, stream) == cudaSuccess && poll();
+      case kH2dPinnedStreamSync:
+        return cudaMemcpyAsync(device, pinned, kBytes, cudaMemcpyHostToDevice, stream) ==
+                   cudaSuccess &&
+               cudaStreamSynchronize(stream) == cudaSuccess;
       case kWorks:
         break;
     }
@@ -116,6 +158,13 @@ struct Gpu {
   Gpu gpu;
   if (!gpu.make()) {
     std::_Exit(kNoGpu);
+  }
+  int pageable_access = 0;
+  if (work == kKernelFromPageable &&
+      (cudaDeviceGetAttribute(&pageable_access, cudaDevAttrPageableMemoryAccess, 0) !=
+           cudaSuccess ||
+       pageable_access == 0)) {
+    std::_Exit(kUnsupported);
   }
   char byte = 0;
   auto start = std::chrono::steady_clock::now();
@@ -181,6 +230,10 @@ int main(int argc, char** argv) {
     if (starter_status == kNoGpu || echo_status == kNoGpu) {
       std::printf("no usable GPU\n");
       return kNoGpu;
+    }
+    if (starter_status == kUnsupported) {
+      std::printf("%-32s not supported here\n", kWorkNames[work]);
+      continue;
     }
     if (starter_status != 0 || echo_status != 0) {
       std::printf("%s: failed (exit %d and %d)\n", kWorkNames[work], starter_status, echo_status);
