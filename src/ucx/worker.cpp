@@ -49,7 +49,7 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
     }
     bool armed = false;
     {
-      std::lock_guard<std::mutex> lock(state.mutex);
+      StateLock lock(state);
       if (slept) {
         state.wake.leave_sleep(*slept);
         slept.reset();
@@ -149,7 +149,7 @@ Worker::Worker(Worker&& other) noexcept = default;
 Worker& Worker::operator=(Worker&& other) noexcept {
   if (this != &other) {
     if (state_ != nullptr) {
-      std::lock_guard<std::mutex> lock(state_->mutex);
+      StateLock lock(*state_);
       state_->shut_down();
     }
     state_ = std::move(other.state_);
@@ -159,7 +159,7 @@ Worker& Worker::operator=(Worker&& other) noexcept {
 
 Worker::~Worker() {
   if (state_ != nullptr) {
-    std::lock_guard<std::mutex> lock(state_->mutex);
+    StateLock lock(*state_);
     state_->shut_down();
   }
 }
@@ -169,7 +169,7 @@ expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::u
     const std::string who = "ucx listen on " + address + ":" + std::to_string(port);
     // Resolved before the mutex is taken: a name server may take seconds to answer.
     const auto resolved = resolve_address(who, address, port, true);
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     return state.listen_locked(who, resolved);
   });
 }
@@ -186,7 +186,7 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
     }
     PeerId id = 0;
     {
-      std::lock_guard<std::mutex> lock(state.mutex);
+      StateLock lock(state);
       auto started = state.start_connect(name, *resolved);
       if (!started) {
         return started;
@@ -219,7 +219,7 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
     if (answered) {
       return std::move(*answered);
     }
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     state.lose_peer(*state.find(id), Error{}, false);
     return make_unexpected(ErrorCode::kTimeout,
                            who + ": no answer within " + std::to_string(timeout_ms) + " ms");
@@ -241,7 +241,7 @@ std::optional<PeerId> Worker::accept(int timeout_ms) {
 
 expected<void, Error> Worker::disconnect(PeerId id) {
   return with_state(state_, "disconnect", [&](State& state) -> expected<void, Error> {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     Peer* peer = state.find(id);
     if (peer == nullptr) {
       return make_unexpected(ErrorCode::kNotFound, "ucx disconnect: no peer " + std::to_string(id));
@@ -259,7 +259,7 @@ expected<void, Error> Worker::disconnect(PeerId id) {
 
 expected<std::uint64_t, Error> Worker::send(PeerId peer, const Tensor& tensor) {
   return with_state(state_, "send", [&](State& state) {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     auto sent = state.send_locked(peer, tensor);
     state.flush_controls();
     state.sweep_ended();
@@ -269,7 +269,7 @@ expected<std::uint64_t, Error> Worker::send(PeerId peer, const Tensor& tensor) {
 
 std::optional<SendResult> Worker::next_send_result() {
   return with_state(state_, [&](State& state) -> std::optional<SendResult> {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     if (state.results.empty()) {
       return std::nullopt;
     }
@@ -287,7 +287,7 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
     // of a backlog, handed out here without a round, are confirmed by one Ack.
     std::optional<expected<Received, Error>> taken;
     {
-      std::lock_guard<std::mutex> lock(state.mutex);
+      StateLock lock(state);
       taken = state.take_arrival();
     }
     if (!taken) {
@@ -305,7 +305,7 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
 
 expected<std::size_t, Error> Worker::progress() {
   return with_state(state_, "progress", [&](State& state) -> expected<std::size_t, Error> {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     state.armed_for_caller = false;  // the event loop is awake
     return state.progress_locked();
   });
@@ -315,7 +315,7 @@ int Worker::fd() const noexcept { return state_ != nullptr ? state_->efd : -1; }
 
 bool Worker::arm() {
   return with_state(state_, [&](State& state) {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     state.armed_for_caller = state.arm_locked();
     return state.armed_for_caller;
   });
@@ -323,7 +323,7 @@ bool Worker::arm() {
 
 std::size_t Worker::in_flight() const noexcept {
   return with_state(state_, [&](State& state) {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     std::size_t count = 0;
     for (const auto& [id, peer] : state.peers) {
       count += state.in_flight_locked(peer);
@@ -334,7 +334,7 @@ std::size_t Worker::in_flight() const noexcept {
 
 std::size_t Worker::in_flight(PeerId id) const noexcept {
   return with_state(state_, [&](State& state) {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     auto found = state.peers.find(id);
     return found == state.peers.end() ? 0 : state.in_flight_locked(found->second);
   });
@@ -342,14 +342,14 @@ std::size_t Worker::in_flight(PeerId id) const noexcept {
 
 std::size_t Worker::waiting() const noexcept {
   return with_state(state_, [&](State& state) {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     return state.waiting_locked();
   });
 }
 
 bool Worker::connected(PeerId id) const noexcept {
   return with_state(state_, [&](State& state) {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     auto found = state.peers.find(id);
     return found != state.peers.end() && !found->second.lost;
   });
@@ -357,7 +357,7 @@ bool Worker::connected(PeerId id) const noexcept {
 
 WorkerStats Worker::stats() const noexcept {
   return with_state(state_, [&](State& state) {
-    std::lock_guard<std::mutex> lock(state.mutex);
+    StateLock lock(state);
     return state.stats;
   });
 }

@@ -360,6 +360,11 @@ void Worker::State::shut_down() noexcept {
     // Out of host memory while closing: what UCX did not finish is kept below.
   }
   keep_unsettled_memory();
+  for (auto& [id, peer] : peers) {
+    for (auto& send : peer.outgoing) {
+      drop_claim(*send);  // let go of once the mutex is released, not with the peers below
+    }
+  }
   for (auto* requests : {&closing, &sending}) {
     for (void* request : *requests) {
       ucp_request_free(request);  // released by UCX when it completes

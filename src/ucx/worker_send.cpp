@@ -2,6 +2,7 @@
 // the peer went to UCX: a peer sees tensors in send order), then posted as one active message
 // whose data is the tensor's own memory. The claim is dropped when UCX reports that it is done
 // with the memory; the send ends when, in addition, the peer answered (or the connection broke).
+#include <array>
 #include <string>
 
 #include "dlpack/dlpack_validate.hpp"  // the core's layout rules (internal)
@@ -86,6 +87,48 @@ std::size_t Worker::State::in_flight_locked(const Peer& peer) const noexcept {
   return count;
 }
 
+// Moves the send's claim aside, to be dropped once the mutex is released (StateLock): within the
+// room its send reserved, so that this never allocates. Were that room missing, the claim is
+// dropped here rather than kept: late, a deleter that calls the worker would wait for ever.
+void Worker::State::drop_claim(Outgoing& send) noexcept {
+  if (!send.claim) {
+    return;
+  }
+  claims_held -= claims_held != 0 ? 1 : 0;
+  try {
+    dropped_claims.push_back(std::move(send.claim));
+  } catch (...) {
+    send.claim = Tensor();
+  }
+}
+
+StateLock::~StateLock() {
+  auto& dropped = state_.dropped_claims;
+  if (dropped.empty()) {
+    state_.mutex.unlock();
+    return;
+  }
+  // A batch at a time: the list keeps its room (pop_back never shrinks it) and nothing allocates.
+  constexpr std::size_t kBatch = 16;
+  for (;;) {
+    std::array<Tensor, kBatch> batch;
+    std::size_t count = 0;
+    while (count < kBatch && !dropped.empty()) {
+      batch[count++] = std::move(dropped.back());
+      dropped.pop_back();
+    }
+    const bool more = !dropped.empty();
+    state_.mutex.unlock();
+    for (std::size_t i = 0; i < count; ++i) {
+      batch[i] = Tensor();  // may run a producer's deleter: never under the mutex
+    }
+    if (!more) {
+      return;
+    }
+    state_.mutex.lock();
+  }
+}
+
 expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tensor& tensor) {
   Peer* peer = find(id);
   if (peer == nullptr) {
@@ -102,6 +145,11 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
   }
   if (auto sendable = check_sendable(tensor); !sendable) {
     return forward_error(std::move(sendable));
+  }
+  try {
+    dropped_claims.reserve(dropped_claims.size() + claims_held + 1);  // room for this claim
+  } catch (...) {
+    return make_unexpected(ErrorCode::kResourceExhausted, "ucx send: out of host memory");
   }
   auto send = std::make_unique<Outgoing>();
   send->state = this;
@@ -126,6 +174,7 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
   }
   const Outgoing& added = *send;
   peer->outgoing.push_back(std::move(send));
+  ++claims_held;
   ++peer->next_sequence;
   ++stats.sent;
   post_ready_sends();
@@ -247,7 +296,7 @@ void Worker::State::finish_answers(Outgoing& send, ucs_status_t status) {
 
 void Worker::State::on_ucx_done(Outgoing& send, ucs_status_t status) {
   send.phase = Outgoing::Phase::kReleased;
-  send.claim = Tensor();  // UCX no longer reads the memory: the pool may reuse it
+  drop_claim(send);  // UCX no longer reads the memory: the pool may reuse it
   try {
     finish_answers(send, status);
     if (status != UCS_OK && !send.outcome) {
@@ -343,7 +392,7 @@ void Worker::State::fail_outgoing(Peer& peer, const Error& reason) {
         send->ticket.reset();
       }
       send->phase = Outgoing::Phase::kReleased;
-      send->claim = Tensor();
+      drop_claim(*send);
     }
     end_if_done(*send);
   }

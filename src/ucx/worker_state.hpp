@@ -147,6 +147,11 @@ struct Worker::State {
   std::deque<SendResult> results;
   std::vector<Control> controls;
   detail::ReadinessGate gate;
+  // Claims of sends UCX is done with. Dropping one may run the producer's deleter, which may call
+  // this worker: they are let go of by StateLock once the mutex is released. A send reserves room
+  // for its claim here when it takes it, so that moving one in never allocates.
+  std::vector<Tensor> dropped_claims;
+  std::size_t claims_held = 0;  // claims taken and not yet moved into dropped_claims
   WorkerStats stats;
   std::uint64_t rounds = 0;  // progress rounds so far
   // The public arm() said "sleep" and no public progress() came since: an event loop may be
@@ -179,6 +184,7 @@ struct Worker::State {
 
   // worker_send.cpp
   expected<std::uint64_t, Error> send_locked(PeerId peer, const Tensor& tensor);
+  void drop_claim(Outgoing& send) noexcept;
   std::size_t post_ready_sends();
   void fail_unready(Outgoing& send, const Error& why);
   void on_ucx_done(Outgoing& send, ucs_status_t status);
@@ -211,6 +217,23 @@ struct Worker::State {
   ucs_status_t send_control(const Peer& peer, Control& control) noexcept;
   void on_hello(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
   expected<void, Error> register_handlers();
+};
+
+/**
+ * @brief The worker's mutex, held for one scope. The claims dropped meanwhile are let go of after
+ *        it is unlocked, so that a producer's deleter never runs under it.
+ */
+class StateLock {
+ public:
+  /** @brief Locks `state`'s mutex. */
+  explicit StateLock(Worker::State& state) : state_(state) { state_.mutex.lock(); }
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+  /** @brief Unlocks, then drops the claims that were set aside. */
+  ~StateLock();
+
+ private:
+  Worker::State& state_;
 };
 
 }  // namespace holoscan::ucx

@@ -1,0 +1,184 @@
+// Review (round ten): round two's row 6 made the release queue and the event pools without a
+// function-local static's guard, since a fork() while another thread was inside such an
+// initializer leaves the guard taken in the child for good. The IPC layer's three process-wide
+// objects are still function-local statics whose initializer calls pthread_atfork(): the
+// courier (ipc_courier.cpp, Courier::instance), the interprocess event pool and the importer's
+// release rings (fork_locked<T>(), stream/fork_locked.hpp). pthread_atfork() waits for glibc's
+// atfork lock, which a fork() in another thread holds from its first prepare handler until its
+// last parent/child handler: a thread making one of those objects for the first time while
+// another thread forks blocks inside the initializer, with the guard taken, and the child's first
+// use of that object then waits for that guard for ever.
+//
+// The scenario must be a process's first use, so each case runs in a fresh process (this binary
+// again, running one disabled child test). A prepare handler of the test's own makes the fork()
+// last long enough for the other thread to reach pthread_atfork() inside the initializer.
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "ipc/cuda/ipc_event_pool.hpp"
+#include "ipc/import/ipc_courier.hpp"
+#include "ipc/import/ipc_release_stream.hpp"
+
+// The test binary's pthread_atfork(): it forwards to glibc's, after waiting, when a test asks,
+// until another thread's fork() has returned. This stands for the thread being preempted (or
+// waiting for glibc's atfork lock, which a fork() in progress holds between its handlers) inside
+// the initializer: the window is a few hundred instructions in production, which a test cannot
+// hit on purpose.
+std::atomic<bool> g_stall_registration{false};
+std::atomic<bool> g_inside_initializer{false};
+std::atomic<bool> g_forked{false};
+
+extern "C" int __register_atfork(void (*)(), void (*)(), void (*)(), void*);
+extern "C" void* __dso_handle;
+
+extern "C" int pthread_atfork(void (*prepare)(), void (*parent)(), void (*child)()) {
+  if (g_stall_registration.exchange(false)) {
+    g_inside_initializer.store(true);
+    while (!g_forked.load()) {
+      ::usleep(1000);
+    }
+  }
+  return __register_atfork(prepare, parent, child, __dso_handle);
+}
+
+namespace holoscan::test {
+namespace {
+
+// The first use of the object under test.
+void first_use(const std::string& which) {
+  if (which == "courier") {
+    (void)ipc::detail::start_courier();
+  } else if (which == "ipc_event_pool") {
+    (void)holoscan::detail::destroy_free_ipc_events();
+  } else if (which == "release_rings") {
+    holoscan::detail::reset_release_streams();
+  }
+}
+
+// Runs in a fresh process: exits 0 when the fork's child could use the object, 3 when it hung.
+TEST(ReviewForkFirstUseChild, DISABLED_FirstUseRacingAFork) {
+  const char* which_env = std::getenv("REVIEW_FIRST_USE");
+  ASSERT_NE(which_env, nullptr);
+  const std::string which = which_env;
+  // One thread makes the object for the first time; inside its initializer (the guard taken)
+  // it registers its fork handlers, and another thread forks then.
+  std::thread maker([&] {
+    g_stall_registration.store(true);
+    first_use(which);
+  });
+  while (!g_inside_initializer.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  int child_status = 0;
+  std::thread forker([&] {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::alarm(5);        // a hang ends here: SIGALRM
+      first_use(which);  // the child's first use of the object
+      ::_exit(0);
+    }
+    g_forked.store(true);
+    (void)::waitpid(child, &child_status, 0);
+  });
+  maker.join();
+  forker.join();
+  if (WIFSIGNALED(child_status)) {
+    std::fprintf(stderr, "the forked child hung on the first use of %s (signal %d)\n",
+                 which.c_str(), WTERMSIG(child_status));
+    std::fflush(stderr);
+    ::_exit(3);
+  }
+  ::_exit(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0 ? 0 : 4);
+}
+
+// The same race without any stall: one thread forks again and again while another makes the
+// object for the first time. Exits 3 when a child hung.
+TEST(ReviewForkFirstUseChild, DISABLED_FirstUseRacingForksUnaided) {
+  const char* which_env = std::getenv("REVIEW_FIRST_USE");
+  ASSERT_NE(which_env, nullptr);
+  const std::string which = which_env;
+  std::atomic<bool> go{false};
+  std::atomic<bool> made{false};
+  std::atomic<int> hung{0};
+  std::thread forker([&] {
+    go.store(true);
+    while (!made.load()) {
+      const pid_t child = ::fork();
+      if (child == 0) {
+        ::alarm(2);
+        first_use(which);
+        ::_exit(0);
+      }
+      int status = 0;
+      (void)::waitpid(child, &status, 0);
+      hung += WIFSIGNALED(status) ? 1 : 0;
+    }
+  });
+  while (!go.load()) {
+  }
+  first_use(which);
+  made.store(true);
+  forker.join();
+  ::_exit(hung.load() > 0 ? 3 : 0);
+}
+
+int run_fresh(const char* which,
+              const char* test = "ReviewForkFirstUseChild.DISABLED_FirstUseRacingAFork") {
+  char self[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    return -1;
+  }
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setenv("REVIEW_FIRST_USE", which, 1);
+    const std::string filter = std::string("--gtest_filter=") + test;
+    ::execl(self, self, filter.c_str(), "--gtest_also_run_disabled_tests",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  (void)::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(ReviewForkFirstUse, ForkDuringTheFirstCourierLeavesTheChildUsable) {
+  EXPECT_EQ(run_fresh("courier"), 0) << "exit 3: the child hung in Courier::instance()'s guard";
+}
+
+TEST(ReviewForkFirstUse, ForkDuringTheFirstIpcEventPoolLeavesTheChildUsable) {
+  EXPECT_EQ(run_fresh("ipc_event_pool"), 0)
+      << "exit 3: the child hung in fork_locked<Pools>()'s guard";
+}
+
+TEST(ReviewForkFirstUse, ForkDuringTheFirstReleaseRingsLeavesTheChildUsable) {
+  EXPECT_EQ(run_fresh("release_rings"), 0)
+      << "exit 3: the child hung in fork_locked<Rings>()'s guard";
+}
+
+// Without the stall: fresh processes, each racing a stream of forks against the first use of the
+// courier; a child that hangs is one that forked inside the initializer.
+TEST(ReviewForkFirstUse, UnaidedForksDuringTheFirstCourierLeaveEveryChildUsable) {
+  int hung_rounds = 0;
+  for (int round = 0; round < 40; ++round) {
+    hung_rounds +=
+        run_fresh("courier", "ReviewForkFirstUseChild.DISABLED_FirstUseRacingForksUnaided") == 3
+            ? 1
+            : 0;
+  }
+  EXPECT_EQ(hung_rounds, 0) << "rounds of 40 in which a forked child hung in the courier's guard";
+}
+
+}  // namespace
+}  // namespace holoscan::test

@@ -1,0 +1,71 @@
+// A producer's deleter never runs under a library lock: a UCX send keeps a claim on the tensor
+// until UCX is done with its memory, and when the caller dropped its own handle after send(), the
+// drop of that claim is the last owner's. It happens in a progress round, under the worker's mutex;
+// the claim is let go of only once the mutex is released, so that a deleter that calls back into
+// the worker (a pipeline that sends the next buffer once one is free, or asks for stats()) does not
+// deadlock on it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "holoscan/dlpack.hpp"
+#include "support/callback_tensor.hpp"
+#include "ucx/ucx_test_support.hpp"
+
+namespace holoscan::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST(UcxDeleterLock, ADeleterRunByTheWorkerMayCallTheWorker) {
+  LinkedWorkers sides;
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  const ucx::PeerId peer = *sides.link.client;
+  ucx::Worker& client = sides.client;
+
+  std::atomic<int> deleter_calls{0};
+  std::atomic<bool> worker_answered_from_deleter{false};
+  std::thread::id deleter_thread;
+  std::future<void> probe;
+  auto on_delete = [&] {
+    deleter_thread = std::this_thread::get_id();
+    // What a deleter calling back into the worker would do, asked from another thread so that
+    // the test reports rather than hangs: does the worker answer while the deleter runs?
+    probe = std::async(std::launch::async, [&client] { (void)client.stats(); });
+    worker_answered_from_deleter =
+        probe.wait_for(std::chrono::milliseconds(1500)) == std::future_status::ready;
+    deleter_calls.fetch_add(1);
+  };
+  {
+    // 32 MiB: more than the sockets take at once, so UCX completes the send in a later round.
+    auto imported =
+        make_tensor_from_dlpack_versioned(make_callback_tensor(on_delete, std::int64_t{32} << 20));
+    ASSERT_TRUE(imported);
+    auto sent = client.send(peer, *imported);
+    ASSERT_TRUE(sent) << to_string(sent.error());
+  }  // the caller's handle is gone: the worker's claim is the last owner
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (deleter_calls.load() == 0 && Clock::now() < deadline) {
+    (void)client.progress();
+    auto got = sides.receiver.receive(0);
+    ASSERT_TRUE(got) << to_string(got.error());
+  }
+  ASSERT_EQ(deleter_calls.load(), 1) << "the send never completed";
+  if (probe.valid()) {
+    probe.wait();
+  }
+  EXPECT_NE(deleter_thread, std::thread::id());
+  EXPECT_TRUE(worker_answered_from_deleter.load())
+      << "the producer's deleter ran while the worker's mutex was held (a deleter calling the "
+         "worker deadlocks): it ran on the thread in progress(), under the lock";
+}
+
+}  // namespace
+}  // namespace holoscan::test
