@@ -1,5 +1,4 @@
 #pragma once
-#include "holoscan/export.hpp"
 // Keeps fork() out of the one-time set-up of process-wide objects made on first use.
 //
 // A fork() copies one thread: anything another thread was half-way through (a function-local
@@ -8,10 +7,12 @@
 // prepare handler of each such object closes the gate first, which waits for the sections in
 // progress and holds new ones back until the fork() is over. No lock is held across the fork:
 // the child resets the gate, since no thread of the parent is inside a section there.
+#include "wing_api.hpp"
+
 namespace holoscan::detail {
 
 /** @brief Lets set-up sections and fork() exclude each other, without a lock. */
-class HOLOSCAN_DLPACK_ABI ForkGate {
+class HOLOSCAN_DLPACK_WING_API ForkGate {
  public:
   /** @brief A set-up section: entered after any fork() in progress, waited for by the next. */
   class Section {

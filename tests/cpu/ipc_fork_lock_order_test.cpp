@@ -1,10 +1,10 @@
-// Covers fork() while the importer's release path holds its locks: the release ring's lock and
-// the interprocess event pool's lock are both held across fork() (fork_locked), and
-// record_release() takes the pool's lock while it holds the ring's (while the ring grows). The
-// prepare handlers run in the reverse order of their registration, so the two must be taken in an
-// order that agrees with that nesting whatever process first used either: in a process whose
-// first interprocess event came from a release (a pure importer), a fork() that races a release
-// must not leave the forking thread and the releasing thread waiting on each other for good.
+// Covers fork() while the importer's release path holds its locks: record_release() takes the
+// interprocess event pool's lock while it holds the release ring's (while the ring grows), and
+// calls the CUDA table (here a fake whose own lock its fork handler holds across fork()) under
+// both. A fork() that races a pure importer's first releases must not leave the forking thread
+// and the releasing thread waiting on each other for good. (The ring and the pool once held their
+// locks across fork() too, in an order that had to agree with that nesting; now a forked child
+// forgets them instead, and no prepare handler of theirs waits for anything but a set-up section.)
 //
 // The registration order is per process, so the scenario runs in a fresh process: the test binary
 // again (exec), running only the disabled child test below.

@@ -22,6 +22,8 @@ struct Pools {
 // Leaked (fork_locked): events must never be destroyed after the runtime unloads at exit.
 Pools& pools() { return fork_locked<Pools>(); }
 
+[[maybe_unused]] const bool fork_handlers_registered = register_fork_handlers<Pools>();
+
 expected<IpcEvent, Error> create(int device) noexcept {
   IpcEvent created;
   created.device = device;
@@ -83,8 +85,6 @@ void release_ipc_event(const IpcEvent& event) noexcept {
   std::lock_guard<SpinMutex> lock(all.mutex);
   all.free[static_cast<std::size_t>(event.device)].push_back(event);  // within reserved capacity
 }
-
-void make_ipc_event_pool() noexcept { (void)pools(); }
 
 std::size_t destroy_free_ipc_events() noexcept {
   Pools& all = pools();

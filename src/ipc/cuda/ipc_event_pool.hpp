@@ -33,16 +33,6 @@ expected<IpcEvent, Error> acquire_ipc_event(int device) noexcept;
 void release_ipc_event(const IpcEvent& event) noexcept;
 
 /**
- * @brief Makes the pool (and registers its fork handlers) now, if it is not made yet.
- *
- * For an object whose lock is held across fork() and under which the pool's lock is taken: call
- * it before that object is made, so that the pool's prepare handler, registered first, runs last
- * (handlers run in the reverse order of registration) and fork() takes the two locks in the order
- * every other thread does.
- */
-void make_ipc_event_pool() noexcept;
-
-/**
  * @brief Destroys every free interprocess event through the table in use and forgets it.
  *
  * For tests that swap the CUDA tables. Returns how many events are still held (not yet released).

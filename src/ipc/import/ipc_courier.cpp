@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ipc/ipc_error.hpp"
+#include "stream/fork_locked.hpp"
 
 namespace holoscan::ipc::detail {
 namespace {
@@ -24,16 +25,9 @@ constexpr int kRoundMs = 10;
 
 class Courier {
  public:
-  static Courier& instance() noexcept {
-    static Courier* courier = [] {
-      auto* created = new Courier();  // never destroyed: its thread may outlive static destructors
-      (void)pthread_atfork([] { Courier::instance().mutex_.lock(); },
-                           [] { Courier::instance().mutex_.unlock(); },
-                           [] { Courier::instance().after_fork_in_child(); });
-      return created;
-    }();
-    return *courier;
-  }
+  /** @brief The process's courier (fork_locked: never destroyed, since its thread may outlive
+   *         static destructors; no function-local static a fork() could copy half-made). */
+  static Courier& instance() noexcept { return holoscan::detail::fork_locked<Courier>(); }
 
   expected<void, Error> start() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -70,8 +64,6 @@ class Courier {
   }
 
  private:
-  Courier() = default;
-
   // Copies the list, each outbox held, so that none goes while the thread works on it (only this
   // thread takes outboxes off the list, in courier_flush).
   void snapshot(std::vector<std::shared_ptr<Outbox>>& outboxes) {
@@ -112,20 +104,16 @@ class Courier {
     }
   }
 
-  // The parent's thread does not exist here, and the parent sends its own queues: the child forgets
-  // them (and leaks them: destroying them could close what the parent's objects think they own).
-  void after_fork_in_child() noexcept {
-    new (&mutex_) std::mutex();
-    new (&wake_) std::condition_variable();
-    first_ = nullptr;
-    running_ = false;
-  }
-
   std::mutex mutex_;
   std::condition_variable wake_;
   Outbox* first_ = nullptr;
   bool running_ = false;
 };
+
+// A forked child has no courier thread, and its parent sends its own queues: the child forgets
+// the parent's courier and makes its own on first use.
+[[maybe_unused]] const bool fork_handlers_registered =
+    holoscan::detail::register_fork_handlers<Courier>();
 
 }  // namespace
 

@@ -20,20 +20,14 @@ struct DeviceRing {
   std::size_t next = 0;
 };
 
-// The pool's lock is taken under the rings' (a ring that grows, reset_release_streams), so the
-// pool is made first, by the rings' constructor, which fork_locked runs before it registers the
-// rings' fork handlers: prepare handlers run in the reverse order of registration, and fork() must
-// take the rings' lock before the pool's, as every other thread does. Otherwise a fork() that
-// takes the pool's lock while another thread holds the rings' and waits for the pool's (a pure
-// importer's first releases) leaves both threads waiting for good.
 struct Rings {
-  Rings() noexcept { make_ipc_event_pool(); }
-
   SpinMutex mutex;
   std::array<DeviceRing, kMaxPoolDevices> devices;
 };
 
 Rings& rings() { return fork_locked<Rings>(); }
+
+[[maybe_unused]] const bool fork_handlers_registered = register_fork_handlers<Rings>();
 
 expected<IpcEvent, Error> next_event(DeviceRing& ring, int device) noexcept {
   if (ring.events.size() < kReleaseRingSize) {
