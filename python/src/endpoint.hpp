@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "errors.hpp"
+#include "without_gil.hpp"
 
 namespace holoscan::python {
 
@@ -57,10 +58,11 @@ class SharedHandle {
   template <typename Call>
   auto call_without_gil(const char* who, Call&& call) const {
     std::shared_ptr<T> taken = get(who);
-    nanobind::gil_scoped_release unlocked;
-    // Declared after `unlocked`: destroyed before it takes the GIL back, on a throw as well.
-    const std::shared_ptr<T> object = std::move(taken);
-    return call(*object);
+    return without_gil([&] {
+      // Destroyed as the call returns or throws: before the GIL comes back.
+      const std::shared_ptr<T> object = std::move(taken);
+      return call(*object);
+    });
   }
 
   /** @brief Whether close() ran. */
@@ -73,8 +75,7 @@ class SharedHandle {
   /** @brief Lets go of the object; it is destroyed without the GIL once no call uses it. */
   void close() noexcept {
     std::shared_ptr<T> gone = std::move(object_);
-    nanobind::gil_scoped_release unlocked;  // a destructor may wait briefly on a socket
-    gone.reset();
+    without_gil([&] { gone.reset(); });  // a destructor may wait briefly on a socket
   }
 
  private:
@@ -87,13 +88,6 @@ class SharedHandle {
  *        with `stream` as the consumer that waits for its producer (none: the legacy default).
  */
 Tensor tensor_argument(nanobind::handle object, const std::optional<cudaStream_t>& stream);
-
-/** @brief `call()`'s result, called without the GIL (it must touch no Python object). */
-template <typename Call>
-auto without_gil(Call&& call) {
-  nanobind::gil_scoped_release unlocked;
-  return call();
-}
 
 /** @brief A wait of `timeout_ms` (negative: no limit) taken in slices of at most 100 ms. */
 class SlicedWait {

@@ -8,6 +8,7 @@
 #include "errors.hpp"
 #include "exports.hpp"
 #include "stream_arg.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -70,11 +71,7 @@ void wait_ready_on_host(Tensor& tensor) {
   if (!tensor.has_readiness_stream_contract()) {
     return;  // written on the host, or no stream recorded: nothing to wait for
   }
-  expected<void, Error> ready;
-  {
-    nb::gil_scoped_release unlocked;
-    ready = tensor.synchronize_for_host();
-  }
+  const expected<void, Error> ready = without_gil([&] { return tensor.synchronize_for_host(); });
   if (!ready) {
     raise_error(ready.error());
   }

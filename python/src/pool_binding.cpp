@@ -15,6 +15,7 @@
 #include "cast_arg.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -40,11 +41,9 @@ std::shared_ptr<TensorPool> create_pool(nb::handle memory, int device, std::size
     }
     config.memory_provider = ipc::shareable_pool_memory();
   }
-  expected<std::shared_ptr<TensorPool>, Error> pool;
-  {
-    nb::gil_scoped_release unlocked;  // cudaMalloc of every block may take a while
-    pool = TensorPool::create(config);
-  }
+  // cudaMalloc of every block may take a while.
+  expected<std::shared_ptr<TensorPool>, Error> pool =
+      without_gil([&] { return TensorPool::create(config); });
   if (!pool) {
     raise_error(pool.error());
   }

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <mutex>
 
+#include "without_gil.hpp"
+
 namespace holoscan::python {
 namespace {
 
@@ -25,14 +27,6 @@ struct Queue {
 Queue& queue() noexcept {
   static Queue* instance = new Queue();
   return *instance;
-}
-
-bool interpreter_finalizing() noexcept {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
-#else
-  return _Py_IsFinalizing() != 0;
-#endif
 }
 
 // PyGILState_Check() answers 1 on any thread once subinterpreters exist or after finalization,

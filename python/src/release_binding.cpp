@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "errors.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -129,11 +130,8 @@ void bind_release_controls(nb::module_& module) {
   module.def(
       "flush_deferred_releases",
       [] {
-        {
-          // The releases waited for may need this thread's GIL (they queue for it): let go.
-          nb::gil_scoped_release unlocked;
-          flush_deferred_releases();
-        }
+        // The releases waited for may need this thread's GIL (they queue for it): let go.
+        without_gil([] { flush_deferred_releases(); });
         drain_python_releases();
       },
       Entry(), "Blocks until every release deferred before the call has run, Python ones too.");

@@ -9,12 +9,13 @@
 
 #include "bindings.hpp"
 #include "dl_types.hpp"
-#include "errors.hpp"
 #include "dlpack_fastcall.hpp"
+#include "errors.hpp"
 #include "exports.hpp"
 #include "imports.hpp"
 #include "stream_arg.hpp"
 #include "tensor_copy.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -154,12 +155,8 @@ void bind_stream_hooks(nb::class_<Tensor>& type) {
       .def(
           "synchronize_for_host",
           [](Tensor& t) {
-            expected<void, Error> result;
-            {
-              nb::gil_scoped_release unlocked;  // a host wait must not stall other threads
-              result = t.synchronize_for_host();
-            }
-            return ordered_or_raise(result);
+            // A host wait must not stall other threads.
+            return ordered_or_raise(without_gil([&] { return t.synchronize_for_host(); }));
           },
           Entry(), "Blocks until the readiness point completed; False when there is none.")
       .def("__repr__", &repr, Entry());

@@ -9,6 +9,7 @@
 #include "bindings.hpp"
 #include "dl_types.hpp"
 #include "errors.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -20,8 +21,7 @@ namespace {
 template <typename Copy>
 expected<Tensor, Error> copy_without_gil(const Tensor& tensor, Copy&& copy) {
   const Tensor source = tensor;
-  nb::gil_scoped_release unlocked;
-  return copy(source);
+  return without_gil([&] { return copy(source); });
 }
 
 Tensor copy_or_raise(expected<Tensor, Error> copy, Raise kind) {

@@ -1,10 +1,9 @@
-"""Review (round ten): a daemon thread inside one of the package's waits without the GIL when the
-interpreter exits. CPython (3.11-3.13) ends such a thread with pthread_exit() when it tries to take
-the GIL back; glibc unwinds its stack by force, and the unwinding reaches nanobind's
-gil_scoped_release destructor (noexcept, as every destructor) in the package's waits
-(SharedHandle::call_without_gil, python/src/endpoint.hpp): std::terminate, SIGABRT, and the
-process dies with status 134 after main() returned normally, without running the C atexit handlers
-(the library's exit drain among them)."""
+"""A daemon thread inside one of the package's waits without the GIL when the interpreter exits.
+CPython (before 3.14) ends such a thread with pthread_exit() when it takes the GIL back; glibc
+unwinds its stack by force, and an unwinding that reaches a noexcept destructor or a catch (...)
+that does not rethrow aborts the process (status 134, after main() returned normally, without
+the C atexit handlers, the library's exit drain among them). Such a thread must park instead, while
+the thread that runs the finalization still takes the GIL back after a wait of its own."""
 
 import os
 
@@ -44,3 +43,21 @@ def test_a_daemon_thread_waiting_in_ucx_receive_does_not_abort_the_exit():
         print("main exits", flush=True)
     """)
     assert_clean_exit(result)
+
+
+def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
+    # __main__'s globals are cleared after finalization has begun, on the thread that runs it.
+    result = run_python("""
+        import os
+        import holoscan_dlpack as hd
+
+        class FlushesWhenCollected:
+            def __del__(self, flush=hd.flush_deferred_releases, write=os.write):
+                flush()
+                write(1, b"flushed at exit\\n")
+
+        late = FlushesWhenCollected()
+        print("main exits", flush=True)
+    """)
+    assert_clean_exit(result)
+    assert "flushed at exit" in result.stdout, result.stderr
