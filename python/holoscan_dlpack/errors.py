@@ -275,7 +275,20 @@ class PreparedStorageInvalidError(HoloscanError):
     code = ErrorCode.PREPARED_STORAGE_INVALID
 
 
-_BY_CODE = {cls.code: cls for cls in HoloscanError.__subclasses__()}
+# Holoscan 5.0's two classes that no ErrorCode of their own names (holoscan-dlpack raises neither):
+# they inherit ``code`` and stay out of the table, so that a code still raises its own class.
+
+
+class ConsumedLoanError(HoloscanError):
+    """A single-use Tensor loan was accessed after commit or abandonment."""
+
+
+class CompileError(HoloscanError):
+    """Holoscan 5.0's error of this name (compiling its Graphs raises it)."""
+
+
+_WITHOUT_CODE = (ConsumedLoanError, CompileError)
+_BY_CODE = {cls.code: cls for cls in HoloscanError.__subclasses__() if cls not in _WITHOUT_CODE}
 
 
 def _exception_for(code: int, message: str) -> HoloscanError:
@@ -287,4 +300,5 @@ def _exception_for(code: int, message: str) -> HoloscanError:
     return _BY_CODE.get(error_code, HoloscanError)(message, code=error_code)
 
 
-__all__ = ["ErrorCode", "HoloscanError", *(cls.__name__ for cls in _BY_CODE.values())]
+__all__ = ["ErrorCode", "HoloscanError",
+           *(cls.__name__ for cls in (*_BY_CODE.values(), *_WITHOUT_CODE))]
