@@ -43,6 +43,10 @@ nb::object device_equals(const DLDevice& self, nb::handle other) {
   return nb::bool_(self.device_type == theirs.device_type && self.device_id == theirs.device_id);
 }
 
+nb::tuple dtype_tuple(const DLDataType& dtype) {
+  return nb::make_tuple(dtype.code, dtype.bits, dtype.lanes);
+}
+
 nb::object dtype_equals(const DLDataType& self, nb::handle other) {
   if (nb::isinstance<DLDataType>(other)) {
     const auto theirs = nb::cast<DLDataType>(other);
@@ -107,8 +111,10 @@ void bind_dtype(nb::module_& module) {
           .def_rw("lanes", &DLDataType::lanes, "Number of lanes (> 1 for vector types).")
           .def("__repr__", &dtype_repr)
           .def("__eq__", &dtype_equals, nb::arg("other").none(),
-               nb::sig("def __eq__(self, other: object, /) -> bool"));
-  type.attr("__hash__") = nb::none();  // mutable, as in Holoscan: equal by value, not hashable
+               nb::sig("def __eq__(self, other: object, /) -> bool"))
+          // By value, as __eq__ compares (a key of sets and dicts, as in Holoscan 5.0); a dtype
+          // changed while it is a key is no longer found under its new value.
+          .def("__hash__", [](const DLDataType& d) { return nb::hash(dtype_tuple(d)); });
 }
 
 }  // namespace

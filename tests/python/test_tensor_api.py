@@ -63,9 +63,20 @@ def test_dl_device_and_dl_data_type_values():
     dtype.lanes = 4  # writable fields, as in 5.0
     assert dtype == hd.DLDataType(2, 32, 4) and dtype != hd.DLDataType(2, 32, 1)
     with pytest.raises(TypeError):
-        hash(dtype)
-    with pytest.raises(TypeError):
         hd.DLDataType(2, 256, 1)  # bits are 8 bits wide
+
+
+def test_dl_data_type_hashes_by_value():
+    # Hashable as in 5.0, and consistent with the value equality: equal values hash equal.
+    f32, again, f64 = hd.DLDataType(2, 32, 1), hd.DLDataType(2, 32, 1), hd.DLDataType(2, 64, 1)
+    assert f32 is not again and hash(f32) == hash(again)
+    assert {f32, again, f64} == {f32, f64} and len({f32, again, f64}) == 2
+    names = {f32: "float32", f64: "float64"}
+    assert names[hd.DLDataType(2, 32, 1)] == "float32"
+    assert hd.from_dlpack(np.arange(3, dtype=np.float64)).dtype in names
+    vector = hd.DLDataType(2, 32, 1)
+    vector.lanes = 4
+    assert hash(vector) == hash(hd.DLDataType(2, 32, 4)) != hash(f32)
 
 
 @pytest.mark.parametrize("kind", ["DLDevice", "DLDataType"])
