@@ -115,6 +115,15 @@ std::string device_text(DLDevice device) {
          std::to_string(device.device_id) + ")";
 }
 
+// Holoscan 5.0: `stream` is ignored for host tensors (CPU, pinned), as a host consumer cannot
+// wait on one: not even read. A copy of one into device memory is queued on it, so there it counts.
+ProtocolStream consumer_stream(nb::handle stream, DLDevice ours, DLDevice target) {
+  if (host_device(ours.device_type) && host_device(target.device_type)) {
+    return ProtocolStream{};  // the legacy default stream, for a copy into pinned memory
+  }
+  return parse_protocol_stream(stream);
+}
+
 // For a CUDA tensor the consumer's stream waits for the readiness point. A host consumer cannot
 // wait on a stream (and the array API passes none for host memory), so for host tensors the
 // stream is ignored and the host waits for a readiness-aware producer instead.
@@ -162,9 +171,9 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
     throw nb::type_error("copy must be None, True or False");
   }
   const std::optional<std::uint32_t> versioned = versioned_minor(max_version);
-  const ProtocolStream consumer = parse_protocol_stream(stream);  // checked for every device
   const DLDevice ours = tensor.device();
   const DLDevice target = dl_device.is_none() ? ours : parse_device(dl_device, "dl_device");
+  const ProtocolStream consumer = consumer_stream(stream, ours, target);
   const bool other_device =
       target.device_type != ours.device_type || target.device_id != ours.device_id;
   if (other_device && copy.ptr() == Py_False) {

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CPU
+from conftest import KDL_CPU, KDL_CUDA
 
 np = pytest.importorskip("numpy")
 
@@ -17,6 +17,11 @@ NOT_A_STREAM = f"kInvalidArgument: stream {HUGE} is not a stream"
 
 def host_tensor():
     return hd.as_tensor(np.arange(4.0))
+
+
+def export_to_device(stream):
+    """A host tensor's export as a device copy: the one host export that reads `stream`."""
+    return host_tensor().__dlpack__(stream=stream, dl_device=(KDL_CUDA, 0), max_version=(1, 0))
 
 
 def capsule_name(capsule):
@@ -86,7 +91,7 @@ def test_imports_of_a_tensor_never_initialized_are_type_errors(use):
 def stream_users():
     t = host_tensor()
     return [
-        lambda s: t.__dlpack__(stream=s, max_version=(1, 0)),
+        export_to_device,
         lambda s: hd.from_dlpack(np.arange(3), stream=s),
         lambda s: hd.as_tensor(np.arange(3), stream=s),
         lambda s: t.set_readiness_stream(s),
@@ -129,7 +134,7 @@ class Attribute:
         "ptr-float", "ptr-huge"])
 def test_stream_objects_with_bad_values(stream, error, message):
     with pytest.raises(error) as raised:
-        host_tensor().__dlpack__(stream=stream, max_version=(1, 0))
+        export_to_device(stream)
     assert str(raised.value) == message
 
 

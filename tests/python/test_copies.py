@@ -141,7 +141,7 @@ def test_bad_arguments_are_refused_before_any_copy():
     with pytest.raises(TypeError, match="bool"):
         t.copy_to((KDL_CPU, 0), stream=True)
     with pytest.raises(hd.errors.InvalidArgumentError, match="ambiguous"):
-        t.__dlpack__(copy=True, stream=0, max_version=(1, 0))
+        t.__dlpack__(dl_device=(KDL_CUDA, 0), stream=0, max_version=(1, 0))
 
 
 def test_padded_sub_byte_copies_keep_their_flag(testing):

@@ -5,7 +5,7 @@ memory underneath, never touched by a kernel) stands in for one. The stream-argu
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CPU, KDL_CUDA, cuda_device_present
+from conftest import KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, cuda_device_present
 
 
 @pytest.fixture
@@ -67,12 +67,23 @@ def test_a_cuda_stream_object_is_asked_once(device_tensor):
     assert stream.calls == 1
 
 
-def test_host_tensors_ignore_valid_streams_and_refuse_invalid_ones(testing):
-    host = hd.from_dlpack(testing.make_capsule(shape=[2]))
-    for stream in (None, 1, 2, -1, 0x7F00DEAD, CudaStreamProtocol(2)):
+@pytest.mark.parametrize("device", [(KDL_CPU, 0), (KDL_CUDA_HOST, 0)], ids=["cpu", "pinned"])
+def test_host_tensors_ignore_the_stream(testing, device):
+    # Holoscan 5.0: "Ignored for host tensors", so not even read: 0 and invalid values too.
+    host = hd.from_dlpack(testing.make_capsule(shape=[2], device=device))
+    unread = CudaStreamProtocol(5, version=1)
+    for stream in (None, 1, 2, -1, 0x7F00DEAD, CudaStreamProtocol(2), 0, -2, "default", unread):
         assert host.__dlpack__(stream=stream, max_version=(1, 0)) is not None
+        assert host.__dlpack__(stream=stream, copy=True, dl_device=(KDL_CPU, 0),
+                               max_version=(1, 0)) is not None
+    assert unread.calls == 0
+
+
+def test_a_host_tensors_copy_into_device_memory_still_checks_the_stream(testing):
+    # The copy is queued on the consumer's stream: checked before anything is copied.
+    host = hd.from_dlpack(testing.make_capsule(shape=[2]))
     with pytest.raises(hd.errors.InvalidArgumentError, match="ambiguous"):
-        host.__dlpack__(stream=0, max_version=(1, 0))
+        host.__dlpack__(stream=0, dl_device=(KDL_CUDA, 0), max_version=(1, 0))
 
 
 def test_read_only_tensor_refuses_a_legacy_capsule(device_tensor):
