@@ -24,4 +24,14 @@ inline bool host_device(int device_type) noexcept {
   return device_type == kDLCPU || device_type == kDLCUDAHost || device_type == kDLROCMHost;
 }
 
+/**
+ * @brief The device `__dlpack_device__` reports, as Holoscan 5.0 does: CPU, pinned and managed
+ *        memory as device_id 0 (no one device owns it), any other as stored.
+ */
+inline DLDevice protocol_device(DLDevice device) noexcept {
+  const int type = device.device_type;
+  const bool no_owner = type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged;
+  return no_owner ? DLDevice{device.device_type, 0} : device;
+}
+
 }  // namespace holoscan::python

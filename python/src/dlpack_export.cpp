@@ -174,12 +174,15 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
   const DLDevice ours = tensor.device();
   const DLDevice target = dl_device.is_none() ? ours : parse_device(dl_device, "dl_device");
   const ProtocolStream consumer = consumer_stream(stream, ours, target);
+  // Compared as __dlpack_device__ reports them: a consumer asks for the device it was told of.
+  const DLDevice reported = protocol_device(ours);
+  const DLDevice asked = protocol_device(target);
   const bool other_device =
-      target.device_type != ours.device_type || target.device_id != ours.device_id;
+      asked.device_type != reported.device_type || asked.device_id != reported.device_id;
   if (other_device && copy.ptr() == Py_False) {
     throw nb::buffer_error(
         ("copy=False cannot satisfy a different dl_device request: " + device_text(target) +
-         " is not the tensor's device " + device_text(ours))
+         " is not the tensor's device " + device_text(reported))
             .c_str());
   }
   if (other_device || copy.ptr() == Py_True) {
@@ -199,7 +202,7 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
 }
 
 nb::tuple dlpack_device(const Tensor& tensor) {
-  const DLDevice device = tensor.device();
+  const DLDevice device = protocol_device(tensor.device());
   return nb::make_tuple(static_cast<int>(device.device_type), device.device_id);
 }
 

@@ -21,7 +21,7 @@ nanobind::object export_dlpack(Tensor& tensor, nanobind::handle stream,
                                nanobind::handle max_version, nanobind::handle dl_device,
                                nanobind::handle copy);
 
-/** @brief `Tensor.__dlpack_device__`: (device_type, device_id) as plain ints. */
+/** @brief `Tensor.__dlpack_device__`: (device_type, device_id) as plain ints (protocol_device). */
 nanobind::tuple dlpack_device(const Tensor& tensor);
 
 /**

@@ -109,7 +109,8 @@ void bind_protocols(nb::class_<Tensor>& type) {
   bind_dlpack_method(type);  // a plain CPython method: see dlpack_fastcall.hpp
   type.def("__dlpack_device__", &dlpack_device, Entry(),
            nb::sig("def __dlpack_device__(self) -> tuple[int, int]"),
-           "(device_type, device_id) as ints.")
+           "(device_type, device_id) as ints; CPU, pinned and managed tensors report "
+           "device_id 0, CUDA tensors their ordinal.")
       .def_prop_ro("__cuda_array_interface__", &cuda_array_interface, Entry(),
                    nb::sig("def __cuda_array_interface__(self) -> dict[str, object]"),
                    "CUDA array interface v3 of a device tensor, ordered before the legacy default "

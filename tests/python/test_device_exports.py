@@ -5,7 +5,7 @@ memory underneath, never touched by a kernel) stands in for one. The stream-argu
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, cuda_device_present
+from conftest import FLAG_IS_COPIED, KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, cuda_device_present
 
 
 @pytest.fixture
@@ -107,6 +107,42 @@ def test_other_devices_need_a_copy(device_tensor):
         device_tensor.__dlpack__(dl_device="cuda:0")
     assert device_tensor.__dlpack_device__() == (KDL_CUDA, 0)
     assert all(type(v) is int for v in device_tensor.__dlpack_device__())
+
+
+KDL_CUDA_MANAGED = int(hd.DLDeviceType.DLCUDAMANAGED)
+
+
+@pytest.mark.parametrize("stored, reported", [
+    ((KDL_CPU, 3), (KDL_CPU, 0)),
+    ((KDL_CUDA_HOST, 2), (KDL_CUDA_HOST, 0)),
+    ((KDL_CUDA_MANAGED, 1), (KDL_CUDA_MANAGED, 0)),
+    ((KDL_CUDA, 1), (KDL_CUDA, 1)),
+], ids=["cpu", "pinned", "managed", "cuda"])
+def test_dlpack_device_reports_device_id_0_for_memory_no_device_owns(testing, stored, reported):
+    # Holoscan 5.0: CUDA tensors keep their ordinal; CPU, pinned and managed ones report 0.
+    t = hd.as_tensor(testing.make_capsule(shape=[2], device=stored))
+    assert t.__dlpack_device__() == reported
+    assert all(type(v) is int for v in t.__dlpack_device__())
+    assert (t.device.device_type, t.device.device_id) == stored, "the producer's id is kept"
+    # The device reported is the tensor's own: asking for it needs no copy.
+    capsule = t.__dlpack__(dl_device=reported, copy=False, max_version=(1, 0))
+    assert hd.from_dlpack(capsule).data == t.data
+
+
+@pytest.mark.parametrize("stored", [(KDL_CPU, 3), (KDL_CUDA_HOST, 2)], ids=["cpu", "pinned"])
+def test_an_import_through_the_protocol_is_not_a_copy(testing, stored):
+    # from_dlpack passes __dlpack_device__()'s answer back as dl_device.
+    t = hd.as_tensor(testing.make_capsule(shape=[2], device=stored))
+
+    class Producer:
+        def __dlpack_device__(self):
+            return t.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs):
+            return t.__dlpack__(**kwargs)
+
+    again = hd.from_dlpack(Producer())
+    assert again.data == t.data and not again.flags & FLAG_IS_COPIED
 
 
 def test_copies_of_device_memory_need_the_gpu(device_tensor):
