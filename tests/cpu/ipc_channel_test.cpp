@@ -1,6 +1,7 @@
 // Covers the channel: message round trips, fd passing, timeouts, refusal of malformed frames and
 // stray descriptors sent by a hostile peer, end-of-file, SIGPIPE safety, listeners and paths.
 // Every test checks that it leaves no descriptor open.
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -11,10 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -512,6 +515,56 @@ TEST_F(IpcListener, AcceptTimesOutWithNoConnection) {
   auto server = listener->accept(10);
   ASSERT_TRUE(server.has_value()) << server.error().message;
   EXPECT_FALSE(server->has_value());
+}
+
+// How long the next listen() of this binary waits before it listens (the test binary's own
+// listen(), which every listen() of the library here calls): a stand-in for a listener preempted
+// between naming its socket and listening on it.
+std::atomic<int> g_listen_delay_ms{0};
+
+}  // namespace
+}  // namespace holoscan::ipc
+
+extern "C" int listen(int fd, int backlog) {
+  if (const int ms = holoscan::ipc::g_listen_delay_ms.exchange(0); ms > 0) {
+    ::usleep(static_cast<useconds_t>(ms) * 1000);
+  }
+  return static_cast<int>(::syscall(SYS_listen, fd, backlog));
+}
+
+namespace holoscan::ipc {
+namespace {
+
+// A peer started beside the listener waits for its path to appear, then connects: the path must
+// never name a socket that is not listening yet (bound to it directly, it did between bind() and
+// listen(), and the peer's connect() was refused: seen under load as a consumer that gave up while
+// its producer waited in accept() for ever). The staging name leaves nothing behind.
+TEST_F(IpcListener, APeerThatFindsThePathIsNeverRefused) {
+  for (int round = 0; round < 5; ++round) {
+    std::atomic<bool> go{false};
+    expected<Channel, Error> peer = make_unexpected(ErrorCode::kFailure, "never connected");
+    std::thread peer_thread([&] {
+      go.store(true);
+      while (::access(path_.c_str(), F_OK) != 0) {
+      }
+      peer = Channel::connect(path_);
+    });
+    while (!go.load()) {
+    }
+    g_listen_delay_ms.store(20);
+    auto listener = Listener::listen(path_);
+    ASSERT_TRUE(listener.has_value()) << listener.error().message;
+    peer_thread.join();
+    ASSERT_TRUE(peer.has_value()) << "round " << round << ": " << peer.error().message;
+  }
+  DIR* folder = ::opendir(dir_.c_str());
+  ASSERT_NE(folder, nullptr);
+  int entries = 0;
+  while (const dirent* entry = ::readdir(folder)) {
+    entries += std::string(entry->d_name) == "." || std::string(entry->d_name) == ".." ? 0 : 1;
+  }
+  ::closedir(folder);
+  EXPECT_EQ(entries, 0) << "a listener's path or staging name outlived it";
 }
 
 TEST_F(IpcListener, RemovesItsPathAndRefusesATakenOne) {

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <string>
 
@@ -17,6 +18,42 @@ namespace holoscan::ipc {
 namespace {
 
 constexpr const char* kWho = "ipc listener";
+
+// A socket bound to `address` and listening, or errno.
+int bind_and_listen(int socket, const sockaddr_un& address) noexcept {
+  if (::bind(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::listen(socket, SOMAXCONN) != 0) {
+    return errno;
+  }
+  return 0;
+}
+
+// Listens on `socket` at `path` such that a peer that finds `path` finds a listening socket: bound
+// to `path` itself, the name would exist between bind() and listen(), and a peer that connected
+// then (one started at the same time, waiting for the path to appear) would be refused. So the
+// socket is bound to a name of its own in the same folder, listens, and `path` is made a second
+// link to it, which fails if `path` is taken, as bind() does. Where that name cannot be used (too
+// long, taken) the socket is bound to `path` itself. Returns errno, and the call in `failed`.
+int listen_at(int socket, const std::string& path, const sockaddr_un& address,
+              std::string& failed) {
+  static std::atomic<unsigned> next{0};
+  const std::string staging =
+      path + ".listening-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
+  failed = "bind(" + path + ")";
+  auto staged = detail::unix_address(staging, kWho);
+  if (!staged || ::bind(socket, reinterpret_cast<const sockaddr*>(&*staged), sizeof(*staged)) != 0) {
+    return bind_and_listen(socket, address);
+  }
+  if (::listen(socket, SOMAXCONN) != 0) {
+    const int err = errno;
+    ::unlink(staging.c_str());
+    failed = "listen";
+    return err;
+  }
+  const int linked = ::link(staging.c_str(), path.c_str()) == 0 ? 0 : errno;
+  ::unlink(staging.c_str());
+  return linked == EEXIST ? EADDRINUSE : linked;  // bind()'s answer for a taken path
+}
 
 }  // namespace
 
@@ -61,14 +98,11 @@ expected<Listener, Error> Listener::listen(const std::string& path) {
   if (!socket.valid()) {
     return make_unexpected(detail::system_error(kWho, "socket", errno));
   }
-  if (::bind(socket.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
-    const int err = errno;
-    return make_unexpected(detail::system_error(kWho, ("bind(" + path + ")").c_str(), err));
+  std::string failed;
+  if (const int err = listen_at(socket.get(), path, *address, failed); err != 0) {
+    return make_unexpected(detail::system_error(kWho, failed.c_str(), err));
   }
   Listener listener(std::move(socket), path, ::getpid());  // from here on the path is removed
-  if (::listen(listener.fd(), SOMAXCONN) != 0) {
-    return make_unexpected(detail::system_error(kWho, "listen", errno));
-  }
   return listener;
 }
 
