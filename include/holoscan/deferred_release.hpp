@@ -74,12 +74,14 @@ HOLOSCAN_DLPACK_API void flush_deferred_releases() noexcept;
 HOLOSCAN_DLPACK_API std::size_t pending_deferred_releases() noexcept;
 
 /**
- * @brief DLPack producer deleters that threw, run inline or on the release thread.
+ * @brief Releases that failed, run inline or on the release thread: DLPack producer deleters
+ *        that threw, and release functions (make_tensor, wrap_memory) that threw or returned an
+ *        error.
  *
  * DLPack deleters are C function pointers, but a C++ producer can throw through one. The
- * exception is contained (the process goes on, the release thread too), the deleter counts as
- * run (it is never called again; what it did not free leaks) and the failure goes to stderr, one
- * line each for the first 16, then only to this count.
+ * exception (or the error returned) is contained (the process goes on, the release thread too),
+ * the release counts as run (it is never called again; what it did not free leaks) and the
+ * failure goes to stderr, one line each for the first 16, then only to this count.
  */
 HOLOSCAN_DLPACK_API std::uint64_t failed_releases() noexcept;
 

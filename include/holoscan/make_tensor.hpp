@@ -118,8 +118,9 @@ using TensorMemoryRelease = std::function<expected<void, Error>(void*)>;
  * @brief make_tensor whose owner calls `release(data)` exactly once, after the last Tensor and
  *        export are gone and the GPU passed every deallocation and readiness point recorded on
  *        the tensor (possibly on the library's release thread: `release` must not assume the
- *        caller's thread). A failure it returns (or an exception it throws) is dropped: there is
- *        nobody left to tell. A null `release` releases nothing. A rejection keeps nothing and
+ *        caller's thread). A failure it returns (or an exception it throws) is contained as a
+ *        DLPack deleter's is: reported on stderr and counted in failed_releases(), since nobody
+ *        is left to receive it. A null `release` releases nothing. A rejection keeps nothing and
  *        never calls `release`: the memory stays the caller's.
  */
 HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape,

@@ -7,9 +7,9 @@
 
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/released_memory.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "holoscan/dlpack_utils.hpp"
-#include "holoscan/stream_tracked_reference.hpp"
 
 namespace holoscan {
 namespace {
@@ -78,37 +78,6 @@ expected<std::vector<std::int64_t>, Error> element_strides(TensorByteStridesView
   }
   return strides;
 }
-
-// The owner of memory given with a release function: it calls it once it is safe (after every
-// deallocation and readiness point), as the DLPack owners call their producer's deleter. The
-// release is held on the heap from the start, so that a deferred release needs no allocation in
-// the destructor (which could not report one failing).
-class ReleasedMemory final : public StreamTrackedReference {
- public:
-  ReleasedMemory(void* data, TensorMemoryRelease release)
-      : pending_(new Pending{data, std::move(release)}) {}
-  ~ReleasedMemory() override { release_when_safe(&Pending::run, pending_.release()); }
-  ReleasedMemory(const ReleasedMemory&) = delete;
-  ReleasedMemory& operator=(const ReleasedMemory&) = delete;
-
- private:
-  struct Pending {
-    void* data;
-    TensorMemoryRelease release;
-    static void run(void* context) noexcept {
-      std::unique_ptr<Pending> self(static_cast<Pending*>(context));
-      if (!self->release) {
-        return;
-      }
-      try {
-        (void)self->release(self->data);  // nobody is left to receive its error
-      } catch (...) {                     // NOLINT(bugprone-empty-catch): nor its exception
-      }
-    }
-  };
-
-  std::unique_ptr<Pending> pending_;
-};
 
 // The checked context of a view over `data`, without an owner yet.
 expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::int64_t>& shape,
@@ -206,7 +175,8 @@ expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType 
       return forward_error(std::move(context));
     }
     // The owner comes last: until it exists, a rejection leaves the memory with the caller.
-    (*context)->memory_reference = std::make_shared<ReleasedMemory>(data, std::move(release));
+    (*context)->memory_reference =
+        std::make_shared<detail::ReleasedMemory>(data, std::move(release));
     return Tensor(std::move(*context));
   } catch (const std::bad_alloc&) {
     return out_of_memory();

@@ -12,38 +12,17 @@
 namespace holoscan {
 namespace {
 
-// Lines on stderr at most: a producer whose every deleter throws must not flood it.
+// Lines on stderr at most: a producer whose every deleter fails must not flood it.
 constexpr std::uint64_t kReportedFailures = 16;
 
 std::atomic<std::uint64_t> failures{0};
-
-// Called from a catch block: names the exception in flight, counts it, reports it.
-void contain_deleter_exception() noexcept {
-  const std::uint64_t count = failures.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (count > kReportedFailures) {
-    return;
-  }
-  const char* what = "an exception not derived from std::exception";
-  try {
-    throw;
-  } catch (const std::exception& error) {
-    what = error.what();
-  } catch (...) {
-  }
-  std::fprintf(
-      stderr,
-      "holoscan-dlpack: a DLPack producer's deleter threw: %s; contained, what it did "
-      "not free leaks%s\n",
-      what,
-      count == kReportedFailures ? " (further ones are only counted: failed_releases())" : "");
-}
 
 template <class Managed>
 void run_deleter(Managed* managed) noexcept {
   try {
     managed->deleter(managed);
   } catch (...) {
-    contain_deleter_exception();
+    detail::report_release_exception("a DLPack producer's deleter threw");
   }
 }
 
@@ -54,6 +33,27 @@ namespace detail {
 void run_producer_deleter(DLManagedTensorVersioned* managed) noexcept { run_deleter(managed); }
 
 void run_producer_deleter(DLManagedTensor* managed) noexcept { run_deleter(managed); }
+
+void report_failed_release(const char* failure, const char* why) noexcept {
+  const std::uint64_t count = failures.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (count > kReportedFailures) {
+    return;
+  }
+  std::fprintf(
+      stderr, "holoscan-dlpack: %s: %s; contained, what it did not free leaks%s\n", failure, why,
+      count == kReportedFailures ? " (further ones are only counted: failed_releases())" : "");
+}
+
+void report_release_exception(const char* failure) noexcept {
+  const char* what = "an exception not derived from std::exception";
+  try {
+    throw;
+  } catch (const std::exception& error) {
+    what = error.what();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): `what` already says so
+  }
+  report_failed_release(failure, what);
+}
 
 }  // namespace detail
 

@@ -1,6 +1,8 @@
 #pragma once
 // Runs a DLPack producer's deleter so that an exception thrown through it cannot end the process;
-// the Python extension's release path runs deleters through it too.
+// the Python extension's release path runs deleters through it too. Every release that fails
+// (these deleters, the release functions of make_tensor and wrap_memory) is reported the same
+// way, here.
 #include <dlpack/dlpack.h>
 
 #include "wing_api.hpp"
@@ -15,5 +17,18 @@ namespace holoscan::detail {
 HOLOSCAN_DLPACK_WING_API void run_producer_deleter(DLManagedTensorVersioned* managed) noexcept;
 /** @brief run_producer_deleter() for a legacy managed tensor. */
 HOLOSCAN_DLPACK_WING_API void run_producer_deleter(DLManagedTensor* managed) noexcept;
+
+/**
+ * @brief Counts a release that failed in failed_releases() and reports it on stderr, one line
+ *        each for the first 16: "holoscan-dlpack: <failure>: <why>; contained, ...". Allocates
+ *        nothing (it runs where the heap may be what failed).
+ */
+HOLOSCAN_DLPACK_WING_API void report_failed_release(const char* failure, const char* why) noexcept;
+
+/**
+ * @brief Called from a catch block: reports the exception in flight (its what(), when it is a
+ *        std::exception) through report_failed_release(`failure`, ...).
+ */
+HOLOSCAN_DLPACK_WING_API void report_release_exception(const char* failure) noexcept;
 
 }  // namespace holoscan::detail

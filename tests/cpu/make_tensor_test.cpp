@@ -1,7 +1,7 @@
 // Covers make_tensor over memory someone else owns: storage types and devices, byte strides, the
 // import's layout rules with Holoscan 5.0's messages, writer authority, and the owner's lifetime
 // (a memory reference, or a release function that runs once, after every point, never on a
-// rejection).
+// rejection, its failures reported).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/cuda_api.hpp"
+#include "holoscan/deferred_release.hpp"
 #include "holoscan/make_tensor.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "holoscan/tensor.hpp"
@@ -212,9 +213,13 @@ TEST(MakeTensorRelease, ARejectionNeverCallsIt) {
   EXPECT_EQ(*release.calls, 0);
 }
 
-TEST(MakeTensorRelease, ItsFailureAndExceptionAreDropped) {
+// Nobody is left to receive a release's failure: it is reported and counted as a DLPack
+// deleter's is, and the process goes on.
+TEST(MakeTensorRelease, ItsFailureAndExceptionAreReported) {
   float value = 0.0f;
   int calls = 0;
+  const std::uint64_t failed = failed_releases();
+  ::testing::internal::CaptureStderr();
   {
     auto failing =
         make_tensor({1}, kFloat32, {}, MemoryStorageType::kSystem, &value,
@@ -233,7 +238,18 @@ TEST(MakeTensorRelease, ItsFailureAndExceptionAreDropped) {
         make_tensor({1}, kFloat32, {}, MemoryStorageType::kSystem, &value, TensorMemoryRelease{});
     ASSERT_TRUE(none.has_value());
   }
+  const std::string printed = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(calls, 2);
+  EXPECT_EQ(failed_releases(), failed + 2);
+  if (failed + 2 > 16) {
+    return;  // earlier tests of this process used up the 16 lines on stderr
+  }
+  EXPECT_NE(printed.find("a memory release function failed: kFailure: the allocator is gone"),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("a memory release function threw: a release that throws"),
+            std::string::npos)
+      << printed;
 }
 
 using MakeTensorReleaseOnFakeCuda = test::FakeCudaTest;
