@@ -1,8 +1,8 @@
 #pragma once
 /**
  * @file
- * @brief make_tensor: a Tensor over memory someone else owns, as Holoscan 5.0's non-allocating
- *        overloads declare it, with MemoryStorageType and TensorByteStridesView.
+ * @brief make_tensor and wrap_memory: a Tensor over memory someone else owns, as Holoscan 5.0's
+ *        non-allocating overloads declare them, with MemoryStorageType and TensorByteStridesView.
  */
 #include <array>
 #include <cstddef>
@@ -129,6 +129,26 @@ HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor(std::vector<std::int64_t
                                                         MemoryStorageType storage_type, void* data,
                                                         TensorMemoryRelease release);
 
+/**
+ * @brief Points `tensor` at `data`, as make_tensor with a release function would build it, on
+ *        `device` (a negative one: kDevice memory takes the pointer's device, as make_tensor's).
+ *
+ * On success `tensor` holds a new context with writer authority, and its former context goes as
+ * by assignment (other Tensors over it keep it); `release(data)` runs exactly once, after the
+ * last Tensor and export over the new context are gone and the GPU passed every point recorded
+ * on it, never under a lock of the library; a failure it returns, or an exception it throws, is
+ * reported on stderr and counted in failed_releases(). A null `release` releases nothing. A
+ * rejection leaves `tensor` untouched and never calls `release`: the memory stays the caller's.
+ * Rejections are make_tensor's, kInvalidArgument, "wrap_memory: ..." but for a null `data`:
+ * "wrap_memory pointer is null" (Holoscan 5.0's message).
+ */
+HOLOSCAN_DLPACK_API expected<void, Error> wrap_memory(Tensor& tensor,
+                                                      std::vector<std::int64_t> shape,
+                                                      DLDataType dtype,
+                                                      TensorByteStridesView byte_strides,
+                                                      MemoryStorageType storage_type, void* data,
+                                                      TensorMemoryRelease release, int device);
+
 #if __cplusplus >= 202002L
 /** @brief make_tensor with the shape in a span, as Holoscan 5.0 declares it (C++20). */
 inline expected<Tensor, Error> make_tensor(std::span<const std::int64_t> shape, DLDataType dtype,
@@ -156,6 +176,15 @@ inline expected<Tensor, Error> make_tensor(std::span<const std::int64_t> shape, 
                                            TensorMemoryRelease release) {
   return make_tensor(std::vector<std::int64_t>(shape.begin(), shape.end()), dtype, byte_strides,
                      storage_type, data, std::move(release));
+}
+
+/** @brief wrap_memory with the shape in a span, as Holoscan 5.0 declares it (C++20). */
+inline expected<void, Error> wrap_memory(Tensor& tensor, std::span<const std::int64_t> shape,
+                                         DLDataType dtype, TensorByteStridesView byte_strides,
+                                         MemoryStorageType storage_type, void* data,
+                                         TensorMemoryRelease release, int device) {
+  return wrap_memory(tensor, std::vector<std::int64_t>(shape.begin(), shape.end()), dtype,
+                     byte_strides, storage_type, data, std::move(release), device);
 }
 #endif
 

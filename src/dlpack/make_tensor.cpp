@@ -14,14 +14,14 @@
 namespace holoscan {
 namespace {
 
-constexpr const char* kWho = "make_tensor";
-
-Error invalid(const std::string& what) {
-  return Error{ErrorCode::kInvalidArgument, std::string(kWho) + ": " + what, 0};
+// Every message names the function the caller called: `who`, make_tensor or wrap_memory.
+Error invalid(const char* who, const std::string& what) {
+  return Error{ErrorCode::kInvalidArgument, std::string(who) + ": " + what, 0};
 }
 
 // The device the memory lives on, as Holoscan 5.0 maps the storage type.
-expected<DLDevice, Error> device_of(MemoryStorageType storage_type, void* data, int device) {
+expected<DLDevice, Error> device_of(MemoryStorageType storage_type, void* data, int device,
+                                    const char* who) {
   switch (storage_type) {
     case MemoryStorageType::kHost:
       return DLDevice{kDLCUDAHost, 0};
@@ -32,8 +32,8 @@ expected<DLDevice, Error> device_of(MemoryStorageType storage_type, void* data, 
     case MemoryStorageType::kDevice:
       break;
     default:
-      return make_unexpected(invalid("Unsupported tensor memory storage type " +
-                                     std::to_string(static_cast<int>(storage_type))));
+      return make_unexpected(invalid(who, "Unsupported tensor memory storage type " +
+                                              std::to_string(static_cast<int>(storage_type))));
   }
   if (device >= 0) {
     return DLDevice{kDLCUDA, device};
@@ -44,23 +44,25 @@ expected<DLDevice, Error> device_of(MemoryStorageType storage_type, void* data, 
   }
   if (located->device_type != kDLCUDA) {
     return make_unexpected(
-        invalid("Tensor storage type does not match the CUDA pointer memory type (kDevice, but the "
+        invalid(who,
+                "Tensor storage type does not match the CUDA pointer memory type (kDevice, but the "
                 "pointer's memory is DLDeviceType " +
-                std::to_string(located->device_type) + ")"));
+                    std::to_string(located->device_type) + ")"));
   }
   return located;
 }
 
 // Byte strides to DLPack element strides: each a non-negative multiple of the item size.
 expected<std::vector<std::int64_t>, Error> element_strides(TensorByteStridesView byte_strides,
-                                                           std::size_t ndim, DLDataType dtype) {
+                                                           std::size_t ndim, DLDataType dtype,
+                                                           const char* who) {
   std::vector<std::int64_t> strides;
   if (!byte_strides.has_value()) {
     return strides;
   }
   if (byte_strides.size() != ndim || (ndim > 0 && byte_strides.data() == nullptr)) {
-    return make_unexpected(invalid("byte_strides has " + std::to_string(byte_strides.size()) +
-                                   " strides for a shape of " + std::to_string(ndim)));
+    return make_unexpected(invalid(who, "byte_strides has " + std::to_string(byte_strides.size()) +
+                                            " strides for a shape of " + std::to_string(ndim)));
   }
   const auto item = static_cast<std::int64_t>(dlpack_dtype_item_size_bytes(dtype));
   strides.resize(ndim);
@@ -68,11 +70,12 @@ expected<std::vector<std::int64_t>, Error> element_strides(TensorByteStridesView
     const std::int64_t bytes = byte_strides.data()[i];
     const std::string which = "strides[" + std::to_string(i) + "] is " + std::to_string(bytes);
     if (bytes < 0) {
-      return make_unexpected(invalid("Tensor byte strides must be non-negative (" + which + ")"));
+      return make_unexpected(
+          invalid(who, "Tensor byte strides must be non-negative (" + which + ")"));
     }
     if (bytes % item != 0) {
-      return make_unexpected(invalid("Tensor byte strides must be divisible by item size " +
-                                     std::to_string(item) + " (" + which + ")"));
+      return make_unexpected(invalid(who, "Tensor byte strides must be divisible by item size " +
+                                              std::to_string(item) + " (" + which + ")"));
     }
     strides[i] = bytes / item;
   }
@@ -80,23 +83,22 @@ expected<std::vector<std::int64_t>, Error> element_strides(TensorByteStridesView
 }
 
 // The checked context of a view over `data`, without an owner yet.
-expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::int64_t>& shape,
-                                                              DLDataType dtype,
-                                                              TensorByteStridesView byte_strides,
-                                                              MemoryStorageType storage_type,
-                                                              void* data, int device) {
-  if (auto valid = detail::validate_dtype(dtype, kWho); !valid) {
+expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(
+    std::vector<std::int64_t>& shape, DLDataType dtype, TensorByteStridesView byte_strides,
+    MemoryStorageType storage_type, void* data, int device, const char* who) {
+  if (auto valid = detail::validate_dtype(dtype, who); !valid) {
     return forward_error(std::move(valid));
   }
   if (shape.size() > static_cast<std::size_t>(kMaxTensorDims)) {
-    return make_unexpected(invalid("ndim " + std::to_string(shape.size()) + " is outside [0, " +
-                                   std::to_string(kMaxTensorDims) + "]"));
+    return make_unexpected(invalid(who, "ndim " + std::to_string(shape.size()) +
+                                            " is outside [0, " + std::to_string(kMaxTensorDims) +
+                                            "]"));
   }
-  auto strides = element_strides(byte_strides, shape.size(), dtype);
+  auto strides = element_strides(byte_strides, shape.size(), dtype, who);
   if (!strides) {
     return forward_error(std::move(strides));
   }
-  auto located = device_of(storage_type, data, device);
+  auto located = device_of(storage_type, data, device, who);
   if (!located) {
     return forward_error(std::move(located));
   }
@@ -108,7 +110,7 @@ expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::i
   view.shape = shape.empty() ? nullptr : shape.data();
   view.strides = strides->empty() ? nullptr : strides->data();
   // The same layout rules as an import: what make_tensor builds, every consumer can read.
-  if (auto layout = detail::validate_dl_tensor(view, 0, kWho); !layout) {
+  if (auto layout = detail::validate_dl_tensor(view, 0, who); !layout) {
     return forward_error(std::move(layout));
   }
   auto context = std::make_shared<DLManagedTensorContext>();
@@ -121,13 +123,38 @@ expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(std::vector<std::i
 
 // Called from a catch of std::bad_alloc: the message needs the heap too, and is left out when
 // even that is refused.
-expected<Tensor, Error> out_of_memory() {
+expected<Tensor, Error> out_of_memory(const char* who) {
   Error error{ErrorCode::kResourceExhausted, {}, 0};
   try {
-    error.message = "make_tensor: out of host memory (the caller keeps the memory)";
+    error.message = std::string(who) + ": out of host memory (the caller keeps the memory)";
   } catch (const std::bad_alloc&) {  // NOLINT(bugprone-empty-catch): the code says it all
   }
   return make_unexpected(std::move(error));
+}
+
+// A Tensor whose owner calls `release(data)` once it is safe (make_tensor and wrap_memory).
+// Until the owner exists, a rejection leaves the memory with the caller: `release` is never
+// called then.
+expected<Tensor, Error> make_released(std::vector<std::int64_t>& shape, DLDataType dtype,
+                                      TensorByteStridesView byte_strides,
+                                      MemoryStorageType storage_type, void* data,
+                                      TensorMemoryRelease release, int device, const char* who,
+                                      const char* null_pointer) {
+  try {  // the refusals' messages too come from the heap
+    if (data == nullptr) {
+      return make_unexpected(ErrorCode::kInvalidArgument, null_pointer);
+    }
+    auto context = wrap(shape, dtype, byte_strides, storage_type, data, device, who);
+    if (!context) {
+      return forward_error(std::move(context));
+    }
+    // The owner comes last, and nothing after it can fail (Tensor's constructor is noexcept).
+    (*context)->memory_reference =
+        std::make_shared<detail::ReleasedMemory>(data, std::move(release));
+    return Tensor(std::move(*context));
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(who);
+  }
 }
 
 }  // namespace
@@ -143,14 +170,14 @@ expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType 
     if (owner == nullptr) {
       return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor memory reference is null");
     }
-    auto context = wrap(shape, dtype, byte_strides, storage_type, data, device);
+    auto context = wrap(shape, dtype, byte_strides, storage_type, data, device, "make_tensor");
     if (!context) {
       return forward_error(std::move(context));
     }
     (*context)->memory_reference = std::move(owner);
     return Tensor(std::move(*context));
   } catch (const std::bad_alloc&) {
-    return out_of_memory();
+    return out_of_memory("make_tensor");
   }
 }
 
@@ -166,21 +193,22 @@ expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType 
                                     TensorByteStridesView byte_strides,
                                     MemoryStorageType storage_type, void* data,
                                     TensorMemoryRelease release) {
-  try {  // the refusal's message too comes from the heap
-    if (data == nullptr) {
-      return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor pointer is null");
-    }
-    auto context = wrap(shape, dtype, byte_strides, storage_type, data, -1);
-    if (!context) {
-      return forward_error(std::move(context));
-    }
-    // The owner comes last: until it exists, a rejection leaves the memory with the caller.
-    (*context)->memory_reference =
-        std::make_shared<detail::ReleasedMemory>(data, std::move(release));
-    return Tensor(std::move(*context));
-  } catch (const std::bad_alloc&) {
-    return out_of_memory();
+  return make_released(shape, dtype, byte_strides, storage_type, data, std::move(release), -1,
+                       "make_tensor", "make_tensor pointer is null");
+}
+
+expected<void, Error> wrap_memory(Tensor& tensor, std::vector<std::int64_t> shape, DLDataType dtype,
+                                  TensorByteStridesView byte_strides,
+                                  MemoryStorageType storage_type, void* data,
+                                  TensorMemoryRelease release, int device) {
+  auto made = make_released(shape, dtype, byte_strides, storage_type, data, std::move(release),
+                            device, "wrap_memory", "wrap_memory pointer is null");
+  if (!made) {
+    return forward_error(std::move(made));  // `tensor` is untouched
   }
+  // The former context goes as by any assignment (other Tensors over it keep it); noexcept.
+  tensor = std::move(*made);
+  return {};
 }
 
 }  // namespace holoscan

@@ -141,6 +141,11 @@ static_assert(std::is_constructible_v<holoscan::RuntimeError, ErrorCode, std::st
     std::span<const int64_t>, DLDataType, holoscan::TensorByteStridesView,
     holoscan::MemoryStorageType, void*, std::function<Expected<void>(void*)>)>(
     &holoscan::make_tensor);
+// wrap_memory: the one form 5.0 exports, the device always given.
+[[maybe_unused]] constexpr auto kWrapMemory = static_cast<Expected<void> (*)(
+    Tensor&, std::span<const int64_t>, DLDataType, holoscan::TensorByteStridesView,
+    holoscan::MemoryStorageType, void*, std::function<Expected<void>(void*)>, int)>(
+    &holoscan::wrap_memory);
 static_assert(static_cast<int>(holoscan::MemoryStorageType::kHost) == 0);
 static_assert(static_cast<int>(holoscan::MemoryStorageType::kDevice) == 1);
 static_assert(static_cast<int>(holoscan::MemoryStorageType::kSystem) == 2);
@@ -297,6 +302,42 @@ TEST(Holoscan50Api, MakeTensorWrapsAnOperatorsBuffer) {
     ASSERT_TRUE(owned) << owned.error().message;
   }
   EXPECT_EQ(released, 1);
+}
+
+// An operator re-pointing its output Tensor at memory it allocated, 5.0-style.
+TEST(Holoscan50Api, WrapMemoryRepointsATensor) {
+  auto* values = new float[6]{};
+  int released = 0;
+  Tensor tensor = make_host_tensor({1});
+  const std::array<int64_t, 2> shape{2, 3};
+  auto wrapped = holoscan::wrap_memory(
+      tensor, shape, DLDataType{kDLFloat, 32, 1}, std::nullopt,
+      holoscan::MemoryStorageType::kSystem, values,
+      [&released](void* data) -> Expected<void> {
+        delete[] static_cast<float*>(data);
+        ++released;
+        return {};
+      },
+      -1);
+  ASSERT_TRUE(wrapped) << wrapped.error().message;
+  EXPECT_EQ(tensor.data(), values);
+  EXPECT_EQ(product_of_extents(tensor), 6);
+  ASSERT_TRUE(fill_iota(tensor).has_value());
+  EXPECT_EQ(values[5], 5.0f);
+
+  float other = 0.0f;
+  auto refused =
+      holoscan::wrap_memory(tensor, std::span<const int64_t>(shape), DLDataType{kDLFloat, 32, 1},
+                            std::nullopt, holoscan::MemoryStorageType::kSystem, nullptr, {}, -1);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(refused.error().message, "wrap_memory pointer is null");
+  EXPECT_EQ(tensor.data(), values);  // untouched
+  EXPECT_EQ(released, 0);
+  ASSERT_TRUE(holoscan::wrap_memory(tensor, std::span<const int64_t>(shape.data(), 1),
+                                    DLDataType{kDLFloat, 32, 1}, std::nullopt,
+                                    holoscan::MemoryStorageType::kSystem, &other, {}, -1));
+  EXPECT_EQ(released, 1);  // the last owner of the first memory went
 }
 
 TEST(Holoscan50Api, HostCopiesAreOwningAndWritable) {

@@ -249,5 +249,37 @@ TEST(CoreCopyOutOfMemory, MakeTensorNeverThrows) {
       ErrorCode::kInvalidArgument);
 }
 
+// A refusal leaves the target as it was and never calls the release; each success calls it once.
+TEST(CoreCopyOutOfMemory, WrapMemoryNeverThrows) {
+  std::vector<float> memory(1);
+  const DLDataType kFloat32{kDLFloat, 32, 1};
+  int released = 0;
+  int accepted = 0;
+  int* const count = &released;
+  const TensorMemoryRelease release = [count](void*) -> expected<void, Error> {
+    ++*count;
+    return {};
+  };
+  for (void* data : {static_cast<void*>(memory.data()), static_cast<void*>(nullptr)}) {
+    const std::optional<ErrorCode> allowed =
+        data == nullptr ? std::optional<ErrorCode>(ErrorCode::kInvalidArgument) : std::nullopt;
+    Tensor target;
+    sweep(
+        [&](Outcome& outcome) {
+          attempt_call(outcome, [&] {
+            const void* before = target.data();
+            auto wrapped =
+                wrap_memory(target, {}, kFloat32, {}, MemoryStorageType::kSystem, data, release, 0);
+            accepted += wrapped.has_value() ? 1 : 0;
+            EXPECT_EQ(target.data(), wrapped.has_value() ? data : before);
+            return wrapped;
+          });
+        },
+        allowed);
+  }
+  flush_deferred_releases();
+  EXPECT_EQ(released, accepted);  // once per wrap that took the memory, never for a refusal
+}
+
 }  // namespace
 }  // namespace holoscan
