@@ -19,20 +19,11 @@
 
 #include "holoscan/expected.hpp"
 #include "holoscan/export.hpp"
+#include "holoscan/memory_storage_type.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
 
 namespace holoscan {
-
-/**
- * @brief Where the memory handed to make_tensor lives, numbered as Holoscan (and GXF) number it.
- */
-enum class MemoryStorageType {
-  kHost = 0,         ///< Page-locked host memory (cudaMallocHost): the tensor reports kDLCUDAHost.
-  kDevice = 1,       ///< CUDA device memory: kDLCUDA on the given device, or on the pointer's.
-  kSystem = 2,       ///< Pageable host memory (malloc, new, a std::vector): kDLCPU.
-  kCudaManaged = 3,  ///< CUDA managed memory (cudaMallocManaged): kDLCUDAManaged.
-};
 
 /**
  * @brief The byte strides given to make_tensor, or none for compact row-major strides.

@@ -7,6 +7,8 @@
 #include <holoscan/core/errors.hpp>
 #include <holoscan/core/expected.hpp>
 #include <holoscan/dlpack_utils.hpp>
+#include <holoscan/memory/memory_storage_type.hpp>
+#include <holoscan/memory/tensor_storage.hpp>
 
 #include <gtest/gtest.h>
 

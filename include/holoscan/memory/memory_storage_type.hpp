@@ -1,0 +1,7 @@
+#pragma once
+/**
+ * @file
+ * @brief Holoscan's include path for MemoryStorageType: forwards to
+ * <holoscan/memory_storage_type.hpp>.
+ */
+#include "holoscan/memory_storage_type.hpp"
