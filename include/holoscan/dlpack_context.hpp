@@ -34,8 +34,11 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess;
  * shape and strides at its own vectors.
  */
 struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
-  /** @brief An empty context with writable authority. */
-  DLManagedTensorContext() noexcept = default;
+  /**
+   * @brief An empty context with writable authority whose view carries the DLPack version the
+   *        library was built with (as Holoscan 5.0's constructor writes its own, 1.3).
+   */
+  DLManagedTensorContext() noexcept;
   /** @brief Copies everything; the copy's DLTensor points at the copy's own vectors. */
   DLManagedTensorContext(const DLManagedTensorContext& other);
   /** @brief Copies everything; this DLTensor then points at this context's own vectors. */

@@ -53,6 +53,8 @@ void give_context(DLManagedTensorContext* context) noexcept {
   // First: dropping the memory may run a producer's deleter, which may import or drop more.
   context->memory_reference.reset();
   context->tensor = DLManagedTensorVersioned{};
+  context->tensor.version =  // as a new context's
+      DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR};
   // The vectors keep their size: the next import of the same shape need not resize them.
   ContextAccess::forget_checked(*context);
   ContextAccess::restore_writable(*context);

@@ -1,5 +1,7 @@
 #include "holoscan/dlpack_context.hpp"
 
+#include "holoscan/dlpack_utils.hpp"
+
 namespace holoscan {
 namespace {
 
@@ -18,6 +20,13 @@ void point_at_own_storage(const DLManagedTensorContext& source, DLManagedTensorC
 }
 
 }  // namespace
+
+// Out of line, as Holoscan 5.0's: the version is the library's build's, whatever DLPack headers the
+// caller was compiled with.
+DLManagedTensorContext::DLManagedTensorContext() noexcept {
+  tensor.version =
+      DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR};
+}
 
 DLManagedTensorContext::DLManagedTensorContext(const DLManagedTensorContext& other)
     : tensor(other.tensor),

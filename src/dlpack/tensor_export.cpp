@@ -87,8 +87,9 @@ struct ExportedTensor {
                               dims + source.ndim) == detail::LayoutFault::kNone;
 }
 
-// The producer's version travels with the tensor (as in Holoscan 5.0). A context built by hand
-// that never set one (major 0) is stamped with this build's version, which describes its layout.
+// The producer's version travels with the tensor (as in Holoscan 5.0). A new context starts at
+// this build's version; one whose version was written by hand to another major (0, which contexts
+// started at before) is stamped with this build's, which describes its layout.
 DLPackVersion exported_version(DLPackVersion context_version) noexcept {
   if (context_version.major != DLPACK_MAJOR_VERSION) {
     return DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};

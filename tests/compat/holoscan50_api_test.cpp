@@ -220,6 +220,15 @@ TEST(Holoscan50Api, ContextLayout) {
   EXPECT_EQ(offset(&context.dl_strides), 0x78);
 }
 
+// 5.0's constructor writes the DLPack version it was built with (1.3, read at
+// DLManagedTensorContext::DLManagedTensorContext()); ours writes this build's, the same here.
+TEST(Holoscan50Api, ANewContextCarriesTheBuildsDLPackVersion) {
+  const DLManagedTensorContext context;
+  EXPECT_EQ(context.tensor.version.major, static_cast<uint32_t>(DLPACK_MAJOR_VERSION));
+  EXPECT_EQ(context.tensor.version.minor, static_cast<uint32_t>(DLPACK_MINOR_VERSION));
+  EXPECT_EQ(context.tensor.flags, 0u);
+}
+
 TEST(Holoscan50Api, SpansViewTheContextWithoutCopies) {
   const Tensor tensor = make_host_tensor({2, 3, 4});
   EXPECT_EQ(product_of_extents(tensor), 24);

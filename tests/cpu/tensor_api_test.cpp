@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "dlpack/context_recycler.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
@@ -116,6 +117,32 @@ TEST(TensorSynchronization, ConstTensorWithoutContractIsNotImplemented) {
   const Tensor empty;
   EXPECT_EQ(empty.synchronize_for_consumer_stream(nullptr).error().code,
             ErrorCode::kInvalidArgument);
+}
+
+// A new context carries the DLPack version the library was built with (Holoscan 5.0 writes its
+// own, 1.3), never {0, 0}; one given back for reuse is as a new one.
+TEST(ContextVersion, ANewOrRecycledContextCarriesThisBuildsVersion) {
+  const DLManagedTensorContext context;
+  EXPECT_EQ(context.tensor.version.major, HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR);
+  EXPECT_EQ(context.tensor.version.minor, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR);
+  EXPECT_EQ(context.tensor.flags, 0u);
+  EXPECT_EQ(context.tensor.dl_tensor.data, nullptr);
+  EXPECT_EQ(context.tensor.dl_tensor.ndim, 0);
+  EXPECT_EQ(context.memory_reference, nullptr);
+  const DLManagedTensorContext copy = context;
+  EXPECT_EQ(copy.tensor.version.minor, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR);
+
+  DLManagedTensorContext* taken = detail::take_context();
+  ASSERT_NE(taken, nullptr);
+  taken->tensor.version = {1, 0};
+  taken->tensor.flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+  detail::give_context(taken);
+  DLManagedTensorContext* again = detail::take_context();  // this thread's list: the same one
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->tensor.version.major, HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR);
+  EXPECT_EQ(again->tensor.version.minor, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR);
+  EXPECT_EQ(again->tensor.flags, 0u);
+  detail::give_context(again);
 }
 
 TEST(CopyMetadata, ContextFromAVersionedTensorTakesVersionAndFlags) {

@@ -307,18 +307,22 @@ TEST(ExportVersioned, StampsTheContextsVersion) {
   EXPECT_EQ((*exported)->version.major, 1u);
   EXPECT_EQ((*exported)->version.minor, 1u);
   run_deleter(*exported);
-  // A context built by hand that never set a version gets this build's.
+  // A context built by hand starts at this build's version; one whose version was written to
+  // {0, 0} by hand (where contexts used to start) is stamped with this build's too.
   float value = 1.0f;
   auto context = std::make_shared<DLManagedTensorContext>();
   context->tensor.dl_tensor.data = &value;
   context->tensor.dl_tensor.device = {kDLCPU, 0};
   context->tensor.dl_tensor.dtype = {kDLFloat, 32, 1};
   const Tensor hand_made(context);
-  exported = hand_made.to_dlpack_versioned();
-  ASSERT_TRUE(exported.has_value()) << exported.error().message;
-  EXPECT_EQ((*exported)->version.major, static_cast<std::uint32_t>(DLPACK_MAJOR_VERSION));
-  EXPECT_EQ((*exported)->version.minor, static_cast<std::uint32_t>(DLPACK_MINOR_VERSION));
-  run_deleter(*exported);
+  for (const DLPackVersion written : {context->tensor.version, DLPackVersion{0, 0}}) {
+    context->tensor.version = written;
+    exported = hand_made.to_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    EXPECT_EQ((*exported)->version.major, static_cast<std::uint32_t>(DLPACK_MAJOR_VERSION));
+    EXPECT_EQ((*exported)->version.minor, static_cast<std::uint32_t>(DLPACK_MINOR_VERSION));
+    run_deleter(*exported);
+  }
 }
 
 // An import's view was checked when it was made and is copied out as it is; a view pointed
