@@ -85,8 +85,10 @@ HOLOSCAN_DLPACK_API expected<DLDevice, Error> dldevice_from_pointer(void* ptr);
 HOLOSCAN_DLPACK_API expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr);
 
 /**
- * @brief The NumPy array-interface type string of `dtype` (little-endian, e.g. "<f4", "|b1");
- *        kInvalidArgument for types NumPy cannot describe (bfloat16, float8, vectors, ...).
+ * @brief The NumPy array-interface type string of one lane of `dtype` (little-endian, e.g. "<f4",
+ *        "|b1"): `lanes` is not read, as in Holoscan 5.0 ({kDLFloat, 32, 4} gives "<f4").
+ *        kInvalidArgument for types NumPy cannot describe (bfloat16, float8, ...). "|b1" for
+ *        kDLBool is this library's (5.0 refuses it).
  */
 HOLOSCAN_DLPACK_API expected<const char*, Error> numpy_dtype(DLDataType dtype);
 

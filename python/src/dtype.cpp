@@ -81,8 +81,11 @@ DLDataType dtype_from_string(const std::string& text) {
 }  // namespace
 
 std::string dtype_string(DLDataType dtype) {
-  if (auto typestr = numpy_dtype(dtype)) {
-    return *typestr;
+  // numpy_dtype names one lane: a vector type is named below, with its lanes.
+  if (dtype.lanes == 1) {
+    if (auto typestr = numpy_dtype(dtype)) {
+      return *typestr;
+    }
   }
   std::string name;
   for (const NamedType& named : kNamedTypes) {

@@ -16,7 +16,19 @@ namespace holoscan::python {
 namespace {
 
 nb::dict interface_dict(const Tensor& tensor) {
-  auto typestr = numpy_dtype(tensor.dtype());
+  const DLDataType dtype = tensor.dtype();
+  if (dtype.lanes != 1) {
+    // numpy_dtype names one lane (Holoscan 5.0's rule), but the dict's shape counts elements: a
+    // consumer would read one lane of each.
+    raise_error(Error{ErrorCode::kInvalidArgument,
+                      "array interface: DLDataType{code " + std::to_string(dtype.code) + ", bits " +
+                          std::to_string(dtype.bits) + ", lanes " + std::to_string(dtype.lanes) +
+                          "} has more than one lane, which a NumPy type string (numpy_dtype) "
+                          "cannot describe",
+                      0},
+                Raise::kBuffer);
+  }
+  auto typestr = numpy_dtype(dtype);
   if (!typestr) {
     raise_error(typestr.error(), Raise::kBuffer);
   }

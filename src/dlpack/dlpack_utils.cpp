@@ -152,70 +152,71 @@ expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) tr
   return detail::out_of_memory();
 }
 
+// Names the type of one lane: `lanes` is not read, as in Holoscan 5.0 ({kDLFloat, 32, 4} gives
+// "<f4"). A caller that describes whole elements (an array interface) checks lanes itself.
 expected<const char*, Error> numpy_dtype(DLDataType dtype) try {
-  if (dtype.lanes == 1) {
-    switch (dtype.code) {
-      case kDLBool:
-        if (dtype.bits == 8) return "|b1";
-        break;
-      case kDLInt:
-        switch (dtype.bits) {
-          case 8:
-            return "|i1";
-          case 16:
-            return "<i2";
-          case 32:
-            return "<i4";
-          case 64:
-            return "<i8";
-          default:
-            break;
-        }
-        break;
-      case kDLUInt:
-        switch (dtype.bits) {
-          case 8:
-            return "|u1";
-          case 16:
-            return "<u2";
-          case 32:
-            return "<u4";
-          case 64:
-            return "<u8";
-          default:
-            break;
-        }
-        break;
-      case kDLFloat:
-        switch (dtype.bits) {
-          case 16:
-            return "<f2";
-          case 32:
-            return "<f4";
-          case 64:
-            return "<f8";
-          default:
-            break;
-        }
-        break;
-      case kDLComplex:
-        switch (dtype.bits) {
-          case 64:
-            return "<c8";
-          case 128:
-            return "<c16";
-          default:
-            break;
-        }
-        break;
-      default:
-        break;
-    }
+  switch (dtype.code) {
+    case kDLBool:
+      if (dtype.bits == 8) return "|b1";
+      break;
+    case kDLInt:
+      switch (dtype.bits) {
+        case 8:
+          return "|i1";
+        case 16:
+          return "<i2";
+        case 32:
+          return "<i4";
+        case 64:
+          return "<i8";
+        default:
+          break;
+      }
+      break;
+    case kDLUInt:
+      switch (dtype.bits) {
+        case 8:
+          return "|u1";
+        case 16:
+          return "<u2";
+        case 32:
+          return "<u4";
+        case 64:
+          return "<u8";
+        default:
+          break;
+      }
+      break;
+    case kDLFloat:
+      switch (dtype.bits) {
+        case 16:
+          return "<f2";
+        case 32:
+          return "<f4";
+        case 64:
+          return "<f8";
+        default:
+          break;
+      }
+      break;
+    case kDLComplex:
+      switch (dtype.bits) {
+        case 64:
+          return "<c8";
+        case 128:
+          return "<c16";
+        default:
+          break;
+      }
+      break;
+    default:
+      break;
   }
   return make_unexpected(ErrorCode::kInvalidArgument,
-                         "numpy_dtype: DLDataType{code " + std::to_string(dtype.code) + ", bits " +
-                             std::to_string(dtype.bits) + ", lanes " + std::to_string(dtype.lanes) +
-                             "} has no NumPy type string");
+                         "numpy_dtype: Failed to determine type string from DLDataType: "
+                         "unsupported (code=" +
+                             std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) +
+                             ")");
 } catch (const std::bad_alloc&) {
   return detail::out_of_memory();
 }

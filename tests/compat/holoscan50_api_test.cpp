@@ -400,6 +400,19 @@ TEST(Holoscan50Api, HandleClaimsArePairedByTheCaller) {
   EXPECT_EQ(copy.dl_ctx(), tensor.dl_ctx());
 }
 
+// 5.0's numpy_dtype reads the code and bits only: a vector dtype gives its lane's type string.
+TEST(Holoscan50Api, NumpyDtypeIgnoresLanes) {
+  auto typestr = holoscan::numpy_dtype(DLDataType{kDLFloat, 32, 4});
+  ASSERT_TRUE(typestr) << typestr.error().message;
+  EXPECT_STREQ(*typestr, "<f4");
+  auto refused = holoscan::numpy_dtype(DLDataType{kDLFloat, 8, 1});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find(
+                "Failed to determine type string from DLDataType: unsupported (code=2, bits=8)"),
+            std::string::npos);
+}
+
 TEST(Holoscan50Api, ErrorCodeNames) {
   EXPECT_EQ(holoscan::error_code_name(ErrorCode::kNotSupported), "kNotSupported");
   EXPECT_EQ(holoscan::error_code_name(static_cast<ErrorCode>(4242)), "unknown");

@@ -197,6 +197,26 @@ TEST(TypeStrings, StringViewNeedNotEndTheString) {
   EXPECT_FALSE(dldatatype_from_typestr("<f04x").has_value());
 }
 
+// numpy_dtype names one lane, as Holoscan 5.0's does (it never reads `lanes`); bool is ours.
+TEST(TypeStrings, NumpyDtypeNamesOneLane) {
+  const auto name = [](DLDataType dtype) {
+    auto typestr = numpy_dtype(dtype);
+    return typestr.has_value() ? std::string(*typestr) : typestr.error().message;
+  };
+  EXPECT_EQ(name({kDLFloat, 32, 1}), "<f4");
+  EXPECT_EQ(name({kDLFloat, 32, 4}), "<f4");
+  EXPECT_EQ(name({kDLInt, 8, 16}), "|i1");
+  EXPECT_EQ(name({kDLComplex, 128, 2}), "<c16");
+  EXPECT_EQ(name({kDLBool, 8, 1}), "|b1");
+  EXPECT_EQ(name({kDLBool, 8, 3}), "|b1");
+  EXPECT_EQ(name({kDLBfloat, 16, 4}),
+            "numpy_dtype: Failed to determine type string from DLDataType: unsupported (code=4, "
+            "bits=16)");  // Holoscan 5.0's text, which names no lanes either
+  auto refused = numpy_dtype({kDLFloat, 24, 1});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+}
+
 // The former spellings stay, deprecated, and do what their replacements do.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
