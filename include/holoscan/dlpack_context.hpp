@@ -29,8 +29,9 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess;
  *
  * The memory stays alive as long as the context (through `memory_reference`). `tensor.dl_tensor`
  * points its shape and strides at `dl_shape` and `dl_strides` (strides in elements). A context
- * starts with private, writable access authority; imports narrow it to read-only for good, and
- * every Tensor over the context sees the same authority. Copying a context re-points the copy's
+ * starts with private, writable access authority; imports narrow it to read-only for good, as
+ * does a READ_ONLY flag in its view once a Tensor sees it, and every Tensor over the context sees
+ * the same authority. Copying a context re-points the copy's
  * shape and strides at its own vectors.
  */
 struct HOLOSCAN_DLPACK_API DLManagedTensorContext {

@@ -48,6 +48,8 @@ class HOLOSCAN_DLPACK_API Tensor {
   /**
    * @brief Wraps `ctx` (shared, not copied) and retains one claim on its memory; null is empty.
    *        Taken by value, as Holoscan 5.0 does: pass an lvalue to share, an rvalue to hand over.
+   *        A view flagged DLPACK_FLAG_BITMASK_READ_ONLY makes the context read-only for good,
+   *        as 5.0's constructor locks it.
    */
   explicit Tensor(std::shared_ptr<DLManagedTensorContext> ctx) noexcept;
   /**
@@ -223,7 +225,11 @@ class HOLOSCAN_DLPACK_API Tensor {
 
   /** @brief DLPACK_FLAG_BITMASK_* bits of the producer (0 for a legacy import). */
   std::uint64_t flags() const noexcept;
-  /** @brief Whether this tensor has read-only authority (every zero-copy import has). */
+  /**
+   * @brief Whether this tensor has read-only authority: every zero-copy import has, and so has a
+   *        context whose view was seen flagged READ_ONLY (at construction or by a later call
+   *        here, mutable_data() or an export); clearing the flag later never widens it.
+   */
   bool is_read_only() const noexcept;
   /** @brief The former name of is_read_only() (Holoscan 5.0's). */
   [[deprecated("use is_read_only()")]] bool read_only() const noexcept { return is_read_only(); }

@@ -1,8 +1,9 @@
 #pragma once
 // What a DLManagedTensorContext keeps privately: its access authority, read and narrowed by the
-// library (imports narrow it to read-only for good; a pool gives its block's context writer
-// authority back when it hands the block out anew), and a copy of a view the library checked,
-// which lets an export skip the checks while nothing in the view has changed.
+// library (imports, and a view flagged READ_ONLY once seen, narrow it to read-only for good; a
+// pool gives its block's context writer authority back when it hands the block out anew), and a
+// copy of a view the library checked, which lets an export skip the checks while nothing in the
+// view has changed.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,21 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
   /** @brief Whether the context's memory may only be read through it. */
   static bool read_only(const DLManagedTensorContext& context) noexcept {
     return context.read_only_.load(std::memory_order_acquire);
+  }
+  /**
+   * @brief Whether the context's memory may only be read through it: narrowed already, or its
+   *        view's READ_ONLY flag set now, which narrows it for good (clearing the flag later
+   *        never widens access again).
+   */
+  static bool read_only_once_flagged(DLManagedTensorContext& context) noexcept {
+    if (read_only(context)) {
+      return true;
+    }
+    if ((context.tensor.flags & DLPACK_FLAG_BITMASK_READ_ONLY) == 0) {
+      return false;
+    }
+    narrow_to_read_only(context);
+    return true;
   }
   /** @brief Narrows the context to read-only authority (imports); never widened again. */
   static void narrow_to_read_only(DLManagedTensorContext& context) noexcept {

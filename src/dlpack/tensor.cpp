@@ -15,7 +15,12 @@ const DLTensor kEmptyDLTensor{};
 
 }  // namespace
 
+// A context whose view is flagged READ_ONLY is read-only from here on, as Holoscan 5.0's
+// constructor locks it: clearing the flag later never widens access.
 Tensor::Tensor(std::shared_ptr<DLManagedTensorContext> ctx) noexcept : dl_ctx_(std::move(ctx)) {
+  if (dl_ctx_ != nullptr) {
+    (void)detail::ContextAccess::read_only_once_flagged(*dl_ctx_);
+  }
   retain_handle();
 }
 
@@ -90,9 +95,10 @@ std::int64_t Tensor::nbytes() const noexcept {
   return detail::payload_bytes(size(), dtype(), flags());
 }
 
+// The flag is read again at every call (a context can reach a Tensor without its constructor,
+// through dl_ctx()), and a flag seen narrows the authority for good.
 bool Tensor::is_read_only() const noexcept {
-  return dl_ctx_ != nullptr && (detail::ContextAccess::read_only(*dl_ctx_) ||
-                                (dl_ctx_->tensor.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+  return dl_ctx_ != nullptr && detail::ContextAccess::read_only_once_flagged(*dl_ctx_);
 }
 
 bool Tensor::is_copied() const noexcept { return (flags() & DLPACK_FLAG_BITMASK_IS_COPIED) != 0; }

@@ -156,11 +156,12 @@ expected<DLManagedTensor*, Error> export_legacy(const Tensor& tensor) {
 }  // namespace
 
 expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
-  // is_read_only(), read in place: the context's authority or the producer's flag.
+  // The context's authority, which a READ_ONLY flag seen narrows for good (is_read_only()).
   std::uint64_t flags = 0;
   if (dl_ctx_ != nullptr) {
     flags = dl_ctx_->tensor.flags |
-            (detail::ContextAccess::read_only(*dl_ctx_) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
+            (detail::ContextAccess::read_only_once_flagged(*dl_ctx_) ? DLPACK_FLAG_BITMASK_READ_ONLY
+                                                                     : 0);
   }
   // An export never throws, though a refusal's message needs the heap; the claim is taken last.
   return detail::without_throwing([&] {

@@ -258,6 +258,21 @@ TEST(Holoscan50Api, MutableDataWritesAndRefusesReadOnlyAuthority) {
   EXPECT_EQ(refused.error().code, ErrorCode::kPermissionDenied);
 }
 
+// 5.0's constructor locks the authority of a context flagged READ_ONLY: clearing the flag later
+// does not give write access back.
+TEST(Holoscan50Api, AReadOnlyFlagLocksTheContextAtConstruction) {
+  const Tensor source = make_host_tensor({4});
+  auto context = std::make_shared<DLManagedTensorContext>(*source.dl_ctx());
+  context->tensor.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  Tensor tensor(context);
+  context->tensor.flags &= ~DLPACK_FLAG_BITMASK_READ_ONLY;
+  EXPECT_TRUE(tensor.is_read_only());
+  auto refused = fill_iota(tensor);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_FALSE(source.is_read_only());  // another context, its own authority
+}
+
 TEST(Holoscan50Api, ExportsNeverThrow) {
   const Tensor empty;
   auto versioned = empty.to_dlpack_versioned();
