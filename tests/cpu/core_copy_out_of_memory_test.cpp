@@ -24,6 +24,15 @@
 namespace holoscan {
 namespace {
 
+// A release function that counts its calls in `*count` (a plain pointer: copies of the function,
+// made as the sweep retries, count into the same place).
+TensorMemoryRelease counting_release(int* count) {
+  return [count](void*) -> expected<void, Error> {
+    ++*count;
+    return {};
+  };
+}
+
 using test::CountingProducer;
 using test::import_or_die;
 using test::TensorSpec;
@@ -222,11 +231,7 @@ TEST(CoreCopyOutOfMemory, MakeTensorNeverThrows) {
         allowed);
     int released = 0;
     int accepted = 0;
-    int* const count = &released;
-    const TensorMemoryRelease release = [count](void*) -> expected<void, Error> {
-      ++*count;
-      return {};
-    };
+    const TensorMemoryRelease release = counting_release(&released);
     sweep(
         [&](Outcome& outcome) {
           attempt_call(outcome, [&] {
@@ -255,11 +260,7 @@ TEST(CoreCopyOutOfMemory, WrapMemoryNeverThrows) {
   const DLDataType kFloat32{kDLFloat, 32, 1};
   int released = 0;
   int accepted = 0;
-  int* const count = &released;
-  const TensorMemoryRelease release = [count](void*) -> expected<void, Error> {
-    ++*count;
-    return {};
-  };
+  const TensorMemoryRelease release = counting_release(&released);
   for (void* data : {static_cast<void*>(memory.data()), static_cast<void*>(nullptr)}) {
     const std::optional<ErrorCode> allowed =
         data == nullptr ? std::optional<ErrorCode>(ErrorCode::kInvalidArgument) : std::nullopt;
