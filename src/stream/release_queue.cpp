@@ -345,6 +345,7 @@ void ReleaseQueue::stop() noexcept {
   if (!start_worker_locked()) {
     close_locked();
     abandoned_ = true;
+    drained_.notify_all();  // flush() calls waiting for a worker that never comes
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: no release thread; %zu deferred release(s) "
                  "left un-run\n",
@@ -356,6 +357,7 @@ void ReleaseQueue::stop() noexcept {
     abandoned_ = true;
     close_locked();
     wake_.notify_all();
+    drained_.notify_all();  // flush() calls waiting for the worker: the drain is over
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: %zu deferred release(s) still pending after "
                  "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain); "

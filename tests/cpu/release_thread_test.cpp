@@ -506,6 +506,52 @@ TEST_F(ReleaseThreadDeathTest, ExitDrainLimitSetFromCodeApplies) {
               "exit drain: 2 deferred release.s. still pending after 200 ms");
 }
 
+// In static storage, destroyed after the exit drain (registered later, on the library's first
+// deferred release): fails the exit (status 9) when a flush_deferred_releases() that was waiting
+// when the drain gave up has not returned.
+std::atomic<bool> flush_returned{false};
+struct FlushWatcher {
+  bool armed = false;
+  ~FlushWatcher() {
+    if (armed && !test::eventually([] { return flush_returned.load(); }, std::chrono::seconds(2))) {
+      std::fputs("a flush still waits after the exit drain gave up\n", stderr);
+      std::_Exit(9);
+    }
+  }
+};
+FlushWatcher flush_watcher;
+
+// A thread waits in flush_deferred_releases() for a release whose deleter waits for a lock the
+// exiting thread holds; the drain gives up after 200 ms, and the flush must return then.
+void exit_while_a_flush_waits(FakeCuda& fake) {
+  setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "200", 1);
+  static std::mutex held_by_exiting_thread;
+  static std::atomic<bool> deleter_waits{false};
+  held_by_exiting_thread.lock();
+  cudaStream_t stream = fake.create_stream(0);
+  drop_pending(fake, make_callback_tensor([] {
+                 deleter_waits.store(true);
+                 std::lock_guard<std::mutex> lock(held_by_exiting_thread);
+               }),
+               stream);
+  fake.complete(stream);
+  if (!test::eventually([] { return deleter_waits.load(); })) {
+    std::_Exit(4);
+  }
+  flush_watcher.armed = true;
+  std::thread([] {
+    flush_deferred_releases();
+    flush_returned.store(true);
+  }).detach();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the flush is waiting by now
+  std::exit(0);
+}
+
+TEST_F(ReleaseThreadDeathTest, AFlushWaitingWhenTheExitDrainGivesUpReturns) {
+  EXPECT_EXIT(exit_while_a_flush_waits(fake()), ::testing::ExitedWithCode(0),
+              "exit drain: 1 deferred release.s. still pending after 200 ms");
+}
+
 // `drain_ms`: the value of HOLOSCAN_DLPACK_EXIT_DRAIN_MS, null to leave it unset.
 void exit_while_the_gpu_still_works(FakeCuda& fake, const char* drain_ms) {
   if (drain_ms != nullptr) {
