@@ -10,6 +10,7 @@
 #include <holoscan/dlpack_utils.hpp>
 
 #include "cast_arg.hpp"
+#include "dlpack/dlpack_validate.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
 #include "python_release.hpp"
@@ -127,11 +128,10 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
   const auto ndim = static_cast<std::int32_t>(owner->shape.size());
   const nb::object strides = entry("strides");
   if (strides.is_none()) {
+    // The layout rules' compact strides: they saturate where the extents' product overflows
+    // (the import then refuses the shape) instead of wrapping.
     owner->strides.assign(owner->shape.size(), 1);
-    for (std::int32_t i = ndim - 1; i > 0; --i) {
-      const std::int64_t extent = owner->shape[i] > 0 ? owner->shape[i] : 1;
-      owner->strides[i - 1] = owner->strides[i] * extent;
-    }
+    holoscan::detail::compact_strides(ndim, owner->shape.data(), owner->strides.data());
   } else {
     owner->strides = int_tuple(strides, "strides");
     if (owner->strides.size() != owner->shape.size()) {

@@ -176,8 +176,11 @@ class Interface:
      f"kInvalidArgument: shape[0] {HUGE} does not fit 64 bits"),
     ({"strides": (2**63,)}, hd.errors.InvalidArgumentError,
      f"kInvalidArgument: strides[0] {2**63} does not fit 64 bits"),
+    # No strides: the compact strides of these extents pass 2**63 (a zero extent counts as one).
+    ({"shape": (0, 2**40, 2**40), "strides": None}, hd.errors.InvalidArgumentError,
+     "kInvalidArgument: make_tensor_from_dlpack_versioned: shape: element count overflows int64"),
 ], ids=["data-huge", "data-str", "read-only-str", "typestr-none", "shape-float", "shape-huge",
-        "strides-huge"])
+        "strides-huge", "compact-strides-overflow"])
 def test_array_interface_of_bad_values_keeps_no_reference(changes, error, message):
     exporter = Interface(**changes)
     references = sys.getrefcount(exporter)
