@@ -66,7 +66,8 @@ HOLOSCAN_DLPACK_API std::uint64_t dlpack_dtype_item_size_bytes(DLDataType dtype)
 /**
  * @brief Resizes `strides` to tensor.ndim and fills it with the tensor's strides (compact
  *        row-major when tensor.strides is null), in bytes (element strides times
- *        dlpack_dtype_item_size_bytes), or in elements when `to_num_elements` is true.
+ *        dlpack_dtype_item_size_bytes), or in elements when `to_num_elements` is true; leaves
+ *        it empty when both tensor.strides and tensor.shape are null, as Holoscan 5.0 does.
  */
 HOLOSCAN_DLPACK_API void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
                                       bool to_num_elements = false);
@@ -80,7 +81,8 @@ HOLOSCAN_DLPACK_API expected<DLDevice, Error> dldevice_from_pointer(void* ptr);
 
 /**
  * @brief The DLDataType of a NumPy array-interface type string ("<f4", "|u1", "<c8", "|b1",
- *        "<f2", ...); kInvalidArgument for big-endian multi-byte types and unknown strings.
+ *        "<f2", ...); kInvalidArgument, led by Holoscan 5.0's sentence, for any '>' type, a
+ *        missing itemsize and unknown kinds or sizes ("|b1" is ours: 5.0 refuses bool).
  */
 HOLOSCAN_DLPACK_API expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr);
 

@@ -88,6 +88,8 @@ void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
     std::copy(tensor.strides, tensor.strides + ndim, strides.begin());
   } else if (tensor.shape != nullptr) {
     detail::compact_strides(ndim, tensor.shape, strides.data());
+  } else {
+    strides.clear();  // nothing to derive them from: empty, as Holoscan 5.0 leaves them
   }
   if (to_num_elements) {
     return;
@@ -99,27 +101,38 @@ void calc_strides(const DLTensor& tensor, std::vector<std::int64_t>& strides,
 }
 
 expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) try {
-  const auto invalid = [&] {
+  // Each refusal carries Holoscan 5.0's sentence, so code matching on it sees the same text.
+  const auto refuse = [&](const std::string& why) {
     return make_unexpected(ErrorCode::kInvalidArgument,
-                           "dldatatype_from_typestr: '" + std::string(typestr) +
-                               "' is not a little-endian NumPy bool, int, uint, float or complex "
-                               "type string");
+                           "dldatatype_from_typestr: Failed to determine DLDataType from type "
+                           "string: " +
+                               why + " in '" + std::string(typestr) + "'");
   };
-  if (typestr.size() < 3) {
-    return invalid();
+  // As in 5.0, a '>' is refused even for one byte: the data is read in this host's byte order,
+  // which the library supports only little-endian.
+  if (!typestr.empty() && typestr[0] == '>') {
+    return refuse("big endian types are not supported");
   }
+  const char kind = typestr.size() > 1 ? typestr[1] : '\0';
+  if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f' && kind != 'c') {
+    return refuse("unsupported dtype.kind '" + std::string(typestr.substr(typestr.empty() ? 0 : 1, 1)) + "'");
+  }
+  if (typestr.size() == 2) {
+    return refuse("missing itemsize");
+  }
+  const std::string_view itemsize = typestr.substr(2);
+  const auto unsupported_itemsize = [&] {
+    return refuse("unsupported itemsize '" + std::string(itemsize) + "'");
+  };
   const char order = typestr[0];
-  const char kind = typestr[1];
-  unsigned long bytes = 0;
-  const char* const end = typestr.data() + typestr.size();
-  const auto parsed = std::from_chars(typestr.data() + 2, end, bytes);
-  if (parsed.ec != std::errc() || parsed.ptr != end || bytes == 0 || bytes > 16) {
-    return invalid();
+  if (order != '<' && order != '|' && order != '=') {
+    return refuse("unsupported byte order '" + std::string(1, order) + "'");
   }
-  // The data is read as this host's byte order, which the library only supports little-endian.
-  const bool little = order == '<' || order == '|' || order == '=';
-  if (!little && !(order == '>' && bytes == 1)) {
-    return invalid();
+  unsigned long bytes = 0;
+  const char* const end = itemsize.data() + itemsize.size();
+  const auto parsed = std::from_chars(itemsize.data(), end, bytes);
+  if (parsed.ec != std::errc() || parsed.ptr != end || bytes == 0 || bytes > 16) {
+    return unsupported_itemsize();
   }
   const auto bits = static_cast<std::uint8_t>(bytes * 8);
   switch (kind) {
@@ -147,7 +160,7 @@ expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) tr
     default:
       break;
   }
-  return invalid();
+  return unsupported_itemsize();
 } catch (const std::bad_alloc&) {
   return detail::out_of_memory();
 }

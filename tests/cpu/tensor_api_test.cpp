@@ -197,6 +197,53 @@ TEST(TypeStrings, StringViewNeedNotEndTheString) {
   EXPECT_FALSE(dldatatype_from_typestr("<f04x").has_value());
 }
 
+// The refusals carry Holoscan 5.0's sentences; every '>' is refused, one byte too, as in 5.0.
+TEST(TypeStrings, RefusalsSayWhatHoloscanSays) {
+  const auto refusal = [](std::string_view typestr) {
+    auto parsed = dldatatype_from_typestr(typestr);
+    if (parsed.has_value()) {
+      return std::string("accepted");
+    }
+    EXPECT_EQ(parsed.error().code, ErrorCode::kInvalidArgument);
+    return parsed.error().message;
+  };
+  const std::string lead =
+      "dldatatype_from_typestr: Failed to determine DLDataType from type string: ";
+  EXPECT_EQ(refusal(">f4"), lead + "big endian types are not supported in '>f4'");
+  EXPECT_EQ(refusal(">i1"), lead + "big endian types are not supported in '>i1'");
+  EXPECT_EQ(refusal("<x4"), lead + "unsupported dtype.kind 'x' in '<x4'");
+  EXPECT_EQ(refusal(""), lead + "unsupported dtype.kind '' in ''");
+  EXPECT_EQ(refusal("<"), lead + "unsupported dtype.kind '' in '<'");
+  EXPECT_EQ(refusal("<f"), lead + "missing itemsize in '<f'");
+  EXPECT_EQ(refusal("<f3"), lead + "unsupported itemsize '3' in '<f3'");
+  EXPECT_EQ(refusal("<i99999999999999999999"),
+            lead + "unsupported itemsize '99999999999999999999' in '<i99999999999999999999'");
+  EXPECT_EQ(refusal("xf4"), lead + "unsupported byte order 'x' in 'xf4'");
+  auto boolean = dldatatype_from_typestr("|b1");  // ours: 5.0 refuses bool
+  ASSERT_TRUE(boolean.has_value()) << boolean.error().message;
+  EXPECT_EQ(boolean->code, kDLBool);
+  auto one_byte = dldatatype_from_typestr("|i1");
+  ASSERT_TRUE(one_byte.has_value()) << one_byte.error().message;
+  EXPECT_EQ(one_byte->code, kDLInt);
+  EXPECT_EQ(one_byte->bits, 8);
+}
+
+// With neither strides nor a shape there is nothing to derive strides from: 5.0 leaves them empty.
+TEST(CalcStrides, NoShapeAndNoStridesGiveNone) {
+  DLTensor tensor{};
+  tensor.ndim = 3;
+  tensor.dtype = DLDataType{kDLFloat, 32, 1};
+  std::vector<std::int64_t> strides{7, 7};
+  calc_strides(tensor, strides);
+  EXPECT_TRUE(strides.empty());
+  std::vector<std::int64_t> shape{2, 3, 4};
+  tensor.shape = shape.data();
+  calc_strides(tensor, strides);
+  EXPECT_EQ(strides, (std::vector<std::int64_t>{48, 16, 4}));
+  calc_strides(tensor, strides, /*to_num_elements=*/true);
+  EXPECT_EQ(strides, (std::vector<std::int64_t>{12, 4, 1}));
+}
+
 // numpy_dtype names one lane, as Holoscan 5.0's does (it never reads `lanes`); bool is ours.
 TEST(TypeStrings, NumpyDtypeNamesOneLane) {
   const auto name = [](DLDataType dtype) {
