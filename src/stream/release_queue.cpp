@@ -296,16 +296,19 @@ void ReleaseQueue::run() noexcept {
     lock.unlock();
     const auto started = std::chrono::steady_clock::now();
     poll_active(inherited_below);  // only this thread changes the points of active releases
+    const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - started);
     lock.lock();
     move_completed_to_running();
     const bool progressed = run_ready(lock);
-    // Each round's CUDA calls contend with the application's for the driver: the thread rests
-    // at least kRestFactor times as long as its round took, and new releases do not cut the rest
-    // short (they join the next round); only a flush, the exit drain or new options do. While a
+    // A round's queries contend with the application's calls for the driver: the thread rests
+    // at least kRestFactor times as long as they took, and new releases do not cut the rest
+    // short (they join the next round); only a flush, the exit drain or new options do. The
+    // deleters' time is not counted: they must run whatever the rest, and a rest scaled by it
+    // lets a steady stream of releases pile up (each round's larger batch buying a longer rest,
+    // up to kMaxIdle), holding memory and pooled events a millisecond past the GPU. While a
     // flush waits, the thread polls at least every kFlushRest: a flush is a thread blocked on the
     // GPU, which must not wait a whole (possibly long) interval once the GPU is done.
-    const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::steady_clock::now() - started);
     idle = progressed || flushing ? min_idle : std::clamp(idle * 2, min_idle, max_idle);
     idle = std::max(idle, std::min(spent * kRestFactor, max_idle));
     if (!active_.empty() && !abandoned_) {

@@ -109,7 +109,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   // The longest rest with nothing queued (or the poll interval, if longer): how late a release
   // may start after a quiet spell.
   static constexpr std::chrono::microseconds kQuietMax{20'000};
-  static constexpr int kRestFactor = 9;  // at most a tenth of the time spent polling
+  static constexpr int kRestFactor = 9;  // at most a tenth of the time spent querying the GPU
 
   std::mutex mutex_;
   std::condition_variable wake_;     // new work, a stop
