@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "holoscan/ipc.hpp"
 #include "support/fake_cuda_ipc.hpp"
@@ -135,6 +136,53 @@ TEST(IpcMisuse, AMovedFromExporterOrImporterRefusesEveryCall) {
   EXPECT_TRUE(got);
   got = Tensor();
   EXPECT_TRUE(test::poll_until(exporter, [&] { return exporter.held() == 0; }));
+}
+
+// A view written by hand into a pool tensor's context (the members are public) that no import
+// would make: export_tensor() copied its extents into the descriptor before any check, so
+// dimensions without a shape read through a null pointer (a crash) and a negative ndim made a
+// vector of a negative length (std::length_error out of publish()). Each is refused now, before
+// anything is taken, and the link stays usable.
+TEST(IpcMisuse, AViewWrittenByHandThatNoImportWouldMakeIsRefused) {
+  test::FakeCudaIpcScope scope;
+  auto link = test::local_link(2);
+  ASSERT_TRUE(link.ok());
+  Tensor tensor = test::allocate(*link.pool, {4});
+  DLTensor& view = tensor.dl_ctx()->tensor.dl_tensor;
+  const DLTensor kept = view;
+  const std::vector<std::int64_t> ones(40, 1);
+  struct Case {
+    const char* what;
+    std::int32_t ndim;
+    const std::int64_t* shape;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"2 dimensions and no shape", 2, nullptr,
+       "ipc export: the tensor has 2 dimensions and no shape"},
+      {"a negative ndim", -1, ones.data(), "ipc export: ndim -1 is outside [0, 32]"},
+      {"40 dimensions", 40, ones.data(), "ipc export: ndim 40 is outside [0, 32]"},
+  };
+  for (const Case& c : cases) {
+    view.ndim = c.ndim;
+    view.shape = const_cast<std::int64_t*>(c.shape);
+    view.strides = nullptr;
+    auto exported = export_tensor(tensor, 1);
+    ASSERT_FALSE(exported) << c.what;
+    EXPECT_EQ(exported.error().code, ErrorCode::kInvalidArgument) << c.what;
+    EXPECT_EQ(exported.error().message, c.message) << c.what;
+    auto published = link.exporter->publish(link.peer, tensor);
+    ASSERT_FALSE(published) << c.what;
+    EXPECT_EQ(published.error().code, ErrorCode::kInvalidArgument) << c.what;
+    EXPECT_EQ(link.exporter->held(), 0u) << c.what;
+  }
+  view = kept;
+  auto id = link.exporter->publish(link.peer, tensor);
+  ASSERT_TRUE(id) << id.error().message;
+  Tensor got = test::receive_one(*link.importer);
+  EXPECT_TRUE(got);
+  got = Tensor();
+  EXPECT_TRUE(test::poll_until(*link.exporter, [&] { return link.exporter->held() == 0; }));
 }
 
 }  // namespace

@@ -67,8 +67,9 @@ class HOLOSCAN_DLPACK_API ExportedTensor {
  * The device travels by UUID. Never blocks.
  *
  * Refused with kInvalidArgument naming the memory: an empty tensor, host memory (pageable or
- * pinned), managed memory, device memory CUDA cannot share; kNotImplemented for stream-ordered
- * pool memory (cudaMallocAsync). A CUDA failure is kFailure naming the call.
+ * pinned), managed memory, device memory CUDA cannot share; also a view written by hand that no
+ * import makes (more than 32 dimensions, or dimensions and no shape); kNotImplemented for
+ * stream-ordered pool memory (cudaMallocAsync). A CUDA failure is kFailure naming the call.
  */
 HOLOSCAN_DLPACK_API expected<ExportedTensor, Error> export_tensor(const Tensor& tensor,
                                                                   std::uint64_t export_id);

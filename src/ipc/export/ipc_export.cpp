@@ -43,6 +43,21 @@ Error refused(const std::string& why) {
   return Error{ErrorCode::kInvalidArgument, std::string(kWho) + why, 0};
 }
 
+// Every import and the pool keep these bounds, but a view written by hand into a context need
+// not: describe_layout() copies ndim extents from the shape pointer before validate() runs.
+expected<void, Error> check_view(const Tensor& tensor) {
+  const DLTensor& view = tensor.dl_tensor();
+  if (view.ndim < 0 || static_cast<std::size_t>(view.ndim) > kMaxDescriptorDims) {
+    return make_unexpected(refused("ndim " + std::to_string(view.ndim) + " is outside [0, " +
+                                   std::to_string(kMaxDescriptorDims) + "]"));
+  }
+  if (view.ndim > 0 && view.shape == nullptr) {
+    return make_unexpected(
+        refused("the tensor has " + std::to_string(view.ndim) + " dimensions and no shape"));
+  }
+  return {};
+}
+
 void describe_layout(const Tensor& tensor, TensorDescriptor& d) {
   const DLTensor& view = tensor.dl_tensor();
   d.dtype = view.dtype;
@@ -116,6 +131,9 @@ expected<ExportedTensor, Error> export_with(const Tensor& tensor, std::uint64_t 
   }
   if (tensor.data() == nullptr) {
     return make_unexpected(refused("the tensor has no memory (null data)"));
+  }
+  if (auto view = check_view(tensor); !view) {
+    return tl::unexpected<Error>(std::move(view.error()));
   }
   std::unique_ptr<ExportedTensor::State> state;
   try {
