@@ -4,6 +4,7 @@
 // export (a duplicate, without event) is a protocol error that changes nothing. Out of memory
 // while a Release is taken, nothing escapes poll() and the claim is kept as safely.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 
@@ -12,6 +13,7 @@
 #include "support/gtest_printers.hpp"
 #include "support/ipc_exporter_test.hpp"
 #include "support/ipc_peers.hpp"
+#include "support/ipc_raw_socket.hpp"
 
 namespace holoscan::ipc {
 namespace {
@@ -135,6 +137,47 @@ TEST_F(IpcReleaseProtocol, OutOfMemoryOpeningAReleaseEventDropsTheClaimOnceMemor
         << "a claim outlived its completed release event at allocation " << skip;
     EXPECT_EQ(exporter_->stats().unopenable_events, 0u) << "allocation " << skip;
   });
+}
+
+// Takes one Publish, then sends a second Hello whose descriptor is no pidfd (its proof fails),
+// then the export's Release; lives until the test lets it exit.
+int false_hello_then_release(Channel& channel, test::Steps& steps) {
+  const auto publish = test::next_publish(channel);
+  if (!publish) {
+    return 11;
+  }
+  int pipe_ends[2] = {-1, -1};
+  if (::pipe(pipe_ends) != 0) {
+    return 12;
+  }
+  const UniqueFd read_end(pipe_ends[0]);
+  const UniqueFd write_end(pipe_ends[1]);
+  const Message hello{Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion, UniqueFd()}};
+  if (!test::send_raw(channel.fd(), test::raw_frame(hello), {read_end.get()}) ||
+      !channel.send(Release{publish->export_id, false, {}}, 10000)) {
+    return 13;
+  }
+  steps.send('r');
+  return steps.receive() == 'x' ? 0 : 14;
+}
+
+// A Hello whose proof fails (kPermissionDenied from the channel, the record consumed) is a
+// malformed message like any other: refused, and the peer's later Releases are still read. The
+// exporter took it for a broken socket and closed the peer: its Release went unread and the
+// claim was held until the importer exited.
+TEST_F(IpcReleaseProtocol, AHelloWhoseProofFailsAfterTheHandshakeIsRefusedAndThePeerStays) {
+  const PeerId peer = fork_importer(importer_, false_hello_then_release);
+  ASSERT_NE(peer, 0u);
+  ASSERT_TRUE(exporter_->publish(peer, test::allocate(*pool_, {16})).has_value());
+  ASSERT_EQ(importer_.steps().receive(), 'r');
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+      << "the Release after the refused Hello was never read";
+  EXPECT_EQ(exporter_->stats().refused_messages, 1u);
+  EXPECT_EQ(exporter_->stats().releases, 1u);
+  EXPECT_TRUE(exporter_->connected(peer));
+  EXPECT_EQ(pool_->available_blocks(), blocks_);
+  ASSERT_TRUE(importer_.steps().send('x'));
+  EXPECT_EQ(importer_.reap(), 0);
 }
 
 }  // namespace

@@ -289,8 +289,11 @@ struct Exporter::State {
       auto received = peer.channel.receive(0);
       if (!received) {
         const ErrorCode code = received.error().code;
-        if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kResourceExhausted) {
-          ++stats.refused_messages;  // the frame was consumed; the channel is still usable
+        // A malformed frame, out of memory after the read, or a Hello whose proof failed
+        // (kPermissionDenied): the frame was consumed; the channel is still usable.
+        if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kResourceExhausted ||
+            code == ErrorCode::kPermissionDenied) {
+          ++stats.refused_messages;
           continue;
         }
         close_peer(id, peer);  // end-of-file, or a socket that can no longer be read
