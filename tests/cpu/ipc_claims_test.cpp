@@ -136,6 +136,31 @@ TEST(IpcLedger, RefusedAddDropsTheClaimAtOnce) {
   EXPECT_EQ(drops.of(7), 1);
 }
 
+// A peer stays refused after its entry is gone: closed with no claims, or once every claim it
+// held has dropped. A claim taken for it then would be held until the ledger's end.
+TEST(IpcLedger, APeerThatHungUpIsRefusedForGood) {
+  Drops drops;
+  ExportLedger ledger;
+  EXPECT_EQ(ledger.on_peer_closed(1, nullptr), 0u);  // closed before any export
+  auto never_held = ledger.add(1, 1, drops.claim(1));
+  ASSERT_FALSE(never_held.has_value());
+  EXPECT_EQ(never_held.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(never_held.error().message, "ipc ledger: peer 1 has hung up");
+  EXPECT_EQ(drops.of(1), 1);
+
+  ASSERT_TRUE(ledger.add(2, 2, drops.claim(2)));
+  EXPECT_EQ(ledger.on_peer_closed(2, nullptr), 1u);
+  EXPECT_EQ(ledger.poll(), 1u);  // its last claim drops and its entry goes
+  auto after_drops = ledger.add(2, 3, drops.claim(3));
+  ASSERT_FALSE(after_drops.has_value());
+  EXPECT_EQ(after_drops.error().message, "ipc ledger: peer 2 has hung up");
+  EXPECT_EQ(drops.of(3), 1);
+  EXPECT_EQ(ledger.held(), 0u);
+  EXPECT_EQ(ledger.held(2), 0u);
+
+  ASSERT_TRUE(ledger.add(3, 4, drops.claim(4))) << "other peers are not affected";
+}
+
 TEST(IpcLedger, ClosedPeerClaimsWaitForEventsThenForExit) {
   Drops drops;
   ExportLedger ledger;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "holoscan/ipc/claims.hpp"
+#include "ipc/export/closed_peers.hpp"
 #include "ipc/ipc_error.hpp"
 
 namespace holoscan::ipc {
@@ -70,6 +71,7 @@ Error refused(const std::string& why) { return detail::invalid_argument("ipc led
 struct ExportLedger::State {
   mutable std::mutex mutex;
   std::unordered_map<PeerId, Peer> peers;
+  detail::ClosedPeers closed;  // every peer that hung up, also once its entry above is gone
   std::size_t held = 0;
   std::uint64_t ignored_releases = 0;
 
@@ -132,10 +134,14 @@ expected<void, Error> ExportLedger::add(PeerId peer, std::uint64_t export_id, Dr
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     try {
-      Peer& entry = state_->peers[peer];
-      if (entry.closed) {
+      // A peer that hung up is refused for good: its entry goes once its claims have dropped,
+      // and a claim added after that would never be dropped before the ledger's end.
+      const auto known = state_->peers.find(peer);
+      if (state_->closed.contains(peer) ||
+          (known != state_->peers.end() && known->second.closed)) {
         error = refused("peer " + std::to_string(peer) + " has hung up");
-      } else if (entry.claims.count(export_id) != 0) {
+      } else if (Peer& entry = known != state_->peers.end() ? known->second : state_->peers[peer];
+                 entry.claims.count(export_id) != 0) {
         error = refused("export " + std::to_string(export_id) + " is already held for peer " +
                         std::to_string(peer));
       } else {
@@ -196,6 +202,12 @@ ExportLedger::DropClaim ExportLedger::withdraw(PeerId peer, std::uint64_t export
 std::size_t ExportLedger::on_peer_closed(PeerId peer,
                                          std::unique_ptr<PeerLiveness> liveness) noexcept {
   std::lock_guard<std::mutex> lock(state_->mutex);
+  try {
+    state_->closed.insert(peer);
+  } catch (const std::bad_alloc&) {
+    // Out of memory: the peer's claims below still drop as they should; only a later add() for
+    // this id, which no Exporter makes, would be taken.
+  }
   const auto p = state_->peers.find(peer);
   if (p == state_->peers.end()) {
     return 0;
