@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "devices.hpp"
+#include "dlpack/dlpack_validate.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
 #include "imports.hpp"
@@ -87,6 +88,8 @@ int managed_from_tensor(void* py_object, DLManagedTensorVersioned** out) {
 }
 
 // A borrowed view: unversioned, so it cannot carry read-only authority; refused then (5.0 too).
+// Nor can it say IS_SUBBYTE_TYPE_PADDED: its consumer would read padded elements as packed ones,
+// so such a tensor is refused as by the legacy export (Tensor::to_dlpack).
 int view_of_tensor(void* py_object, DLTensor* out) {
   try {
     Tensor* tensor = tensor_of(py_object);
@@ -96,6 +99,12 @@ int view_of_tensor(void* py_object, DLTensor* out) {
     if (tensor->is_read_only()) {
       return fail(PyExc_BufferError,
                   "an unversioned DLTensor view cannot carry a read-only Tensor's authority");
+    }
+    if ((tensor->flags() & detail::kSubBytePaddedFlag) != 0 &&
+        detail::is_packed_sub_byte(tensor->dtype(), 0)) {
+      return fail(PyExc_BufferError,
+                  "an unversioned DLTensor view cannot say that the tensor's sub-byte elements "
+                  "are padded (IS_SUBBYTE_TYPE_PADDED): use managed_tensor_from_py_object_no_sync");
     }
     order_work_stream(*tensor);
     *out = tensor->dl_tensor();  // shape and strides live in the context, as long as the object

@@ -123,6 +123,19 @@ def test_a_borrowed_view_needs_writer_authority(tensor_api):
     assert (view["data"], view["shape"], view["strides"]) == (writable.data, (2, 5), (5, 1))
 
 
+def test_a_borrowed_view_of_padded_sub_byte_elements_is_refused(tensor_api, testing):
+    # An unversioned DLTensor cannot say IS_SUBBYTE_TYPE_PADDED: its consumer would read the
+    # padded bytes as packed elements. Refused, as the legacy capsule refuses it.
+    padded = 1 << 2
+    t = hd.from_dlpack(testing.make_capsule(minor=1, flags=padded, dtype=(17, 4, 1), shape=[2, 4]))
+    writable = t.copy()
+    assert not writable.is_read_only and writable.flags & padded
+    with pytest.raises(BufferError, match="IS_SUBBYTE_TYPE_PADDED"):
+        tensor_api.exchange_view(writable)
+    assert tensor_api.exchange_export(writable)["flags"] & padded  # the versioned export says it
+    tensor_api.drop_held_on_foreign_thread()
+
+
 def test_the_table_refuses_what_is_not_a_tensor(tensor_api):
     class NotATensor:
         pass
