@@ -51,7 +51,8 @@ struct HOLOSCAN_DLPACK_API ReleaseThreadOptions {
 /**
  * @brief Sets the release thread's options from code (environment variables still override).
  *
- * kInvalidArgument, naming the field, with nothing changed, when a value is out of its range.
+ * kInvalidArgument, naming the field, with nothing changed, when a value is out of its range
+ * (kResourceExhausted when the heap refuses even that message). Never throws.
  * New options apply at once: a rest of the release thread under way ends, the next uses them.
  */
 HOLOSCAN_DLPACK_API expected<void, Error> set_release_thread_options(

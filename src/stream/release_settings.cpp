@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <string>
 #include <utility>
 
+#include "dlpack/without_throwing.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "stream/release_queue.hpp"
 
@@ -135,7 +137,9 @@ bool in_range(std::int64_t value, const detail::SettingRange& range) {
 
 }  // namespace
 
-expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& options) {
+// A refusal's message is built on the heap: out of host memory the refusal is kResourceExhausted
+// without one, never std::bad_alloc (nothing was changed by then).
+expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& options) try {
   using detail::kExitDrain;
   using detail::kPollInterval;
   if (!in_range(options.poll_interval.count(), kPollInterval)) {
@@ -156,6 +160,8 @@ expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& opt
     queue->options_changed();
   }
   return {};
+} catch (const std::bad_alloc&) {
+  return detail::out_of_memory();
 }
 
 ReleaseThreadOptions release_thread_options() noexcept { return detail::options_in_effect(); }

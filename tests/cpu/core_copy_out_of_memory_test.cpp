@@ -3,6 +3,7 @@
 // refused), never an exception, and nothing is leaked or released twice.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -202,6 +203,25 @@ TEST(CoreCopyOutOfMemory, DtypeConversionRefusalsNeverThrow) {
   const DLDataType dtype{kDLFloat, 24, 3};
   sweep([&](Outcome& outcome) { attempt_call(outcome, [&] { return numpy_dtype(dtype); }); },
         ErrorCode::kInvalidArgument);
+}
+
+// Its success allocates nothing: only the refusals (each field out of its range) are swept.
+TEST(CoreCopyOutOfMemory, ReleaseThreadOptionsRefusalsNeverThrow) {
+  const ReleaseThreadOptions before = release_thread_options();
+  ReleaseThreadOptions no_interval;
+  no_interval.poll_interval = std::chrono::microseconds(0);
+  ReleaseThreadOptions endless_drain;
+  endless_drain.exit_drain = std::chrono::hours(25);
+  for (const ReleaseThreadOptions& options : {no_interval, endless_drain}) {
+    sweep(
+        [&](Outcome& outcome) {
+          attempt_call(outcome, [&] { return set_release_thread_options(options); });
+        },
+        ErrorCode::kInvalidArgument);
+  }
+  const ReleaseThreadOptions after = release_thread_options();
+  EXPECT_EQ(after.poll_interval, before.poll_interval);  // refused: nothing changed
+  EXPECT_EQ(after.exit_drain, before.exit_drain);
 }
 
 class PlainOwner final : public TensorMemoryReference {};
