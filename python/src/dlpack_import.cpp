@@ -261,7 +261,13 @@ void record_import_readiness(Tensor& tensor, const ProtocolStream& stream) {
 
 Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::handle copy) {
   if (PyCapsule_CheckExact(object.ptr())) {
-    // The producer's __dlpack__ was called by the caller, for the stream if one is given.
+    // The producer's __dlpack__ was called by the caller, for the stream if one is given, and for
+    // a copy if one was wanted: this import aliases the capsule's memory, which is no copy.
+    if (copy.ptr() == Py_True) {
+      throw nb::buffer_error(
+          "copy=True cannot be honoured for a DLPack capsule, which is imported as it is: pass "
+          "the producer, or import the capsule of its __dlpack__(copy=True)");
+    }
     Tensor tensor = import_capsule(object, nb::handle());
     if (consumer.kind != ProtocolStream::Kind::kDefault) {
       record_import_readiness(tensor, consumer);

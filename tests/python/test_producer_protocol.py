@@ -253,6 +253,23 @@ def test_consumed_capsule_cannot_be_imported_twice(testing):
     assert t.shape == (4,)
 
 
+def test_bare_capsule_asked_for_a_copy_is_refused_and_kept(testing, collect):
+    # A capsule was exported already: importing it with copy=True would alias the producer's
+    # memory, a "copy" that its producer's later writes change.
+    calls = testing.deleter_calls()
+    capsule = testing.make_capsule(shape=[3])
+    with pytest.raises(BufferError, match="copy=True"):
+        hd.from_dlpack(capsule, copy=True)
+    assert capsule_name(capsule) == "dltensor_versioned", "a refused capsule must not be renamed"
+    collect()
+    assert testing.deleter_calls() == calls
+    t = hd.from_dlpack(capsule, copy=False)  # zero-copy, as asked
+    assert t.shape == (3,)
+    del t, capsule
+    collect()
+    assert testing.deleter_calls() == calls + 1
+
+
 def test_bare_capsule_takes_a_stream_for_its_readiness(testing):
     t = hd.from_dlpack(testing.make_capsule(device=(KDL_CUDA, 0)), stream=1)
     assert t.device == hd.DLDevice(KDL_CUDA, 0)
