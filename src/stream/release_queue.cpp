@@ -38,13 +38,19 @@ thread_local ReleaseQueue* locked_for_fork = nullptr;
 
 }  // namespace
 
-ReleaseQueue& ReleaseQueue::instance() noexcept {
+ReleaseQueue* ReleaseQueue::instance() noexcept {
   if (ReleaseQueue* queue = the_queue.load(std::memory_order_acquire)) {
-    return *queue;
+    return queue;
   }
   // One ForkGate section: a fork() neither interrupts the set-up nor finds a queue made after its
   // prepare handler looked (the copy could hold another thread's lock).
   ForkGate::Section section;
+  // Out of host memory: no queue yet, and the caller waits for its release's points itself (a
+  // throw here would end the process from the noexcept release path).
+  auto* created = new (std::nothrow) ReleaseQueue();
+  if (created == nullptr) {
+    return nullptr;
+  }
   // Registered after the CUDA runtime's own exit handler (CUDA recorded the points that brought
   // us here), so it runs before the runtime's teardown. Threads racing to make the first queue
   // may each register one: stop() acts once.
@@ -53,13 +59,12 @@ ReleaseQueue& ReleaseQueue::instance() noexcept {
       queue->stop();
     }
   });
-  auto* created = new ReleaseQueue();
   ReleaseQueue* existing = nullptr;
   if (!the_queue.compare_exchange_strong(existing, created, std::memory_order_acq_rel)) {
     delete created;  // another thread's queue won
-    return *existing;
+    return existing;
   }
-  return *created;
+  return created;
 }
 
 ReleaseQueue* ReleaseQueue::existing() noexcept {

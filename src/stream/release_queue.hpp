@@ -52,8 +52,11 @@ struct Flusher {
  */
 class HOLOSCAN_DLPACK_ABI ReleaseQueue {
  public:
-  /** @brief The process's queue (leaked: static destructors may still release owners). */
-  static ReleaseQueue& instance() noexcept;
+  /**
+   * @brief The process's queue (leaked: static destructors may still release owners); null when
+   *        the heap refuses to make it (its first use then finds no room, as push() would say).
+   */
+  static ReleaseQueue* instance() noexcept;
   /** @brief The process's queue if one was made, else null (makes none). */
   static ReleaseQueue* existing() noexcept;
 

@@ -20,6 +20,7 @@
 #include "cuda/cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
+#include "stream/release_queue.hpp"
 #include "support/allocation_hooks.hpp"
 #include "support/callback_tensor.hpp"
 #include "support/counting_producer.hpp"
@@ -442,6 +443,31 @@ class ReleaseThreadDeathTest : public test::FakeCudaTest {
     FakeCudaTest::SetUp();
   }
 };
+
+// The process's first deferred release makes the release queue. Out of host memory there, the
+// drop waits for its points here and runs the deleter once, as when the queue has no room for a
+// node (ADropWithNoRoomInTheQueueWaitsForItsPointsHere); it used to end the process, the heap's
+// std::bad_alloc escaping the noexcept release path.
+void first_release_out_of_memory(FakeCuda& fake) {
+  cudaStream_t stream = fake.create_stream(0);
+  fake.launch(stream);
+  int runs = 0;
+  auto buffer = std::make_unique<Buffer>(make_callback_tensor([&runs] { ++runs; }));
+  if (!buffer->set_deallocation_stream(stream) || detail::ReleaseQueue::existing() != nullptr) {
+    std::_Exit(3);  // no point to defer for, or not the first release of the process
+  }
+  fake.complete(stream);
+  {
+    test::FailingAllocations failing(0, 1000);
+    buffer.reset();
+  }
+  std::fprintf(stderr, "deleter runs: %d\n", runs);
+  std::_Exit(runs == 1 ? 0 : 2);
+}
+
+TEST_F(ReleaseThreadDeathTest, FirstReleaseOutOfMemoryWaitsForItsPointsHere) {
+  EXPECT_EXIT(first_release_out_of_memory(fake()), ::testing::ExitedWithCode(0), "deleter runs: 1");
+}
 
 constexpr int kDeleterStatus = 42;
 
