@@ -38,6 +38,12 @@ Unit whole_units(nb::handle value, const char* field) {
   const nb::object count = duration.attr("__floordiv__")(unit);
   int overflow = 0;
   const long long units = PyLong_AsLongLongAndOverflow(count.ptr(), &overflow);
+  if (units == -1 && PyErr_Occurred() != nullptr) {
+    // A timedelta subclass whose floor division gives no integer: the argument is no duration
+    // (the error must not stay set behind a result, which Python reports as a SystemError).
+    PyErr_Clear();
+    throw nb::type_error((std::string(field) + " must be a datetime.timedelta or seconds").c_str());
+  }
   if (overflow != 0) {
     return Unit(overflow > 0 ? std::numeric_limits<std::int64_t>::max()
                              : std::numeric_limits<std::int64_t>::min());

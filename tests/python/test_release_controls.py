@@ -52,6 +52,20 @@ def test_durations_take_timedeltas_and_seconds_in_whole_units():
         hd.ReleaseThreadOptions(exit_drain=[1])
 
 
+def test_a_timedelta_whose_division_gives_no_integer_is_a_type_error():
+    # The whole units are the duration // one unit: an error there is the argument's, raised as
+    # such, not left set behind a result (SystemError).
+    class Odd(datetime.timedelta):
+        def __floordiv__(self, other):
+            return "not a count"
+
+    with pytest.raises(TypeError, match="poll_interval must be a datetime.timedelta or seconds"):
+        hd.ReleaseThreadOptions(poll_interval=Odd(microseconds=5))
+    options = hd.ReleaseThreadOptions()
+    with pytest.raises(TypeError, match="exit_drain must be a datetime.timedelta or seconds"):
+        options.exit_drain = Odd(milliseconds=5)
+
+
 def test_options_set_from_code_are_in_effect(restored_options, no_option_environment, testing):
     wanted = hd.ReleaseThreadOptions(poll_interval=200 * US, exit_drain=1500 * MS)
     assert hd.set_release_thread_options(wanted) is None
