@@ -9,10 +9,14 @@
 // so a lock taken by ours could be taken after a lock of a library that registered later and that
 // this object's users call while holding ours (the CUDA runtime, a test's fake), and fork() would
 // wait for good. The child forgets the object instead (leaked: a thread of the parent may have
-// been changing it), which is all a child can do with CUDA objects of its parent anyway.
+// been changing it), which is all a child can do with CUDA objects of its parent anyway. The
+// object lives in static storage: making it never fails, even with the heap exhausted.
 #include <pthread.h>
 
 #include <atomic>
+#include <new>
+#include <thread>
+#include <type_traits>
 
 #include "stream/fork_gate.hpp"
 
@@ -22,30 +26,55 @@ namespace holoscan::detail {
 template <class T>
 inline std::atomic<T*> fork_locked_instance{nullptr};
 
+/** @brief Whether a thread has begun making the one `T` (constant-initialized). */
+template <class T>
+inline std::atomic<bool> fork_locked_claimed{false};
+
 /**
- * @brief The one `T` of the process, made on first use and leaked: it must outlive every static
- *        destructor that may still use it. `T`'s constructor must not make another such object
- *        (a set-up section inside another would wait for a fork() that waits for the first).
+ * @brief Where the one `T` lives: static storage, not the heap, so that making it cannot fail
+ *        (its users are noexcept paths that have no way to report that the heap refused).
  */
 template <class T>
-T& fork_locked() {
+struct alignas(T) ForkLockedStorage {
+  unsigned char bytes[sizeof(T)];
+};
+template <class T>
+inline ForkLockedStorage<T> fork_locked_storage;
+
+/**
+ * @brief The one `T` of the process, made on first use and never destroyed: it must outlive
+ *        every static destructor that may still use it. `T`'s constructor must not throw nor make
+ *        another such object (a set-up section inside another would wait for a fork() that waits
+ *        for the first).
+ */
+template <class T>
+T& fork_locked() noexcept {
+  static_assert(std::is_nothrow_default_constructible_v<T>, "made where nothing may throw");
   if (T* made = fork_locked_instance<T>.load(std::memory_order_acquire); made != nullptr) {
     return *made;
   }
   ForkGate::Section section;  // made and published whole before a fork() copies the pointer
-  T* made = nullptr;
-  T* fresh = new T();
-  if (!fork_locked_instance<T>.compare_exchange_strong(made, fresh, std::memory_order_acq_rel)) {
-    delete fresh;  // another thread's came first
+  if (!fork_locked_claimed<T>.exchange(true, std::memory_order_acq_rel)) {
+    T* made = new (fork_locked_storage<T>.bytes) T();
+    fork_locked_instance<T>.store(made, std::memory_order_release);
     return *made;
   }
-  return *fresh;
+  // Another thread is making it, inside its own section (no fork() can come between).
+  for (;;) {
+    if (T* made = fork_locked_instance<T>.load(std::memory_order_acquire); made != nullptr) {
+      return *made;
+    }
+    std::this_thread::yield();
+  }
 }
 
 /** @brief pthread_atfork child handler: the child forgets `T` and lets set-up sections in. */
 template <class T>
 void forget_in_child() noexcept {
+  // The parent's object is left as it was (a thread of the parent may have been changing it);
+  // the child's first use makes a fresh one over it.
   fork_locked_instance<T>.store(nullptr, std::memory_order_release);
+  fork_locked_claimed<T>.store(false, std::memory_order_release);
   ForkGate::open_in_child();
 }
 

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include "ipc/cuda/ipc_event_pool.hpp"
 #include "ipc/import/ipc_courier.hpp"
 #include "ipc/import/ipc_release_stream.hpp"
+#include "support/allocation_hooks.hpp"
 
 // The test binary's pthread_atfork(): it forwards to glibc's, after waiting, when a test asks,
 // until another thread's fork() has returned. This stands for the thread being preempted (or
@@ -136,6 +138,21 @@ TEST(ForkFirstUseChild, DISABLED_FirstUseRacingForksUnaided) {
   ::_exit(hung.load() > 0 ? 3 : 0);
 }
 
+// Runs in a fresh process: the first use with every allocation refused. The objects are made
+// from noexcept paths, which cannot report a refusal: they live in static storage, so making one
+// needs no heap. Exits 0 when the call returned (it used to end the process: std::bad_alloc out
+// of a noexcept function, SIGABRT).
+TEST(ForkFirstUseChild, DISABLED_FirstUseWithTheHeapExhausted) {
+  const char* which_env = std::getenv("HOLOSCAN_DLPACK_FIRST_USE");
+  ASSERT_NE(which_env, nullptr);
+  const std::string which = which_env;
+  {
+    FailingAllocations failing(0, ~std::uint64_t{0});
+    first_use(which);
+  }
+  ::_exit(0);
+}
+
 int run_fresh(const char* which,
               const char* test = "ForkFirstUseChild.DISABLED_FirstUseRacingAFork") {
   char self[4096] = {};
@@ -168,6 +185,13 @@ TEST(ForkFirstUse, ForkDuringTheFirstIpcEventPoolLeavesTheChildUsable) {
 TEST(ForkFirstUse, ForkDuringTheFirstReleaseRingsLeavesTheChildUsable) {
   EXPECT_EQ(run_fresh("release_rings"), 0)
       << "exit 3: the child hung in fork_locked<Rings>()'s guard";
+}
+
+TEST(ForkFirstUse, TheFirstUseOfEachObjectNeedsNoHeap) {
+  for (const char* which : {"courier", "ipc_event_pool", "release_rings"}) {
+    EXPECT_EQ(run_fresh(which, "ForkFirstUseChild.DISABLED_FirstUseWithTheHeapExhausted"), 0)
+        << which << ": 134 is SIGABRT, std::bad_alloc out of a noexcept first use";
+  }
 }
 
 // Without the stall: fresh processes, each racing a stream of forks against the first use of one
