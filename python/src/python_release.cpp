@@ -23,11 +23,17 @@ struct Queue {
   std::atomic<bool> alive{true};
 };
 
-// Leaked on purpose: the library's release thread may call in after static destructors ran.
-Queue& queue() noexcept {
-  static Queue* instance = new Queue();
-  return *instance;
-}
+// Never destroyed: the library's release thread may call in after static destructors ran. Made
+// at load time (constant-initialized), not on the heap at first use: its users are noexcept
+// paths, where a refused allocation would end the process.
+union LeakedQueue {
+  Queue queue;
+  constexpr LeakedQueue() : queue() {}
+  ~LeakedQueue() {}  // the Queue's own destructor never runs
+};
+LeakedQueue leaked_queue;
+
+Queue& queue() noexcept { return leaked_queue.queue; }
 
 // PyGILState_Check() answers 1 on any thread once subinterpreters exist or after finalization,
 // so the thread's own state is compared with the one that holds the GIL. A thread that never ran
