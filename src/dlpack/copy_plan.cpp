@@ -68,7 +68,11 @@ expected<CopyPlan, Error> CopyPlan::of(const DLTensor& view, std::uint64_t flags
     pitch = dims.back().source_stride;
     height = dims.back().extent;
     dims.pop_back();
-    while (!dims.empty() && dims.back().source_stride == height * pitch) {
+    // The next dimension continues the rows when its stride is where the row after the last
+    // would start; that offset may pass 2^63 (rows far apart), and then nothing continues them.
+    std::int64_t next_row = 0;
+    while (!dims.empty() && !__builtin_mul_overflow(height, pitch, &next_row) &&
+           dims.back().source_stride == next_row) {
       height *= dims.back().extent;
       dims.pop_back();
     }
