@@ -136,7 +136,14 @@ int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
     return refuse("holoscan_dlpack: out of memory importing a DLPack tensor");
   }
   if (!tensor) {
-    return refuse(to_string(tensor.error()).c_str());
+    // Called from C: nothing may throw out of here, not even the message's allocation.
+    std::string message;
+    try {
+      message = to_string(tensor.error());
+    } catch (...) {
+      return refuse("holoscan_dlpack: out of memory describing a refused DLPack tensor");
+    }
+    return refuse(message.c_str());
   }
   try {
     *out = nb::cast(std::move(*tensor)).release().ptr();  // a failure drops the Tensor: freed
