@@ -15,9 +15,29 @@ _PROTOCOLS = (("__dlpack_c_exchange_api__",), ("__dlpack__", "__dlpack_device__"
 _ABSENT = object()
 
 
+def _dynamic_lookup(cls: type) -> bool:
+    """Whether instances of ``cls`` may have attributes that no class or instance dict holds:
+    its ``__getattr__`` (a proxy's forwarding) or its own ``__getattribute__``."""
+    return (inspect.getattr_static(cls, "__getattr__", _ABSENT) is not _ABSENT
+            or inspect.getattr_static(cls, "__getattribute__") is not object.__getattribute__)
+
+
+def _has(obj: object, name: str, dynamic: bool) -> bool:
+    if inspect.getattr_static(obj, name, _ABSENT) is not _ABSENT:
+        return True
+    if not dynamic:
+        return False
+    try:  # only a dynamic lookup can answer; as_tensor asks the object the same way
+        return hasattr(obj, name)
+    except Exception:  # noqa: BLE001 - an attribute that cannot be read is not exposed
+        return False
+
+
 def is_tensor_like(obj: object) -> bool:
     """Whether ``obj`` is convertible to a Tensor: it exposes the DLPack protocol (``__dlpack__``
     and ``__dlpack_device__``, or the DLPack C exchange API) or an array interface. The names are
-    looked up without being read: an interface property (which may synchronize) is not run."""
-    return any(all(inspect.getattr_static(obj, name, _ABSENT) is not _ABSENT for name in names)
-               for names in _PROTOCOLS)
+    looked up without being read: an interface property (which may synchronize) is not run. An
+    object whose class answers attributes dynamically (``__getattr__``, as proxies forward them,
+    or its own ``__getattribute__``) is asked for the names it holds nowhere else."""
+    dynamic = _dynamic_lookup(type(obj))
+    return any(all(_has(obj, name, dynamic) for name in names) for names in _PROTOCOLS)

@@ -188,3 +188,40 @@ def test_is_tensor_like_reads_no_interface():
 
     assert is_tensor_like(CountingInterface())
     assert CountingInterface.reads == 0, "is_tensor_like evaluated the interface"
+
+
+class ForwardingProxy:
+    """A proxy that forwards every attribute it lacks to the object it wraps (``__getattr__``)."""
+
+    def __init__(self, wrapped):
+        self._wrapped = wrapped
+
+    def __getattr__(self, name):
+        return getattr(self._wrapped, name)
+
+
+@pytest.mark.parametrize("wrapped, like", [
+    (np.arange(3.0), True),
+    (Attributes("__array_interface__"), True),
+    (Attributes("__dlpack__"), False),
+    (3, False),
+], ids=["numpy", "host-interface", "dlpack-only", "int"])
+def test_is_tensor_like_asks_an_object_that_forwards_its_attributes(wrapped, like):
+    # Holoscan 5.0: "whether an object is convertible to a Tensor". as_tensor takes a proxy whose
+    # __getattr__ forwards the protocol, so is_tensor_like names it too.
+    from holoscan_dlpack.tensor import is_tensor_like
+
+    proxy = ForwardingProxy(wrapped)
+    assert is_tensor_like(proxy) is like
+    if like and isinstance(wrapped, np.ndarray):
+        assert hd.as_tensor(proxy).shape == (3,)
+
+
+def test_is_tensor_like_takes_a_failing_dynamic_lookup_as_absent():
+    from holoscan_dlpack.tensor import is_tensor_like
+
+    class Failing:
+        def __getattr__(self, name):
+            raise RuntimeError(name)
+
+    assert is_tensor_like(Failing()) is False
