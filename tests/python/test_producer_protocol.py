@@ -90,6 +90,48 @@ def test_device_producer_gets_the_consumer_stream(testing, import_, stream, pass
         assert not t.has_readiness_stream_contract() and t.readiness_stream is None
 
 
+class CudaStreamAnswer:
+    """A stream object whose __cuda_stream__() answers with the given object as it is."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __cuda_stream__(self):
+        return self.answer
+
+
+class PairSequence:
+    """A sequence of two items that is neither a tuple nor a list."""
+
+    def __init__(self, *items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+
+@pytest.mark.parametrize("answer", [[0, 1], PairSequence(0, 1), [0, 0]],
+                         ids=["list", "sequence", "list-null-stream"])
+@pytest.mark.parametrize("import_", [hd.from_dlpack, hd.as_tensor])
+def test_cuda_stream_protocol_answers_any_sequence_of_two(testing, import_, answer):
+    # Holoscan 5.0 reads __cuda_stream__()'s answer as a sequence (PySequence_Size == 2, then
+    # PySequence_GetItem), so a list is as good as a tuple.
+    producer = Recording(lambda: testing.make_capsule(device=(KDL_CUDA, 0)), device=(KDL_CUDA, 0))
+    import_(producer, stream=CudaStreamAnswer(answer))
+    assert producer.dlpack_calls[0]["stream"] == 1  # 1, or 0: the legacy default either way
+
+
+@pytest.mark.parametrize("answer", [[0], [0, 1, 2], "01", b"01", 7, None],
+                         ids=["one", "three", "str", "bytes", "int", "None"])
+def test_cuda_stream_protocol_refuses_what_is_not_a_pair(answer):
+    producer = Recording(np.arange(3.0))
+    with pytest.raises(TypeError, match=r"__cuda_stream__\(\) must return a \(version, stream\)"):
+        hd.from_dlpack(producer, stream=CudaStreamAnswer(answer))
+
+
 def test_ambiguous_or_wrong_streams_are_refused(testing):
     producer = Recording(lambda: testing.make_capsule(device=(KDL_CUDA, 0)), device=(KDL_CUDA, 0))
     with pytest.raises(hd.errors.InvalidArgumentError, match="ambiguous"):
