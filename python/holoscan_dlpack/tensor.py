@@ -9,9 +9,11 @@ from ._core import DLDataType, DLDataTypeCode, DLDevice, DLDeviceType
 
 __all__ = ["DLDataType", "DLDataTypeCode", "DLDevice", "DLDeviceType", "is_tensor_like"]
 
-# Each entry is one protocol, present when the object has all of its names.
-_PROTOCOLS = (("__dlpack_c_exchange_api__",), ("__dlpack__", "__dlpack_device__"),
-              ("__cuda_array_interface__",), ("__array_interface__",))
+# Each entry is one protocol, present when the object has all of its names. The DLPack C exchange
+# API is a type's attribute (DLPack's rule; as_tensor and Holoscan 5.0 look it up on the type).
+_EXCHANGE_API = "__dlpack_c_exchange_api__"
+_PROTOCOLS = (("__dlpack__", "__dlpack_device__"), ("__cuda_array_interface__",),
+              ("__array_interface__",))
 _ABSENT = object()
 
 
@@ -39,5 +41,8 @@ def is_tensor_like(obj: object) -> bool:
     looked up without being read: an interface property (which may synchronize) is not run. An
     object whose class answers attributes dynamically (``__getattr__``, as proxies forward them,
     or its own ``__getattribute__``) is asked for the names it holds nowhere else."""
-    dynamic = _dynamic_lookup(type(obj))
+    cls = type(obj)
+    if _has(cls, _EXCHANGE_API, _dynamic_lookup(type(cls))):
+        return True
+    dynamic = _dynamic_lookup(cls)
     return any(all(_has(obj, name, dynamic) for name in names) for names in _PROTOCOLS)

@@ -225,3 +225,20 @@ def test_is_tensor_like_takes_a_failing_dynamic_lookup_as_absent():
             raise RuntimeError(name)
 
     assert is_tensor_like(Failing()) is False
+
+
+def test_is_tensor_like_looks_up_the_exchange_api_on_the_type():
+    # DLPack's C exchange API is a type attribute: as_tensor (and Holoscan 5.0's is_tensor_like)
+    # look it up on type(obj), so an instance's own attribute of that name converts nothing.
+    from holoscan_dlpack.tensor import is_tensor_like
+
+    on_instance = Attributes()
+    on_instance.__dlpack_c_exchange_api__ = hd.Tensor.__dlpack_c_exchange_api__
+    assert is_tensor_like(on_instance) is False
+    with pytest.raises(TypeError, match="does not support __dlpack_c_exchange_api__"):
+        hd.as_tensor(on_instance)
+
+    class OnType:
+        __dlpack_c_exchange_api__ = hd.Tensor.__dlpack_c_exchange_api__
+
+    assert is_tensor_like(OnType()) is True
