@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace holoscan::python {
 
@@ -50,6 +51,36 @@ std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
                                    .c_str());
   }
   return std::nullopt;
+}
+
+/**
+ * @brief The two items of `value` when it is a sequence of two: a tuple, a list or any other
+ *        sequence but text, as nanobind's std::tuple caster reads the pairs of Holoscan 5.0's
+ *        bindings (`max_version`, `dl_device`); nothing for anything else.
+ */
+inline std::optional<std::pair<nanobind::object, nanobind::object>> sequence_pair(
+    nanobind::handle value) {
+  PyObject* sequence = value.ptr();
+  if (PyUnicode_Check(sequence) || PyBytes_Check(sequence) || PyByteArray_Check(sequence) ||
+      PySequence_Check(sequence) == 0) {
+    return std::nullopt;
+  }
+  const Py_ssize_t size = PySequence_Size(sequence);
+  if (size != 2) {
+    if (size < 0) {
+      PyErr_Clear();  // a length that cannot be read is no pair
+    }
+    return std::nullopt;
+  }
+  nanobind::object first = nanobind::steal(PySequence_GetItem(sequence, 0));
+  if (!first.is_valid()) {
+    throw nanobind::python_error();
+  }
+  nanobind::object second = nanobind::steal(PySequence_GetItem(sequence, 1));
+  if (!second.is_valid()) {
+    throw nanobind::python_error();
+  }
+  return std::make_pair(std::move(first), std::move(second));
 }
 
 }  // namespace holoscan::python

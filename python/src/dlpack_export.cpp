@@ -10,6 +10,7 @@
 
 #include <holoscan/dlpack_utils.hpp>
 
+#include "cast_arg.hpp"
 #include "copy_export.hpp"
 #include "devices.hpp"
 #include "dl_types.hpp"
@@ -69,27 +70,45 @@ nb::object to_capsule(expected<Managed*, Error> managed) {
   return to_capsule(*managed);
 }
 
+// A max_version item as a Python int: an int, or what has __index__ (NumPy's integers), as
+// nanobind's integer caster takes it; a null object for anything else.
+nb::object version_number(nb::handle item) {
+  if (PyLong_Check(item.ptr())) {
+    return nb::borrow(item);
+  }
+  if (PyIndex_Check(item.ptr()) == 0) {
+    return nb::object();
+  }
+  nb::object number = nb::steal(PyNumber_Index(item.ptr()));
+  if (!number.is_valid()) {
+    throw nb::python_error();
+  }
+  return number;
+}
+
 // The consumer's max_version: nothing for a legacy capsule; for major 1 or later the minor version
-// to stamp, the newest that both sides read (as Holoscan 5.0 stamps it). Integers of any size are
-// valid requests.
+// to stamp, the newest that both sides read (as Holoscan 5.0 stamps it). Any sequence of two
+// integers is read, as Holoscan 5.0's std::optional<std::tuple<int, int>> parameter reads it (a
+// list too); integers of any size are valid requests.
 std::optional<std::uint32_t> versioned_minor(nb::handle max_version) {
   if (max_version.is_none()) {
     return std::nullopt;
   }
-  PyObject* pair = max_version.ptr();
-  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-      !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || !PyLong_Check(PyTuple_GET_ITEM(pair, 1))) {
+  const auto pair = sequence_pair(max_version);
+  nb::object major_number = pair ? version_number(pair->first) : nb::object();
+  nb::object minor_number = pair ? version_number(pair->second) : nb::object();
+  if (!major_number.is_valid() || !minor_number.is_valid()) {
     throw nb::type_error("max_version must be None or a (major, minor) tuple of integers");
   }
   int overflow = 0;
-  const long major = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(pair, 0), &overflow);
+  const long major = PyLong_AsLongAndOverflow(major_number.ptr(), &overflow);
   if (overflow < 0 || (overflow == 0 && major < 1)) {
     return std::nullopt;
   }
   if (overflow > 0 || major > 1) {
     return HOLOSCAN_DLPACK_IMPL_VERSION_MINOR;  // a newer major reads ours
   }
-  const long minor = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(pair, 1), &overflow);
+  const long minor = PyLong_AsLongAndOverflow(minor_number.ptr(), &overflow);
   if (overflow != 0 || minor < 0) {
     return HOLOSCAN_DLPACK_IMPL_VERSION_MINOR;
   }

@@ -35,6 +35,39 @@ def test_max_version_of_non_integers_is_a_type_error(max_version):
     assert str(raised.value) == "max_version must be None or a (major, minor) tuple of integers"
 
 
+class VersionSequence:
+    """A sequence of two items that is neither a tuple nor a list."""
+
+    def __init__(self, *items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]
+
+
+@pytest.mark.parametrize("max_version, name", [
+    ([1, 0], "dltensor_versioned"),
+    (VersionSequence(1, 3), "dltensor_versioned"),
+    ((np.int64(1), np.int32(0)), "dltensor_versioned"),
+    ([0, 8], "dltensor"),
+], ids=["list", "sequence", "numpy-integers", "list-legacy"])
+def test_max_version_is_any_sequence_of_two_integers(max_version, name):
+    # Holoscan 5.0 binds max_version as std::optional<std::tuple<int, int>>: nanobind's caster
+    # reads any sequence of two integers (anything with __index__), a list as well as a tuple.
+    writable = hd.TensorPool(memory="host", block_bytes=64, block_count=1).allocate((4,), "float32")
+    assert capsule_name(writable.__dlpack__(max_version=max_version)) == name
+
+
+@pytest.mark.parametrize("max_version", [[1], [1, 0, 0], "10", b"10", 1, {1: 0, 0: 0}])
+def test_max_version_of_another_shape_is_a_type_error(max_version):
+    with pytest.raises(TypeError) as raised:
+        host_tensor().__dlpack__(max_version=max_version)
+    assert str(raised.value) == "max_version must be None or a (major, minor) tuple of integers"
+
+
 def test_max_version_of_any_size_picks_the_capsule_by_its_sign():
     # The array API asks for a versioned capsule from a consumer of major version 1 or later.
     assert capsule_name(host_tensor().__dlpack__(max_version=(2**70, 0))) == "dltensor_versioned"
