@@ -140,16 +140,17 @@ std::string dtype_repr(DLDataType dtype) {
          ", lanes=" + std::to_string(dtype.lanes) + ")";
 }
 
+// Any sequence of two integers is a device, as Holoscan 5.0's std::optional<std::tuple<int, int>>
+// dl_device parameter reads it (a list too).
 DLDevice parse_device(nb::handle device, const char* what) {
   if (nb::isinstance<DLDevice>(device)) {
     return nb::cast<DLDevice>(device);
   }
-  if (nb::isinstance<nb::tuple>(device) && nb::len(device) == 2) {
-    const auto pair = nb::borrow<nb::tuple>(device);
+  if (const auto pair = sequence_pair(device)) {
     const auto type =
-        integer_argument<std::int32_t>(pair[0], [&] { return std::string(what) + "[0]"; });
+        integer_argument<std::int32_t>(pair->first, [&] { return std::string(what) + "[0]"; });
     const auto id =
-        integer_argument<std::int32_t>(pair[1], [&] { return std::string(what) + "[1]"; });
+        integer_argument<std::int32_t>(pair->second, [&] { return std::string(what) + "[1]"; });
     if (!type || !id) {
       raise_invalid_argument(std::string(what) + " " + nb::repr(device).c_str() +
                              " is not a device: its values are 32-bit");

@@ -188,6 +188,27 @@ def test_dl_device_of_bad_values(device, error, message):
     assert str(raised.value) == message.replace("dl_device", "device")
 
 
+@pytest.mark.parametrize("device", [[KDL_CPU, 0], VersionSequence(KDL_CPU, 0),
+                                    (np.int32(KDL_CPU), np.int64(0))],
+                         ids=["list", "sequence", "numpy-integers"])
+def test_dl_device_is_any_sequence_of_two_integers(device):
+    # Holoscan 5.0 binds dl_device as std::optional<std::tuple<int, int>>: nanobind's caster reads
+    # any sequence of two integers, a list as well as a tuple.
+    t = host_tensor()
+    assert capsule_name(t.__dlpack__(dl_device=device, max_version=(1, 0), copy=False)) == (
+        "dltensor_versioned")
+    other = [KDL_CUDA, 0] if isinstance(device, list) else (KDL_CUDA, 0)
+    with pytest.raises(BufferError, match="copy=False cannot satisfy a different dl_device"):
+        t.__dlpack__(dl_device=other, max_version=(1, 0), copy=False)
+    assert t.copy_to(device).device == hd.DLDevice(KDL_CPU, 0)
+
+
+@pytest.mark.parametrize("device", [[KDL_CPU], [KDL_CPU, 0, 0], "10", b"10", {KDL_CPU: 0}])
+def test_dl_device_of_another_shape_is_a_type_error(device):
+    with pytest.raises(TypeError, match=r"^dl_device must be a \(device_type, device_id\) pair"):
+        host_tensor().__dlpack__(dl_device=device, max_version=(1, 0))
+
+
 class Interface:
     """An object that exports `__array_interface__`: a NumPy array's, with some keys changed."""
 
