@@ -40,6 +40,11 @@ nb::dict interface_dict(const Tensor& tensor) {
   }
   dict["shape"] = nb::tuple(extents);
   dict["typestr"] = *typestr;
+  // Holoscan 5.0 writes the layout's description too, as NumPy's own dicts carry it: one unnamed
+  // field of the whole type.
+  nb::list descr;
+  descr.append(nb::make_tuple("", *typestr));
+  dict["descr"] = descr;
   dict["data"] =
       nb::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data()), tensor.is_read_only());
   dict["version"] = 3;
@@ -76,6 +81,7 @@ nb::dict cuda_array_interface(Tensor& tensor) {
   // Named whether or not there is a readiness point, as Holoscan 5.0 does: without one the
   // consumer still orders itself after the legacy default stream's work, never less than None.
   dict["stream"] = 1;
+  dict["mask"] = nb::none();  // every element is valid (Holoscan 5.0 writes the key)
   return dict;
 }
 

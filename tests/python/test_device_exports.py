@@ -189,6 +189,9 @@ def test_cuda_array_interface_of_a_device_tensor(device_tensor):
     assert interface["strides"] is None
     # Holoscan 5.0 names the legacy default stream in every device dict, readiness point or not.
     assert interface["stream"] == 1
+    # Holoscan 5.0's dict also carries descr (one unnamed field) and an absent mask.
+    assert interface["descr"] == [("", "<f4")]
+    assert "mask" in interface and interface["mask"] is None
     with pytest.raises(AttributeError, match="host tensors"):
         device_tensor.__array_interface__  # noqa: B018
 

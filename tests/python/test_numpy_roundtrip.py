@@ -137,6 +137,8 @@ def test_array_interface_describes_a_host_tensor():
     assert interface["typestr"] == "<u2"
     assert interface["data"] == (a.ctypes.data, True)
     assert interface["strides"] == (8, 2)
+    # Holoscan 5.0's dict also carries descr, as NumPy's own does.
+    assert interface["descr"] == [("", "<u2")] == a.__array_interface__["descr"]
     view = np.asarray(t)
     assert view.base is t, "NumPy keeps the Tensor (and so the memory) alive"
     assert not view.flags.writeable
