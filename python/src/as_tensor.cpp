@@ -50,8 +50,11 @@ nb::object import_tensor(nb::handle object, const ProtocolStream& consumer) {
   return nb::cast(read_only_wrapper(tensor, consumer));
 }
 
+// The DLPack protocol is both methods: Holoscan 5.0's as_tensor passes an object with only one of
+// them over for the array interfaces.
 bool has_dlpack(nb::handle object) {
-  return PyCapsule_CheckExact(object.ptr()) || nb::hasattr(object, "__dlpack__");
+  return PyCapsule_CheckExact(object.ptr()) ||
+         (nb::hasattr(object, "__dlpack__") && nb::hasattr(object, "__dlpack_device__"));
 }
 
 // The attribute, or nothing when the object has none (AttributeError). Read once: an interface

@@ -91,6 +91,28 @@ def test_c_exchange_api_comes_first():
     assert t.shape == (4,)
 
 
+class HalfDLPack:
+    """__dlpack__ without __dlpack_device__: not the DLPack protocol, which is both methods."""
+
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("half of the DLPack protocol was taken for all of it")
+
+
+def test_dlpack_without_its_device_method_is_passed_over_for_an_interface():
+    # Holoscan 5.0's as_tensor takes the DLPack path only when both __dlpack__ and
+    # __dlpack_device__ are there; otherwise it goes on to the array interfaces.
+    calls, a = Calls(), np.arange(4.0)
+    producer = with_interfaces(HalfDLPack, calls, a, cuda=False)()
+    t = hd.as_tensor(producer)
+    assert calls.used == ["__array_interface__"]
+    assert t.data == a.ctypes.data
+
+
+def test_dlpack_without_its_device_method_and_nothing_else_is_a_type_error():
+    with pytest.raises(TypeError, match="does not support __dlpack_c_exchange_api__, __dlpack__"):
+        hd.as_tensor(HalfDLPack())
+
+
 def test_nothing_to_import_is_a_type_error():
     with pytest.raises(TypeError, match="__dlpack_c_exchange_api__, __dlpack__, "
                                         "__cuda_array_interface__, or __array_interface__"):
