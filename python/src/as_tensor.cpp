@@ -19,7 +19,8 @@ namespace {
 
 // A writable Tensor keeps its writer authority; the import is a new context over the same
 // memory with read-only authority (an export of ours, imported), ready where the consumer is.
-Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
+// The consumer's stream waits on the GPU for the tensor's readiness point (no host block).
+void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
   if (consumer.kind != ProtocolStream::Kind::kNoSync && cuda_ordered(tensor.device().device_type) &&
       tensor.has_readiness_stream_contract() &&
       !ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
@@ -27,6 +28,10 @@ Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
       raise_error(ordered.error());
     }
   }
+}
+
+Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
+  order_consumer(tensor, consumer);
   auto managed = tensor.to_dlpack_versioned();
   if (!managed) {
     raise_error(managed.error());
@@ -40,11 +45,12 @@ Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
   return std::move(*wrapper);
 }
 
-// Holoscan 5.0: importing a read-only Tensor returns the same object; a writable one a new
-// read-only wrapper.
+// Holoscan 5.0: importing a read-only Tensor returns the same object, its consumer's stream
+// ordered after its readiness as for any import; a writable one a new read-only wrapper.
 nb::object import_tensor(nb::handle object, const ProtocolStream& consumer) {
   Tensor& tensor = initialized_tensor(object);
   if (tensor.is_read_only()) {
+    order_consumer(tensor, consumer);
     return nb::borrow(object);
   }
   return nb::cast(read_only_wrapper(tensor, consumer));

@@ -157,6 +157,23 @@ def test_slow_torch_producer_reaches_a_consumer_on_another_stream():
     assert total == 7.0 * ROWS * COLS, "the consumer read before the producer finished"
 
 
+def test_as_tensor_of_a_read_only_tensor_orders_the_stream_it_names():
+    # Holoscan 5.0 returns a read-only Tensor itself and orders the named stream after its
+    # readiness: a kernel then queued there, reading the memory through torch (which orders
+    # nothing on its own between two streams), sees the slow producer's values.
+    torch = cuda_torch()
+    producer, import_stream, consumer = (torch.cuda.Stream() for _ in range(3))
+    x = slow_fill(torch, producer, 8.0)
+    with torch.cuda.stream(producer):
+        t = hd.from_dlpack(x, stream=import_stream)
+    assert t.is_read_only
+    assert hd.as_tensor(t, stream=consumer) is t
+    assert not producer.query(), "the producer finished before the import: no race to see"
+    with torch.cuda.stream(consumer):
+        total = x.sum().item()
+    assert total == 8.0 * ROWS * COLS, "the named stream read before the producer finished"
+
+
 def test_slow_producer_through_dlpack_protocol_reaches_another_stream():
     torch = cuda_torch()
     producer, import_stream, consumer = (torch.cuda.Stream() for _ in range(3))
