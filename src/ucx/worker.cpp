@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <new>
 #include <string>
 #include <type_traits>
 
@@ -82,16 +83,33 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
   }
 }
 
+// kResourceExhausted for `call`, or without a message when even that does not fit.
+tl::unexpected<Error> out_of_host_memory(const char* call) noexcept {
+  try {
+    return make_unexpected(ErrorCode::kResourceExhausted,
+                           std::string("ucx ") + call + ": out of host memory");
+  } catch (...) {
+    return make_unexpected(Error{ErrorCode::kResourceExhausted, {}, 0});
+  }
+}
+
 // Runs `body` on the worker's state, or refuses `call` when a move took the state away. A
 // template, not a std::function: the hot calls (send, receive, progress) pay only the null test.
+// The heap's refusal is an error like any other: every step leaves the state whole when an
+// allocation throws (each send still ends as one SendResult), so the call reports it instead of
+// throwing it at a caller that expects errors as values.
 template <class Body>
 auto with_state(const std::unique_ptr<Worker::State>& state, const char* call, Body&& body)
     -> decltype(body(*state)) {
-  if (state == nullptr) {
-    return make_unexpected(ErrorCode::kInvalidArgument,
-                           std::string("ucx ") + call + ": the worker was moved from");
+  try {
+    if (state == nullptr) {
+      return make_unexpected(ErrorCode::kInvalidArgument,
+                             std::string("ucx ") + call + ": the worker was moved from");
+    }
+    return body(*state);
+  } catch (const std::bad_alloc&) {
+    return out_of_host_memory(call);
   }
-  return body(*state);
 }
 
 template <class T>
@@ -114,7 +132,7 @@ auto with_state(const std::unique_ptr<Worker::State>& state, Body&& body)
 
 }  // namespace
 
-expected<Worker, Error> Worker::create(const WorkerConfig& config) {
+expected<Worker, Error> Worker::create(const WorkerConfig& config) try {
   if (config.window == 0) {
     return make_unexpected(ErrorCode::kInvalidArgument, "ucx worker: window must be at least 1");
   }
@@ -141,6 +159,8 @@ expected<Worker, Error> Worker::create(const WorkerConfig& config) {
     return forward_error(std::move(registered));
   }
   return Worker(std::move(state));
+} catch (const std::bad_alloc&) {
+  return out_of_host_memory("worker");
 }
 
 Worker::Worker(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}

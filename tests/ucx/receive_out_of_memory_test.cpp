@@ -60,6 +60,7 @@ bool receive_with_failing_allocation(std::uint64_t skip, bool landing_fails) {
           received.push_back(std::move(**got));
         }
       } catch (...) {
+        ADD_FAILURE() << "an exception escaped the worker";
       }
       {
         const AllocationsNeverFail sender_side;  // only the receiver's allocations fail

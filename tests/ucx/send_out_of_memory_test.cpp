@@ -52,6 +52,7 @@ bool answers_with_failing_allocation(std::uint64_t skip) {
       try {
         (void)sides.client.progress();
       } catch (...) {
+        ADD_FAILURE() << "an exception escaped the worker";
       }
     }
     failed = failing.failed();
@@ -106,6 +107,7 @@ bool refused_send_with_failing_allocation(std::uint64_t skip) {
     try {
       sent.emplace(sides.client.send(*sides.link.client, *tensor));
     } catch (...) {
+      ADD_FAILURE() << "an exception escaped the worker";
     }
     failed = failing.failed();
   }
@@ -182,6 +184,7 @@ bool lost_peer_send_with_failing_allocation(std::uint64_t skip) {
       try {
         (void)client.progress();
       } catch (...) {
+        ADD_FAILURE() << "an exception escaped the worker";
       }
       rounds_after_loss += client.connected(*link.client) ? 0 : 1;
     }

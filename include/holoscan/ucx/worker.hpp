@@ -103,6 +103,9 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
  * accept() and receive() wait without holding it. The destructor and move-assignment end the
  * worker those waits use: no other thread may be inside a call then (Python's Worker keeps the
  * worker until its calls return).
+ *
+ * Out of host memory, the calls that return `expected` report kResourceExhausted instead of
+ * throwing; every send that returned a sequence number still ends as exactly one SendResult.
  */
 class HOLOSCAN_DLPACK_API Worker {
  public:
