@@ -32,31 +32,17 @@ std::intptr_t stream_integer(nb::handle value, const char* what) {
 // sequence of two items is read, as Holoscan 5.0 reads it (PySequence_Size, PySequence_GetItem);
 // text is not a pair of integers.
 std::intptr_t cuda_stream_protocol(nb::handle stream) {
-  nb::object result = stream.attr("__cuda_stream__")();
-  PyObject* sequence = result.ptr();
-  const bool text =
-      PyUnicode_Check(sequence) || PyBytes_Check(sequence) || PyByteArray_Check(sequence);
-  const Py_ssize_t size = !text && PySequence_Check(sequence) ? PySequence_Size(sequence) : -1;
-  if (size < 0) {
-    PyErr_Clear();  // a sequence type whose length fails is no pair either
-  }
-  if (size != 2) {
+  const nb::object result = stream.attr("__cuda_stream__")();
+  const auto pair = sequence_pair(result);
+  if (!pair) {
     throw nb::type_error("__cuda_stream__() must return a (version, stream) sequence of two items");
   }
-  const auto item = [&](Py_ssize_t index) {
-    nb::object value = nb::steal(PySequence_GetItem(sequence, index));
-    if (!value.is_valid()) {
-      throw nb::python_error();
-    }
-    return value;
-  };
-  const nb::object version = item(0);
-  const nb::object handle = item(1);
+  const nb::object& version = pair->first;
   if (integer_argument<long>(version, "__cuda_stream__()[0]") != 0) {
     raise_invalid_argument(std::string("__cuda_stream__ protocol version must be 0, not ") +
                            nb::str(version).c_str());
   }
-  return stream_integer(handle, "__cuda_stream__()[1]");
+  return stream_integer(pair->second, "__cuda_stream__()[1]");
 }
 
 RawStream raw_stream(nb::handle stream) {
