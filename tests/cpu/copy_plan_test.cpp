@@ -1,6 +1,7 @@
 // Covers how a strided view is cut into the rectangles of a copy, at the edges of its arithmetic.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -8,6 +9,19 @@
 
 namespace holoscan::detail {
 namespace {
+
+// A host view of `shape` and element `strides` (the arrays outlive the view).
+template <std::size_t N>
+DLTensor host_view(std::int64_t (&shape)[N], std::int64_t (&strides)[N], DLDataType dtype) {
+  DLTensor view{};
+  view.data = reinterpret_cast<void*>(std::uintptr_t{0x1000});
+  view.device = DLDevice{kDLCPU, 0};
+  view.ndim = static_cast<std::int32_t>(N);
+  view.dtype = dtype;
+  view.shape = shape;
+  view.strides = strides;
+  return view;
+}
 
 std::vector<CopyPiece> pieces_of(const CopyPlan& plan) {
   std::vector<CopyPiece> pieces;
@@ -25,13 +39,7 @@ std::vector<CopyPiece> pieces_of(const CopyPlan& plan) {
 TEST(CopyPlan, RowsFarApartNeverOverflowTheMergeTest) {
   std::int64_t shape[] = {2, 2};
   std::int64_t strides[] = {1, std::int64_t{1} << 62};
-  DLTensor view{};
-  view.data = reinterpret_cast<void*>(std::uintptr_t{0x1000});
-  view.device = DLDevice{kDLCPU, 0};
-  view.ndim = 2;
-  view.dtype = DLDataType{kDLUInt, 8, 1};
-  view.shape = shape;
-  view.strides = strides;
+  const DLTensor view = host_view(shape, strides, DLDataType{kDLUInt, 8, 1});
   auto plan = CopyPlan::of(view, 0, "test");
   ASSERT_TRUE(plan.has_value()) << plan.error().message;
   EXPECT_EQ(plan->bytes(), 4);
@@ -51,13 +59,7 @@ TEST(CopyPlan, RowsFarApartNeverOverflowTheMergeTest) {
 TEST(CopyPlan, PaddedRowsAreOneRectangle) {
   std::int64_t shape[] = {3, 4, 5};
   std::int64_t strides[] = {4 * 8, 8, 1};  // rows of 5 elements padded to 8
-  DLTensor view{};
-  view.data = reinterpret_cast<void*>(std::uintptr_t{0x1000});
-  view.device = DLDevice{kDLCPU, 0};
-  view.ndim = 3;
-  view.dtype = DLDataType{kDLFloat, 32, 1};
-  view.shape = shape;
-  view.strides = strides;
+  const DLTensor view = host_view(shape, strides, DLDataType{kDLFloat, 32, 1});
   auto plan = CopyPlan::of(view, 0, "test");
   ASSERT_TRUE(plan.has_value()) << plan.error().message;
   const std::vector<CopyPiece> pieces = pieces_of(*plan);

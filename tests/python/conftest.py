@@ -137,3 +137,16 @@ def run_python(source, timeout=60):
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONFAULTHANDLER="1")
     return subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True,
                           text=True, timeout=timeout, env=env)
+
+
+class PairSequence:
+    """A sequence of two items that is neither a tuple nor a list."""
+
+    def __init__(self, *items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, index):
+        return self.items[index]

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CPU, KDL_CUDA
+from conftest import KDL_CPU, KDL_CUDA, PairSequence
 
 np = pytest.importorskip("numpy")
 
@@ -35,22 +35,9 @@ def test_max_version_of_non_integers_is_a_type_error(max_version):
     assert str(raised.value) == "max_version must be None or a (major, minor) tuple of integers"
 
 
-class VersionSequence:
-    """A sequence of two items that is neither a tuple nor a list."""
-
-    def __init__(self, *items):
-        self.items = items
-
-    def __len__(self):
-        return len(self.items)
-
-    def __getitem__(self, index):
-        return self.items[index]
-
-
 @pytest.mark.parametrize("max_version, name", [
     ([1, 0], "dltensor_versioned"),
-    (VersionSequence(1, 3), "dltensor_versioned"),
+    (PairSequence(1, 3), "dltensor_versioned"),
     ((np.int64(1), np.int32(0)), "dltensor_versioned"),
     ([0, 8], "dltensor"),
 ], ids=["list", "sequence", "numpy-integers", "list-legacy"])
@@ -188,7 +175,7 @@ def test_dl_device_of_bad_values(device, error, message):
     assert str(raised.value) == message.replace("dl_device", "device")
 
 
-@pytest.mark.parametrize("device", [[KDL_CPU, 0], VersionSequence(KDL_CPU, 0),
+@pytest.mark.parametrize("device", [[KDL_CPU, 0], PairSequence(KDL_CPU, 0),
                                     (np.int32(KDL_CPU), np.int64(0))],
                          ids=["list", "sequence", "numpy-integers"])
 def test_dl_device_is_any_sequence_of_two_integers(device):

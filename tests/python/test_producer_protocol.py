@@ -8,7 +8,7 @@ import weakref
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import FLAG_READ_ONLY, KDL_CPU, KDL_CUDA, cuda_device_present
+from conftest import FLAG_READ_ONLY, KDL_CPU, KDL_CUDA, PairSequence, cuda_device_present
 
 np = pytest.importorskip("numpy")
 
@@ -98,19 +98,6 @@ class CudaStreamAnswer:
 
     def __cuda_stream__(self):
         return self.answer
-
-
-class PairSequence:
-    """A sequence of two items that is neither a tuple nor a list."""
-
-    def __init__(self, *items):
-        self.items = items
-
-    def __len__(self):
-        return len(self.items)
-
-    def __getitem__(self, index):
-        return self.items[index]
 
 
 @pytest.mark.parametrize("answer", [[0, 1], PairSequence(0, 1), [0, 0]],
