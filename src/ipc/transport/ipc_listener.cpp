@@ -52,7 +52,13 @@ int listen_at(int socket, const std::string& path, const sockaddr_un& address,
   }
   const int linked = ::link(staging.c_str(), path.c_str()) == 0 ? 0 : errno;
   ::unlink(staging.c_str());
-  return linked == EEXIST ? EADDRINUSE : linked;  // bind()'s answer for a taken path
+  if (linked == EEXIST) {
+    return EADDRINUSE;  // bind()'s answer for a taken path, under bind()'s name
+  }
+  if (linked != 0) {
+    failed = "link(" + path + ")";
+  }
+  return linked;
 }
 
 }  // namespace
