@@ -132,29 +132,43 @@ expected<Tensor, Error> out_of_memory(const char* who) {
   return make_unexpected(std::move(error));
 }
 
-// A Tensor whose owner calls `release(data)` once it is safe (make_tensor and wrap_memory).
-// Until the owner exists, a rejection leaves the memory with the caller: `release` is never
-// called then.
-expected<Tensor, Error> make_released(std::vector<std::int64_t>& shape, DLDataType dtype,
-                                      TensorByteStridesView byte_strides,
-                                      MemoryStorageType storage_type, void* data,
-                                      TensorMemoryRelease release, int device, const char* who,
-                                      const char* null_pointer) {
+// A Tensor over `data` owned by `make_owner()` (make_tensor and wrap_memory). The owner is made
+// last, once nothing else can fail: until then a rejection leaves the memory with the caller (a
+// release function is never called then). `missing_owner` is the refusal when there is no owner.
+template <class MakeOwner>
+expected<Tensor, Error> make_owned(std::vector<std::int64_t>& shape, DLDataType dtype,
+                                   TensorByteStridesView byte_strides,
+                                   MemoryStorageType storage_type, void* data, int device,
+                                   const char* who, const char* null_pointer,
+                                   const char* missing_owner, MakeOwner&& make_owner) {
   try {  // the refusals' messages too come from the heap
     if (data == nullptr) {
       return make_unexpected(ErrorCode::kInvalidArgument, null_pointer);
+    }
+    if (missing_owner != nullptr) {
+      return make_unexpected(ErrorCode::kInvalidArgument, missing_owner);
     }
     auto context = wrap(shape, dtype, byte_strides, storage_type, data, device, who);
     if (!context) {
       return forward_error(std::move(context));
     }
-    // The owner comes last, and nothing after it can fail (Tensor's constructor is noexcept).
-    (*context)->memory_reference =
-        std::make_shared<detail::ReleasedMemory>(data, std::move(release));
-    return Tensor(std::move(*context));
+    (*context)->memory_reference = make_owner();
+    return Tensor(std::move(*context));  // noexcept
   } catch (const std::bad_alloc&) {
     return out_of_memory(who);
   }
+}
+
+// A Tensor whose owner calls `release(data)` once it is safe.
+expected<Tensor, Error> make_released(std::vector<std::int64_t>& shape, DLDataType dtype,
+                                      TensorByteStridesView byte_strides,
+                                      MemoryStorageType storage_type, void* data,
+                                      TensorMemoryRelease release, int device, const char* who,
+                                      const char* null_pointer) {
+  return make_owned(shape, dtype, byte_strides, storage_type, data, device, who, null_pointer,
+                    nullptr, [&]() -> std::shared_ptr<TensorMemoryReference> {
+                      return std::make_shared<detail::ReleasedMemory>(data, std::move(release));
+                    });
 }
 
 }  // namespace
@@ -163,22 +177,10 @@ expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType 
                                     TensorByteStridesView byte_strides,
                                     MemoryStorageType storage_type, void* data,
                                     std::shared_ptr<TensorMemoryReference> owner, int device) {
-  try {  // the refusals' messages too come from the heap
-    if (data == nullptr) {
-      return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor pointer is null");
-    }
-    if (owner == nullptr) {
-      return make_unexpected(ErrorCode::kInvalidArgument, "make_tensor memory reference is null");
-    }
-    auto context = wrap(shape, dtype, byte_strides, storage_type, data, device, "make_tensor");
-    if (!context) {
-      return forward_error(std::move(context));
-    }
-    (*context)->memory_reference = std::move(owner);
-    return Tensor(std::move(*context));
-  } catch (const std::bad_alloc&) {
-    return out_of_memory("make_tensor");
-  }
+  const char* missing_owner = owner == nullptr ? "make_tensor memory reference is null" : nullptr;
+  return make_owned(shape, dtype, byte_strides, storage_type, data, device, "make_tensor",
+                    "make_tensor pointer is null", missing_owner,
+                    [&owner] { return std::move(owner); });
 }
 
 expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType dtype,

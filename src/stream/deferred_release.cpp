@@ -42,14 +42,12 @@ void release_after_the_exit_drain(StreamPointList& points, ReleaseFunction relea
 }  // namespace
 
 void defer_release(StreamPointList&& points, ReleaseFunction release, void* context) noexcept {
-  ReleaseQueue* queue = ReleaseQueue::instance();
-  const ReleaseQueue::PushResult pushed =
-      queue != nullptr ? queue->push(points, release, context) : ReleaseQueue::PushResult::kNoRoom;
-  switch (pushed) {
+  ReleaseQueue& queue = ReleaseQueue::instance();
+  switch (queue.push(points, release, context)) {
     case ReleaseQueue::PushResult::kQueued:
       return;
     case ReleaseQueue::PushResult::kClosed:
-      release_after_the_exit_drain(points, release, context, queue->drain_deadline());
+      release_after_the_exit_drain(points, release, context, queue.drain_deadline());
       return;
     case ReleaseQueue::PushResult::kNoRoom:
       break;

@@ -1,22 +1,24 @@
 #pragma once
-// A process-wide object that is made on first use and never destroyed, and that a forked child
-// forgets: the child makes its own on first use.
+// A process-wide object that is made on first use and never destroyed. What a forked child does
+// with it is the type's choice: with register_fork_handlers<T> the child forgets it and makes its
+// own on first use; a type may register handlers of its own instead (the release queue keeps its
+// object in the child and renews its locks).
 //
 // No function-local static: a fork() while another thread ran such an initializer would copy its
 // guard taken, and the child's first use would wait for it for ever. The object is published
 // through a constant-initialized pointer and made inside a ForkGate section (a fork() waits for
-// it). No lock is held across fork(): prepare handlers run in the reverse order of registration,
-// so a lock taken by ours could be taken after a lock of a library that registered later and that
-// this object's users call while holding ours (the CUDA runtime, a test's fake), and fork() would
-// wait for good. The child forgets the object instead (leaked: a thread of the parent may have
-// been changing it), which is all a child can do with CUDA objects of its parent anyway. The
-// object lives in static storage: making it never fails, even with the heap exhausted.
+// it). With register_fork_handlers<T>, no lock is held across fork(): prepare handlers run in the
+// reverse order of registration, so a lock taken by ours could be taken after a lock of a library
+// that registered later and that this object's users call while holding ours (the CUDA runtime, a
+// test's fake), and fork() would wait for good. The child forgets the object instead (leaked: a
+// thread of the parent may have been changing it), which is all a child can do with CUDA objects of
+// its parent anyway. The object lives in static storage: making it never fails, even with the heap
+// exhausted.
 #include <pthread.h>
 
 #include <atomic>
 #include <new>
 #include <thread>
-#include <type_traits>
 
 #include "stream/fork_gate.hpp"
 
@@ -49,7 +51,7 @@ inline ForkLockedStorage<T> fork_locked_storage;
  */
 template <class T>
 T& fork_locked() noexcept {
-  static_assert(std::is_nothrow_default_constructible_v<T>, "made where nothing may throw");
+  static_assert(noexcept(T()), "made where nothing may throw");  // T may befriend this function
   if (T* made = fork_locked_instance<T>.load(std::memory_order_acquire); made != nullptr) {
     return *made;
   }
@@ -66,6 +68,12 @@ T& fork_locked() noexcept {
     }
     std::this_thread::yield();
   }
+}
+
+/** @brief The one `T` of the process if it was made, else null (makes none). */
+template <class T>
+T* fork_locked_if_made() noexcept {
+  return fork_locked_instance<T>.load(std::memory_order_acquire);
 }
 
 /** @brief pthread_atfork child handler: the child forgets `T` and lets set-up sections in. */

@@ -21,12 +21,6 @@ namespace {
 // must not wait for (or join) the very thread it runs on.
 thread_local bool on_release_thread = false;
 
-// The process's queue, made on first use without a lock or a one-time guard: a fork() while
-// another thread was inside a function-local static's initializer left the guard taken in the
-// child, whose first use of the library then hung. Here a fork() at any moment leaves either no
-// queue (the child makes one) or a whole one. Leaked: static destructors may still release owners.
-std::atomic<ReleaseQueue*> the_queue{nullptr};
-
 // The queue locked by prepare_fork (none if none existed), for the other two handlers of the
 // same fork(), which the same thread runs.
 thread_local ReleaseQueue* locked_for_fork = nullptr;
@@ -38,37 +32,22 @@ thread_local ReleaseQueue* locked_for_fork = nullptr;
 
 }  // namespace
 
-ReleaseQueue* ReleaseQueue::instance() noexcept {
-  if (ReleaseQueue* queue = the_queue.load(std::memory_order_acquire)) {
-    return queue;
-  }
-  // One ForkGate section: a fork() neither interrupts the set-up nor finds a queue made after its
-  // prepare handler looked (the copy could hold another thread's lock).
-  ForkGate::Section section;
-  // Out of host memory: no queue yet, and the caller waits for its release's points itself (a
-  // throw here would end the process from the noexcept release path).
-  auto* created = new (std::nothrow) ReleaseQueue();
-  if (created == nullptr) {
-    return nullptr;
-  }
-  // Registered after the CUDA runtime's own exit handler (CUDA recorded the points that brought
-  // us here), so it runs before the runtime's teardown. Threads racing to make the first queue
-  // may each register one: stop() acts once.
-  std::atexit([] {
-    if (ReleaseQueue* queue = the_queue.load(std::memory_order_acquire)) {
+// Made on first use in static storage, without a lock or a one-time guard (fork_locked): making
+// it cannot fail, and a fork() at any moment leaves either no queue (the child makes one) or a
+// whole one. Never destroyed: static destructors may still release owners. Unlike fork_locked's
+// other users, a forked child keeps it (after_fork_in_child renews its locks).
+ReleaseQueue& ReleaseQueue::instance() noexcept { return fork_locked<ReleaseQueue>(); }
+
+ReleaseQueue* ReleaseQueue::existing() noexcept { return fork_locked_if_made<ReleaseQueue>(); }
+
+// Registered after the CUDA runtime's own exit handler (CUDA recorded the points that brought us
+// here), so it runs before the runtime's teardown; once, by the one constructor call.
+ReleaseQueue::ReleaseQueue() noexcept {
+  (void)std::atexit([] {
+    if (ReleaseQueue* queue = existing()) {
       queue->stop();
     }
   });
-  ReleaseQueue* existing = nullptr;
-  if (!the_queue.compare_exchange_strong(existing, created, std::memory_order_acq_rel)) {
-    delete created;  // another thread's queue won
-    return existing;
-  }
-  return created;
-}
-
-ReleaseQueue* ReleaseQueue::existing() noexcept {
-  return the_queue.load(std::memory_order_acquire);
 }
 
 bool ReleaseQueue::start_worker_locked() noexcept {
@@ -336,7 +315,7 @@ void ReleaseQueue::stop() noexcept {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopping_) {
-    return;  // the handler may be registered more than once (see instance())
+    return;  // stopped already
   }
   stopping_ = true;
   drain_deadline_ = deadline;  // releases deferred after the drain wait no longer than it
@@ -380,7 +359,7 @@ void ReleaseQueue::stop() noexcept {
 
 void ReleaseQueue::prepare_fork() noexcept {
   ForkGate::close();  // no queue is made from here until the fork() is over
-  locked_for_fork = the_queue.load(std::memory_order_acquire);
+  locked_for_fork = existing();
   if (locked_for_fork != nullptr) {
     locked_for_fork->mutex_.lock();
     locked_for_fork->intake_.lock();  // a push in progress on another thread ends first

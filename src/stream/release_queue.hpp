@@ -14,6 +14,7 @@
 #include "holoscan/export.hpp"
 #include "spin_mutex.hpp"
 #include "stream/defer_release.hpp"
+#include "stream/fork_locked.hpp"
 #include "stream/pooled_events.hpp"
 #include "stream/stream_progress.hpp"
 
@@ -52,11 +53,9 @@ struct Flusher {
  */
 class HOLOSCAN_DLPACK_ABI ReleaseQueue {
  public:
-  /**
-   * @brief The process's queue (leaked: static destructors may still release owners); null when
-   *        the heap refuses to make it (its first use then finds no room, as push() would say).
-   */
-  static ReleaseQueue* instance() noexcept;
+  /** @brief The process's queue, made on first use (never destroyed: static destructors may
+   *         still release owners). */
+  static ReleaseQueue& instance() noexcept;
   /** @brief The process's queue if one was made, else null (makes none). */
   static ReleaseQueue* existing() noexcept;
 
@@ -82,7 +81,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   void options_changed() noexcept;
 
  private:
-  ReleaseQueue() = default;
+  ReleaseQueue() noexcept;
+  friend ReleaseQueue& fork_locked<ReleaseQueue>() noexcept;
 
   bool start_worker_locked() noexcept;
   void close_locked() noexcept;

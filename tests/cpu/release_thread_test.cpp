@@ -444,8 +444,8 @@ class ReleaseThreadDeathTest : public test::FakeCudaTest {
   }
 };
 
-// The process's first deferred release makes the release queue. Out of host memory there, the
-// drop waits for its points here and runs the deleter once, as when the queue has no room for a
+// The process's first deferred release makes the release queue (in static storage). Out of host
+// memory there, the drop waits for its points here and runs the deleter once, as when the queue has no room for a
 // node (ADropWithNoRoomInTheQueueWaitsForItsPointsHere); it used to end the process, the heap's
 // std::bad_alloc escaping the noexcept release path.
 void first_release_out_of_memory(FakeCuda& fake) {
