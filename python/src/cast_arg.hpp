@@ -7,10 +7,14 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
+
+#include "errors.hpp"
 
 namespace holoscan::python {
 
@@ -53,6 +57,55 @@ std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
   return std::nullopt;
 }
 
+/** @brief Whether `value` is a sequence other than text (str, bytes, bytearray). */
+inline bool non_text_sequence(nanobind::handle value) {
+  PyObject* object = value.ptr();
+  return !PyUnicode_Check(object) && !PyBytes_Check(object) && !PyByteArray_Check(object) &&
+         PySequence_Check(object) != 0;
+}
+
+/**
+ * @brief The items of `tuple`, a tuple, as 64-bit integers, each read as integer_argument reads
+ *        it: TypeError "`what`[i] must be an integer, not <type>", InvalidArgumentError when one
+ *        does not fit. Counted by the tuple's own size, never by len(), which a subclass may
+ *        answer as it likes; a tuple holds its items while their __index__ runs.
+ */
+inline std::vector<std::int64_t> tuple_int64s(nanobind::handle tuple, const std::string& what) {
+  const Py_ssize_t size = PyTuple_GET_SIZE(tuple.ptr());
+  std::vector<std::int64_t> items;
+  items.reserve(static_cast<std::size_t>(size));
+  for (Py_ssize_t i = 0; i < size; ++i) {
+    const nanobind::handle item = PyTuple_GET_ITEM(tuple.ptr(), i);
+    const auto name = [&] { return what + "[" + std::to_string(i) + "]"; };
+    const std::optional<std::int64_t> number = integer_argument<std::int64_t>(item, name);
+    if (!number) {
+      raise_invalid_argument(name() + " " + nanobind::str(item).c_str() + " does not fit 64 bits");
+    }
+    items.push_back(*number);
+  }
+  return items;
+}
+
+/**
+ * @brief The items of `sequence` (any sequence but text) as 64-bit integers, as tuple_int64s
+ *        reads them, from a tuple of its own: nanobind's std::vector caster reads a list's items
+ *        in place, so an item's __index__ that empties the list had the next ones read from freed
+ *        memory. TypeError "`what` must be a sequence of integers" for anything else.
+ */
+inline std::vector<std::int64_t> sequence_int64s(nanobind::handle sequence,
+                                                 const std::string& what) {
+  if (!non_text_sequence(sequence)) {
+    throw nanobind::type_error((what + " must be a sequence of integers, not " +
+                                nanobind::type_name(sequence.type()).c_str())
+                                   .c_str());
+  }
+  const nanobind::object items = nanobind::steal(PySequence_Tuple(sequence.ptr()));
+  if (!items.is_valid()) {
+    throw nanobind::python_error();
+  }
+  return tuple_int64s(items, what);
+}
+
 /**
  * @brief The two items of `value` when it is a sequence of two: a tuple, a list or any other
  *        sequence but text, as nanobind's std::tuple caster reads the pairs of Holoscan 5.0's
@@ -60,11 +113,10 @@ std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
  */
 inline std::optional<std::pair<nanobind::object, nanobind::object>> sequence_pair(
     nanobind::handle value) {
-  PyObject* sequence = value.ptr();
-  if (PyUnicode_Check(sequence) || PyBytes_Check(sequence) || PyByteArray_Check(sequence) ||
-      PySequence_Check(sequence) == 0) {
+  if (!non_text_sequence(value)) {
     return std::nullopt;
   }
+  PyObject* sequence = value.ptr();
   const Py_ssize_t size = PySequence_Size(sequence);
   if (size != 2) {
     if (size < 0) {

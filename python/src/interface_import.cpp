@@ -46,16 +46,7 @@ std::vector<std::int64_t> int_tuple(nb::handle value, const char* what) {
   if (!nb::isinstance<nb::tuple>(value)) {
     throw nb::type_error((std::string(what) + " must be a tuple of integers").c_str());
   }
-  std::vector<std::int64_t> items;
-  for (nb::handle item : nb::borrow<nb::tuple>(value)) {
-    const auto name = [&] { return std::string(what) + "[" + std::to_string(items.size()) + "]"; };
-    const std::optional<std::int64_t> number = integer_argument<std::int64_t>(item, name);
-    if (!number) {
-      raise_invalid_argument(name() + " " + nb::str(item).c_str() + " does not fit 64 bits");
-    }
-    items.push_back(*number);
-  }
-  return items;
+  return tuple_int64s(value, what);
 }
 
 DLDevice interface_device(std::uintptr_t data, bool cuda) {
@@ -96,7 +87,8 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
     raise_invalid_argument("a masked array interface is not supported");
   }
   const nb::object data = entry("data");
-  if (!nb::isinstance<nb::tuple>(data) || nb::len(data) != 2) {
+  // The tuple's own size: a subclass's len() may say 2 of a tuple that holds fewer items.
+  if (!nb::isinstance<nb::tuple>(data) || PyTuple_GET_SIZE(data.ptr()) != 2) {
     throw nb::type_error(
         (std::string(attribute) + "['data'] must be a (pointer, read_only) tuple").c_str());
   }

@@ -1,7 +1,6 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <memory>
@@ -71,14 +70,16 @@ void bind_pool(nb::module_& module) {
                   Entry(), "Same as the constructor (the C++ name).")
       .def(
           "allocate",
-          [](TensorPool& pool, const std::vector<std::int64_t>& shape, nb::handle dtype) {
-            auto tensor = pool.allocate(shape, parse_dtype(dtype));
+          [](TensorPool& pool, nb::handle shape, nb::handle dtype) {
+            auto tensor = pool.allocate(sequence_int64s(shape, "shape"), parse_dtype(dtype));
             if (!tensor) {
               raise_error(tensor.error());
             }
             return std::move(*tensor);
           },
           nb::arg("shape"), nb::arg("dtype"), Entry(),
+          nb::sig("def allocate(self, shape: collections.abc.Sequence[int], dtype: object) -> "
+                  "Tensor"),
           "A compact, writable tensor in a free block; ResourceExhaustedError when none is "
           "free, InvalidArgumentError when the request can never fit a block.")
       .def("available_blocks", &TensorPool::available_blocks, Entry(),

@@ -132,9 +132,10 @@ def documented_example(heading):
     return re.search(r"```python\n(.*?)```", text[text.index(heading):], re.S).group(1)
 
 
-def run_python(source, timeout=60):
-    """Runs `source` in a fresh interpreter; returns the CompletedProcess (text output)."""
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONFAULTHANDLER="1")
+def run_python(source, timeout=60, **environment):
+    """Runs `source` in a fresh interpreter, with `environment` added to ours; returns the
+    CompletedProcess (text output)."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONFAULTHANDLER="1", **environment)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True,
                           text=True, timeout=timeout, env=env)
 

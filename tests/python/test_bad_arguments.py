@@ -246,6 +246,20 @@ def test_dtype_tuples_of_bad_values(dtype, error, message):
     assert str(raised.value) == message
 
 
+@pytest.mark.parametrize("shape, error, message", [
+    ((4, 2.0), TypeError, "shape[1] must be an integer, not float"),
+    ("44", TypeError, "shape must be a sequence of integers, not str"),
+    (4, TypeError, "shape must be a sequence of integers, not int"),
+    ([HUGE], hd.errors.InvalidArgumentError,
+     f"kInvalidArgument: shape[0] {HUGE} does not fit 64 bits"),
+], ids=["float-extent", "text", "int", "huge-extent"])
+def test_pool_shapes_of_bad_values(shape, error, message):
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+    with pytest.raises(error) as raised:
+        pool.allocate(shape, "uint8")
+    assert str(raised.value) == message
+
+
 def test_dtype_objects_whose_str_is_no_string():
     class Dtype:
         str = 5
