@@ -196,19 +196,26 @@ void bind_deprecated(nb::class_<Tensor>& type) {
           nb::arg("stream"), Entry(), "Deprecated: use synchronize_for_consumer_stream.");
 }
 
+// Whether `self` holds a Tensor of its own: not one under construction, nor a view of another
+// object's member (ucx.Received.tensor), whose Tensor and references are that object's.
+bool owns_its_tensor(PyObject* self) {
+  const auto [ready, destruct] = nb::inst_state(self);
+  return ready && destruct;
+}
+
 // An import keeps its producer object alive; a producer that holds its import (a cache) makes a
 // cycle that the collector sees only through these: the reference is reported while this Tensor
 // alone owns the memory, and clearing the Tensor releases it.
 int traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(self));  // a heap type's instances report their type
-  if (nb::inst_ready(self)) {
+  if (owns_its_tensor(self)) {
     Py_VISIT(sole_owners_producer(*nb::inst_ptr<Tensor>(self)));
   }
   return 0;
 }
 
 int clear(PyObject* self) {
-  if (nb::inst_ready(self)) {
+  if (owns_its_tensor(self)) {
     *nb::inst_ptr<Tensor>(self) = Tensor();
   }
   return 0;

@@ -6,6 +6,7 @@ and give way to signals. On a GPU (skipped with the reason elsewhere): torch and
 written by slow kernels reach a receiver process's device pool over UCX's CUDA transports."""
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import selectors
@@ -221,6 +222,24 @@ def test_tensors_cross_with_their_values_and_every_send_ends_once(pair):
     del block
     hd.flush_deferred_releases()
     assert pool.available_blocks() == 1, "the worker let go of the block once UCX was done"
+
+
+def test_a_collected_cycle_through_a_received_tensor_leaves_the_arrival_whole(pair):
+    # `Received.tensor` is a view of the arrival's own Tensor, not a Tensor of its own: the
+    # collector's clear of the view emptied the arrival's tensor while it was still held.
+    client, peer, server, _ = pair
+    client.send(peer, np.arange(4.0))
+    got = server.receive(timeout_ms=PATIENCE_MS)
+    gc.disable()  # the view must be cleared by the collection below, not by refcounting
+    try:
+        cycle = [got.tensor]
+        cycle.append(cycle)
+        del cycle
+        gc.collect()
+    finally:
+        gc.enable()
+    assert got.tensor.shape == (4,)
+    np.testing.assert_array_equal(np.from_dlpack(got.tensor), np.arange(4.0))
 
 
 def test_a_strided_tensor_is_refused(pair):
