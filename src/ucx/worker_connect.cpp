@@ -79,6 +79,17 @@ ucp_ep_params_t endpoint_params(Worker::State* state) {
 
 expected<SocketAddress, Error> resolve_address(const std::string& who, const std::string& address,
                                                std::uint16_t port, bool passive) {
+  // getaddrinfo reads up to the first NUL: "a.example\0b.internal" would reach a.example while
+  // the caller (an allow-list, say) saw the whole name.
+  if (address.find('\0') != std::string::npos) {
+    // Written as "\0": an Error's message ends at its first NUL.
+    std::string shown = who;
+    for (std::size_t at = shown.find('\0'); at != std::string::npos; at = shown.find('\0', at)) {
+      shown.replace(at, 1, "\\0");
+    }
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           shown + ": the address holds a NUL character");
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

@@ -164,6 +164,23 @@ def test_refusals_name_their_class_and_message():
         assert worker.receive(timeout_ms=50) is None
 
 
+def test_an_address_holding_a_nul_character_is_refused():
+    # The resolver reads up to the NUL: the worker listened on (or would connect to) a host other
+    # than the one named, which a caller that checked the whole name never meant.
+    with ucx.Worker() as server, ucx.Worker() as client:
+        port = server.listen("127.0.0.1")
+        with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+            client.connect("127.0.0.1\0.example", port, timeout_ms=PATIENCE_MS)
+        assert str(raised.value) == ("kInvalidArgument: ucx connect to "
+                                     f"127.0.0.1\\0.example:{port}: the address holds a NUL "
+                                     "character")
+        assert server.accept(timeout_ms=0) is None
+    with ucx.Worker() as worker:
+        with pytest.raises(hd.errors.InvalidArgumentError, match="holds a NUL character$"):
+            worker.listen("127.0.0.1\0.example")
+        assert worker.listen("127.0.0.1") > 0, "the refusal left the worker without a listener"
+
+
 def test_a_connect_without_a_time_limit_is_refused():
     # connect() is one wait without the GIL that no signal ends: a negative timeout would be a
     # wait that nothing but the listener ends (before, it waited until the listener progressed).
