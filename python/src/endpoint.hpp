@@ -40,6 +40,13 @@ class SharedHandle {
  public:
   /** @brief Holds `object`. */
   explicit SharedHandle(std::shared_ptr<T> object) noexcept : object_(std::move(object)) {}
+  SharedHandle(const SharedHandle&) = default;
+  SharedHandle(SharedHandle&&) noexcept = default;
+  SharedHandle& operator=(const SharedHandle&) = delete;
+  SharedHandle& operator=(SharedHandle&&) = delete;
+  /** @brief Lets go as close() does: a handle dropped without close() (its Python object's last
+   *         reference gone, a collected cycle) destroys its object without the GIL too. */
+  ~SharedHandle() { close(); }
 
   /** @brief The object, or ClosedError naming `who`. */
   std::shared_ptr<T> get(const char* who) const {
@@ -75,7 +82,9 @@ class SharedHandle {
   /** @brief Lets go of the object; it is destroyed without the GIL once no call uses it. */
   void close() noexcept {
     std::shared_ptr<T> gone = std::move(object_);
-    without_gil([&] { gone.reset(); });  // a destructor may wait briefly on a socket
+    if (gone != nullptr) {
+      without_gil([&] { gone.reset(); });  // a destructor may wait briefly on a socket
+    }
   }
 
  private:

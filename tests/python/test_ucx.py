@@ -408,6 +408,40 @@ def test_a_close_during_a_connect_never_stalls_other_threads():
         assert isinstance(error, hd.errors.HoloscanTimeoutError), error
 
 
+def test_a_worker_dropped_without_close_never_stalls_other_threads():
+    # The last reference going (a function's local, a collected cycle) destroys the worker in
+    # tp_dealloc: its leave to a peer that never answers flushes for a second, which held the GIL.
+    with ucx.Worker() as idle:
+        port = idle.listen("127.0.0.1")
+        dropped = ucx.Worker()
+        pump = Pump(idle)
+        try:
+            dropped.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
+            assert idle.accept(timeout_ms=PATIENCE_MS) is not None
+        finally:
+            pump.join()  # from here on `idle` makes no progress: it never answers the leave
+        ticks, counting = [], threading.Event()
+
+        def count():
+            while counting.is_set():
+                ticks.append(time.monotonic())
+                time.sleep(0.001)
+
+        counting.set()
+        counter = threading.Thread(target=count)
+        counter.start()
+        try:
+            time.sleep(0.05)
+            dropping = time.monotonic()
+            del dropped
+            time.sleep(0.05)  # a tick after the drop
+        finally:
+            counting.clear()
+            counter.join()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:]) if b > dropping]
+    assert gaps and max(gaps) < 0.5, f"another thread stood still for {max(gaps):.2f} s"
+
+
 def test_a_closed_worker_refuses_use():
     with ucx.Worker() as worker:
         assert worker.fileno() >= 0 and worker.fd == worker.fileno() and not worker.closed
