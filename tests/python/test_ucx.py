@@ -338,17 +338,38 @@ def test_close_from_another_thread_ends_a_receive(pair):
                              "kClosed: ucx.Worker: closed")
 
 
-def close_during(wait, worker):
-    """Calls `wait()` on a thread, then `worker.close()` on this one while a counter runs on a
-    third. Asserts that close() returned at once and that the counter never stood still (from the
-    close until `wait` ended: the worker is destroyed there, as its last user); returns the error
-    that `wait` raised (None if it returned) and how long after the close it ended."""
-    ticks, counting, outcome = [], threading.Event(), {}
+@contextlib.contextmanager
+def other_threads_keep_running():
+    """Runs a counter on a thread of its own during the block (and 50 ms after it); asserts that
+    it never stood still for half a second, as it would behind a thread that holds the GIL."""
+    ticks, counting = [], threading.Event()
 
     def count():
         while counting.is_set():
             ticks.append(time.monotonic())
             time.sleep(0.001)
+
+    counting.set()
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        time.sleep(0.01)  # counting by now
+        start = time.monotonic()
+        yield
+        time.sleep(0.05)  # a tick after the block
+    finally:
+        counting.clear()
+        counter.join()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:]) if b > start]
+    assert gaps and max(gaps) < 0.5, f"another thread stood still for {max(gaps):.2f} s"
+
+
+def close_during(wait, worker):
+    """Calls `wait()` on a thread, then `worker.close()` on this one. Asserts that close() returned
+    at once and that other threads kept running (from the close until `wait` ended: the worker is
+    destroyed there, as its last user); returns the error that `wait` raised (None if it
+    returned) and how long after the close it ended."""
+    outcome = {}
 
     def waiting():
         try:
@@ -357,25 +378,19 @@ def close_during(wait, worker):
             outcome["error"] = error
         outcome["ended"] = time.monotonic()
 
-    counting.set()
-    counter, waiter = threading.Thread(target=count), threading.Thread(target=waiting)
-    counter.start()
+    waiter = threading.Thread(target=waiting)
     waiter.start()
     try:
         time.sleep(0.3)  # the wait is asleep by now
-        closing = time.monotonic()
-        worker.close()
-        closed = time.monotonic()
-        waiter.join(timeout=30)
-        assert not waiter.is_alive(), "the wait did not end after close()"
-        time.sleep(0.05)  # a tick after the wait ended
+        with other_threads_keep_running():
+            closing = time.monotonic()
+            worker.close()
+            closed = time.monotonic()
+            waiter.join(timeout=30)
+            assert not waiter.is_alive(), "the wait did not end after close()"
     finally:
-        counting.clear()
-        counter.join()
         worker.close()
     assert closed - closing < 0.5, "close() waited for the other thread"
-    gaps = [b - a for a, b in zip(ticks, ticks[1:]) if b > closing]
-    assert gaps and max(gaps) < 0.5, f"another thread stood still for {max(gaps):.2f} s"
     return outcome.get("error"), outcome["ended"] - closing
 
 
@@ -420,26 +435,8 @@ def test_a_worker_dropped_without_close_never_stalls_other_threads():
             assert idle.accept(timeout_ms=PATIENCE_MS) is not None
         finally:
             pump.join()  # from here on `idle` makes no progress: it never answers the leave
-        ticks, counting = [], threading.Event()
-
-        def count():
-            while counting.is_set():
-                ticks.append(time.monotonic())
-                time.sleep(0.001)
-
-        counting.set()
-        counter = threading.Thread(target=count)
-        counter.start()
-        try:
-            time.sleep(0.05)
-            dropping = time.monotonic()
+        with other_threads_keep_running():
             del dropped
-            time.sleep(0.05)  # a tick after the drop
-        finally:
-            counting.clear()
-            counter.join()
-    gaps = [b - a for a, b in zip(ticks, ticks[1:]) if b > dropping]
-    assert gaps and max(gaps) < 0.5, f"another thread stood still for {max(gaps):.2f} s"
 
 
 def test_a_closed_worker_refuses_use():
