@@ -1,6 +1,8 @@
 #include <Python.h>
 
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -158,9 +160,19 @@ int dlpack_device_type(nb::handle device) {
   if (!PyTuple_Check(device.ptr()) || PyTuple_GET_SIZE(device.ptr()) != 2) {
     throw nb::type_error("__dlpack_device__() must return a (device_type, device_id) tuple");
   }
-  const long type = PyLong_AsLong(PyTuple_GET_ITEM(device.ptr(), 0));
+  PyObject* item = PyTuple_GET_ITEM(device.ptr(), 0);
+  int overflow = 0;
+  const long long type = PyLong_AsLongLongAndOverflow(item, &overflow);
   if (type == -1 && PyErr_Occurred() != nullptr) {
     throw nb::python_error();
+  }
+  // DLDeviceType is 32 bits: cut to them, 2**32 + 2 would be taken for CUDA (and handed a stream).
+  if (overflow != 0 || type < std::numeric_limits<std::int32_t>::min() ||
+      type > std::numeric_limits<std::int32_t>::max()) {
+    throw nb::buffer_error(("__dlpack_device__() gave device type " +
+                            std::string(nb::str(item).c_str()) +
+                            ", which is not a DLPack device type (32 bits)")
+                               .c_str());
   }
   return static_cast<int>(type);
 }

@@ -208,6 +208,18 @@ def test_producer_errors_propagate():
         hd.from_dlpack(object())
 
 
+@pytest.mark.parametrize("device_type", [2**32 + KDL_CUDA, -(2**32) + KDL_CPU, 2**64])
+def test_a_device_type_past_32_bits_is_refused_before_the_producer_is_called(device_type):
+    # DLDeviceType is 32 bits: the type was cut to its low 32, so that 2**32 + 2 was taken for
+    # CUDA and the producer was handed a consumer stream for a device it never named.
+    producer = Recording(np.arange(6.0), device=(device_type, 0))
+    with pytest.raises(BufferError) as raised:
+        hd.from_dlpack(producer)
+    assert str(raised.value) == (f"__dlpack_device__() gave device type {device_type}, which is "
+                                 "not a DLPack device type (32 bits)")
+    assert producer.dlpack_calls == []
+
+
 @pytest.mark.parametrize("junk", [42, None, b"dltensor", "capsule"])
 def test_producer_returning_junk_is_a_type_error(junk):
     class Junk:
