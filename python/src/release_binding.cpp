@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <new>
@@ -21,6 +22,17 @@ namespace nb = nanobind;
 namespace holoscan::python {
 namespace {
 
+// The end of int64's range on `seconds`' side: where a value past any duration is kept.
+template <class Unit>
+Unit saturated(nb::handle seconds) {
+  const int negative = PyObject_RichCompareBool(seconds.ptr(), nb::int_(0).ptr(), Py_LT);
+  if (negative < 0) {
+    throw nb::python_error();
+  }
+  return Unit(negative != 0 ? std::numeric_limits<std::int64_t>::min()
+                            : std::numeric_limits<std::int64_t>::max());
+}
+
 // A timedelta (or a number of seconds) in whole `Unit`s, rounded down and saturated to int64:
 // a value past the range stays past it, for set_release_thread_options to refuse by name.
 template <class Unit>
@@ -28,8 +40,22 @@ Unit whole_units(nb::handle value, const char* field) {
   nb::module_ datetime = nb::module_::import_("datetime");
   nb::object timedelta = datetime.attr("timedelta");
   nb::object duration = nb::borrow(value);
+  if (PyBool_Check(value.ptr())) {  // a flag, not one second
+    throw nb::type_error(
+        (std::string(field) + " must be a datetime.timedelta or seconds, not a bool").c_str());
+  }
+  if (PyFloat_Check(value.ptr()) && std::isnan(PyFloat_AsDouble(value.ptr()))) {
+    raise_invalid_argument(std::string(field) + " must be a number of seconds, not nan");
+  }
   if (PyLong_Check(value.ptr()) || PyFloat_Check(value.ptr())) {
-    duration = timedelta(nb::arg("seconds") = value);
+    try {
+      duration = timedelta(nb::arg("seconds") = value);
+    } catch (nb::python_error& error) {
+      if (!error.matches(PyExc_OverflowError)) {
+        throw;
+      }
+      return saturated<Unit>(value);  // past timedelta's range (infinity too): past ours
+    }
   } else if (!nb::isinstance(value, timedelta)) {
     throw nb::type_error((std::string(field) + " must be a datetime.timedelta or seconds").c_str());
   }

@@ -52,6 +52,34 @@ def test_durations_take_timedeltas_and_seconds_in_whole_units():
         hd.ReleaseThreadOptions(exit_drain=[1])
 
 
+@pytest.mark.parametrize("seconds, expected", [
+    (2**70, 2**63 - 1), (float("inf"), 2**63 - 1), (1e15, 2**63 - 1),
+    (-(2**70), -(2**63)), (float("-inf"), -(2**63)),
+], ids=["huge-int", "infinity", "huge-float", "huge-negative-int", "negative-infinity"])
+def test_seconds_past_a_timedelta_are_kept_past_the_range_for_the_setter_to_refuse(
+        restored_options, seconds, expected):
+    # Numbers of seconds went through datetime.timedelta, which raised OverflowError for what it
+    # cannot hold, where every other value out of range is refused by name when set.
+    options = hd.ReleaseThreadOptions(poll_interval=seconds, exit_drain=seconds)
+    assert repr(options) == (f"ReleaseThreadOptions(poll_interval={expected} us, "
+                             f"exit_drain={expected} ms)")
+    with pytest.raises(hd.errors.InvalidArgumentError, match="ReleaseThreadOptions::poll_interval"):
+        hd.set_release_thread_options(options)
+    assert hd.release_thread_options() == restored_options
+
+
+@pytest.mark.parametrize("value, error, message", [
+    (float("nan"), hd.errors.InvalidArgumentError,
+     "kInvalidArgument: exit_drain must be a number of seconds, not nan"),
+    (True, TypeError, "exit_drain must be a datetime.timedelta or seconds, not a bool"),
+], ids=["nan", "bool"])
+def test_a_duration_that_is_no_number_of_seconds_is_refused(value, error, message):
+    # NaN raised timedelta's ValueError, and True was one second.
+    with pytest.raises(error) as raised:
+        hd.ReleaseThreadOptions(exit_drain=value)
+    assert str(raised.value) == message
+
+
 def test_a_timedelta_whose_division_gives_no_integer_is_a_type_error():
     # The whole units are the duration // one unit: an error there is the argument's, raised as
     # such, not left set behind a result (SystemError).
