@@ -93,16 +93,16 @@ std::string_view error_code_name(ErrorCode code) noexcept {
 }
 
 std::string to_string(const Error& error) {
-  return RuntimeError::construct_error_message(error.code, error.message.c_str());
+  // The whole message: one that names an argument holding a NUL goes on after it.
+  return RuntimeError::construct_error_message(error.code, std::string_view(error.message));
 }
 
 std::string RuntimeError::construct_error_message(ErrorCode error_code, const char* what_arg) {
-  return construct_error_message(error_code,
-                                 what_arg != nullptr ? std::string_view(what_arg) : std::string_view());
+  return construct_error_message(
+      error_code, what_arg != nullptr ? std::string_view(what_arg) : std::string_view());
 }
 
-std::string RuntimeError::construct_error_message(ErrorCode error_code,
-                                                  std::string_view what_arg) {
+std::string RuntimeError::construct_error_message(ErrorCode error_code, std::string_view what_arg) {
   std::string text(error_code_name(error_code));
   if (!what_arg.empty()) {
     text.append(": ").append(what_arg);

@@ -82,7 +82,7 @@ expected<SocketAddress, Error> resolve_address(const std::string& who, const std
   // getaddrinfo reads up to the first NUL: "a.example\0b.internal" would reach a.example while
   // the caller (an allow-list, say) saw the whole name.
   if (address.find('\0') != std::string::npos) {
-    // Written as "\0": an Error's message ends at its first NUL.
+    // Written as "\0", so that the message reads as the caller wrote the address.
     std::string shown = who;
     for (std::size_t at = shown.find('\0'); at != std::string::npos; at = shown.find('\0', at)) {
       shown.replace(at, 1, "\\0");

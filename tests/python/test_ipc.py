@@ -109,6 +109,16 @@ def test_listener_accepts_connections_and_removes_its_path(tmp_path):
         ipc.Channel.connect(path)
 
 
+def test_a_path_holding_a_nul_character_is_refused_with_the_whole_message(tmp_path):
+    # The message names the path, NUL and all; it was cut at the NUL, losing the reason.
+    path = str(tmp_path / "end") + "\0point"
+    for call in (lambda: ipc.Listener(path), lambda: ipc.Channel.connect(path)):
+        with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+            call()
+        assert str(raised.value).endswith(f'socket path "{path}" must be 1 to 107 bytes without '
+                                          "NUL")
+
+
 def test_accept_waits_without_the_gil(tmp_path):
     path = str(tmp_path / "endpoint")
     with ipc.Listener(path) as listener:
