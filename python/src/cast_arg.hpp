@@ -57,6 +57,38 @@ std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
   return std::nullopt;
 }
 
+/**
+ * @brief str(value) for a message, as UTF-8; its ascii() where str() raises or gives text that
+ *        UTF-8 cannot hold (a lone surrogate). Never raises, and leaves no error set: nanobind's
+ *        str::c_str() is null there, which a std::string cannot be made from.
+ */
+inline std::string display_text(nanobind::handle value) {
+  for (PyObject* (*render)(PyObject*) : {&PyObject_Str, &PyObject_ASCII}) {
+    PyObject* text = render(value.ptr());
+    Py_ssize_t size = 0;
+    const char* utf8 = text != nullptr ? PyUnicode_AsUTF8AndSize(text, &size) : nullptr;
+    if (utf8 != nullptr) {
+      std::string result(utf8, static_cast<std::size_t>(size));
+      Py_DECREF(text);
+      return result;
+    }
+    Py_XDECREF(text);
+    PyErr_Clear();
+  }
+  return std::string("<") + Py_TYPE(value.ptr())->tp_name + " object>";
+}
+
+/** @brief The UTF-8 of `text`, a str, or nothing where it has none (a lone surrogate). */
+inline std::optional<std::string> utf8_text(nanobind::handle text) {
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return std::string(utf8, static_cast<std::size_t>(size));
+}
+
 /** @brief Whether `value` is a sequence other than text (str, bytes, bytearray). */
 inline bool non_text_sequence(nanobind::handle value) {
   PyObject* object = value.ptr();
@@ -79,7 +111,7 @@ inline std::vector<std::int64_t> tuple_int64s(nanobind::handle tuple, const std:
     const auto name = [&] { return what + "[" + std::to_string(i) + "]"; };
     const std::optional<std::int64_t> number = integer_argument<std::int64_t>(item, name);
     if (!number) {
-      raise_invalid_argument(name() + " " + nanobind::str(item).c_str() + " does not fit 64 bits");
+      raise_invalid_argument(name() + " " + display_text(item) + " does not fit 64 bits");
     }
     items.push_back(*number);
   }

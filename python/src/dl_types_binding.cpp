@@ -55,7 +55,7 @@ nb::object dtype_equals(const DLDataType& self, nb::handle other) {
   }
   if (nb::isinstance<nb::str>(other)) {
     warn_deprecated(kDtypeStringDeprecated);
-    return nb::bool_(dtype_string(self) == nb::cast<std::string>(other));
+    return nb::bool_(dtype_string(self) == utf8_text(other));  // none: no dtype's string
   }
   return nb::borrow(Py_NotImplemented);
 }
@@ -152,7 +152,7 @@ DLDevice parse_device(nb::handle device, const char* what) {
     const auto id =
         integer_argument<std::int32_t>(pair->second, [&] { return std::string(what) + "[1]"; });
     if (!type || !id) {
-      raise_invalid_argument(std::string(what) + " " + nb::repr(device).c_str() +
+      raise_invalid_argument(std::string(what) + " " + display_text(device) +
                              " is not a device: its values are 32-bit");
     }
     return DLDevice{static_cast<DLDeviceType>(*type), *id};

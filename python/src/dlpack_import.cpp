@@ -10,6 +10,7 @@
 #include <holoscan/dlpack_utils.hpp>
 #include <holoscan/stream_tracked_reference.hpp>
 
+#include "cast_arg.hpp"
 #include "devices.hpp"
 #include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
@@ -169,8 +170,7 @@ int dlpack_device_type(nb::handle device) {
   // DLDeviceType is 32 bits: cut to them, 2**32 + 2 would be taken for CUDA (and handed a stream).
   if (overflow != 0 || type < std::numeric_limits<std::int32_t>::min() ||
       type > std::numeric_limits<std::int32_t>::max()) {
-    throw nb::buffer_error(("__dlpack_device__() gave device type " +
-                            std::string(nb::str(item).c_str()) +
+    throw nb::buffer_error(("__dlpack_device__() gave device type " + display_text(item) +
                             ", which is not a DLPack device type (32 bits)")
                                .c_str());
   }

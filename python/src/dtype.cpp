@@ -108,7 +108,11 @@ DLDataType parse_dtype(nb::handle dtype) {
     return nb::cast<DLDataType>(dtype);
   }
   if (nb::isinstance<nb::str>(dtype)) {
-    return dtype_from_string(nb::cast<std::string>(dtype));
+    const std::optional<std::string> text = utf8_text(dtype);
+    if (!text) {  // a lone surrogate: no name or type string has one
+      raise_invalid_argument("dtype " + display_text(nb::repr(dtype)) + " names no type");
+    }
+    return dtype_from_string(*text);
   }
   if (nb::isinstance<nb::tuple>(dtype)) {
     return dtype_from_tuple(dtype);

@@ -97,7 +97,7 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
   const std::optional<std::uintptr_t> address =
       integer_argument<std::uintptr_t>(pointer, [&] { return data_key() + "[0]"; });
   if (!address) {
-    raise_invalid_argument(data_key() + "[0] " + nb::str(pointer).c_str() + " is not an address");
+    raise_invalid_argument(data_key() + "[0] " + display_text(pointer) + " is not an address");
   }
   const bool read_only = cast_or_type_error<bool>(nb::borrow<nb::tuple>(data)[1], [&] {
     return data_key() + " must be a (pointer, read_only) tuple";

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,11 @@ namespace {
 
 PoolMemory parse_memory(nb::handle memory) {
   if (nb::isinstance<nb::str>(memory)) {
-    const auto name = nb::cast<std::string>(memory);
+    const std::optional<std::string> name = utf8_text(memory);  // none: no name of ours
     if (name == "device") return PoolMemory::kDevice;
     if (name == "host") return PoolMemory::kHost;
-    raise_invalid_argument("memory must be 'device' or 'host', not '" + name + "'");
+    raise_invalid_argument("memory must be 'device' or 'host', not " +
+                           display_text(nb::repr(memory)));
   }
   return cast_or_type_error<PoolMemory>(memory, "memory must be 'device', 'host' or a PoolMemory");
 }

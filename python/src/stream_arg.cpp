@@ -23,7 +23,7 @@ struct RawStream {
 std::intptr_t stream_integer(nb::handle value, const char* what) {
   const std::optional<std::intptr_t> handle = integer_argument<std::intptr_t>(value, what);
   if (!handle) {
-    raise_invalid_argument("stream " + std::string(nb::str(value).c_str()) + " is not a stream");
+    raise_invalid_argument("stream " + display_text(value) + " is not a stream");
   }
   return *handle;
 }
@@ -40,7 +40,7 @@ std::intptr_t cuda_stream_protocol(nb::handle stream) {
   const nb::object& version = pair->first;
   if (integer_argument<long>(version, "__cuda_stream__()[0]") != 0) {
     raise_invalid_argument(std::string("__cuda_stream__ protocol version must be 0, not ") +
-                           nb::str(version).c_str());
+                           display_text(version));
   }
   return stream_integer(pair->second, "__cuda_stream__()[1]");
 }

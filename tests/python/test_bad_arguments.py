@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CPU, KDL_CUDA, PairSequence
+from conftest import KDL_CPU, KDL_CUDA, PairSequence, run_python
 
 np = pytest.importorskip("numpy")
 
@@ -282,3 +282,82 @@ def test_ucx_receive_pool_of_another_type():
     with pytest.raises(TypeError) as raised:
         ucx.Worker(receive_pool=3)
     assert str(raised.value) == "receive_pool must be None or a TensorPool"
+
+
+# An int whose str() is a lone surrogate, which UTF-8 cannot hold: nanobind's str::c_str() is null
+# for it, and the refusals that name such a value made a std::string of that null.
+UNPRINTABLE = """
+    import numpy as np
+    import holoscan_dlpack as hd
+
+    class Unprintable(int):
+        def __str__(self):
+            return "\\ud800"
+
+        __repr__ = __str__
+
+    HUGE = Unprintable(2**70)
+    base = np.arange(4.0)
+
+    class Exporter:
+        def __init__(self, **changes):
+            self.__array_interface__ = dict(base.__array_interface__, **changes)
+
+    class Producer:
+        def __dlpack_device__(self):
+            return (HUGE, 0)
+
+    class Stream:
+        def __cuda_stream__(self):
+            return (HUGE, 5)
+
+    try:
+        {call}
+    except Exception as error:
+        print(type(error).__name__ + ": " + ascii(str(error)))
+"""
+
+
+@pytest.mark.parametrize("call, printed", [
+    ("hd.as_tensor(Exporter(shape=(HUGE,)))",
+     r"InvalidArgumentError: 'kInvalidArgument: shape[0] \\ud800 does not fit 64 bits'"),
+    ("hd.as_tensor(Exporter(data=(HUGE, False)))",
+     "InvalidArgumentError: \"kInvalidArgument: __array_interface__['data'][0] \\\\ud800 is not "
+     "an address\""),
+    ("hd.as_tensor(base).__dlpack__(dl_device=(HUGE, 0))",
+     r"InvalidArgumentError: 'kInvalidArgument: dl_device (\\ud800, 0) is not a device: its "
+     r"values are 32-bit'"),
+    ("hd.from_dlpack(base, stream=HUGE)",
+     r"InvalidArgumentError: 'kInvalidArgument: stream \\ud800 is not a stream'"),
+    ("hd.from_dlpack(Producer())",
+     r"BufferError: '__dlpack_device__() gave device type \\ud800, which is not a DLPack device "
+     r"type (32 bits)'"),
+    ("hd.from_dlpack(base, stream=Stream())",
+     r"InvalidArgumentError: 'kInvalidArgument: __cuda_stream__ protocol version must be 0, not "
+     r"\\ud800'"),
+], ids=["shape", "data", "dl_device", "stream", "dlpack_device", "cuda_stream-version"])
+def test_refusals_naming_an_unprintable_value_name_it_as_ascii(call, printed):
+    # In a child: before, each ended in a segmentation fault (shape and dl_device were seen to)
+    # or in RuntimeError "basic_string: construction from null is not valid" (stream, device).
+    result = run_python(UNPRINTABLE.format(call=call))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == printed + "\n"
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: hd.TensorPool(memory="\ud800", block_bytes=64, block_count=1),
+     hd.errors.InvalidArgumentError,
+     "kInvalidArgument: memory must be 'device' or 'host', not '\\ud800'"),
+    (lambda: hd.TensorPool(memory="host", block_bytes=64, block_count=1).allocate((2,), "\ud800"),
+     hd.errors.InvalidArgumentError, "kInvalidArgument: dtype '\\ud800' names no type"),
+], ids=["pool-memory", "dtype"])
+def test_text_that_utf8_cannot_hold_is_refused_as_a_value(call, error, message):
+    # A lone surrogate made nanobind's string cast fail: RuntimeError "std::bad_cast".
+    with pytest.raises(error) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+def test_a_dtype_compared_with_text_that_utf8_cannot_hold_is_unequal():
+    with pytest.warns(DeprecationWarning):
+        assert (host_tensor().dtype == "\ud800") is False
