@@ -8,6 +8,7 @@
 
 #include <holoscan/tensor.hpp>
 
+#include "cast_arg.hpp"
 #include "devices.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
@@ -144,7 +145,7 @@ nb::object as_tensor(nb::handle object, nb::handle stream) {
   if (nb::object host = attribute_if_any(object, "__array_interface__"); host.is_valid()) {
     return nb::cast(import_array_interface(object, host, false, consumer));
   }
-  throw nb::type_error(("as_tensor: " + std::string(nb::type_name(object.type()).c_str()) +
+  throw nb::type_error(("as_tensor: " + type_text(object) +
                         " does not support __dlpack_c_exchange_api__, __dlpack__, "
                         "__cuda_array_interface__, or __array_interface__")
                            .c_str());

@@ -38,6 +38,26 @@ T cast_or_type_error(nanobind::handle value, const Text& message) {
   return result;
 }
 
+/** @brief The UTF-8 of `text`, a str, or nothing where it has none (a lone surrogate). */
+inline std::optional<std::string> utf8_text(nanobind::handle text) {
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return std::string(utf8, static_cast<std::size_t>(size));
+}
+
+/**
+ * @brief The name of `value`'s type for a message ("module.Name"), as UTF-8; the type's own C
+ *        name where the module's name has no UTF-8 (a lone surrogate set as `__module__`).
+ */
+inline std::string type_text(nanobind::handle value) {
+  std::optional<std::string> name = utf8_text(nanobind::type_name(value.type()));
+  return name ? std::move(*name) : std::string(Py_TYPE(value.ptr())->tp_name);
+}
+
 /**
  * @brief An integer argument as T (an int, or anything with __index__): TypeError "`what` must be
  *        an integer, not <type>" for any other type; nullopt for an integer out of T's range,
@@ -50,9 +70,8 @@ std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
     return result;
   }
   if (PyIndex_Check(value.ptr()) == 0) {
-    throw nanobind::type_error((describe(what) + " must be an integer, not " +
-                                std::string(nanobind::type_name(value.type()).c_str()))
-                                   .c_str());
+    throw nanobind::type_error(
+        (describe(what) + " must be an integer, not " + type_text(value)).c_str());
   }
   return std::nullopt;
 }
@@ -76,17 +95,6 @@ inline std::string display_text(nanobind::handle value) {
     PyErr_Clear();
   }
   return std::string("<") + Py_TYPE(value.ptr())->tp_name + " object>";
-}
-
-/** @brief The UTF-8 of `text`, a str, or nothing where it has none (a lone surrogate). */
-inline std::optional<std::string> utf8_text(nanobind::handle text) {
-  Py_ssize_t size = 0;
-  const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
-  if (utf8 == nullptr) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  return std::string(utf8, static_cast<std::size_t>(size));
 }
 
 /** @brief Whether `value` is a sequence other than text (str, bytes, bytearray). */
@@ -127,9 +135,8 @@ inline std::vector<std::int64_t> tuple_int64s(nanobind::handle tuple, const std:
 inline std::vector<std::int64_t> sequence_int64s(nanobind::handle sequence,
                                                  const std::string& what) {
   if (!non_text_sequence(sequence)) {
-    throw nanobind::type_error((what + " must be a sequence of integers, not " +
-                                nanobind::type_name(sequence.type()).c_str())
-                                   .c_str());
+    throw nanobind::type_error(
+        (what + " must be a sequence of integers, not " + type_text(sequence)).c_str());
   }
   const nanobind::object items = nanobind::steal(PySequence_Tuple(sequence.ptr()));
   if (!items.is_valid()) {

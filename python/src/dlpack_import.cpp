@@ -311,10 +311,8 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
     legacy_call = true;
   }
   if (!PyCapsule_CheckExact(capsule.ptr())) {
-    throw nb::type_error(("__dlpack__() returned " +
-                          std::string(nb::type_name(capsule.type()).c_str()) +
-                          ", not a DLPack capsule")
-                             .c_str());
+    throw nb::type_error(
+        ("__dlpack__() returned " + type_text(capsule) + ", not a DLPack capsule").c_str());
   }
   Tensor tensor = import_capsule(capsule, object);
   if (!pass_stream) {

@@ -66,7 +66,7 @@ RawStream raw_stream(nb::handle stream) {
   throw nb::type_error(
       ("stream must be None, an integer, or an object with __cuda_stream__(), `cuda_stream` "
        "(torch) or `ptr` (CuPy), not " +
-       std::string(nb::type_name(stream.type()).c_str()))
+       type_text(stream))
           .c_str());
 }
 

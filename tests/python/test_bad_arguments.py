@@ -361,3 +361,36 @@ def test_text_that_utf8_cannot_hold_is_refused_as_a_value(call, error, message):
 def test_a_dtype_compared_with_text_that_utf8_cannot_hold_is_unequal():
     with pytest.warns(DeprecationWarning):
         assert (host_tensor().dtype == "\ud800") is False
+
+
+class Unnamed:
+    """A class whose module's name is a lone surrogate, which UTF-8 cannot hold."""
+
+
+Unnamed.__module__ = "\ud800"
+
+
+class ReturnsUnnamed:
+    def __dlpack_device__(self):
+        return (KDL_CPU, 0)
+
+    def __dlpack__(self, **kwargs):
+        return Unnamed()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: hd.as_tensor(Unnamed()), "as_tensor: Unnamed does not support "
+     "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, or __array_interface__"),
+    (lambda: hd.from_dlpack(np.arange(3), stream=Unnamed()), "stream must be None, an integer, or "
+     "an object with __cuda_stream__(), `cuda_stream` (torch) or `ptr` (CuPy), not Unnamed"),
+    (lambda: hd.TensorPool(memory="host", block_bytes=64, block_count=1).allocate(
+        (Unnamed(),), "uint8"), "shape[0] must be an integer, not Unnamed"),
+    (lambda: hd.from_dlpack(ReturnsUnnamed()),
+     "__dlpack__() returned Unnamed, not a DLPack capsule"),
+], ids=["as_tensor", "stream", "shape", "dlpack-result"])
+def test_refusals_naming_a_type_whose_module_utf8_cannot_hold_name_the_type(call, message):
+    # The module's name made nanobind's type name text that str::c_str() cannot give: RuntimeError
+    # "basic_string: construction from null is not valid".
+    with pytest.raises(TypeError) as raised:
+        call()
+    assert str(raised.value) == message
