@@ -6,6 +6,7 @@
 #include <exception>
 #include <new>
 
+#include "errors.hpp"
 #include "exports.hpp"
 #include "python_release.hpp"
 
@@ -60,7 +61,7 @@ void set_python_error(const nb::builtin_exception& error) noexcept {
     default:
       break;
   }
-  PyErr_SetString(type, error.what());
+  set_error_text(type, error.what());
 }
 
 PyObject* dlpack_method(PyObject* self, PyObject* const* args, Py_ssize_t positional,
@@ -107,7 +108,7 @@ PyObject* dlpack_method(PyObject* self, PyObject* const* args, Py_ssize_t positi
   } catch (const std::bad_alloc&) {
     PyErr_NoMemory();
   } catch (const std::exception& error) {
-    PyErr_SetString(PyExc_RuntimeError, error.what());
+    set_error_text(PyExc_RuntimeError, error.what());
   } catch (...) {
     PyErr_SetString(PyExc_RuntimeError, "__dlpack__(): unknown C++ exception");
   }
@@ -135,8 +136,8 @@ void bind_dlpack_method(nb::class_<Tensor>& type) {
       throw nb::python_error();
     }
   }
-  nb::object method = nb::steal(
-      PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(type.ptr()), &dlpack_method_def));
+  nb::object method =
+      nb::steal(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(type.ptr()), &dlpack_method_def));
   if (!method.is_valid()) {
     throw nb::python_error();
   }

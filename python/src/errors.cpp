@@ -13,12 +13,32 @@ nb::object exception_for(const Error& error) {
   // The classes live in Python (holoscan_dlpack/errors.py), so that users subclass and catch
   // ordinary Python exceptions; an ImportError here would itself propagate, never a lost failure.
   return nb::module_::import_("holoscan_dlpack.errors")
-      .attr("_exception_for")(static_cast<int>(error.code), to_string(error));
+      .attr("_exception_for")(static_cast<int>(error.code), message_text(to_string(error)));
+}
+
+nb::str message_text(std::string_view text) {
+  PyObject* decoded =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+  if (decoded == nullptr) {
+    throw nb::python_error();  // out of memory
+  }
+  return nb::steal<nb::str>(decoded);
+}
+
+void set_error_text(PyObject* type, std::string_view text) noexcept {
+  PyObject* decoded =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+  if (decoded == nullptr) {
+    return;  // out of memory: that error is set instead
+  }
+  PyErr_SetObject(type, decoded);
+  Py_DECREF(decoded);
 }
 
 void raise_error(const Error& error, Raise kind) {
   if (kind == Raise::kBuffer) {
-    throw nb::buffer_error(to_string(error).c_str());
+    set_error_text(PyExc_BufferError, to_string(error));
+    throw nb::python_error();
   }
   nb::object exception = exception_for(error);
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());

@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 
 #include <string>
+#include <string_view>
 
 #include <holoscan/errors.hpp>
 
@@ -13,6 +14,15 @@ enum class Raise {
   kByCode,  ///< The HoloscanError subclass of the code (InvalidArgumentError, ...).
   kBuffer,  ///< BufferError: the DLPack protocol's exception for a failed import or export.
 };
+
+/**
+ * @brief `text` as a str: UTF-8, with every byte that is none (a character cut in two, bytes a
+ *        peer sent) written as \\xNN, where a strict decoding would raise UnicodeDecodeError.
+ */
+nanobind::str message_text(std::string_view text);
+
+/** @brief Sets a `type` exception whose message is message_text(`text`); never throws. */
+void set_error_text(PyObject* type, std::string_view text) noexcept;
 
 /** @brief The exception object for `error` ("kCode: message"), not raised (a result's error). */
 nanobind::object exception_for(const Error& error);

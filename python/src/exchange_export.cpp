@@ -30,7 +30,7 @@ namespace {
 
 // Converters are C functions called with the GIL held: a failure is a Python exception and -1.
 int fail(PyObject* type, const char* message) noexcept {
-  PyErr_SetString(type, message);
+  set_error_text(type, message);
   return -1;
 }
 
@@ -40,9 +40,9 @@ int fail_from_current_exception() noexcept {
   } catch (nb::python_error& error) {
     error.restore();
   } catch (const nb::builtin_exception& error) {
-    PyErr_SetString(PyExc_BufferError, error.what());
+    set_error_text(PyExc_BufferError, error.what());
   } catch (const std::exception& error) {
-    PyErr_SetString(PyExc_BufferError, error.what());
+    set_error_text(PyExc_BufferError, error.what());
   } catch (...) {
     PyErr_SetString(PyExc_BufferError, "holoscan_dlpack: unknown failure in the C exchange API");
   }

@@ -16,11 +16,13 @@ namespace nb = nanobind;
 namespace holoscan::python {
 namespace {
 
-std::string repr(const ucx::SendResult& result) {
+// The error's message may hold what a peer sent, which need not be UTF-8.
+nb::str repr(const ucx::SendResult& result) {
   std::string text = "SendResult(peer=" + std::to_string(result.peer) +
                      ", sequence=" + std::to_string(result.sequence);
-  return text +
-         (result.outcome ? ", delivered)" : ", error=" + to_string(result.outcome.error()) + ")");
+  return message_text(text + (result.outcome
+                                  ? ", delivered)"
+                                  : ", error=" + to_string(result.outcome.error()) + ")"));
 }
 
 void bind_send_result(nb::module_& module) {

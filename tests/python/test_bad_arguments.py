@@ -394,3 +394,15 @@ def test_refusals_naming_a_type_whose_module_utf8_cannot_hold_name_the_type(call
     with pytest.raises(TypeError) as raised:
         call()
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("call", [
+    lambda: hd.as_tensor(Interface(typestr="<\u00e98")),
+    lambda: hd.TensorPool(memory="host", block_bytes=64, block_count=1).allocate((2,), "<\u00e98"),
+], ids=["array-interface", "pool-dtype"])
+def test_a_message_holding_part_of_a_character_is_raised_as_the_error_it_is(call):
+    # The library names the type string's kind, one byte: the first of "\u00e9" in UTF-8. That
+    # message is no UTF-8, and its conversion to a str raised UnicodeDecodeError instead.
+    with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+        call()
+    assert "unsupported dtype.kind '\\xc3' in '<\u00e98'" in str(raised.value)
