@@ -1,0 +1,57 @@
+#pragma once
+// Python text as C++ text for messages and names. Text need not have a UTF-8 form (a lone
+// surrogate), and nanobind's str::c_str() is null for such text, which a std::string cannot be
+// made from: these never fail on it.
+#include <Python.h>
+
+#include <nanobind/nanobind.h>
+
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace holoscan::python {
+
+/** @brief The UTF-8 of `text`, a str, or nothing where it has none (a lone surrogate). */
+inline std::optional<std::string> utf8_text(nanobind::handle text) {
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  return std::string(utf8, static_cast<std::size_t>(size));
+}
+
+/**
+ * @brief The name of `value`'s type for a message ("module.Name"), as UTF-8; the type's own C
+ *        name where the module's name has no UTF-8 (a lone surrogate set as `__module__`).
+ */
+inline std::string type_text(nanobind::handle value) {
+  std::optional<std::string> name = utf8_text(nanobind::type_name(value.type()));
+  return name ? std::move(*name) : std::string(Py_TYPE(value.ptr())->tp_name);
+}
+
+/**
+ * @brief str(value) for a message, as UTF-8; its ascii() where str() raises or gives text that
+ *        UTF-8 cannot hold (a lone surrogate). Never raises, and leaves no error set: nanobind's
+ *        str::c_str() is null there, which a std::string cannot be made from.
+ */
+inline std::string display_text(nanobind::handle value) {
+  for (PyObject* (*render)(PyObject*) : {&PyObject_Str, &PyObject_ASCII}) {
+    PyObject* text = render(value.ptr());
+    Py_ssize_t size = 0;
+    const char* utf8 = text != nullptr ? PyUnicode_AsUTF8AndSize(text, &size) : nullptr;
+    if (utf8 != nullptr) {
+      std::string result(utf8, static_cast<std::size_t>(size));
+      Py_DECREF(text);
+      return result;
+    }
+    Py_XDECREF(text);
+    PyErr_Clear();
+  }
+  return std::string("<") + Py_TYPE(value.ptr())->tp_name + " object>";
+}
+
+}  // namespace holoscan::python
