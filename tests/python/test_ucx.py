@@ -394,19 +394,25 @@ def close_during(wait, worker):
     return outcome.get("error"), outcome["ended"] - closing
 
 
+def connect_unanswered(listening, connecting):
+    """Connects `connecting` to `listening` (pumped meanwhile). Nothing progresses either worker
+    afterwards, so neither answers the other's orderly leave: a close flushes for a second."""
+    port = listening.listen("127.0.0.1")
+    pump = Pump(listening)
+    try:
+        connecting.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
+        assert listening.accept(timeout_ms=PATIENCE_MS) is not None
+    finally:
+        pump.join()
+
+
 @pytest.mark.parametrize("wait", ["receive", "accept"])
 def test_a_close_during_a_wait_never_stalls_other_threads(wait):
     # Against a peer that makes no progress, the worker's orderly leave flushes for a whole second,
     # in the thread of the wait that let go of it last: that must happen without the GIL.
     with ucx.Worker() as idle:
         listener = ucx.Worker()
-        port = listener.listen("127.0.0.1")
-        pump = Pump(listener)
-        try:
-            idle.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
-            assert listener.accept(timeout_ms=PATIENCE_MS) is not None
-        finally:
-            pump.join()  # from here on `idle` makes no progress: it never answers the leave
+        connect_unanswered(listener, idle)
         error, ended = close_during(lambda: getattr(listener, wait)(timeout_ms=PATIENCE_MS),
                                     listener)
         assert str(error) == "kClosed: ucx.Worker: closed"
@@ -427,14 +433,8 @@ def test_a_worker_dropped_without_close_never_stalls_other_threads():
     # The last reference going (a function's local, a collected cycle) destroys the worker in
     # tp_dealloc: its leave to a peer that never answers flushes for a second, which held the GIL.
     with ucx.Worker() as idle:
-        port = idle.listen("127.0.0.1")
         dropped = ucx.Worker()
-        pump = Pump(idle)
-        try:
-            dropped.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
-            assert idle.accept(timeout_ms=PATIENCE_MS) is not None
-        finally:
-            pump.join()  # from here on `idle` makes no progress: it never answers the leave
+        connect_unanswered(idle, dropped)
         with other_threads_keep_running():
             del dropped
 
