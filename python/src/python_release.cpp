@@ -1,7 +1,10 @@
 #include "python_release.hpp"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <mutex>
+#include <new>
 
 #include "without_gil.hpp"
 
@@ -34,6 +37,24 @@ union LeakedQueue {
 LeakedQueue leaked_queue;
 
 Queue& queue() noexcept { return leaked_queue.queue; }
+
+// A fork() while a thread of the parent (the library's release thread, queueing) held the mutex
+// would copy it taken into the child, whose next entry into the module would wait for it for
+// ever. The child forgets what the parent queued (those releases are the parent's: its threads,
+// its pending call) and starts with a fresh mutex; no lock is taken across fork() (see
+// stream/fork_locked.hpp for why).
+void forget_in_child() noexcept {
+  Queue& q = queue();
+  new (&q.mutex) std::mutex();  // the inherited one may be taken by a thread the child lacks
+  q.head = q.tail = nullptr;
+  q.length = 0;
+  q.scheduled = false;
+  q.queued.store(false, std::memory_order_relaxed);
+}
+
+// Registered when the module is loaded, before any of its threads exists.
+[[maybe_unused]] const bool fork_handler_registered =
+    pthread_atfork(nullptr, nullptr, &forget_in_child) == 0;
 
 // PyGILState_Check() answers 1 on any thread once subinterpreters exist or after finalization,
 // so the thread's own state is compared with the one that holds the GIL. A thread that never ran

@@ -158,3 +158,39 @@ def test_release_after_finalization_leaks_instead_of_touching_python():
     assert result.stdout.splitlines() == ["main done",
                                           "post-finalization drop: 0 producer deleter calls"]
     assert result.stderr == ""
+
+
+def test_a_fork_while_releases_are_queued_leaves_the_child_usable(testing):
+    # A thread the parent does not wait for hands releases to Python (it takes the queue's lock
+    # for each) while the parent forks: a child copied with that lock taken waited for it for
+    # ever at its first entry into the module (about 1 fork in 100 here before the fix).
+    result = run_python("""
+        import os, time, warnings
+        import numpy as np
+        import holoscan_dlpack as hd
+        import holoscan_dlpack_testing as testing
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads, on purpose
+        hung = 0
+        for round in range(500):
+            for _ in range(3000):
+                testing.hold(hd.from_dlpack(np.arange(4.0)))
+            testing.drop_held_later(0.0)
+            time.sleep(0.00003 * (round % 10))  # forks at spread moments of the drops
+            pid = os.fork()
+            if pid == 0:
+                hd.pending_deferred_releases()  # an entry into the module: drains the queue
+                hd.as_tensor(np.zeros(3))
+                os._exit(0)
+            deadline = time.monotonic() + 10
+            while os.waitpid(pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    hung += 1
+                    break
+                time.sleep(0.001)
+            hd.flush_deferred_releases()
+        print("hung children:", hung)
+        """, timeout=900)
+    assert result.returncode == 0, result.stderr
+    assert "hung children: 0" in result.stdout, result.stdout + result.stderr
