@@ -17,12 +17,16 @@ namespace {
 constexpr std::int32_t kInlineDims = detail::ContextAccess::kCheckedDims;
 
 // One allocation per export (for ndim <= kInlineDims): the managed tensor, its own shape and
-// explicit strides, a strong reference to the context (which keeps the memory alive) and one
-// handle claim on the memory, dropped by the deleter.
+// explicit strides, a strong reference to the context (a name of it, which a pool counts) and to
+// the memory reference it was exported from, and one handle claim on that reference, dropped by
+// the deleter. The reference is kept apart from the context because the context's member is
+// public: a holder may put another one there, which must neither free the exported memory under
+// the export nor receive the export's claim.
 template <class Managed>
 struct ExportedTensor {
   Managed managed;  // every field is written before it is handed out
   std::shared_ptr<DLManagedTensorContext> context;
+  std::shared_ptr<TensorMemoryReference> memory;          // the one holding this export's claim
   std::array<std::int64_t, 2 * kInlineDims> inline_dims;  // written before it is read
   std::unique_ptr<std::int64_t[]> heap_dims;
 
@@ -52,8 +56,8 @@ struct ExportedTensor {
 
   static void delete_export(Managed* self) noexcept {
     auto* owner = static_cast<ExportedTensor*>(self->manager_ctx);
-    if (owner->context->memory_reference != nullptr) {
-      owner->context->memory_reference->release_tensor_handle();
+    if (owner->memory != nullptr) {
+      owner->memory->release_tensor_handle();
     }
     destroy(owner);
   }
@@ -129,10 +133,11 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   target.shape = ndim > 0 ? dims : nullptr;
   target.strides = ndim > 0 ? dims + ndim : nullptr;
   owner->context = context;
+  owner->memory = context->memory_reference;
   owner->managed.manager_ctx = owner.get();
   owner->managed.deleter = &ExportedTensor<Managed>::delete_export;
-  if (context->memory_reference != nullptr) {
-    context->memory_reference->retain_tensor_handle();
+  if (owner->memory != nullptr) {
+    owner->memory->retain_tensor_handle();
   }
   return &owner.release()->managed;
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "holoscan/dlpack.hpp"
@@ -460,6 +461,50 @@ TEST(ExportLegacy, ValuesChangedInPlaceAreCheckedAgain) {
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   expect_same_view((*exported)->dl_tensor, tensor);
   run_deleter(*exported);
+}
+
+// Replaces the memory reference of `tensor`'s context as a holder may (the member is public),
+// moving the Tensor's claim along with it; returns the new reference.
+std::shared_ptr<DLManagedMemoryBufferVersioned> replace_reference(Tensor& tensor) {
+  auto replacement = std::make_shared<DLManagedMemoryBufferVersioned>(nullptr);
+  tensor.release_handle();
+  tensor.dl_ctx()->memory_reference = replacement;
+  tensor.retain_handle();
+  return replacement;
+}
+
+// An export holds the memory it exported, and its claim, on the reference it exported from: a
+// holder that puts another reference into the shared context afterwards neither frees the
+// exported memory under the export nor makes the export's claim land on the newcomer.
+template <class Managed, class Export>
+void expect_export_keeps_its_reference(Tensor tensor, Export export_tensor,
+                                       CountingProducer& producer) {
+  std::weak_ptr<StreamTrackedReference> original = tracked(tensor);
+  expected<Managed*> exported = export_tensor(tensor);
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  std::shared_ptr<DLManagedMemoryBufferVersioned> replacement = replace_reference(tensor);
+  tensor = Tensor();
+  EXPECT_EQ(producer.deleter_calls(), 0);  // the export still reads the producer's memory
+  ASSERT_FALSE(original.expired());
+  EXPECT_EQ(original.lock()->handle_claims(), 1);  // the export's
+  run_deleter(*exported);
+  EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_TRUE(original.expired());
+  EXPECT_EQ(replacement->handle_claims(), 0);
+  EXPECT_EQ(replacement->unpaired_releases(), 0u);
+}
+
+TEST(ExportVersioned, KeepsItsReferenceWhenTheContextsIsReplaced) {
+  CountingProducer producer;
+  expect_export_keeps_its_reference<DLManagedTensorVersioned>(
+      import_or_die(producer), [](const Tensor& t) { return t.to_dlpack_versioned(); }, producer);
+}
+
+TEST(ExportLegacy, KeepsItsReferenceWhenTheContextsIsReplaced) {
+  CountingProducer producer;
+  Tensor writable = writable_view_of(import_or_die(producer));  // the import is gone after this
+  expect_export_keeps_its_reference<DLManagedTensor>(
+      std::move(writable), [](const Tensor& t) { return t.to_dlpack(); }, producer);
 }
 
 TEST(ExportEmpty, BothFormatsRefuseAnEmptyTensor) {
