@@ -6,6 +6,7 @@
 
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/held_claim.hpp"
 #include "dlpack/recycler.hpp"
 #include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
@@ -17,16 +18,12 @@ namespace {
 constexpr std::int32_t kInlineDims = detail::ContextAccess::kCheckedDims;
 
 // One allocation per export (for ndim <= kInlineDims): the managed tensor, its own shape and
-// explicit strides, a strong reference to the context (a name of it, which a pool counts) and to
-// the memory reference it was exported from, and one handle claim on that reference, dropped by
-// the deleter. The reference is kept apart from the context because the context's member is
-// public: a holder may put another one there, which must neither free the exported memory under
-// the export nor receive the export's claim.
+// explicit strides, and a claim on the memory it was exported from (held_claim.hpp), which keeps
+// the context and that memory alive until the deleter drops it.
 template <class Managed>
 struct ExportedTensor {
   Managed managed;  // every field is written before it is handed out
-  std::shared_ptr<DLManagedTensorContext> context;
-  std::shared_ptr<TensorMemoryReference> memory;          // the one holding this export's claim
+  detail::HeldClaim claim;
   std::array<std::int64_t, 2 * kInlineDims> inline_dims;  // written before it is read
   std::unique_ptr<std::int64_t[]> heap_dims;
 
@@ -55,11 +52,7 @@ struct ExportedTensor {
   };
 
   static void delete_export(Managed* self) noexcept {
-    auto* owner = static_cast<ExportedTensor*>(self->manager_ctx);
-    if (owner->memory != nullptr) {
-      owner->memory->release_tensor_handle();
-    }
-    destroy(owner);
+    destroy(static_cast<ExportedTensor*>(self->manager_ctx));  // the claim goes with it
   }
 
   // Room for `ndim` extents and as many strides; false when the heap refuses.
@@ -132,13 +125,9 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   target = source;
   target.shape = ndim > 0 ? dims : nullptr;
   target.strides = ndim > 0 ? dims + ndim : nullptr;
-  owner->context = context;
-  owner->memory = context->memory_reference;
   owner->managed.manager_ctx = owner.get();
   owner->managed.deleter = &ExportedTensor<Managed>::delete_export;
-  if (owner->memory != nullptr) {
-    owner->memory->retain_tensor_handle();
-  }
+  owner->claim = detail::HeldClaim(context);
   return &owner.release()->managed;
 }
 

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "holoscan/ipc.hpp"
@@ -171,6 +173,31 @@ TEST_F(IpcExport, CudaMallocMemoryOutsideAPoolIsMappedPerExport) {
   EXPECT_EQ(exported->descriptor().allocation_id, 0u) << "no id: importers must not cache it";
   EXPECT_EQ(exported->descriptor().allocation_bytes, memory.size() * sizeof(float));
   EXPECT_EQ(exported->descriptor().offset, 16 * sizeof(float));
+}
+
+// An export holds the memory reference it exported, and its claim there: a holder that puts
+// another reference into the shared context (the member is public) neither frees the memory the
+// importer maps nor makes the export's claim land on the newcomer.
+TEST_F(IpcExport, AnExportKeepsItsReferenceWhenTheContextsIsReplaced) {
+  std::vector<float> memory(64);
+  scope_.ipc().add_memory(memory.data(), memory.size() * sizeof(float), FakeMemory::kDevice);
+  Tensor tensor = test::wrap_memory(memory.data(), {16}, DLDevice{kDLCUDA, 0});
+  std::weak_ptr<StreamTrackedReference> original =
+      std::dynamic_pointer_cast<StreamTrackedReference>(tensor.memory_reference());
+  ASSERT_FALSE(original.expired());
+  auto exported = export_tensor(tensor, 1);
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  auto replacement = std::make_shared<DLManagedMemoryBufferVersioned>(nullptr);
+  tensor.release_handle();  // the Tensor's claim moves with the reference, as a holder would
+  tensor.dl_ctx()->memory_reference = replacement;
+  tensor.retain_handle();
+  tensor = Tensor();
+  ASSERT_FALSE(original.expired()) << "the memory went while the export still shares it";
+  EXPECT_EQ(original.lock()->handle_claims(), 1);  // the export's
+  { ExportedTensor gone = std::move(*exported); }
+  EXPECT_TRUE(original.expired());
+  EXPECT_EQ(replacement->handle_claims(), 0);
+  EXPECT_EQ(replacement->unpaired_releases(), 0u);
 }
 
 TEST_F(IpcExport, VmmMemoryOutsideAPoolTravelsAsAFreshDescriptor) {

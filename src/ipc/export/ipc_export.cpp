@@ -10,6 +10,7 @@
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_guard.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/held_claim.hpp"
 #include "holoscan/ipc/exporter.hpp"
 #include "ipc/cuda/cuda_driver_error.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
@@ -25,7 +26,7 @@ using holoscan::detail::IpcEvent;
 struct ExportedTensor::State {
   TensorDescriptor descriptor;
   ExportableAllocation allocation;  // owns the fd made for this export, if one was
-  Tensor claim;                     // keeps a lent fd's owner (a pool) alive too
+  holoscan::detail::HeldClaim claim;  // the memory exported; keeps a lent fd's owner alive too
   IpcEvent readiness;               // null event when there is none
 
   State() = default;
@@ -96,7 +97,7 @@ expected<void, Error> describe_memory(const Tensor& tensor, const ExportableAllo
 
 // Records the interprocess event the importer waits on: after the tensor's readiness point, on
 // `stream` (the readiness stream itself costs no wait).
-expected<IpcEvent, Error> record_readiness(Tensor& tensor, cudaStream_t stream) {
+expected<IpcEvent, Error> record_readiness(const Tensor& tensor, cudaStream_t stream) {
   if (tensor.has_readiness_stream_contract()) {
     if (auto ordered = tensor.synchronize_for_consumer_stream(stream); !ordered) {
       return tl::unexpected<Error>(std::move(ordered.error()));
@@ -138,7 +139,7 @@ expected<ExportedTensor, Error> export_with(const Tensor& tensor, std::uint64_t 
   std::unique_ptr<ExportedTensor::State> state;
   try {
     state = std::make_unique<ExportedTensor::State>();
-    state->claim = tensor;
+    state->claim = holoscan::detail::HeldClaim(tensor.dl_ctx());
     TensorDescriptor& d = state->descriptor;
     d.export_id = export_id;
     d.exporter_pid = static_cast<std::uint32_t>(::getpid());
@@ -158,9 +159,9 @@ expected<ExportedTensor, Error> export_with(const Tensor& tensor, std::uint64_t 
     return tl::unexpected<Error>(std::move(valid.error()));
   }
   // Last, so that no refusal above leaves an event recorded for nothing.
-  if (stream != nullptr || state->claim.has_readiness_stream_contract()) {
-    const cudaStream_t on = stream != nullptr ? *stream : state->claim.readiness_stream();
-    auto event = record_readiness(state->claim, on);
+  if (stream != nullptr || tensor.has_readiness_stream_contract()) {
+    const cudaStream_t on = stream != nullptr ? *stream : tensor.readiness_stream();
+    auto event = record_readiness(tensor, on);
     if (!event) {
       return tl::unexpected<Error>(std::move(event.error()));
     }
