@@ -26,8 +26,9 @@ using holoscan::detail::IpcEvent;
 struct ExportedTensor::State {
   TensorDescriptor descriptor;
   ExportableAllocation allocation;  // owns the fd made for this export, if one was
-  holoscan::detail::HeldClaim claim;  // the memory exported; keeps a lent fd's owner alive too
   IpcEvent readiness;               // null event when there is none
+  // The memory exported, on the reference it was exported from; keeps a lent fd's owner alive.
+  holoscan::detail::HeldClaim claim;
 
   State() = default;
   State(const State&) = delete;
