@@ -63,6 +63,9 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
     std::int64_t dims[2 * kCheckedDims] = {};  // extents, then strides
   };
   std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context
+  // The library made this context and nothing but memory_reference keeps its memory: an export
+  // may then hold the reference alone (ContextAccess::memory_lives_in_reference). Never copied.
+  bool memory_lives_in_reference_ = false;
   CheckedView checked_;
 };
 

@@ -41,6 +41,20 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
   static void narrow_to_read_only(DLManagedTensorContext& context) noexcept {
     context.read_only_.store(true, std::memory_order_release);
   }
+  /**
+   * @brief Records that the library made `context` and that its memory lives exactly as long as
+   *        its memory reference (the context's own deleter frees none of it).
+   */
+  static void mark_memory_lives_in_reference(DLManagedTensorContext& context) noexcept {
+    context.memory_lives_in_reference_ = true;
+  }
+  /**
+   * @brief Whether holding the context's memory reference holds its memory (false for contexts
+   *        made by others: their deleters may own memory too).
+   */
+  static bool memory_lives_in_reference(const DLManagedTensorContext& context) noexcept {
+    return context.memory_lives_in_reference_;
+  }
   /** @brief Gives a context that a pool hands out anew its writer authority back. */
   static void restore_writable(DLManagedTensorContext& context) noexcept {
     context.read_only_.store(false, std::memory_order_release);

@@ -35,6 +35,7 @@ DLManagedTensorContext::DLManagedTensorContext(const DLManagedTensorContext& oth
       dl_strides(other.dl_strides),
       read_only_(other.read_only_.load(std::memory_order_acquire)),
       checked_(other.checked_) {
+  // memory_lives_in_reference_ stays false: the copy's owner says what keeps its memory.
   point_at_own_storage(other, *this);
 }
 
@@ -45,7 +46,8 @@ DLManagedTensorContext& DLManagedTensorContext::operator=(const DLManagedTensorC
     dl_shape = other.dl_shape;
     dl_strides = other.dl_strides;
     read_only_.store(other.read_only_.load(std::memory_order_acquire), std::memory_order_release);
-    checked_ = other.checked_;  // a record of values, which holds wherever the view points
+    checked_ = other.checked_;           // a record of values, which holds wherever the view points
+    memory_lives_in_reference_ = false;  // the assigner says what keeps the memory now
     point_at_own_storage(other, *this);
   }
   return *this;

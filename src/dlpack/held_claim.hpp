@@ -4,25 +4,33 @@
 #include <memory>
 #include <utility>
 
+#include "dlpack/context_access.hpp"
 #include "holoscan/dlpack_context.hpp"
 #include "holoscan/tensor_memory_reference.hpp"
 
 namespace holoscan::detail {
 
 /**
- * @brief Keeps a context (a name of it, which a pool counts) and the memory reference it had when
- *        taken, with one handle claim there, given back when it goes. The reference is kept apart
- *        because the context's member is public: a holder may put another one there, which must
- *        neither free the memory held here nor receive this claim's release.
+ * @brief Keeps the memory reference a context had when taken, with one handle claim there, given
+ *        back when it goes; and the context too (a name of it, which a pool counts) unless the
+ *        library made it and the reference alone keeps its memory (a pool block's reference is a
+ *        name as well). The reference is kept apart because the context's member is public: a
+ *        holder may put another one there, which must neither free the memory held here nor
+ *        receive this claim's release.
  */
 class HeldClaim {
  public:
   /** @brief Holds nothing. */
   HeldClaim() noexcept = default;
-  /** @brief Holds `context` and its memory reference, and retains one claim on that reference. */
-  explicit HeldClaim(std::shared_ptr<DLManagedTensorContext> context) noexcept
-      : context_(std::move(context)),
-        memory_(context_ != nullptr ? context_->memory_reference : nullptr) {
+  /** @brief Holds `context`'s memory reference (and, where needed, `context`), and retains one
+   *         claim on that reference. */
+  explicit HeldClaim(const std::shared_ptr<DLManagedTensorContext>& context) noexcept
+      : memory_(context != nullptr ? context->memory_reference : nullptr) {
+    // Not copied where the reference keeps the memory: an atomic pair less per export.
+    if (context != nullptr &&
+        (memory_ == nullptr || !ContextAccess::memory_lives_in_reference(*context))) {
+      context_ = context;
+    }
     if (memory_ != nullptr) {
       memory_->retain_tensor_handle();
     }

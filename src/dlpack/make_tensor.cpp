@@ -153,6 +153,7 @@ expected<Tensor, Error> make_owned(std::vector<std::int64_t>& shape, DLDataType 
       return forward_error(std::move(context));
     }
     (*context)->memory_reference = make_owner();
+    detail::ContextAccess::mark_memory_lives_in_reference(**context);
     return Tensor(std::move(*context));  // noexcept
   } catch (const std::bad_alloc&) {
     return out_of_memory(who);

@@ -10,6 +10,7 @@
 
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_guard.hpp"
+#include "dlpack/context_access.hpp"
 #include "dlpack/copy_memory.hpp"
 #include "dlpack/copy_plan.hpp"
 #include "dlpack/dlpack_validate.hpp"
@@ -236,6 +237,7 @@ Tensor copy_tensor(const Tensor& source, std::shared_ptr<DLManagedTensorContext>
       *context, view, flags,
       DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR});
   context->memory_reference = std::move(memory);
+  detail::ContextAccess::mark_memory_lives_in_reference(*context);
   return Tensor(std::move(context));
 }
 

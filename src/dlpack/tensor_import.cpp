@@ -71,6 +71,7 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
   // The owner is this thread's alone until the Tensor is returned: its first claim is a store.
   detail::StreamTrackedAccess::claim_first_unshared(*owner);
   shared->memory_reference = std::move(owner);
+  detail::ContextAccess::mark_memory_lives_in_reference(*shared);
   // Imported ownership establishes no local writer: read-only for good, whatever the flags say.
   detail::ContextAccess::narrow_to_read_only(*shared);
   return Tensor(ClaimedTensor(std::move(shared)));

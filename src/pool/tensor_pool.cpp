@@ -81,6 +81,8 @@ class PoolBlock {
     // Room for the largest shape up front, so that allocate() never needs the heap.
     context_.dl_shape.reserve(kMaxTensorDims);
     context_.dl_strides.reserve(kMaxTensorDims);
+    // The reference lent with the context keeps the block named, and so its memory, on its own.
+    detail::ContextAccess::mark_memory_lives_in_reference(context_);
   }
   PoolBlock(const PoolBlock&) = delete;
   PoolBlock& operator=(const PoolBlock&) = delete;

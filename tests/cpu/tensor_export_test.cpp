@@ -507,6 +507,59 @@ TEST(ExportLegacy, KeepsItsReferenceWhenTheContextsIsReplaced) {
       std::move(writable), [](const Tensor& t) { return t.to_dlpack(); }, producer);
 }
 
+// A context made outside the library may own memory through its own deleter, beside a reference
+// that owns none: the export keeps the context itself until its deleter runs.
+TEST(ExportVersioned, KeepsAContextMadeElsewhereWhoseDeleterOwnsTheMemory) {
+  auto storage = std::make_unique<float[]>(4);
+  bool context_gone = false;
+  std::shared_ptr<DLManagedTensorContext> context(new DLManagedTensorContext(),
+                                                  [&context_gone](DLManagedTensorContext* done) {
+                                                    context_gone = true;
+                                                    delete done;
+                                                  });
+  context->dl_shape = {4};
+  context->tensor.dl_tensor.data = storage.get();
+  context->tensor.dl_tensor.device = DLDevice{kDLCPU, 0};
+  context->tensor.dl_tensor.ndim = 1;
+  context->tensor.dl_tensor.dtype = DLDataType{kDLFloat, 32, 1};
+  context->tensor.dl_tensor.shape = context->dl_shape.data();
+  context->memory_reference = std::make_shared<TensorMemoryReference>();  // owns nothing
+  auto exported = Tensor(std::move(context)).to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  EXPECT_FALSE(context_gone) << "the export let go of the context that owns its memory";
+  (*exported)->deleter(*exported);
+  EXPECT_TRUE(context_gone);
+}
+
+// An import's context goes back to be recycled once its Tensors are gone, and the next import may
+// take it: the export holds the memory through its reference alone, and its own view.
+TEST(ExportVersioned, OutlivesItsImportsRecycledContext) {
+  CountingProducer first;
+  CountingProducer second;
+  DLManagedTensorVersioned* exported = nullptr;
+  {
+    auto exports = import_or_die(first).to_dlpack_versioned();
+    ASSERT_TRUE(exports.has_value()) << exports.error().message;
+    exported = *exports;
+  }
+  const void* data = exported->dl_tensor.data;
+  const std::vector<std::int64_t> shape(exported->dl_tensor.shape,
+                                        exported->dl_tensor.shape + exported->dl_tensor.ndim);
+  {
+    TensorSpec other;
+    other.shape = {7, 3};
+    const Tensor next = import_or_die(second, other);
+    EXPECT_EQ(exported->dl_tensor.data, data);
+    EXPECT_EQ(std::vector<std::int64_t>(exported->dl_tensor.shape,
+                                        exported->dl_tensor.shape + exported->dl_tensor.ndim),
+              shape);
+  }
+  EXPECT_EQ(first.deleter_calls(), 0) << "the import's memory went while exported";
+  exported->deleter(exported);
+  EXPECT_EQ(first.deleter_calls(), 1);
+  EXPECT_EQ(second.deleter_calls(), 1);
+}
+
 TEST(ExportEmpty, BothFormatsRefuseAnEmptyTensor) {
   const Tensor empty;
   const expected<DLManagedTensorVersioned*> versioned = empty.to_dlpack_versioned();
