@@ -47,6 +47,8 @@ class HeldClaim {
     return *this;
   }
   HeldClaim(const HeldClaim&) = delete;
+  /** @brief Whether a claim (or a context without memory reference) is held. */
+  explicit operator bool() const noexcept { return memory_ != nullptr || context_ != nullptr; }
   HeldClaim& operator=(const HeldClaim&) = delete;
   /** @brief Gives the claim back to the reference it was taken on. */
   ~HeldClaim() { release(); }

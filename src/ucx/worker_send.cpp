@@ -45,9 +45,9 @@ expected<void, Error> check_sendable(const Tensor& tensor) {
                                                             " dimensions and no shape");
   }
   if (!tensor.is_contiguous()) {
-    return make_unexpected(ErrorCode::kNotImplemented,
-                           std::string(kWho) +
-                               "the tensor is not contiguous (row-major, compact); copy it first");
+    return make_unexpected(
+        ErrorCode::kNotImplemented,
+        std::string(kWho) + "the tensor is not contiguous (row-major, compact); copy it first");
   }
   if (detail::memory_type_of(tensor) == UCS_MEMORY_TYPE_UNKNOWN) {
     return make_unexpected(ErrorCode::kNotImplemented,
@@ -98,7 +98,7 @@ void Worker::State::drop_claim(Outgoing& send) noexcept {
   try {
     dropped_claims.push_back(std::move(send.claim));
   } catch (...) {
-    send.claim = Tensor();
+    send.claim = holoscan::detail::HeldClaim();
   }
 }
 
@@ -111,7 +111,7 @@ StateLock::~StateLock() {
   // A batch at a time: the list keeps its room (pop_back never shrinks it) and nothing allocates.
   constexpr std::size_t kBatch = 16;
   for (;;) {
-    std::array<Tensor, kBatch> batch;
+    std::array<holoscan::detail::HeldClaim, kBatch> batch;
     std::size_t count = 0;
     while (count < kBatch && !dropped.empty()) {
       batch[count++] = std::move(dropped.back());
@@ -120,7 +120,8 @@ StateLock::~StateLock() {
     const bool more = !dropped.empty();
     state_.mutex.unlock();
     for (std::size_t i = 0; i < count; ++i) {
-      batch[i] = Tensor();  // may run a producer's deleter: never under the mutex
+      batch[i] =
+          holoscan::detail::HeldClaim();  // may run a producer's deleter: not under the mutex
     }
     if (!more) {
       return;
@@ -135,13 +136,13 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
     return make_unexpected(ErrorCode::kNotFound, "ucx send: no peer " + std::to_string(id));
   }
   if (peer->lost) {
-    return make_unexpected(ErrorCode::kClosed,
-                           "ucx send: peer " + std::to_string(id) + " (" + peer->name + ") is gone");
+    return make_unexpected(ErrorCode::kClosed, "ucx send: peer " + std::to_string(id) + " (" +
+                                                   peer->name + ") is gone");
   }
   if (in_flight_locked(*peer) >= config.window) {
-    return make_unexpected(ErrorCode::kBackpressured,
-                           "ucx send: " + std::to_string(config.window) +
-                               " tensors in flight to peer " + std::to_string(id) + " (the window)");
+    return make_unexpected(ErrorCode::kBackpressured, "ucx send: " + std::to_string(config.window) +
+                                                          " tensors in flight to peer " +
+                                                          std::to_string(id) + " (the window)");
   }
   if (auto sendable = check_sendable(tensor); !sendable) {
     return forward_error(std::move(sendable));
@@ -155,15 +156,18 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
   send->state = this;
   send->peer = id;
   send->sequence = peer->next_sequence;
-  send->claim = tensor;
+  send->claim = holoscan::detail::HeldClaim(tensor.dl_ctx());
+  send->payload = tensor.data();
+  send->payload_bytes = static_cast<std::size_t>(tensor.nbytes());
   send->memory_type = detail::memory_type_of(tensor);
   auto size = encode(header_of(tensor, send->sequence), send->header.data(), send->header.size());
   if (!size) {
     return forward_error(std::move(size));
   }
   send->header_size = *size;
-  if (send->claim.has_readiness_stream_contract()) {
-    auto ticket = gate.arm(send->claim);
+  if (tensor.has_readiness_stream_contract()) {
+    Tensor armed = tensor;  // the gate waits through a Tensor's own hook
+    auto ticket = gate.arm(armed);
     if (!ticket) {
       Error error = std::move(ticket.error());
       error.message = "ucx send: " + error.message;
@@ -226,8 +230,8 @@ std::size_t Worker::State::post_ready_sends() {
       send.phase = Outgoing::Phase::kPosted;
       attach_answers(send);
       void* request = ucp_am_send_nbx(peer.endpoint, static_cast<unsigned>(MessageId::kTensor),
-                                      send.header.data(), send.header_size, send.claim.data(),
-                                      static_cast<std::size_t>(send.claim.nbytes()), &params);
+                                      send.header.data(), send.header_size, send.payload,
+                                      send.payload_bytes, &params);
       ++posted;
       if (UCS_PTR_IS_PTR(request)) {
         send.request = request;
@@ -283,7 +287,8 @@ void Worker::State::finish_answers(Outgoing& send, ucs_status_t status) {
     ++stats.answers_carried;
     return;
   }
-  if (const Peer* peer = find(send.peer); peer == nullptr || peer->lost || peer->endpoint == nullptr) {
+  if (const Peer* peer = find(send.peer);
+      peer == nullptr || peer->lost || peer->endpoint == nullptr) {
     send.answered = AnsweredRun{};  // the connection is gone: nobody to tell
     return;
   }
@@ -365,9 +370,8 @@ void Worker::State::answer_sends(Peer& peer, const Ack& ack) {
     if (ack.code == ErrorCode::kSuccess) {
       send.outcome = expected<void, Error>();
     } else {
-      send.outcome = make_unexpected(
-          Error{ack.code, "ucx send of " + about(send) + " refused by the peer: " + ack.message,
-                0});
+      send.outcome = make_unexpected(Error{
+          ack.code, "ucx send of " + about(send) + " refused by the peer: " + ack.message, 0});
     }
     ++answered;
     end_if_done(send);

@@ -18,6 +18,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "dlpack/held_claim.hpp"  // the core's claim holder (internal)
 #include "holoscan/ucx/wire.hpp"
 #include "holoscan/ucx/worker.hpp"
 #include "readiness_gate.hpp"
@@ -51,7 +52,12 @@ struct Outgoing {
   Worker::State* state = nullptr;
   PeerId peer = 0;
   std::uint64_t sequence = 0;
-  Tensor claim;  ///< Keeps the memory from reuse until kReleased.
+  /** @brief Keeps the memory from reuse until kReleased: a claim on the reference the tensor had
+   *         at send(), which a reference put into its context later neither frees nor takes. */
+  holoscan::detail::HeldClaim claim;
+  /** @brief The payload, read with the header at send(): a view rewritten later changes neither. */
+  const void* payload = nullptr;
+  std::size_t payload_bytes = 0;  ///< The header's payload_bytes.
   std::array<std::uint8_t, kMaxTensorHeaderBytes> header{};
   std::size_t header_size = 0;
   ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_UNKNOWN;
@@ -150,7 +156,7 @@ struct Worker::State {
   // Claims of sends UCX is done with. Dropping one may run the producer's deleter, which may call
   // this worker: they are let go of by StateLock once the mutex is released. A send reserves room
   // for its claim here when it takes it, so that moving one in never allocates.
-  std::vector<Tensor> dropped_claims;
+  std::vector<holoscan::detail::HeldClaim> dropped_claims;
   std::size_t claims_held = 0;  // claims taken and not yet moved into dropped_claims
   WorkerStats stats;
   std::uint64_t rounds = 0;  // progress rounds so far

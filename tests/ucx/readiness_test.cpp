@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "support/allocation_hooks.hpp"
+#include "support/counting_producer.hpp"
 #include "support/fake_cuda.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
@@ -76,7 +77,8 @@ TEST(UcxReadiness, ARefusedReadinessWaitRefusesTheSendAndKeepsNothing) {
     EXPECT_EQ(refused.error().code, ErrorCode::kFailure);
     EXPECT_NE(refused.error().message.find("cudaStreamWaitEvent"), std::string::npos)
         << refused.error().message;
-    EXPECT_EQ(refused.error().provenance, static_cast<std::uint64_t>(cudaErrorInvalidResourceHandle));
+    EXPECT_EQ(refused.error().provenance,
+              static_cast<std::uint64_t>(cudaErrorInvalidResourceHandle));
     EXPECT_EQ(worker.in_flight(), 0u);
     cuda->complete(producer);
   }
@@ -103,6 +105,63 @@ TEST(UcxReadiness, ARefusedReadinessWaitRefusesTheSendAndKeepsNothing) {
   EXPECT_EQ(sender.pool->available_blocks(), 1u);
   ::kill(receiver, SIGKILL);
   (void)wait_peer(receiver, kPatienceMs);
+}
+
+// The context's members are public: a view rewritten by hand while its send waits for readiness
+// (a shape past the memory, another reference in the context) changes nothing sent. The message
+// is the view given to send(), header and payload alike, and the memory it was sent from stays
+// until UCX is done with it; it went at once with the reference, and the payload was read past
+// it, when the send kept only a Tensor over the context and read the view when it was posted.
+TEST(UcxReadiness, AViewRewrittenWhileItsSendWaitsChangesNothingSent) {
+  FakeCudaScope cuda;
+  LinkedWorkers sides;
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {16};
+  auto imported = make_tensor_from_dlpack_versioned(producer.make_versioned(spec));
+  ASSERT_TRUE(imported) << to_string(imported.error());
+  auto* values = static_cast<float*>(imported->data());
+  for (int i = 0; i < 16; ++i) {
+    values[i] = static_cast<float>(i) + 0.5F;
+  }
+  cudaStream_t stream = cuda->create_stream(0);
+  cuda->launch(stream);
+  ASSERT_TRUE(imported->set_readiness_stream(stream));
+  auto sent = sides.client.send(*sides.link.client, *imported);
+  ASSERT_TRUE(sent) << to_string(sent.error());
+  DLManagedTensorContext& context = *imported->dl_ctx();
+  context.dl_shape[0] = std::int64_t{1} << 20;
+  context.memory_reference = std::make_shared<TensorMemoryReference>();
+  *imported = Tensor();
+  EXPECT_EQ(producer.deleter_calls(), 0) << "the memory went while its send waited";
+  cuda->complete(stream);
+  std::optional<ucx::Received> received;
+  const auto start = std::chrono::steady_clock::now();
+  while (!received && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    (void)sides.client.progress();
+    auto got = sides.receiver.receive(1);
+    ASSERT_TRUE(got) << to_string(got.error());
+    if (*got) {
+      received = std::move(**got);
+    }
+  }
+  ASSERT_TRUE(received) << "nothing arrived";
+  ASSERT_EQ(received->tensor.shape(), std::vector<std::int64_t>{16});
+  const auto* landed = static_cast<const float*>(received->tensor.data());
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(landed[i], static_cast<float>(i) + 0.5F) << "element " << i;
+  }
+  std::optional<ucx::SendResult> result;
+  while (!result && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    (void)sides.client.progress();
+    (void)sides.receiver.progress();
+    result = sides.client.next_send_result();
+  }
+  ASSERT_TRUE(result) << "the send never ended";
+  EXPECT_TRUE(result->outcome.has_value());
+  flush_deferred_releases();  // its readiness point made the release a deferred one
+  EXPECT_EQ(producer.deleter_calls(), 1) << "the memory was kept past the send";
 }
 
 // One attempt on a fresh in-process connection: tensor 0 sent while its readiness query keeps
