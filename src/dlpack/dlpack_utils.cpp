@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <string>
 
@@ -13,15 +14,29 @@
 namespace holoscan {
 namespace {
 
-// Copies `count` values into `owned` without allocating when it has the capacity, and without
-// reading through `values` after `owned` changed when `values` points into `owned` itself.
-void assign_owned(std::vector<std::int64_t>& owned, const std::int64_t* values, std::size_t count) {
-  const bool aliases = values >= owned.data() && values < owned.data() + owned.size();
-  if (aliases) {
-    std::vector<std::int64_t> copy(values, values + count);
-    owned.swap(copy);
-    return;
+// Whether `values` points into the storage of `owned` (its whole room, not only its size).
+bool points_into(const std::vector<std::int64_t>& owned, const std::int64_t* values) {
+  const std::less<const std::int64_t*> before;
+  return values != nullptr && !before(values, owned.data()) &&
+         before(values, owned.data() + owned.capacity());
+}
+
+// `count` values of `values`, read into `copy` first when they lie in either vector that is about
+// to be written: a source's shape or strides may point into the destination's own storage, and
+// the first vector written could overwrite or move what the second is read from.
+const std::int64_t* read_apart(const std::int64_t* values, std::size_t count,
+                               const std::vector<std::int64_t>& shape,
+                               const std::vector<std::int64_t>& strides,
+                               std::vector<std::int64_t>& copy) {
+  if (!points_into(shape, values) && !points_into(strides, values)) {
+    return values;
   }
+  copy.assign(values, values + count);
+  return copy.data();
+}
+
+// Copies `count` values into `owned` (not aliasing it) without allocating when it has the room.
+void assign_owned(std::vector<std::int64_t>& owned, const std::int64_t* values, std::size_t count) {
   owned.resize(count);
   if (count > 0) {
     std::memcpy(owned.data(), values, count * sizeof(std::int64_t));
@@ -36,10 +51,15 @@ void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destin
                                         DLPackMetadataCopyOptions options) {
   const DLTensor view = source;  // `destination` may be `source`
   const auto ndim = static_cast<std::size_t>(view.ndim > 0 ? view.ndim : 0);
-  assign_owned(owned_shape, view.shape, view.shape != nullptr ? ndim : 0);
+  std::vector<std::int64_t> shape_copy;
+  std::vector<std::int64_t> strides_copy;
+  const std::int64_t* shape = read_apart(view.shape, ndim, owned_shape, owned_strides, shape_copy);
+  const std::int64_t* strides =
+      read_apart(view.strides, ndim, owned_shape, owned_strides, strides_copy);
+  assign_owned(owned_shape, shape, shape != nullptr ? ndim : 0);
   owned_shape.resize(ndim);
-  if (view.strides != nullptr) {
-    assign_owned(owned_strides, view.strides, ndim);
+  if (strides != nullptr) {
+    assign_owned(owned_strides, strides, ndim);
   } else if (options.materialize_implicit_strides) {
     owned_strides.resize(ndim);
     detail::compact_strides(view.ndim, owned_shape.data(), owned_strides.data());
@@ -115,7 +135,8 @@ expected<DLDataType, Error> dldatatype_from_typestr(std::string_view typestr) tr
   }
   const char kind = typestr.size() > 1 ? typestr[1] : '\0';
   if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f' && kind != 'c') {
-    return refuse("unsupported dtype.kind '" + std::string(typestr.substr(typestr.empty() ? 0 : 1, 1)) + "'");
+    return refuse("unsupported dtype.kind '" +
+                  std::string(typestr.substr(typestr.empty() ? 0 : 1, 1)) + "'");
   }
   if (typestr.size() == 2) {
     return refuse("missing itemsize");

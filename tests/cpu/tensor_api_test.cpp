@@ -184,6 +184,38 @@ TEST(CopyMetadata, ContextFromADLTensorIsThisBuildsVersionWithoutFlags) {
   EXPECT_EQ(context.dl_shape, shape);
 }
 
+// A source whose strides lie in the context's shape vector (or its shape in the strides vector),
+// as a view written by hand may have them: both are read before either vector is written, which
+// overwrote the strides with the new shape (or moved them, when the shape vector grew).
+TEST(CopyMetadata, SourceArraysInTheOtherOwnedVectorAreReadBeforeItChanges) {
+  float values[24] = {};
+  DLManagedTensorContext context;
+  context.dl_shape = {12, 4, 1};  // the source's strides, and no room for a fourth extent
+  context.dl_shape.shrink_to_fit();
+  std::vector<std::int64_t> shape{2, 3, 4};
+  const DLTensor strided{
+      values, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, shape.data(), context.dl_shape.data(), 0};
+  copy_dl_tensor_with_owned_metadata(context, strided);
+  EXPECT_EQ(context.dl_shape, (std::vector<std::int64_t>{2, 3, 4}));
+  EXPECT_EQ(context.dl_strides, (std::vector<std::int64_t>{12, 4, 1}));
+  std::vector<std::int64_t> four{1, 2, 3, 4};
+  context.dl_strides = {24, 12, 4, 1};
+  context.dl_shape = {1, 2, 3};
+  context.dl_shape.shrink_to_fit();
+  const DLTensor grown{
+      values, {kDLCPU, 0}, 4, {kDLFloat, 32, 1}, four.data(), context.dl_strides.data(), 0};
+  copy_dl_tensor_with_owned_metadata(context, grown);
+  EXPECT_EQ(context.dl_shape, four);
+  EXPECT_EQ(context.dl_strides, (std::vector<std::int64_t>{24, 12, 4, 1}));
+  context.dl_strides.shrink_to_fit();
+  const DLTensor swapped{
+      values, {kDLCPU, 0}, 4, {kDLFloat, 32, 1}, context.dl_strides.data(), context.dl_shape.data(),
+      0};
+  copy_dl_tensor_with_owned_metadata(context, swapped);
+  EXPECT_EQ(context.dl_shape, (std::vector<std::int64_t>{24, 12, 4, 1}));
+  EXPECT_EQ(context.dl_strides, four);
+}
+
 TEST(TypeStrings, StringViewNeedNotEndTheString) {
   const std::string text = "<f4 and more";
   auto parsed = dldatatype_from_typestr(std::string_view(text).substr(0, 3));
