@@ -216,21 +216,18 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
     auto answered = wait_for(state, timeout_ms, [&]() -> std::optional<expected<PeerId, Error>> {
       Peer& peer = *state.find(id);
       if (peer.hello_version && *peer.hello_version == kWireVersion) {
-        if (peer.loss_report) {  // lost after its Hello: receive() reports it after its tensors
-          state.arrivals.push_back(std::move(peer.loss_report));
-        }
-        peer.connecting = false;
+        state.finish_connect(peer);
         return expected<PeerId, Error>(id);
       }
       if (peer.hello_version) {
         const std::string version = std::to_string(*peer.hello_version);
-        state.lose_peer(peer, Error{}, false);
+        state.abandon_connect(peer);
         return expected<PeerId, Error>(make_unexpected(
             ErrorCode::kIncompatible, who + ": the listener speaks wire version " + version +
                                           ", this build " + std::to_string(kWireVersion)));
       }
       if (peer.lost) {
-        peer.loss_report.reset();  // this error is the report
+        state.abandon_connect(peer);
         return expected<PeerId, Error>(
             make_unexpected(ErrorCode::kClosed, who + ": the connection failed"));
       }
@@ -240,7 +237,7 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
       return std::move(*answered);
     }
     StateLock lock(state);
-    state.lose_peer(*state.find(id), Error{}, false);
+    state.abandon_connect(*state.find(id));
     return make_unexpected(ErrorCode::kTimeout,
                            who + ": no answer within " + std::to_string(timeout_ms) + " ms");
   });

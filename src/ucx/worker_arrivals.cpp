@@ -226,22 +226,31 @@ void Worker::State::drop_arrivals(PeerId peer, Dropping dropping) noexcept {
   }
 }
 
+// In arrival order, except that a peer whose connect() has not returned its id yet is passed
+// over: the caller could not tell whose tensor it is (the id is not its own yet), and should
+// connect() fail, the tensor was never delivered.
 std::optional<expected<Received, Error>> Worker::State::take_arrival() {
-  while (!arrivals.empty()) {
-    Arrival& head = *arrivals.front();
-    switch (head.phase) {
+  for (auto it = arrivals.begin(); it != arrivals.end();) {
+    Arrival& arrival = **it;
+    if (arrival.phase == Arrival::Phase::kDropped) {
+      it = arrivals.erase(it);
+      continue;
+    }
+    if (const Peer* peer = find(arrival.peer); peer != nullptr && peer->connecting) {
+      ++it;  // held until connect() gives its id (or dropped when it fails)
+      continue;
+    }
+    switch (arrival.phase) {
       case Arrival::Phase::kWaitingMemory:
       case Arrival::Phase::kLanding:
-        return std::nullopt;  // handed out in arrival order
-      case Arrival::Phase::kDropped:
-        arrivals.pop_front();
-        continue;
+      case Arrival::Phase::kDropped:  // (erased above)
+        return std::nullopt;          // handed out in arrival order
       case Arrival::Phase::kLanded: {
         // Confirmed before the tensor leaves the arrival: out of host memory there, it stays to
         // be handed out by the next call rather than going with the exception.
-        if (const Peer* peer = find(head.peer); peer != nullptr && !peer->lost) {
+        if (const Peer* peer = find(arrival.peer); peer != nullptr && !peer->lost) {
           const bool first = controls.empty();
-          queue_delivered(head.peer, head.header.sequence);
+          queue_delivered(arrival.peer, arrival.header.sequence);
           if (first) {
             // It goes out with the next round, which this call may never make (a tensor that had
             // landed is handed out without one): a thread asleep in a wait (accept(), another
@@ -250,15 +259,15 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
             announce();
           }
         }
-        Received received{head.peer, head.header.sequence, std::move(head.tensor)};
+        Received received{arrival.peer, arrival.header.sequence, std::move(arrival.tensor)};
         ++stats.received;
-        arrivals.pop_front();
+        arrivals.erase(it);
         return expected<Received, Error>(std::move(received));
       }
       case Arrival::Phase::kRefused:
       case Arrival::Phase::kPeerClosed: {
-        Error error = std::move(head.error);
-        arrivals.pop_front();
+        Error error = std::move(arrival.error);
+        arrivals.erase(it);
         return expected<Received, Error>(make_unexpected(std::move(error)));
       }
     }

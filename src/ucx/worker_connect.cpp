@@ -158,6 +158,40 @@ expected<PeerId, Error> Worker::State::start_connect(const std::string& name,
   return id;
 }
 
+// connect() gives the peer's id: what came from it meanwhile, held back by receive(), is due now,
+// and whoever sleeps on the worker's behalf (a receive() on another thread, an event loop on
+// fd()) is woken to take it. A loss after its Hello is reported after its tensors.
+void Worker::State::finish_connect(Peer& peer) {
+  if (peer.loss_report) {
+    arrivals.push_back(std::move(peer.loss_report));
+  }
+  peer.connecting = false;
+  for (const auto& arrival : arrivals) {
+    if (arrival->peer == peer.id) {
+      announce();
+      return;
+    }
+  }
+}
+
+// A connect() that fails is the only report of that connection: the caller never had its id, so
+// nothing of it reaches receive(). What the listener sent meanwhile is dropped unconfirmed (its
+// sender learns kClosed as the connection ends).
+void Worker::State::abandon_connect(Peer& peer) {
+  if (!peer.lost) {
+    try {
+      lose_peer(peer, Error{ErrorCode::kClosed, "ucx: its connect() failed", 0}, false);
+    } catch (...) {
+      // Out of host memory: ended by the next round, its loss held back as any connecting peer's.
+      mark_failed(&peer, UCS_ERR_NO_MEMORY, "was closed here: its connect() failed");
+      throw;
+    }
+  }
+  peer.loss_report.reset();
+  drop_arrivals(peer.id, Dropping::kEverything);
+  peer.connecting = false;
+}
+
 PeerId Worker::State::add_peer(ucp_ep_h endpoint, std::string name) {
   const PeerId id = next_peer++;
   Peer& peer = peers[id];

@@ -99,7 +99,7 @@ struct Peer {
   std::string name;             ///< "host:port" as given or as the listener saw it.
   bool accepted = false;        ///< Accepted by the listener (else this worker connected).
   bool lost = false;            ///< Failed, closed by the peer, or disconnected here.
-  bool connecting = false;      ///< connect() has not returned its id yet.
+  bool connecting = false;      ///< connect() has not returned its id: arrivals held.
   /** @brief The loss of a peer still connecting, for receive() only once connect() gave its id. */
   std::unique_ptr<Arrival> loss_report;
   std::optional<std::uint32_t> hello_version;  ///< The listener's answer (connecting side).
@@ -177,6 +177,8 @@ struct Worker::State {
                                                const expected<SocketAddress, Error>& resolved);
   expected<PeerId, Error> start_connect(const std::string& name, const SocketAddress& resolved);
   std::size_t accept_connections();
+  void finish_connect(Peer& peer);
+  void abandon_connect(Peer& peer);
   PeerId add_peer(ucp_ep_h endpoint, std::string name);
   void mark_failed(Peer* peer, ucs_status_t status, const char* what) noexcept;
   std::size_t handle_failures();

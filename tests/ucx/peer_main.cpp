@@ -27,6 +27,11 @@
 //       (the test's first tensor back, which carried the confirmation, failed inside UCX) and
 //       the tensor that came confirmed nothing, 6 when no confirmation came, 7 when it came in
 //       a tensor's header.
+//   holoscan_dlpack_ucx_peer early port_fd=F [hello_after=MS] [linger=MS]
+//       listens on the loopback by hand and writes its port to fd F; takes one connection and
+//       sends it tensor 1 before answering its Hello, answers the Hello MS after it came (without
+//       hello_after: never), then progresses until the connection goes or `linger` ms (10000)
+//       passed; exits 0 when tensor 1 was confirmed delivered, 9 when it was not, 6 on failure.
 #include <poll.h>
 #include <unistd.h>
 
@@ -275,6 +280,36 @@ int reclaimed_answer(std::uint16_t port) {
   return 0;
 }
 
+// A listener whose tensor reaches the connecting worker before the answer its connect() waits for.
+int early_tensor(int port_fd, std::uint64_t hello_after_ms, std::uint64_t linger_ms) {
+  holoscan::test::RawPeer raw;
+  const std::string port = std::to_string(raw.listening_port()) + "\n";
+  if (raw.listening_port() == 0 ||
+      write(port_fd, port.data(), port.size()) != static_cast<ssize_t>(port.size())) {
+    return fail(6, "not listening");
+  }
+  close(port_fd);
+  if (!raw.accept(20000)) {
+    return fail(6, "nobody connected");
+  }
+  const auto first = holoscan::test::burst_cases(1, 0).front();
+  if (!raw.send(static_cast<unsigned>(ucx::MessageId::kTensor), first.header, first.data)) {
+    return fail(6, "sending tensor 1 failed");
+  }
+  if (hello_after_ms != 0 && raw.wait_hellos(1, 20000) == 1) {
+    raw.progress_for(static_cast<int>(hello_after_ms));
+    const auto hello = ucx::encode(ucx::Hello{});
+    if (!raw.send(static_cast<unsigned>(ucx::MessageId::kHello), {hello.begin(), hello.end()},
+                  {})) {
+      return fail(6, "answering the Hello failed");
+    }
+  }
+  raw.progress_for(static_cast<int>(linger_ms));
+  const auto& acks = raw.wait_acks(1, 0);
+  const auto answer = acks.find(1);
+  return answer != acks.end() && answer->second == 0 ? 0 : 9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -295,6 +330,10 @@ int main(int argc, char** argv) {
   }
   if (role == "reclaimed") {
     return reclaimed_answer(port);
+  }
+  if (role == "early") {
+    return early_tensor(static_cast<int>(number(options, "port_fd", 0)),
+                        number(options, "hello_after", 0), number(options, "linger", 10000));
   }
   if (role == "burst") {
     return send_burst(port, number(options, "count", 8), number(options, "refused", 0),

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 
 #include <chrono>
+#include <utility>
 
 #include "holoscan/ucx/wire.hpp"
 
@@ -25,38 +26,76 @@ ucs_status_t wait(ucp_worker_h worker, void* request) {
 
 }  // namespace
 
-RawPeer::RawPeer(std::uint16_t port) {
+ucp_ep_params_t RawPeer::endpoint_params(RawPeer* self) {
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = on_endpoint_error;
+  ep.err_handler.arg = self;
+  return ep;
+}
+
+void RawPeer::on_connection_request(ucp_conn_request_h request, void* arg) {
+  auto* self = static_cast<RawPeer*>(arg);
+  if (self->request_ != nullptr || self->endpoint_ != nullptr) {
+    (void)ucp_listener_reject(self->listener_, request);  // one connection
+    return;
+  }
+  self->request_ = request;
+}
+
+void RawPeer::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t) {
+  static_cast<RawPeer*>(arg)->endpoint_failed_ = true;
+}
+
+ucs_status_t RawPeer::on_hello(void* arg, const void*, std::size_t, void*, std::size_t,
+                               const ucp_am_recv_param_t*) {
+  ++static_cast<RawPeer*>(arg)->hellos_;
+  return UCS_OK;
+}
+
+// The context, the worker and the message handlers; false when UCX refused one.
+bool RawPeer::start() {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_AM;
   if (ucp_init(&params, nullptr, &context_) != UCS_OK) {
     context_ = nullptr;
-    return;
+    return false;
   }
   ucp_worker_params_t worker_params{};
   if (ucp_worker_create(context_, &worker_params, &worker_) != UCS_OK) {
     worker_ = nullptr;
-    return;
+    return false;
   }
   ucp_am_handler_param_t handler{};
   handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
-  handler.id = static_cast<unsigned>(ucx::MessageId::kAck);
-  handler.cb = on_ack;
   handler.arg = this;
-  (void)ucp_worker_set_am_recv_handler(worker_, &handler);
-  handler.id = static_cast<unsigned>(ucx::MessageId::kTensor);
-  handler.cb = on_tensor;
-  (void)ucp_worker_set_am_recv_handler(worker_, &handler);
+  const std::pair<ucx::MessageId, ucp_am_recv_callback_t> handlers[] = {
+      {ucx::MessageId::kAck, on_ack},
+      {ucx::MessageId::kTensor, on_tensor},
+      {ucx::MessageId::kHello, on_hello},
+  };
+  for (const auto& [id, callback] : handlers) {
+    handler.id = static_cast<unsigned>(id);
+    handler.cb = callback;
+    (void)ucp_worker_set_am_recv_handler(worker_, &handler);
+  }
+  return true;
+}
+
+RawPeer::RawPeer(std::uint16_t port) {
+  if (!start()) {
+    return;
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ucp_ep_params_t ep = endpoint_params(this);
+  ep.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
   ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   ep.sockaddr.addr = reinterpret_cast<const sockaddr*>(&address);
   ep.sockaddr.addrlen = sizeof(address);
   if (ucp_ep_create(worker_, &ep, &endpoint_) != UCS_OK) {
@@ -64,10 +103,66 @@ RawPeer::RawPeer(std::uint16_t port) {
   }
 }
 
+RawPeer::RawPeer() {
+  if (!start()) {
+    return;
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ucp_listener_params_t params{};
+  params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&address);
+  params.sockaddr.addrlen = sizeof(address);
+  params.conn_handler.cb = on_connection_request;
+  params.conn_handler.arg = this;
+  if (ucp_listener_create(worker_, &params, &listener_) != UCS_OK) {
+    listener_ = nullptr;
+    return;
+  }
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  if (ucp_listener_query(listener_, &attr) == UCS_OK && attr.sockaddr.ss_family == AF_INET) {
+    listening_port_ = ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+  }
+}
+
+bool RawPeer::accept(int timeout_ms) {
+  progress_until([&] { return request_ != nullptr; }, timeout_ms);
+  if (request_ == nullptr) {
+    return false;
+  }
+  ucp_ep_params_t ep = endpoint_params(this);
+  ep.field_mask |= UCP_EP_PARAM_FIELD_CONN_REQUEST;
+  ep.conn_request = request_;
+  request_ = nullptr;  // consumed either way
+  if (ucp_ep_create(worker_, &ep, &endpoint_) != UCS_OK) {
+    endpoint_ = nullptr;
+  }
+  return endpoint_ != nullptr;
+}
+
+std::size_t RawPeer::wait_hellos(std::size_t count, int timeout_ms) {
+  progress_until([&] { return hellos_ >= count; }, timeout_ms);
+  return hellos_;
+}
+
+void RawPeer::progress_for(int ms) {
+  progress_until([&] { return endpoint_failed_; }, ms);
+}
+
 RawPeer::~RawPeer() {
   if (endpoint_ != nullptr) {
     ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = endpoint_failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     (void)wait(worker_, ucp_ep_close_nbx(endpoint_, &params));
+  }
+  if (request_ != nullptr) {
+    (void)ucp_listener_reject(listener_, request_);
+  }
+  if (listener_ != nullptr) {
+    ucp_listener_destroy(listener_);
   }
   if (worker_ != nullptr) {
     ucp_worker_destroy(worker_);

@@ -170,6 +170,9 @@ class HOLOSCAN_DLPACK_API Worker {
    *        nullopt when none came. Handing it out confirms it to its sender, with the next
    *        progress round (tensors handed out one after the other share one confirmation).
    *
+   * What a peer whose connect() has not returned yet sent is held until it has (the caller has
+   * its id then), and dropped when connect() fails.
+   *
    * Errors, each reported once, in arrival order, the worker staying usable: a refused message
    * (kInvalidArgument / kProtocolError / kIncompatible / kNotImplemented naming the field, or
    * the pool's or the allocation's refusal); kClosed naming a peer that closed the connection or
