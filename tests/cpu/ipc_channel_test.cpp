@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -521,6 +522,8 @@ TEST_F(IpcListener, AcceptTimesOutWithNoConnection) {
 // listen(), which every listen() of the library here calls): a stand-in for a listener preempted
 // between naming its socket and listening on it.
 std::atomic<int> g_listen_delay_ms{0};
+// The errno the next listen() of this binary fails with (0: it listens).
+std::atomic<int> g_listen_errno{0};
 
 }  // namespace
 }  // namespace holoscan::ipc
@@ -528,6 +531,10 @@ std::atomic<int> g_listen_delay_ms{0};
 extern "C" int listen(int fd, int backlog) {
   if (const int ms = holoscan::ipc::g_listen_delay_ms.exchange(0); ms > 0) {
     ::usleep(static_cast<useconds_t>(ms) * 1000);
+  }
+  if (const int err = holoscan::ipc::g_listen_errno.exchange(0); err != 0) {
+    errno = err;
+    return -1;
   }
   return static_cast<int>(::syscall(SYS_listen, fd, backlog));
 }
@@ -565,6 +572,24 @@ TEST_F(IpcListener, APeerThatFindsThePathIsNeverRefused) {
   }
   ::closedir(folder);
   EXPECT_EQ(entries, 0) << "a listener's path or staging name outlived it";
+}
+
+// A listen() that fails is reported as listen()'s, and leaves no path behind: through the staging
+// name, and bound to the path itself where the staging name would be too long for an address.
+TEST_F(IpcListener, AListenThatFailsIsReportedAsListenAndLeavesNoPath) {
+  const std::string long_path = dir_ + "/" + std::string(100 - dir_.size(), 'l');  // 100 bytes
+  for (const std::string& path : {path_, long_path}) {
+    g_listen_errno.store(EOPNOTSUPP);
+    auto listener = Listener::listen(path);
+    ASSERT_FALSE(listener.has_value()) << path;
+    EXPECT_EQ(listener.error().code, ErrorCode::kFailure);
+    EXPECT_EQ(listener.error().message.rfind("ipc listener: listen failed: ", 0), 0u)
+        << listener.error().message;
+    EXPECT_NE(::access(path.c_str(), F_OK), 0) << "a path no listener listens on was left";
+    ::unlink(path.c_str());
+  }
+  auto listener = Listener::listen(long_path);  // the fallback listens when listen() does
+  ASSERT_TRUE(listener.has_value()) << listener.error().message;
 }
 
 TEST_F(IpcListener, RemovesItsPathAndRefusesATakenOne) {

@@ -19,11 +19,18 @@ namespace {
 
 constexpr const char* kWho = "ipc listener";
 
-// A socket bound to `address` and listening, or errno.
-int bind_and_listen(int socket, const sockaddr_un& address) noexcept {
-  if (::bind(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::listen(socket, SOMAXCONN) != 0) {
+// A socket bound to `address` (`path`) and listening, or errno and the call that failed.
+int bind_and_listen(int socket, const std::string& path, const sockaddr_un& address,
+                    std::string& failed) {
+  if (::bind(socket, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    failed = "bind(" + path + ")";
     return errno;
+  }
+  if (::listen(socket, SOMAXCONN) != 0) {
+    const int err = errno;  // bound but never a Listener, which would remove the path
+    failed = "listen";
+    ::unlink(path.c_str());
+    return err;
   }
   return 0;
 }
@@ -39,10 +46,9 @@ int listen_at(int socket, const std::string& path, const sockaddr_un& address,
   static std::atomic<unsigned> next{0};
   const std::string staging =
       path + ".listening-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
-  failed = "bind(" + path + ")";
   auto staged = detail::unix_address(staging, kWho);
   if (!staged || ::bind(socket, reinterpret_cast<const sockaddr*>(&*staged), sizeof(*staged)) != 0) {
-    return bind_and_listen(socket, address);
+    return bind_and_listen(socket, path, address, failed);
   }
   if (::listen(socket, SOMAXCONN) != 0) {
     const int err = errno;
@@ -53,6 +59,7 @@ int listen_at(int socket, const std::string& path, const sockaddr_un& address,
   const int linked = ::link(staging.c_str(), path.c_str()) == 0 ? 0 : errno;
   ::unlink(staging.c_str());
   if (linked == EEXIST) {
+    failed = "bind(" + path + ")";
     return EADDRINUSE;  // bind()'s answer for a taken path, under bind()'s name
   }
   if (linked != 0) {
