@@ -151,9 +151,16 @@ expected<PeerId, Error> Worker::State::start_connect(const std::string& name,
     return make_unexpected(detail::ucx_error(who, "ucp_ep_create", status));
   }
   const PeerId id = add_peer(endpoint, name);
-  peers[id].connecting = true;
-  const auto hello = encode(Hello{});
-  queue_control(id, MessageId::kHello, std::string(hello.begin(), hello.end()));
+  Peer& peer = peers[id];
+  peer.connecting = true;
+  try {
+    const auto hello = encode(Hello{});
+    queue_control(id, MessageId::kHello, std::string(hello.begin(), hello.end()));
+  } catch (...) {
+    // Out of host memory: the connection ends with the next round (nobody was given its id).
+    mark_failed(&peer, UCS_ERR_NO_MEMORY, "was closed here: its Hello could not be queued");
+    throw;
+  }
   flush_controls();
   return id;
 }
@@ -192,37 +199,64 @@ void Worker::State::abandon_connect(Peer& peer) {
   peer.connecting = false;
 }
 
+// Out of host memory for the Peer, the endpoint UCX made is closed rather than left without one:
+// its messages would be refused as of no known connection, and nothing would ever close it.
 PeerId Worker::State::add_peer(ucp_ep_h endpoint, std::string name) {
-  const PeerId id = next_peer++;
-  Peer& peer = peers[id];
-  peer.id = id;
-  peer.endpoint = endpoint;
-  peer.name = std::move(name);
-  by_endpoint[endpoint] = id;
+  const PeerId id = next_peer;
+  try {
+    Peer& peer = peers[id];
+    peer.id = id;
+    peer.endpoint = endpoint;
+    peer.name = std::move(name);
+    by_endpoint[endpoint] = id;
+  } catch (...) {
+    peers.erase(id);
+    by_endpoint.erase(endpoint);
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    if (void* request = ucp_ep_close_nbx(endpoint, &params); UCS_PTR_IS_PTR(request)) {
+      ucp_request_free(request);  // released by UCX when it completes
+    }
+    throw;
+  }
+  ++next_peer;
   return id;
 }
 
+// One request at a time, each left queued until UCX has it: out of host memory, the rest wait for
+// the next round rather than being lost (their clients would wait for an answer until their
+// timeout, and UCX would keep the requests).
 std::size_t Worker::State::accept_connections() {
-  std::vector<ucp_conn_request_h> requests;
-  requests.swap(connection_requests);
-  for (ucp_conn_request_h request : requests) {
+  std::size_t handled = 0;
+  while (!connection_requests.empty()) {
+    ucp_conn_request_h request = connection_requests.front();
     ucp_conn_request_attr_t attr{};
     attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-    const std::string name =
+    std::string name =
         ucp_conn_request_query(request, &attr) == UCS_OK ? describe(attr.client_address) : "?";
+    accepted.push_back(next_peer);  // the id add_peer() gives it
     ucp_ep_params_t params = endpoint_params(this);
     params.field_mask |= UCP_EP_PARAM_FIELD_CONN_REQUEST;
     params.conn_request = request;
     ucp_ep_h endpoint = nullptr;
-    if (ucp_ep_create(worker.get(), &params, &endpoint) != UCS_OK) {
-      continue;  // the request is consumed either way; the client sees its connect fail
+    // The request is consumed either way; when no endpoint comes of it, its client's connect fails.
+    const ucs_status_t status = ucp_ep_create(worker.get(), &params, &endpoint);
+    connection_requests.erase(connection_requests.begin());
+    ++handled;
+    if (status != UCS_OK) {
+      accepted.pop_back();
+      continue;
     }
-    const PeerId id = add_peer(endpoint, name);
-    peers[id].accepted = true;
-    accepted.push_back(id);
+    try {
+      peers[add_peer(endpoint, std::move(name))].accepted = true;
+    } catch (...) {
+      accepted.pop_back();  // add_peer() closed the endpoint: its client learns kClosed
+      throw;
+    }
     ++stats.peers_accepted;
   }
-  return requests.size();
+  return handled;
 }
 
 // The first failure of a peer is the one reported; a peer already lost stays as it was.

@@ -43,11 +43,14 @@ ucs_status_t ack_handler(void* arg, const void* header, std::size_t header_lengt
 
 ucs_status_t hello_handler(void* arg, const void* header, std::size_t header_length, void*,
                       std::size_t, const ucp_am_recv_param_t* param) {
+  auto* state = static_cast<Worker::State*>(arg);
   try {
-    static_cast<Worker::State*>(arg)->on_hello(
-        reply_endpoint(param), static_cast<const std::uint8_t*>(header), header_length);
+    state->on_hello(reply_endpoint(param), static_cast<const std::uint8_t*>(header), header_length);
   } catch (...) {
-    // Out of host memory: the connecting side times out.
+    // Out of host memory: unanswered, the connecting side would wait until its timeout; the
+    // connection ends instead, so that it learns kClosed at once.
+    state->mark_failed(state->find(reply_endpoint(param)), UCS_ERR_NO_MEMORY,
+                       "was closed here: its Hello could not be taken");
   }
   return UCS_OK;
 }

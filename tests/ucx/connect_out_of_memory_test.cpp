@@ -1,0 +1,152 @@
+// Connections made while one side is out of host memory (each allocation of its calls made to
+// fail in turn, support/allocation_hooks): a connection either comes about whole, or ends at once
+// on both sides. No connection request is lost (its client would wait for an answer until its
+// timeout), and no endpoint is left without the Peer that would close it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "support/allocation_hooks.hpp"
+#include "ucx/ucx_test_support.hpp"
+
+namespace holoscan::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kConnectMs = 4000;  // an answer that never comes: connect() waits this long
+
+// A listening worker whose accept() runs on a thread of its own until the object goes.
+class Serving {
+ public:
+  Serving() : port_(static_cast<std::uint16_t>(std::stoi(listen_on_loopback(worker)))) {
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        if (auto id = worker.accept(5)) {
+          accepted.store(*id);
+        }
+      }
+    });
+  }
+  ~Serving() {
+    stop_.store(true);
+    thread_.join();
+  }
+  Serving(const Serving&) = delete;
+  Serving& operator=(const Serving&) = delete;
+  std::uint16_t port() const noexcept { return port_; }
+
+  ucx::Worker worker = make_worker();    ///< The listener.
+  std::atomic<ucx::PeerId> accepted{0};  ///< The connection accept() returned (0: none yet).
+
+ private:
+  std::uint16_t port_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Progresses `worker` until `done` says so or `limit` passed.
+template <class Done>
+void progress_until(ucx::Worker& worker, Clock::duration limit, Done done) {
+  const auto until = Clock::now() + limit;
+  while (!done() && Clock::now() < until) {
+    (void)worker.progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// One attempt: a client connects on another thread while the listener's allocations after the
+// first `skip` fail; whether an allocation failed.
+bool accept_with_failing_allocation(std::uint64_t skip) {
+  ucx::Worker listener = make_worker();
+  const auto port = static_cast<std::uint16_t>(std::stoi(listen_on_loopback(listener)));
+  ucx::Worker client = make_worker();
+  expected<ucx::PeerId, Error> connected = make_unexpected(ErrorCode::kFailure, "not yet");
+  std::atomic<bool> returned{false};
+  std::thread connecting([&] {
+    connected = client.connect("127.0.0.1", port, kConnectMs);
+    returned.store(true);
+  });
+  ucx::PeerId accepted = 0;
+  bool escaped = false;  // an exception out of accept() (it returns no error): tried again
+  std::uint64_t failed = 0;
+  {
+    FailingAllocations failing(skip);
+    while (!returned.load()) {
+      try {
+        if (auto id = listener.accept(5)) {
+          accepted = *id;
+        }
+      } catch (const std::bad_alloc&) {
+        escaped = true;
+      }
+    }
+    failed = failing.failed();
+  }
+  connecting.join();
+  (void)escaped;
+  SCOPED_TRACE("allocation " + std::to_string(skip));
+  if (!connected) {
+    EXPECT_NE(connected.error().code, ErrorCode::kTimeout)
+        << "the listener lost the connection request: " << to_string(connected.error());
+    return failed != 0;
+  }
+  // Connected: the listener has the connection whole (accept() gives it, once).
+  if (accepted == 0) {
+    accepted = listener.accept(3000).value_or(0);
+  }
+  EXPECT_NE(accepted, 0u) << "a connection the client has was never accepted";
+  EXPECT_TRUE(listener.connected(accepted));
+  return failed != 0;
+}
+
+TEST(UcxConnectOutOfMemory, NoConnectionRequestIsLostWhateverAllocationFails) {
+  for_each_failing_allocation(accept_with_failing_allocation);
+}
+
+// One attempt: a connect() whose allocations after the first `skip` fail; whether one failed.
+bool connect_with_failing_allocation(std::uint64_t skip) {
+  Serving serving;
+  ucx::Worker client = make_worker();
+  expected<ucx::PeerId, Error> connected = make_unexpected(ErrorCode::kFailure, "not yet");
+  std::uint64_t failed = 0;
+  const auto start = Clock::now();
+  {
+    FailingAllocations failing(skip);
+    connected = client.connect("127.0.0.1", serving.port(), kConnectMs);
+    failed = failing.failed();
+  }
+  const auto took = Clock::now() - start;
+  SCOPED_TRACE("allocation " + std::to_string(skip));
+  if (connected) {
+    progress_until(client, std::chrono::seconds(3), [&] { return serving.accepted.load() != 0; });
+    EXPECT_NE(serving.accepted.load(), 0u);
+    EXPECT_TRUE(client.connected(*connected));
+    return failed != 0;
+  }
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(took).count(), kConnectMs / 2)
+      << "ms for a connect() out of memory: " << to_string(connected.error());
+  // The connection the listener may have accepted ends: nothing of it is left on the client.
+  progress_until(client, std::chrono::milliseconds(300),
+                 [&] { return serving.accepted.load() != 0; });
+  progress_until(client, std::chrono::seconds(3), [&] {
+    const ucx::PeerId id = serving.accepted.load();
+    return id == 0 || !serving.worker.connected(id);
+  });
+  const ucx::PeerId id = serving.accepted.load();
+  EXPECT_TRUE(id == 0 || !serving.worker.connected(id))
+      << "the client's connect() failed (" << to_string(connected.error())
+      << "), its connection stayed up";
+  return failed != 0;
+}
+
+TEST(UcxConnectOutOfMemory, AConnectThatFailsLeavesNoConnectionBehind) {
+  for_each_failing_allocation(connect_with_failing_allocation);
+}
+
+}  // namespace
+}  // namespace holoscan::test
