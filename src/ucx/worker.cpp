@@ -425,7 +425,9 @@ std::size_t Worker::State::waiting_locked() const noexcept {
   for (const auto& arrival : arrivals) {
     count += arrival->phase == Arrival::Phase::kWaitingMemory ? 1 : 0;
   }
-  return count + closing.size() + (peers_failed ? 1 : 0) + (unended_sends ? 1 : 0);
+  const bool closes_polled = !closing.empty() && Clock::now() < closes_polled_until;
+  return count + (closes_polled ? closing.size() : 0) + (peers_failed ? 1 : 0) +
+         (unended_sends ? 1 : 0);
 }
 
 // Work queued outside a progress round (a confirmation, a send held for its readiness) that only

@@ -66,6 +66,9 @@ bool free_completed(std::vector<void*>& requests) noexcept {
   return requests.empty();
 }
 
+// How long a close UCX has not finished is polled for (see Worker::State::closes_polled_until).
+constexpr std::chrono::milliseconds kClosePolling{100};
+
 ucp_ep_params_t endpoint_params(Worker::State* state) {
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -350,6 +353,7 @@ void Worker::State::close_endpoint(Peer& peer, bool force) {
   peer.endpoint = nullptr;
   if (UCS_PTR_IS_PTR(request)) {
     closing.push_back(request);
+    closes_polled_until = std::chrono::steady_clock::now() + kClosePolling;
   }
 }
 

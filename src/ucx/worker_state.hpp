@@ -146,7 +146,11 @@ struct Worker::State {
   std::deque<PeerId> accepted;  // for accept(), in the order the listener took them
   bool peers_failed = false;    // some Peer::failure is set
   bool unended_sends = false;   // a send with its outcome could not be ended (out of memory)
-  std::vector<void*> closing;   // endpoint closes UCX has not finished (polled for)
+  std::vector<void*> closing;   // endpoint closes UCX has not finished (polled for a while)
+  // Until when the closes are polled: one that UCX finishes by its own progress does so within a
+  // few rounds; after that it waits for the peer's answer or its connection breaking, which the
+  // fd announces (a peer that hangs would keep every wait polling for as long as it hangs).
+  std::chrono::steady_clock::time_point closes_polled_until{};
   std::vector<void*> sending;   // small messages UCX has not sent yet (their fd events suffice)
 
   std::deque<std::unique_ptr<Arrival>> arrivals;  // in arrival order

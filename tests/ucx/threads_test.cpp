@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -178,6 +179,40 @@ TEST(UcxThreads, AConnectBesideASleepingReceiveEndsPromptly) {
   EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(waited).count(), kReceiveMs / 2000)
       << "s for a connect beside a sleeping receive";
   EXPECT_EQ(receive.got, std::optional<bool>(false));
+}
+
+// A disconnect() from a peer that hangs (stopped: its connection stays up, nothing answers) leaves
+// the close pending inside UCX for as long as the peer hangs. Counting it as something to poll
+// kept every wait of the worker waking every 20 us the whole time (about a quarter of a core,
+// for a minute and more here) although what finishes the close (the peer's answer, or its
+// connection breaking) comes through the fd. The sends of that peer still end once it is gone.
+TEST(UcxThreads, ADisconnectFromAPeerThatHangsLeavesWaitsAsleep) {
+  constexpr int kWaitMs = 3000;
+  constexpr auto kMostCpu = std::chrono::milliseconds(300);  // asleep: ~10 ms; polling: ~700
+  auto [worker, receiver, peer] = connect_receiver(8, {"count=0", "hold_after=2"});
+  ASSERT_NE(peer, 0u);
+  SeriesSender sender(worker, peer, 12);
+  for (std::uint64_t k = 0; k < 6; ++k) {
+    ASSERT_TRUE(sender.send(k));
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (sender.delivered.size() < 2 && std::chrono::steady_clock::now() < until) {
+    sender.drain();
+  }
+  ASSERT_EQ(sender.delivered.size(), 2u);
+  ASSERT_EQ(::kill(receiver, SIGSTOP), 0);
+  ASSERT_TRUE(worker.disconnect(peer));
+  const auto before = thread_cpu_time();
+  auto nothing = worker.receive(kWaitMs);
+  const auto cpu = thread_cpu_time() - before;
+  EXPECT_TRUE(nothing && !*nothing);
+  EXPECT_LT(cpu, kMostCpu) << std::chrono::duration_cast<std::chrono::milliseconds>(cpu).count()
+                           << " ms of CPU time in a receive() that waited " << kWaitMs << " ms";
+  ::kill(receiver, SIGKILL);
+  EXPECT_EQ(wait_peer(receiver, 20000, &worker), -1);
+  ASSERT_TRUE(sender.finish(20000)) << "a send to the peer never ended";
+  EXPECT_EQ(sender.failed.size(), 4u);
+  EXPECT_EQ(worker.waiting(), 0u);
 }
 
 // A TCP listener that never accepts: the kernel completes the connection, nobody answers it.
