@@ -229,6 +229,21 @@ void Worker::State::drop_arrivals(PeerId peer, Dropping dropping) noexcept {
 // In arrival order, except that a peer whose connect() has not returned its id yet is passed
 // over: the caller could not tell whose tensor it is (the id is not its own yet), and should
 // connect() fail, the tensor was never delivered.
+// Whether an arrival before `it` from the same peer is still waiting for memory or landing: a
+// peer's tensors are handed out in its order, but one peer's landing (a sender that hangs
+// mid-rendezvous) holds back none of another's.
+bool Worker::State::held_back_by_its_peer(ArrivalList::const_iterator it) const noexcept {
+  const PeerId peer = (*it)->peer;
+  for (auto before = arrivals.begin(); before != it; ++before) {
+    const Arrival& earlier = **before;
+    if (earlier.peer == peer && (earlier.phase == Arrival::Phase::kWaitingMemory ||
+                                 earlier.phase == Arrival::Phase::kLanding)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::optional<expected<Received, Error>> Worker::State::take_arrival() {
   for (auto it = arrivals.begin(); it != arrivals.end();) {
     Arrival& arrival = **it;
@@ -240,11 +255,17 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
       ++it;  // held until connect() gives its id (or dropped when it fails)
       continue;
     }
+    if (arrival.phase != Arrival::Phase::kWaitingMemory &&
+        arrival.phase != Arrival::Phase::kLanding && held_back_by_its_peer(it)) {
+      ++it;  // after its peer's earlier tensor, however long that one takes to land
+      continue;
+    }
     switch (arrival.phase) {
       case Arrival::Phase::kWaitingMemory:
       case Arrival::Phase::kLanding:
       case Arrival::Phase::kDropped:  // (erased above)
-        return std::nullopt;          // handed out in arrival order
+        ++it;                         // its peer's later ones wait for it; other peers' do not
+        continue;
       case Arrival::Phase::kLanded: {
         // Confirmed before the tensor leaves the arrival: out of host memory there, it stays to
         // be handed out by the next call rather than going with the exception.

@@ -151,9 +151,11 @@ struct Worker::State {
   // few rounds; after that it waits for the peer's answer or its connection breaking, which the
   // fd announces (a peer that hangs would keep every wait polling for as long as it hangs).
   std::chrono::steady_clock::time_point closes_polled_until{};
-  std::vector<void*> sending;   // small messages UCX has not sent yet (their fd events suffice)
+  std::vector<void*> sending;  // small messages UCX has not sent yet (their fd events suffice)
 
-  std::deque<std::unique_ptr<Arrival>> arrivals;  // in arrival order
+  /** @brief Arrivals in arrival order. */
+  using ArrivalList = std::deque<std::unique_ptr<Arrival>>;
+  ArrivalList arrivals;  // in arrival order
   std::deque<SendResult> results;
   std::vector<Control> controls;
   detail::ReadinessGate gate;
@@ -221,6 +223,7 @@ struct Worker::State {
   enum class Dropping { kWaiting, kUnhanded, kEverything };
   void drop_arrivals(PeerId peer, Dropping dropping) noexcept;
   std::optional<expected<Received, Error>> take_arrival();
+  bool held_back_by_its_peer(ArrivalList::const_iterator it) const noexcept;
 
   // worker_control.cpp
   void queue_control(PeerId peer, MessageId id, std::string bytes);

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +96,64 @@ TEST(UcxMisuse, AViewWrittenByHandThatNoImportWouldMakeIsRefused) {
   ASSERT_TRUE(received);
   EXPECT_EQ(received->sequence, *sent);
   EXPECT_EQ(ucx_series::check(0, received->tensor), "");
+}
+
+// A sender that stops mid-rendezvous (here its worker is never progressed again; a process
+// stopped or hung does the same) keeps its tensor landing for as long as it stops. Another peer's
+// tensor that landed meanwhile is handed out, not held behind it; the stopped peer's own later
+// tensors still wait for its first.
+TEST(UcxMisuse, APeerThatStopsMidTransferHoldsBackNoOtherPeersTensor) {
+  auto receiver = make_worker();
+  auto stalled = make_worker();
+  auto other = make_worker();
+  const auto stalled_link = connect_in_process(stalled, receiver);  // the receiver connects
+  const auto other_link = connect_in_process(other, receiver);
+  ASSERT_TRUE(stalled_link.client) << to_string(stalled_link.client.error());
+  ASSERT_TRUE(other_link.client) << to_string(other_link.client.error());
+  constexpr std::int64_t kLarge = std::int64_t{32} << 20;  // far more than a socket takes at once
+  auto large_pool = TensorPool::create({PoolMemory::kHost, 0, kLarge, 1});
+  ASSERT_TRUE(large_pool);
+  auto first = (*large_pool)->allocate({kLarge}, DLDataType{kDLUInt, 8, 1});
+  auto pool = host_pool(2);
+  auto second = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
+  auto small = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
+  ASSERT_TRUE(first && second && small);
+  std::memset(first->data(), 0x5a, static_cast<std::size_t>(kLarge));
+  ucx_series::fill(0, second->data(), static_cast<std::size_t>(second->nbytes()));
+  ucx_series::fill(0, small->data(), static_cast<std::size_t>(small->nbytes()));
+  ASSERT_TRUE(stalled.send(stalled_link.listener, *first));  // its sender is not progressed
+  ASSERT_TRUE(stalled.send(stalled_link.listener, *second));
+  ASSERT_TRUE(other.send(other_link.listener, *small));
+  std::optional<ucx::Received> received;
+  for (auto start = Clock::now(); !received && Clock::now() - start < std::chrono::seconds(5);) {
+    (void)other.progress();
+    auto got = receiver.receive(1);
+    ASSERT_TRUE(got) << to_string(got.error());
+    if (*got) {
+      received = std::move(**got);
+    }
+  }
+  ASSERT_TRUE(received) << "a peer stopped mid-transfer held back another peer's tensor";
+  EXPECT_EQ(received->peer, *other_link.client);
+  EXPECT_EQ(ucx_series::check(0, received->tensor), "");
+  // Progressed again, the stopped peer's tensors come in its order.
+  std::vector<ucx::Received> rest;
+  for (auto start = Clock::now();
+       rest.size() < 2 && Clock::now() - start < std::chrono::seconds(20);) {
+    (void)stalled.progress();
+    auto got = receiver.receive(1);
+    ASSERT_TRUE(got) << to_string(got.error());
+    if (*got) {
+      rest.push_back(std::move(**got));
+    }
+  }
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].tensor.nbytes(), kLarge);
+  const auto* bytes = static_cast<const std::uint8_t*>(rest[0].tensor.data());
+  EXPECT_EQ(bytes[0], 0x5a);
+  EXPECT_EQ(bytes[kLarge - 1], 0x5a);
+  EXPECT_EQ(ucx_series::check(0, rest[1].tensor), "");
+  EXPECT_LT(rest[0].sequence, rest[1].sequence);
 }
 
 // A sender that disconnects while its rendezvous tensors wait inside the receiver's UCX for a

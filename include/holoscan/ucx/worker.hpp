@@ -50,7 +50,7 @@ struct HOLOSCAN_DLPACK_API WorkerConfig {
 
 /** @brief A tensor that arrived, with the peer that sent it. */
 struct HOLOSCAN_DLPACK_API Received {
-  PeerId peer = 0;            ///< The connection it came on.
+  PeerId peer = 0;             ///< The connection it came on.
   std::uint64_t sequence = 0;  ///< The sender's sequence number (what its send() returned).
   Tensor tensor;               ///< Writable, in receiver-owned memory, ready to use.
 };
@@ -64,19 +64,19 @@ struct HOLOSCAN_DLPACK_API SendResult {
 
 /** @brief Counters of a Worker. */
 struct HOLOSCAN_DLPACK_API WorkerStats {
-  std::uint64_t sent = 0;              ///< Tensors accepted by send().
-  std::uint64_t delivered = 0;         ///< Sent tensors the peer confirmed.
-  std::uint64_t failed = 0;            ///< Sent tensors reported failed (refused, closed, error).
-  std::uint64_t received = 0;          ///< Tensors handed out by receive().
-  std::uint64_t refused = 0;           ///< Incoming messages refused (each answered, if possible).
-  std::uint64_t ignored_acks = 0;      ///< Acks naming what is not in flight, or malformed.
-  std::uint64_t answers_carried = 0;   ///< Confirmations sent in a tensor's header, no Ack
-                                       ///< (counted once UCX completed that message).
-  std::uint64_t peers_accepted = 0;    ///< Connections accepted by the listener.
-  std::uint64_t peers_lost = 0;        ///< Connections that failed, were closed by the peer, or
-                                       ///< were ended here because an answer could not go out.
-  std::uint64_t readiness_waits = 0;   ///< Sends held back until their readiness point passed.
-  std::uint64_t memory_waits = 0;      ///< Arrivals that waited for a free receive_pool block.
+  std::uint64_t sent = 0;             ///< Tensors accepted by send().
+  std::uint64_t delivered = 0;        ///< Sent tensors the peer confirmed.
+  std::uint64_t failed = 0;           ///< Sent tensors reported failed (refused, closed, error).
+  std::uint64_t received = 0;         ///< Tensors handed out by receive().
+  std::uint64_t refused = 0;          ///< Incoming messages refused (each answered, if possible).
+  std::uint64_t ignored_acks = 0;     ///< Acks naming what is not in flight, or malformed.
+  std::uint64_t answers_carried = 0;  ///< Confirmations sent in a tensor's header, no Ack
+                                      ///< (counted once UCX completed that message).
+  std::uint64_t peers_accepted = 0;   ///< Connections accepted by the listener.
+  std::uint64_t peers_lost = 0;       ///< Connections that failed, were closed by the peer, or
+                                      ///< were ended here because an answer could not go out.
+  std::uint64_t readiness_waits = 0;  ///< Sends held back until their readiness point passed.
+  std::uint64_t memory_waits = 0;     ///< Arrivals that waited for a free receive_pool block.
 };
 
 /**
@@ -172,6 +172,9 @@ class HOLOSCAN_DLPACK_API Worker {
    *
    * What a peer whose connect() has not returned yet sent is held until it has (the caller has
    * its id then), and dropped when connect() fails.
+   *
+   * Tensors and errors come in each peer's arrival order: a tensor still landing holds back its
+   * own peer's later ones, not another peer's.
    *
    * Errors, each reported once, in arrival order, the worker staying usable: a refused message
    * (kInvalidArgument / kProtocolError / kIncompatible / kNotImplemented naming the field, or
