@@ -63,9 +63,11 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
     std::int64_t dims[2 * kCheckedDims] = {};  // extents, then strides
   };
   std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context
-  // The library made this context and nothing but memory_reference keeps its memory: an export
-  // may then hold the reference alone (ContextAccess::memory_lives_in_reference). Never copied.
-  bool memory_lives_in_reference_ = false;
+  // The library made this context and nothing but this memory reference keeps its memory while it
+  // is the one in memory_reference: an export may then hold the reference alone
+  // (ContextAccess::memory_lives_in_reference). A reference put in its place by a holder vouches
+  // for nothing (a pool block's memory is then kept by the context itself). Never copied.
+  const TensorMemoryReference* memory_lives_in_ = nullptr;
   CheckedView checked_;
 };
 

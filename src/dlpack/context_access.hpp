@@ -43,17 +43,32 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
   }
   /**
    * @brief Records that the library made `context` and that its memory lives exactly as long as
-   *        its memory reference (the context's own deleter frees none of it).
+   *        its memory reference, the one it holds now (the context's own deleter frees none of
+   *        it while that reference is in place).
    */
   static void mark_memory_lives_in_reference(DLManagedTensorContext& context) noexcept {
-    context.memory_lives_in_reference_ = true;
+    context.memory_lives_in_ = context.memory_reference.get();
   }
   /**
-   * @brief Whether holding the context's memory reference holds its memory (false for contexts
-   *        made by others: their deleters may own memory too).
+   * @brief As above, for a context whose memory reference is `reference` whenever it is lent (a
+   *        pool block's, set anew at each allocation).
+   */
+  static void mark_memory_lives_in(DLManagedTensorContext& context,
+                                   const TensorMemoryReference& reference) noexcept {
+    context.memory_lives_in_ = &reference;
+  }
+  /** @brief Forgets both marks above, for a context about to be reused. */
+  static void forget_memory_lives_in(DLManagedTensorContext& context) noexcept {
+    context.memory_lives_in_ = nullptr;
+  }
+  /**
+   * @brief Whether holding the context's memory reference holds its memory: false for contexts
+   *        made by others (their deleters may own memory too), and for one whose reference a
+   *        holder replaced (a pool block's memory is then kept by the context alone).
    */
   static bool memory_lives_in_reference(const DLManagedTensorContext& context) noexcept {
-    return context.memory_lives_in_reference_;
+    const TensorMemoryReference* reference = context.memory_reference.get();
+    return reference != nullptr && reference == context.memory_lives_in_;
   }
   /** @brief Gives a context that a pool hands out anew its writer authority back. */
   static void restore_writable(DLManagedTensorContext& context) noexcept {

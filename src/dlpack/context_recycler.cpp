@@ -57,6 +57,7 @@ void give_context(DLManagedTensorContext* context) noexcept {
       DLPackVersion{HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR, HOLOSCAN_DLPACK_IMPL_VERSION_MINOR};
   // The vectors keep their size: the next import of the same shape need not resize them.
   ContextAccess::forget_checked(*context);
+  ContextAccess::forget_memory_lives_in(*context);  // the next user marks its own reference
   ContextAccess::restore_writable(*context);
   // One grown by hand through its public vectors goes back to the heap, room and all: the lists
   // bound how many contexts are kept, this bounds what each one holds.

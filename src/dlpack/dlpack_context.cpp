@@ -35,7 +35,7 @@ DLManagedTensorContext::DLManagedTensorContext(const DLManagedTensorContext& oth
       dl_strides(other.dl_strides),
       read_only_(other.read_only_.load(std::memory_order_acquire)),
       checked_(other.checked_) {
-  // memory_lives_in_reference_ stays false: the copy's owner says what keeps its memory.
+  // memory_lives_in_ stays null: the copy's owner says what keeps its memory.
   point_at_own_storage(other, *this);
 }
 
@@ -47,7 +47,7 @@ DLManagedTensorContext& DLManagedTensorContext::operator=(const DLManagedTensorC
     dl_strides = other.dl_strides;
     read_only_.store(other.read_only_.load(std::memory_order_acquire), std::memory_order_release);
     checked_ = other.checked_;           // a record of values, which holds wherever the view points
-    memory_lives_in_reference_ = false;  // the assigner says what keeps the memory now
+    memory_lives_in_ = nullptr;          // the assigner says what keeps the memory now
     point_at_own_storage(other, *this);
   }
   return *this;

@@ -81,8 +81,9 @@ class PoolBlock {
     // Room for the largest shape up front, so that allocate() never needs the heap.
     context_.dl_shape.reserve(kMaxTensorDims);
     context_.dl_strides.reserve(kMaxTensorDims);
-    // The reference lent with the context keeps the block named, and so its memory, on its own.
-    detail::ContextAccess::mark_memory_lives_in_reference(context_);
+    // The reference lent with the context keeps the block named, and so its memory, on its own;
+    // a reference a holder puts in its place does not (the block is then kept by the context).
+    detail::ContextAccess::mark_memory_lives_in(context_, reference_);
   }
   PoolBlock(const PoolBlock&) = delete;
   PoolBlock& operator=(const PoolBlock&) = delete;
@@ -142,6 +143,8 @@ std::shared_ptr<DLManagedTensorContext> PoolBlock::lend() noexcept {
     return nullptr;
   }
   names_.store(2, std::memory_order_relaxed);
+  // Again at each allocation: a holder's assignment to the last allocation's context forgot it.
+  detail::ContextAccess::mark_memory_lives_in(context_, reference_);
   try {
     context_.memory_reference = std::shared_ptr<TensorMemoryReference>(
         &reference_, ReferenceGone{this}, detail::RecyclingAllocator<PoolBlockReference>{});

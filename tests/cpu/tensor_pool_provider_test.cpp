@@ -87,6 +87,27 @@ TEST(TensorPoolProvider, ItsAllocationBacksTheBlocksAndIsFreedOnceAfterTheLastTe
   EXPECT_EQ(provider->freed, 1);
 }
 
+// A holder may put another memory reference into a block's context: the block is then retired,
+// and its memory kept by the context's own name alone. An export taken afterwards points into the
+// block, so it keeps it past the pool and every Tensor, until its deleter runs.
+TEST(TensorPoolProvider, AnExportKeepsABlockWhoseReferenceWasReplacedPastThePool) {
+  auto provider = std::make_shared<CountingProvider>();
+  auto pool = TensorPool::create(device_config(provider));
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  auto tensor = (*pool)->allocate({4}, kFloat32);
+  ASSERT_TRUE(tensor.has_value()) << tensor.error().message;
+  tensor->release_handle();  // the claim was taken on the reference about to be replaced
+  tensor->dl_ctx()->memory_reference = std::make_shared<TensorMemoryReference>();  // owns nothing
+  tensor->retain_handle();
+  expected<DLManagedTensorVersioned*> exported = tensor->to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  pool->reset();
+  *tensor = Tensor();
+  EXPECT_EQ(provider->freed, 0) << "the export still points into the block";
+  (*exported)->deleter(*exported);
+  EXPECT_EQ(provider->freed, 1);
+}
+
 TEST(TensorPoolProvider, IdsAreNeverZeroNorShared) {
   auto provider = std::make_shared<CountingProvider>();
   std::set<std::uint64_t> ids;
