@@ -226,12 +226,7 @@ void Worker::State::drop_arrivals(PeerId peer, Dropping dropping) noexcept {
   }
 }
 
-// In arrival order, except that a peer whose connect() has not returned its id yet is passed
-// over: the caller could not tell whose tensor it is (the id is not its own yet), and should
-// connect() fail, the tensor was never delivered.
-// Whether an arrival before `it` from the same peer is still waiting for memory or landing: a
-// peer's tensors are handed out in its order, but one peer's landing (a sender that hangs
-// mid-rendezvous) holds back none of another's.
+// Whether an arrival before `it` from the same peer is still waiting for memory or landing.
 bool Worker::State::held_back_by_its_peer(ArrivalList::const_iterator it) const noexcept {
   const PeerId peer = (*it)->peer;
   for (auto before = arrivals.begin(); before != it; ++before) {
@@ -244,6 +239,11 @@ bool Worker::State::held_back_by_its_peer(ArrivalList::const_iterator it) const 
   return false;
 }
 
+// The first arrival that may be handed out, in each peer's arrival order: one still waiting for
+// memory or landing holds back its own peer's later ones, never another peer's (a sender that
+// hangs mid-rendezvous delays only its own tensors). A peer whose connect() has not returned its
+// id yet is passed over: the caller could not tell whose tensor it is, and should connect() fail,
+// the tensor was never delivered.
 std::optional<expected<Received, Error>> Worker::State::take_arrival() {
   for (auto it = arrivals.begin(); it != arrivals.end();) {
     Arrival& arrival = **it;
@@ -251,25 +251,23 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
       it = arrivals.erase(it);
       continue;
     }
-    if (const Peer* peer = find(arrival.peer); peer != nullptr && peer->connecting) {
-      ++it;  // held until connect() gives its id (or dropped when it fails)
-      continue;
-    }
-    if (arrival.phase != Arrival::Phase::kWaitingMemory &&
-        arrival.phase != Arrival::Phase::kLanding && held_back_by_its_peer(it)) {
-      ++it;  // after its peer's earlier tensor, however long that one takes to land
+    const Peer* peer = find(arrival.peer);
+    const bool in_flight = arrival.phase == Arrival::Phase::kWaitingMemory ||
+                           arrival.phase == Arrival::Phase::kLanding;
+    if (in_flight || (peer != nullptr && peer->connecting) || held_back_by_its_peer(it)) {
+      ++it;
       continue;
     }
     switch (arrival.phase) {
       case Arrival::Phase::kWaitingMemory:
       case Arrival::Phase::kLanding:
-      case Arrival::Phase::kDropped:  // (erased above)
-        ++it;                         // its peer's later ones wait for it; other peers' do not
+      case Arrival::Phase::kDropped:
+        ++it;  // passed over above; listed for the compiler's exhaustiveness check
         continue;
       case Arrival::Phase::kLanded: {
         // Confirmed before the tensor leaves the arrival: out of host memory there, it stays to
         // be handed out by the next call rather than going with the exception.
-        if (const Peer* peer = find(arrival.peer); peer != nullptr && !peer->lost) {
+        if (peer != nullptr && !peer->lost) {
           const bool first = controls.empty();
           queue_delivered(arrival.peer, arrival.header.sequence);
           if (first) {

@@ -153,7 +153,7 @@ struct Worker::State {
   std::chrono::steady_clock::time_point closes_polled_until{};
   std::vector<void*> sending;  // small messages UCX has not sent yet (their fd events suffice)
 
-  /** @brief Arrivals in arrival order. */
+  /** @brief The arrivals' container. */
   using ArrivalList = std::deque<std::unique_ptr<Arrival>>;
   ArrivalList arrivals;  // in arrival order
   std::deque<SendResult> results;
