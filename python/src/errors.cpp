@@ -16,9 +16,19 @@ nb::object exception_for(const Error& error) {
       .attr("_exception_for")(static_cast<int>(error.code), message_text(to_string(error)));
 }
 
+namespace {
+
+// Python text of a library message: bytes that are not UTF-8 (a refusal naming part of a
+// character) are escaped, never a UnicodeDecodeError; null out of memory, with that error set.
+PyObject* decode_message(std::string_view text) noexcept {
+  return PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()),
+                              "backslashreplace");
+}
+
+}  // namespace
+
 nb::str message_text(std::string_view text) {
-  PyObject* decoded =
-      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+  PyObject* decoded = decode_message(text);
   if (decoded == nullptr) {
     throw nb::python_error();  // out of memory
   }
@@ -26,8 +36,7 @@ nb::str message_text(std::string_view text) {
 }
 
 void set_error_text(PyObject* type, std::string_view text) noexcept {
-  PyObject* decoded =
-      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+  PyObject* decoded = decode_message(text);
   if (decoded == nullptr) {
     return;  // out of memory: that error is set instead
   }

@@ -40,16 +40,14 @@ inline std::string type_text(nanobind::handle value) {
  */
 inline std::string display_text(nanobind::handle value) {
   for (PyObject* (*render)(PyObject*) : {&PyObject_Str, &PyObject_ASCII}) {
-    PyObject* text = render(value.ptr());
-    Py_ssize_t size = 0;
-    const char* utf8 = text != nullptr ? PyUnicode_AsUTF8AndSize(text, &size) : nullptr;
-    if (utf8 != nullptr) {
-      std::string result(utf8, static_cast<std::size_t>(size));
-      Py_DECREF(text);
-      return result;
+    nanobind::object text = nanobind::steal(render(value.ptr()));
+    if (!text.is_valid()) {
+      PyErr_Clear();
+      continue;
     }
-    Py_XDECREF(text);
-    PyErr_Clear();
+    if (std::optional<std::string> utf8 = utf8_text(text)) {
+      return std::move(*utf8);
+    }
   }
   return std::string("<") + Py_TYPE(value.ptr())->tp_name + " object>";
 }
