@@ -195,10 +195,7 @@ TEST(UcxThreads, ADisconnectFromAPeerThatHangsLeavesWaitsAsleep) {
   for (std::uint64_t k = 0; k < 6; ++k) {
     ASSERT_TRUE(sender.send(k));
   }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (sender.delivered.size() < 2 && std::chrono::steady_clock::now() < until) {
-    sender.drain();
-  }
+  ASSERT_TRUE(sender.wait_delivered(2, 10000));
   ASSERT_EQ(sender.delivered.size(), 2u);
   ASSERT_EQ(::kill(receiver, SIGSTOP), 0);
   ASSERT_TRUE(worker.disconnect(peer));

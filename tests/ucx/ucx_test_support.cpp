@@ -154,6 +154,14 @@ bool SeriesSender::finish(int timeout_ms) {
   return delivered.size() + failed.size() == sent.size();
 }
 
+bool SeriesSender::wait_delivered(std::size_t count, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (delivered.size() < count && std::chrono::steady_clock::now() < deadline) {
+    drain();
+  }
+  return delivered.size() >= count;
+}
+
 void for_each_failing_allocation(const std::function<bool(std::uint64_t skip)>& attempt) {
   std::uint64_t skip = 0;
   while (attempt(skip) && skip < 200) {

@@ -88,12 +88,14 @@ class SeriesSender {
   void drain();
   /** @brief Drains until every send ended or `timeout_ms` passed; whether all ended. */
   bool finish(int timeout_ms);
+  /** @brief Drains until `count` sends were delivered or `timeout_ms` passed; whether they were. */
+  bool wait_delivered(std::size_t count, int timeout_ms);
 
-  std::shared_ptr<TensorPool> pool;                  ///< Where the tensors come from.
-  std::vector<std::uint64_t> sent;                   ///< Sequences send() returned.
-  std::vector<std::uint64_t> delivered;              ///< Sequences reported delivered.
+  std::shared_ptr<TensorPool> pool;                     ///< Where the tensors come from.
+  std::vector<std::uint64_t> sent;                      ///< Sequences send() returned.
+  std::vector<std::uint64_t> delivered;                 ///< Sequences reported delivered.
   std::vector<std::pair<std::uint64_t, Error>> failed;  ///< Sequences reported failed, and why.
-  std::size_t most_in_flight = 0;                    ///< Largest in_flight(peer) seen.
+  std::size_t most_in_flight = 0;                       ///< Largest in_flight(peer) seen.
 
  private:
   ucx::Worker& worker_;
