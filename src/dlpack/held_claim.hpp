@@ -1,6 +1,6 @@
 #pragma once
 // One handle claim held by something that is no Tensor (a DLPack export, an export to another
-// process), on the memory reference the context had when the claim was taken.
+// process, a UCX send), on the memory reference the context had when the claim was taken.
 #include <memory>
 #include <utility>
 
@@ -47,9 +47,9 @@ class HeldClaim {
     return *this;
   }
   HeldClaim(const HeldClaim&) = delete;
+  HeldClaim& operator=(const HeldClaim&) = delete;
   /** @brief Whether a claim (or a context without memory reference) is held. */
   explicit operator bool() const noexcept { return memory_ != nullptr || context_ != nullptr; }
-  HeldClaim& operator=(const HeldClaim&) = delete;
   /** @brief Gives the claim back to the reference it was taken on. */
   ~HeldClaim() { release(); }
 
