@@ -89,6 +89,16 @@ expected<void, Error> copy_on_host(const detail::CopyPlan& plan, const Tensor& s
   });
 }
 
+// cudaMemcpy2DAsync refuses a pitch past the device's memPitch (cudaDevAttrMaxPitch: 2^31 - 1
+// bytes on every NVIDIA GPU, the H200 included), so rows further apart than that (a slice of a
+// larger tensor, rows of 2 GiB or more) are copied one by one. Such rows fill 2 GiB of memory
+// each: a piece has few of them.
+constexpr std::size_t kMaxCopyPitch = 2147483647;
+
+bool rows_one_by_one(const detail::CopyPiece& piece) noexcept {
+  return piece.source_pitch > kMaxCopyPitch || piece.destination_pitch > kMaxCopyPitch;
+}
+
 expected<void, Error> copy_on_stream(const detail::CopyPlan& plan, const Tensor& source,
                                      void* destination, cudaStream_t stream) {
   const auto* from = static_cast<const char*>(source.data());
@@ -96,10 +106,19 @@ expected<void, Error> copy_on_stream(const detail::CopyPlan& plan, const Tensor&
   return plan.for_each_piece([&](const detail::CopyPiece& piece) -> expected<void, Error> {
     void* target = to + piece.destination_offset;
     const void* origin = from + piece.source_offset;
-    if (piece.height == 1) {
-      return detail::check_cuda(
-          detail::cuda().memcpy_async(target, origin, piece.width, cudaMemcpyDefault, stream),
-          "cudaMemcpyAsync");
+    if (piece.height == 1 || rows_one_by_one(piece)) {
+      for (std::size_t row = 0; row < piece.height; ++row) {
+        if (auto copied =
+                detail::check_cuda(detail::cuda().memcpy_async(
+                                       static_cast<char*>(target) + row * piece.destination_pitch,
+                                       static_cast<const char*>(origin) + row * piece.source_pitch,
+                                       piece.width, cudaMemcpyDefault, stream),
+                                   "cudaMemcpyAsync");
+            !copied) {
+          return copied;
+        }
+      }
+      return {};
     }
     return detail::check_cuda(
         detail::cuda().memcpy_2d_async(target, piece.destination_pitch, origin, piece.source_pitch,

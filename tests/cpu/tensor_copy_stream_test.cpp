@@ -3,11 +3,13 @@
 // readiness, keeps the source alive until it has read it, takes its memory stream-ordered and
 // frees it after its points, gathers any strides with 2-D copies, and cleans up on every failure.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -495,6 +497,40 @@ TEST_F(CopyOnFakeCuda, PaddedRowsAreOneRectangle) {
   ASSERT_TRUE(padded.copy_to(DLDevice{kDLCUDA, 0}, stream).has_value());
   EXPECT_EQ(fake().calls(CudaEntry::kMemcpy2DAsync), 1u);  // 2x3 rows of 4, one rectangle
   EXPECT_EQ(fake().calls(CudaEntry::kMemcpyAsync), 0u);
+}
+
+// Rows 2 GiB + 4 bytes apart (a slice of a larger tensor): cudaMemcpy2DAsync refuses a pitch
+// past memPitch (2^31 - 1), so the copy goes row by row rather than failing. The rows lie in a
+// reserved mapping of which only the two pages read are ever touched.
+TEST_F(CopyOnFakeCuda, RowsFurtherApartThanTheDriversMaxPitchAreCopiedOneByOne) {
+  constexpr std::size_t kPitch = (std::size_t{1} << 31) + 4;
+  const std::size_t bytes = kPitch + 4096;
+  void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(mapping, MAP_FAILED);
+  auto* rows = static_cast<char*>(mapping);
+  const std::vector<std::int32_t> first{1, 2, 3, 4};
+  const std::vector<std::int32_t> second{5, 6, 7, 8};
+  std::memcpy(rows, first.data(), 16);
+  std::memcpy(rows + kPitch, second.data(), 16);
+  const cudaStream_t stream = fake().create_stream(0);
+  {
+    const std::vector<std::int64_t> strides{static_cast<std::int64_t>(kPitch), 4};
+    auto source = make_tensor({2, 4}, kInt32, strides, MemoryStorageType::kSystem, mapping,
+                              [bytes](void* memory) -> expected<void, Error> {
+                                EXPECT_EQ(munmap(memory, bytes), 0);
+                                return {};
+                              });
+    ASSERT_TRUE(source.has_value()) << source.error().message;
+    auto on_device = source->copy_to(DLDevice{kDLCUDA, 0}, stream);
+    ASSERT_TRUE(on_device.has_value()) << on_device.error().message;
+    EXPECT_EQ(read_back(*on_device, stream), counting_from(1, 8));
+    EXPECT_EQ(fake().calls(CudaEntry::kMemcpy2DAsync), 0u);
+    std::vector<std::int32_t> out(8);
+    ASSERT_TRUE(source->copy_to_host_async(out.data(), 32, stream).has_value());
+    EXPECT_EQ(out, counting_from(1, 8));  // host memory: copied at once
+  }
+  flush_deferred_releases();
 }
 
 TEST_F(CopyOnFakeCuda, IntoADevicePoolBlock) {

@@ -293,6 +293,41 @@ TEST_F(TensorGpuTest, CopyIntoADevicePoolBlock) {
   EXPECT_EQ(result.at(0).mismatches, 0u);
 }
 
+// Rows 2 GiB + 4 bytes apart (a slice of a larger tensor). The driver refuses a 2-D copy whose
+// pitch passes memPitch (asked here: the premise of the fake runtime's rule), so the library's
+// copies go row by row for it, on the device and to the host.
+TEST_F(TensorGpuTest, RowsFurtherApartThanMemPitchAreCopied) {
+  constexpr std::size_t kPitch = (std::size_t{1} << 31) + 4;
+  int max_pitch = 0;
+  HDL_ASSERT_CUDA(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, device_));
+  EXPECT_EQ(max_pitch, 2147483647);
+  void* rows = nullptr;
+  HDL_ASSERT_CUDA(cudaMalloc(&rows, kPitch + 4096));
+  const std::vector<std::uint32_t> values{1, 2, 3, 4, 5, 6, 7, 8};
+  HDL_ASSERT_CUDA(cudaMemcpy(rows, values.data(), 16, cudaMemcpyHostToDevice));
+  HDL_ASSERT_CUDA(
+      cudaMemcpy(static_cast<char*>(rows) + kPitch, values.data() + 4, 16, cudaMemcpyHostToDevice));
+  std::vector<std::uint32_t> out(8, 0);
+  EXPECT_EQ(cudaMemcpy2DAsync(out.data(), 16, rows, kPitch, 16, 2, cudaMemcpyDefault, consumer_),
+            cudaErrorInvalidPitchValue);
+  (void)cudaGetLastError();
+  const std::vector<std::int64_t> strides{static_cast<std::int64_t>(kPitch), 4};
+  auto source = make_tensor({2, 4}, kUInt32, strides, MemoryStorageType::kDevice, rows,
+                            [](void* memory) -> expected<void, Error> {
+                              return cudaFree(memory) == cudaSuccess
+                                         ? expected<void, Error>{}
+                                         : make_unexpected(ErrorCode::kFailure, "cudaFree");
+                            });
+  ASSERT_TRUE(source.has_value()) << source.error().message;
+  ASSERT_TRUE(source->copy_to_host(out.data(), 32, consumer_).has_value());
+  EXPECT_EQ(out, values);
+  auto on_device = source->copy_to(DLDevice{kDLCUDA, device_}, consumer_);
+  ASSERT_TRUE(on_device.has_value()) << on_device.error().message;
+  std::vector<std::uint32_t> back(8, 0);
+  ASSERT_TRUE(on_device->copy_to_host(back.data(), 32, consumer_).has_value());
+  EXPECT_EQ(back, values);
+}
+
 TEST_F(TensorGpuTest, MakeTensorOverDeviceMemoryTakesThePointersDevice) {
   auto owner = std::make_shared<StreamTrackedReference>();
   auto wrapped = make_tensor({kElements}, kUInt32, {}, MemoryStorageType::kDevice, data_, owner);
