@@ -9,7 +9,8 @@
 #
 # HOLOSCAN_DLPACK_PRESETS picks the configurations (unset: default asan tsan fuzz; empty: none);
 # HOLOSCAN_DLPACK_FUZZ_SECONDS the time per fuzzer (default: 90 for DLPack import, 40 for the
-# IPC descriptor, the IPC channel's frames and the UCX messages, 30 for the IPC admission record);
+# IPC descriptor, the IPC channel's frames and the UCX messages, 30 for the IPC admission record
+# and the host copies);
 # HOLOSCAN_DLPACK_PYTHON=0 skips the Python part.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -54,12 +55,13 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS-default asan tsan fuzz}; do
   ctest --preset "$preset" -j "$jobs"
   if [ "$preset" = fuzz ]; then
     rm -f build/fuzz/dlpack_import-* build/fuzz/ipc_descriptor-* build/fuzz/ipc_frame-* \
-      build/fuzz/ucx_wire-* build/fuzz/ipc_admissions-*
+      build/fuzz/ucx_wire-* build/fuzz/ipc_admissions-* build/fuzz/tensor_copy-*
     fuzz_for dlpack_import "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-90}"
     fuzz_for ipc_descriptor "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
     fuzz_for ipc_frame "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
     fuzz_for ucx_wire "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
     fuzz_for ipc_admissions "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-30}"
+    fuzz_for tensor_copy "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-30}"
   fi
 done
 
