@@ -1,6 +1,7 @@
 #pragma once
 // How the elements of a tensor with any strides are gathered into a compact row-major copy: a
-// few rectangles of bytes, each one cudaMemcpy2DAsync (or one loop of memcpy on the host).
+// few rectangles of bytes, each one cudaMemcpy2DAsync (one cudaMemcpyAsync per row where a pitch
+// passes the driver's memPitch; one loop of memcpy on the host).
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -507,7 +507,9 @@ TEST_F(CopyOnFakeCuda, RowsFurtherApartThanTheDriversMaxPitchAreCopiedOneByOne) 
   const std::size_t bytes = kPitch + 4096;
   void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  ASSERT_NE(mapping, MAP_FAILED);
+  if (mapping == MAP_FAILED) {
+    GTEST_SKIP() << "no room for a sparse mapping of " << bytes << " bytes";
+  }
   auto* rows = static_cast<char*>(mapping);
   const std::vector<std::int32_t> first{1, 2, 3, 4};
   const std::vector<std::int32_t> second{5, 6, 7, 8};

@@ -15,6 +15,7 @@ const char* FakeCuda::error_name(cudaError_t status) noexcept {
   switch (status) {
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaSuccess)
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorInvalidValue)
+    HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorInvalidPitchValue)
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorMemoryAllocation)
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorInsufficientDriver)
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorNoDevice)
