@@ -114,9 +114,13 @@ expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consume
   // an explicit stream handle proves that the consumer is the producer's own stream, and only
   // with the same id: CUDA may give a destroyed stream's handle to a new stream, whose work would
   // not be ordered after the producer's.
+  // A producer stream that is capturing a CUDA graph now is no exception: what it captures runs
+  // when the graph is launched, on any stream, unordered with the point recorded before the
+  // capture began. The wait below then fails as for any capturing consumer (asked only here, so
+  // that the wait of every other consumer stays one call).
   const bool is_explicit = !is_default_stream_handle(consumer);
   if (is_explicit && consumer == readiness_stream() && stream_id != 0 &&
-      id_of_explicit_stream(consumer) == stream_id) {
+      id_of_explicit_stream(consumer) == stream_id && !capturing_or_unknown(consumer)) {
     return {};
   }
   const cudaError_t status = cuda().stream_wait_event(consumer, event, 0);
@@ -124,6 +128,17 @@ expected<void, Error> StreamState::synchronize_for_consumer(cudaStream_t consume
     return {};
   }
   return failed_consumer_wait(status);
+}
+
+// Whether `stream` is capturing a CUDA graph, or cannot tell (the error is cleared): either way
+// the consumer's wait is made, and reports what CUDA says.
+bool StreamState::capturing_or_unknown(cudaStream_t stream) noexcept {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cuda().stream_is_capturing(stream, &capture) != cudaSuccess) {
+    (void)cuda().get_last_error();
+    return true;
+  }
+  return capture != cudaStreamCaptureStatusNone;
 }
 
 // Out of line: the error's string work would otherwise make every successful wait save and

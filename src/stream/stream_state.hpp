@@ -120,6 +120,7 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   void drop_superseded() noexcept;
   // Under the lock: whether the kept points passed (then dropped); one query each.
   bool superseded_passed() noexcept;
+  static bool capturing_or_unknown(cudaStream_t stream) noexcept;
   static tl::unexpected<Error> failed_consumer_wait(cudaError_t status);
 
   // The flags share the lock's word, so that the readiness fields read without the lock fit in

@@ -150,6 +150,32 @@ TEST_F(FaultInjection, WaitOnACapturingConsumerExplainsTheCapture) {
   EXPECT_EQ(fake().calls(CudaEntry::kEventRecord), 1u);
 }
 
+// The producer's own stream needs no wait, but once it captures a CUDA graph what it captures
+// runs when the graph is launched, on any stream, unordered with the point recorded before the
+// capture: like any capturing consumer it is refused, not told that it is ordered.
+TEST_F(FaultInjection, WaitOnTheProducerStreamWhileItCapturesIsRefusedToo) {
+  CountingProducer producer;
+  cudaStream_t producer_stream = fake().create_stream(0);
+  Buffer buffer(producer.make_versioned());
+  ASSERT_TRUE(buffer.set_readiness_stream(producer_stream));
+  EXPECT_TRUE(buffer.synchronize_for_consumer(producer_stream).has_value());
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), 0u);  // not capturing: no wait at all
+
+  fake().set_capture(producer_stream, cudaStreamCaptureStatusActive);
+  const expected<void> waited = buffer.synchronize_for_consumer(producer_stream);
+  ASSERT_FALSE(waited.has_value()) << "a capturing producer stream was told it is ordered";
+  expect_cuda_error(waited.error(), "cudaStreamWaitEvent", cudaErrorStreamCaptureIsolation);
+  EXPECT_NE(waited.error().message.find("capturing"), std::string::npos);
+  EXPECT_EQ(fake().last_error(), cudaSuccess);
+  fake().set_capture(producer_stream, cudaStreamCaptureStatusNone);
+
+  // A capture status that cannot be asked makes the wait, whose answer is CUDA's.
+  fake().fail_next(CudaEntry::kStreamIsCapturing, cudaErrorLaunchFailure);
+  EXPECT_TRUE(buffer.synchronize_for_consumer(producer_stream).has_value());
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), 2u);
+  EXPECT_EQ(fake().last_error(), cudaSuccess);
+}
+
 TEST_F(FaultInjection, CaptureErrorOnQueryMeansNotYetEvenWhenTheStreamIsDone) {
   CountingProducer producer;
   cudaStream_t stream = fake().create_stream(0);
