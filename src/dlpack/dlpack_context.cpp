@@ -41,13 +41,30 @@ DLManagedTensorContext::DLManagedTensorContext(const DLManagedTensorContext& oth
 
 DLManagedTensorContext& DLManagedTensorContext::operator=(const DLManagedTensorContext& other) {
   if (this != &other) {
+    // The room first, apart, so that nothing below allocates: refused half-way, this view was
+    // left pointing into `other`'s vectors or at this context's freed room. Refused here,
+    // nothing has changed; the old room is freed only once the view points at the new one.
+    std::vector<std::int64_t> shape_room;
+    std::vector<std::int64_t> strides_room;
+    if (dl_shape.capacity() < other.dl_shape.size()) {
+      shape_room.reserve(other.dl_shape.size());
+    }
+    if (dl_strides.capacity() < other.dl_strides.size()) {
+      strides_room.reserve(other.dl_strides.size());
+    }
+    if (shape_room.capacity() != 0) {
+      dl_shape.swap(shape_room);
+    }
+    if (strides_room.capacity() != 0) {
+      dl_strides.swap(strides_room);
+    }
     tensor = other.tensor;
     memory_reference = other.memory_reference;
-    dl_shape = other.dl_shape;
+    dl_shape = other.dl_shape;  // within the room: no allocation
     dl_strides = other.dl_strides;
     read_only_.store(other.read_only_.load(std::memory_order_acquire), std::memory_order_release);
-    checked_ = other.checked_;           // a record of values, which holds wherever the view points
-    memory_lives_in_ = nullptr;          // the assigner says what keeps the memory now
+    checked_ = other.checked_;   // a record of values, which holds wherever the view points
+    memory_lives_in_ = nullptr;  // the assigner says what keeps the memory now
     point_at_own_storage(other, *this);
   }
   return *this;

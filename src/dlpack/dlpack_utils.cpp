@@ -56,6 +56,24 @@ void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destin
   const std::int64_t* shape = read_apart(view.shape, ndim, owned_shape, owned_strides, shape_copy);
   const std::int64_t* strides =
       read_apart(view.strides, ndim, owned_shape, owned_strides, strides_copy);
+  // The room first, apart, so that nothing below allocates: `destination` may point into the
+  // owned vectors (a context's view does), and growing one and then being refused the other
+  // would leave it pointing at freed room. Refused here, nothing has changed; the old room is
+  // freed only once `destination` points at the new one.
+  std::vector<std::int64_t> shape_room;
+  std::vector<std::int64_t> strides_room;
+  if (owned_shape.capacity() < ndim) {
+    shape_room.reserve(ndim);
+  }
+  if (owned_strides.capacity() < ndim) {
+    strides_room.reserve(ndim);
+  }
+  if (shape_room.capacity() != 0) {
+    owned_shape.swap(shape_room);
+  }
+  if (strides_room.capacity() != 0) {
+    owned_strides.swap(strides_room);
+  }
   assign_owned(owned_shape, shape, shape != nullptr ? ndim : 0);
   owned_shape.resize(ndim);
   if (strides != nullptr) {

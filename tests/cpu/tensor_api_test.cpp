@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "holoscan/dlpack.hpp"
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
+#include "support/allocation_sweep.hpp"
 #include "support/counting_producer.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/tensor_helpers.hpp"
@@ -214,6 +216,93 @@ TEST(CopyMetadata, SourceArraysInTheOtherOwnedVectorAreReadBeforeItChanges) {
   copy_dl_tensor_with_owned_metadata(context, swapped);
   EXPECT_EQ(context.dl_shape, (std::vector<std::int64_t>{24, 12, 4, 1}));
   EXPECT_EQ(context.dl_strides, four);
+}
+
+// The context's view points into its own vectors. A copy that the heap refused half-way (the
+// shape's room grown and the old freed, then the strides' room refused) left the view pointing
+// at the freed room: every later read of the context was a use after free. Whatever allocation
+// fails, the context is left whole: its old view or the new one, in its own vectors.
+TEST(CopyMetadata, ACopyTheHeapRefusesLeavesTheContextWhole) {
+  float values[64] = {};
+  std::vector<std::int64_t> shape{2, 2, 2, 2, 2};
+  const DLTensor larger{values, {kDLCPU, 0}, 5, {kDLFloat, 32, 1}, shape.data(), nullptr, 0};
+  std::unique_ptr<DLManagedTensorContext> context;
+  bool threw = false;
+  test::sweep_allocations(
+      [&] {
+        context = std::make_unique<DLManagedTensorContext>();
+        std::vector<std::int64_t> small{6, 4};
+        const DLTensor view{values, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, small.data(), nullptr, 0};
+        copy_dl_tensor_with_owned_metadata(*context, view, {/*materialize_implicit_strides=*/true});
+        context->dl_shape.shrink_to_fit();
+        context->dl_strides.shrink_to_fit();
+        context->tensor.dl_tensor.shape = context->dl_shape.data();
+        context->tensor.dl_tensor.strides = context->dl_strides.data();
+        threw = false;
+      },
+      [&] {
+        try {
+          copy_dl_tensor_with_owned_metadata(*context, larger,
+                                             {/*materialize_implicit_strides=*/true});
+        } catch (const std::bad_alloc&) {
+          threw = true;
+        }
+      },
+      [&](std::uint64_t skip) {
+        const DLTensor& view = context->tensor.dl_tensor;
+        ASSERT_EQ(view.shape, context->dl_shape.data()) << skip;
+        ASSERT_EQ(view.strides, context->dl_strides.data()) << skip;
+        const std::vector<std::int64_t> read(view.shape, view.shape + view.ndim);  // no UAF
+        const std::vector<std::int64_t> strides(view.strides, view.strides + view.ndim);
+        if (threw) {
+          EXPECT_EQ(read, (std::vector<std::int64_t>{6, 4})) << skip;
+          EXPECT_EQ(strides, (std::vector<std::int64_t>{4, 1})) << skip;
+        } else {
+          EXPECT_EQ(read, shape) << skip;
+          EXPECT_EQ(strides, (std::vector<std::int64_t>{16, 8, 4, 2, 1})) << skip;
+        }
+      });
+}
+
+// The same for a context assigned from another: refused half-way, its view pointed into the
+// other context's vectors (read after that context was gone) or at its own freed room.
+TEST(ContextCopy, AnAssignmentTheHeapRefusesLeavesTheContextWhole) {
+  float values[64] = {};
+  std::vector<std::int64_t> shape{2, 2, 2, 2, 2};
+  const DLTensor larger{values, {kDLCPU, 0}, 5, {kDLFloat, 32, 1}, shape.data(), nullptr, 0};
+  std::unique_ptr<DLManagedTensorContext> context;
+  std::unique_ptr<DLManagedTensorContext> other;
+  bool threw = false;
+  test::sweep_allocations(
+      [&] {
+        other = std::make_unique<DLManagedTensorContext>();
+        copy_dl_tensor_with_owned_metadata(*other, larger, {/*materialize_implicit_strides=*/true});
+        context = std::make_unique<DLManagedTensorContext>();
+        std::vector<std::int64_t> small{6, 4};
+        const DLTensor view{values, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, small.data(), nullptr, 0};
+        copy_dl_tensor_with_owned_metadata(*context, view, {/*materialize_implicit_strides=*/true});
+        context->dl_shape.shrink_to_fit();
+        context->dl_strides.shrink_to_fit();
+        context->tensor.dl_tensor.shape = context->dl_shape.data();
+        context->tensor.dl_tensor.strides = context->dl_strides.data();
+        threw = false;
+      },
+      [&] {
+        try {
+          *context = *other;
+        } catch (const std::bad_alloc&) {
+          threw = true;
+        }
+      },
+      [&](std::uint64_t skip) {
+        other.reset();  // the view must not read it any more
+        const DLTensor& view = context->tensor.dl_tensor;
+        ASSERT_EQ(view.shape, context->dl_shape.data()) << skip;
+        ASSERT_EQ(view.strides, context->dl_strides.data()) << skip;
+        const std::vector<std::int64_t> read(view.shape, view.shape + view.ndim);  // no UAF
+        const std::vector<std::int64_t> old_shape{6, 4};
+        EXPECT_EQ(read, threw ? old_shape : shape) << skip;
+      });
 }
 
 TEST(TypeStrings, StringViewNeedNotEndTheString) {
