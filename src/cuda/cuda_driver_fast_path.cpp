@@ -2,6 +2,8 @@
 
 #include <cuda.h>
 
+#include <atomic>
+#include <new>
 #include <type_traits>
 
 namespace holoscan::detail::fast {
@@ -59,20 +61,42 @@ bool driver_devices_are_ordinals() {
   return true;
 }
 
+Driver resolve() {
+  Driver entries;
+  load("cuEventRecord", entries.event_record);
+  load("cuStreamWaitEvent", entries.stream_wait_event);
+  load("cuEventQuery", entries.event_query);
+  load("cuStreamIsCapturing", entries.stream_is_capturing);
+  load("cuStreamGetId", entries.stream_get_id);
+  if (driver_devices_are_ordinals()) {
+    load("cuStreamGetDevice", entries.stream_get_device);
+  }
+  return entries;
+}
+
+// No entry at all: every call goes to the runtime (constant-initialized).
+const Driver kRuntimeOnly{};
+// The entries once resolved (constant-initialized, never freed). Not a function-local static: a
+// fork() while another thread resolved them would copy its one-time guard taken, and the child's
+// first hook would wait for it for ever instead of failing as CUDA does in a child. Threads that
+// race resolve them each (the lookups are idempotent) and the first to publish wins; a child
+// forked meanwhile finds none published and resolves them itself.
+std::atomic<const Driver*> resolved{nullptr};
+
 const Driver& driver() {
-  static const Driver loaded = [] {
-    Driver entries;
-    load("cuEventRecord", entries.event_record);
-    load("cuStreamWaitEvent", entries.stream_wait_event);
-    load("cuEventQuery", entries.event_query);
-    load("cuStreamIsCapturing", entries.stream_is_capturing);
-    load("cuStreamGetId", entries.stream_get_id);
-    if (driver_devices_are_ordinals()) {
-      load("cuStreamGetDevice", entries.stream_get_device);
-    }
-    return entries;
-  }();
-  return loaded;
+  if (const Driver* entries = resolved.load(std::memory_order_acquire); entries != nullptr) {
+    return *entries;
+  }
+  const Driver* made = new (std::nothrow) Driver(resolve());
+  if (made == nullptr) {
+    return kRuntimeOnly;  // out of host memory: the runtime's calls, asked again next time
+  }
+  const Driver* published = nullptr;
+  if (!resolved.compare_exchange_strong(published, made, std::memory_order_acq_rel)) {
+    delete made;
+    return *published;
+  }
+  return *made;
 }
 
 bool explicit_stream(cudaStream_t stream) {

@@ -11,6 +11,8 @@
 // The scenario must be a process's first use, so each case runs in a fresh process (this binary
 // again, running one disabled child test). Where the first use still registers fork handlers, a
 // stand-in for pthread_atfork() holds it there until another thread has forked.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +28,7 @@
 #include <string>
 #include <thread>
 
+#include "cuda/cuda_api.hpp"
 #include "ipc/cuda/ipc_event_pool.hpp"
 #include "ipc/import/ipc_courier.hpp"
 #include "ipc/import/ipc_release_stream.hpp"
@@ -42,6 +45,25 @@ std::atomic<bool> g_forked{false};
 
 extern "C" int __register_atfork(void (*)(), void (*)(), void (*)(), void*);
 extern "C" void* __dso_handle;
+
+// The test binary's cudaGetDriverEntryPointByVersion(), which the core's driver fast path calls
+// once per process to resolve its entries: held in the same way, then forwarded to the runtime's.
+extern "C" cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function,
+                                                        unsigned int version,
+                                                        unsigned long long flags,
+                                                        cudaDriverEntryPointQueryResult* status) {
+  if (g_stall_registration.exchange(false)) {
+    g_inside_initializer.store(true);
+    while (!g_forked.load()) {
+      ::usleep(1000);
+    }
+  }
+  using Lookup = cudaError_t (*)(const char*, void**, unsigned int, unsigned long long,
+                                 cudaDriverEntryPointQueryResult*);
+  auto* runtime = reinterpret_cast<Lookup>(::dlsym(RTLD_NEXT, "cudaGetDriverEntryPointByVersion"));
+  return runtime != nullptr ? runtime(symbol, function, version, flags, status)
+                            : cudaErrorSymbolNotFound;
+}
 
 extern "C" int pthread_atfork(void (*prepare)(), void (*parent)(), void (*child)()) {
   if (g_stall_registration.exchange(false)) {
@@ -64,6 +86,10 @@ void first_use(const std::string& which) {
     (void)holoscan::detail::destroy_free_ipc_events();
   } else if (which == "release_rings") {
     holoscan::detail::reset_release_streams();
+  } else if (which == "cuda_driver") {
+    // The runtime's table (the fake is not installed here): its first hot call resolves the
+    // driver's entries. Without a GPU it fails, as any call in a forked child should.
+    (void)holoscan::detail::real_cuda_api().event_query(nullptr);
   }
 }
 
@@ -185,6 +211,14 @@ TEST(ForkFirstUse, ForkDuringTheFirstIpcEventPoolLeavesTheChildUsable) {
 TEST(ForkFirstUse, ForkDuringTheFirstReleaseRingsLeavesTheChildUsable) {
   EXPECT_EQ(run_fresh("release_rings"), 0)
       << "exit 3: the child hung in fork_locked<Rings>()'s guard";
+}
+
+// The core's driver fast path resolved its entries in a function-local static: a fork() while
+// another thread resolved them left the child's first stream hook (or the release thread's first
+// query) waiting for that guard for ever, where it should fail as CUDA does in a child.
+TEST(ForkFirstUse, ForkDuringTheFirstDriverLookupLeavesTheChildUsable) {
+  EXPECT_EQ(run_fresh("cuda_driver"), 0)
+      << "exit 3: the child hung in the driver fast path's one-time guard";
 }
 
 TEST(ForkFirstUse, TheFirstUseOfEachObjectNeedsNoHeap) {
