@@ -2,18 +2,25 @@
 // For memory that GPU or transport work may still use after its owner went away (a request UCX
 // never completed, an export a live peer may still read): it is kept, never freed, until the
 // process exits. Out of host memory most of all: dropping it then would be a use after free.
+#include <atomic>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <new>
+#include <type_traits>
 #include <utility>
-#include <vector>
 
 namespace holoscan::detail {
 
 /** @brief Values keep_until_exit() can place without the heap, per type. */
 inline constexpr std::size_t kKeptWithoutHeap = 64;
+
+/** @brief One value kept by keep_until_exit(), on a list that static storage reaches. */
+template <class T>
+struct KeptUntilExit {
+  T value;                           ///< What is kept.
+  KeptUntilExit* earlier = nullptr;  ///< The value kept before it.
+};
 
 /**
  * @brief Keeps `value` alive until the process exits, reachable from static storage (leak
@@ -23,26 +30,30 @@ inline constexpr std::size_t kKeptWithoutHeap = 64;
  */
 template <class T>
 void keep_until_exit(T value) noexcept {
-  static std::mutex mutex;  // constant-initialized: usable at any time
-  static std::vector<T>* kept = new (std::nothrow) std::vector<T>();
+  // No lock and no first-use guard, only constant-initialized atomics: a fork() while another
+  // thread is in here (moving its value, say) leaves nothing taken in the child, which may keep
+  // values too (a mutex or a guarded static copied mid-use would hang it for ever).
+  static std::atomic<KeptUntilExit<T>*> last{nullptr};
   alignas(T) static unsigned char slots[kKeptWithoutHeap * sizeof(T)];
-  static std::size_t slots_used = 0;
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (kept != nullptr) {
-    try {
-      kept->push_back(std::move(value));  // a refused growth leaves `value` as it was
-      return;
-    } catch (...) {  // NOLINT(bugprone-empty-catch): the static slots take it below
+  static std::atomic<std::size_t> slots_taken{0};
+  static_assert(std::is_nothrow_move_constructible_v<T>, "kept values move without throwing");
+  // When the heap refuses, the value is not moved from: the slots take it below.
+  if (auto* kept = new (std::nothrow) KeptUntilExit<T>{std::move(value)}; kept != nullptr) {
+    kept->earlier = last.load(std::memory_order_relaxed);
+    while (!last.compare_exchange_weak(kept->earlier, kept, std::memory_order_release,
+                                       std::memory_order_relaxed)) {
     }
-  }
-  if (slots_used < kKeptWithoutHeap) {
-    new (slots + slots_used * sizeof(T)) T(std::move(value));  // never destroyed
-    ++slots_used;
     return;
   }
-  std::fputs("holoscan-dlpack: out of host memory while keeping memory that GPU or transport work "
-             "may still use; aborting rather than freeing it\n",
-             stderr);
+  if (const std::size_t slot = slots_taken.fetch_add(1, std::memory_order_relaxed);
+      slot < kKeptWithoutHeap) {
+    new (slots + slot * sizeof(T)) T(std::move(value));  // never destroyed
+    return;
+  }
+  std::fputs(
+      "holoscan-dlpack: out of host memory while keeping memory that GPU or transport work "
+      "may still use; aborting rather than freeing it\n",
+      stderr);
   std::abort();
 }
 
