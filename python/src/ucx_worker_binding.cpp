@@ -16,9 +16,9 @@
 #include <holoscan/ucx/worker.hpp>
 
 #include "bindings.hpp"
-#include "cast_arg.hpp"
 #include "endpoint.hpp"
 #include "errors.hpp"
+#include "python_release.hpp"
 #include "ucx_bindings.hpp"
 
 namespace nb = nanobind;
@@ -34,13 +34,45 @@ const bool kStreamBandwidthHint = ucx::WorkerConfig{}.stream_bandwidth_hint;
 
 using WorkerHandle = SharedHandle<ucx::Worker>;
 
+// The worker's reference to its receive pool's Python object. nanobind's shared_ptr from a Python
+// object drops that reference with PyGILState_Ensure wherever its last copy goes, and that is the
+// worker's destruction, without the GIL (close(), or the last call under way): on a daemon thread
+// once finalization has begun, the wait for the GIL ends the thread with pthread_exit(), whose
+// forced unwinding through noexcept destructors aborts the process. So the reference goes as an
+// import's producer does (python_release.hpp): at once where the GIL is held, else queued for a
+// Python thread, leaked once Python is exiting; never a wait for the GIL.
+struct PoolReference final : PythonRelease {
+  PyObject* object = nullptr;  // strong reference
+
+  static void run_release(PythonRelease* node, bool python_alive) noexcept {
+    auto* reference = static_cast<PoolReference*>(node);
+    if (python_alive) {
+      ErrorIndicatorGuard keep_callers_error;
+      Py_XDECREF(reference->object);
+    }
+    delete reference;
+  }
+};
+
+std::shared_ptr<TensorPool> receive_pool_of(nb::handle pool) {
+  TensorPool* cpp = nullptr;
+  if (!nb::try_cast<TensorPool*>(pool, cpp) || cpp == nullptr) {
+    throw nb::type_error("receive_pool must be None or a TensorPool");
+  }
+  auto* reference = new PoolReference();
+  reference->run = &PoolReference::run_release;
+  reference->object = pool.inc_ref().ptr();
+  // The deleter runs once, also when the control block cannot be allocated (the GIL is held then).
+  return std::shared_ptr<TensorPool>(
+      cpp, [reference](TensorPool*) noexcept { release_with_python(reference); });
+}
+
 WorkerHandle create(std::size_t window, nb::handle receive_pool, std::uint64_t max_receive_bytes,
                     int spin_us, bool stream_bandwidth_hint) {
   ucx::WorkerConfig config;
   config.window = window;
   if (!receive_pool.is_none()) {
-    config.receive_pool = cast_or_type_error<std::shared_ptr<TensorPool>>(
-        receive_pool, "receive_pool must be None or a TensorPool");
+    config.receive_pool = receive_pool_of(receive_pool);
   }
   config.max_receive_bytes = max_receive_bytes;
   config.spin_us = spin_us;

@@ -45,6 +45,40 @@ def test_a_daemon_thread_waiting_in_ucx_receive_does_not_abort_the_exit():
     assert_clean_exit(result)
 
 
+
+def test_a_daemon_thread_dropping_the_last_worker_with_a_receive_pool_does_not_abort_the_exit():
+    # The worker keeps its receive pool's Python object. A receive() under way keeps the worker
+    # after close(); its slice drops the last reference without the GIL. Once finalization has
+    # begun, giving the pool's reference back must not wait for the GIL on that thread (nanobind's
+    # own shared_ptr does: PyGILState_Ensure, then pthread_exit() through noexcept destructors).
+    pytest.importorskip("holoscan_dlpack.ucx")
+    result = run_python("""
+        import threading, time
+        import holoscan_dlpack as hd
+        from holoscan_dlpack import ucx
+        pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+        worker = ucx.Worker(receive_pool=pool)
+        del pool
+
+        def wait():
+            try:
+                worker.receive(timeout_ms=None)
+            except hd.errors.ClosedError:
+                pass
+
+        threading.Thread(target=wait, daemon=True).start()
+        time.sleep(0.3)
+        worker.close()  # the receive under way keeps the worker until its slice ends
+
+        class SlowTeardown:  # finalization lasts beyond that slice (at most 100 ms)
+            def __del__(self, sleep=time.sleep):
+                sleep(0.5)
+
+        slow = SlowTeardown()
+        print("main exits", flush=True)
+    """)
+    assert_clean_exit(result)
+
 def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
     # __main__'s globals are cleared after finalization has begun, on the thread that runs it.
     result = run_python("""
