@@ -5,15 +5,75 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <array>
+#include <memory>
+
 namespace nb = nanobind;
 
 namespace holoscan::python {
 
-nb::object exception_for(const Error& error) {
+namespace {
+
+// holoscan_dlpack.errors' class of each code (references kept for the life of the process, as the
+// module keeps them), looked up once under the GIL; HoloscanError for a code without a class.
+struct ErrorClasses {
+  std::array<PyObject*, 256> by_code{};
+  PyObject* base = nullptr;
+};
+
+const ErrorClasses& error_classes() {
+  static ErrorClasses* classes = nullptr;
+  if (classes != nullptr) {
+    return *classes;
+  }
   // The classes live in Python (holoscan_dlpack/errors.py), so that users subclass and catch
   // ordinary Python exceptions; an ImportError here would itself propagate, never a lost failure.
-  return nb::module_::import_("holoscan_dlpack.errors")
-      .attr("_exception_for")(static_cast<int>(error.code), message_text(to_string(error)));
+  const nb::module_ errors = nb::module_::import_("holoscan_dlpack.errors");
+  auto made = std::make_unique<ErrorClasses>();
+  made->base = errors.attr("HoloscanError").inc_ref().ptr();
+  const nb::dict by_code = nb::borrow<nb::dict>(errors.attr("_BY_CODE"));
+  for (const auto& [code, type] : by_code) {
+    const long value = PyLong_AsLong(code.ptr());  // an ErrorCode: an int
+    if (value >= 0 && value < static_cast<long>(made->by_code.size())) {
+      made->by_code[static_cast<std::size_t>(value)] = type.inc_ref().ptr();
+    }
+  }
+  PyErr_Clear();
+  classes = made.release();  // kept for the life of the process, with the classes
+  return *classes;
+}
+
+}  // namespace
+
+nb::object exception_for(const Error& error) {
+  // Built as errors._exception_for and HoloscanError.__init__ build it (args, code, token), but
+  // without running Python code: a thread that runs bytecode may give the GIL away, and a daemon
+  // thread that takes it back once finalization has begun is ended there by CPython before 3.14
+  // (pthread_exit()), whose forced unwinding through the C++ frames below aborts the process or
+  // drops references without the GIL. The code's member comes from nanobind's table, its name
+  // from the member's own `_name_`, the instance from the class's tp_new, and no __init__ runs.
+  const ErrorClasses& classes = error_classes();
+  const auto value = static_cast<std::size_t>(error.code);
+  PyObject* type = value < classes.by_code.size() ? classes.by_code[value] : nullptr;
+  nb::object member;
+  try {
+    member = nb::cast(error.code);
+  } catch (const nb::cast_error&) {  // outside ErrorCode: still a HoloscanError, code FAILURE
+    member = nb::cast(ErrorCode::kFailure);
+    type = nullptr;
+  }
+  if (type == nullptr) {
+    type = classes.base;  // HoloscanError(message, code=...), as _exception_for gives
+  }
+  const nb::tuple args = nb::make_tuple(message_text(to_string(error)));
+  auto* exception_type = reinterpret_cast<PyTypeObject*>(type);
+  nb::object exception = nb::steal(exception_type->tp_new(exception_type, args.ptr(), nullptr));
+  if (!exception.is_valid()) {
+    throw nb::python_error();
+  }
+  exception.attr("code") = member;
+  exception.attr("token") = member.attr("_name_");
+  return exception;
 }
 
 namespace {

@@ -79,6 +79,42 @@ def test_a_daemon_thread_dropping_the_last_worker_with_a_receive_pool_does_not_a
     """)
     assert_clean_exit(result)
 
+
+def test_daemon_threads_raising_library_errors_do_not_abort_the_exit():
+    # Each library failure becomes its holoscan_dlpack.errors exception inside the extension. Had
+    # that run Python code, the thread could give the GIL away there, and a daemon thread taking
+    # it back once finalization had begun was ended by CPython (pthread_exit()) with the
+    # extension's C++ frames on its stack: SIGSEGV or SIGABRT at exit, about one run in two.
+    source = """
+        import threading, time
+        import holoscan_dlpack as hd
+        from holoscan_dlpack import ipc
+
+        mine, theirs = ipc.Channel.pair()
+        theirs.close()
+
+        def fail_for_ever(call):
+            while True:
+                try:
+                    call()
+                except hd.HoloscanError:
+                    pass
+
+        for call in (lambda: ipc.Importer(theirs),  # ClosedError
+                     lambda: hd.TensorPool(memory="elsewhere", block_bytes=1, block_count=1)):
+            threading.Thread(target=fail_for_ever, args=(call,), daemon=True).start()
+        time.sleep(0.2)
+
+        class SlowTeardown:  # the daemon threads wait for the GIL while finalization runs
+            def __del__(self, sleep=time.sleep):
+                sleep(0.3)
+
+        slow = SlowTeardown()
+        print("main exits", flush=True)
+    """
+    for _ in range(6):
+        assert_clean_exit(run_python(source))
+
 def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
     # __main__'s globals are cleared after finalization has begun, on the thread that runs it.
     result = run_python("""
