@@ -16,6 +16,7 @@
 #include "errors.hpp"
 #include "imports.hpp"
 #include "python_release.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -287,7 +288,9 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
     return tensor;
   }
   const Names& n = names();
-  nb::object device = nb::steal(PyObject_CallMethodNoArgs(object.ptr(), n.dlpack_device));
+  // The producer's methods are Python code, run by this thread: see running_python.
+  nb::object device = nb::steal(
+      running_python([&] { return PyObject_CallMethodNoArgs(object.ptr(), n.dlpack_device); }));
   if (!device.is_valid()) {
     throw nb::python_error();
   }
@@ -295,8 +298,10 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
   nb::object stream_value = pass_stream ? protocol_value(consumer) : nb::object();
 
   PyObject* args[] = {object.ptr(), n.max_version, device.ptr(), copy.ptr(), stream_value.ptr()};
-  nb::object capsule = nb::steal(PyObject_VectorcallMethod(
-      n.dlpack, args, 1, pass_stream ? n.keywords_with_stream : n.keywords));
+  nb::object capsule = nb::steal(running_python([&] {
+    return PyObject_VectorcallMethod(n.dlpack, args, 1,
+                                     pass_stream ? n.keywords_with_stream : n.keywords);
+  }));
   bool legacy_call = false;
   if (!capsule.is_valid()) {
     // Only a producer that predates the keywords (TypeError) is asked again, the old way.
@@ -304,7 +309,8 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
       throw nb::python_error();
     }
     PyErr_Clear();
-    capsule = nb::steal(PyObject_CallMethodNoArgs(object.ptr(), n.dlpack));
+    capsule = nb::steal(
+        running_python([&] { return PyObject_CallMethodNoArgs(object.ptr(), n.dlpack); }));
     if (!capsule.is_valid()) {
       throw nb::python_error();
     }

@@ -14,6 +14,8 @@ namespace {
 
 }  // namespace
 
+void park_until_exit() noexcept { park_for_ever(); }
+
 bool interpreter_finalizing() noexcept {
 #if PY_VERSION_HEX >= 0x030D0000
   return Py_IsFinalizing() != 0;

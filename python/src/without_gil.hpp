@@ -6,6 +6,8 @@
 // here when the interpreter exited parks for ever instead, as CPython 3.14 itself does.
 #include <Python.h>
 
+#include <cxxabi.h>
+
 #include <utility>
 
 namespace holoscan::python {
@@ -32,6 +34,26 @@ class GilReleased {
   bool finalizing_before_;
   PyThreadState* state_;
 };
+
+/** @brief Parks the calling thread until the process ends (exit() ends it). */
+[[noreturn]] void park_until_exit() noexcept;
+
+/**
+ * @brief `call()`'s result, where `call` runs Python code from the extension's C++ frames (a
+ *        producer's `__dlpack__`). Python code may give the GIL away and take it back; a daemon
+ *        thread that does so once finalization has begun is ended by CPython before 3.14 with
+ *        pthread_exit(), whose forced unwinding would run the C++ frames' destructors (references
+ *        dropped without the GIL) and reach noexcept ones (the process aborts). Such a thread
+ *        parks here instead, as GilReleased parks one coming back from a wait.
+ */
+template <typename Call>
+auto running_python(Call&& call) {
+  try {
+    return std::forward<Call>(call)();
+  } catch (abi::__forced_unwind&) {
+    park_until_exit();  // never returns: the unwinding is never resumed
+  }
+}
 
 /**
  * @brief `work()`'s result, called without the GIL (it must touch no Python object). Whatever

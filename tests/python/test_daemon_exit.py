@@ -115,6 +115,44 @@ def test_daemon_threads_raising_library_errors_do_not_abort_the_exit():
     for _ in range(6):
         assert_clean_exit(run_python(source))
 
+
+def test_a_daemon_thread_importing_a_python_producer_does_not_abort_the_exit():
+    # A producer's __dlpack__ and __dlpack_device__ are Python code that the import runs from the
+    # extension's C++ frames; a daemon thread ended inside them at exit must not unwind those.
+    source = """
+        import threading, time
+        import numpy as np
+        import holoscan_dlpack as hd
+
+        array = np.arange(4.0)
+
+        class Producer:
+            def __dlpack__(self, **keywords):
+                total = 0
+                for i in range(200):  # bytecode long enough to give the GIL away
+                    total += i
+                return array.__dlpack__(**keywords)
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+        def import_for_ever():
+            while True:
+                hd.from_dlpack(Producer())
+
+        threading.Thread(target=import_for_ever, daemon=True).start()
+        time.sleep(0.2)
+
+        class SlowTeardown:  # the daemon thread waits for the GIL while finalization runs
+            def __del__(self, sleep=time.sleep):
+                sleep(0.3)
+
+        slow = SlowTeardown()
+        print("main exits", flush=True)
+    """
+    for _ in range(6):
+        assert_clean_exit(run_python(source))
+
 def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
     # __main__'s globals are cleared after finalization has begun, on the thread that runs it.
     result = run_python("""
