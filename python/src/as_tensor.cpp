@@ -12,6 +12,7 @@
 #include "devices.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -67,7 +68,8 @@ bool has_dlpack(nb::handle object) {
 // The attribute, or nothing when the object has none (AttributeError). Read once: an interface
 // is often a property that builds its dict (and may synchronize) on every read.
 nb::object attribute_if_any(nb::handle object, const char* name) {
-  PyObject* value = PyObject_GetAttrString(object.ptr(), name);
+  // A property is Python code, run by this thread: see running_python.
+  PyObject* value = running_python([&] { return PyObject_GetAttrString(object.ptr(), name); });
   if (value == nullptr) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError) == 0) {
       throw nb::python_error();

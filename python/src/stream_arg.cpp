@@ -8,6 +8,7 @@
 
 #include "cast_arg.hpp"
 #include "errors.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -32,7 +33,13 @@ std::intptr_t stream_integer(nb::handle value, const char* what) {
 // sequence of two items is read, as Holoscan 5.0 reads it (PySequence_Size, PySequence_GetItem);
 // text is not a pair of integers.
 std::intptr_t cuda_stream_protocol(nb::handle stream) {
-  const nb::object result = stream.attr("__cuda_stream__")();
+  // Python code, run by this thread (cuda.core's streams): see running_python. A C call, so that
+  // no C++ frame with a destructor lies between it and running_python.
+  const nb::object result = nb::steal(running_python(
+      [&] { return PyObject_CallMethod(stream.ptr(), "__cuda_stream__", nullptr); }));
+  if (!result.is_valid()) {
+    throw nb::python_error();
+  }
   const auto pair = sequence_pair(result);
   if (!pair) {
     throw nb::type_error("__cuda_stream__() must return a (version, stream) sequence of two items");

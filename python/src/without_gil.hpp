@@ -44,7 +44,9 @@ class GilReleased {
  *        thread that does so once finalization has begun is ended by CPython before 3.14 with
  *        pthread_exit(), whose forced unwinding would run the C++ frames' destructors (references
  *        dropped without the GIL) and reach noexcept ones (the process aborts). Such a thread
- *        parks here instead, as GilReleased parks one coming back from a wait.
+ *        parks here instead, as GilReleased parks one coming back from a wait. `call` must be
+ *        C calls only (no C++ object with a destructor in its frame), so that nothing is
+ *        unwound before the thread parks.
  */
 template <typename Call>
 auto running_python(Call&& call) {

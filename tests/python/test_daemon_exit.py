@@ -153,6 +153,42 @@ def test_a_daemon_thread_importing_a_python_producer_does_not_abort_the_exit():
     for _ in range(6):
         assert_clean_exit(run_python(source))
 
+
+def test_a_daemon_thread_reading_an_array_interface_property_does_not_abort_the_exit():
+    # An array interface is often a property (Numba's device arrays, wrappers): Python code that
+    # as_tensor runs from its C++ frames, as a producer's __dlpack__ is.
+    source = """
+        import threading, time
+        import numpy as np
+        import holoscan_dlpack as hd
+
+        array = np.arange(4.0)
+
+        class Exporter:
+            @property
+            def __array_interface__(self):
+                total = 0
+                for i in range(200):  # bytecode long enough to give the GIL away
+                    total += i
+                return array.__array_interface__
+
+        def import_for_ever():
+            while True:
+                hd.as_tensor(Exporter())
+
+        threading.Thread(target=import_for_ever, daemon=True).start()
+        time.sleep(0.2)
+
+        class SlowTeardown:  # the daemon thread waits for the GIL while finalization runs
+            def __del__(self, sleep=time.sleep):
+                sleep(0.3)
+
+        slow = SlowTeardown()
+        print("main exits", flush=True)
+    """
+    for _ in range(6):
+        assert_clean_exit(run_python(source))
+
 def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
     # __main__'s globals are cleared after finalization has begun, on the thread that runs it.
     result = run_python("""
