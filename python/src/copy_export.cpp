@@ -10,6 +10,7 @@
 #include "holoscan/cuda_stream_sync.hpp"
 #include "python_release.hpp"
 #include "stream_owner.hpp"
+#include "without_gil.hpp"
 
 namespace holoscan::python {
 namespace {
@@ -57,7 +58,7 @@ struct RetiringExport : PythonRelease {
   static void drop_stream_owner(PythonRelease* node, bool python_alive) noexcept {
     auto* owner = static_cast<RetiringExport*>(node);
     if (python_alive) {
-      Py_DECREF(owner->stream_owner);
+      running_python([&] { Py_DECREF(owner->stream_owner); });  // see running_python
     }
     delete owner;
   }

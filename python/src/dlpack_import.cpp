@@ -67,7 +67,8 @@ struct ProducerOwner final : PythonRelease {
         // does for the deleters it runs itself (failed_releases()).
         detail::run_producer_deleter(owner->managed);
       }
-      Py_XDECREF(owner->producer);
+      // Its finalizers are Python code, run from this noexcept path: see running_python.
+      running_python([&] { Py_XDECREF(owner->producer); });
     }
     delete owner;
   }

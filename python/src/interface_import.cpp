@@ -14,6 +14,7 @@
 #include "errors.hpp"
 #include "imports.hpp"
 #include "python_release.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -36,7 +37,8 @@ struct InterfaceOwner final : PythonRelease {
     auto* owner = static_cast<InterfaceOwner*>(node);
     if (python_alive) {
       ErrorIndicatorGuard keep_callers_error;
-      Py_XDECREF(owner->object);
+      // Its finalizers are Python code, run from this noexcept path: see running_python.
+      running_python([&] { Py_XDECREF(owner->object); });
     }
     delete owner;
   }

@@ -20,6 +20,7 @@
 #include "errors.hpp"
 #include "python_release.hpp"
 #include "ucx_bindings.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -48,7 +49,7 @@ struct PoolReference final : PythonRelease {
     auto* reference = static_cast<PoolReference*>(node);
     if (python_alive) {
       ErrorIndicatorGuard keep_callers_error;
-      Py_XDECREF(reference->object);
+      running_python([&] { Py_XDECREF(reference->object); });  // see running_python
     }
     delete reference;
   }

@@ -189,6 +189,47 @@ def test_a_daemon_thread_reading_an_array_interface_property_does_not_abort_the_
     for _ in range(6):
         assert_clean_exit(run_python(source))
 
+
+def test_a_daemon_thread_dropping_imports_of_a_finalized_producer_does_not_abort_the_exit():
+    # The last owner of an import drops the producer object, whose finalizer is Python code run
+    # from the library's (noexcept) release path: a thread ended there at exit must park.
+    source = """
+        import threading, time
+        import numpy as np
+        import holoscan_dlpack as hd
+
+        array = np.arange(4.0)
+
+        class Producer:
+            def __dlpack__(self, **keywords):
+                return array.__dlpack__(**keywords)
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+            def __del__(self):
+                total = 0
+                for i in range(300):  # bytecode long enough to give the GIL away
+                    total += i
+
+        def import_and_drop_for_ever():
+            while True:
+                tensor = hd.from_dlpack(Producer())
+                del tensor
+
+        threading.Thread(target=import_and_drop_for_ever, daemon=True).start()
+        time.sleep(0.2)
+
+        class SlowTeardown:  # the daemon thread waits for the GIL while finalization runs
+            def __del__(self, sleep=time.sleep):
+                sleep(0.3)
+
+        slow = SlowTeardown()
+        print("main exits", flush=True)
+    """
+    for _ in range(6):
+        assert_clean_exit(run_python(source))
+
 def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
     # __main__'s globals are cleared after finalization has begun, on the thread that runs it.
     result = run_python("""
