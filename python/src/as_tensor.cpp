@@ -61,8 +61,11 @@ nb::object import_tensor(nb::handle object, const ProtocolStream& consumer) {
 // The DLPack protocol is both methods: Holoscan 5.0's as_tensor passes an object with only one of
 // them over for the array interfaces.
 bool has_dlpack(nb::handle object) {
-  return PyCapsule_CheckExact(object.ptr()) ||
-         (nb::hasattr(object, "__dlpack__") && nb::hasattr(object, "__dlpack_device__"));
+  // A proxy's __getattr__ is Python code, run by this thread: see running_python.
+  const auto has = [&](const char* name) {
+    return running_python([&] { return PyObject_HasAttrString(object.ptr(), name); }) != 0;
+  };
+  return PyCapsule_CheckExact(object.ptr()) || (has("__dlpack__") && has("__dlpack_device__"));
 }
 
 // The attribute, or nothing when the object has none (AttributeError). Read once: an interface

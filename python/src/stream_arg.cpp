@@ -59,15 +59,24 @@ RawStream raw_stream(nb::handle stream) {
   if (PyLong_Check(stream.ptr())) {
     return {stream_integer(stream, "stream"), false};
   }
-  if (nb::hasattr(stream, "__cuda_stream__")) {
+  // A stream object's attributes may be Python code (a proxy, a property): see running_python.
+  const auto has = [&](const char* name) {
+    return running_python([&] { return PyObject_HasAttrString(stream.ptr(), name); }) != 0;
+  };
+  if (has("__cuda_stream__")) {
     return {cuda_stream_protocol(stream), true};
   }
   // torch's and CuPy's stream objects: the attribute, and its name in an error.
   constexpr std::pair<const char*, const char*> kHandles[] = {{"cuda_stream", "stream.cuda_stream"},
                                                               {"ptr", "stream.ptr"}};
   for (const auto& [attribute, name] : kHandles) {
-    if (nb::hasattr(stream, attribute)) {
-      return {stream_integer(stream.attr(attribute), name), true};
+    if (has(attribute)) {
+      const nb::object handle = nb::steal(
+          running_python([&] { return PyObject_GetAttrString(stream.ptr(), attribute); }));
+      if (!handle.is_valid()) {
+        throw nb::python_error();
+      }
+      return {stream_integer(handle, name), true};
     }
   }
   throw nb::type_error(

@@ -230,6 +230,44 @@ def test_a_daemon_thread_dropping_imports_of_a_finalized_producer_does_not_abort
     for _ in range(6):
         assert_clean_exit(run_python(source))
 
+
+def test_a_daemon_thread_importing_through_a_proxy_does_not_abort_the_exit():
+    # as_tensor asks a proxy for the protocol's names: its __getattr__ is Python code run from
+    # the extension's C++ frames.
+    source = """
+        import threading, time
+        import numpy as np
+        import holoscan_dlpack as hd
+
+        class Proxy:
+            def __init__(self, target):
+                self._target = target
+
+            def __getattr__(self, name):
+                total = 0
+                for i in range(200):  # bytecode long enough to give the GIL away
+                    total += i
+                return getattr(self._target, name)
+
+        proxy = Proxy(np.arange(4.0))
+
+        def import_for_ever():
+            while True:
+                hd.as_tensor(proxy)
+
+        threading.Thread(target=import_for_ever, daemon=True).start()
+        time.sleep(0.2)
+
+        class SlowTeardown:  # the daemon thread waits for the GIL while finalization runs
+            def __del__(self, sleep=time.sleep):
+                sleep(0.3)
+
+        slow = SlowTeardown()
+        print("main exits", flush=True)
+    """
+    for _ in range(6):
+        assert_clean_exit(run_python(source))
+
 def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
     # __main__'s globals are cleared after finalization has begun, on the thread that runs it.
     result = run_python("""
