@@ -6,8 +6,6 @@
 // here when the interpreter exited parks for ever instead, as CPython 3.14 itself does.
 #include <Python.h>
 
-#include <cxxabi.h>
-
 #include <utility>
 
 namespace holoscan::python {
@@ -52,8 +50,10 @@ template <typename Call>
 auto running_python(Call&& call) {
   try {
     return std::forward<Call>(call)();
-  } catch (abi::__forced_unwind&) {
-    park_until_exit();  // never returns: the unwinding is never resumed
+  } catch (...) {
+    // Only CPython's forced unwinding gets here (`call` is C calls), as in ~GilReleased: the
+    // catch block never ends, so the unwinding is never resumed.
+    park_until_exit();
   }
 }
 
