@@ -156,6 +156,14 @@ expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
   return synchronize_cuda_stream_for_host(stream);
 }
 
+// The host waits until `stream` has passed what was queued on it, in relaxed capture mode: in
+// global mode CUDA refuses the wait while another thread captures a graph, and invalidates that
+// capture.
+void wait_for_queued(cudaStream_t stream) noexcept {
+  const detail::RelaxedCaptureScope relaxed;
+  (void)detail::cuda().stream_synchronize(stream);
+}
+
 // A failure after the copy may have been queued on `stream`: neither the copy's memory (written
 // by what was queued) nor the source's (read by it) may go before the GPU is done with it; the
 // source may not be held yet (a later piece failed). Deallocation points on `stream` order both
@@ -169,7 +177,7 @@ void release_after_queued(const Tensor& source, Tensor& copy, cudaStream_t strea
   } catch (...) {  // a caller's reference may throw from its hook: the host waits instead
   }
   if (!ordered) {
-    (void)detail::cuda().stream_synchronize(stream);
+    wait_for_queued(stream);
   }
 }
 
@@ -328,11 +336,11 @@ expected<void, Error> copy_out(const Tensor& source, void* destination,
       done = wait ? synchronize_cuda_stream_for_host(stream) : hold_source(source, stream);
     }
     if (!done) {
-      (void)detail::cuda().stream_synchronize(stream);
+      wait_for_queued(stream);
     }
     return done;
   } catch (const std::bad_alloc&) {
-    (void)detail::cuda().stream_synchronize(stream);
+    wait_for_queued(stream);
     throw;  // the public call's catch makes it kResourceExhausted
   }
 }

@@ -35,6 +35,7 @@ expected<void, Error> synchronize_cuda_stream_for_host(cudaStream_t producer_str
   if (auto location = detail::locate_stream(producer_stream); !location) {
     return forward_error(std::move(location));
   }
+  const detail::RelaxedCaptureScope relaxed;  // never refused for another thread's capture
   return detail::check_cuda(detail::cuda().stream_synchronize(producer_stream),
                             "cudaStreamSynchronize");
 }

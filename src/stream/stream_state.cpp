@@ -164,7 +164,10 @@ expected<void, Error> StreamState::synchronize_for_host() {
     event = readiness_.event;
   }
   // Waiting outside the lock keeps consumers of other threads free to synchronize meanwhile; the
-  // event stays ours until reset(), so it cannot be recycled under this wait.
+  // event stays ours until reset(), so it cannot be recycled under this wait. In relaxed mode, as
+  // every wait of a caller's thread: in global mode CUDA refuses a wait while another thread
+  // captures a graph, and invalidates that capture.
+  const RelaxedCaptureScope relaxed;
   return check_cuda(cuda().event_synchronize(event), "cudaEventSynchronize");
 }
 

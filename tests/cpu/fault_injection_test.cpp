@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cuda/cuda_error.hpp"
+#include "holoscan/cuda_stream_sync.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/event_pool.hpp"
@@ -174,6 +175,30 @@ TEST_F(FaultInjection, WaitOnTheProducerStreamWhileItCapturesIsRefusedToo) {
   EXPECT_TRUE(buffer.synchronize_for_consumer(producer_stream).has_value());
   EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent), 2u);
   EXPECT_EQ(fake().last_error(), cudaSuccess);
+}
+
+// A host wait asked for by the caller (synchronize_for_host, synchronize_cuda_stream_for_host)
+// while another stream captures a graph in global mode: made in relaxed mode, it neither fails nor
+// invalidates that capture (CUDA refuses a wait from a thread in global mode then).
+TEST_F(FaultInjection, HostWaitsNeverInvalidateAnotherThreadsCapture) {
+  CountingProducer producer;
+  cudaStream_t producer_stream = fake().create_stream(0);
+  cudaStream_t captured = fake().create_stream(0);
+  Buffer buffer(producer.make_versioned());
+  ASSERT_TRUE(buffer.set_readiness_stream(producer_stream));
+  fake().set_capture(captured, cudaStreamCaptureStatusActive);
+  const auto capture = [&] {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    EXPECT_EQ(test::FakeCuda::table().stream_is_capturing(captured, &status), cudaSuccess);
+    return status;
+  };
+  const expected<void> waited = buffer.synchronize_for_host();
+  EXPECT_TRUE(waited.has_value()) << waited.error().message;
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive) << "the wait invalidated the capture";
+  const expected<void> synchronized = synchronize_cuda_stream_for_host(producer_stream);
+  EXPECT_TRUE(synchronized.has_value()) << synchronized.error().message;
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive) << "the wait invalidated the capture";
+  fake().set_capture(captured, cudaStreamCaptureStatusNone);
 }
 
 TEST_F(FaultInjection, CaptureErrorOnQueryMeansNotYetEvenWhenTheStreamIsDone) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <future>
+#include <holoscan/cuda_stream_sync.hpp>
 #include <holoscan/deferred_release.hpp>
 #include <holoscan/dlpack.hpp>
 #include <holoscan/event_pool.hpp>
@@ -11,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "gpu/gpu_test_fixture.hpp"
 #include "gpu/kernels.hpp"
@@ -236,6 +239,88 @@ TEST_F(CaptureTest, HooksRefuseACapturingStreamAndKeepTheirState) {
   EXPECT_EQ(result.at(0).mismatches, 0u);
   HDL_EXPECT_CUDA(cudaGraphExecDestroy(exec));
   HDL_EXPECT_CUDA(cudaGraphDestroy(graph));
+}
+
+// Host waits the caller asks for while another thread captures a graph in global mode: they
+// succeed and leave that capture valid. What CUDA does with a raw wait of a thread in global mode
+// then is printed beside it (the premise of the fake runtime's rule).
+TEST_F(CaptureTest, HostWaitsNeverInvalidateAnotherThreadsGlobalCapture) {
+  constexpr std::uint32_t kSeed = 0x5CA7;
+  HDL_ASSERT_CUDA(launch_slow_fill(data_, kElements, kSeed, 20'000, other_));
+  ASSERT_TRUE(buffer_->set_readiness_stream(other_));
+  cudaEvent_t raw = nullptr;
+  HDL_ASSERT_CUDA(cudaEventCreateWithFlags(&raw, cudaEventDisableTiming));
+  HDL_ASSERT_CUDA(cudaEventRecord(raw, other_));
+  std::promise<void> begun;
+  std::promise<void> waited;
+  std::future<void> waits_done = waited.get_future();
+  std::promise<cudaError_t> ended;
+  std::thread capturer([&] {
+    (void)cudaSetDevice(device_);
+    if (cudaStreamBeginCapture(capturing_, cudaStreamCaptureModeGlobal) != cudaSuccess) {
+      begun.set_value();
+      ended.set_value(cudaErrorUnknown);
+      return;
+    }
+    (void)launch_slow_fill(data_, kElements, kSeed, 0, capturing_);
+    begun.set_value();
+    waits_done.wait();
+    cudaGraph_t graph = nullptr;
+    const cudaError_t status = cudaStreamEndCapture(capturing_, &graph);
+    if (graph != nullptr) {
+      (void)cudaGraphDestroy(graph);
+    }
+    ended.set_value(status);
+  });
+  begun.get_future().wait();
+  EXPECT_TRUE(buffer_->synchronize_for_host().has_value());
+  EXPECT_TRUE(synchronize_cuda_stream_for_host(other_).has_value());
+  std::cout << "[ info ] a raw cudaEventSynchronize in global mode during another thread's global "
+               "capture: "
+            << cudaGetErrorName(cudaEventSynchronize(raw)) << "\n";
+  (void)cudaGetLastError();
+  waited.set_value();
+  const cudaError_t end = ended.get_future().get();
+  capturer.join();
+  HDL_EXPECT_CUDA(cudaEventDestroy(raw));
+  // The raw wait above may have invalidated it; the library's own waits came first and are
+  // checked in a second capture below.
+  std::cout << "[ info ] the capture then ended with " << cudaGetErrorName(end) << "\n";
+  (void)cudaGetLastError();
+
+  std::promise<void> begun_again;
+  std::promise<void> waited_again;
+  std::future<void> waits_done_again = waited_again.get_future();
+  std::promise<cudaError_t> ended_again;
+  std::thread second([&] {
+    (void)cudaSetDevice(device_);
+    if (cudaStreamBeginCapture(capturing_, cudaStreamCaptureModeGlobal) != cudaSuccess) {
+      begun_again.set_value();
+      ended_again.set_value(cudaErrorUnknown);
+      return;
+    }
+    (void)launch_slow_fill(data_, kElements, kSeed, 0, capturing_);
+    begun_again.set_value();
+    waits_done_again.wait();
+    cudaGraph_t graph = nullptr;
+    const cudaError_t status = cudaStreamEndCapture(capturing_, &graph);
+    if (graph != nullptr) {
+      (void)cudaGraphDestroy(graph);
+    }
+    ended_again.set_value(status);
+  });
+  begun_again.get_future().wait();
+  HDL_EXPECT_CUDA(launch_slow_fill(data_, kElements, kSeed, 20'000, other_));
+  ASSERT_TRUE(buffer_->set_readiness_stream(other_));
+  const auto host_wait = buffer_->synchronize_for_host();
+  EXPECT_TRUE(host_wait.has_value()) << host_wait.error().message;
+  const auto stream_wait = synchronize_cuda_stream_for_host(other_);
+  EXPECT_TRUE(stream_wait.has_value()) << stream_wait.error().message;
+  waited_again.set_value();
+  EXPECT_EQ(ended_again.get_future().get(), cudaSuccess)
+      << "the library's host waits invalidated another thread's capture";
+  second.join();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 // The contract allows either outcome; this pins down that it is one of the two and says which.

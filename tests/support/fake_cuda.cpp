@@ -157,9 +157,9 @@ struct FakeCuda::State {
     return streams.count(stream) != 0 ? stream : nullptr;
   }
 
-  // CUDA's rule for a potentially unsafe call (an event query) while a capture in global mode is
-  // under way: refused from a thread in global mode, and the capture is invalidated. The fake
-  // takes every active capture for one begun in global mode.
+  // CUDA's rule for a potentially unsafe call (an event query or wait) while a capture in global
+  // mode is under way: refused from a thread in global mode, and the capture is invalidated. The
+  // fake takes every active capture for one begun in global mode.
   bool refused_by_a_capture() {
     if (capture_mode_of_thread != cudaStreamCaptureModeGlobal) {
       return false;
@@ -345,6 +345,9 @@ cudaError_t event_synchronize(cudaEvent_t handle) {
     }
     if (event->captured) {
       return cudaErrorCapturedEvent;
+    }
+    if (s.refused_by_a_capture()) {  // a wait is as unsafe as a query
+      return cudaErrorStreamCaptureUnsupported;
     }
     // Blocks like CUDA until the stream passes the event; a fault armed meanwhile, or a reset,
     // ends the wait with that failure.
@@ -548,6 +551,9 @@ cudaError_t stream_synchronize(cudaStream_t handle) {
     Stream* stream = s.stream_of(handle);
     if (stream == nullptr || stream->destroyed) {
       return cudaErrorInvalidResourceHandle;
+    }
+    if (s.refused_by_a_capture()) {  // a wait is as unsafe as a query
+      return cudaErrorStreamCaptureUnsupported;
     }
     const std::uint64_t target = stream->launched;
     const std::uint64_t op = stream->ops + 1;

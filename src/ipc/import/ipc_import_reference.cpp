@@ -91,6 +91,7 @@ expected<void, Error> ImportedReference::synchronize_for_host() {
   if (readiness_ == nullptr) {
     return {};
   }
+  const holoscan::detail::RelaxedCaptureScope relaxed;  // never refused for another's capture
   return holoscan::detail::check_cuda(
       holoscan::detail::cuda_ipc().event_synchronize(readiness_->get()), "cudaEventSynchronize");
 }
