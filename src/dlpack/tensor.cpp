@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <new>
+#include <string>
 #include <utility>
 
 #include "dlpack/context_access.hpp"
@@ -12,6 +13,13 @@ namespace holoscan {
 namespace {
 
 const DLTensor kEmptyDLTensor{};
+
+// Holoscan 5.0's sentence for a memory reference without a readiness contract (kNotImplemented),
+// read from libholoscan_core.so.5: code matching 5.0's message keeps working.
+constexpr const char* kNoReadinessContract =
+    "Tensor memory reference does not provide a producer-readiness stream contract; imported "
+    "DLPack producers must synchronize through __dlpack__(stream=...) or provide a Holoscan "
+    "readiness-aware memory reference (no readiness stream was recorded)";
 
 }  // namespace
 
@@ -118,18 +126,21 @@ std::vector<std::int64_t> Tensor::strides() const {
 }
 
 expected<void*, Error> Tensor::mutable_data() & try {
+  // Each refusal carries Holoscan 5.0's sentence for it (read from libholoscan_core.so.5), so
+  // that code matching 5.0's messages keeps working; ours adds who refused and why.
   if (dl_ctx_ == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
-                           "Tensor::mutable_data: the Tensor is empty");
+                           "Tensor::mutable_data: Tensor context is empty (the Tensor is empty)");
   }
   void* address = data();
   if (address == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
-                           "Tensor::mutable_data: the Tensor's data pointer is null");
+                           "Tensor::mutable_data: Tensor data pointer is null");
   }
   if (is_read_only()) {
-    return make_unexpected(ErrorCode::kPermissionDenied,
-                           "Tensor::mutable_data: the Tensor has read-only authority");
+    return make_unexpected(
+        ErrorCode::kPermissionDenied,
+        "Tensor::mutable_data: Tensor data is read-only (the Tensor has read-only authority)");
   }
   return address;
 } catch (const std::bad_alloc&) {
@@ -183,8 +194,7 @@ expected<void, Error> Tensor::synchronize_for_consumer_stream(cudaStream_t strea
   if (!has_readiness_stream_contract()) {
     return make_unexpected(
         ErrorCode::kNotImplemented,
-        "Tensor::synchronize_for_consumer_stream: the memory reference has no readiness "
-        "contract (no readiness stream was recorded)");
+        std::string("Tensor::synchronize_for_consumer_stream: ") + kNoReadinessContract);
   }
   return memory()->synchronize_for_consumer(stream);
 } catch (const std::bad_alloc&) {
@@ -198,8 +208,7 @@ expected<void, Error> Tensor::synchronize_for_host() const try {
   }
   if (!has_readiness_stream_contract()) {
     return make_unexpected(ErrorCode::kNotImplemented,
-                           "Tensor::synchronize_for_host: the memory reference has no readiness "
-                           "contract (no readiness stream was recorded)");
+                           std::string("Tensor::synchronize_for_host: ") + kNoReadinessContract);
   }
   return memory()->synchronize_for_host();
 } catch (const std::bad_alloc&) {

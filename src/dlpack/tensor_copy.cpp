@@ -305,6 +305,10 @@ expected<Tensor, Error> copy_by_stream(const Tensor& source, const detail::CopyP
 expected<void, Error> copy_out(const Tensor& source, void* destination,
                                std::size_t destination_bytes, cudaStream_t stream, bool wait,
                                const char* who) {
+  if (!source) {  // Holoscan 5.0's sentence for this refusal (copy and copy_to say "empty")
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(who) + ": Tensor copy source is null (the Tensor is empty)");
+  }
   auto plan = plan_copy(source, who);
   if (!plan) {
     return forward_error(std::move(plan));

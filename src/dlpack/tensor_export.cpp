@@ -98,7 +98,10 @@ template <class Managed>
 expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorContext>& context,
                                          std::uint64_t flags, const char* who) {
   if (context == nullptr) {
-    return make_unexpected(ErrorCode::kInvalidArgument, std::string(who) + ": the Tensor is empty");
+    // Holoscan 5.0's sentence for this refusal, then ours.
+    return make_unexpected(
+        ErrorCode::kInvalidArgument,
+        std::string(who) + ": Tensor has no data to export (the Tensor is empty)");
   }
   const DLTensor& source = context->tensor.dl_tensor;
   const std::int32_t ndim = source.ndim;
@@ -109,8 +112,9 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
       ExportedTensor<Managed>::make());
   std::int64_t* dims = owner != nullptr ? owner->dims(ndim) : nullptr;
   if (dims == nullptr) {
-    return make_unexpected(ErrorCode::kResourceExhausted,
-                           std::string(who) + ": out of host memory");
+    return make_unexpected(
+        ErrorCode::kResourceExhausted,
+        std::string(who) + ": DLPack export allocation failed (out of host memory)");
   }
   // Strides are always written out: DLPack >= 1.2 requires them, and older readers accept them.
   if (!detail::ContextAccess::copy_if_checked(*context, dims) &&

@@ -87,10 +87,16 @@ expected<Tensor, Error> import_versioned(DLManagedTensorVersioned* dl_managed_te
   // On another major version only the fields up to `flags` have a known layout: read no further.
   const DLPackVersion version = managed->version;
   if (version.major != DLPACK_MAJOR_VERSION) {
-    return make_unexpected(ErrorCode::kInvalidArgument,
-                           std::string(kWho) + ": version.major " + std::to_string(version.major) +
-                               " is not " + std::to_string(DLPACK_MAJOR_VERSION) +
-                               " (the caller keeps ownership)");
+    // A newer major is refused with Holoscan 5.0's sentence (5.0 takes an older one; we do not).
+    const std::string newer =
+        version.major > DLPACK_MAJOR_VERSION
+            ? "Unsupported DLPack major version " + std::to_string(version.major) +
+                  " (this build supports up to " + std::to_string(DLPACK_MAJOR_VERSION) + "): "
+            : std::string();
+    return make_unexpected(
+        ErrorCode::kInvalidArgument,
+        std::string(kWho) + ": " + newer + "version.major " + std::to_string(version.major) +
+            " is not " + std::to_string(DLPACK_MAJOR_VERSION) + " (the caller keeps ownership)");
   }
   const std::uint64_t unknown = managed->flags & ~detail::known_flag_bits();
   if (unknown != 0) {

@@ -258,6 +258,104 @@ TEST(Holoscan50Api, MutableDataWritesAndRefusesReadOnlyAuthority) {
   EXPECT_EQ(refused.error().code, ErrorCode::kPermissionDenied);
 }
 
+// Where 5.0 refuses, ours says 5.0's sentence (docs/holoscan-5.0.md, "Messages"): the three
+// refusals of mutable_data, as libholoscan_core.so.5 words them.
+TEST(Holoscan50Api, MutableDataRefusalsSay50sMessages) {
+  Tensor empty;
+  auto refused = empty.mutable_data();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("Tensor context is empty"), std::string::npos)
+      << refused.error().message;
+
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->memory_reference = std::make_shared<HostBuffer>(0);
+  std::array<int64_t, 1> shape{0};
+  const DLTensor view{nullptr, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, shape.data(), nullptr, 0};
+  holoscan::copy_dl_tensor_with_owned_metadata(*context, view, {true});
+  Tensor no_data(context);
+  refused = no_data.mutable_data();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("Tensor data pointer is null"), std::string::npos)
+      << refused.error().message;
+
+  Tensor writable = make_host_tensor({2});
+  auto exported = writable.to_dlpack_versioned();
+  ASSERT_TRUE(exported) << exported.error().message;
+  auto imported = holoscan::make_tensor_from_dlpack_versioned(*exported);
+  ASSERT_TRUE(imported) << imported.error().message;
+  refused = imported->mutable_data();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_NE(refused.error().message.find("Tensor data is read-only"), std::string::npos)
+      << refused.error().message;
+}
+
+// 5.0 refuses to export an empty Tensor with "Tensor has no data to export", both forms.
+TEST(Holoscan50Api, ExportOfAnEmptyTensorSays50sMessage) {
+  const Tensor empty;
+  auto versioned = empty.to_dlpack_versioned();
+  ASSERT_FALSE(versioned);
+  EXPECT_EQ(versioned.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(versioned.error().message.find("Tensor has no data to export"), std::string::npos)
+      << versioned.error().message;
+  auto legacy = empty.to_dlpack();
+  ASSERT_FALSE(legacy);
+  EXPECT_EQ(legacy.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(legacy.error().message.find("Tensor has no data to export"), std::string::npos)
+      << legacy.error().message;
+}
+
+// 5.0's copy_to_host of an empty Tensor: "Tensor copy source is null" (copy and copy_to say
+// "empty").
+TEST(Holoscan50Api, HostCopyOfAnEmptyTensorSays50sMessage) {
+  const Tensor empty;
+  float destination = 0.0f;
+  auto refused = empty.copy_to_host(&destination, sizeof(destination), nullptr);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("Tensor copy source is null"), std::string::npos)
+      << refused.error().message;
+  refused = empty.copy_to_host_async(&destination, sizeof(destination), nullptr);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("Tensor copy source is null"), std::string::npos)
+      << refused.error().message;
+  auto copy = empty.copy(nullptr);
+  ASSERT_FALSE(copy);
+  EXPECT_NE(copy.error().message.find("Tensor copy source is empty"), std::string::npos)
+      << copy.error().message;
+}
+
+// A memory reference without a readiness contract: 5.0's kNotImplemented and its sentence.
+TEST(Holoscan50Api, NoReadinessContractSays50sMessage) {
+  const Tensor tensor = make_host_tensor({2});
+  auto refused = tensor.synchronize_for_consumer_stream(nullptr);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kNotImplemented);
+  EXPECT_NE(refused.error().message.find(
+                "Tensor memory reference does not provide a producer-readiness stream contract"),
+            std::string::npos)
+      << refused.error().message;
+}
+
+// A newer DLPack major: 5.0's kInvalidArgument, "Unsupported DLPack major version 2 (this build
+// supports up to 1)"; ownership stays with the caller.
+TEST(Holoscan50Api, ANewerDLPackMajorSays50sMessage) {
+  float value = 0.0f;
+  int64_t extent = 1;
+  DLManagedTensorVersioned managed{};
+  managed.version = {DLPACK_MAJOR_VERSION + 1, 0};
+  managed.dl_tensor = DLTensor{&value, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &extent, nullptr, 0};
+  auto refused = holoscan::make_tensor_from_dlpack_versioned(&managed);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  const std::string expected =
+      "Unsupported DLPack major version " + std::to_string(DLPACK_MAJOR_VERSION + 1) +
+      " (this build supports up to " + std::to_string(DLPACK_MAJOR_VERSION) + ")";
+  EXPECT_NE(refused.error().message.find(expected), std::string::npos) << refused.error().message;
+}
+
 // 5.0's constructor locks the authority of a context flagged READ_ONLY: clearing the flag later
 // does not give write access back.
 TEST(Holoscan50Api, AReadOnlyFlagLocksTheContextAtConstruction) {
