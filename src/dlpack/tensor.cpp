@@ -73,10 +73,14 @@ const DLTensor& Tensor::dl_tensor() const noexcept {
 
 void* Tensor::data() const noexcept {
   const DLTensor& view = dl_tensor();
-  if (view.data == nullptr) {
+  // An offset that would wrap the address space addresses nothing: null, as Holoscan 5.0 gives
+  // (only a view written by hand gets here; the layout rules refuse such offsets).
+  std::uintptr_t address = 0;
+  if (view.data == nullptr || __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(view.data),
+                                                     view.byte_offset, &address)) {
     return nullptr;
   }
-  return static_cast<char*>(view.data) + view.byte_offset;
+  return reinterpret_cast<void*>(address);
 }
 
 DLDevice Tensor::device() const noexcept { return dl_tensor().device; }
@@ -92,6 +96,11 @@ std::int64_t Tensor::size() const noexcept {
     return 0;
   }
   const DLTensor& view = dl_tensor();
+  // A view written by hand that describes no extents (a negative ndim, or no shape for ndim > 0)
+  // has no elements, as in Holoscan 5.0: not the one element a scalar has.
+  if (view.ndim < 0 || (view.ndim > 0 && view.shape == nullptr)) {
+    return 0;
+  }
   return detail::element_count(view.ndim, view.shape);
 }
 

@@ -327,6 +327,46 @@ TEST(Holoscan50Api, HostCopyOfAnEmptyTensorSays50sMessage) {
       << copy.error().message;
 }
 
+// 5.0's size() of a view that describes no extents (a context written by hand: a negative ndim,
+// or no shape for ndim > 0) is 0, and so is nbytes(); data() whose byte_offset would wrap the
+// address space is null.
+TEST(Holoscan50Api, AViewWithoutExtentsHasNoElements) {
+  auto buffer = std::make_shared<HostBuffer>(4);
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->memory_reference = buffer;
+  context->tensor.dl_tensor.data = buffer->data();
+  context->tensor.dl_tensor.device = {kDLCPU, 0};
+  context->tensor.dl_tensor.dtype = {kDLFloat, 32, 1};
+  context->tensor.dl_tensor.ndim = 2;
+  context->tensor.dl_tensor.shape = nullptr;
+  const Tensor shapeless(context);
+  EXPECT_EQ(shapeless.size(), 0);
+  EXPECT_EQ(shapeless.nbytes(), 0);
+  EXPECT_TRUE(shapeless.shape().empty());
+
+  context->tensor.dl_tensor.ndim = -1;
+  EXPECT_EQ(shapeless.size(), 0);
+  EXPECT_EQ(shapeless.nbytes(), 0);
+
+  context->tensor.dl_tensor.ndim = 0;  // a scalar: one element
+  EXPECT_EQ(shapeless.size(), 1);
+  EXPECT_EQ(shapeless.nbytes(), 4);
+}
+
+TEST(Holoscan50Api, DataWhoseOffsetWrapsIsNull) {
+  auto buffer = std::make_shared<HostBuffer>(4);
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->memory_reference = buffer;
+  context->tensor.dl_tensor.data = buffer->data();
+  context->tensor.dl_tensor.device = {kDLCPU, 0};
+  context->tensor.dl_tensor.dtype = {kDLFloat, 32, 1};
+  context->tensor.dl_tensor.byte_offset = 4;
+  const Tensor tensor(context);
+  EXPECT_EQ(tensor.data(), static_cast<void*>(buffer->data() + 1));
+  context->tensor.dl_tensor.byte_offset = ~uint64_t{0} - 2;  // past the end of the address space
+  EXPECT_EQ(tensor.data(), nullptr);
+}
+
 // A memory reference without a readiness contract: 5.0's kNotImplemented and its sentence.
 TEST(Holoscan50Api, NoReadinessContractSays50sMessage) {
   const Tensor tensor = make_host_tensor({2});
