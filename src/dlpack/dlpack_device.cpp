@@ -1,6 +1,8 @@
 #include "cuda/cuda_error.hpp"
 #include "holoscan/dlpack_utils.hpp"
 
+#include <utility>
+
 namespace holoscan {
 
 expected<DLDevice, Error> dldevice_from_pointer(void* ptr) {
@@ -11,7 +13,13 @@ expected<DLDevice, Error> dldevice_from_pointer(void* ptr) {
     return DLDevice{kDLCPU, 0};  // without a usable driver no memory can belong to a GPU
   }
   if (status != cudaSuccess) {
-    return make_unexpected(detail::cuda_error(status, "cudaPointerGetAttributes"));
+    // Holoscan 5.0's sentence for this failure first, then the call and CUDA's error name.
+    Error error = detail::cuda_error(status, "cudaPointerGetAttributes");
+    try {
+      error.message.insert(0, "Failed to determine DLDevice based on pointer: ");
+    } catch (...) {  // out of host memory: the code and the cudaError_t still say what failed
+    }
+    return make_unexpected(std::move(error));
   }
   switch (attributes.type) {
     case cudaMemoryTypeDevice:

@@ -126,6 +126,22 @@ TEST_F(MakeTensorOnFakeDevices, DeviceMemoryTakesThePointersDevice) {
   ASSERT_EQ(detail::cuda().set_device(0), cudaSuccess);
 }
 
+// A failed pointer query: kFailure with the cudaError_t, and Holoscan 5.0's sentence ("Failed to
+// determine DLDevice based on pointer: ...") before the call and CUDA's error name.
+TEST_F(MakeTensorOnFakeDevices, AFailedPointerQuerySays50sMessage) {
+  float value = 0.0f;
+  fake().fail_next(test::CudaEntry::kPointerGetAttributes, cudaErrorInvalidValue);
+  auto refused = dldevice_from_pointer(&value);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kFailure);
+  EXPECT_EQ(refused.error().provenance, static_cast<std::uint64_t>(cudaErrorInvalidValue));
+  EXPECT_NE(refused.error().message.find("Failed to determine DLDevice based on pointer"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(refused.error().message.find("cudaPointerGetAttributes"), std::string::npos);
+  EXPECT_NE(refused.error().message.find("cudaErrorInvalidValue"), std::string::npos);
+}
+
 TEST(MakeTensor, RefusalsNameTheProblemAndKeepNothing) {
   auto owner = std::make_shared<HostMemory>(8);
   float* data = owner->data();
