@@ -411,6 +411,32 @@ TEST_F(FaultInjection, DevicePoolMemoryIsFreedOnceTheGpuIsDone) {
   EXPECT_EQ(fake().live_allocations(), 0u);
 }
 
+// Holoscan 5.0 words a failed call of its stream synchronizations "<call> failed during Tensor
+// host sync: ..." and "<call> failed during Tensor stream sync: ..."; ours contains that sentence,
+// then CUDA's error name, with the cudaError_t in provenance.
+TEST_F(FaultInjection, StreamSynchronizationFailuresSay50sMessages) {
+  const cudaStream_t producer = fake().create_stream(0);
+  const cudaStream_t consumer = fake().create_stream(0);
+  const auto expect_failure = [](const expected<void, Error>& result, const std::string& text) {
+    ASSERT_FALSE(result.has_value());
+    EXPECT_EQ(result.error().code, ErrorCode::kFailure);
+    EXPECT_EQ(result.error().provenance, static_cast<std::uint64_t>(cudaErrorLaunchFailure));
+    EXPECT_NE(result.error().message.find(text), std::string::npos) << result.error().message;
+    EXPECT_NE(result.error().message.find("cudaErrorLaunchFailure"), std::string::npos)
+        << result.error().message;
+  };
+  fake().fail_next(CudaEntry::kStreamSynchronize, cudaErrorLaunchFailure);
+  expect_failure(synchronize_cuda_stream_for_host(producer),
+                 "cudaStreamSynchronize failed during Tensor host sync: ");
+  fake().fail_next(CudaEntry::kEventRecord, cudaErrorLaunchFailure);
+  expect_failure(synchronize_cuda_streams(producer, consumer),
+                 "cudaEventRecord failed during Tensor stream sync: ");
+  fake().fail_next(CudaEntry::kStreamWaitEvent, cudaErrorLaunchFailure);
+  expect_failure(synchronize_cuda_streams(producer, consumer),
+                 "cudaStreamWaitEvent failed during Tensor stream sync: ");
+  EXPECT_TRUE(synchronize_cuda_streams(producer, consumer).has_value());
+}
+
 // The fake names a failure itself: the real runtime's lookup (CUDA 13) loads and initialises the
 // driver wherever one is installed, which opened a dozen device files in a test process that
 // counts its descriptors (IpcReleaseProtocol, on a GPU host).
