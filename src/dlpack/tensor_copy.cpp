@@ -305,6 +305,11 @@ expected<Tensor, Error> copy_by_stream(const Tensor& source, const detail::CopyP
 expected<void, Error> copy_out(const Tensor& source, void* destination,
                                std::size_t destination_bytes, cudaStream_t stream, bool wait,
                                const char* who) {
+  // Holoscan 5.0's order: the destination is checked before anything of the source.
+  if (destination == nullptr) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(who) + ": Tensor copy destination is null");
+  }
   if (!source) {  // Holoscan 5.0's sentence for this refusal (copy and copy_to say "empty")
     return make_unexpected(ErrorCode::kInvalidArgument,
                            std::string(who) + ": Tensor copy source is null (the Tensor is empty)");
@@ -312,10 +317,6 @@ expected<void, Error> copy_out(const Tensor& source, void* destination,
   auto plan = plan_copy(source, who);
   if (!plan) {
     return forward_error(std::move(plan));
-  }
-  if (destination == nullptr) {
-    return make_unexpected(ErrorCode::kInvalidArgument,
-                           std::string(who) + ": Tensor copy destination is null");
   }
   if (destination_bytes < static_cast<std::uint64_t>(plan->bytes())) {
     return make_unexpected(ErrorCode::kInvalidArgument,

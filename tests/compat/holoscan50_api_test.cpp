@@ -367,6 +367,21 @@ TEST(Holoscan50Api, DataWhoseOffsetWrapsIsNull) {
   EXPECT_EQ(tensor.data(), nullptr);
 }
 
+// 5.0's copy_to_host checks the destination first: a null one is "Tensor copy destination is
+// null" whatever the source.
+TEST(Holoscan50Api, HostCopyNamesANullDestinationFirst) {
+  const Tensor empty;
+  auto refused = empty.copy_to_host(nullptr, 0, nullptr);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("Tensor copy destination is null"), std::string::npos)
+      << refused.error().message;
+  refused = empty.copy_to_host_async(nullptr, 0, nullptr);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("Tensor copy destination is null"), std::string::npos)
+      << refused.error().message;
+}
+
 // A memory reference without a readiness contract: 5.0's kNotImplemented and its sentence.
 TEST(Holoscan50Api, NoReadinessContractSays50sMessage) {
   const Tensor tensor = make_host_tensor({2});
