@@ -5,8 +5,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
 #include <new>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -260,6 +260,9 @@ expected<void, Error> Worker::disconnect(PeerId id) {
   return with_state(state_, "disconnect", [&](State& state) -> expected<void, Error> {
     StateLock lock(state);
     Peer* peer = state.find(id);
+    if (peer == nullptr && state.closed(id)) {
+      return {};  // ended and forgotten: nothing more of it to report
+    }
     if (peer == nullptr) {
       return make_unexpected(ErrorCode::kNotFound, "ucx disconnect: no peer " + std::to_string(id));
     }

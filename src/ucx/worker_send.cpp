@@ -132,6 +132,10 @@ StateLock::~StateLock() {
 
 expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tensor& tensor) {
   Peer* peer = find(id);
+  if (peer == nullptr && closed(id)) {
+    return make_unexpected(ErrorCode::kClosed,
+                           "ucx send: peer " + std::to_string(id) + " is gone (closed)");
+  }
   if (peer == nullptr) {
     return make_unexpected(ErrorCode::kNotFound, "ucx send: no peer " + std::to_string(id));
   }
@@ -418,8 +422,14 @@ void Worker::State::end_if_done(Outgoing& send) {
   ++(result.outcome ? stats.delivered : stats.failed);
 }
 
+// Also forgets the peers that are over: lost, closed, with no send left and nothing left for
+// receive() to hand out or report. Kept, every connection that ever ended (a client retrying a
+// server that is down makes one per connect()) held its bookkeeping for the worker's life and
+// made every round walk it; an id of one forgotten is still answered as a closed peer (ids are
+// never reused: see closed()).
 void Worker::State::sweep_ended() {
-  for (auto& [id, peer] : peers) {
+  for (auto p = peers.begin(); p != peers.end();) {
+    Peer& peer = p->second;
     auto& list = peer.outgoing;
     while (!list.empty() && list.front()->ended) {
       list.pop_front();
@@ -431,7 +441,27 @@ void Worker::State::sweep_ended() {
         ++i;
       }
     }
+    if (over(peer)) {
+      p = peers.erase(p);
+    } else {
+      ++p;
+    }
   }
 }
+
+bool Worker::State::over(const Peer& peer) const noexcept {
+  if (!peer.lost || peer.connecting || peer.endpoint != nullptr || !peer.outgoing.empty() ||
+      peer.loss_report != nullptr) {
+    return false;
+  }
+  for (const auto& arrival : arrivals) {
+    if (arrival->peer == peer.id && arrival->phase != Arrival::Phase::kDropped) {
+      return false;  // a tensor or its kClosed still to hand out, or a landing UCX still moves
+    }
+  }
+  return true;
+}
+
+bool Worker::State::closed(PeerId id) const noexcept { return id != 0 && id < next_peer; }
 
 }  // namespace holoscan::ucx

@@ -139,7 +139,7 @@ struct Worker::State {
   std::size_t max_am_header = 0;
   ucp_listener_h listener = nullptr;
 
-  std::unordered_map<PeerId, Peer> peers;  // never erased: ids stay answerable
+  std::unordered_map<PeerId, Peer> peers;  // a peer that is over is erased (sweep_ended)
   std::unordered_map<ucp_ep_h, PeerId> by_endpoint;
   PeerId next_peer = 1;
   std::vector<ucp_conn_request_h> connection_requests;
@@ -210,6 +210,10 @@ struct Worker::State {
   void end_if_done(Outgoing& send);
   std::size_t end_unended();
   void sweep_ended();
+  /** @brief Whether `peer` is lost and nothing of it is left (sends, arrivals, a loss report). */
+  bool over(const Peer& peer) const noexcept;
+  /** @brief Whether `id` was given out and its peer forgotten: a connection that ended. */
+  bool closed(PeerId id) const noexcept;
   std::size_t in_flight_locked(const Peer& peer) const noexcept;
 
   // worker_arrivals.cpp

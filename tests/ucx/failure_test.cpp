@@ -3,6 +3,7 @@
 // back), a receiver that leaves in order, either side disconnecting while tensors are in flight
 // (a receiver with arrivals waiting for a block, a sender whose receiver holds what landed), and
 // a connect to nobody.
+#include <malloc.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -18,6 +19,9 @@
 
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
+
+// The sanitizers' count of the bytes allocated and not freed (absent without a sanitizer).
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
 
 namespace holoscan::test {
 namespace {
@@ -153,6 +157,70 @@ TEST(UcxFailure, ConnectToAPortNobodyListensOnFails) {
   auto after = worker.receive(50);
   EXPECT_TRUE(after && !*after) << (after ? "peer " + std::to_string((*after)->peer)
                                           : to_string(after.error()));
+}
+
+// Bytes the heap holds now: the sanitizer's count where one runs, else glibc's main arena.
+std::size_t live_heap_bytes() {
+  if (__sanitizer_get_current_allocated_bytes != nullptr) {
+    return __sanitizer_get_current_allocated_bytes();
+  }
+  return mallinfo2().uordblks;
+}
+
+// A client that retries a server that is down makes a connection per connect(), each of which
+// ends at once: the worker must not keep every one of them for its whole life (nor walk them in
+// every round). An id of one it let go of is still answered as a closed connection.
+TEST(UcxFailure, ConnectionsThatEndedLeaveNothingBehind) {
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ::close(probe);
+  auto worker = make_worker();
+  const auto retry = [&](int times) {
+    for (int i = 0; i < times; ++i) {
+      ASSERT_FALSE(worker.connect("127.0.0.1", ntohs(address.sin_port), 3000));
+    }
+  };
+  retry(100);  // UCX's own pools and caches grow to their size first
+  const std::size_t before = live_heap_bytes();
+  retry(400);
+  const std::size_t after = live_heap_bytes();
+  // Before: about 800 bytes a connection stayed (its Peer, an empty deque's buffers, its name).
+  EXPECT_LT(after, before + 400 * 100) << (after - before) / 400 << " bytes a connection stayed";
+
+  // Ended and let go of: still a closed connection to every call, never an unknown one.
+  LinkedWorkers linked;
+  ASSERT_TRUE(linked.link.client) << to_string(linked.link.client.error());
+  const ucx::PeerId peer = *linked.link.client;
+  ASSERT_TRUE(linked.client.disconnect(peer));
+  (void)linked.client.progress();
+  EXPECT_FALSE(linked.client.connected(peer));
+  EXPECT_EQ(linked.client.in_flight(peer), 0u);
+  EXPECT_TRUE(linked.client.disconnect(peer));
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, 64, 1});
+  ASSERT_TRUE(pool);
+  auto late = linked.client.send(peer, (*pool)->allocate({4}, DLDataType{kDLFloat, 32, 1}).value());
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, ErrorCode::kClosed) << to_string(late.error());
+  auto unknown =
+      linked.client.send(peer + 1000, (*pool)->allocate({4}, DLDataType{kDLFloat, 32, 1}).value());
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound);
+  // The listener reports the close once, then the same answers.
+  std::vector<std::string> reported =
+      reported_within(linked.receiver, 3000, [&] { (void)linked.client.progress(); });
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_NE(reported[0].find("kClosed"), std::string::npos) << reported[0];
+  EXPECT_FALSE(linked.receiver.connected(linked.link.listener));
+  EXPECT_TRUE(linked.receiver.disconnect(linked.link.listener));
+  auto back = linked.receiver.send(linked.link.listener,
+                                   (*pool)->allocate({4}, DLDataType{kDLFloat, 32, 1}).value());
+  ASSERT_FALSE(back);
+  EXPECT_EQ(back.error().code, ErrorCode::kClosed) << to_string(back.error());
 }
 
 TEST(UcxFailure, ReceiverThatDisconnectsWithArrivalsWaitingReportsNothingFalse) {
