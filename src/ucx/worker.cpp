@@ -213,6 +213,28 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
       }
       id = *started;
     }
+    // Out of host memory in a round of the wait (another peer's work, or a tensor the listener
+    // sent first), connect() fails with kResourceExhausted: its connection ends too, or it would
+    // stay up with neither side knowing it (no id for the caller, what the listener sent held
+    // for a connect() that never returns).
+    struct Abandon {
+      State& state;
+      PeerId id;
+      bool armed = true;
+      ~Abandon() {
+        if (!armed) {
+          return;
+        }
+        StateLock lock(state);
+        if (Peer* peer = state.find(id); peer != nullptr && peer->connecting) {
+          try {
+            state.abandon_connect(*peer);
+          } catch (...) {
+            // Still out of memory: the peer is marked failed, and a later round ends it.
+          }
+        }
+      }
+    } abandon{state, id};
     auto answered = wait_for(state, timeout_ms, [&]() -> std::optional<expected<PeerId, Error>> {
       Peer& peer = *state.find(id);
       if (peer.hello_version && *peer.hello_version == kWireVersion) {
@@ -233,6 +255,7 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
       }
       return std::nullopt;
     });
+    abandon.armed = false;
     if (answered) {
       return std::move(*answered);
     }

@@ -4,10 +4,12 @@
 // name a peer the caller has never heard of), nor at all when connect() fails (the caller was
 // told the connection does not exist, and the sender must not learn "delivered").
 #include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/allocation_hooks.hpp"
 #include "ucx/ucx_test_support.hpp"
 
 namespace holoscan::test {
@@ -187,6 +190,69 @@ TEST(UcxFailure, ATensorFromAListenerLostBeforeItAnsweredIsNeverHandedOut) {
                                                 ", whose connect() failed"
                                           : to_string(after.error()));
   EXPECT_EQ(wait_peer(listener.pid, kPatienceMs), kUnanswered);
+}
+
+// Out of host memory in a round of connect()'s wait (here the landing of the tensor the listener
+// sent first: its memory, then its refusal's message), connect() fails: the connection it made
+// must end too, or it stays up with neither side knowing it (the caller has no id; the listener's
+// tensor is held for a connect() that never returns, unconfirmed, its send never ended).
+TEST(UcxFailure, AConnectWhoseWaitRunsOutOfMemoryLeavesNoConnectionBehind) {
+  // The allocations connect() makes before it waits (a wait makes none of its own): the sweep
+  // fails those after them, in the rounds that take the listener's tensor in.
+  std::uint64_t before_wait = 0;
+  {
+    ucx::Worker listener = make_worker();
+    ucx::Worker client = make_worker();
+    const auto port = static_cast<std::uint16_t>(std::stoi(listen_on_loopback(listener)));
+    std::atomic<bool> done{false};
+    std::thread answering([&] {
+      while (!done.load()) {
+        (void)listener.progress();  // answers the Hello
+      }
+    });
+    NewCounter counter;
+    auto peer = client.connect("127.0.0.1", port, kPatienceMs);
+    before_wait = counter.calls();
+    done.store(true);
+    answering.join();
+    ASSERT_TRUE(peer) << to_string(peer.error());
+  }
+  std::uint64_t failures = 0;
+  for (std::uint64_t skip = before_wait; skip < before_wait + 60; ++skip) {
+    auto listener = start_early_listener({"hello_after=300", "linger=4000"});
+    ASSERT_NE(listener.port, 0);
+    ucx::Worker worker = make_worker();
+    expected<ucx::PeerId, Error> peer = make_unexpected(ErrorCode::kFailure, "not yet");
+    std::uint64_t failed = 0;
+    {
+      FailingAllocations failing(skip, 2);
+      peer = worker.connect("127.0.0.1", listener.port, 3000);
+      failed = failing.failed();
+    }
+    SCOPED_TRACE("allocation " + std::to_string(skip));
+    if (peer) {
+      (void)worker.disconnect(*peer);
+    }
+    // The connection ends (the listener sees it go and exits) while the worker progresses.
+    int status = 0;
+    bool exited = false;
+    const auto until = Clock::now() + milliseconds(2500);
+    while (!exited && Clock::now() < until) {
+      (void)worker.progress();
+      exited = ::waitpid(listener.pid, &status, WNOHANG) == listener.pid;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    EXPECT_TRUE(exited) << "connect() said " << (peer ? "ok" : to_string(peer.error()))
+                        << ", the connection stayed up";
+    if (!exited) {
+      (void)wait_peer(listener.pid, kPatienceMs);
+    }
+    failures += failed;
+    if (failed == 0) {
+      break;  // past the last allocation of the wait
+    }
+  }
+  EXPECT_GT(failures, 0u) << "no allocation of the wait failed: the test saw nothing";
 }
 
 }  // namespace
