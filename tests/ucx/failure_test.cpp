@@ -189,8 +189,9 @@ TEST(UcxFailure, ConnectionsThatEndedLeaveNothingBehind) {
   const std::size_t before = live_heap_bytes();
   retry(400);
   const std::size_t after = live_heap_bytes();
-  // Before: about 800 bytes a connection stayed (its Peer, an empty deque's buffers, its name).
-  EXPECT_LT(after, before + 400 * 100) << (after - before) / 400 << " bytes a connection stayed";
+  // Before: about 800 bytes a connection stayed (its Peer, an empty deque's buffers, its name);
+  // the bound leaves room for what other threads (UCX's, the release thread) hold meanwhile.
+  EXPECT_LT(after, before + 400 * 300) << (after - before) / 400 << " bytes a connection stayed";
 
   // Ended and let go of: still a closed connection to every call, never an unknown one.
   LinkedWorkers linked;
