@@ -16,6 +16,7 @@
 
 #include "errors.hpp"
 #include "text_arg.hpp"
+#include "without_gil.hpp"
 
 namespace holoscan::python {
 
@@ -27,6 +28,25 @@ std::string describe(const Text& text) {
   } else {
     return std::string(text);
   }
+}
+
+/**
+ * @brief `value`'s __index__() as an int where it is no int but has one; `value` itself otherwise;
+ *        invalid where that __index__ raised (its error cleared, as nanobind's casters clear it).
+ *        An __index__ is Python code, run by this thread: nanobind's integer caster runs it from a
+ *        noexcept function, where a thread ended at exit aborts the process; here it is a C call
+ *        under running_python, and that caster then reads an int.
+ */
+inline nanobind::object index_value(nanobind::handle value) {
+  PyObject* object = value.ptr();
+  if (PyLong_Check(object) || PyIndex_Check(object) == 0) {
+    return nanobind::borrow(value);
+  }
+  nanobind::object index = nanobind::steal(running_python([&] { return PyNumber_Index(object); }));
+  if (!index.is_valid()) {
+    PyErr_Clear();
+  }
+  return index;
 }
 
 /** @brief `value` as a T (what nb::cast accepts), or TypeError with `message`. */
@@ -47,7 +67,8 @@ T cast_or_type_error(nanobind::handle value, const Text& message) {
 template <typename T, typename Text>
 std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
   T result{};
-  if (nanobind::try_cast<T>(value, result)) {
+  const nanobind::object index = index_value(value);  // see index_value
+  if (index.is_valid() && nanobind::try_cast<T>(index, result)) {
     return result;
   }
   if (PyIndex_Check(value.ptr()) == 0) {
@@ -98,7 +119,9 @@ inline std::vector<std::int64_t> sequence_int64s(nanobind::handle sequence,
     throw nanobind::type_error(
         (what + " must be a sequence of integers, not " + type_text(sequence)).c_str());
   }
-  const nanobind::object items = nanobind::steal(PySequence_Tuple(sequence.ptr()));
+  // A sequence's __iter__, __len__ and __getitem__ are Python code: see running_python.
+  const nanobind::object items =
+      nanobind::steal(running_python([&] { return PySequence_Tuple(sequence.ptr()); }));
   if (!items.is_valid()) {
     throw nanobind::python_error();
   }
@@ -116,18 +139,21 @@ inline std::optional<std::pair<nanobind::object, nanobind::object>> sequence_pai
     return std::nullopt;
   }
   PyObject* sequence = value.ptr();
-  const Py_ssize_t size = PySequence_Size(sequence);
+  // A sequence's __len__ and __getitem__ are Python code, run by this thread: see running_python.
+  const Py_ssize_t size = running_python([&] { return PySequence_Size(sequence); });
   if (size != 2) {
     if (size < 0) {
       PyErr_Clear();  // a length that cannot be read is no pair
     }
     return std::nullopt;
   }
-  nanobind::object first = nanobind::steal(PySequence_GetItem(sequence, 0));
+  nanobind::object first =
+      nanobind::steal(running_python([&] { return PySequence_GetItem(sequence, 0); }));
   if (!first.is_valid()) {
     throw nanobind::python_error();
   }
-  nanobind::object second = nanobind::steal(PySequence_GetItem(sequence, 1));
+  nanobind::object second =
+      nanobind::steal(running_python([&] { return PySequence_GetItem(sequence, 1); }));
   if (!second.is_valid()) {
     throw nanobind::python_error();
   }

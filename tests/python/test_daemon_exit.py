@@ -6,6 +6,7 @@ the C atexit handlers, the library's exit drain among them). Such a thread must 
 the thread that runs the finalization still takes the GIL back after a wait of its own."""
 
 import os
+import textwrap
 
 import pytest
 
@@ -284,3 +285,82 @@ def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
     """)
     assert_clean_exit(result)
     assert "flushed at exit" in result.stdout, result.stderr
+
+
+def assert_clean_exit_with_a_daemon_thread_calling(setup, call):
+    # `call` runs Python code (`setup`'s, which gives the GIL away with time.sleep(0)) from the
+    # extension's C++ frames, for ever, on a daemon thread; finalization lasts long enough for
+    # that thread to wait for the GIL once it has begun.
+    source = f"""
+import threading, time
+import numpy as np
+import holoscan_dlpack as hd
+{textwrap.dedent(setup)}
+try:  # works (or refuses as the library does) before the thread starts
+    {call}
+except hd.HoloscanError:
+    pass
+
+def call_for_ever():
+    while True:
+        try:
+            {call}
+        except hd.HoloscanError:
+            pass
+
+threading.Thread(target=call_for_ever, daemon=True).start()
+time.sleep(0.2)
+
+class SlowTeardown:
+    def __del__(self, sleep=time.sleep):
+        sleep(0.3)
+
+slow = SlowTeardown()
+print("main exits", flush=True)
+"""
+    for _ in range(4):
+        assert_clean_exit(run_python(source))
+
+
+def test_a_daemon_thread_reading_an_integer_through_index_does_not_abort_the_exit():
+    # nanobind reads an __index__ from its noexcept integer caster: an unwinding through it aborts.
+    assert_clean_exit_with_a_daemon_thread_calling("""
+        tensor = hd.as_tensor(np.arange(4.0))
+
+        class Index:
+            def __index__(self):
+                time.sleep(0)
+                return 1
+        """, "tensor.__dlpack__(max_version=(1, 0), dl_device=(Index(), 0))")
+
+
+def test_a_daemon_thread_reading_a_custom_sequence_does_not_abort_the_exit():
+    assert_clean_exit_with_a_daemon_thread_calling("""
+        tensor = hd.as_tensor(np.arange(4.0))
+
+        class Pair:
+            def __len__(self):
+                time.sleep(0)
+                return 2
+
+            def __getitem__(self, index):
+                time.sleep(0)
+                return (1, 0)[index]
+        """, "tensor.__dlpack__(max_version=(1, 0), dl_device=Pair())")
+
+
+def test_a_daemon_thread_reading_a_shape_from_a_custom_sequence_does_not_abort_the_exit():
+    assert_clean_exit_with_a_daemon_thread_calling("""
+        pool = hd.TensorPool(memory="host", block_bytes=64, block_count=4)
+
+        class Shape:
+            def __len__(self):
+                return 1
+
+            def __getitem__(self, index):
+                time.sleep(0)
+                if index != 0:
+                    raise IndexError(index)
+                return 2
+        """, "pool.allocate(Shape(), 'float32')")
+
