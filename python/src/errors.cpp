@@ -8,6 +8,8 @@
 #include <array>
 #include <memory>
 
+#include "without_gil.hpp"
+
 namespace nb = nanobind;
 
 namespace holoscan::python {
@@ -119,8 +121,9 @@ void raise_invalid_argument(const std::string& message) {
 }
 
 void warn_deprecated(const char* message) {
-  // stacklevel 1 from C code names the Python line that called us.
-  if (PyErr_WarnEx(PyExc_DeprecationWarning, message, 1) != 0) {
+  // stacklevel 1 from C code names the Python line that called us. A warning may run Python code
+  // (filters, a showwarning of logging's or a test runner's): see running_python.
+  if (running_python([&] { return PyErr_WarnEx(PyExc_DeprecationWarning, message, 1); }) != 0) {
     throw nb::python_error();
   }
 }

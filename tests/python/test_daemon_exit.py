@@ -364,3 +364,17 @@ def test_a_daemon_thread_reading_a_shape_from_a_custom_sequence_does_not_abort_t
                 return 2
         """, "pool.allocate(Shape(), 'float32')")
 
+
+def test_a_daemon_thread_warning_through_a_python_showwarning_does_not_abort_the_exit():
+    # logging.captureWarnings() and test runners put Python code behind every warning.
+    assert_clean_exit_with_a_daemon_thread_calling("""
+        import warnings
+        warnings.simplefilter("always")
+
+        def showwarning(*arguments, **keywords):
+            time.sleep(0)
+
+        warnings.showwarning = showwarning
+        tensor = hd.as_tensor(np.arange(4.0))
+        """, "tensor.read_only")
+
