@@ -9,6 +9,7 @@
 
 #include "cast_arg.hpp"
 #include "errors.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -117,10 +118,15 @@ DLDataType parse_dtype(nb::handle dtype) {
   if (nb::isinstance<nb::tuple>(dtype)) {
     return dtype_from_tuple(dtype);
   }
-  if (nb::hasattr(dtype, "str")) {  // numpy.dtype
-    return dtype_from_string(cast_or_type_error<std::string>(
-        dtype.attr("str"), "dtype.str must be a string, such as NumPy's '<f4'"));
+  // numpy.dtype. A `str` property or a __getattr__ is Python code: see running_python. Read once;
+  // none to read (whatever the error, as hasattr() reads it) is no dtype.
+  const nb::object str =
+      nb::steal(running_python([&] { return PyObject_GetAttrString(dtype.ptr(), "str"); }));
+  if (str.is_valid()) {
+    return dtype_from_string(
+        cast_or_type_error<std::string>(str, "dtype.str must be a string, such as NumPy's '<f4'"));
   }
+  PyErr_Clear();
   throw nb::type_error(
       "dtype must be a DLDataType, a NumPy type string ('<f4'), a name ('float32'), a "
       "numpy.dtype or a (code, bits, lanes) tuple");

@@ -378,3 +378,15 @@ def test_a_daemon_thread_warning_through_a_python_showwarning_does_not_abort_the
         tensor = hd.as_tensor(np.arange(4.0))
         """, "tensor.read_only")
 
+
+def test_a_daemon_thread_reading_a_dtype_property_does_not_abort_the_exit():
+    assert_clean_exit_with_a_daemon_thread_calling("""
+        pool = hd.TensorPool(memory="host", block_bytes=64, block_count=4)
+
+        class DtypeLike:
+            @property
+            def str(self):
+                time.sleep(0)
+                return "<f4"
+        """, "pool.allocate((2,), DtypeLike())")
+
