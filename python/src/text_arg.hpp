@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "without_gil.hpp"
+
 namespace holoscan::python {
 
 /** @brief The UTF-8 of `text`, a str, or nothing where it has none (a lone surrogate). */
@@ -40,7 +42,8 @@ inline std::string type_text(nanobind::handle value) {
  */
 inline std::string display_text(nanobind::handle value) {
   for (PyObject* (*render)(PyObject*) : {&PyObject_Str, &PyObject_ASCII}) {
-    nanobind::object text = nanobind::steal(render(value.ptr()));
+    // A __str__ or __repr__ is Python code, run by this thread: see running_python.
+    nanobind::object text = nanobind::steal(running_python([&] { return render(value.ptr()); }));
     if (!text.is_valid()) {
       PyErr_Clear();
       continue;

@@ -390,3 +390,18 @@ def test_a_daemon_thread_reading_a_dtype_property_does_not_abort_the_exit():
                 return "<f4"
         """, "pool.allocate((2,), DtypeLike())")
 
+
+def test_a_daemon_thread_describing_a_refused_argument_does_not_abort_the_exit():
+    # The error's text is the argument's str(): Python code run from the extension's C++ frames.
+    assert_clean_exit_with_a_daemon_thread_calling("""
+        tensor = hd.as_tensor(np.arange(4.0))
+
+        class Huge:
+            def __index__(self):
+                return 2 ** 40
+
+            def __repr__(self):
+                time.sleep(0)
+                return "Huge()"
+        """, "tensor.__dlpack__(max_version=(1, 0), dl_device=(Huge(), 0))")
+
