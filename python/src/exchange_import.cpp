@@ -7,6 +7,7 @@
 #include "devices.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -20,8 +21,10 @@ namespace {
 constexpr std::uint32_t kExchangeMinor = 3;
 
 const DLPackExchangeAPI* api_of(PyTypeObject* type) {
-  PyObject* capsule =
-      PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__dlpack_c_exchange_api__");
+  // A metaclass's __getattr__ or property is Python code, run by this thread: see running_python.
+  PyObject* capsule = running_python([&] {
+    return PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__dlpack_c_exchange_api__");
+  });
   if (capsule == nullptr) {
     PyErr_Clear();
     return nullptr;

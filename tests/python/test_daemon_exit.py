@@ -405,3 +405,23 @@ def test_a_daemon_thread_describing_a_refused_argument_does_not_abort_the_exit()
                 return "Huge()"
         """, "tensor.__dlpack__(max_version=(1, 0), dl_device=(Huge(), 0))")
 
+
+def test_a_daemon_thread_looking_up_a_new_type_s_exchange_api_does_not_abort_the_exit():
+    # Each new producer type is asked for __dlpack_c_exchange_api__: a metaclass's __getattr__.
+    assert_clean_exit_with_a_daemon_thread_calling("""
+        array = np.arange(4.0)
+
+        class Meta(type):
+            def __getattr__(cls, name):
+                time.sleep(0)
+                raise AttributeError(name)
+
+        def producer():
+            class Producer(metaclass=Meta):
+                def __dlpack__(self, **keywords):
+                    return array.__dlpack__(**keywords)
+
+                def __dlpack_device__(self):
+                    return (1, 0)
+            return Producer()
+        """, "hd.from_dlpack(producer())")
