@@ -89,10 +89,12 @@ expected<void, Error> copy_on_host(const detail::CopyPlan& plan, const Tensor& s
   });
 }
 
-// cudaMemcpy2DAsync refuses a pitch past the device's memPitch (cudaDevAttrMaxPitch: 2^31 - 1
-// bytes on every NVIDIA GPU, the H200 included), so rows further apart than that (a slice of a
-// larger tensor, rows of 2 GiB or more) are copied one by one. Such rows fill 2 GiB of memory
-// each: a piece has few of them.
+// CUDA documents that cudaMemcpy2DAsync refuses a pitch past "the maximum allowed", and the
+// device's memPitch (cudaDevAttrMaxPitch) is 2^31 - 1 bytes. The H200's driver (CUDA 13) accepts
+// larger pitches (asked by tests/gpu/tensor_gpu_test.cpp), but a driver that keeps to the
+// documented limit would fail the copy, so rows further apart than that (a slice of a larger
+// tensor, rows of 2 GiB or more) are copied one by one. Such rows fill 2 GiB of memory each: a
+// piece has few of them.
 constexpr std::size_t kMaxCopyPitch = 2147483647;
 
 bool rows_one_by_one(const detail::CopyPiece& piece) noexcept {

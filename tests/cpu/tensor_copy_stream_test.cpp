@@ -499,9 +499,10 @@ TEST_F(CopyOnFakeCuda, PaddedRowsAreOneRectangle) {
   EXPECT_EQ(fake().calls(CudaEntry::kMemcpyAsync), 0u);
 }
 
-// Rows 2 GiB + 4 bytes apart (a slice of a larger tensor): cudaMemcpy2DAsync refuses a pitch
-// past memPitch (2^31 - 1), so the copy goes row by row rather than failing. The rows lie in a
-// reserved mapping of which only the two pages read are ever touched.
+// Rows 2 GiB + 4 bytes apart (a slice of a larger tensor): past memPitch (2^31 - 1), where CUDA
+// documents that cudaMemcpy2DAsync may refuse the pitch, the copy goes row by row, and every
+// element arrives. The rows lie in a reserved mapping of which only the two pages read are ever
+// touched.
 TEST_F(CopyOnFakeCuda, RowsFurtherApartThanTheDriversMaxPitchAreCopiedOneByOne) {
   constexpr std::size_t kPitch = (std::size_t{1} << 31) + 4;
   const std::size_t bytes = kPitch + 4096;
