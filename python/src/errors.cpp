@@ -61,6 +61,7 @@ nb::object exception_for(const Error& error) {
   try {
     member = nb::cast(error.code);
   } catch (const nb::cast_error&) {  // outside ErrorCode: still a HoloscanError, code FAILURE
+    PyErr_Clear();  // nanobind set a ValueError before it threw: no call below may see one set
     member = nb::cast(ErrorCode::kFailure);
     type = nullptr;
   }

@@ -254,7 +254,8 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
     const Peer* peer = find(arrival.peer);
     const bool in_flight = arrival.phase == Arrival::Phase::kWaitingMemory ||
                            arrival.phase == Arrival::Phase::kLanding;
-    if (in_flight || (peer != nullptr && peer->connecting) || held_back_by_its_peer(it)) {
+    if (in_flight || (peer != nullptr && (peer->connecting || peer->abandoned)) ||
+        held_back_by_its_peer(it)) {
       ++it;
       continue;
     }

@@ -162,6 +162,8 @@ expected<PeerId, Error> Worker::State::start_connect(const std::string& name,
   } catch (...) {
     // Out of host memory: the connection ends with the next round (nobody was given its id).
     mark_failed(&peer, UCS_ERR_NO_MEMORY, "was closed here: its Hello could not be queued");
+    peer.abandoned = true;
+    peer.connecting = false;
     throw;
   }
   flush_controls();
@@ -192,8 +194,11 @@ void Worker::State::abandon_connect(Peer& peer) {
     try {
       lose_peer(peer, Error{ErrorCode::kClosed, "ucx: its connect() failed", 0}, false);
     } catch (...) {
-      // Out of host memory: ended by the next round, its loss held back as any connecting peer's.
+      // Out of host memory: ended by the next round, which drops all of it and reports nothing
+      // (abandoned), so that it is forgotten once nothing of it is left.
       mark_failed(&peer, UCS_ERR_NO_MEMORY, "was closed here: its connect() failed");
+      peer.abandoned = true;
+      peer.connecting = false;
       throw;
     }
   }
@@ -318,8 +323,11 @@ void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
   fail_outgoing(peer, reason);
   // What landed is still handed out only when UCX reported the connection broken; when it is
   // ended here, its sender is told kClosed for those tensors too.
-  drop_arrivals(peer.id, peer.endpoint_failed ? Dropping::kWaiting : Dropping::kUnhanded);
-  if (report) {
+  // An abandoned connect()'s peer was never given to the caller: nothing of it is handed out.
+  drop_arrivals(peer.id, peer.abandoned         ? Dropping::kEverything
+                         : peer.endpoint_failed ? Dropping::kWaiting
+                                                : Dropping::kUnhanded);
+  if (report && !peer.abandoned) {
     auto marker = std::make_unique<Arrival>();
     marker->state = this;
     marker->peer = peer.id;

@@ -100,6 +100,7 @@ struct Peer {
   bool accepted = false;        ///< Accepted by the listener (else this worker connected).
   bool lost = false;            ///< Failed, closed by the peer, or disconnected here.
   bool connecting = false;      ///< connect() has not returned its id: arrivals held.
+  bool abandoned = false;       ///< connect() failed: its id was never given, its loss never told.
   /** @brief The loss of a peer still connecting, for receive() only once connect() gave its id. */
   std::unique_ptr<Arrival> loss_report;
   std::optional<std::uint32_t> hello_version;  ///< The listener's answer (connecting side).
