@@ -359,6 +359,11 @@ int Worker::fd() const noexcept { return state_ != nullptr ? state_->efd : -1; }
 bool Worker::arm() {
   return with_state(state_, [&](State& state) {
     StateLock lock(state);
+    if (state.announced_unarmed) {  // nobody was asleep on fd() to see it: no sleep now either
+      state.announced_unarmed = false;
+      state.armed_for_caller = false;
+      return false;
+    }
     state.armed_for_caller = state.arm_locked();
     return state.armed_for_caller;
   });
@@ -462,7 +467,9 @@ std::size_t Worker::State::waiting_locked() const noexcept {
 // fd() sees only efd, which UCX makes readable for it (once: it then arms again).
 void Worker::State::announce() noexcept {
   wake.post();
-  if (armed_for_caller) {
+  if (!armed_for_caller) {
+    announced_unarmed = true;
+  } else {
     armed_for_caller = false;
     (void)ucp_worker_signal(worker.get());
   }

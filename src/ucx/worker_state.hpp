@@ -170,6 +170,9 @@ struct Worker::State {
   // The public arm() said "sleep" and no public progress() came since: an event loop may be
   // asleep on efd, which work queued outside a round must make readable (announce()).
   bool armed_for_caller = false;
+  // Work was announced while no arm() stood (a connect() on another thread released its peer's
+  // tensors between the loop's receive() and its arm()): the next arm() says "not now" instead.
+  bool announced_unarmed = false;
 
   // worker.cpp
   std::size_t progress_locked();
