@@ -5,18 +5,26 @@
  */
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
 
-#include "holoscan/export.hpp"
+#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
 /**
- * @brief Spins briefly, then sleeps in the kernel (a futex) until the holder's unlock wakes it,
- *        so that a waiter neither burns a core nor keeps a holder it preempted off its CPU.
+ * @brief Waiters asleep in any SpinMutex of the process: while there is none, an unlock is one
+ *        store and one load of this word, which stays in every core's cache.
+ */
+HOLOSCAN_DLPACK_WING_API extern std::atomic<std::uint32_t> spin_mutex_sleepers;
+
+/**
+ * @brief Test-and-test-and-set lock; past a short spin a waiter sleeps in the kernel on the
+ *        lock's word (a futex) until an unlock wakes it, so that it neither burns a core nor keeps
+ *        a holder it preempted off its CPU.
  */
 class HOLOSCAN_DLPACK_ABI SpinMutex {
  public:
@@ -28,39 +36,44 @@ class HOLOSCAN_DLPACK_ABI SpinMutex {
       }
       relax();
     }
-    lock_contended();
+    while (!try_lock()) {
+      sleep_while_locked();
+    }
   }
   /** @brief Acquires the lock only if it is free. */
   bool try_lock() noexcept {
-    std::uint32_t expected = kFree;
-    return state_.load(std::memory_order_relaxed) == kFree &&
-           state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
-                                          std::memory_order_relaxed);
+    return locked_.load(std::memory_order_relaxed) == 0 &&
+           locked_.exchange(1, std::memory_order_acquire) == 0;
   }
-  /** @brief Releases the lock, waking one sleeping waiter if there is one. */
+  /** @brief Releases the lock, waking one sleeping waiter if any thread sleeps in a SpinMutex. */
   void unlock() noexcept {
-    if (state_.exchange(kFree, std::memory_order_release) == kLockedWithSleepers) {
-      futex(FUTEX_WAKE_PRIVATE, 1);
+    locked_.store(0, std::memory_order_release);
+    if (spin_mutex_sleepers.load(std::memory_order_relaxed) != 0) {
+      futex(FUTEX_WAKE_PRIVATE, 1, nullptr);
     }
   }
 
  private:
-  // A waiter that only spun or yielded would keep a holder it preempted off its CPU whenever it
-  // runs at a higher class: sched_yield() and short sleeps never hand the CPU to a normal thread
-  // for a real-time (SCHED_FIFO) one, or not reliably on a loaded host. Sleeping on the lock's
-  // word until unlock() wakes it lets any holder run, for as long as it needs.
-  void lock_contended() noexcept {
-    // Marks a sleeper before each sleep, so that the holder's unlock() wakes one; a waiter that
-    // gets the lock this way leaves it marked, which costs at most one needless wake.
-    while (state_.exchange(kLockedWithSleepers, std::memory_order_acquire) != kFree) {
-      futex(FUTEX_WAIT_PRIVATE, kLockedWithSleepers);
-    }
+  // Spinning and sched_yield() never hand the CPU to a thread of a lower class: a real-time
+  // (SCHED_FIFO) waiter that preempted a normal holder on its CPU would keep it there until the
+  // kernel throttles it (after 950 ms of each second by default; never where throttling is off),
+  // and short timed sleeps did not reliably let the holder run on a loaded host. Asleep on the
+  // word, the waiter leaves the CPU to the holder until its unlock.
+  //
+  // The unlock stays a plain store (an exchange would add an atomic to every lock the hop takes):
+  // it reads the sleepers' count without a fence, so in the instant a waiter announces itself it
+  // may miss it; the timeout bounds what that costs, a late wake, never a hang.
+  void sleep_while_locked() noexcept {
+    spin_mutex_sleepers.fetch_add(1, std::memory_order_seq_cst);
+    timespec timeout{0, kSleepLimitNs};
+    futex(FUTEX_WAIT_PRIVATE, 1, &timeout);  // returns at once if the word is no longer 1
+    spin_mutex_sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  // Only interruptions and a word changed meanwhile end a wait early: the loop above retries.
-  void futex(int operation, std::uint32_t value) noexcept {
-    static_assert(sizeof(state_) == sizeof(std::uint32_t), "a futex is a 32-bit word");
-    (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state_), operation, value, nullptr,
+  // An interruption, a timeout or a word changed meanwhile ends a wait early: lock() retries.
+  void futex(int operation, std::uint32_t value, const timespec* timeout) noexcept {
+    static_assert(sizeof(locked_) == sizeof(std::uint32_t), "a futex is a 32-bit word");
+    (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&locked_), operation, value, timeout,
                   nullptr, 0);
   }
 
@@ -72,11 +85,9 @@ class HOLOSCAN_DLPACK_ABI SpinMutex {
 #endif
   }
 
-  static constexpr std::uint32_t kFree = 0;
-  static constexpr std::uint32_t kLocked = 1;
-  static constexpr std::uint32_t kLockedWithSleepers = 2;
   static constexpr int kSpins = 128;
-  std::atomic<std::uint32_t> state_{kFree};
+  static constexpr long kSleepLimitNs = 1000000;  // 1 ms: a missed wake's cost
+  std::atomic<std::uint32_t> locked_{0};
 };
 
 }  // namespace holoscan::detail
