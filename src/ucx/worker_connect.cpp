@@ -133,6 +133,10 @@ expected<std::uint16_t, Error> Worker::State::listen_locked(
   ucp_listener_attr_t attr{};
   attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
   if (ucs_status_t status = ucp_listener_query(listener, &attr); status != UCS_OK) {
+    // Its port unknown, the listener is of no use to the caller: left up, it would take
+    // connections nobody asked for, and a retry would be refused as a second listen().
+    ucp_listener_destroy(listener);
+    listener = nullptr;
     return make_unexpected(detail::ucx_error(who, "ucp_listener_query", status));
   }
   const auto& bound = attr.sockaddr;
