@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "holoscan/tensor_pool.hpp"
 #include "support/allocation_hooks.hpp"
 #include "ucx/ucx_test_support.hpp"
 
@@ -146,6 +147,94 @@ bool connect_with_failing_allocation(std::uint64_t skip) {
 
 TEST(UcxConnectOutOfMemory, AConnectThatFailsLeavesNoConnectionBehind) {
   for_each_failing_allocation(connect_with_failing_allocation);
+}
+
+// A connect() whose own clean-up runs out of host memory (after its wait timed out, the first
+// allocation of ending its connection fails) marks its peer abandoned: connect() still reports
+// the failure, the next round ends the connection, the tensor the listener sent meanwhile is
+// dropped unconfirmed and never reported, the peer is forgotten, and the worker connects again.
+TEST(UcxConnectOutOfMemory, AConnectAbandonedOutOfMemoryDropsItsTensorAndIsForgotten) {
+  constexpr int kWaitMs = 1000;   // ample for the listener's tensor to land meanwhile
+  constexpr int kUnanswered = 9;  // the early listener's exit status: tensor 1 never confirmed
+  constexpr int kListenerGoneMs = 4000;  // under its linger: it exits because the connection ended
+  Serving serving;
+  // The allocations connect() makes before it waits (a wait makes none of its own): the first one
+  // to fail after them and after the deadline is the first of the clean-up.
+  std::uint64_t before_wait = 0;
+  {
+    ucx::Worker client = make_worker();
+    NewCounter counter;
+    auto peer = client.connect("127.0.0.1", serving.port(), kConnectMs);
+    before_wait = counter.calls();
+    ASSERT_TRUE(peer) << to_string(peer.error());
+  }
+  for (std::uint64_t skip = before_wait; skip < before_wait + 60; ++skip) {
+    auto listener = start_early_listener({"linger=8000"});  // never answers the Hello
+    ASSERT_NE(listener.port, 0);
+    ucx::Worker worker = make_worker();
+    expected<ucx::PeerId, Error> connected = make_unexpected(ErrorCode::kFailure, "not yet");
+    std::uint64_t failed = 0;
+    const auto start = Clock::now();
+    {
+      FailingAllocations failing(skip);
+      connected = worker.connect("127.0.0.1", listener.port, kWaitMs);
+      failed = failing.failed();
+    }
+    const bool after_wait = Clock::now() - start >= std::chrono::milliseconds(kWaitMs);
+    SCOPED_TRACE("allocation " + std::to_string(skip));
+    if (failed == 0) {
+      ADD_FAILURE() << "past the allocations of connect(), none of its clean-up failed: "
+                    << (connected ? "connected" : to_string(connected.error()));
+      (void)wait_peer(listener.pid, kListenerGoneMs, &worker);
+      return;
+    }
+    if (connected || !after_wait || connected.error().code != ErrorCode::kResourceExhausted) {
+      // A failure in the wait (a round that took the tensor in): not the path of this test.
+      if (connected) {
+        (void)worker.disconnect(*connected);
+      }
+      EXPECT_EQ(wait_peer(listener.pid, kListenerGoneMs, &worker), kUnanswered);
+      continue;
+    }
+    EXPECT_NE(connected.error().message.find("out of host memory"), std::string::npos)
+        << to_string(connected.error());
+    // Nothing of it is reported, while the rounds of receive() end its connection.
+    std::string reported;
+    const auto until = Clock::now() + std::chrono::milliseconds(1500);
+    while (Clock::now() < until) {
+      auto received = worker.receive(20);
+      if (!received) {
+        reported += to_string(received.error()) + "; ";
+      } else if (*received) {
+        reported += "tensor " + std::to_string((*received)->sequence) + " of peer " +
+                    std::to_string((*received)->peer) + "; ";
+      }
+    }
+    EXPECT_EQ(reported, "") << "of a connection whose connect() failed";
+    // Ended by the round after connect() (counted lost there), not by connect() itself: the
+    // abandoned path, not a timeout's clean-up that failed only after it had ended the connection.
+    EXPECT_EQ(worker.stats().peers_lost, 1u) << "not the abandoned path";
+    EXPECT_EQ(worker.stats().received, 0u);
+    EXPECT_EQ(wait_peer(listener.pid, kListenerGoneMs, &worker), kUnanswered)
+        << "the connection stayed up, or the listener's tensor was confirmed";
+    // The worker connects again; the abandoned peer's id (the one before) is forgotten: a send to
+    // it is answered as to an id let go of, not as to a peer still kept.
+    auto again = worker.connect("127.0.0.1", serving.port(), kConnectMs);
+    ASSERT_TRUE(again) << to_string(again.error());
+    EXPECT_TRUE(worker.connected(*again));
+    const ucx::PeerId abandoned = *again - 1;
+    EXPECT_FALSE(worker.connected(abandoned));
+    EXPECT_EQ(worker.in_flight(abandoned), 0u);
+    auto pool = TensorPool::create({PoolMemory::kHost, 0, 64, 1});
+    ASSERT_TRUE(pool);
+    auto late = worker.send(abandoned, (*pool)->allocate({4}, DLDataType{kDLFloat, 32, 1}).value());
+    ASSERT_FALSE(late);
+    EXPECT_EQ(late.error().code, ErrorCode::kClosed) << to_string(late.error());
+    EXPECT_NE(late.error().message.find("is gone (closed)"), std::string::npos)
+        << to_string(late.error()) << ": the abandoned peer is still kept";
+    return;
+  }
+  ADD_FAILURE() << "no allocation of the clean-up failed within 60 of them";
 }
 
 }  // namespace

@@ -5,14 +5,12 @@
 // told the connection does not exist, and the sender must not learn "delivered").
 #include <poll.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <thread>
@@ -30,35 +28,6 @@ using std::chrono::milliseconds;
 constexpr int kPatienceMs = 20000;
 constexpr int kDelivered = 0;   // the peer's exit status: tensor 1 was confirmed
 constexpr int kUnanswered = 9;  // tensor 1 was never confirmed
-
-// The peer binary as a listener that sends tensor 1 before it answers the Hello (peer_main.cpp).
-struct EarlyListener {
-  pid_t pid = -1;
-  std::uint16_t port = 0;  // 0: it did not say (the test failed)
-};
-
-EarlyListener start_early_listener(const std::vector<std::string>& options) {
-  int pipe_fds[2];
-  if (::pipe(pipe_fds) != 0) {
-    ADD_FAILURE() << "pipe";
-    return {};
-  }
-  std::vector<std::string> arguments{"early", "port_fd=" + std::to_string(pipe_fds[1])};
-  arguments.insert(arguments.end(), options.begin(), options.end());
-  EarlyListener listener{start_peer(arguments, {pipe_fds[1]})};
-  ::close(pipe_fds[1]);
-  std::string text;
-  char byte = 0;
-  pollfd entry{pipe_fds[0], POLLIN, 0};
-  while (text.find('\n') == std::string::npos && ::poll(&entry, 1, kPatienceMs) == 1 &&
-         ::read(pipe_fds[0], &byte, 1) == 1) {
-    text.push_back(byte);
-  }
-  ::close(pipe_fds[0]);
-  listener.port = static_cast<std::uint16_t>(std::strtoul(text.c_str(), nullptr, 10));
-  EXPECT_NE(listener.port, 0) << "the early listener did not say its port";
-  return listener;
-}
 
 // What one receive() on another thread got, and when it returned.
 struct ReceiveOnAThread {

@@ -1,10 +1,14 @@
 #include "ucx/ucx_test_support.hpp"
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "ipc/spawn.hpp"
@@ -35,6 +39,30 @@ int wait_peer(pid_t pid, int timeout_ms, ucx::Worker* worker) {
       (void)worker->progress();
     }
   });
+}
+
+EarlyListener start_early_listener(const std::vector<std::string>& options) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) {
+    ADD_FAILURE() << "pipe";
+    return {};
+  }
+  std::vector<std::string> arguments{"early", "port_fd=" + std::to_string(pipe_fds[1])};
+  arguments.insert(arguments.end(), options.begin(), options.end());
+  EarlyListener listener{start_peer(arguments, {pipe_fds[1]})};
+  ::close(pipe_fds[1]);
+  std::string text;
+  char byte = 0;
+  pollfd entry{pipe_fds[0], POLLIN, 0};
+  constexpr int kPatienceMs = 20000;
+  while (text.find('\n') == std::string::npos && ::poll(&entry, 1, kPatienceMs) == 1 &&
+         ::read(pipe_fds[0], &byte, 1) == 1) {
+    text.push_back(byte);
+  }
+  ::close(pipe_fds[0]);
+  listener.port = static_cast<std::uint16_t>(std::strtoul(text.c_str(), nullptr, 10));
+  EXPECT_NE(listener.port, 0) << "the early listener did not say its port";
+  return listener;
 }
 
 ucx::Worker make_worker(const ucx::WorkerConfig& config) {

@@ -24,6 +24,15 @@ pid_t start_gpu_peer(const std::vector<std::string>& arguments);
  *         given); its exit status, or -1 when it was killed. */
 int wait_peer(pid_t pid, int timeout_ms, ucx::Worker* worker = nullptr);
 
+/** @brief The peer binary as a listener that sends tensor 1 before it answers the Hello. */
+struct EarlyListener {
+  pid_t pid = -1;          ///< The peer process (role early).
+  std::uint16_t port = 0;  ///< Where it listens (0: it did not say, the test failed).
+};
+
+/** @brief Starts the peer binary as `early` with `options` and reads the port it listens on. */
+EarlyListener start_early_listener(const std::vector<std::string>& options);
+
 /** @brief A worker with `config` (fails the test when it cannot be made). */
 ucx::Worker make_worker(const ucx::WorkerConfig& config = {});
 
