@@ -20,31 +20,73 @@ def assert_clean_exit(result):
         f"status {result.returncode} at interpreter exit: {result.stderr.strip()}")
 
 
+def assert_clean_exits_with_daemon_threads_calling(setup, *calls, runs=4, try_first=True,
+                                                   settle_s=0.2, before_exit="", teardown_s=0.3):
+    """Runs `runs` children that run `setup`, then each of `calls` (statements) for ever on a
+    daemon thread of its own, and expects each child to exit cleanly. With `try_first`, each call
+    runs once on the main thread first: it works, or refuses as the library does (a call that
+    raised anything else would leave its thread's test checking nothing); a call that waits for
+    ever asks for try_first=False. Past `settle_s` seconds the main thread runs `before_exit` and
+    exits; a finalization that lasts `teardown_s` more seconds (None: no wait) has the threads
+    wait for the GIL once it has begun."""
+    def indented(code, spaces):
+        return textwrap.indent(textwrap.dedent(code).strip(), " " * spaces)
+
+    tried = "".join(f"""
+try:
+{indented(call, 4)}
+except hd.HoloscanError:
+    pass
+""" for call in calls) if try_first else ""
+    threads = "".join(f"""
+def call_for_ever_{index}():
+    while True:
+        try:
+{indented(call, 12)}
+        except hd.HoloscanError:
+            pass
+
+threading.Thread(target=call_for_ever_{index}, daemon=True).start()
+""" for index, call in enumerate(calls))
+    teardown = "" if teardown_s is None else f"""
+class SlowTeardown:
+    def __del__(self, sleep=time.sleep):
+        sleep({teardown_s})
+
+slow = SlowTeardown()
+"""
+    source = f"""
+import threading, time
+import numpy as np
+import holoscan_dlpack as hd
+{textwrap.dedent(setup)}
+{tried}
+{threads}
+time.sleep({settle_s})
+{textwrap.dedent(before_exit)}
+{teardown}
+print("main exits", flush=True)
+"""
+    for _ in range(runs):
+        assert_clean_exit(run_python(source))
+
+
 def test_a_daemon_thread_waiting_in_ipc_accept_does_not_abort_the_exit(tmp_path):
     path = os.fspath(tmp_path / "sock")
-    result = run_python(f"""
-        import threading, time
+    assert_clean_exits_with_daemon_threads_calling(f"""
         from holoscan_dlpack import ipc
         listener = ipc.Listener({path!r})
-        threading.Thread(target=lambda: listener.accept(timeout_ms=None), daemon=True).start()
-        time.sleep(0.3)
-        print("main exits", flush=True)
-    """)
-    assert_clean_exit(result)
+        """, "listener.accept(timeout_ms=None)", runs=1, try_first=False, settle_s=0.3,
+        teardown_s=None)
 
 
 def test_a_daemon_thread_waiting_in_ucx_receive_does_not_abort_the_exit():
     pytest.importorskip("holoscan_dlpack.ucx")
-    result = run_python("""
-        import threading, time
+    assert_clean_exits_with_daemon_threads_calling("""
         from holoscan_dlpack import ucx
         worker = ucx.Worker()
-        threading.Thread(target=lambda: worker.receive(timeout_ms=None), daemon=True).start()
-        time.sleep(0.3)
-        print("main exits", flush=True)
-    """)
-    assert_clean_exit(result)
-
+        """, "worker.receive(timeout_ms=None)", runs=1, try_first=False, settle_s=0.3,
+        teardown_s=None)
 
 
 def test_a_daemon_thread_dropping_the_last_worker_with_a_receive_pool_does_not_abort_the_exit():
@@ -52,33 +94,15 @@ def test_a_daemon_thread_dropping_the_last_worker_with_a_receive_pool_does_not_a
     # after close(); its slice drops the last reference without the GIL. Once finalization has
     # begun, giving the pool's reference back must not wait for the GIL on that thread (nanobind's
     # own shared_ptr does: PyGILState_Ensure, then pthread_exit() through noexcept destructors).
+    # Finalization lasts beyond that slice (at most 100 ms).
     pytest.importorskip("holoscan_dlpack.ucx")
-    result = run_python("""
-        import threading, time
-        import holoscan_dlpack as hd
+    assert_clean_exits_with_daemon_threads_calling("""
         from holoscan_dlpack import ucx
         pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
         worker = ucx.Worker(receive_pool=pool)
         del pool
-
-        def wait():
-            try:
-                worker.receive(timeout_ms=None)
-            except hd.errors.ClosedError:
-                pass
-
-        threading.Thread(target=wait, daemon=True).start()
-        time.sleep(0.3)
-        worker.close()  # the receive under way keeps the worker until its slice ends
-
-        class SlowTeardown:  # finalization lasts beyond that slice (at most 100 ms)
-            def __del__(self, sleep=time.sleep):
-                sleep(0.5)
-
-        slow = SlowTeardown()
-        print("main exits", flush=True)
-    """)
-    assert_clean_exit(result)
+        """, "worker.receive(timeout_ms=None)", runs=1, try_first=False, settle_s=0.3,
+        before_exit="worker.close()", teardown_s=0.5)
 
 
 def test_daemon_threads_raising_library_errors_do_not_abort_the_exit():
@@ -86,45 +110,19 @@ def test_daemon_threads_raising_library_errors_do_not_abort_the_exit():
     # that run Python code, the thread could give the GIL away there, and a daemon thread taking
     # it back once finalization had begun was ended by CPython (pthread_exit()) with the
     # extension's C++ frames on its stack: SIGSEGV or SIGABRT at exit, about one run in two.
-    source = """
-        import threading, time
-        import holoscan_dlpack as hd
+    assert_clean_exits_with_daemon_threads_calling("""
         from holoscan_dlpack import ipc
 
         mine, theirs = ipc.Channel.pair()
         theirs.close()
-
-        def fail_for_ever(call):
-            while True:
-                try:
-                    call()
-                except hd.HoloscanError:
-                    pass
-
-        for call in (lambda: ipc.Importer(theirs),  # ClosedError
-                     lambda: hd.TensorPool(memory="elsewhere", block_bytes=1, block_count=1)):
-            threading.Thread(target=fail_for_ever, args=(call,), daemon=True).start()
-        time.sleep(0.2)
-
-        class SlowTeardown:  # the daemon threads wait for the GIL while finalization runs
-            def __del__(self, sleep=time.sleep):
-                sleep(0.3)
-
-        slow = SlowTeardown()
-        print("main exits", flush=True)
-    """
-    for _ in range(6):
-        assert_clean_exit(run_python(source))
+        """, "ipc.Importer(theirs)  # ClosedError",
+        "hd.TensorPool(memory='elsewhere', block_bytes=1, block_count=1)", runs=6)
 
 
 def test_a_daemon_thread_importing_a_python_producer_does_not_abort_the_exit():
     # A producer's __dlpack__ and __dlpack_device__ are Python code that the import runs from the
     # extension's C++ frames; a daemon thread ended inside them at exit must not unwind those.
-    source = """
-        import threading, time
-        import numpy as np
-        import holoscan_dlpack as hd
-
+    assert_clean_exits_with_daemon_threads_calling("""
         array = np.arange(4.0)
 
         class Producer:
@@ -136,33 +134,13 @@ def test_a_daemon_thread_importing_a_python_producer_does_not_abort_the_exit():
 
             def __dlpack_device__(self):
                 return (1, 0)
-
-        def import_for_ever():
-            while True:
-                hd.from_dlpack(Producer())
-
-        threading.Thread(target=import_for_ever, daemon=True).start()
-        time.sleep(0.2)
-
-        class SlowTeardown:  # the daemon thread waits for the GIL while finalization runs
-            def __del__(self, sleep=time.sleep):
-                sleep(0.3)
-
-        slow = SlowTeardown()
-        print("main exits", flush=True)
-    """
-    for _ in range(6):
-        assert_clean_exit(run_python(source))
+        """, "hd.from_dlpack(Producer())", runs=6)
 
 
 def test_a_daemon_thread_reading_an_array_interface_property_does_not_abort_the_exit():
     # An array interface is often a property (Numba's device arrays, wrappers): Python code that
     # as_tensor runs from its C++ frames, as a producer's __dlpack__ is.
-    source = """
-        import threading, time
-        import numpy as np
-        import holoscan_dlpack as hd
-
+    assert_clean_exits_with_daemon_threads_calling("""
         array = np.arange(4.0)
 
         class Exporter:
@@ -172,33 +150,13 @@ def test_a_daemon_thread_reading_an_array_interface_property_does_not_abort_the_
                 for i in range(200):  # bytecode long enough to give the GIL away
                     total += i
                 return array.__array_interface__
-
-        def import_for_ever():
-            while True:
-                hd.as_tensor(Exporter())
-
-        threading.Thread(target=import_for_ever, daemon=True).start()
-        time.sleep(0.2)
-
-        class SlowTeardown:  # the daemon thread waits for the GIL while finalization runs
-            def __del__(self, sleep=time.sleep):
-                sleep(0.3)
-
-        slow = SlowTeardown()
-        print("main exits", flush=True)
-    """
-    for _ in range(6):
-        assert_clean_exit(run_python(source))
+        """, "hd.as_tensor(Exporter())", runs=6)
 
 
 def test_a_daemon_thread_dropping_imports_of_a_finalized_producer_does_not_abort_the_exit():
     # The last owner of an import drops the producer object, whose finalizer is Python code run
     # from the library's (noexcept) release path: a thread ended there at exit must park.
-    source = """
-        import threading, time
-        import numpy as np
-        import holoscan_dlpack as hd
-
+    assert_clean_exits_with_daemon_threads_calling("""
         array = np.arange(4.0)
 
         class Producer:
@@ -212,34 +170,16 @@ def test_a_daemon_thread_dropping_imports_of_a_finalized_producer_does_not_abort
                 total = 0
                 for i in range(300):  # bytecode long enough to give the GIL away
                     total += i
-
-        def import_and_drop_for_ever():
-            while True:
-                tensor = hd.from_dlpack(Producer())
-                del tensor
-
-        threading.Thread(target=import_and_drop_for_ever, daemon=True).start()
-        time.sleep(0.2)
-
-        class SlowTeardown:  # the daemon thread waits for the GIL while finalization runs
-            def __del__(self, sleep=time.sleep):
-                sleep(0.3)
-
-        slow = SlowTeardown()
-        print("main exits", flush=True)
-    """
-    for _ in range(6):
-        assert_clean_exit(run_python(source))
+        """, """
+        tensor = hd.from_dlpack(Producer())
+        del tensor
+        """, runs=6)
 
 
 def test_a_daemon_thread_importing_through_a_proxy_does_not_abort_the_exit():
     # as_tensor asks a proxy for the protocol's names: its __getattr__ is Python code run from
     # the extension's C++ frames.
-    source = """
-        import threading, time
-        import numpy as np
-        import holoscan_dlpack as hd
-
+    assert_clean_exits_with_daemon_threads_calling("""
         class Proxy:
             def __init__(self, target):
                 self._target = target
@@ -251,23 +191,8 @@ def test_a_daemon_thread_importing_through_a_proxy_does_not_abort_the_exit():
                 return getattr(self._target, name)
 
         proxy = Proxy(np.arange(4.0))
+        """, "hd.as_tensor(proxy)", runs=6)
 
-        def import_for_ever():
-            while True:
-                hd.as_tensor(proxy)
-
-        threading.Thread(target=import_for_ever, daemon=True).start()
-        time.sleep(0.2)
-
-        class SlowTeardown:  # the daemon thread waits for the GIL while finalization runs
-            def __del__(self, sleep=time.sleep):
-                sleep(0.3)
-
-        slow = SlowTeardown()
-        print("main exits", flush=True)
-    """
-    for _ in range(6):
-        assert_clean_exit(run_python(source))
 
 def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
     # __main__'s globals are cleared after finalization has begun, on the thread that runs it.
@@ -287,44 +212,9 @@ def test_a_wait_during_finalization_on_the_finalizing_thread_completes():
     assert "flushed at exit" in result.stdout, result.stderr
 
 
-def assert_clean_exit_with_a_daemon_thread_calling(setup, call):
-    # `call` runs Python code (`setup`'s, which gives the GIL away with time.sleep(0)) from the
-    # extension's C++ frames, for ever, on a daemon thread; finalization lasts long enough for
-    # that thread to wait for the GIL once it has begun.
-    source = f"""
-import threading, time
-import numpy as np
-import holoscan_dlpack as hd
-{textwrap.dedent(setup)}
-try:  # works (or refuses as the library does) before the thread starts
-    {call}
-except hd.HoloscanError:
-    pass
-
-def call_for_ever():
-    while True:
-        try:
-            {call}
-        except hd.HoloscanError:
-            pass
-
-threading.Thread(target=call_for_ever, daemon=True).start()
-time.sleep(0.2)
-
-class SlowTeardown:
-    def __del__(self, sleep=time.sleep):
-        sleep(0.3)
-
-slow = SlowTeardown()
-print("main exits", flush=True)
-"""
-    for _ in range(4):
-        assert_clean_exit(run_python(source))
-
-
 def test_a_daemon_thread_reading_an_integer_through_index_does_not_abort_the_exit():
     # nanobind reads an __index__ from its noexcept integer caster: an unwinding through it aborts.
-    assert_clean_exit_with_a_daemon_thread_calling("""
+    assert_clean_exits_with_daemon_threads_calling("""
         tensor = hd.as_tensor(np.arange(4.0))
 
         class Index:
@@ -335,7 +225,7 @@ def test_a_daemon_thread_reading_an_integer_through_index_does_not_abort_the_exi
 
 
 def test_a_daemon_thread_reading_a_custom_sequence_does_not_abort_the_exit():
-    assert_clean_exit_with_a_daemon_thread_calling("""
+    assert_clean_exits_with_daemon_threads_calling("""
         tensor = hd.as_tensor(np.arange(4.0))
 
         class Pair:
@@ -350,7 +240,7 @@ def test_a_daemon_thread_reading_a_custom_sequence_does_not_abort_the_exit():
 
 
 def test_a_daemon_thread_reading_a_shape_from_a_custom_sequence_does_not_abort_the_exit():
-    assert_clean_exit_with_a_daemon_thread_calling("""
+    assert_clean_exits_with_daemon_threads_calling("""
         pool = hd.TensorPool(memory="host", block_bytes=64, block_count=4)
 
         class Shape:
@@ -367,7 +257,7 @@ def test_a_daemon_thread_reading_a_shape_from_a_custom_sequence_does_not_abort_t
 
 def test_a_daemon_thread_warning_through_a_python_showwarning_does_not_abort_the_exit():
     # logging.captureWarnings() and test runners put Python code behind every warning.
-    assert_clean_exit_with_a_daemon_thread_calling("""
+    assert_clean_exits_with_daemon_threads_calling("""
         import warnings
         warnings.simplefilter("always")
 
@@ -380,7 +270,7 @@ def test_a_daemon_thread_warning_through_a_python_showwarning_does_not_abort_the
 
 
 def test_a_daemon_thread_reading_a_dtype_property_does_not_abort_the_exit():
-    assert_clean_exit_with_a_daemon_thread_calling("""
+    assert_clean_exits_with_daemon_threads_calling("""
         pool = hd.TensorPool(memory="host", block_bytes=64, block_count=4)
 
         class DtypeLike:
@@ -393,7 +283,7 @@ def test_a_daemon_thread_reading_a_dtype_property_does_not_abort_the_exit():
 
 def test_a_daemon_thread_describing_a_refused_argument_does_not_abort_the_exit():
     # The error's text is the argument's str(): Python code run from the extension's C++ frames.
-    assert_clean_exit_with_a_daemon_thread_calling("""
+    assert_clean_exits_with_daemon_threads_calling("""
         tensor = hd.as_tensor(np.arange(4.0))
 
         class Huge:
@@ -408,7 +298,7 @@ def test_a_daemon_thread_describing_a_refused_argument_does_not_abort_the_exit()
 
 def test_a_daemon_thread_looking_up_a_new_type_s_exchange_api_does_not_abort_the_exit():
     # Each new producer type is asked for __dlpack_c_exchange_api__: a metaclass's __getattr__.
-    assert_clean_exit_with_a_daemon_thread_calling("""
+    assert_clean_exits_with_daemon_threads_calling("""
         array = np.arange(4.0)
 
         class Meta(type):
