@@ -48,6 +48,29 @@ std::vector<std::string> reported_within(ucx::Worker& worker, int ms,
   return reported;
 }
 
+// Expects `count` failed sends, each kClosed with a message that names its tensor.
+void expect_failed_closed_naming_the_tensor(const SeriesSender& sender, std::size_t count) {
+  ASSERT_EQ(sender.failed.size(), count);
+  for (const auto& [sequence, error] : sender.failed) {
+    EXPECT_EQ(error.code, ErrorCode::kClosed) << error.message;
+    EXPECT_NE(error.message.find("tensor " + std::to_string(sequence)), std::string::npos)
+        << error.message;
+  }
+}
+
+// A loopback port that was free a moment ago (bound, read back, let go of), in `*port`.
+void free_loopback_port(std::uint16_t* port) {
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ::close(probe);
+  *port = ntohs(address.sin_port);
+}
+
 TEST(UcxFailure, KilledReceiverEndsEverySendAndFreesEveryClaim) {
   constexpr std::uint64_t kDelivered = 5;
   constexpr std::size_t kWindow = 8;
@@ -65,12 +88,7 @@ TEST(UcxFailure, KilledReceiverEndsEverySendAndFreesEveryClaim) {
   ASSERT_TRUE(sender.finish(kPatienceMs)) << "a send never ended";
 
   EXPECT_EQ(sender.delivered.size(), kDelivered);
-  ASSERT_EQ(sender.failed.size(), kWindow);
-  for (const auto& [sequence, error] : sender.failed) {
-    EXPECT_EQ(error.code, ErrorCode::kClosed) << error.message;
-    EXPECT_NE(error.message.find("tensor " + std::to_string(sequence)), std::string::npos)
-        << error.message;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_failed_closed_naming_the_tensor(sender, kWindow));
   std::vector<std::uint64_t> ended = sender.delivered;
   for (const auto& failure : sender.failed) {
     ended.push_back(failure.first);
@@ -136,18 +154,11 @@ TEST(UcxFailure, ReceiverThatLeavesFailsTheRestWithClosed) {
 }
 
 TEST(UcxFailure, ConnectToAPortNobodyListensOnFails) {
-  // A port that was free a moment ago.
-  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  ::close(probe);
+  std::uint16_t port = 0;
+  ASSERT_NO_FATAL_FAILURE(free_loopback_port(&port));
   auto worker = make_worker();
   const auto started = std::chrono::steady_clock::now();
-  auto peer = worker.connect("127.0.0.1", ntohs(address.sin_port), 3000);
+  auto peer = worker.connect("127.0.0.1", port, 3000);
   ASSERT_FALSE(peer);
   EXPECT_TRUE(peer.error().code == ErrorCode::kClosed || peer.error().code == ErrorCode::kTimeout)
       << to_string(peer.error());
@@ -171,18 +182,12 @@ std::size_t live_heap_bytes() {
 // ends at once: the worker must not keep every one of them for its whole life (nor walk them in
 // every round). An id of one it let go of is still answered as a closed connection.
 TEST(UcxFailure, ConnectionsThatEndedLeaveNothingBehind) {
-  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  ::close(probe);
+  std::uint16_t port = 0;
+  ASSERT_NO_FATAL_FAILURE(free_loopback_port(&port));
   auto worker = make_worker();
   const auto retry = [&](int times) {
     for (int i = 0; i < times; ++i) {
-      ASSERT_FALSE(worker.connect("127.0.0.1", ntohs(address.sin_port), 3000));
+      ASSERT_FALSE(worker.connect("127.0.0.1", port, 3000));
     }
   };
   retry(100);  // UCX's own pools and caches grow to their size first
@@ -308,12 +313,7 @@ TEST(UcxFailure, TensorsInFlightToAReceiverThatDisconnectsFailAtTheSenderOnly) {
   EXPECT_EQ(receiver.stats().received, 1u);
   ASSERT_TRUE(sender.finish(kPatienceMs)) << "a send never ended";
   EXPECT_EQ(sender.delivered, std::vector<std::uint64_t>{1});
-  ASSERT_EQ(sender.failed.size(), 6u);
-  for (const auto& [sequence, error] : sender.failed) {
-    EXPECT_EQ(error.code, ErrorCode::kClosed) << error.message;
-    EXPECT_NE(error.message.find("tensor " + std::to_string(sequence)), std::string::npos)
-        << error.message;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_failed_closed_naming_the_tensor(sender, 6));
   EXPECT_EQ(client.in_flight(), 0u);
   EXPECT_EQ(sender.pool->available_blocks(), 12u) << "a claim outlived the connection";
   EXPECT_EQ((*receive_pool)->available_blocks(), 3u) << "a landing kept its block";
