@@ -218,6 +218,20 @@ TEST(CopyMetadata, SourceArraysInTheOtherOwnedVectorAreReadBeforeItChanges) {
   EXPECT_EQ(context.dl_strides, four);
 }
 
+// A context viewing `values` as 6x4 with its strides written out, in vectors without spare room:
+// a larger copy into it must grow both.
+std::unique_ptr<DLManagedTensorContext> tight_6x4_context(float* values) {
+  auto context = std::make_unique<DLManagedTensorContext>();
+  std::vector<std::int64_t> small{6, 4};
+  const DLTensor view{values, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, small.data(), nullptr, 0};
+  copy_dl_tensor_with_owned_metadata(*context, view, {/*materialize_implicit_strides=*/true});
+  context->dl_shape.shrink_to_fit();
+  context->dl_strides.shrink_to_fit();
+  context->tensor.dl_tensor.shape = context->dl_shape.data();
+  context->tensor.dl_tensor.strides = context->dl_strides.data();
+  return context;
+}
+
 // The context's view points into its own vectors. A copy that the heap refused half-way (the
 // shape's room grown and the old freed, then the strides' room refused) left the view pointing
 // at the freed room: every later read of the context was a use after free. Whatever allocation
@@ -230,14 +244,7 @@ TEST(CopyMetadata, ACopyTheHeapRefusesLeavesTheContextWhole) {
   bool threw = false;
   test::sweep_allocations(
       [&] {
-        context = std::make_unique<DLManagedTensorContext>();
-        std::vector<std::int64_t> small{6, 4};
-        const DLTensor view{values, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, small.data(), nullptr, 0};
-        copy_dl_tensor_with_owned_metadata(*context, view, {/*materialize_implicit_strides=*/true});
-        context->dl_shape.shrink_to_fit();
-        context->dl_strides.shrink_to_fit();
-        context->tensor.dl_tensor.shape = context->dl_shape.data();
-        context->tensor.dl_tensor.strides = context->dl_strides.data();
+        context = tight_6x4_context(values);
         threw = false;
       },
       [&] {
@@ -277,14 +284,7 @@ TEST(ContextCopy, AnAssignmentTheHeapRefusesLeavesTheContextWhole) {
       [&] {
         other = std::make_unique<DLManagedTensorContext>();
         copy_dl_tensor_with_owned_metadata(*other, larger, {/*materialize_implicit_strides=*/true});
-        context = std::make_unique<DLManagedTensorContext>();
-        std::vector<std::int64_t> small{6, 4};
-        const DLTensor view{values, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, small.data(), nullptr, 0};
-        copy_dl_tensor_with_owned_metadata(*context, view, {/*materialize_implicit_strides=*/true});
-        context->dl_shape.shrink_to_fit();
-        context->dl_strides.shrink_to_fit();
-        context->tensor.dl_tensor.shape = context->dl_shape.data();
-        context->tensor.dl_tensor.strides = context->dl_strides.data();
+        context = tight_6x4_context(values);
         threw = false;
       },
       [&] {
