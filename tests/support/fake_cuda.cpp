@@ -714,15 +714,20 @@ void FakeCuda::launch(cudaStream_t stream) {
   }
 }
 
-void FakeCuda::complete(cudaStream_t stream) {
+void FakeCuda::complete(cudaStream_t stream) { (void)complete_counting(stream, CudaEntry{}); }
+
+std::uint64_t FakeCuda::complete_counting(cudaStream_t stream, CudaEntry entry) {
+  std::uint64_t count = 0;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
+    count = calls(entry);  // calls are counted under this lock (call())
     if (Stream* found = state_->stream_of(stream)) {
       found->completed = found->launched;
     }
     state_->run_ready_operations();
   }
   state_->progress.notify_all();
+  return count;
 }
 
 void FakeCuda::complete_all() {

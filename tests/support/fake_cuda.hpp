@@ -82,6 +82,11 @@ class FakeCuda {
   void launch(cudaStream_t stream);
   /** @brief The GPU passes everything queued on `stream` so far. */
   void complete(cudaStream_t stream);
+  /**
+   * @brief complete(), returning calls(`entry`) at that instant: no call slips in between, however
+   *        long the caller's thread is kept off its CPU.
+   */
+  std::uint64_t complete_counting(cudaStream_t stream, CudaEntry entry);
   /** @brief complete() for every stream, default streams included. */
   void complete_all();
   /**
