@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -191,12 +192,19 @@ TEST(UcxFailure, ConnectionsThatEndedLeaveNothingBehind) {
     }
   };
   retry(100);  // UCX's own pools and caches grow to their size first
-  const std::size_t before = live_heap_bytes();
-  retry(400);
-  const std::size_t after = live_heap_bytes();
+  // A pool of UCX's may still grow once in a later window (by 0.4 MB here, 2.4 MB on a 16-core
+  // host): one step, where a connection kept would grow every window. So the least growth of
+  // three windows is what a connection keeps.
+  std::size_t least_growth = SIZE_MAX;
+  for (int window = 0; window < 3; ++window) {
+    const std::size_t before = live_heap_bytes();
+    retry(200);
+    const std::size_t after = live_heap_bytes();
+    least_growth = std::min(least_growth, after > before ? after - before : 0);
+  }
   // Before: about 800 bytes a connection stayed (its Peer, an empty deque's buffers, its name);
   // the bound leaves room for what other threads (UCX's, the release thread) hold meanwhile.
-  EXPECT_LT(after, before + 400 * 300) << (after - before) / 400 << " bytes a connection stayed";
+  EXPECT_LT(least_growth, 200u * 300) << least_growth / 200 << " bytes a connection stayed";
 
   // Ended and let go of: still a closed connection to every call, never an unknown one.
   LinkedWorkers linked;
