@@ -47,9 +47,11 @@ class LoopCounters {
 
 // BM_Hop3_Library's loop: import a CUDA tensor, readiness, three consumers wait and record, drop.
 void BM_Hop3_ZeroCostCuda(benchmark::State& state) {
-  holoscan_bench::ZeroCostCudaScope scope;
   static std::array<float, holoscan_bench::ReusableProducer::kElements> data{};
+  // Made before the scope, so it outlives the scope's flush: releases still queued at the end
+  // call its deleter.
   holoscan_bench::ReusableProducer producer(data.data(), DLDevice{kDLCUDA, 0});
+  holoscan_bench::ZeroCostCudaScope scope;
   const cudaStream_t stream = holoscan_bench::ZeroCostCudaScope::stream(0);
   std::array<cudaStream_t, kConsumers> consumers{};
   for (int i = 0; i < kConsumers; ++i) {
