@@ -30,10 +30,12 @@ namespace holoscan {
  * @brief How the release thread polls the GPU, and how long the exit drain may wait for it.
  *
  * Precedence, field by field: an environment variable that holds a valid value
- * (HOLOSCAN_DLPACK_RELEASE_POLL_US, HOLOSCAN_DLPACK_EXIT_DRAIN_MS), then the value set from code
+ * (HOLOSCAN_DLPACK_RELEASE_POLL_US, HOLOSCAN_DLPACK_EXIT_DRAIN_MS,
+ * HOLOSCAN_DLPACK_RELEASE_BACKLOG), then the value set from code
  * with set_release_thread_options(), then the defaults below. The environment is read when the
  * release thread starts, when options are set, when they are asked for, and (exit drain) when the
- * drain begins; the poll interval applies from the thread's next polling round.
+ * drain begins; the poll interval applies from the thread's next polling round, the backlog limit
+ * from the next drop.
  */
 struct HOLOSCAN_DLPACK_API ReleaseThreadOptions {
   /**
@@ -46,6 +48,16 @@ struct HOLOSCAN_DLPACK_API ReleaseThreadOptions {
   std::chrono::microseconds poll_interval{50};
   /** @brief The longest the exit drain waits for pending releases (0 to 24 h; default 5 s). */
   std::chrono::milliseconds exit_drain{5000};
+  /**
+   * @brief How far the release thread may fall behind (0 to 100000 releases; 0: no limit;
+   *        default 4096): releases queued that it has not yet found waiting for the GPU nor run.
+   *
+   * Past it, a thread that drops an owner wakes the release thread and waits for it (never on
+   * the release thread itself), until half the limit is left or for at most 1 ms a drop, so that
+   * threads dropping faster than one thread runs deleters cannot grow the queue and its events
+   * without bound. Releases waiting for the GPU never count: a drop never waits for the GPU.
+   */
+  std::size_t backlog_limit{4096};
 };
 
 /**

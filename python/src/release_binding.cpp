@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <new>
@@ -77,7 +78,26 @@ Unit whole_units(nb::handle value, const char* field) {
   return Unit(units);
 }
 
-ReleaseThreadOptions make_options(nb::handle poll_interval, nb::handle exit_drain) {
+// A count of releases: an int (not a bool), never negative; a count past size_t is kept at its
+// largest, for set_release_thread_options to refuse by name.
+std::size_t release_count(nb::handle value, const char* field) {
+  if (PyBool_Check(value.ptr()) || !PyLong_Check(value.ptr())) {
+    throw nb::type_error((std::string(field) + " must be an int (releases)").c_str());
+  }
+  int overflow = 0;
+  const long long count = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow < 0 || (overflow == 0 && count < 0)) {
+    raise_invalid_argument("ReleaseThreadOptions::" + std::string(field) +
+                           " must be 0 to 100000, not " + nb::str(value).c_str());
+  }
+  if (overflow > 0 || static_cast<unsigned long long>(count) > SIZE_MAX) {
+    return SIZE_MAX;
+  }
+  return static_cast<std::size_t>(count);
+}
+
+ReleaseThreadOptions make_options(nb::handle poll_interval, nb::handle exit_drain,
+                                  nb::handle backlog_limit) {
   ReleaseThreadOptions options;
   if (!poll_interval.is_none()) {
     options.poll_interval = whole_units<std::chrono::microseconds>(poll_interval, "poll_interval");
@@ -85,12 +105,16 @@ ReleaseThreadOptions make_options(nb::handle poll_interval, nb::handle exit_drai
   if (!exit_drain.is_none()) {
     options.exit_drain = whole_units<std::chrono::milliseconds>(exit_drain, "exit_drain");
   }
+  if (!backlog_limit.is_none()) {
+    options.backlog_limit = release_count(backlog_limit, "backlog_limit");
+  }
   return options;
 }
 
 std::string repr(const ReleaseThreadOptions& options) {
   return "ReleaseThreadOptions(poll_interval=" + std::to_string(options.poll_interval.count()) +
-         " us, exit_drain=" + std::to_string(options.exit_drain.count()) + " ms)";
+         " us, exit_drain=" + std::to_string(options.exit_drain.count()) +
+         " ms, backlog_limit=" + std::to_string(options.backlog_limit) + ")";
 }
 
 // A duration field: read as a timedelta, written from a timedelta or seconds.
@@ -108,23 +132,28 @@ void def_duration(nb::class_<ReleaseThreadOptions>& type, const char* name,
 void bind_options(nb::module_& module) {
   nb::class_<ReleaseThreadOptions> type(
       module, "ReleaseThreadOptions",
-      "How the release thread polls the GPU and how long the exit drain may wait for it (the "
-      "C++ holoscan::ReleaseThreadOptions). The environment variables "
-      "HOLOSCAN_DLPACK_RELEASE_POLL_US and HOLOSCAN_DLPACK_EXIT_DRAIN_MS win over what code sets.");
+      "How the release thread polls the GPU, how long the exit drain may wait for it, and how far "
+      "it may fall behind before a drop waits for it (the C++ holoscan::ReleaseThreadOptions). "
+      "The environment variables HOLOSCAN_DLPACK_RELEASE_POLL_US, HOLOSCAN_DLPACK_EXIT_DRAIN_MS "
+      "and HOLOSCAN_DLPACK_RELEASE_BACKLOG win over what code sets.");
   type.def(
           "__init__",
-          [](ReleaseThreadOptions* self, nb::handle poll_interval, nb::handle exit_drain) {
-            new (self) ReleaseThreadOptions(make_options(poll_interval, exit_drain));
+          [](ReleaseThreadOptions* self, nb::handle poll_interval, nb::handle exit_drain,
+             nb::handle backlog_limit) {
+            new (self) ReleaseThreadOptions(make_options(poll_interval, exit_drain, backlog_limit));
           },
           nb::kw_only(), nb::arg("poll_interval") = nb::none(), nb::arg("exit_drain") = nb::none(),
-          Entry(),
+          nb::arg("backlog_limit") = nb::none(), Entry(),
           nb::sig("def __init__(self, *, poll_interval: datetime.timedelta | float | None = None, "
-                  "exit_drain: datetime.timedelta | float | None = None) -> None"),
-          "Options with the defaults (50 us, 5 s) where None; a number is seconds.")
+                  "exit_drain: datetime.timedelta | float | None = None, "
+                  "backlog_limit: int | None = None) -> None"),
+          "Options with the defaults (50 us, 5 s, 4096 releases) where None; a number of "
+          "seconds for a duration.")
       .def(
           "__eq__",
           [](const ReleaseThreadOptions& a, const ReleaseThreadOptions& b) {
-            return a.poll_interval == b.poll_interval && a.exit_drain == b.exit_drain;
+            return a.poll_interval == b.poll_interval && a.exit_drain == b.exit_drain &&
+                   a.backlog_limit == b.backlog_limit;
           },
           nb::is_operator(), Entry())
       .def("__repr__", &repr, Entry());
@@ -136,6 +165,14 @@ void bind_options(nb::module_& module) {
                nb::sig("def exit_drain(self, value: datetime.timedelta | float, /) -> None"),
                "The longest the exit drain waits for pending releases (0 to 24 h, whole "
                "milliseconds).");
+  type.def_prop_rw(
+      "backlog_limit", [](const ReleaseThreadOptions& o) { return o.backlog_limit; },
+      [](ReleaseThreadOptions& o, nb::handle value) {
+        o.backlog_limit = release_count(value, "backlog_limit");
+      },
+      nb::for_setter(nb::sig("def backlog_limit(self, value: int, /) -> None")),
+      "How far the release thread may fall behind (0 to 100000 releases; 0: no limit): past it, "
+      "a thread that drops a tensor waits for the release thread, at most 1 ms a drop.");
 }
 
 }  // namespace

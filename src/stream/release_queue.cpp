@@ -73,9 +73,29 @@ bool ReleaseQueue::intake_empty() noexcept {
   return incoming_.empty();
 }
 
+// Releases queued that the worker has neither run nor found waiting for the GPU: its own work.
+bool ReleaseQueue::behind_by_more_than(std::size_t releases) noexcept {
+  std::lock_guard<SpinMutex> intake(intake_);
+  return outstanding_ > known_waiting_ + releases;
+}
+
+// Past the backlog limit: wakes the worker from any rest and waits until it is within half the
+// limit (a margin, so that the next drops do not wait at once again), the exit drain is over, or
+// kCatchUpWaitMax has passed. The worker never waits for the GPU on a drop's behalf here: what
+// waits for the GPU is not counted.
+void ReleaseQueue::wait_for_the_worker(std::size_t limit) noexcept {
+  const auto deadline = std::chrono::steady_clock::now() + kCatchUpWaitMax;
+  std::unique_lock<std::mutex> lock(mutex_);
+  ++catching_up_waiters_;
+  wake_.notify_one();
+  caught_up_.wait_until(lock, deadline,
+                        [&] { return closed_ || abandoned_ || !behind_by_more_than(limit / 2); });
+  --catching_up_waiters_;
+}
+
 // After warm-up a push allocates nothing (a finished node is reused), makes no system call unless
-// it waits long for the intake lock (the worker finds the release on its next round) and takes
-// only the intake lock.
+// it waits long for the intake lock (the worker finds the release on its next round) or the worker
+// is past the backlog limit, and takes only the intake lock.
 ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunction release,
                                             void* context) noexcept {
   if (!worker_started_.load(std::memory_order_acquire)) {
@@ -85,6 +105,8 @@ ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunc
       return PushResult::kNoRoom;
     }
   }
+  const std::size_t limit = backlog_limit_in_effect();
+  bool behind = false;
   {
     std::lock_guard<SpinMutex> intake(intake_);
     if (closed_) {
@@ -107,6 +129,11 @@ ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunc
     node.started = false;
     ++next_ticket_;
     ++outstanding_;
+    behind = limit != 0 && outstanding_ > known_waiting_ + limit;
+  }
+  // A deleter dropping owners on the release thread must not wait for the thread it runs on.
+  if (behind && !on_release_thread) {
+    wait_for_the_worker(limit);
   }
   return PushResult::kQueued;
 }
@@ -157,9 +184,15 @@ std::size_t ReleaseQueue::outstanding() noexcept {
 // Under the lock, once a release has run: O(1) per release (and per waiting flush), whatever the
 // backlog.
 void ReleaseQueue::count_out(std::uint64_t ticket) noexcept {
+  bool caught_up = false;
   {
     std::lock_guard<SpinMutex> intake(intake_);
     --outstanding_;
+    caught_up =
+        catching_up_waiters_ != 0 && outstanding_ <= known_waiting_ + backlog_limit_in_effect() / 2;
+  }
+  if (caught_up) {
+    caught_up_.notify_all();
   }
   bool flushed = false;
   for (Flusher* flusher = flushers_; flusher != nullptr; flusher = flusher->next) {
@@ -170,6 +203,12 @@ void ReleaseQueue::count_out(std::uint64_t ticket) noexcept {
   if (flushed) {
     drained_.notify_all();
   }
+}
+
+// Under the lock. A waiting drop always has work of the worker's behind it (its own release at
+// least), which it finds at its next intake: the quiet rest ends on a non-empty intake.
+bool ReleaseQueue::drops_wait_for_me() noexcept {
+  return catching_up_waiters_ != 0 && behind_by_more_than(backlog_limit_in_effect() / 2);
 }
 
 bool ReleaseQueue::nothing_left_to_start() noexcept {
@@ -284,6 +323,14 @@ void ReleaseQueue::run() noexcept {
         std::chrono::steady_clock::now() - started);
     lock.lock();
     move_completed_to_running();
+    {
+      // What is left active waits for the GPU: drops do not wait for those (see push()).
+      std::lock_guard<SpinMutex> intake(intake_);
+      known_waiting_ = active_.size();
+    }
+    if (catching_up_waiters_ != 0) {
+      caught_up_.notify_all();  // they check how far behind the worker is now
+    }
     const bool progressed = run_ready(lock);
     // A round's queries contend with the application's calls for the driver: the thread rests
     // at least kRestFactor times as long as they took, and new releases do not cut the rest
@@ -295,15 +342,17 @@ void ReleaseQueue::run() noexcept {
     // GPU, which must not wait a whole (possibly long) interval once the GPU is done.
     idle = progressed || flushing ? min_idle : std::clamp(idle * 2, min_idle, max_idle);
     idle = std::max(idle, std::min(spent * kRestFactor, max_idle));
-    if (!active_.empty() && !abandoned_) {
+    // Drops waiting for this thread to catch up end any rest: it runs rounds until it has.
+    if (!active_.empty() && !abandoned_ && !drops_wait_for_me()) {
       wake_.wait_for(lock, flushing ? std::min(min_idle, kFlushRest) : idle, [&] {
         return abandoned_ || stopping_ != stopping || options_version_ != options_version ||
-               (flushers_ != nullptr && !flushing);
+               (flushers_ != nullptr && !flushing) || drops_wait_for_me();
       });
     }
   }
   close_locked();
   drained_.notify_all();
+  caught_up_.notify_all();
 }
 
 // At exit: the worker releases everything still pending as the GPU passes it, polling as usual,
@@ -333,6 +382,7 @@ void ReleaseQueue::stop() noexcept {
     close_locked();
     abandoned_ = true;
     drained_.notify_all();  // flush() calls waiting for a worker that never comes
+    caught_up_.notify_all();
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: no release thread; %zu deferred release(s) "
                  "left un-run\n",
@@ -345,6 +395,7 @@ void ReleaseQueue::stop() noexcept {
     close_locked();
     wake_.notify_all();
     drained_.notify_all();  // flush() calls waiting for the worker: the drain is over
+    caught_up_.notify_all();
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: %zu deferred release(s) still pending after "
                  "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain); "
@@ -393,7 +444,9 @@ void ReleaseQueue::renew_in_child() noexcept {
   new (&intake_) SpinMutex();
   new (&wake_) std::condition_variable();
   new (&drained_) std::condition_variable();
+  new (&caught_up_) std::condition_variable();
   flushers_ = nullptr;  // the parent's waiting threads do not exist here
+  catching_up_waiters_ = 0;
   inherited_below_ = next_ticket_;
   if (on_release_thread) {
     progress_.forget();

@@ -50,6 +50,11 @@ struct Flusher {
  * intake lock, inside the queue's lock, only to move new releases in and finished nodes back.
  * The lists are changed only under their locks, so that a fork() (which takes both first) leaves
  * them consistent in the child. At exit the thread drains what is left, within a time limit.
+ *
+ * Backpressure: threads that drop owners faster than this one thread runs deleters (or while a
+ * deleter blocks it) would grow the queue, and the events its points hold, without bound. A push
+ * that finds more releases than the backlog limit neither run nor known to wait for the GPU
+ * wakes the worker and waits, briefly, for it to catch up (never for the GPU).
  */
 class HOLOSCAN_DLPACK_ABI ReleaseQueue {
  public:
@@ -87,8 +92,11 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   bool start_worker_locked() noexcept;
   void close_locked() noexcept;
   bool intake_empty() noexcept;
+  bool behind_by_more_than(std::size_t releases) noexcept;
+  void wait_for_the_worker(std::size_t limit) noexcept;
   void run() noexcept;
   bool nothing_left_to_start() noexcept;
+  bool drops_wait_for_me() noexcept;
   void poll_active(std::uint64_t inherited_below) noexcept;
   void move_completed_to_running() noexcept;
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
@@ -113,16 +121,21 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   // may start after a quiet spell.
   static constexpr std::chrono::microseconds kQuietMax{20'000};
   static constexpr int kRestFactor = 9;  // at most a tenth of the time spent querying the GPU
+  // The longest a drop waits for the worker to catch up (past the backlog limit): a deleter that
+  // blocks the worker, or needs a lock the dropping thread holds, costs a drop no more.
+  static constexpr std::chrono::microseconds kCatchUpWaitMax{1000};
 
   std::mutex mutex_;
-  std::condition_variable wake_;     // new work, a stop
-  std::condition_variable drained_;  // a flush's releases have all run, the drain ended
+  std::condition_variable wake_;       // new work, a stop
+  std::condition_variable drained_;    // a flush's releases have all run, the drain ended
+  std::condition_variable caught_up_;  // the worker is no longer far behind, or the drain ended
   // Under intake_ (taken alone by push and outstanding(), inside mutex_ by everyone else, never
   // the other way round): what push touches.
   SpinMutex intake_;
   std::list<PendingRelease> incoming_;
   std::list<PendingRelease> spare_;  // finished nodes, reused so a push need not allocate
   std::size_t outstanding_ = 0;      // queued and not yet run
+  std::size_t known_waiting_ = 0;    // of those, found waiting for the GPU in the last round
   std::uint64_t next_ticket_ = 0;
   bool closed_ = false;  // the exit drain ended (or was abandoned): nothing more is taken
                          // (written under both locks, so either one suffices to read it)
@@ -130,13 +143,14 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   // takes mutex_ to start one.
   std::atomic<bool> worker_started_{false};
   // Under mutex_:
-  std::list<PendingRelease> active_;   // polled by the worker, which alone changes its points
-  std::list<PendingRelease> running_;  // completed; run (or running) in order
-  std::uint64_t inherited_below_ = 0;  // in a forked child: tickets queued by the parent
-  Flusher* flushers_ = nullptr;        // threads waiting in flush()
-  std::uint64_t options_version_ = 0;  // counts options_changed(): a rest ends when it moves
-  bool stopping_ = false;              // the exit drain was asked for
-  bool abandoned_ = false;             // the exit drain ran out of time: nothing more is run
+  std::list<PendingRelease> active_;     // polled by the worker, which alone changes its points
+  std::list<PendingRelease> running_;    // completed; run (or running) in order
+  std::uint64_t inherited_below_ = 0;    // in a forked child: tickets queued by the parent
+  Flusher* flushers_ = nullptr;          // threads waiting in flush()
+  std::size_t catching_up_waiters_ = 0;  // drops waiting for the worker (caught_up_)
+  std::uint64_t options_version_ = 0;    // counts options_changed(): a rest ends when it moves
+  bool stopping_ = false;                // the exit drain was asked for
+  bool abandoned_ = false;               // the exit drain ran out of time: nothing more is run
   std::chrono::steady_clock::time_point drain_deadline_{};  // set as the exit drain begins
   std::unique_ptr<std::thread> worker_;
   // The worker's own (never under the lock): how far each stream has got, and the active

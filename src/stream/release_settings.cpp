@@ -22,27 +22,46 @@ constexpr std::int64_t kDefaultExitDrainMs = 5000;
 constexpr SettingRange kPollInterval{"HOLOSCAN_DLPACK_RELEASE_POLL_US", "us", 1, 1'000'000};
 constexpr std::int64_t kDefaultPollUs = 50;
 
-// Set from code (set_release_thread_options), for when the environment says nothing: both in one
-// word (the ranges fit 32 bits each), so that threads setting options at once leave one's whole
+// Releases the release thread may leave unexamined or un-run before a drop waits for it.
+constexpr SettingRange kBacklog{"HOLOSCAN_DLPACK_RELEASE_BACKLOG", "releases", 0, 100'000};
+constexpr std::int64_t kDefaultBacklog = 4096;
+
+// Set from code (set_release_thread_options), for when the environment says nothing: all three
+// in one word (20, 27 and 17 bits), so that threads setting options at once leave one's whole
 // set, never one's interval with another's drain.
-constexpr std::uint64_t code_options_of(std::int64_t poll_us, std::int64_t exit_drain_ms) {
-  return static_cast<std::uint64_t>(exit_drain_ms) << 32 | static_cast<std::uint64_t>(poll_us);
+constexpr int kPollBits = 20;
+constexpr int kDrainBits = 27;
+constexpr int kBacklogBits = 17;
+static_assert(kPollInterval.max < (std::int64_t{1} << kPollBits) &&
+                  kExitDrain.max < (std::int64_t{1} << kDrainBits) &&
+                  kBacklog.max < (std::int64_t{1} << kBacklogBits) &&
+                  kPollBits + kDrainBits + kBacklogBits <= 64,
+              "each setting fits its part of the word");
+constexpr std::uint64_t code_options_of(std::int64_t poll_us, std::int64_t exit_drain_ms,
+                                        std::int64_t backlog) {
+  return static_cast<std::uint64_t>(backlog) << (kPollBits + kDrainBits) |
+         static_cast<std::uint64_t>(exit_drain_ms) << kPollBits |
+         static_cast<std::uint64_t>(poll_us);
 }
-std::int64_t poll_us_of(std::uint64_t code) {
-  return static_cast<std::int64_t>(code & 0xffffffffu);
+std::int64_t field_of(std::uint64_t code, int shift, int bits) {
+  return static_cast<std::int64_t>((code >> shift) & ((std::uint64_t{1} << bits) - 1));
 }
-std::int64_t exit_drain_ms_of(std::uint64_t code) { return static_cast<std::int64_t>(code >> 32); }
-static_assert(kPollInterval.max < (std::int64_t{1} << 32) &&
-                  kExitDrain.max < (std::int64_t{1} << 32),
-              "each setting fits its half of the word");
-std::atomic<std::uint64_t> code_options{code_options_of(kDefaultPollUs, kDefaultExitDrainMs)};
-// What the release thread uses; 0 until first read.
+std::int64_t poll_us_of(std::uint64_t code) { return field_of(code, 0, kPollBits); }
+std::int64_t exit_drain_ms_of(std::uint64_t code) { return field_of(code, kPollBits, kDrainBits); }
+std::int64_t backlog_of(std::uint64_t code) {
+  return field_of(code, kPollBits + kDrainBits, kBacklogBits);
+}
+std::atomic<std::uint64_t> code_options{
+    code_options_of(kDefaultPollUs, kDefaultExitDrainMs, kDefaultBacklog)};
+// What the release thread and the drops use; the poll interval 0 until first read.
 std::atomic<std::int64_t> poll_us_in_effect{0};
+std::atomic<std::size_t> backlog_in_effect{kDefaultBacklog};
 
 // One message per variable and process: a setting read at every exit or thread start would
 // otherwise repeat it.
 std::atomic<bool> exit_drain_reported{false};
 std::atomic<bool> poll_interval_reported{false};
+std::atomic<bool> backlog_reported{false};
 
 void report(std::atomic<bool>& reported, const SettingRange& range, const char* text,
             const char* problem, std::int64_t used) {
@@ -88,16 +107,19 @@ std::chrono::milliseconds exit_drain_of(std::uint64_t code) noexcept {
                                               exit_drain_ms_of(code), exit_drain_reported));
 }
 
-// Stores the interval of the options set and returns it with the options it came from. Another
-// thread may set options between this read of them and the store, and store its interval first:
-// the store is made again until the options it came from are still those set, so that the last
-// store is always of the last options set.
+// Stores the interval and the backlog limit of the options set and returns the interval with the
+// options it came from. Another thread may set options between this read of them and the stores,
+// and store its own first: the stores are made again until the options they came from are still
+// those set, so that the last stores are always of the last options set.
 std::pair<std::chrono::microseconds, std::uint64_t> refresh_from_options() noexcept {
   std::uint64_t code = code_options.load();
   while (true) {
     const std::int64_t us = setting_or(std::getenv(kPollInterval.variable), kPollInterval,
                                        poll_us_of(code), poll_interval_reported);
+    const std::int64_t backlog =
+        setting_or(std::getenv(kBacklog.variable), kBacklog, backlog_of(code), backlog_reported);
     poll_us_in_effect.store(us);
+    backlog_in_effect.store(static_cast<std::size_t>(backlog));
     const std::uint64_t now = code_options.load();
     if (now == code) {
       return {std::chrono::microseconds(us), code};
@@ -116,7 +138,12 @@ std::chrono::microseconds refresh_poll_interval() noexcept { return refresh_from
 
 ReleaseThreadOptions options_in_effect() noexcept {
   const auto [poll_interval, code] = refresh_from_options();
-  return {poll_interval, exit_drain_of(code)};  // both of one set
+  // All of one set (the backlog limit as refresh_from_options stored it from the same word).
+  return {poll_interval, exit_drain_of(code), backlog_limit_in_effect()};
+}
+
+std::size_t backlog_limit_in_effect() noexcept {
+  return backlog_in_effect.load(std::memory_order_relaxed);
 }
 
 std::chrono::microseconds poll_interval_in_effect() noexcept {
@@ -140,6 +167,7 @@ bool in_range(std::int64_t value, const detail::SettingRange& range) {
 // A refusal's message is built on the heap: out of host memory the refusal is kResourceExhausted
 // without one, never std::bad_alloc (nothing was changed by then).
 expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& options) try {
+  using detail::kBacklog;
   using detail::kExitDrain;
   using detail::kPollInterval;
   if (!in_range(options.poll_interval.count(), kPollInterval)) {
@@ -152,9 +180,15 @@ expected<void, Error> set_release_thread_options(const ReleaseThreadOptions& opt
                            "ReleaseThreadOptions::exit_drain must be 0 ms to 24 h, not " +
                                std::to_string(options.exit_drain.count()) + " ms");
   }
+  if (options.backlog_limit > static_cast<std::size_t>(kBacklog.max)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "ReleaseThreadOptions::backlog_limit must be 0 to 100000, not " +
+                               std::to_string(options.backlog_limit));
+  }
   detail::code_options.store(
-      detail::code_options_of(options.poll_interval.count(), options.exit_drain.count()));
-  (void)detail::refresh_poll_interval();
+      detail::code_options_of(options.poll_interval.count(), options.exit_drain.count(),
+                              static_cast<std::int64_t>(options.backlog_limit)));
+  (void)detail::refresh_poll_interval();  // the backlog limit too
   // A rest begun under a long interval would otherwise last it out after a shorter one is set.
   if (detail::ReleaseQueue* queue = detail::ReleaseQueue::existing()) {
     queue->options_changed();

@@ -5,6 +5,7 @@
 // as written.
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 #include "holoscan/deferred_release.hpp"
@@ -35,12 +36,20 @@ HOLOSCAN_DLPACK_ABI std::chrono::milliseconds exit_drain_setting() noexcept;
 
 /**
  * @brief The shortest rest between polling rounds: HOLOSCAN_DLPACK_RELEASE_POLL_US (read now),
- *        else code's; it becomes the interval in effect.
+ *        else code's; it becomes the interval in effect, and the backlog limit
+ *        (HOLOSCAN_DLPACK_RELEASE_BACKLOG, else code's) the limit in effect.
  */
 HOLOSCAN_DLPACK_ABI std::chrono::microseconds refresh_poll_interval() noexcept;
 
-/** @brief Both options of one set, the interval refreshed as by refresh_poll_interval(). */
+/** @brief The options of one set, the interval (and backlog limit) refreshed as by
+ *         refresh_poll_interval(). */
 HOLOSCAN_DLPACK_ABI ReleaseThreadOptions options_in_effect() noexcept;
+
+/**
+ * @brief Releases the release thread may be behind by before a drop waits for it (0: no limit),
+ *        as last refreshed with the poll interval (one relaxed atomic load).
+ */
+HOLOSCAN_DLPACK_ABI std::size_t backlog_limit_in_effect() noexcept;
 
 /** @brief The poll interval in effect, as last refreshed (one atomic load). */
 HOLOSCAN_DLPACK_ABI std::chrono::microseconds poll_interval_in_effect() noexcept;

@@ -1,12 +1,16 @@
-// Covers the release queue's bookkeeping against a backlog: each release costs the same to account
-// for whether 10 thousand or 160 thousand others wait beside it.
+// Covers the release queue against a backlog: each release costs the same to account for whether
+// 10 thousand or 160 thousand others wait beside it, and drops past the backlog limit wait
+// (briefly) for a release thread that falls behind, so that the backlog cannot grow without bound.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <thread>
+#include <utility>
 
 #include <time.h>
 
@@ -24,7 +28,34 @@ using test::FakeCuda;
 
 using Buffer = DLManagedMemoryBufferVersioned;
 
-class ReleaseBacklog : public test::FakeCudaTest {};
+// Each test starts and ends with the default options.
+class ReleaseBacklog : public test::FakeCudaTest {
+ protected:
+  void SetUp() override {
+    test::FakeCudaTest::SetUp();
+    ASSERT_TRUE(set_release_thread_options({}));
+  }
+  void TearDown() override {
+    flush_deferred_releases();
+    ASSERT_TRUE(set_release_thread_options({}));
+  }
+
+  // Sets the backlog limit (and the poll interval), the other option left at its default.
+  static void set_limit(std::size_t releases,
+                        std::chrono::microseconds poll = std::chrono::microseconds(50)) {
+    ReleaseThreadOptions options;
+    options.backlog_limit = releases;
+    options.poll_interval = poll;
+    ASSERT_TRUE(set_release_thread_options(options));
+  }
+
+  // Drops an owner of a tensor whose deleter runs `on_delete`, with a deallocation point on
+  // `stream` (idle: the point has passed, but only the release thread finds that out).
+  static void drop_with_passed_point(std::function<void()> on_delete, cudaStream_t stream) {
+    Buffer buffer(test::make_callback_tensor(std::move(on_delete)));
+    ASSERT_TRUE(buffer.set_deallocation_stream(stream));
+  }
+};
 
 // The process's CPU time, in seconds: unlike the wall clock, other processes on a busy machine do
 // not add to it, and the flushing thread sleeps while the release thread works.
@@ -92,6 +123,7 @@ TEST_F(ReleaseBacklog, FlushCostPerReleaseDoesNotGrowWithTheBacklog) {
   constexpr int kSmall = 40'000;
   constexpr int kLarge = 320'000;
   constexpr int kRuns = 3;
+  ASSERT_NO_FATAL_FAILURE(set_limit(0));  // the backlogs are built behind a blocked deleter
   double small = 1;
   double large = 1;
   for (int run = 0; run < kRuns; ++run) {
@@ -102,6 +134,125 @@ TEST_F(ReleaseBacklog, FlushCostPerReleaseDoesNotGrowWithTheBacklog) {
   ASSERT_GT(large, 0);
   EXPECT_LT(large, 3 * small) << "per release: " << small * 1e6 << " us with " << kSmall
                               << " pending, " << large * 1e6 << " us with " << kLarge;
+}
+
+// Threads that drop owners faster than the release thread runs deleters: before the limit, the
+// queue (and the events its points hold) grew without bound (two threads dropping for 4 s on two
+// cores left 700 thousand releases pending); now a drop past the limit waits for the release
+// thread, which here runs a deleter in 100 us, so the backlog stays at the limit.
+TEST_F(ReleaseBacklog, DropsPastTheLimitWaitForASlowReleaseThread) {
+  constexpr std::size_t kLimit = 32;
+  constexpr int kDrops = 400;
+  ASSERT_NO_FATAL_FAILURE(set_limit(kLimit));
+  cudaStream_t stream = fake().create_stream(0);
+  std::atomic<int> ran{0};
+  std::size_t most_pending = 0;
+  for (int i = 0; i < kDrops; ++i) {
+    drop_with_passed_point(
+        [&] {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          ran.fetch_add(1);
+        },
+        stream);
+    most_pending = std::max(most_pending, pending_deferred_releases());
+  }
+  // One past the limit, plus a release for each millisecond the release thread got no CPU at all
+  // (a drop waits at most that long).
+  EXPECT_LE(most_pending, kLimit + 16);
+  flush_deferred_releases();
+  EXPECT_EQ(ran.load(), kDrops);
+  EXPECT_EQ(pending_deferred_releases(), 0u);
+}
+
+// The release thread rests up to the poll interval (here 1 s) and a drop does not wake it, except
+// past the limit: the backlog stays at the limit, however long the rest.
+TEST_F(ReleaseBacklog, ARestingReleaseThreadIsWokenPastTheLimit) {
+  constexpr std::size_t kLimit = 64;
+  constexpr int kDrops = 1000;
+  ASSERT_NO_FATAL_FAILURE(set_limit(kLimit, std::chrono::seconds(1)));
+  cudaStream_t stream = fake().create_stream(0);
+  std::atomic<int> ran{0};
+  std::size_t most_pending = 0;
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < kDrops; ++i) {
+    drop_with_passed_point([&] { ran.fetch_add(1); }, stream);
+    most_pending = std::max(most_pending, pending_deferred_releases());
+  }
+  const auto spent = std::chrono::steady_clock::now() - started;
+  EXPECT_LE(most_pending, kLimit + 16);
+  EXPECT_GE(ran.load(), kDrops - static_cast<int>(kLimit) - 16);
+  // Each wait ends once the thread caught up, long before the 1 s rest would have.
+  EXPECT_LT(spent, std::chrono::milliseconds(900));
+  flush_deferred_releases();
+  EXPECT_EQ(ran.load(), kDrops);
+}
+
+// A deleter that blocks the release thread: each drop past the limit waits for it, but no more
+// than the bound (1 ms), so the dropping thread goes on (slowly) rather than hanging; without a
+// limit the backlog grows behind the deleter and no drop waits.
+TEST_F(ReleaseBacklog, ABlockedReleaseThreadCostsEachDropPastTheLimitAtMostTheWaitBound) {
+  cudaStream_t stream = fake().create_stream(0);
+  for (const std::size_t limit : {std::size_t{16}, std::size_t{0}}) {
+    SCOPED_TRACE(limit == 0 ? "no limit" : "limit 16");
+    ASSERT_NO_FATAL_FAILURE(set_limit(limit));
+    std::atomic<bool> blocking{false};
+    std::atomic<bool> may_return{false};
+    std::atomic<int> ran{0};
+    drop_with_passed_point(
+        [&] {
+          blocking.store(true);
+          while (!may_return.load()) {
+            std::this_thread::yield();
+          }
+        },
+        stream);
+    ASSERT_TRUE(test::eventually([&] { return blocking.load(); }));
+    constexpr int kDrops = 40;
+    const auto started = std::chrono::steady_clock::now();
+    for (int i = 0; i < kDrops; ++i) {
+      drop_with_passed_point([&] { ran.fetch_add(1); }, stream);
+    }
+    const auto spent = std::chrono::steady_clock::now() - started;
+    EXPECT_EQ(pending_deferred_releases(), static_cast<std::size_t>(kDrops) + 1);
+    if (limit != 0) {
+      // The drops past the limit (all but the first 15 of 40, the blocked release counting) each
+      // waited out the bound: at least 25 ms, and far less than a hang.
+      EXPECT_GE(spent, std::chrono::milliseconds(kDrops - 15));
+      EXPECT_LT(spent, std::chrono::seconds(5));
+    } else {
+      EXPECT_LT(spent, std::chrono::milliseconds(kDrops - 15));
+    }
+    may_return.store(true);
+    flush_deferred_releases();
+    EXPECT_EQ(ran.load(), kDrops);
+  }
+}
+
+// A deleter on the release thread that drops owners past the limit must not wait for the thread
+// it runs on (each drop would wait out the bound, 1 ms, for nothing).
+TEST_F(ReleaseBacklog, ADeleterDroppingPastTheLimitOnTheReleaseThreadNeverWaits) {
+  constexpr std::size_t kLimit = 8;
+  constexpr int kInnerDrops = 100;
+  ASSERT_NO_FATAL_FAILURE(set_limit(kLimit));
+  cudaStream_t stream = fake().create_stream(0);
+  std::atomic<int> ran{0};
+  std::atomic<std::int64_t> inner_us{-1};
+  drop_with_passed_point(
+      [&] {
+        const auto started = std::chrono::steady_clock::now();
+        for (int i = 0; i < kInnerDrops; ++i) {
+          drop_with_passed_point([&] { ran.fetch_add(1); }, stream);
+        }
+        inner_us.store(std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - started)
+                           .count());
+      },
+      stream);
+  flush_deferred_releases();
+  ASSERT_TRUE(test::eventually([&] { return ran.load() == kInnerDrops; }));
+  // Waiting would take at least (100 - 8) ms.
+  EXPECT_LT(inner_us.load(), 50'000);
+  EXPECT_GE(inner_us.load(), 0);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ US = datetime.timedelta(microseconds=1)
 MS = datetime.timedelta(milliseconds=1)
 ENV_POLL = "HOLOSCAN_DLPACK_RELEASE_POLL_US"
 ENV_DRAIN = "HOLOSCAN_DLPACK_EXIT_DRAIN_MS"
+ENV_BACKLOG = "HOLOSCAN_DLPACK_RELEASE_BACKLOG"
 
 
 @pytest.fixture
@@ -27,14 +28,19 @@ def restored_options():
 def no_option_environment(monkeypatch):
     monkeypatch.delenv(ENV_POLL, raising=False)
     monkeypatch.delenv(ENV_DRAIN, raising=False)
+    monkeypatch.delenv(ENV_BACKLOG, raising=False)
 
 
 def test_the_defaults_are_the_cpp_ones():
     options = hd.ReleaseThreadOptions()
     assert options.poll_interval == 50 * US and options.exit_drain == 5000 * MS
-    assert repr(options) == "ReleaseThreadOptions(poll_interval=50 us, exit_drain=5000 ms)"
-    assert options == hd.ReleaseThreadOptions(poll_interval=50 * US, exit_drain=5.0)
+    assert options.backlog_limit == 4096
+    assert repr(options) == ("ReleaseThreadOptions(poll_interval=50 us, exit_drain=5000 ms, "
+                             "backlog_limit=4096)")
+    assert options == hd.ReleaseThreadOptions(poll_interval=50 * US, exit_drain=5.0,
+                                              backlog_limit=4096)
     assert options != hd.ReleaseThreadOptions(exit_drain=0)
+    assert options != hd.ReleaseThreadOptions(backlog_limit=0)
     assert options != "ReleaseThreadOptions()"
 
 
@@ -62,7 +68,7 @@ def test_seconds_past_a_timedelta_are_kept_past_the_range_for_the_setter_to_refu
     # cannot hold, where every other value out of range is refused by name when set.
     options = hd.ReleaseThreadOptions(poll_interval=seconds, exit_drain=seconds)
     assert repr(options) == (f"ReleaseThreadOptions(poll_interval={expected} us, "
-                             f"exit_drain={expected} ms)")
+                             f"exit_drain={expected} ms, backlog_limit=4096)")
     with pytest.raises(hd.errors.InvalidArgumentError, match="ReleaseThreadOptions::poll_interval"):
         hd.set_release_thread_options(options)
     assert hd.release_thread_options() == restored_options
@@ -94,8 +100,31 @@ def test_a_timedelta_whose_division_gives_no_integer_is_a_type_error():
         options.exit_drain = Odd(milliseconds=5)
 
 
+def test_the_backlog_limit_is_a_whole_count_of_releases(restored_options, no_option_environment):
+    options = hd.ReleaseThreadOptions(backlog_limit=0)
+    assert options.backlog_limit == 0, "0: no limit"
+    options.backlog_limit = 100_000
+    hd.set_release_thread_options(options)
+    assert hd.release_thread_options().backlog_limit == 100_000
+    for wrong in (True, 1.5, "64"):
+        with pytest.raises(TypeError, match="backlog_limit must be an int"):
+            options.backlog_limit = wrong
+    with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+        hd.ReleaseThreadOptions(backlog_limit=-1)
+    assert str(raised.value) == ("kInvalidArgument: ReleaseThreadOptions::backlog_limit must be "
+                                 "0 to 100000, not -1")
+    for too_many, shown in ((100_001, "100001"), (2**80, str(2**64 - 1))):
+        options.backlog_limit = too_many
+        with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+            hd.set_release_thread_options(options)
+        assert str(raised.value) == ("kInvalidArgument: ReleaseThreadOptions::backlog_limit must "
+                                     f"be 0 to 100000, not {shown}")
+        assert hd.release_thread_options().backlog_limit == 100_000, "nothing changed"
+
+
 def test_options_set_from_code_are_in_effect(restored_options, no_option_environment, testing):
-    wanted = hd.ReleaseThreadOptions(poll_interval=200 * US, exit_drain=1500 * MS)
+    wanted = hd.ReleaseThreadOptions(poll_interval=200 * US, exit_drain=1500 * MS,
+                                     backlog_limit=64)
     assert hd.set_release_thread_options(wanted) is None
     assert hd.release_thread_options() == wanted
     calls = testing.deleter_calls()
@@ -136,13 +165,15 @@ def test_the_environment_wins_over_code():
     result = run_python(f"""
         import datetime, os
         os.environ["{ENV_POLL}"] = "300"
+        os.environ["{ENV_BACKLOG}"] = "0"
         import holoscan_dlpack as hd
         us = datetime.timedelta(microseconds=1)
         hd.set_release_thread_options(hd.ReleaseThreadOptions(poll_interval=100 * us,
-                                                              exit_drain=2.0))
+                                                              exit_drain=2.0, backlog_limit=9))
         options = hd.release_thread_options()
         assert options.poll_interval == 300 * us, options
         assert options.exit_drain == datetime.timedelta(seconds=2), options
+        assert options.backlog_limit == 0, options
         print("ok")
     """)
     assert result.returncode == 0, result.stderr
