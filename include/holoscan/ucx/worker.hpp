@@ -73,8 +73,11 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
   std::uint64_t answers_carried = 0;  ///< Confirmations sent in a tensor's header, no Ack
                                       ///< (counted once UCX completed that message).
   std::uint64_t peers_accepted = 0;   ///< Connections accepted by the listener.
-  std::uint64_t peers_lost = 0;       ///< Connections that failed, were closed by the peer, or
-                                      ///< were ended here because an answer could not go out.
+  std::uint64_t peers_lost = 0;       ///< Connections that UCX reported broken (a connect()'s
+                                      ///< among them), were closed by the peer, or were ended
+                                      ///< here because an answer could not go out; not a
+                                      ///< connect() that timed out or found another wire
+                                      ///< version (its error is the report).
   std::uint64_t readiness_waits = 0;  ///< Sends held back until their readiness point passed.
   std::uint64_t memory_waits = 0;     ///< Arrivals that waited for a free receive_pool block.
 };
