@@ -399,7 +399,10 @@ bool Worker::connected(PeerId id) const noexcept {
   return with_state(state_, [&](State& state) {
     StateLock lock(state);
     auto found = state.peers.find(id);
-    return found != state.peers.end() && !found->second.lost;
+    // A connect() under way, or one that failed, has given the caller no id: not a connection
+    // (until the next round ends an abandoned one, it would otherwise read as up).
+    return found != state.peers.end() && !found->second.lost && !found->second.connecting &&
+           !found->second.abandoned;
   });
 }
 

@@ -198,6 +198,8 @@ TEST(UcxConnectOutOfMemory, AConnectAbandonedOutOfMemoryDropsItsTensorAndIsForgo
     }
     EXPECT_NE(connected.error().message.find("out of host memory"), std::string::npos)
         << to_string(connected.error());
+    // The worker's first id (1), never given: no connection, before a round has ended it too.
+    EXPECT_FALSE(worker.connected(1));
     // Nothing of it is reported, while the rounds of receive() end its connection.
     std::string reported;
     const auto until = Clock::now() + std::chrono::milliseconds(1500);

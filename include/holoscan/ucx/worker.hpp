@@ -206,7 +206,8 @@ class HOLOSCAN_DLPACK_API Worker {
   std::size_t in_flight(PeerId peer) const noexcept;
   /** @brief Sends held for readiness plus arrivals held for memory: progress() must be polled. */
   std::size_t waiting() const noexcept;
-  /** @brief Whether `peer` is connected (known and not lost or closed). */
+  /** @brief Whether `peer` is connected (known, given by connect() or accept(), not lost or
+   *         closed). */
   bool connected(PeerId peer) const noexcept;
   /** @brief The counters so far. */
   WorkerStats stats() const noexcept;
