@@ -10,7 +10,8 @@ using ReleaseFunction = void (*)(void* context) noexcept;
 
 /**
  * @brief Runs `release(context)` once every point in `points` has completed, on the release
- *        thread; returns at once. Falls back to waiting here only if the queue cannot grow.
+ *        thread; returns at once (past the backlog limit, after up to 1 ms for the release thread
+ *        to catch up). Falls back to waiting here only if the queue cannot grow.
  *        The points are taken (copied once, into the queue); `points` is left empty.
  */
 HOLOSCAN_DLPACK_WING_API void defer_release(StreamPointList&& points, ReleaseFunction release,
