@@ -57,9 +57,24 @@ std::pair<ChannelHandle, ChannelHandle> make_pair() {
   return {ChannelHandle{std::move(ends.first)}, ChannelHandle{std::move(ends.second)}};
 }
 
-ChannelHandle connect(const std::string& path) {
-  // A listener whose backlog is full makes connect() wait.
-  return ChannelHandle{value_or_raise(without_gil([&] { return ipc::Channel::connect(path); }))};
+// A listener whose backlog is full makes connect() wait: in slices, so that a signal
+// (KeyboardInterrupt) ends a wait without a limit too.
+nb::object connect(const std::string& path, std::optional<int> timeout_ms) {
+  nb::object connected = wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
+    auto channel = without_gil([&] { return ipc::Channel::connect(path, slice_ms); });
+    if (!channel && channel.error().code == ErrorCode::kTimeout) {
+      return nb::object();  // still full: the next slice, or the end of the wait
+    }
+    return nb::cast(ChannelHandle{value_or_raise(std::move(channel))});
+  });
+  if (connected.is_none()) {
+    raise_error(Error{ErrorCode::kTimeout,
+                      "ipc channel: connect to " + path +
+                          ": the listener's backlog stayed full for " +
+                          std::to_string(*timeout_ms) + " ms",
+                      0});
+  }
+  return connected;
 }
 
 // Takes `fd` over: on success it is closed (the channel holds a close-on-exec duplicate, so that
@@ -103,8 +118,11 @@ void bind_channel(nb::module_& module) {
       "adopt() it there.");
   type.def_static("pair", &make_pair, Entry(),
                   "Two connected ends, one for this process and one for a child it starts.")
-      .def_static("connect", &connect, nb::arg("path"), Entry(),
-                  "Connects to the Listener bound at `path`.")
+      .def_static("connect", &connect, nb::arg("path"), nb::arg("timeout_ms") = nb::none(), Entry(),
+                  nb::sig("def connect(path: str, timeout_ms: int | None = None) -> Channel"),
+                  "Connects to the Listener bound at `path`. While its backlog is full (a "
+                  "listener that does not accept), waits up to `timeout_ms` (None: no limit), "
+                  "then raises HoloscanTimeoutError.")
       .def_static("adopt", &adopt, nb::arg("fd"), Entry(),
                   "Takes over `fd`, a connected AF_UNIX SOCK_SEQPACKET socket (one inherited, or "
                   "a multiprocessing duplicate): it is closed, and the channel holds a "

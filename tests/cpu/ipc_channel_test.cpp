@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -524,6 +525,8 @@ TEST_F(IpcListener, AcceptTimesOutWithNoConnection) {
 std::atomic<int> g_listen_delay_ms{0};
 // The errno the next listen() of this binary fails with (0: it listens).
 std::atomic<int> g_listen_errno{0};
+// The backlog the next listen() of this binary asks for in place of the caller's (-1: the caller's).
+std::atomic<int> g_listen_backlog{-1};
 
 }  // namespace
 }  // namespace holoscan::ipc
@@ -536,7 +539,8 @@ extern "C" int listen(int fd, int backlog) {
     errno = err;
     return -1;
   }
-  return static_cast<int>(::syscall(SYS_listen, fd, backlog));
+  const int replaced = holoscan::ipc::g_listen_backlog.exchange(-1);
+  return static_cast<int>(::syscall(SYS_listen, fd, replaced >= 0 ? replaced : backlog));
 }
 
 namespace holoscan::ipc {
@@ -576,6 +580,45 @@ TEST_F(IpcListener, APeerThatFindsThePathIsNeverRefused) {
 
 // A listen() that fails is reported as listen()'s, and leaves no path behind: through the staging
 // name, and bound to the path itself where the staging name would be too long for an address.
+// A listener that does not accept, its backlog full: connect() without a limit would wait for it
+// for ever; with one it gives up with kTimeout, and connects once the listener takes one.
+TEST_F(IpcListener, ConnectToAFullBacklogTimesOutThenConnectsOnceThereIsRoom) {
+  g_listen_backlog.store(0);
+  auto listener = Listener::listen(path_);
+  ASSERT_TRUE(listener.has_value()) << listener.error().message;
+  std::vector<Channel> waiting;  // fill the backlog: a connect past it says kTimeout at once
+  for (int i = 0; i < 8; ++i) {
+    auto filler = Channel::connect(path_, 0);
+    if (!filler) {
+      ASSERT_EQ(filler.error().code, ErrorCode::kTimeout) << filler.error().message;
+      break;
+    }
+    waiting.push_back(std::move(*filler));
+  }
+  ASSERT_FALSE(waiting.empty());
+  ASSERT_LT(waiting.size(), 8u) << "the backlog never filled";
+
+  const auto started = std::chrono::steady_clock::now();
+  auto refused = Channel::connect(path_, 150);
+  const auto spent = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kTimeout);
+  EXPECT_EQ(refused.error().message, "ipc channel: connect to " + path_ +
+                                         ": the listener's backlog stayed full for 150 ms");
+  EXPECT_GE(spent, std::chrono::milliseconds(150));
+  EXPECT_LT(spent, std::chrono::seconds(5));
+
+  auto taken = listener->accept(1000);
+  ASSERT_TRUE(taken && *taken) << (taken ? "nothing to accept" : taken.error().message);
+  auto client = Channel::connect(path_, 1000);
+  ASSERT_TRUE(client.has_value()) << client.error().message;
+  // A Channel's socket is blocking, whichever way it connected.
+  EXPECT_EQ(::fcntl(client->fd(), F_GETFL) & O_NONBLOCK, 0);
+  auto server = listener->accept(1000);
+  ASSERT_TRUE(server && *server) << (server ? "nothing to accept" : server.error().message);
+  ASSERT_TRUE(client->send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion}));
+}
+
 TEST_F(IpcListener, AListenThatFailsIsReportedAsListenAndLeavesNoPath) {
   const std::string long_path = dir_ + "/" + std::string(100 - dir_.size(), 'l');  // 100 bytes
   for (const std::string& path : {path_, long_path}) {

@@ -119,6 +119,44 @@ def test_a_path_holding_a_nul_character_is_refused_with_the_whole_message(tmp_pa
                                           "NUL")
 
 
+def full_backlog_listener(path):
+    """A listening socket that never accepts, its backlog filled: a connect() to it must wait."""
+    import socket
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server.bind(path)
+    server.listen(0)
+    fillers = []
+    while True:
+        filler = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        filler.setblocking(False)
+        try:
+            filler.connect(path)
+        except BlockingIOError:
+            filler.close()
+            return server, fillers
+        fillers.append(filler)
+
+
+def test_connect_to_a_full_backlog_times_out_or_gives_way_to_signals(tmp_path):
+    # It waited in one call without the GIL that nothing but the listener could end.
+    path = str(tmp_path / "endpoint")
+    server, fillers = full_backlog_listener(path)
+    try:
+        start = time.monotonic()
+        with pytest.raises(hd.errors.HoloscanTimeoutError) as raised:
+            ipc.Channel.connect(path, timeout_ms=150)
+        assert time.monotonic() - start >= 0.15
+        assert str(raised.value) == (f"kTimeout: ipc channel: connect to {path}: the listener's "
+                                     "backlog stayed full for 150 ms")
+        assert_gives_way_to_signals(lambda: ipc.Channel.connect(path), server.close)
+        server.accept()[0].close()  # room for one
+        ipc.Channel.connect(path, timeout_ms=HELLO_MS).close()
+    finally:
+        server.close()
+        for filler in fillers:
+            filler.close()
+
+
 def test_accept_waits_without_the_gil(tmp_path):
     path = str(tmp_path / "endpoint")
     with ipc.Listener(path) as listener:

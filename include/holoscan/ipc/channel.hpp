@@ -36,8 +36,11 @@ class HOLOSCAN_DLPACK_API Channel {
   /** @brief Two connected ends, e.g. to hand one to a child process. */
   static expected<std::pair<Channel, Channel>, Error> pair();
 
-  /** @brief Connects to a Listener bound at `path`. */
-  static expected<Channel, Error> connect(const std::string& path);
+  /**
+   * @brief Connects to a Listener bound at `path`. While its backlog is full (a listener that does
+   *        not accept), waits up to `timeout_ms` (negative: without a limit), then kTimeout.
+   */
+  static expected<Channel, Error> connect(const std::string& path, int timeout_ms = -1);
 
   /** @brief Takes a connected AF_UNIX SOCK_SEQPACKET socket (e.g. inherited); refuses others. */
   static expected<Channel, Error> adopt(UniqueFd socket);

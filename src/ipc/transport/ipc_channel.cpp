@@ -1,17 +1,21 @@
 // Channel: moves frames and descriptors over a connected SOCK_SEQPACKET socket. The socket stays
 // in blocking mode (a peer that inherits it sees the usual semantics); every call here passes
 // MSG_DONTWAIT and waits in poll(), so that timeouts hold and EINTR only restarts the wait.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <string>
+#include <thread>
 #include <variant>
 
 #include "holoscan/ipc/channel.hpp"
@@ -132,10 +136,54 @@ expected<Channel, Error> Channel::make(UniqueFd socket) {
   return Channel(std::move(socket));
 }
 
-expected<Channel, Error> Channel::connect(const std::string& path) {
+namespace {
+
+// A connect() to a listener whose backlog is full fails at once with EAGAIN on a non-blocking Unix
+// socket (it is never in progress, so poll() cannot wait for it): tried again, resting a little
+// longer each time, until it is taken or the deadline passes. The socket is left blocking, as
+// every Channel's is.
+expected<Channel, Error> connect_within(const std::string& path, const sockaddr_un& address,
+                                        int timeout_ms) {
+  UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!socket.valid()) {
+    return make_unexpected(detail::system_error(kWho, "socket", errno));
+  }
+  const detail::Deadline deadline(timeout_ms);
+  std::chrono::microseconds rest(50);
+  while (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) !=
+         0) {
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno != EAGAIN) {
+      return make_unexpected(detail::system_error(kWho, "connect", errno));
+    }
+    const int left_ms = deadline.remaining_ms();
+    if (left_ms == 0) {
+      return make_unexpected(ErrorCode::kTimeout, std::string(kWho) + ": connect to " + path +
+                                                      ": the listener's backlog stayed full for " +
+                                                      std::to_string(timeout_ms) + " ms");
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::microseconds>(rest, std::chrono::milliseconds(left_ms)));
+    rest = std::min<std::chrono::microseconds>(rest * 2, std::chrono::milliseconds(10));
+  }
+  const int flags = ::fcntl(socket.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(socket.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return make_unexpected(detail::system_error(kWho, "fcntl", errno));
+  }
+  return Channel::adopt(std::move(socket));
+}
+
+}  // namespace
+
+expected<Channel, Error> Channel::connect(const std::string& path, int timeout_ms) {
   auto address = detail::unix_address(path, kWho);
   if (!address) {
     return make_unexpected(std::move(address.error()));
+  }
+  if (timeout_ms >= 0) {
+    return connect_within(path, *address, timeout_ms);
   }
   UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!socket.valid()) {
