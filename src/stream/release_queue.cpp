@@ -181,16 +181,9 @@ std::size_t ReleaseQueue::outstanding() noexcept {
   return outstanding_;
 }
 
-// Under the lock, once a release has run: O(1) per release (and per waiting flush), whatever the
-// backlog.
-void ReleaseQueue::count_out(std::uint64_t ticket) noexcept {
-  bool caught_up = false;
-  {
-    std::lock_guard<SpinMutex> intake(intake_);
-    --outstanding_;
-    caught_up =
-        catching_up_waiters_ != 0 && outstanding_ <= known_waiting_ + backlog_limit_in_effect() / 2;
-  }
+// Under the lock, once a release has run and its node is back with the spares (which counted it
+// out): O(1) per release (and per waiting flush), whatever the backlog.
+void ReleaseQueue::count_out(std::uint64_t ticket, bool caught_up) noexcept {
   if (caught_up) {
     caught_up_.notify_all();
   }
@@ -262,10 +255,18 @@ bool ReleaseQueue::run_ready(std::unique_lock<std::mutex>& lock) noexcept {
       it->release(it->context);  // may exit(), flush, or queue more: no lock is held
     }
     lock.lock();
-    count_out(it->ticket);
+    const std::uint64_t ticket = it->ticket;
     it->points.clear();
-    std::lock_guard<SpinMutex> intake(intake_);
-    spare_.splice(spare_.end(), running_, it);  // kept for the next push
+    bool caught_up = false;
+    {
+      // One hold of the intake lock counts it out and keeps its node for the next push.
+      std::lock_guard<SpinMutex> intake(intake_);
+      --outstanding_;
+      caught_up = catching_up_waiters_ != 0 &&
+                  outstanding_ <= known_waiting_ + backlog_limit_in_effect() / 2;
+      spare_.splice(spare_.end(), running_, it);
+    }
+    count_out(ticket, caught_up);
     ran = true;
   }
   return ran;

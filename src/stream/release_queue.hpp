@@ -100,7 +100,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   void poll_active(std::uint64_t inherited_below) noexcept;
   void move_completed_to_running() noexcept;
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
-  void count_out(std::uint64_t ticket) noexcept;
+  void count_out(std::uint64_t ticket, bool caught_up) noexcept;
   void stop() noexcept;
   void renew_in_child() noexcept;
 
