@@ -73,10 +73,15 @@ bool ReleaseQueue::intake_empty() noexcept {
   return incoming_.empty();
 }
 
-// Releases queued that the worker has neither run nor found waiting for the GPU: its own work.
+// Under the intake lock. Releases queued that the worker has neither run nor found waiting for
+// the GPU are its own work: whether there are more than `releases` of them.
+bool ReleaseQueue::behind_locked(std::size_t releases) const noexcept {
+  return outstanding_ > known_waiting_ + releases;
+}
+
 bool ReleaseQueue::behind_by_more_than(std::size_t releases) noexcept {
   std::lock_guard<SpinMutex> intake(intake_);
-  return outstanding_ > known_waiting_ + releases;
+  return behind_locked(releases);
 }
 
 // Past the backlog limit: wakes the worker from any rest and waits until it is within half the
@@ -129,7 +134,7 @@ ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunc
     node.started = false;
     ++next_ticket_;
     ++outstanding_;
-    behind = limit != 0 && outstanding_ > known_waiting_ + limit;
+    behind = limit != 0 && behind_locked(limit);
   }
   // A deleter dropping owners on the release thread must not wait for the thread it runs on.
   if (behind && !on_release_thread) {
@@ -262,8 +267,7 @@ bool ReleaseQueue::run_ready(std::unique_lock<std::mutex>& lock) noexcept {
       // One hold of the intake lock counts it out and keeps its node for the next push.
       std::lock_guard<SpinMutex> intake(intake_);
       --outstanding_;
-      caught_up = catching_up_waiters_ != 0 &&
-                  outstanding_ <= known_waiting_ + backlog_limit_in_effect() / 2;
+      caught_up = catching_up_waiters_ != 0 && !behind_locked(backlog_limit_in_effect() / 2);
       spare_.splice(spare_.end(), running_, it);
     }
     count_out(ticket, caught_up);

@@ -92,6 +92,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   bool start_worker_locked() noexcept;
   void close_locked() noexcept;
   bool intake_empty() noexcept;
+  bool behind_locked(std::size_t releases) const noexcept;
   bool behind_by_more_than(std::size_t releases) noexcept;
   void wait_for_the_worker(std::size_t limit) noexcept;
   void run() noexcept;
