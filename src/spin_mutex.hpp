@@ -1,7 +1,7 @@
 #pragma once
 /**
  * @file
- * @brief A four-byte mutex that never throws, for short critical sections in noexcept hooks.
+ * @brief An eight-byte mutex that never throws, for short critical sections in noexcept hooks.
  */
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -11,15 +11,9 @@
 #include <atomic>
 #include <cstdint>
 
-#include "wing_api.hpp"
+#include "holoscan/export.hpp"
 
 namespace holoscan::detail {
-
-/**
- * @brief Waiters asleep in any SpinMutex of the process: while there is none, an unlock is one
- *        store and one load of this word, which stays in every core's cache.
- */
-HOLOSCAN_DLPACK_WING_API extern std::atomic<std::uint32_t> spin_mutex_sleepers;
 
 /**
  * @brief Test-and-test-and-set lock; past a short spin a waiter sleeps in the kernel on the
@@ -45,13 +39,16 @@ class HOLOSCAN_DLPACK_ABI SpinMutex {
     return locked_.load(std::memory_order_relaxed) == 0 &&
            locked_.exchange(1, std::memory_order_acquire) == 0;
   }
-  /** @brief Releases the lock, waking one sleeping waiter if any thread sleeps in a SpinMutex. */
+  /** @brief Releases the lock, waking one of the waiters asleep in this lock if there is any. */
   void unlock() noexcept {
     locked_.store(0, std::memory_order_release);
-    if (spin_mutex_sleepers.load(std::memory_order_relaxed) != 0) {
+    if (sleepers_.load(std::memory_order_relaxed) != 0) {
       futex(FUTEX_WAKE_PRIVATE, 1, nullptr);
     }
   }
+
+  /** @brief Waiters asleep in this lock now (a snapshot, for tests and diagnostics). */
+  std::uint32_t sleepers() const noexcept { return sleepers_.load(std::memory_order_relaxed); }
 
  private:
   // Spinning and sched_yield() never hand the CPU to a thread of a lower class: a real-time
@@ -63,11 +60,15 @@ class HOLOSCAN_DLPACK_ABI SpinMutex {
   // The unlock stays a plain store (an exchange would add an atomic to every lock the hop takes):
   // it reads the sleepers' count without a fence, so in the instant a waiter announces itself it
   // may miss it; the timeout bounds what that costs, a late wake, never a hang.
+  //
+  // The count is the lock's own, beside its word on one cache line, so that the unlock of one
+  // lock makes no wake call while threads sleep in another: with one count for the process, an
+  // oversubscribed pipeline (one lock contended) made every unlock of every lock a system call.
   void sleep_while_locked() noexcept {
-    spin_mutex_sleepers.fetch_add(1, std::memory_order_seq_cst);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
     timespec timeout{0, kSleepLimitNs};
     futex(FUTEX_WAIT_PRIVATE, 1, &timeout);  // returns at once if the word is no longer 1
-    spin_mutex_sleepers.fetch_sub(1, std::memory_order_relaxed);
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   // An interruption, a timeout or a word changed meanwhile ends a wait early: lock() retries.
@@ -88,6 +89,9 @@ class HOLOSCAN_DLPACK_ABI SpinMutex {
   static constexpr int kSpins = 128;
   static constexpr long kSleepLimitNs = 1000000;  // 1 ms: a missed wake's cost
   std::atomic<std::uint32_t> locked_{0};
+  // A thread that fork() left out of the child may stay counted here: the child's unlocks of
+  // this lock then make wake calls that find no one, a cost, never a hang.
+  std::atomic<std::uint32_t> sleepers_{0};
 };
 
 }  // namespace holoscan::detail

@@ -111,7 +111,7 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
  private:
   friend struct detail::StreamTrackedAccess;
   /** @brief Bytes of the stream points kept in place (checked where they are defined). */
-  static constexpr std::size_t kStreamStateBytes = 440;
+  static constexpr std::size_t kStreamStateBytes = 448;
 
   // The claims stay inline, so that a retain or release is one atomic with no call of its own;
   // the stream points, whose hooks cost a CUDA call anyway, are kept out of sight.

@@ -437,7 +437,6 @@ void ReleaseQueue::after_fork_in_parent() noexcept {
 // after fork()), and a deleter of device memory would call into that unusable runtime. The child's
 // copy of such memory is left to the child's exit; the parent still runs every one of them.
 void ReleaseQueue::after_fork_in_child() noexcept {
-  spin_mutex_sleepers.store(0);  // the only thread here was not asleep in a lock
   if (ReleaseQueue* queue = std::exchange(locked_for_fork, nullptr)) {
     queue->renew_in_child();
   }

@@ -123,8 +123,7 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   static bool capturing_or_unknown(cudaStream_t stream) noexcept;
   static tl::unexpected<Error> failed_consumer_wait(cudaError_t status);
 
-  // The flags share the lock's word, so that the readiness fields read without the lock fit in
-  // the same size (StreamTrackedReference::kStreamStateBytes).
+  // The flags sit between the lock and the first eight-byte field, in what would be padding.
   mutable SpinMutex mutex_;
   std::atomic<bool> has_readiness_{false};
   bool readiness_covered_ =

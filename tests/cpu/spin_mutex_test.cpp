@@ -134,5 +134,34 @@ TEST(SpinMutex, ContendedIncrementsAreNeverLost) {
   mutex.unlock();
 }
 
+// A waiter asleep in one lock is counted in that lock only: an unlock of any other lock finds no
+// one to wake and makes no wake call, and the holder's unlock wakes the sleeper, which then holds
+// the lock.
+TEST(SpinMutex, ASleeperIsCountedInItsOwnLockOnly) {
+  detail::SpinMutex contended;
+  detail::SpinMutex other;
+  contended.lock();
+  std::atomic<bool> acquired{false};
+  std::thread waiter([&] {
+    contended.lock();
+    acquired.store(true);
+    contended.unlock();
+  });
+  const auto deadline = steady_clock::now() + std::chrono::seconds(10);
+  while (contended.sleepers() == 0 && steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(contended.sleepers(), 1u) << "the waiter went to sleep in the contended lock";
+  EXPECT_EQ(other.sleepers(), 0u) << "another lock counts no sleeper";
+  for (int i = 0; i < 1000; ++i) {
+    std::lock_guard<detail::SpinMutex> lock(other);
+  }
+  EXPECT_FALSE(acquired.load()) << "unlocking another lock let no one into the contended one";
+  contended.unlock();
+  waiter.join();
+  EXPECT_TRUE(acquired.load());
+  EXPECT_EQ(contended.sleepers(), 0u) << "the woken waiter is no longer counted";
+}
+
 }  // namespace
 }  // namespace holoscan
