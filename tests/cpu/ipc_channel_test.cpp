@@ -3,12 +3,14 @@
 // Every test checks that it leaves no descriptor open.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -525,7 +528,8 @@ TEST_F(IpcListener, AcceptTimesOutWithNoConnection) {
 std::atomic<int> g_listen_delay_ms{0};
 // The errno the next listen() of this binary fails with (0: it listens).
 std::atomic<int> g_listen_errno{0};
-// The backlog the next listen() of this binary asks for in place of the caller's (-1: the caller's).
+// The backlog the next listen() of this binary asks for in place of the caller's (-1: the
+// caller's).
 std::atomic<int> g_listen_backlog{-1};
 
 }  // namespace
@@ -603,8 +607,8 @@ TEST_F(IpcListener, ConnectToAFullBacklogTimesOutThenConnectsOnceThereIsRoom) {
   const auto spent = std::chrono::steady_clock::now() - started;
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code, ErrorCode::kTimeout);
-  EXPECT_EQ(refused.error().message, "ipc channel: connect to " + path_ +
-                                         ": the listener's backlog stayed full for 150 ms");
+  EXPECT_EQ(refused.error().message,
+            "ipc channel: connect to " + path_ + ": the listener's backlog stayed full for 150 ms");
   EXPECT_GE(spent, std::chrono::milliseconds(150));
   EXPECT_LT(spent, std::chrono::seconds(5));
 
@@ -617,6 +621,48 @@ TEST_F(IpcListener, ConnectToAFullBacklogTimesOutThenConnectsOnceThereIsRoom) {
   auto server = listener->accept(1000);
   ASSERT_TRUE(server && *server) << (server ? "nothing to accept" : server.error().message);
   ASSERT_TRUE(client->send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion}));
+}
+
+// A connect without a limit waits while the backlog is full. A signal whose handler does not ask
+// for restarts ends that wait with nothing under way (a Unix socket connects at once or not at
+// all): the connect goes on waiting, and the Channel it gives is connected, never a socket that
+// only fails at its first send.
+TEST_F(IpcListener, ASignalDuringAWaitForTheBacklogLeavesTheConnectWaiting) {
+  g_listen_backlog.store(0);
+  auto listener = Listener::listen(path_);
+  ASSERT_TRUE(listener.has_value()) << listener.error().message;
+  std::vector<Channel> waiting;
+  for (int i = 0; i < 8; ++i) {
+    auto filler = Channel::connect(path_, 0);
+    if (!filler) {
+      break;
+    }
+    waiting.push_back(std::move(*filler));
+  }
+  ASSERT_LT(waiting.size(), 8u) << "the backlog never filled";
+
+  struct sigaction interrupting = {};
+  interrupting.sa_handler = [](int) {};
+  interrupting.sa_flags = 0;  // no SA_RESTART: a blocked connect() returns EINTR
+  struct sigaction previous = {};
+  ASSERT_EQ(::sigaction(SIGUSR1, &interrupting, &previous), 0);
+  const pthread_t connecting = ::pthread_self();
+  std::thread room([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (void)::pthread_kill(connecting, SIGUSR1);  // interrupts the waiting connect
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto taken = listener->accept(1000);  // then room for one more
+    (void)taken;
+  });
+  auto client = Channel::connect(path_);
+  room.join();
+  ::sigaction(SIGUSR1, &previous, nullptr);
+  ASSERT_TRUE(client.has_value()) << client.error().message;
+  sockaddr_un peer = {};
+  socklen_t length = sizeof(peer);
+  EXPECT_EQ(::getpeername(client->fd(), reinterpret_cast<sockaddr*>(&peer), &length), 0)
+      << "the Channel is not connected: " << std::strerror(errno);
+  EXPECT_TRUE(client->send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion}));
 }
 
 TEST_F(IpcListener, AListenThatFailsIsReportedAsListenAndLeavesNoPath) {

@@ -189,19 +189,16 @@ expected<Channel, Error> Channel::connect(const std::string& path, int timeout_m
   if (!socket.valid()) {
     return make_unexpected(detail::system_error(kWho, "socket", errno));
   }
-  if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) !=
-      0) {
+  // A Unix socket connects at once or waits for room in the listener's backlog; a signal ends that
+  // wait with nothing under way (unlike TCP's, no connect goes on in the background), so the
+  // connect is made again: otherwise the Channel would hold a socket that fails at its first send.
+  while (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) !=
+         0) {
+    if (errno == EISCONN) {
+      break;
+    }
     if (errno != EINTR) {
       return make_unexpected(detail::system_error(kWho, "connect", errno));
-    }
-    // An interrupted connect() goes on in the background; its outcome is read from SO_ERROR.
-    if (auto done = detail::wait_ready(socket.get(), POLLOUT, detail::Deadline(-1), kWho); !done) {
-      return make_unexpected(std::move(done.error()));
-    }
-    int err = 0;
-    socklen_t length = sizeof(err);
-    if (::getsockopt(socket.get(), SOL_SOCKET, SO_ERROR, &err, &length) != 0 || err != 0) {
-      return make_unexpected(detail::system_error(kWho, "connect", err != 0 ? err : errno));
     }
   }
   return make(std::move(socket));
