@@ -7,7 +7,9 @@
 // The child reports through its exit status and talks to the parent through one-byte messages
 // on pipes; it never returns into the test framework.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -237,6 +239,42 @@ TEST_F(IpcProcess, KilledImporterGivesEveryBlockBackOnceItHasExitedAndNoneTwice)
     ASSERT_TRUE(again.back());
   }
   EXPECT_EQ(pool_->reuse_count(), 3u);
+}
+
+// An importer that hangs up and exits later: its claims wait for the exit, and the exit makes
+// Exporter::fd() readable, so that a loop asleep on fd() wakes to drop them.
+TEST_F(IpcProcess, AnImporterThatHungUpBeforeItExitsStillWakesTheExportersFdAtItsExit) {
+  pool_ = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
+  ASSERT_NE(pool_, nullptr);
+  fork_importer([this](Channel channel) {
+    auto importer = Importer::create(std::move(channel), 10000);
+    if (!importer) {
+      return 10;
+    }
+    auto received = importer->receive(10000);
+    if (!received || !*received) {
+      return 11;
+    }
+    Tensor kept = std::move(**received);
+    ::shutdown(importer->fd(), SHUT_RDWR);  // hangs up, still holding the import
+    signals_.send('h');
+    return signals_.receive() == 'x' ? 0 : 12;  // exits with the import held
+  });
+  ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {16})).has_value());
+  ASSERT_EQ(signals_.receive(), 'h');
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return !exporter_->connected(peer_); }));
+  EXPECT_EQ(exporter_->held(), 1u) << "a hang-up alone drops nothing while the process lives";
+  pollfd asleep{exporter_->fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&asleep, 1, 0), 0) << "fd() is readable while nothing happened";
+
+  ASSERT_TRUE(signals_.send('x'));
+  EXPECT_EQ(reap(), 0);
+  asleep.revents = 0;
+  EXPECT_EQ(::poll(&asleep, 1, 5000), 1) << "the importer's exit did not make fd() readable";
+  ASSERT_TRUE(exporter_->poll().has_value());
+  EXPECT_EQ(exporter_->held(), 0u);
+  EXPECT_EQ(pool_->available_blocks(), 1u);
+  EXPECT_EQ(::poll(&asleep, 1, 0), 0) << "fd() stays readable once the peer is gone";
 }
 
 TEST_F(IpcProcess, ExporterDestroyedUnderALiveImportKeepsTheMemory) {

@@ -77,7 +77,7 @@ struct Exporter::State {
   struct Peer {
     Channel channel;
     std::unique_ptr<PeerLiveness> liveness;  // the Hello's process; handed to the ledger at close
-    int pidfd = -1;  // liveness's descriptor: in the epoll set while connected, so fd() wakes
+    int pidfd = -1;  // liveness's descriptor: in the epoll set until closed, so fd() wakes at exit
     holoscan::detail::OpenedEventCache release_events;
     std::unordered_map<std::uint64_t, Sent> exports;  // unreleased export id -> its facts
     detail::SentFds fds;  // per connection: a new one (a reconnect too) starts empty
@@ -120,10 +120,12 @@ struct Exporter::State {
   }
 
   // The peer will send nothing more: its channel hung up, or its process exited (another process
-  // may still hold the socket). Its claims drop as the ledger decides, by its process's exit.
+  // may still hold the socket). Its claims drop as the ledger decides, by its process's exit. The
+  // pidfd stays watched, so that an exit after the hang-up still makes fd() readable; it leaves
+  // the epoll set as the ledger closes it, with the peer's last claim.
   void close_peer(PeerId id, Peer& peer) noexcept {
     peer.closed = true;
-    unwatch(peer.channel.fd(), peer.pidfd);
+    unwatch(peer.channel.fd(), -1);
     ledger.on_peer_closed(id, std::move(peer.liveness));
   }
 
