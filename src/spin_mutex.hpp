@@ -41,8 +41,12 @@ class HOLOSCAN_DLPACK_ABI SpinMutex {
   }
   /** @brief Releases the lock, waking one of the waiters asleep in this lock if there is any. */
   void unlock() noexcept {
+    // Read before the lock is free: past the store, the next holder may destroy this lock (as
+    // after any mutex's unlock); only the wake call names its address after that, which the
+    // kernel takes as a number (a freed address wakes no one).
+    const bool wake = sleepers_.load(std::memory_order_relaxed) != 0;
     locked_.store(0, std::memory_order_release);
-    if (sleepers_.load(std::memory_order_relaxed) != 0) {
+    if (wake) {
       futex(FUTEX_WAKE_PRIVATE, 1, nullptr);
     }
   }
@@ -59,7 +63,9 @@ class HOLOSCAN_DLPACK_ABI SpinMutex {
   //
   // The unlock stays a plain store (an exchange would add an atomic to every lock the hop takes):
   // it reads the sleepers' count without a fence, so in the instant a waiter announces itself it
-  // may miss it; the timeout bounds what that costs, a late wake, never a hang.
+  // may miss it; the timeout bounds what that costs, a late wake, never a hang. (Read after the
+  // store instead, the count could be missed just the same: x86 lets a load pass an earlier
+  // store.)
   //
   // The count is the lock's own, beside its word on one cache line, so that the unlock of one
   // lock makes no wake call while threads sleep in another: with one count for the process, an
