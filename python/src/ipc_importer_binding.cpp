@@ -113,7 +113,8 @@ void bind_ipc_importer(nb::module_& module) {
            "Allocations mapped and kept for reuse.")
       .def("stats", query(&ipc::Importer::stats), Entry(), "The counters so far.");
   def_closable(type, "def __enter__(self) -> Importer",
-               "Lets go of the connection: it closes once every received Tensor is released.");
+               "Lets go of the connection: publishes never received are given back and no more are "
+               "taken; it closes once every received Tensor is released.");
 }
 
 }  // namespace holoscan::python

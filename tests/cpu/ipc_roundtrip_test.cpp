@@ -340,6 +340,35 @@ TEST_F(IpcRoundTrip, ImportsOutliveTheImporterAndTheChannelClosesAfterTheLast) {
   EXPECT_EQ(unknown.error().code, ErrorCode::kNotFound) << unknown.error().message;
 }
 
+// An Importer destroyed with Publishes it never read: each is given back (the exporter's claim
+// and its block come back at once, not when this process exits), and the exporter's later
+// publishes are refused instead of piling up claims on a connection nobody reads, while the
+// imports made before still give their exports back as they drop.
+TEST_F(IpcRoundTrip, AnImporterDestroyedGivesBackWhatItNeverReadAndTakesNoMore) {
+  connect(3);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value());
+  }
+  Tensor imported = test::receive_one(*importer_);
+  importer_.reset();  // the second Publish was never read
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 1; }))
+      << "the unread Publish's claim waits for this process to exit";
+  EXPECT_EQ(pool_->available_blocks(), 2u);
+  EXPECT_EQ(exporter_->stats().refused_exports, 1u);
+  EXPECT_TRUE(exporter_->connected(peer_)) << "closed while an import is alive";
+
+  auto late = exporter_->publish(peer_, test::allocate(*pool_, {8}));
+  ASSERT_FALSE(late.has_value()) << "a publish to an Importer that is gone was taken";
+  EXPECT_EQ(late.error().code, ErrorCode::kClosed) << late.error().message;
+  EXPECT_EQ(exporter_->held(), 1u) << "the refused publish left a claim";
+  EXPECT_EQ(pool_->available_blocks(), 2u);
+
+  imported = Tensor();
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return !exporter_->connected(peer_); }));
+  EXPECT_EQ(exporter_->held(), 0u);
+  EXPECT_EQ(pool_->available_blocks(), 3u);
+}
+
 TEST_F(IpcRoundTrip, FanOutToTwoImportersReturnsTheBlockAfterBoth) {
   connect(1);
   auto second = test::connect_importer(*exporter_);

@@ -79,8 +79,10 @@ struct HOLOSCAN_DLPACK_API ImporterStats {
  * Each allocation is mapped once per exporter and kept while the exporter is connected (up to a
  * bound of idle mappings); memory whose exporter gives no allocation id is mapped per import and
  * unmapped after the consumers' GPU work on it. Imports may outlive the Importer: the channel
- * stays open until the last of them has been released and its Release sent. Methods may be
- * called from any thread, receive() from one thread at a time.
+ * stays open until the last of them has been released and its Release sent, but it takes no more
+ * Publishes: those never received are given back at once, as refused, and the exporter's later
+ * publishes fail with kClosed. Methods may be called from any thread, receive() from one thread
+ * at a time.
  */
 class HOLOSCAN_DLPACK_API Importer {
  public:
@@ -93,8 +95,9 @@ class HOLOSCAN_DLPACK_API Importer {
   Importer& operator=(Importer&& other) noexcept;
   Importer(const Importer&) = delete;
   Importer& operator=(const Importer&) = delete;
-  /** @brief Lets go of the connection; it closes once every import has been released and every
-   *         Release sent. Never waits. */
+  /** @brief Lets go of the connection: gives back the Publishes never received and takes no
+   *         more; it closes once every import has been released and every Release sent. Never
+   *         waits. */
   ~Importer();
 
   /**

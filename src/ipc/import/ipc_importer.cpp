@@ -45,8 +45,23 @@ Error importer_moved_from() noexcept {
 
 Importer::Importer(std::shared_ptr<detail::ImporterCore> core) noexcept : core_(std::move(core)) {}
 Importer::Importer(Importer&& other) noexcept = default;
-Importer& Importer::operator=(Importer&& other) noexcept = default;
-Importer::~Importer() = default;
+
+// Imports keep the connection for their Releases; the Importer going away ends what it receives.
+Importer& Importer::operator=(Importer&& other) noexcept {
+  if (this != &other) {
+    if (core_ != nullptr) {
+      core_->stop_receiving();
+    }
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+Importer::~Importer() {
+  if (core_ != nullptr) {
+    core_->stop_receiving();
+  }
+}
 
 expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms) {
   try {

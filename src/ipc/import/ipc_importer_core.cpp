@@ -1,15 +1,19 @@
 #include "ipc/import/ipc_importer_core.hpp"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
+#include <variant>
 
 #include "cuda/cuda_error.hpp"
 #include "ipc/cuda/cuda_driver_error.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
 #include "ipc/ipc_error.hpp"
+#include "ipc/wire/ipc_frame.hpp"
 
 namespace holoscan::ipc::detail {
 namespace {
@@ -234,6 +238,43 @@ void ImporterCore::forget_unused() noexcept {
     std::swap(events, readiness_events_);
   }
   // Unmapped here, outside the lock; imports still hold what they use.
+}
+
+void ImporterCore::stop_receiving() noexcept {
+  // Shut first, so that no Publish can slip in behind the last one read below: an unread Publish
+  // would hold its exporter's claim (and its pool block) until this process exits.
+  (void)::shutdown(fd(), SHUT_RD);
+  try {
+    for (;;) {
+      auto received = receive_now();  // a Publish the channel refused is given back in there
+      if (!received) {
+        const ErrorCode code = received.error().code;
+        if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kPermissionDenied) {
+          continue;  // a malformed frame, consumed: the next one may be a Publish
+        }
+        break;  // the end of what was queued (end-of-file after the shutdown), or out of memory
+      }
+      if (!*received) {
+        break;
+      }
+      const auto* publish = std::get_if<Publish>(&**received);
+      if (publish == nullptr) {
+        refused();  // an exporter sends nothing but Publish after its Hello
+        continue;
+      }
+      const std::uint8_t* bytes = publish->descriptor.data();
+      const std::size_t size = publish->descriptor.size();
+      if (auto id = descriptor_export_id(bytes, size)) {
+        refuse_unread(*id, descriptor_fd_allocation(bytes, size), publish->forget_allocation);
+      } else {
+        outbox_->withdraw_promise();  // the channel checked it: not reached
+      }
+    }
+  } catch (...) {
+    // Out of memory in the channel's read: what is left unread waits for this process's exit,
+    // as it did before it was read.
+  }
+  forget_unused();
 }
 
 expected<void, Error> ImporterCore::flush() { return outbox_->flush(); }

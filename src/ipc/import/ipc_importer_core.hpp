@@ -101,6 +101,13 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
                  bool was_imported) noexcept;
   /** @brief The exporter hung up: forgets the mappings and events no import holds. */
   void forget_unused() noexcept;
+  /**
+   * @brief The Importer is gone, its imports may live on: no Publish is taken any more. The
+   *        socket stops receiving (the exporter's later sends fail, and it withdraws their
+   *        claims), each Publish still queued in it is given back as refused (its fd closed),
+   *        and mappings no import holds are let go. Never waits.
+   */
+  void stop_receiving() noexcept;
   /** @brief Sends queued releases as far as the socket has room; never waits. */
   expected<void, Error> flush();
 
