@@ -106,6 +106,10 @@ auto with_state(const std::unique_ptr<Worker::State>& state, const char* call, B
       return make_unexpected(ErrorCode::kInvalidArgument,
                              std::string("ucx ") + call + ": the worker was moved from");
     }
+    if (state->shutting_down.load(std::memory_order_acquire)) {
+      return make_unexpected(ErrorCode::kClosed,
+                             std::string("ucx ") + call + ": the worker is being destroyed");
+    }
     return body(*state);
   } catch (const std::bad_alloc&) {
     return out_of_host_memory(call);
@@ -117,14 +121,14 @@ struct is_expected : std::false_type {};
 template <class T, class E>
 struct is_expected<tl::expected<T, E>> : std::true_type {};
 
-// For the calls that report no error: a moved-from worker gives the empty answer (nullopt, 0,
-// false, zero counters), as the header promises.
+// For the calls that report no error: a moved-from worker, or one being destroyed (asked by a
+// deleter its destructor ran), gives the empty answer (nullopt, 0, false, zero counters).
 template <class Body>
 auto with_state(const std::unique_ptr<Worker::State>& state, Body&& body)
     -> decltype(body(*state)) {
   static_assert(!is_expected<decltype(body(*state))>::value,
                 "a call that reports errors must name itself, to refuse a moved-from worker");
-  if (state == nullptr) {
+  if (state == nullptr || state->shutting_down.load(std::memory_order_acquire)) {
     return {};
   }
   return body(*state);

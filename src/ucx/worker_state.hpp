@@ -3,6 +3,7 @@
 // under `mutex`; UCX calls back only from inside ucp_worker_progress (or the calls that complete
 // requests), which the worker makes under the same mutex.
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -133,6 +134,9 @@ struct Worker::State {
 
   WorkerConfig config;
   mutable std::mutex mutex;
+  // Set as shut_down() begins: the calls of a deleter that the destructor's drops run (they may
+  // call the worker) are refused from then on, rather than handing UCX a worker that is gone.
+  std::atomic<bool> shutting_down{false};
   detail::UniqueContext context;
   detail::UniqueWorker worker;
   int efd = -1;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -65,6 +66,56 @@ TEST(UcxDeleterLock, ADeleterRunByTheWorkerMayCallTheWorker) {
   EXPECT_TRUE(worker_answered_from_deleter.load())
       << "the producer's deleter ran while the worker's mutex was held (a deleter calling the "
          "worker deadlocks): it ran on the thread in progress(), under the lock";
+}
+
+// The destructor's drops run deleters too, once its lock is released and the UCX worker is gone:
+// a deleter that calls the worker then is refused (kClosed, or the empty answer), never handed
+// to UCX with a worker that no longer exists.
+TEST(UcxDeleterLock, ADeleterRunByTheDestructorFindsTheWorkerEnding) {
+  LinkedWorkers sides;
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  const ucx::PeerId peer = *sides.link.client;
+  std::optional<ucx::Worker> client(std::move(sides.client));
+
+  std::atomic<int> deleter_calls{0};
+  std::vector<ErrorCode> codes;
+  bool armed = true;
+  std::size_t in_flight = 1;
+  auto on_delete = [&] {
+    auto progressed = client->progress();
+    codes.push_back(progressed ? ErrorCode::kSuccess : progressed.error().code);
+    auto received = client->receive(0);
+    codes.push_back(received ? ErrorCode::kSuccess : received.error().code);
+    auto connected = client->connect("127.0.0.1", 9, 100);
+    codes.push_back(connected ? ErrorCode::kSuccess : connected.error().code);
+    armed = client->arm();
+    in_flight = client->in_flight();
+    deleter_calls.fetch_add(1);
+  };
+  {
+    // 32 MiB, more than the sockets take at once: in flight when the worker goes, and read by
+    // the receiver (progressed on another thread) while the destructor flushes it.
+    auto imported =
+        make_tensor_from_dlpack_versioned(make_callback_tensor(on_delete, std::int64_t{32} << 20));
+    ASSERT_TRUE(imported);
+    auto sent = client->send(peer, *imported);
+    ASSERT_TRUE(sent) << to_string(sent.error());
+  }
+  ASSERT_EQ(deleter_calls.load(), 0) << "the send completed without the receiver";
+  std::atomic<bool> stop{false};
+  std::thread receiving([&] {
+    while (!stop.load()) {
+      (void)sides.receiver.receive(1);
+    }
+  });
+  client.reset();  // its drops run the deleter, which calls the worker being destroyed
+  stop = true;
+  receiving.join();
+  ASSERT_EQ(deleter_calls.load(), 1) << "UCX kept the memory past the worker's end";
+  EXPECT_EQ(codes,
+            (std::vector<ErrorCode>{ErrorCode::kClosed, ErrorCode::kClosed, ErrorCode::kClosed}));
+  EXPECT_FALSE(armed);
+  EXPECT_EQ(in_flight, 0u);
 }
 
 }  // namespace

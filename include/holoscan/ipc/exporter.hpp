@@ -109,7 +109,8 @@ struct HOLOSCAN_DLPACK_API ExporterStats {
  * hung up.
  *
  * Call poll() when fd() is readable, and every few hundred microseconds while held() is not zero
- * (completing events make no fd readable).
+ * (completing events make no fd readable). A claim's drop may run a producer's deleter, with no
+ * lock held: it may call the exporter, but must not destroy the exporter whose poll() ran it.
  */
 class HOLOSCAN_DLPACK_API Exporter {
  public:

@@ -105,7 +105,9 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
  * not zero). Methods may be called from any thread, one at a time inside (a mutex); connect(),
  * accept() and receive() wait without holding it. The destructor and move-assignment end the
  * worker those waits use: no other thread may be inside a call then (Python's Worker keeps the
- * worker until its calls return).
+ * worker until its calls return). A producer's deleter runs with no lock held and may call the
+ * worker; one run by the destructor's drops finds it ending (kClosed, or the empty answer). A
+ * deleter must not destroy the worker whose call ran it.
  *
  * Out of host memory, the calls that return `expected` report kResourceExhausted instead of
  * throwing; every send that returned a sequence number still ends as exactly one SendResult.
