@@ -211,9 +211,74 @@ void EventBatch::flush() noexcept {
   }
 }
 
+namespace {
+
+// Gives the free list of `pool` room for just what it holds now (and half again), when a trim left
+// it far larger: the room is allocated outside the lock and kept only if it still fits.
+void shrink_free_list(DevicePool& pool) noexcept {
+  std::size_t created = 0;
+  {
+    std::lock_guard<SpinMutex> lock(pool.mutex);
+    if (pool.free_events.capacity() <= 2 * pool.created + 64) {
+      return;
+    }
+    created = pool.created;
+  }
+  std::vector<cudaEvent_t> smaller;
+  try {
+    smaller.reserve(std::max<std::size_t>(created * 3 / 2, 16));
+  } catch (...) {
+    return;  // out of memory: the larger list stays
+  }
+  {
+    std::lock_guard<SpinMutex> lock(pool.mutex);
+    if (smaller.capacity() < pool.created || smaller.capacity() < pool.free_events.size()) {
+      return;  // events were made meanwhile: a give-back must never allocate
+    }
+    smaller.assign(pool.free_events.begin(), pool.free_events.end());  // within the capacity
+    std::swap(smaller, pool.free_events);
+  }
+  // The larger list is freed here, outside the lock.
+}
+
+}  // namespace
+
 }  // namespace holoscan::detail
 
 namespace holoscan {
+
+std::size_t trim_stream_events(int device, std::size_t keep) noexcept {
+  detail::DevicePool* pool = detail::existing_pool(device);
+  if (pool == nullptr) {
+    return 0;
+  }
+  // A few at a time, destroyed outside the lock: a hook taking an event never waits for a trim.
+  constexpr std::size_t kChunk = 64;
+  std::size_t destroyed = 0;
+  for (;;) {
+    std::array<cudaEvent_t, kChunk> events{};
+    std::size_t count = 0;
+    {
+      std::lock_guard<detail::SpinMutex> lock(pool->mutex);
+      while (count < kChunk && pool->created > keep && !pool->free_events.empty()) {
+        events[count++] = pool->free_events.back();
+        pool->free_events.pop_back();
+        --pool->created;
+      }
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      (void)detail::cuda().event_destroy(events[i]);
+    }
+    destroyed += count;
+    if (count < kChunk) {
+      break;
+    }
+  }
+  if (destroyed != 0) {
+    detail::shrink_free_list(*pool);
+  }
+  return destroyed;
+}
 
 expected<void, Error> reserve_stream_events(int device, std::size_t count) {
   auto pool = detail::pool_of(device);

@@ -1,6 +1,7 @@
 #pragma once
-// Per-device pools of untimed events: created once, recycled forever, never destroyed, so that no
-// event is destroyed after the CUDA runtime has been torn down at process exit.
+// Per-device pools of untimed events: created once and recycled, destroyed only when the caller
+// trims a pool (trim_stream_events), never at exit, so that no event is destroyed after the CUDA
+// runtime has been torn down.
 #include <array>
 #include <cstddef>
 
