@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -367,6 +368,26 @@ TEST_F(IpcRoundTrip, AnImporterDestroyedGivesBackWhatItNeverReadAndTakesNoMore) 
   ASSERT_TRUE(test::poll_until(*exporter_, [&] { return !exporter_->connected(peer_); }));
   EXPECT_EQ(exporter_->held(), 0u);
   EXPECT_EQ(pool_->available_blocks(), 3u);
+}
+
+// A child forked without exec holds a copy of the Importer over the same socket: its copy going
+// away (at the child's exit) leaves the parent's connection as it was, receiving.
+TEST_F(IpcRoundTrip, AForkedChildDroppingItsCopyOfTheImporterLeavesTheParentsReceiving) {
+  connect(2);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    importer_.reset();  // no mapping or event is held yet: nothing of the fake runtime is called
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value())
+      << "the child's copy shut the parent's connection";
+  Tensor imported = test::receive_one(*importer_);
+  EXPECT_TRUE(imported);
+  EXPECT_EQ(exporter_->stats().refused_exports, 0u);
 }
 
 TEST_F(IpcRoundTrip, FanOutToTwoImportersReturnsTheBlockAfterBoth) {

@@ -241,6 +241,9 @@ void ImporterCore::forget_unused() noexcept {
 }
 
 void ImporterCore::stop_receiving() noexcept {
+  if (::getpid() != owner_) {
+    return;  // a forked child's copy: the socket, and what is queued in it, stay the parent's
+  }
   // Shut first, so that no Publish can slip in behind the last one read below: an unread Publish
   // would hold its exporter's claim (and its pool block) until this process exits.
   (void)::shutdown(fd(), SHUT_RD);

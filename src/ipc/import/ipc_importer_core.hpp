@@ -3,6 +3,8 @@
 // the Releases waiting for room in it), the mappings and opened readiness events of that
 // exporter, and the devices by UUID. It lives until the Importer and the last import are gone;
 // Releases still queued then stay with the courier (ipc_outbox.hpp) until they are sent.
+#include <unistd.h>
+
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -27,7 +29,7 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
  public:
   /** @brief Shares `outbox`, whose Hello came from process `exporter_pid` (as it sees itself). */
   ImporterCore(std::shared_ptr<Outbox> outbox, std::uint32_t exporter_pid) noexcept
-      : outbox_(std::move(outbox)), exporter_pid_(exporter_pid) {}
+      : outbox_(std::move(outbox)), exporter_pid_(exporter_pid), owner_(::getpid()) {}
   /** @brief Never waits: Releases still queued stay with the courier until they are sent. */
   ~ImporterCore() = default;
   ImporterCore(const ImporterCore&) = delete;
@@ -105,7 +107,8 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
    * @brief The Importer is gone, its imports may live on: no Publish is taken any more. The
    *        socket stops receiving (the exporter's later sends fail, and it withdraws their
    *        claims), each Publish still queued in it is given back as refused (its fd closed),
-   *        and mappings no import holds are let go. Never waits.
+   *        and mappings no import holds are let go. Never waits. Does nothing in a child forked
+   *        from the process that made it (the socket is the parent's too).
    */
   void stop_receiving() noexcept;
   /** @brief Sends queued releases as far as the socket has room; never waits. */
@@ -132,6 +135,9 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   holoscan::detail::OpenedEventCache readiness_events_;
   std::optional<std::vector<std::pair<std::array<std::uint8_t, 16>, int>>> devices_;
   const std::uint32_t exporter_pid_;
+  // The process that made this connection: a child forked without exec shares its socket, and a
+  // shutdown there would end the parent's receiving too.
+  const pid_t owner_;
   Admissions admissions_;
   ImporterStats stats_;
 };
