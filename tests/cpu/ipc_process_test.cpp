@@ -267,6 +267,14 @@ TEST_F(IpcProcess, AnImporterThatHungUpBeforeItExitsStillWakesTheExportersFdAtIt
   pollfd asleep{exporter_->fd(), POLLIN, 0};
   EXPECT_EQ(::poll(&asleep, 1, 0), 0) << "fd() is readable while nothing happened";
 
+  // A child forked now (a launcher, say) holds copies of every descriptor the exporter has.
+  const pid_t bystander = ::fork();
+  ASSERT_GE(bystander, 0);
+  if (bystander == 0) {
+    for (;;) {
+      ::pause();  // until killed
+    }
+  }
   ASSERT_TRUE(signals_.send('x'));
   EXPECT_EQ(reap(), 0);
   asleep.revents = 0;
@@ -274,7 +282,11 @@ TEST_F(IpcProcess, AnImporterThatHungUpBeforeItExitsStillWakesTheExportersFdAtIt
   ASSERT_TRUE(exporter_->poll().has_value());
   EXPECT_EQ(exporter_->held(), 0u);
   EXPECT_EQ(pool_->available_blocks(), 1u);
-  EXPECT_EQ(::poll(&asleep, 1, 0), 0) << "fd() stays readable once the peer is gone";
+  EXPECT_EQ(::poll(&asleep, 1, 0), 0)
+      << "fd() is still readable once the peer is forgotten (the forked child's copy of its "
+         "pidfd kept it in the epoll set)";
+  ::kill(bystander, SIGKILL);
+  (void)::waitpid(bystander, nullptr, 0);
 }
 
 TEST_F(IpcProcess, ExporterDestroyedUnderALiveImportKeepsTheMemory) {

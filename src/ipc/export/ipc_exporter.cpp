@@ -1,6 +1,7 @@
 // Exporter: publishes exports to peers and keeps their claims in an ExportLedger until each
 // importer's release event has completed, or the importer has exited. Claims are dropped outside
 // the exporter's lock (a drop may give a pool block back or run a producer's deleter).
+#include <fcntl.h>
 #include <sys/epoll.h>
 
 #include <atomic>
@@ -77,7 +78,11 @@ struct Exporter::State {
   struct Peer {
     Channel channel;
     std::unique_ptr<PeerLiveness> liveness;  // the Hello's process; handed to the ledger at close
-    int pidfd = -1;  // liveness's descriptor: in the epoll set until closed, so fd() wakes at exit
+    // A duplicate of liveness's descriptor, in the epoll set until the peer is forgotten, so that
+    // fd() wakes at its exit after a hang-up too. The Exporter's own, taken out of the set before
+    // it is closed: a close alone would leave it there while a forked child holds a copy, and an
+    // exited peer's pidfd would keep fd() readable for good.
+    UniqueFd watched_pidfd;
     holoscan::detail::OpenedEventCache release_events;
     std::unordered_map<std::uint64_t, Sent> exports;  // unreleased export id -> its facts
     detail::SentFds fds;  // per connection: a new one (a reconnect too) starts empty
@@ -121,8 +126,8 @@ struct Exporter::State {
 
   // The peer will send nothing more: its channel hung up, or its process exited (another process
   // may still hold the socket). Its claims drop as the ledger decides, by its process's exit. The
-  // pidfd stays watched, so that an exit after the hang-up still makes fd() readable; it leaves
-  // the epoll set as the ledger closes it, with the peer's last claim.
+  // pidfd stays watched, so that an exit after the hang-up still makes fd() readable, until the
+  // peer is forgotten (poll()).
   void close_peer(PeerId id, Peer& peer) noexcept {
     peer.closed = true;
     unwatch(peer.channel.fd(), -1);
@@ -225,8 +230,8 @@ struct Exporter::State {
     const TensorDescriptor& d = exported->descriptor();
     const bool fd_kind = d.handle_kind == MemoryHandleKind::kPosixFd;
     const std::uint64_t allocation = fd_kind ? d.allocation_id : 0;
-    const detail::SentFds::Plan plan = fd_kind ? target.fds.plan(allocation)
-                                               : detail::SentFds::Plan{false, 0};
+    const detail::SentFds::Plan plan =
+        fd_kind ? target.fds.plan(allocation) : detail::SentFds::Plan{false, 0};
     message.forget_allocation = plan.forget;
     auto held = std::make_shared<ExportedTensor>(std::move(*exported));
     ExportLedger::DropClaim drop = [held, gone = abandoned]() mutable {
@@ -265,7 +270,11 @@ struct Exporter::State {
     }
     // The claims follow the process that proved it speaks on the channel (its Hello's pidfd),
     // the one that maps the memory: not whoever made the socket, which may be a launcher.
-    const int pidfd = hello->process.get();
+    UniqueFd watched_pidfd(::fcntl(hello->process.get(), F_DUPFD_CLOEXEC, 0));
+    if (!watched_pidfd.valid()) {
+      return make_unexpected(detail::system_error(kWho, "fcntl(F_DUPFD_CLOEXEC)", errno));
+    }
+    const int pidfd = watched_pidfd.get();
     auto liveness = watch_pidfd(std::move(hello->process));
     if (!liveness) {
       return make_unexpected(std::move(liveness.error()));
@@ -277,8 +286,14 @@ struct Exporter::State {
     }
     const int fd = channel.fd();
     try {
-      peers.emplace(id,
-                    Peer{std::move(channel), std::move(*liveness), pidfd, {}, {}, {}, false, 0});
+      peers.emplace(id, Peer{std::move(channel),
+                             std::move(*liveness),
+                             std::move(watched_pidfd),
+                             {},
+                             {},
+                             {},
+                             false,
+                             0});
     } catch (const std::bad_alloc&) {
       unwatch(fd, pidfd);
       throw;
@@ -415,6 +430,7 @@ expected<std::size_t, Error> Exporter::poll() {
   s.stats.dropped += dropped;
   for (auto p = s.peers.begin(); p != s.peers.end();) {
     if (p->second.closed && s.ledger.held(p->first) == 0) {
+      s.unwatch(-1, p->second.watched_pidfd.get());  // out of the set, then closed with the peer
       p = s.peers.erase(p);
     } else {
       ++p;
