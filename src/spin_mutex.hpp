@@ -51,6 +51,10 @@ class HOLOSCAN_DLPACK_ABI SpinMutex {
     }
   }
 
+  /** @brief In a child after fork(): forgets waiters counted here, threads the child does not
+   *         have (they would make every unlock a wake call that finds no one). */
+  void forget_sleepers_after_fork() noexcept { sleepers_.store(0, std::memory_order_relaxed); }
+
   /** @brief Waiters asleep in this lock now (a snapshot, for tests and diagnostics). */
   std::uint32_t sleepers() const noexcept { return sleepers_.load(std::memory_order_relaxed); }
 
@@ -95,8 +99,9 @@ class HOLOSCAN_DLPACK_ABI SpinMutex {
   static constexpr int kSpins = 128;
   static constexpr long kSleepLimitNs = 1000000;  // 1 ms: a missed wake's cost
   std::atomic<std::uint32_t> locked_{0};
-  // A thread that fork() left out of the child may stay counted here: the child's unlocks of
-  // this lock then make wake calls that find no one, a cost, never a hang.
+  // A thread that fork() left out of the child may stay counted here (unless the child's
+  // handlers forget it): the child's unlocks of this lock then make wake calls that find no one,
+  // a cost, never a hang.
   std::atomic<std::uint32_t> sleepers_{0};
 };
 

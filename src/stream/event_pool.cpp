@@ -68,6 +68,12 @@ void unlock_pools_in_parent() noexcept {
 }
 
 void unlock_pools_in_child() noexcept {
+  // Threads that waited for a pool's lock across the fork() are not in the child.
+  for (DevicePool* pool : pools_locked_for_fork) {
+    if (pool != nullptr) {
+      pool->mutex.forget_sleepers_after_fork();
+    }
+  }
   unlock_pools_after_fork();
   ForkGate::open_in_child();
 }
