@@ -358,7 +358,11 @@ expected<std::size_t, Error> Worker::progress() {
   });
 }
 
-int Worker::fd() const noexcept { return state_ != nullptr ? state_->efd : -1; }
+int Worker::fd() const noexcept {
+  // -1 as well while the destructor ends it: its descriptor is closed with the UCX worker.
+  return state_ != nullptr && !state_->shutting_down.load(std::memory_order_acquire) ? state_->efd
+                                                                                     : -1;
+}
 
 bool Worker::arm() {
   return with_state(state_, [&](State& state) {
