@@ -1,6 +1,7 @@
 // Covers trim_stream_events: it destroys free events only, never one an owner uses, down to what
 // the caller keeps; the pool then serves and takes back events as before (a give-back after a trim
-// still never allocates), and a device without a pool has nothing to trim.
+// still never allocates), and a device out of range, or whose events are all in use, has nothing
+// to trim.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -82,11 +83,14 @@ TEST_F(EventPoolTrim, AfterATrimThePoolGrowsAgainAndAGiveBackStillNeverAllocates
   EXPECT_EQ(fake().live_events(), 0u);
 }
 
-TEST_F(EventPoolTrim, ADeviceWithoutAPoolHasNothingToTrim) {
-  EXPECT_EQ(trim_stream_events(0), 0u);
+TEST_F(EventPoolTrim, ADeviceOutOfRangeOrWithNothingFreeHasNothingToTrim) {
+  const std::vector<cudaEvent_t> in_use = take(3);
+  EXPECT_EQ(trim_stream_events(0), 0u) << "every event is in use";
+  give(in_use);
   EXPECT_EQ(trim_stream_events(-1), 0u);
   EXPECT_EQ(trim_stream_events(detail::kMaxPoolDevices), 0u);
   EXPECT_EQ(fake().calls(CudaEntry::kEventDestroy), 0u);
+  EXPECT_EQ(trim_stream_events(0), 3u);
 }
 
 }  // namespace

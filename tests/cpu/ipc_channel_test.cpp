@@ -641,8 +641,10 @@ TEST_F(IpcListener, ASignalDuringAWaitForTheBacklogLeavesTheConnectWaiting) {
   }
   ASSERT_LT(waiting.size(), 8u) << "the backlog never filled";
 
+  static std::atomic<bool> interrupted{false};
+  interrupted = false;
   struct sigaction interrupting = {};
-  interrupting.sa_handler = [](int) {};
+  interrupting.sa_handler = [](int) { interrupted = true; };
   interrupting.sa_flags = 0;  // no SA_RESTART: a blocked connect() returns EINTR
   struct sigaction previous = {};
   ASSERT_EQ(::sigaction(SIGUSR1, &interrupting, &previous), 0);
@@ -657,6 +659,7 @@ TEST_F(IpcListener, ASignalDuringAWaitForTheBacklogLeavesTheConnectWaiting) {
   auto client = Channel::connect(path_);
   room.join();
   ::sigaction(SIGUSR1, &previous, nullptr);
+  EXPECT_TRUE(interrupted.load()) << "the signal came";
   ASSERT_TRUE(client.has_value()) << client.error().message;
   sockaddr_un peer = {};
   socklen_t length = sizeof(peer);
