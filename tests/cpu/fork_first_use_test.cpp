@@ -33,6 +33,7 @@
 #include "ipc/import/ipc_courier.hpp"
 #include "ipc/import/ipc_release_stream.hpp"
 #include "support/allocation_hooks.hpp"
+#include "support/thread_sanitizer.hpp"
 
 // The test binary's pthread_atfork(): it forwards to glibc's, after waiting, when a test asks,
 // until another thread's fork() has returned. This stands for the thread being preempted (or
@@ -240,6 +241,13 @@ int hung_rounds(const char* which) {
 }
 
 TEST(ForkFirstUse, UnaidedForksDuringTheFirstUseOfEachObjectLeaveEveryChildUsable) {
+#ifdef HDL_THREAD_SANITIZER
+  // Hundreds of children forked from a two-thread process, each starting a thread (the courier's):
+  // ThreadSanitizer does not support threads started after a multi-threaded fork, and now and then
+  // its own registry stops such a child ("dup thread with used id"), which then reads as a hang.
+  // The other presets run it; the stalled variants above run here too.
+  GTEST_SKIP() << "ThreadSanitizer cannot follow threads started in children of a threaded fork";
+#endif
   for (const char* which : {"courier", "ipc_event_pool", "release_rings"}) {
     EXPECT_EQ(hung_rounds(which), 0) << "rounds of 25 in which a forked child hung on " << which;
   }
