@@ -40,10 +40,17 @@ ReadinessGate::~ReadinessGate() {
     for (cudaEvent_t event : device.all_events) {
       (void)device.api->event_destroy(event);
     }
-    // The table has no cudaStreamDestroy; a fake runtime's streams need none.
-    if (device.api == &holoscan::detail::real_cuda_api() && device.stream != nullptr) {
-      (void)cudaStreamDestroy(device.stream);
+    for (const auto& [peer, stream] : device.peer_streams) {
+      destroy_stream(device, stream);
     }
+  }
+}
+
+void ReadinessGate::destroy_stream(const Device& device, cudaStream_t stream) noexcept {
+  // The table has no cudaStreamDestroy; a fake runtime's streams need none. Work still queued on
+  // the stream (a wait for a point that never passed) is let go by CUDA once it completes.
+  if (device.api == &holoscan::detail::real_cuda_api() && stream != nullptr) {
+    (void)cudaStreamDestroy(stream);
   }
 }
 
@@ -56,9 +63,10 @@ expected<int, Error> ReadinessGate::device_of(const Tensor& tensor) const {
   const CudaApi& api = holoscan::detail::cuda();
   int ordinal = -1;
   const cudaStream_t stream = tensor.readiness_stream();
-  const cudaError_t status = stream != nullptr ? api.stream_get_device(stream, &ordinal)
-                                               : api.get_device(&ordinal);
-  if (auto checked = check_cuda(status, stream != nullptr ? "cudaStreamGetDevice" : "cudaGetDevice");
+  const cudaError_t status =
+      stream != nullptr ? api.stream_get_device(stream, &ordinal) : api.get_device(&ordinal);
+  if (auto checked =
+          check_cuda(status, stream != nullptr ? "cudaStreamGetDevice" : "cudaGetDevice");
       !checked) {
     return forward_error(std::move(checked));
   }
@@ -72,17 +80,38 @@ expected<std::size_t, Error> ReadinessGate::slot_for(int ordinal) {
       return slot;
     }
   }
-  Device device;
-  device.ordinal = ordinal;
-  device.api = &api;
-  CurrentDevice current(api, ordinal);
-  if (auto created = check_cuda(api.stream_create_with_flags(&device.stream, cudaStreamNonBlocking),
-                                "cudaStreamCreateWithFlags");
+  try {
+    Device device;
+    device.ordinal = ordinal;
+    device.api = &api;
+    devices_.push_back(std::move(device));
+  } catch (...) {
+    return tl::unexpected<Error>(
+        Error{ErrorCode::kResourceExhausted, "ucx send: out of host memory for a device", 0});
+  }
+  return devices_.size() - 1;
+}
+
+expected<cudaStream_t, Error> ReadinessGate::stream_for(Device& device, std::uint64_t peer) {
+  if (auto known = device.peer_streams.find(peer); known != device.peer_streams.end()) {
+    return known->second;
+  }
+  CurrentDevice current(*device.api, device.ordinal);
+  cudaStream_t stream = nullptr;
+  if (auto created =
+          check_cuda(device.api->stream_create_with_flags(&stream, cudaStreamNonBlocking),
+                     "cudaStreamCreateWithFlags");
       !created) {
     return forward_error(std::move(created));
   }
-  devices_.push_back(std::move(device));
-  return devices_.size() - 1;
+  try {
+    device.peer_streams.emplace(peer, stream);
+  } catch (...) {  // a stream made and not kept would never be destroyed
+    destroy_stream(device, stream);
+    return tl::unexpected<Error>(
+        Error{ErrorCode::kResourceExhausted, "ucx send: out of host memory for a stream", 0});
+  }
+  return stream;
 }
 
 expected<cudaEvent_t, Error> ReadinessGate::take_event(Device& device) {
@@ -96,8 +125,8 @@ expected<cudaEvent_t, Error> ReadinessGate::take_event(Device& device) {
   try {
     device.all_events.reserve(device.all_events.size() + 1);
   } catch (...) {
-    return tl::unexpected<Error>(
-        Error{ErrorCode::kResourceExhausted, "ucx send: out of host memory for a readiness event", 0});
+    return tl::unexpected<Error>(Error{ErrorCode::kResourceExhausted,
+                                       "ucx send: out of host memory for a readiness event", 0});
   }
   CurrentDevice current(*device.api, device.ordinal);
   cudaEvent_t event = nullptr;
@@ -110,7 +139,7 @@ expected<cudaEvent_t, Error> ReadinessGate::take_event(Device& device) {
   return event;
 }
 
-expected<ReadinessGate::Ticket, Error> ReadinessGate::arm(Tensor& tensor) {
+expected<ReadinessGate::Ticket, Error> ReadinessGate::arm(Tensor& tensor, std::uint64_t peer) {
   auto ordinal = device_of(tensor);
   if (!ordinal) {
     return forward_error(std::move(ordinal));
@@ -120,16 +149,20 @@ expected<ReadinessGate::Ticket, Error> ReadinessGate::arm(Tensor& tensor) {
     return forward_error(std::move(slot));
   }
   Device& device = devices_[*slot];
+  auto stream = stream_for(device, peer);
+  if (!stream) {
+    return forward_error(std::move(stream));
+  }
   auto event = take_event(device);
   if (!event) {
     return forward_error(std::move(event));
   }
   const Ticket ticket{*slot, *event};
-  if (auto waited = tensor.synchronize_for_consumer_stream(device.stream); !waited) {
+  if (auto waited = tensor.synchronize_for_consumer_stream(*stream); !waited) {
     release(ticket);
     return forward_error(std::move(waited));
   }
-  if (auto recorded = check_cuda(device.api->event_record(*event, device.stream), "cudaEventRecord");
+  if (auto recorded = check_cuda(device.api->event_record(*event, *stream), "cudaEventRecord");
       !recorded) {
     release(ticket);
     return forward_error(std::move(recorded));
@@ -153,6 +186,16 @@ expected<bool, Error> ReadinessGate::passed(const Ticket& ticket) {
     return forward_error(std::move(checked));
   }
   return true;
+}
+
+void ReadinessGate::forget(std::uint64_t peer) noexcept {
+  for (Device& device : devices_) {
+    if (auto known = device.peer_streams.find(peer); known != device.peer_streams.end()) {
+      CurrentDevice current(*device.api, device.ordinal);
+      destroy_stream(device, known->second);
+      device.peer_streams.erase(known);
+    }
+  }
 }
 
 void ReadinessGate::release(const Ticket& ticket) noexcept {

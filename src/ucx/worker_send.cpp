@@ -171,7 +171,7 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
   send->header_size = *size;
   if (tensor.has_readiness_stream_contract()) {
     Tensor armed = tensor;  // the gate waits through a Tensor's own hook
-    auto ticket = gate.arm(armed);
+    auto ticket = gate.arm(armed, id);
     if (!ticket) {
       Error error = std::move(ticket.error());
       error.message = "ucx send: " + error.message;
@@ -442,6 +442,7 @@ void Worker::State::sweep_ended() {
       }
     }
     if (over(peer)) {
+      gate.forget(p->first);
       p = peers.erase(p);
     } else {
       ++p;

@@ -275,5 +275,64 @@ TEST(UcxReadiness, ASendHeldBesideASleepingWaitLeavesOnceReady) {
   EXPECT_LT(waited, kSleepMs / 2) << "ms before the ready tensor left";
 }
 
+// Progresses `sender` and asks `receiver` until it hands out a tensor or `patience` has passed.
+std::optional<ucx::Received> receive_within(ucx::Worker& receiver, ucx::Worker& sender,
+                                            std::chrono::milliseconds patience) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  while (std::chrono::steady_clock::now() < until) {
+    EXPECT_TRUE(sender.progress());
+    auto got = receiver.receive(1);
+    EXPECT_TRUE(got) << to_string(got.error());
+    if (got && *got) {
+      return std::move(**got);
+    }
+  }
+  return std::nullopt;
+}
+
+// A send whose readiness point has not passed holds back its own peer's later sends only: a
+// tensor for another peer, ready, leaves at once (each peer's readiness waits are ordered on a
+// stream of its own, not on one the sends of every peer share).
+TEST(UcxReadiness, ASendWaitingForItsPointNeverHoldsBackAnotherPeersReadyTensor) {
+  FakeCudaScope cuda;
+  auto first = make_worker();
+  auto second = make_worker();
+  auto client = make_worker();
+  const auto to_first = connect_in_process(first, client);
+  const auto to_second = connect_in_process(second, client);
+  ASSERT_TRUE(to_first.client) << to_string(to_first.client.error());
+  ASSERT_TRUE(to_second.client) << to_string(to_second.client.error());
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, 2});
+  ASSERT_TRUE(pool);
+  const auto layout = ucx_series::layout(0);
+  auto slow = (*pool)->allocate(layout.shape, layout.dtype);
+  auto quick = (*pool)->allocate(layout.shape, layout.dtype);
+  ASSERT_TRUE(slow && quick);
+  ucx_series::fill(0, slow->data(), static_cast<std::size_t>(slow->nbytes()));
+  ucx_series::fill(0, quick->data(), static_cast<std::size_t>(quick->nbytes()));
+  cudaStream_t slow_producer = cuda->create_stream(0);
+  cudaStream_t quick_producer = cuda->create_stream(0);
+  cuda->launch(slow_producer);
+  cuda->launch(quick_producer);
+  ASSERT_TRUE(slow->set_readiness_stream(slow_producer));
+  ASSERT_TRUE(quick->set_readiness_stream(quick_producer));
+  ASSERT_TRUE(client.send(*to_first.client, *slow));
+  ASSERT_TRUE(client.send(*to_second.client, *quick));
+  cuda->complete(quick_producer);  // the second peer's tensor is ready, the first's is not
+
+  auto received = receive_within(second, client, std::chrono::seconds(10));
+  ASSERT_TRUE(received) << "a ready tensor waited for another peer's readiness point";
+  EXPECT_EQ(ucx_series::check(0, received->tensor), "");
+  EXPECT_EQ(client.waiting(), 1u);
+  EXPECT_FALSE(receive_within(first, client, std::chrono::milliseconds(200)))
+      << "a tensor left before its readiness point passed";
+
+  cuda->complete(slow_producer);
+  received = receive_within(first, client, std::chrono::seconds(10));
+  ASSERT_TRUE(received) << "the first peer's tensor never left";
+  EXPECT_EQ(ucx_series::check(0, received->tensor), "");
+  EXPECT_EQ(client.waiting(), 0u);
+}
+
 }  // namespace
 }  // namespace holoscan::test
