@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <future>
 #include <holoscan/deferred_release.hpp>
@@ -12,6 +13,7 @@
 #include <holoscan/event_pool.hpp>
 #include <holoscan/tensor_pool.hpp>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "gpu/gpu_test_fixture.hpp"
@@ -159,6 +161,78 @@ TEST_F(ReleaseSafetyTest, ConsumerWaitsForTheReadinessLeftOnAnotherStream) {
   EXPECT_EQ(result.at(0).mismatches, 0u) << "the consumer read before the first stream's writes";
   EXPECT_EQ(result.at(0).checksum, expected_checksum(kSeed, kElements));
   flush_deferred_releases();  // the probe must outlive the deleter
+  EXPECT_EQ(probe.calls(), 1);
+}
+
+// A burst of owners whose deallocation points wait on a busy stream fills the event pool; a trim
+// meanwhile destroys only free events, never one a pending release still holds, and a trim that
+// runs again and again while the release thread gives the events back loses none and frees none
+// twice: every deleter runs once, after the GPU work, and the pool ends with what it had.
+TEST_F(ReleaseSafetyTest, TrimDuringABurstDestroysOnlyFreeEventsAndRacesTheGiveBacks) {
+  constexpr int kOwners = 256;
+  flush_deferred_releases();
+  (void)trim_stream_events(device_);
+  const std::size_t baseline = created_stream_events(device_);
+  ASSERT_TRUE(reserve_stream_events(device_, baseline + kOwners + 64).has_value());
+
+  std::vector<std::unique_ptr<DeleterProbe>> probes;
+  std::vector<std::unique_ptr<DLManagedMemoryBufferVersioned>> buffers;
+  for (int i = 0; i < kOwners; ++i) {  // allocated before the spin: cudaMalloc synchronizes
+    probes.push_back(std::make_unique<DeleterProbe>());
+    buffers.push_back(make_buffer(*probes.back()));
+  }
+  cudaStream_t busy = make_stream();
+  for (auto& probe : probes) {
+    probe->watch({busy});
+  }
+  HDL_ASSERT_CUDA(launch_spin(300'000, busy));
+  for (auto& buffer : buffers) {
+    ASSERT_TRUE(buffer->set_deallocation_stream(busy));
+    buffer.reset();
+  }
+  const std::size_t trimmed = trim_stream_events(device_);
+  ASSERT_EQ(query_stream(busy), cudaErrorNotReady) << "the spin ended before the trim: no proof";
+  EXPECT_GE(trimmed, 64u) << "the reserved free events were kept";
+  EXPECT_GE(created_stream_events(device_), baseline + kOwners)
+      << "the trim destroyed events that pending releases still hold";
+  for (const auto& probe : probes) {
+    EXPECT_EQ(probe->calls(), 0) << "a deleter ran while the stream still used its memory";
+  }
+
+  std::atomic<bool> drained{false};
+  std::thread trimmer([&] {
+    while (!drained.load(std::memory_order_acquire)) {
+      (void)trim_stream_events(device_);
+    }
+  });
+  flush_deferred_releases();
+  drained.store(true, std::memory_order_release);
+  trimmer.join();
+  for (const auto& probe : probes) {
+    ASSERT_EQ(probe->calls(), 1);
+    ASSERT_EQ(probe->stream_status_at_delete(), std::vector<cudaError_t>{cudaSuccess})
+        << "a deleter ran before the busy stream finished";
+  }
+  (void)trim_stream_events(device_);
+  EXPECT_EQ(created_stream_events(device_), baseline) << "an event was lost or destroyed twice";
+
+  // The pool makes events anew after the trim, and a hop over them still orders the reads.
+  constexpr std::uint32_t kSeed = 23;
+  DeleterProbe probe;
+  auto buffer = make_buffer(probe);
+  auto* data = static_cast<std::uint32_t*>(buffer->managed_tensor()->dl_tensor.data);
+  DeviceArray<CheckResult> result(1);
+  cudaStream_t producer = make_stream();
+  cudaStream_t consumer = make_stream();
+  HDL_ASSERT_CUDA(launch_slow_fill(data, kElements, kSeed, 100'000, producer));
+  ASSERT_TRUE(buffer->set_readiness_stream(producer));
+  ASSERT_TRUE(buffer->synchronize_for_consumer(consumer).has_value());
+  HDL_ASSERT_CUDA(launch_check(data, kElements, kSeed, 0, result.get(), consumer));
+  ASSERT_TRUE(buffer->set_deallocation_stream(consumer));
+  buffer.reset();
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(consumer));
+  EXPECT_EQ(result.at(0).mismatches, 0u) << "the consumer read before the producer's writes";
+  flush_deferred_releases();
   EXPECT_EQ(probe.calls(), 1);
 }
 
