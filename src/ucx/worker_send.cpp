@@ -2,6 +2,7 @@
 // the peer went to UCX: a peer sees tensors in send order), then posted as one active message
 // whose data is the tensor's own memory. The claim is dropped when UCX reports that it is done
 // with the memory; the send ends when, in addition, the peer answered (or the connection broke).
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -443,6 +444,9 @@ void Worker::State::sweep_ended() {
     }
     if (over(peer)) {
       gate.forget(p->first);
+      if (peer.accepted) {  // never taken by accept(): a worker that never asks keeps no id
+        accepted.erase(std::remove(accepted.begin(), accepted.end(), p->first), accepted.end());
+      }
       p = peers.erase(p);
     } else {
       ++p;

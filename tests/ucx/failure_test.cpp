@@ -12,10 +12,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ucx/series.hpp"
@@ -235,6 +238,33 @@ TEST(UcxFailure, ConnectionsThatEndedLeaveNothingBehind) {
                                    (*pool)->allocate({4}, DLDataType{kDLFloat, 32, 1}).value());
   ASSERT_FALSE(back);
   EXPECT_EQ(back.error().code, ErrorCode::kClosed) << to_string(back.error());
+}
+
+// A listener whose application never calls accept() (it only receives) keeps no id of the
+// connections that came and went: once one is forgotten, accept() does not return it either.
+TEST(UcxFailure, AListenerThatNeverAcceptsKeepsNoIdOfEndedConnections) {
+  auto listener = make_worker();
+  auto client = make_worker();
+  const std::string port = listen_on_loopback(listener);
+  std::atomic<bool> answered{false};
+  std::optional<expected<ucx::PeerId, Error>> connected;
+  std::thread connecting([&] {
+    connected = client.connect("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port)), 20000);
+    answered.store(true);
+  });
+  while (!answered.load()) {  // the listener's rounds answer the Hello
+    (void)listener.progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  connecting.join();
+  ASSERT_TRUE(connected && *connected) << (connected ? to_string(connected->error()) : "");
+  ASSERT_TRUE(client.disconnect(**connected));
+  (void)client.progress();
+  const std::vector<std::string> reported =
+      reported_within(listener, 3000, [&] { (void)client.progress(); });
+  ASSERT_EQ(reported.size(), 1u) << "the close was not reported";
+  (void)listener.progress();  // the round that forgets it
+  EXPECT_FALSE(listener.accept(0)) << "an ended, forgotten connection was still announced";
 }
 
 TEST(UcxFailure, ReceiverThatDisconnectsWithArrivalsWaitingReportsNothingFalse) {

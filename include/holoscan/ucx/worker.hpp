@@ -144,7 +144,8 @@ class HOLOSCAN_DLPACK_API Worker {
 
   /**
    * @brief The next connection the listener accepted, waiting up to `timeout_ms` (0: do not
-   *        wait, negative: no limit); nullopt when none came. Each is returned once.
+   *        wait, negative: no limit); nullopt when none came. Each is returned once; one that
+   *        ended and was forgotten before it was asked for (see docs/ucx.md) is not.
    */
   std::optional<PeerId> accept(int timeout_ms);
 
