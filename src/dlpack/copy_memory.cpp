@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_guard.hpp"
+#include "stream/stream_point.hpp"
 
 namespace holoscan::detail {
 
@@ -20,6 +22,12 @@ struct CopyMemory::Allocation {
     std::unique_ptr<Allocation> self(static_cast<Allocation*>(context));
     if (self->memory == nullptr) {
       return;  // none was taken
+    }
+    // cudaFree and cudaFreeHost synchronize the device: in global mode CUDA refuses them (and
+    // invalidates the capture) while another thread captures a graph, which would leak the memory.
+    std::optional<RelaxedCaptureScope> relaxed;
+    if (self->device.device_type != kDLCPU) {
+      relaxed.emplace();
     }
     switch (self->device.device_type) {
       case kDLCPU:

@@ -7,6 +7,7 @@
 
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_guard.hpp"
+#include "stream/stream_point.hpp"
 
 namespace holoscan {
 namespace {
@@ -39,6 +40,9 @@ class DeviceAllocation final : public PoolAllocation {
   DeviceAllocation(void* memory, std::size_t bytes, int device) noexcept
       : memory_(memory), bytes_(bytes), device_(device) {}
   ~DeviceAllocation() override {
+    // cudaFree synchronizes the device: in global mode CUDA refuses it (and invalidates the
+    // capture) while another thread captures a graph, which would leak the memory.
+    const detail::RelaxedCaptureScope relaxed;
     detail::DeviceGuard guard(device_);
     if (detail::cuda().free(memory_) != cudaSuccess) {
       (void)detail::cuda().get_last_error();
@@ -122,8 +126,8 @@ expected<std::unique_ptr<PoolAllocation>, Error> allocate_pool_memory(
     return allocate_device(config.device, bytes);
   }
   auto allocation = config.memory_provider->allocate(config.device, bytes);
-  if (allocation &&
-      (*allocation == nullptr || (*allocation)->data() == nullptr || (*allocation)->bytes() < bytes)) {
+  if (allocation && (*allocation == nullptr || (*allocation)->data() == nullptr ||
+                     (*allocation)->bytes() < bytes)) {
     return make_unexpected(ErrorCode::kFailure,
                            "TensorPool::create: the memory provider gave no memory or less than " +
                                std::to_string(bytes) + " bytes");

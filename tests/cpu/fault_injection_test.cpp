@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -199,6 +200,37 @@ TEST_F(FaultInjection, HostWaitsNeverInvalidateAnotherThreadsCapture) {
   EXPECT_TRUE(synchronized.has_value()) << synchronized.error().message;
   EXPECT_EQ(capture(), cudaStreamCaptureStatusActive) << "the wait invalidated the capture";
   fake().set_capture(captured, cudaStreamCaptureStatusNone);
+}
+
+// Memory freed on a caller's thread (a device pool destroyed with its blocks idle, a pinned-host
+// copy dropped) is freed in relaxed mode: another thread's capture stays valid, nothing leaks.
+TEST_F(FaultInjection, FreesOnTheCallersThreadNeverInvalidateAnotherThreadsCapture) {
+  cudaStream_t captured = fake().create_stream(0);
+  cudaStream_t copier = fake().create_stream(0);
+  const std::size_t allocations_before = fake().live_allocations();
+  auto device_pool = TensorPool::create(TensorPoolConfig{PoolMemory::kDevice, 0, 256, 2});
+  ASSERT_TRUE(device_pool.has_value()) << device_pool.error().message;
+  auto host_pool = TensorPool::create(TensorPoolConfig{PoolMemory::kHost, 0, 256, 1});
+  ASSERT_TRUE(host_pool.has_value()) << host_pool.error().message;
+  std::optional<Tensor> pinned;
+  {
+    auto source = (*host_pool)->allocate({16}, DLDataType{kDLFloat, 32, 1});
+    ASSERT_TRUE(source.has_value()) << source.error().message;
+    auto copied = source->copy_to(DLDevice{kDLCUDAHost, 0}, copier);
+    ASSERT_TRUE(copied.has_value()) << copied.error().message;
+    pinned = std::move(*copied);
+  }
+  ASSERT_GT(fake().live_allocations(), allocations_before);
+
+  fake().set_capture(captured, cudaStreamCaptureStatusActive);
+  pinned.reset();
+  device_pool->reset();
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  EXPECT_EQ(test::FakeCuda::table().stream_is_capturing(captured, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive) << "a free invalidated the capture";
+  fake().set_capture(captured, cudaStreamCaptureStatusNone);
+  flush_deferred_releases();
+  EXPECT_EQ(fake().live_allocations(), allocations_before) << "a free was refused: memory leaked";
 }
 
 TEST_F(FaultInjection, CaptureErrorOnQueryMeansNotYetEvenWhenTheStreamIsDone) {

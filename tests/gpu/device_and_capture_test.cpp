@@ -10,6 +10,7 @@
 #include <holoscan/dlpack.hpp>
 #include <holoscan/event_pool.hpp>
 #include <holoscan/tensor.hpp>
+#include <holoscan/tensor_pool.hpp>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -322,6 +323,38 @@ TEST_F(CaptureTest, HostWaitsNeverInvalidateAnotherThreadsGlobalCapture) {
             << cudaGetErrorName(raw_wait) << "; the capture then ended with "
             << cudaGetErrorName(end) << "\n";
   HDL_EXPECT_CUDA(cudaEventDestroy(raw));
+}
+
+// Memory the library frees on a caller's thread (a device pool destroyed with its blocks idle, a
+// pinned-host copy dropped) is freed in relaxed mode: cudaFree and cudaFreeHost synchronize the
+// device, which global mode refuses during another thread's global capture (the capture would be
+// invalidated and the memory leaked).
+TEST_F(CaptureTest, FreesOnTheCallersThreadNeverInvalidateAnotherThreadsGlobalCapture) {
+  constexpr std::size_t kPoolBytes = std::size_t{256} << 20;
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(other_));
+  auto pool = TensorPool::create(TensorPoolConfig{PoolMemory::kDevice, device_, kPoolBytes, 1});
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  auto source = (*pool)->allocate({16}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(source.has_value()) << source.error().message;
+  auto copy = source->copy_to(DLDevice{kDLCUDAHost, 0}, other_);  // waits for the copy
+  ASSERT_TRUE(copy.has_value()) << copy.error().message;
+  *source = Tensor();
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(other_));
+  ASSERT_EQ((*pool)->available_blocks(), 1u);  // the block's points passed and are dropped
+  std::size_t free_before = 0;
+  std::size_t total = 0;
+  HDL_ASSERT_CUDA(cudaMemGetInfo(&free_before, &total));
+  {
+    GlobalCaptureOnAnotherThread capture(device_, capturing_, data_);
+    *copy = Tensor();
+    pool->reset();
+    EXPECT_EQ(capture.end(), cudaSuccess) << "a free invalidated another thread's capture";
+  }
+  flush_deferred_releases();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  std::size_t free_after = 0;
+  HDL_ASSERT_CUDA(cudaMemGetInfo(&free_after, &total));
+  EXPECT_GE(free_after, free_before + kPoolBytes / 2) << "the pool's memory was never freed";
 }
 
 // The contract allows either outcome; this pins down that it is one of the two and says which.

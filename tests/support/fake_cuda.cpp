@@ -443,8 +443,12 @@ cudaError_t device_malloc(void** memory, std::size_t bytes) {
   });
 }
 
+// A free synchronizes the device: as unsafe during a capture as a query (the memory stays).
 cudaError_t device_free(void* memory) {
   return call(CudaEntry::kFree, [&](State& s, Lock&) {
+    if (s.refused_by_a_capture()) {
+      return cudaErrorStreamCaptureUnsupported;
+    }
     return s.release(memory, cudaMemoryTypeDevice, cudaMemoryTypeManaged);
   });
 }
@@ -482,8 +486,12 @@ cudaError_t malloc_host(void** memory, std::size_t bytes) {
 }
 
 cudaError_t free_host(void* memory) {
-  return call(CudaEntry::kFreeHost,
-              [&](State& s, Lock&) { return s.release(memory, cudaMemoryTypeHost); });
+  return call(CudaEntry::kFreeHost, [&](State& s, Lock&) {
+    if (s.refused_by_a_capture()) {
+      return cudaErrorStreamCaptureUnsupported;
+    }
+    return s.release(memory, cudaMemoryTypeHost);
+  });
 }
 
 cudaError_t malloc_managed(void** memory, std::size_t bytes, unsigned int) {

@@ -7,6 +7,7 @@
 #include "cuda/device_guard.hpp"
 #include "ipc/cuda/cuda_driver_error.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
+#include "stream/stream_point.hpp"
 
 namespace holoscan::detail {
 namespace {
@@ -130,6 +131,8 @@ expected<ipc::UniqueFd, Error> VmmAllocation::export_fd() const {
 }
 
 VmmAllocation::~VmmAllocation() {
+  // As every free: never in global capture mode, which another thread's capture would refuse.
+  const RelaxedCaptureScope relaxed;
   DeviceGuard guard(device_);
   if (mapped_) {
     (void)cuda_ipc().mem_unmap(base_, bytes_);

@@ -7,6 +7,7 @@
 #include "cuda/device_guard.hpp"
 #include "ipc/cuda/cuda_driver_error.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
+#include "stream/stream_point.hpp"
 
 namespace holoscan::ipc::detail {
 namespace {
@@ -75,6 +76,9 @@ expected<std::shared_ptr<ImportedMapping>, Error> ImportedMapping::open(
 
 ImportedMapping::~ImportedMapping() {
   if (legacy_ != nullptr) {
+    // Unmapping synchronizes: never in global capture mode, which another thread's capture
+    // would refuse.
+    const holoscan::detail::RelaxedCaptureScope relaxed;
     holoscan::detail::DeviceGuard guard(device_);
     if (cuda_ipc().ipc_close_mem_handle(legacy_) != cudaSuccess) {
       (void)holoscan::detail::cuda().get_last_error();
