@@ -12,6 +12,7 @@
 #include "devices.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
+#include "protocol_streams.hpp"
 #include "without_gil.hpp"
 
 namespace nb = nanobind;
@@ -26,7 +27,7 @@ void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
   if (consumer.kind != ProtocolStream::Kind::kNoSync && cuda_ordered(tensor.device().device_type) &&
       tensor.has_readiness_stream_contract() &&
       !ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
-    if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
+    if (auto ordered = order_protocol_consumer(tensor, consumer.handle); !ordered) {
       raise_error(ordered.error());
     }
   }
@@ -111,7 +112,7 @@ void order_explicit_consumer(Tensor& tensor, const ProtocolStream& consumer) {
       ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
     return;
   }
-  if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
+  if (auto ordered = order_protocol_consumer(tensor, consumer.handle); !ordered) {
     raise_error(ordered.error());
   }
 }

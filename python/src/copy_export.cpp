@@ -8,6 +8,7 @@
 
 #include "devices.hpp"
 #include "holoscan/cuda_stream_sync.hpp"
+#include "protocol_streams.hpp"
 #include "python_release.hpp"
 #include "stream_owner.hpp"
 #include "without_gil.hpp"
@@ -20,6 +21,7 @@ namespace {
 // waits for the consumer instead; a stream that refuses that too (capturing) leaves a point on
 // the legacy stream.
 void retire_after_consumer(Tensor& copy, cudaStream_t consumer) noexcept {
+  const ProtocolStreamScope scope(copy, consumer);  // and kLegacyStream below: the same device
   try {
     if (copy.set_deallocation_stream(consumer) ||
         synchronize_cuda_stream_for_host(consumer).has_value()) {

@@ -17,8 +17,10 @@
 #include "dlpack/dlpack_validate.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
+#include "protocol_streams.hpp"
 #include "stream_arg.hpp"
 #include "tensor_copy.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -79,7 +81,8 @@ nb::object version_number(nb::handle item) {
   if (PyIndex_Check(item.ptr()) == 0) {
     return nb::object();
   }
-  nb::object number = nb::steal(PyNumber_Index(item.ptr()));
+  // __index__ is Python code, run by this thread: see running_python.
+  nb::object number = nb::steal(running_python([&] { return PyNumber_Index(item.ptr()); }));
   if (!number.is_valid()) {
     throw nb::python_error();
   }
@@ -157,7 +160,7 @@ void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
       ready_on_legacy_default(tensor.readiness_stream(), consumer.handle)) {
     return;  // no readiness point (ROCm included), or recorded on this very stream
   }
-  if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
+  if (auto ordered = order_protocol_consumer(tensor, consumer.handle); !ordered) {
     raise_error(ordered.error(), Raise::kBuffer);
   }
 }

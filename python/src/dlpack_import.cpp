@@ -15,6 +15,7 @@
 #include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
+#include "protocol_streams.hpp"
 #include "python_release.hpp"
 #include "without_gil.hpp"
 
@@ -141,14 +142,17 @@ struct Names {
   PyObject* dlpack_device = interned("__dlpack_device__");
   PyObject* keywords = nullptr;              // max_version, dl_device, copy
   PyObject* keywords_with_stream = nullptr;  // ... and stream
+  PyObject* stream_keyword = nullptr;        // stream alone, as producers before DLPack 1.0 take it
   PyObject* max_version = nullptr;
 
   Names() {
     keywords = Py_BuildValue("(sss)", "max_version", "dl_device", "copy");
     keywords_with_stream = Py_BuildValue("(ssss)", "max_version", "dl_device", "copy", "stream");
+    stream_keyword = Py_BuildValue("(s)", "stream");
     max_version = Py_BuildValue("(II)", HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR,
                                 HOLOSCAN_DLPACK_IMPL_VERSION_MINOR);
-    if (keywords == nullptr || keywords_with_stream == nullptr || max_version == nullptr) {
+    if (keywords == nullptr || keywords_with_stream == nullptr || stream_keyword == nullptr ||
+        max_version == nullptr) {
       throw nb::python_error();
     }
   }
@@ -165,7 +169,9 @@ int dlpack_device_type(nb::handle device) {
   }
   PyObject* item = PyTuple_GET_ITEM(device.ptr(), 0);
   int overflow = 0;
-  const long long type = PyLong_AsLongLongAndOverflow(item, &overflow);
+  // An item that is no int is read through its __index__, Python code: see running_python.
+  const long long type =
+      running_python([&] { return PyLong_AsLongLongAndOverflow(item, &overflow); });
   if (type == -1 && PyErr_Occurred() != nullptr) {
     throw nb::python_error();
   }
@@ -270,7 +276,7 @@ void record_import_readiness(Tensor& tensor, const ProtocolStream& stream) {
   }
   // False (no driver, a capturing stream) leaves no readiness contract: the data is still ready
   // for the consumer stream the producer ordered itself on, which is all it was asked for.
-  (void)tensor.set_readiness_stream(stream.handle);
+  (void)set_protocol_readiness(tensor, stream.handle);
 }
 
 Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::handle copy) {
@@ -303,19 +309,35 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
     return PyObject_VectorcallMethod(n.dlpack, args, 1,
                                      pass_stream ? n.keywords_with_stream : n.keywords);
   }));
+  // Whether the producer was called without the consumer's stream.
   bool legacy_call = false;
   if (!capsule.is_valid()) {
-    // Only a producer that predates the keywords (TypeError) is asked again, the old way.
+    // Only a producer that predates the keywords (TypeError) is asked again, the old way: with
+    // the stream alone where it takes one (DLPack before 1.0), so that it still orders its work
+    // for the consumer's stream, else with nothing.
     if (!PyErr_ExceptionMatches(PyExc_TypeError) || copy.ptr() == Py_True) {
       throw nb::python_error();
     }
     PyErr_Clear();
-    capsule = nb::steal(
-        running_python([&] { return PyObject_CallMethodNoArgs(object.ptr(), n.dlpack); }));
-    if (!capsule.is_valid()) {
-      throw nb::python_error();
+    if (pass_stream) {
+      PyObject* stream_args[] = {object.ptr(), stream_value.ptr()};
+      capsule = nb::steal(running_python(
+          [&] { return PyObject_VectorcallMethod(n.dlpack, stream_args, 1, n.stream_keyword); }));
+      if (!capsule.is_valid()) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+          throw nb::python_error();
+        }
+        PyErr_Clear();
+      }
     }
-    legacy_call = true;
+    if (!capsule.is_valid()) {
+      capsule = nb::steal(
+          running_python([&] { return PyObject_CallMethodNoArgs(object.ptr(), n.dlpack); }));
+      if (!capsule.is_valid()) {
+        throw nb::python_error();
+      }
+      legacy_call = true;
+    }
   }
   if (!PyCapsule_CheckExact(capsule.ptr())) {
     throw nb::type_error(
@@ -336,7 +358,7 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
   }
   record_import_readiness(tensor, ProtocolStream{});
   if (consumer.handle != kLegacyStream && tensor.has_readiness_stream_contract()) {
-    if (auto ordered = tensor.synchronize_for_consumer_stream(consumer.handle); !ordered) {
+    if (auto ordered = order_protocol_consumer(tensor, consumer.handle); !ordered) {
       raise_error(ordered.error());
     }
   }

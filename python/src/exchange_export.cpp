@@ -18,6 +18,7 @@
 #include "errors.hpp"
 #include "exports.hpp"
 #include "imports.hpp"
+#include "protocol_streams.hpp"
 #include "stream_arg.hpp"
 
 namespace nb = nanobind;
@@ -63,7 +64,7 @@ void order_work_stream(Tensor& tensor) {
       ready_on_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
     return;
   }
-  if (auto ordered = tensor.synchronize_for_consumer_stream(kLegacyStream); !ordered) {
+  if (auto ordered = order_protocol_consumer(tensor, kLegacyStream); !ordered) {
     raise_error(ordered.error(), Raise::kBuffer);
   }
 }

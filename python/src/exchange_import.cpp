@@ -7,6 +7,7 @@
 #include "devices.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
+#include "protocol_streams.hpp"
 #include "without_gil.hpp"
 
 namespace nb = nanobind;
@@ -152,12 +153,25 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
                                &work) != 0) {
     raise_table_failure("__dlpack_c_exchange_api__ gave no work stream");
   }
-  // A null work stream is the producer's legacy default stream (torch's default stream): recorded
-  // as cudaStreamLegacy, which names the same stream and lets legacy consumers skip the wait.
+  // A null work stream is the producer's legacy default stream (torch's default stream) of the
+  // tensor's device: recorded as cudaStreamLegacy, which names the same stream and lets legacy
+  // consumers skip the wait.
   cudaStream_t producer_stream = work != nullptr ? static_cast<cudaStream_t>(work) : kLegacyStream;
-  if (tensor->set_readiness_stream(producer_stream) && producer_stream != consumer.handle &&
-      !ready_on_legacy_default(producer_stream, consumer.handle)) {
-    if (auto ordered = tensor->synchronize_for_consumer_stream(consumer.handle); !ordered) {
+  const bool same_stream = producer_stream == consumer.handle ||
+                           ready_on_legacy_default(producer_stream, consumer.handle);
+  {
+    const ProtocolStreamScope scope(*tensor, producer_stream);
+    if (!tensor->set_readiness_stream(producer_stream) && !same_stream) {
+      // The producer ordered nothing for the consumer (no_sync): without a point the consumer
+      // could read before the data is written.
+      throw nb::buffer_error(
+          "__dlpack_c_exchange_api__: no readiness point could be recorded on the producer's work "
+          "stream (is it capturing a CUDA graph?), so the consumer's stream cannot be ordered "
+          "after its work");
+    }
+  }
+  if (!same_stream) {
+    if (auto ordered = order_protocol_consumer(*tensor, consumer.handle); !ordered) {
       raise_error(ordered.error());
     }
   }

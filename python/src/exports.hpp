@@ -12,10 +12,11 @@ namespace holoscan::python {
  *        (0 is invalid; ignored, unread, for host tensors, whose readiness the host waits for,
  *        unless copied into device memory). A versioned capsule for max_version >= (1, 0), of
  *        version (1, min(minor, ours)) for a major-1 consumer (never 1.0 for a 1.1 feature),
- *        else legacy, which a read-only tensor refuses (BufferError). `copy=True` or another `dl_device` gives an owning, writable copy
- *        (Tensor::copy_to) ordered on the consumer's stream (-1 is refused with BufferError when
- *        device or managed memory is copied); `copy=False` with another `dl_device` raises
- *        BufferError. An unconsumed capsule frees its export when it dies.
+ *        else legacy, which a read-only tensor refuses (BufferError). `copy=True` or another
+ *        `dl_device` gives an owning, writable copy (Tensor::copy_to) ordered on the consumer's
+ *        stream (-1 is refused with BufferError when device or managed memory is copied);
+ *        `copy=False` with another `dl_device` raises BufferError. An unconsumed capsule frees
+ *        its export when it dies.
  */
 nanobind::object export_dlpack(Tensor& tensor, nanobind::handle stream,
                                nanobind::handle max_version, nanobind::handle dl_device,

@@ -7,6 +7,7 @@
 #include "dtype.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
+#include "protocol_streams.hpp"
 #include "stream_arg.hpp"
 #include "without_gil.hpp"
 
@@ -74,7 +75,7 @@ nb::dict cuda_array_interface(Tensor& tensor) {
   // to it (one event wait on the GPU, none when readiness was recorded there).
   if (tensor.has_readiness_stream_contract() &&
       !ready_on_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
-    if (auto ordered = tensor.synchronize_for_consumer_stream(kLegacyStream); !ordered) {
+    if (auto ordered = order_protocol_consumer(tensor, kLegacyStream); !ordered) {
       raise_error(ordered.error());
     }
   }

@@ -16,6 +16,7 @@
 
 #include "bindings.hpp"
 #include "errors.hpp"
+#include "text_arg.hpp"
 #include "without_gil.hpp"
 
 namespace nb = nanobind;
@@ -88,7 +89,7 @@ std::size_t release_count(nb::handle value, const char* field) {
   const long long count = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
   if (overflow < 0 || (overflow == 0 && count < 0)) {
     raise_invalid_argument("ReleaseThreadOptions::" + std::string(field) +
-                           " must be 0 to 100000, not " + nb::str(value).c_str());
+                           " must be 0 to 100000, not " + display_text(value));
   }
   if (overflow > 0 || static_cast<unsigned long long>(count) > SIZE_MAX) {
     return SIZE_MAX;

@@ -3,17 +3,20 @@
 
 #include <cstdint>
 
+#include "without_gil.hpp"
+
 namespace holoscan::python {
 namespace {
 
-// `object.ptr` as a handle, or null (the error cleared).
+// `object.ptr` as a handle, or null (the error cleared). A property and an __index__ are Python
+// code, run by this thread: see running_python.
 cudaStream_t pointer_of(PyObject* object) noexcept {
-  PyObject* ptr = PyObject_GetAttrString(object, "ptr");
+  PyObject* ptr = running_python([&] { return PyObject_GetAttrString(object, "ptr"); });
   if (ptr == nullptr) {
     PyErr_Clear();
     return nullptr;
   }
-  const auto value = PyLong_AsUnsignedLongLong(ptr);
+  const auto value = running_python([&] { return PyLong_AsUnsignedLongLong(ptr); });
   Py_DECREF(ptr);
   if (PyErr_Occurred() != nullptr) {
     PyErr_Clear();
@@ -24,12 +27,13 @@ cudaStream_t pointer_of(PyObject* object) noexcept {
 
 // CuPy's current stream object (a new reference), or null.
 PyObject* cupy_current_stream() noexcept {
-  PyObject* modules = PyImport_GetModuleDict();  // borrowed
+  PyObject* modules = PyImport_GetModuleDict();                 // borrowed
   PyObject* cuda = PyDict_GetItemString(modules, "cupy.cuda");  // borrowed; null: not loaded
   if (cuda == nullptr) {
     return nullptr;
   }
-  PyObject* stream = PyObject_CallMethod(cuda, "get_current_stream", nullptr);
+  PyObject* stream =
+      running_python([&] { return PyObject_CallMethod(cuda, "get_current_stream", nullptr); });
   if (stream == nullptr) {
     PyErr_Clear();
   }

@@ -221,7 +221,16 @@ def test_a_daemon_thread_reading_an_integer_through_index_does_not_abort_the_exi
             def __index__(self):
                 time.sleep(0)
                 return 1
-        """, "tensor.__dlpack__(max_version=(1, 0), dl_device=(Index(), 0))")
+
+        class IndexedDevice:  # a producer whose device type is read through __index__
+            def __dlpack_device__(self):
+                return (Index(), 0)
+
+            def __dlpack__(self, **kwargs):
+                return np.arange(4.0).__dlpack__(**kwargs)
+        """, "tensor.__dlpack__(max_version=(1, 0), dl_device=(Index(), 0))",
+        "tensor.__dlpack__(max_version=(Index(), 0))",
+        "hd.from_dlpack(IndexedDevice())")
 
 
 def test_a_daemon_thread_reading_a_custom_sequence_does_not_abort_the_exit():

@@ -60,9 +60,20 @@ def test_rejected_tensor_is_freed_once_by_us(exchange, collect):
 @pytest.mark.parametrize("import_, stream", [
     (hd.from_dlpack, None), (hd.from_dlpack, 1), (hd.from_dlpack, 2), (hd.as_tensor, None),
 ])
-def test_device_import_asks_for_the_work_stream(exchange, import_, stream):
+def test_device_import_asks_for_the_work_stream(exchange, import_, stream, collect):
     exchange.set_work_stream(0)  # the legacy default stream
     _, queries = exchange.exchange_counts()
+    if stream == 2 and not cuda_device_present():
+        # Without a driver no readiness point can be recorded on the producer's stream, and the
+        # consumer's per-thread stream is another: nothing would order the consumer after the
+        # producer's work, so the import is refused (and the tensor freed once).
+        deleted = exchange.deleter_calls()
+        with pytest.raises(BufferError, match="no readiness point could be recorded"):
+            import_(exchange.ExchangeProducer([8], KDL_CUDA), stream=stream)
+        collect()
+        assert exchange.exchange_counts()[1] == queries + 1
+        assert exchange.deleter_calls() == deleted + 1
+        return
     t = import_(exchange.ExchangeProducer([8], KDL_CUDA), stream=stream)
     assert exchange.exchange_counts()[1] == queries + 1
     assert t.device == hd.DLDevice(KDL_CUDA, 0)

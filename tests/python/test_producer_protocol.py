@@ -183,6 +183,42 @@ def test_legacy_producer_is_asked_again_without_keywords():
         hd.from_dlpack(producer, copy=True)  # a copy cannot be asked of it: no silent fallback
 
 
+def test_legacy_device_producer_is_asked_again_with_the_stream_alone():
+    # A producer from before DLPack 1.0 takes `stream` but not max_version: asked again with the
+    # stream alone, it still orders its work for the consumer's stream (without it, some such
+    # producers order nothing).
+    class LegacyDevice:
+        def __init__(self):
+            self.calls = []
+            self.array = np.arange(3, dtype=np.int8)
+
+        def __dlpack_device__(self):
+            return (KDL_CUDA, 0)
+
+        def __dlpack__(self, stream=None):
+            self.calls.append(stream)
+            return self.array.__dlpack__()  # host bytes stand in for the device's
+
+    producer = LegacyDevice()
+    hd.from_dlpack(producer, stream=7)
+    assert producer.calls == [7], "one failed call with keywords, then one with the stream alone"
+
+    class Oldest:  # takes nothing at all
+        def __init__(self):
+            self.calls = 0
+
+        def __dlpack_device__(self):
+            return (KDL_CUDA, 0)
+
+        def __dlpack__(self):
+            self.calls += 1
+            return np.arange(3, dtype=np.int8).__dlpack__()
+
+    oldest = Oldest()
+    hd.from_dlpack(oldest, stream=7)
+    assert oldest.calls == 1
+
+
 def test_producer_errors_propagate():
     class Raising:
         def __dlpack_device__(self):

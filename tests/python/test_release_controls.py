@@ -113,6 +113,13 @@ def test_the_backlog_limit_is_a_whole_count_of_releases(restored_options, no_opt
         hd.ReleaseThreadOptions(backlog_limit=-1)
     assert str(raised.value) == ("kInvalidArgument: ReleaseThreadOptions::backlog_limit must be "
                                  "0 to 100000, not -1")
+
+    class Unprintable(int):  # its str() has no UTF-8 form: the message falls back to ascii()
+        def __str__(self):
+            return "\udc80"
+
+    with pytest.raises(hd.errors.InvalidArgumentError, match="backlog_limit must be 0 to 100000"):
+        hd.ReleaseThreadOptions(backlog_limit=Unprintable(-1))
     for too_many, shown in ((100_001, "100001"), (2**80, str(2**64 - 1))):
         options.backlog_limit = too_many
         with pytest.raises(hd.errors.InvalidArgumentError) as raised:
