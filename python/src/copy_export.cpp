@@ -21,7 +21,8 @@ namespace {
 // waits for the consumer instead; a stream that refuses that too (capturing) leaves a point on
 // the legacy stream.
 void retire_after_consumer(Tensor& copy, cudaStream_t consumer) noexcept {
-  const ProtocolStreamScope scope(copy, consumer);  // and kLegacyStream below: the same device
+  // The default streams below (and kLegacyStream) are the copy's device's.
+  const holoscan::detail::DefaultStreamDevice scope(copy.device(), consumer);
   try {
     if (copy.set_deallocation_stream(consumer) ||
         synchronize_cuda_stream_for_host(consumer).has_value()) {

@@ -160,7 +160,7 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
   const bool same_stream = producer_stream == consumer.handle ||
                            ready_on_legacy_default(producer_stream, consumer.handle);
   {
-    const ProtocolStreamScope scope(*tensor, producer_stream);
+    const holoscan::detail::DefaultStreamDevice scope(tensor->device(), producer_stream);
     if (!tensor->set_readiness_stream(producer_stream) && !same_stream) {
       // The producer ordered nothing for the consumer (no_sync): without a point the consumer
       // could read before the data is written.
