@@ -415,8 +415,9 @@ void Worker::State::keep_unsettled_memory() noexcept {
   }
 }
 
-// Closes every connection and gives UCX up to a second to finish what it was doing, then cancels
-// what is left (another second); only memory of completed requests is let go of with the worker.
+// Closes every connection and gives UCX up to a second to finish what it was doing; only memory of
+// completed requests is let go of with the worker. (What is left cannot be cancelled first:
+// ucp_request_cancel acts on tag receives only, and the worker uses active messages.)
 void Worker::State::shut_down() noexcept {
   if (worker == nullptr) {
     return;
@@ -437,21 +438,6 @@ void Worker::State::shut_down() noexcept {
       }
     }
     settle(std::chrono::seconds(1));
-    if (requests_pending()) {
-      for (auto& [id, peer] : peers) {
-        for (auto& send : peer.outgoing) {
-          if (send->request != nullptr) {
-            ucp_request_cancel(worker.get(), send->request);
-          }
-        }
-      }
-      for (auto& arrival : arrivals) {
-        if (arrival->request != nullptr) {
-          ucp_request_cancel(worker.get(), arrival->request);
-        }
-      }
-      settle(std::chrono::seconds(1));
-    }
   } catch (...) {
     // Out of host memory while closing: what UCX did not finish is kept below.
   }
