@@ -17,7 +17,10 @@ cudaStream_t pointer_of(PyObject* object) noexcept {
     return nullptr;
   }
   const auto value = running_python([&] { return PyLong_AsUnsignedLongLong(ptr); });
-  Py_DECREF(ptr);
+  running_python([&] {  // the last reference: a __del__ would be Python code
+    Py_DECREF(ptr);
+    return 0;
+  });
   if (PyErr_Occurred() != nullptr) {
     PyErr_Clear();
     return nullptr;

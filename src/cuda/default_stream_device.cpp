@@ -6,7 +6,8 @@
 namespace holoscan::detail {
 
 DefaultStreamDevice::DefaultStreamDevice(DLDevice device, cudaStream_t stream) noexcept {
-  if (device.device_type != kDLCUDA || !is_default_stream_handle(stream)) {
+  if ((device.device_type != kDLCUDA && device.device_type != kDLCUDAManaged) ||
+      !is_default_stream_handle(stream)) {
     return;
   }
   const CudaApi& api = cuda();

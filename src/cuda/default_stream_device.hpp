@@ -10,10 +10,10 @@ namespace holoscan::detail {
 
 /**
  * @brief Keeps `device` current for a scope where `stream` is a default-stream handle (null,
- *        legacy or per-thread) and `device` a CUDA device, so that the handle names that device's
- *        default stream rather than the current device's; elsewhere it does nothing. A failed
- *        switch leaves the current device (the calls made then report their own failure); the
- *        caller's device is current again when the scope ends.
+ *        legacy or per-thread) and `device` is CUDA device or managed memory, so that the handle
+ *        names that device's default stream rather than the current device's; elsewhere it does
+ *        nothing. A failed switch leaves the current device (the calls made then report their
+ *        own failure); the caller's device is current again when the scope ends.
  */
 class HOLOSCAN_DLPACK_WING_API DefaultStreamDevice {
  public:

@@ -23,7 +23,7 @@ class ReadinessGate {
   /** @brief An event recorded after one tensor's readiness point. */
   struct Ticket {
     std::size_t device_slot = 0;  ///< Which of the gate's devices.
-    cudaEvent_t event = nullptr;  ///< Recorded on that device's stream.
+    cudaEvent_t event = nullptr;  ///< Recorded on its peer's stream of that device.
   };
 
   ReadinessGate() = default;

@@ -415,8 +415,8 @@ void Worker::State::keep_unsettled_memory() noexcept {
   }
 }
 
-// Closes every connection and gives UCX up to a second to finish what it was doing; only memory of
-// completed requests is let go of with the worker. (What is left cannot be cancelled first:
+// Closes every connection and gives UCX up to two seconds to finish what it was doing; only memory
+// of completed requests is let go of with the worker. (What is left cannot be cancelled first:
 // ucp_request_cancel acts on tag receives only, and the worker uses active messages.)
 void Worker::State::shut_down() noexcept {
   if (worker == nullptr) {
@@ -437,7 +437,7 @@ void Worker::State::shut_down() noexcept {
         lose_peer(peer, Error{ErrorCode::kClosed, "ucx: the worker was destroyed", 0}, false);
       }
     }
-    settle(std::chrono::seconds(1));
+    settle(std::chrono::seconds(2));
   } catch (...) {
     // Out of host memory while closing: what UCX did not finish is kept below.
   }
