@@ -11,6 +11,10 @@
 
 namespace holoscan {
 
+namespace detail {
+struct HOLOSCAN_DLPACK_ABI ImportOwnerAccess;
+}  // namespace detail
+
 /**
  * @brief Wraps the deleter of a DLManagedTensorVersioned (DLPack >= 1.0).
  *
@@ -34,6 +38,7 @@ class HOLOSCAN_DLPACK_API DLManagedMemoryBufferVersioned : public StreamTrackedR
   DLManagedTensorVersioned* managed_tensor() const noexcept { return self_; }
 
  private:
+  friend struct detail::ImportOwnerAccess;
   DLManagedTensorVersioned* self_ = nullptr;
 };
 
@@ -57,6 +62,7 @@ class HOLOSCAN_DLPACK_API DLManagedMemoryBuffer : public StreamTrackedReference 
   DLManagedTensor* managed_tensor() const noexcept { return self_; }
 
  private:
+  friend struct detail::ImportOwnerAccess;
   DLManagedTensor* self_ = nullptr;
 };
 

@@ -68,6 +68,9 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
   // (ContextAccess::memory_lives_in_reference). A reference put in its place by a holder vouches
   // for nothing (a pool block's memory is then kept by the context itself). Never copied.
   const TensorMemoryReference* memory_lives_in_ = nullptr;
+  // That reference is an owner the library made which lives by its holds (an import's): an
+  // export holds it with one atomic (ContextAccess::memory_held_by_holds). Never copied.
+  bool memory_lives_by_holds_ = false;
   CheckedView checked_;
 };
 

@@ -16,6 +16,7 @@ namespace holoscan {
 
 namespace detail {
 struct HOLOSCAN_DLPACK_ABI StreamTrackedAccess;
+struct HOLOSCAN_DLPACK_ABI ReferenceHolds;
 }  // namespace detail
 
 /**
@@ -49,11 +50,10 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
   /** @brief Drops one handle claim; an unpaired release is counted instead of wrapping. */
   void release_tensor_handle() noexcept override {
     // acq_rel: whoever sees the count reach zero also sees every write made under the claims.
-    if (claims_.fetch_sub(1, std::memory_order_acq_rel) > 0) {
+    if (static_cast<std::int32_t>(claims_.fetch_sub(1, std::memory_order_acq_rel)) > 0) {
       return;
     }
-    claims_.fetch_add(1, std::memory_order_relaxed);
-    unpaired_.fetch_add(1, std::memory_order_relaxed);
+    correct_unpaired_release();
   }
 
   /** @brief Records a deallocation point on `stream` (device-correct); false under capture. */
@@ -75,8 +75,10 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
 
   /** @brief Handle claims held now (never negative, even while an unpaired release corrects). */
   std::int64_t handle_claims() const noexcept {
-    const std::int64_t claims = claims_.load(std::memory_order_acquire);
-    return claims > 0 ? claims : 0;
+    const std::int64_t word = claims_.load(std::memory_order_acquire);
+    const std::int32_t claims = static_cast<std::int32_t>(word);
+    // An export's hold is a claim too; the shared owner's hold (kOwnerHold) is none.
+    return (claims > 0 ? claims : 0) + (((word - claims) & (kOwnerHold - 1)) / kHold);
   }
   /** @brief Releases that came without a matching retain (a caller bug, reported here). */
   std::uint64_t unpaired_releases() const noexcept {
@@ -110,13 +112,28 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
 
  private:
   friend struct detail::StreamTrackedAccess;
+  friend struct detail::ReferenceHolds;
   /** @brief Bytes of the stream points kept in place (checked where they are defined). */
   static constexpr std::size_t kStreamStateBytes = 448;
 
+  /** @brief An export's hold in claims_ (the bits above the claims'). */
+  static constexpr std::int64_t kHold = std::int64_t{1} << 32;
+  /** @brief The shared owner's hold in claims_ (above 2^24 exports' holds). */
+  static constexpr std::int64_t kOwnerHold = std::int64_t{1} << 56;
+
+  // An unpaired release undone; the last hold of an owner that lives by them disposes of it.
+  [[gnu::cold]] void correct_unpaired_release() noexcept;
+
   // The claims stay inline, so that a retain or release is one atomic with no call of its own;
-  // the stream points, whose hooks cost a CUDA call anyway, are kept out of sight.
+  // the stream points, whose hooks cost a CUDA call anyway, are kept out of sight. The low 32
+  // bits count handle claims (signed: negative while an unpaired release is undone); the bits
+  // above count holds, for an owner the library made that lives by them (its shared owner's at
+  // bit 56, each export's at bit 32; ReferenceHolds::live_by_holds), 0 for every other
+  // reference. It is destroyed when the whole word reaches 0, which only its last hold can do.
   std::atomic<std::int64_t> claims_{0};
   std::atomic<std::uint64_t> unpaired_{0};
+  // Set for an owner that lives by its holds: destroys it and gives its memory back.
+  void (*dispose_)(StreamTrackedReference* self) noexcept = nullptr;
   alignas(8) unsigned char streams_[kStreamStateBytes];
 };
 

@@ -17,6 +17,7 @@
 #include "imports.hpp"
 #include "protocol_streams.hpp"
 #include "python_release.hpp"
+#include "stream/reference_holds.hpp"
 #include "without_gil.hpp"
 
 namespace nb = nanobind;
@@ -201,6 +202,11 @@ nb::object protocol_value(const ProtocolStream& stream) {
 template <class Buffer, class Managed>
 PyObject* imported_producer(TensorMemoryReference* reference) noexcept {
   const auto* buffer = dynamic_cast<const Buffer*>(reference);
+  // An export of the import holds its owner apart from the shared_ptr (it lives by its holds):
+  // then the Tensor is not the producer's only way out.
+  if (buffer != nullptr && holoscan::detail::ReferenceHolds::export_holds(*buffer) != 0) {
+    return nullptr;
+  }
   Managed* managed = buffer != nullptr ? buffer->managed_tensor() : nullptr;
   if (managed == nullptr || managed->deleter != &ProducerOwner<Managed>::library_deleter) {
     return nullptr;
@@ -226,6 +232,9 @@ PyObject* sole_owners_producer(const Tensor& tensor) noexcept {
   }
   if (producer == nullptr) {  // an array interface's import keeps its exporting object
     const auto* buffer = dynamic_cast<const DLManagedMemoryBufferVersioned*>(reference);
+    if (buffer != nullptr && holoscan::detail::ReferenceHolds::export_holds(*buffer) != 0) {
+      return nullptr;
+    }
     producer = array_interface_exporter(buffer != nullptr ? buffer->managed_tensor() : nullptr);
   }
   return producer;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "holoscan/dlpack_context.hpp"
+#include "holoscan/stream_tracked_reference.hpp"
 
 namespace holoscan::detail {
 
@@ -48,6 +49,15 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
    */
   static void mark_memory_lives_in_reference(DLManagedTensorContext& context) noexcept {
     context.memory_lives_in_ = context.memory_reference.get();
+    context.memory_lives_by_holds_ = false;
+  }
+  /**
+   * @brief As above, for a reference that lives by its holds (ReferenceHolds::live_by_holds):
+   *        an export may hold it alone, with a hold instead of a shared_ptr copy and a claim.
+   */
+  static void mark_memory_lives_by_holds(DLManagedTensorContext& context) noexcept {
+    context.memory_lives_in_ = context.memory_reference.get();
+    context.memory_lives_by_holds_ = true;
   }
   /**
    * @brief As above, for a context whose memory reference is `reference` whenever it is lent (a
@@ -56,10 +66,12 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
   static void mark_memory_lives_in(DLManagedTensorContext& context,
                                    const TensorMemoryReference& reference) noexcept {
     context.memory_lives_in_ = &reference;
+    context.memory_lives_by_holds_ = false;
   }
   /** @brief Forgets both marks above, for a context about to be reused. */
   static void forget_memory_lives_in(DLManagedTensorContext& context) noexcept {
     context.memory_lives_in_ = nullptr;
+    context.memory_lives_by_holds_ = false;
   }
   /**
    * @brief Whether holding the context's memory reference holds its memory: false for contexts
@@ -69,6 +81,18 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
   static bool memory_lives_in_reference(const DLManagedTensorContext& context) noexcept {
     const TensorMemoryReference* reference = context.memory_reference.get();
     return reference != nullptr && reference == context.memory_lives_in_;
+  }
+  /**
+   * @brief The context's memory reference when it is the one the library made and it lives by
+   *        its holds (mark_memory_lives_by_holds), else null.
+   */
+  static StreamTrackedReference* memory_held_by_holds(
+      const DLManagedTensorContext& context) noexcept {
+    if (!context.memory_lives_by_holds_ || !memory_lives_in_reference(context)) {
+      return nullptr;
+    }
+    // Only an owner of a StreamTrackedReference class is marked so (tensor_import.cpp).
+    return static_cast<StreamTrackedReference*>(context.memory_reference.get());
   }
   /** @brief Gives a context that a pool hands out anew its writer authority back. */
   static void restore_writable(DLManagedTensorContext& context) noexcept {

@@ -5,6 +5,7 @@
 #include "dlpack/context_access.hpp"
 #include "dlpack/context_recycler.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/import_owner.hpp"
 #include "dlpack/recycler.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "dlpack/without_throwing.hpp"
@@ -60,18 +61,18 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
     return make_unexpected(detail::dl_tensor_error(facts, producer, who));
   }
   std::shared_ptr<DLManagedTensorContext> shared;
-  std::shared_ptr<Buffer> owner;
   try {
     shared = detail::share_recycled(context);  // gives the context back if it throws
-    owner = std::allocate_shared<Buffer>(detail::RecyclingAllocator<Buffer>{},
-                                         managed);  // nothing can fail after it
   } catch (...) {
     return make_unexpected(out_of_memory(who));
   }
-  // The owner is this thread's alone until the Tensor is returned: its first claim is a store.
-  detail::StreamTrackedAccess::claim_first_unshared(*owner);
+  // Its first claim (the Tensor's) counted; nothing can fail after it.
+  std::shared_ptr<Buffer> owner = detail::ImportOwnerAccess::make<Buffer>(managed);
+  if (owner == nullptr) {
+    return make_unexpected(out_of_memory(who));
+  }
   shared->memory_reference = std::move(owner);
-  detail::ContextAccess::mark_memory_lives_in_reference(*shared);
+  detail::ContextAccess::mark_memory_lives_by_holds(*shared);
   // Imported ownership establishes no local writer: read-only for good, whatever the flags say.
   detail::ContextAccess::narrow_to_read_only(*shared);
   return Tensor(ClaimedTensor(std::move(shared)));

@@ -29,7 +29,8 @@ struct HOLOSCAN_DLPACK_ABI StreamTrackedAccess {
    *        reach yet: a plain store where retain_tensor_handle() is an atomic read-modify-write.
    */
   static void claim_first_unshared(StreamTrackedReference& reference) noexcept {
-    reference.claims_.store(1, std::memory_order_relaxed);
+    reference.claims_.store(reference.claims_.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_relaxed);
   }
 };
 
