@@ -121,7 +121,7 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
   /** @brief The shared owner's hold in claims_ (above 2^24 exports' holds). */
   static constexpr std::int64_t kOwnerHold = std::int64_t{1} << 56;
 
-  // An unpaired release undone; the last hold of an owner that lives by them disposes of it.
+  // Undoes an unpaired release and counts it.
   [[gnu::cold]] void correct_unpaired_release() noexcept;
 
   // The claims stay inline, so that a retain or release is one atomic with no call of its own;
@@ -129,7 +129,7 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
   // bits count handle claims (signed: negative while an unpaired release is undone); the bits
   // above count holds, for an owner the library made that lives by them (its shared owner's at
   // bit 56, each export's at bit 32; ReferenceHolds::live_by_holds), 0 for every other
-  // reference. It is destroyed when the whole word reaches 0, which only its last hold can do.
+  // reference. Such an owner is destroyed by its last hold, whatever claims are left.
   std::atomic<std::int64_t> claims_{0};
   std::atomic<std::uint64_t> unpaired_{0};
   // Set for an owner that lives by its holds: destroys it and gives its memory back.

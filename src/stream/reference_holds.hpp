@@ -24,9 +24,9 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
   /**
    * @brief Makes a reference just built, which no other thread can reach yet, live by its holds:
    *        one now (its shared owner's, given back by DropHold), one per export (hold()); the
-   *        last one given back runs `dispose`. An export then keeps the owner alive with the
-   *        one atomic its claim costs, instead of a claim and a shared_ptr copy. Handle claims
-   *        count apart, so no unpaired release can take a hold.
+   *        last one given back runs `dispose`, whatever claims are left. An export then keeps the
+   * owner alive with the one atomic its claim costs, instead of a claim and a shared_ptr copy.
+   * Handle claims count apart, so no unpaired release can take a hold.
    */
   static void live_by_holds(StreamTrackedReference& reference, Dispose dispose) noexcept {
     reference.dispose_ = dispose;
@@ -61,7 +61,10 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
  private:
   static void drop(StreamTrackedReference& reference, std::int64_t hold) noexcept {
     // acq_rel: the one that disposes sees every write made under the other holds and claims.
-    if (reference.claims_.fetch_sub(hold, std::memory_order_acq_rel) == hold) {
+    const std::int64_t after = reference.claims_.fetch_sub(hold, std::memory_order_acq_rel) - hold;
+    // The last hold disposes whatever claims are left: a claim never kept an owner alive (a
+    // holder that replaced the context's reference may never give its Tensor's claim back here).
+    if (after - static_cast<std::int32_t>(after) == 0) {
       reference.dispose_(&reference);
     }
   }

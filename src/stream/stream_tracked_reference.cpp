@@ -29,12 +29,9 @@ StreamTrackedReference::StreamTrackedReference() noexcept {
 StreamTrackedReference::~StreamTrackedReference() { tracked_streams(*this).~StreamState(); }
 
 void StreamTrackedReference::correct_unpaired_release() noexcept {
+  // A release that found no claim borrowed from the bits above, which hold the holds: give back.
+  claims_.fetch_add(1, std::memory_order_relaxed);
   unpaired_.fetch_add(1, std::memory_order_relaxed);
-  // Undoing may be the last change of an owner that lives by its holds: its last hold went while
-  // the release was out (a hold counts above the claims, so the release took none of them).
-  if (claims_.fetch_add(1, std::memory_order_acq_rel) == -1 && dispose_ != nullptr) {
-    dispose_(this);
-  }
 }
 
 bool StreamTrackedReference::set_deallocation_stream(cudaStream_t stream) {

@@ -68,6 +68,22 @@ TEST(ExportHolds, SurplusReleasesNeverTakeAnExportsHold) {
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+// A holder that replaces the context's reference without moving its Tensor's claim leaves that
+// claim on the import's owner for good: the owner still goes with its last hold.
+TEST(ExportHolds, AClaimLeftBehindNeverKeepsTheOwner) {
+  CountingProducer producer;
+  Tensor tensor = import_or_die(producer, int_spec());
+  fill(tensor);
+  expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  tensor.dl_ctx()->memory_reference = std::make_shared<TensorMemoryReference>();
+  tensor = Tensor();  // its release goes to the newcomer, a no-op
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  EXPECT_TRUE(reads_back(**exported, 32));
+  (*exported)->deleter(*exported);
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
 TEST(ExportHolds, ALegacyImportsExportOutlivesItsTensors) {
   CountingProducer producer;
   expected<Tensor> imported = make_tensor_from_dlpack(producer.make_legacy(int_spec()));
