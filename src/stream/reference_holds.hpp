@@ -54,6 +54,13 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
   struct DropHold {
     /** @brief Gives back the hold of the shared owner of `reference`. */
     void operator()(StreamTrackedReference* reference) const noexcept {
+      // With the last shared_ptr gone no new hold can be taken (an export needs a Tensor or a
+      // context, which hold the shared_ptr), so no export seen now means none ever again:
+      // dispose without a read-modify-write. acquire: every export's drop happened before.
+      if (export_holds(*reference) == 0) {
+        reference->dispose_(reference);
+        return;
+      }
       drop(*reference, kOwnerHold);
     }
   };
