@@ -78,7 +78,7 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
     const std::int64_t word = claims_.load(std::memory_order_acquire);
     const std::int32_t claims = static_cast<std::int32_t>(word);
     // An export's hold is a claim too; the shared owner's hold (kOwnerHold) is none.
-    return (claims > 0 ? claims : 0) + (((word - claims) & (kOwnerHold - 1)) / kHold);
+    return (claims > 0 ? claims : 0) + export_holds_in(word);
   }
   /** @brief Releases that came without a matching retain (a caller bug, reported here). */
   std::uint64_t unpaired_releases() const noexcept {
@@ -120,6 +120,11 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
   static constexpr std::int64_t kHold = std::int64_t{1} << 32;
   /** @brief The shared owner's hold in claims_ (above 2^24 exports' holds). */
   static constexpr std::int64_t kOwnerHold = std::int64_t{1} << 56;
+
+  /** @brief The exports' holds in a value of claims_ (an unpaired release's borrow undone). */
+  static constexpr std::int64_t export_holds_in(std::int64_t word) noexcept {
+    return ((word - static_cast<std::int32_t>(word)) & (kOwnerHold - 1)) / kHold;
+  }
 
   // Undoes an unpaired release and counts it.
   [[gnu::cold]] void correct_unpaired_release() noexcept;

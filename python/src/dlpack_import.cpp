@@ -202,11 +202,6 @@ nb::object protocol_value(const ProtocolStream& stream) {
 template <class Buffer, class Managed>
 PyObject* imported_producer(TensorMemoryReference* reference) noexcept {
   const auto* buffer = dynamic_cast<const Buffer*>(reference);
-  // An export of the import holds its owner apart from the shared_ptr (it lives by its holds):
-  // then the Tensor is not the producer's only way out.
-  if (buffer != nullptr && holoscan::detail::ReferenceHolds::export_holds(*buffer) != 0) {
-    return nullptr;
-  }
   Managed* managed = buffer != nullptr ? buffer->managed_tensor() : nullptr;
   if (managed == nullptr || managed->deleter != &ProducerOwner<Managed>::library_deleter) {
     return nullptr;
@@ -225,6 +220,12 @@ PyObject* sole_owners_producer(const Tensor& tensor) noexcept {
     return nullptr;
   }
   TensorMemoryReference* reference = context->memory_reference.get();
+  // An export of an import holds its owner apart from the shared_ptr (the owner lives by its
+  // holds): then the Tensor is not the producer's only way out.
+  if (const auto* tracked = dynamic_cast<const StreamTrackedReference*>(reference);
+      tracked != nullptr && holoscan::detail::ReferenceHolds::export_holds(*tracked) != 0) {
+    return nullptr;
+  }
   PyObject* producer =
       imported_producer<DLManagedMemoryBufferVersioned, DLManagedTensorVersioned>(reference);
   if (producer == nullptr) {
@@ -232,9 +233,6 @@ PyObject* sole_owners_producer(const Tensor& tensor) noexcept {
   }
   if (producer == nullptr) {  // an array interface's import keeps its exporting object
     const auto* buffer = dynamic_cast<const DLManagedMemoryBufferVersioned*>(reference);
-    if (buffer != nullptr && holoscan::detail::ReferenceHolds::export_holds(*buffer) != 0) {
-      return nullptr;
-    }
     producer = array_interface_exporter(buffer != nullptr ? buffer->managed_tensor() : nullptr);
   }
   return producer;

@@ -15,9 +15,10 @@ namespace holoscan::detail {
  * @brief Keeps the memory reference a context had when taken, with one handle claim there, given
  *        back when it goes; and the context too (a name of it, which a pool counts) unless the
  *        library made it and the reference alone keeps its memory (a pool block's reference is a
- *        name as well). An import's owner, which lives by its holds, is kept by one hold alone. The
- * reference is kept apart because the context's member is public: a holder may put another one
- * there, which must neither free the memory held here nor receive this claim's release.
+ *        name as well). An import's owner, which lives by its holds, is kept by one hold alone.
+ *        The reference is kept apart because the context's member is public: a holder may put
+ *        another one there, which must neither free the memory held here nor receive this
+ *        claim's release.
  */
 class HeldClaim {
  public:
@@ -37,7 +38,7 @@ class HeldClaim {
     }
     memory_ = context->memory_reference;
     // Not copied where the reference keeps the memory: an atomic pair less per export.
-    if ((memory_ == nullptr || !ContextAccess::memory_lives_in_reference(*context))) {
+    if (memory_ == nullptr || !ContextAccess::memory_lives_in_reference(*context)) {
       context_ = context;
     }
     if (memory_ != nullptr) {

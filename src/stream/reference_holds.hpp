@@ -32,17 +32,13 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
     reference.dispose_ = dispose;
     reference.claims_.store(kOwnerHold, std::memory_order_relaxed);
   }
-  /** @brief Whether `reference` lives by its holds. */
-  static bool lives_by_holds(const StreamTrackedReference& reference) noexcept {
-    return reference.dispose_ != nullptr;
-  }
   /**
    * @brief Holds that are no shared owner's (exports'): what keeps `reference` alive beyond its
    *        shared_ptr. 0 for a reference that does not live by its holds.
    */
   static std::int64_t export_holds(const StreamTrackedReference& reference) noexcept {
-    const std::int64_t word = reference.claims_.load(std::memory_order_acquire);
-    return ((word - static_cast<std::int32_t>(word)) & (kOwnerHold - 1)) / kHold;
+    return StreamTrackedReference::export_holds_in(
+        reference.claims_.load(std::memory_order_acquire));
   }
   /** @brief One more hold on a reference that lives by them (the holder reaches it already). */
   static void hold(StreamTrackedReference& reference) noexcept {
