@@ -39,6 +39,23 @@ void BM_ExportAndDelete_Host4D(benchmark::State& state) {
 }
 BENCHMARK(BM_ExportAndDelete_Host4D);
 
+// The export of a tensor the library's producer made (a pool block), the other way tensors leave.
+void BM_ExportAndDelete_PoolBlock(benchmark::State& state) {
+  holoscan::TensorPoolConfig config;
+  config.memory = holoscan::PoolMemory::kHost;
+  config.block_bytes = 1 << 16;
+  config.block_count = 1;
+  auto pool = holoscan::TensorPool::create(config);
+  auto tensor = (*pool)->allocate({2, 3, 4, 5}, DLDataType{kDLFloat, 32, 1});
+  const auto start = holoscan_bench::thread_allocations();
+  for (auto _ : state) {
+    auto exported = tensor->to_dlpack_versioned();
+    (*exported)->deleter(*exported);
+  }
+  report_allocations(state, start);
+}
+BENCHMARK(BM_ExportAndDelete_PoolBlock);
+
 void BM_ExportImportRoundTrip_Host4D(benchmark::State& state) {
   auto* producer = &host_producer();
   auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer->managed);
