@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <typeinfo>
 #include <vector>
 
 #include <dlpack/dlpack.h>
@@ -68,9 +69,11 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
   // (ContextAccess::memory_lives_in_reference). A reference put in its place by a holder vouches
   // for nothing (a pool block's memory is then kept by the context itself). Never copied.
   const TensorMemoryReference* memory_lives_in_ = nullptr;
-  // That reference is an owner the library made which lives by its holds (an import's): an
-  // export holds it with one atomic (ContextAccess::memory_held_by_holds). Never copied.
-  bool memory_lives_by_holds_ = false;
+  // That reference's own class when it is an owner the library made which lives by its holds (an
+  // import's, a pool block's): an export holds it with one atomic
+  // (ContextAccess::memory_held_by_holds). The class is checked too, since a holder may put
+  // another object at the same address in place. Never copied.
+  const std::type_info* holds_owner_type_ = nullptr;
   CheckedView checked_;
 };
 

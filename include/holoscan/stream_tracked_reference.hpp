@@ -22,11 +22,12 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds;
 /**
  * @brief The hooks of TensorMemoryReference implemented for real, shared by every owner here.
  *
- * - Claims: one atomic per retain/release; an unpaired release is counted, never wrapped. One
- *   that races another thread's retain/release pair on the same reference may have that pair's
- *   release counted as unpaired too, leaving one claim that nobody holds: a pool block is then
- *   never reused (safe: the pool counts each allocation's names as well, so no miscount frees
- *   memory in use). An exact count would cost a load or a compare-exchange on every release.
+ * - Claims: one atomic per retain/release, up to 2^31 - 1 held at once (more would read as
+ *   unpaired releases); an unpaired release is counted, never wrapped. One that races another
+ *   thread's retain/release pair on the same reference may have that pair's release counted as
+ *   unpaired too, leaving one claim that nobody holds: a pool block is then never reused (safe:
+ *   the pool counts each allocation's names as well, so no miscount frees memory in use). An
+ *   exact count would cost a load or a compare-exchange on every release.
  * - Readiness: set_readiness_stream records one pooled event on the producer stream; each other
  *   consumer stream then costs one cudaStreamWaitEvent, the producer stream itself none.
  * - Deallocation: every stream given is honoured (fan-out); a derived owner releases its memory

@@ -1,5 +1,6 @@
 #include <Python.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -221,7 +222,10 @@ PyObject* sole_owners_producer(const Tensor& tensor) noexcept {
   }
   TensorMemoryReference* reference = context->memory_reference.get();
   // An export of an import holds its owner apart from the shared_ptr (the owner lives by its
-  // holds): then the Tensor is not the producer's only way out.
+  // holds): then the Tensor is not the producer's only way out. The counts above are relaxed
+  // loads: the fence orders the holds' load after the drops they saw (an export taken through a
+  // copy of this Tensor, then the copy dropped, on a thread without the GIL).
+  std::atomic_thread_fence(std::memory_order_acquire);
   if (const auto* tracked = dynamic_cast<const StreamTrackedReference*>(reference);
       tracked != nullptr && holoscan::detail::ReferenceHolds::export_holds(*tracked) != 0) {
     return nullptr;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <typeinfo>
 
 #include "holoscan/dlpack_context.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
@@ -49,7 +50,7 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
    */
   static void mark_memory_lives_in_reference(DLManagedTensorContext& context) noexcept {
     context.memory_lives_in_ = context.memory_reference.get();
-    context.memory_lives_by_holds_ = false;
+    context.holds_owner_type_ = nullptr;
   }
   /**
    * @brief As above, for a reference that lives by its holds (ReferenceHolds::live_by_holds):
@@ -57,7 +58,8 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
    */
   static void mark_memory_lives_by_holds(DLManagedTensorContext& context) noexcept {
     context.memory_lives_in_ = context.memory_reference.get();
-    context.memory_lives_by_holds_ = true;
+    context.holds_owner_type_ =
+        context.memory_lives_in_ != nullptr ? &typeid(*context.memory_lives_in_) : nullptr;
   }
   /**
    * @brief As above, for a context whose memory reference is `reference` whenever it is lent (a
@@ -66,12 +68,21 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
   static void mark_memory_lives_in(DLManagedTensorContext& context,
                                    const TensorMemoryReference& reference) noexcept {
     context.memory_lives_in_ = &reference;
-    context.memory_lives_by_holds_ = false;
+    context.holds_owner_type_ = nullptr;
+  }
+  /**
+   * @brief mark_memory_lives_in, for a reference that lives by its holds
+   *        (mark_memory_lives_by_holds): a pool block's.
+   */
+  static void mark_memory_lives_by_holds_in(DLManagedTensorContext& context,
+                                            const StreamTrackedReference& reference) noexcept {
+    context.memory_lives_in_ = &reference;
+    context.holds_owner_type_ = &typeid(reference);
   }
   /** @brief Forgets both marks above, for a context about to be reused. */
   static void forget_memory_lives_in(DLManagedTensorContext& context) noexcept {
     context.memory_lives_in_ = nullptr;
-    context.memory_lives_by_holds_ = false;
+    context.holds_owner_type_ = nullptr;
   }
   /**
    * @brief Whether holding the context's memory reference holds its memory: false for contexts
@@ -88,11 +99,18 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
    */
   static StreamTrackedReference* memory_held_by_holds(
       const DLManagedTensorContext& context) noexcept {
-    if (!context.memory_lives_by_holds_ || !memory_lives_in_reference(context)) {
+    if (context.holds_owner_type_ == nullptr || !memory_lives_in_reference(context)) {
       return nullptr;
     }
-    // Only an owner of a StreamTrackedReference class is marked so (tensor_import.cpp).
-    return static_cast<StreamTrackedReference*>(context.memory_reference.get());
+    // The object there now may be another one than the owner marked, at the owner's address once
+    // freed (a holder replaced the reference, then put a new one in place): its class tells.
+    // Equal classes compare their type_info's addresses first (a string comparison only when not).
+    TensorMemoryReference* reference = context.memory_reference.get();
+    if (typeid(*reference) != *context.holds_owner_type_) {
+      return nullptr;
+    }
+    // Only owners of StreamTrackedReference classes are marked so (tensor_import.cpp, a pool).
+    return static_cast<StreamTrackedReference*>(reference);
   }
   /** @brief Gives a context that a pool hands out anew its writer authority back. */
   static void restore_writable(DLManagedTensorContext& context) noexcept {

@@ -65,7 +65,7 @@ DLManagedTensorContext& DLManagedTensorContext::operator=(const DLManagedTensorC
     read_only_.store(other.read_only_.load(std::memory_order_acquire), std::memory_order_release);
     checked_ = other.checked_;   // a record of values, which holds wherever the view points
     memory_lives_in_ = nullptr;  // the assigner says what keeps the memory now
-    memory_lives_by_holds_ = false;
+    holds_owner_type_ = nullptr;
     point_at_own_storage(other, *this);
   }
   return *this;

@@ -15,7 +15,8 @@ namespace holoscan::detail {
  * @brief Keeps the memory reference a context had when taken, with one handle claim there, given
  *        back when it goes; and the context too (a name of it, which a pool counts) unless the
  *        library made it and the reference alone keeps its memory (a pool block's reference is a
- *        name as well). An import's owner, which lives by its holds, is kept by one hold alone.
+ *        name as well). An owner that lives by its holds (an import's, a pool block's reference) is
+ *        kept by one hold alone.
  *        The reference is kept apart because the context's member is public: a holder may put
  *        another one there, which must neither free the memory held here nor receive this
  *        claim's release.
@@ -30,9 +31,11 @@ class HeldClaim {
     if (context == nullptr) {
       return;
     }
-    // An import's owner lives by its holds: one keeps it and counts as this claim, one atomic.
-    if (StreamTrackedReference* held = ContextAccess::memory_held_by_holds(*context)) {
-      ReferenceHolds::hold(*held);
+    // An import's owner and a pool block's reference live by their holds: one keeps the owner and
+    // counts as this claim, one atomic.
+    // Past the most holds it takes, an export holds it as any other reference.
+    if (StreamTrackedReference* held = ContextAccess::memory_held_by_holds(*context);
+        held != nullptr && ReferenceHolds::try_hold(*held)) {
       held_ = held;
       return;
     }

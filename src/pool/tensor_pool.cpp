@@ -13,6 +13,7 @@
 #include "holoscan/stream_tracked_reference.hpp"
 #include "pool/pool_memory.hpp"
 #include "spin_mutex.hpp"
+#include "stream/reference_holds.hpp"
 #include "stream/stream_point.hpp"
 #include "stream/tracked_streams.hpp"
 
@@ -22,14 +23,17 @@ namespace {
 
 constexpr std::size_t kBlockAlignment = 256;
 
+class PoolBlock;
+
 // A block's memory reference: its claims and stream points decide, with the names of the block's
 // allocation (see PoolBlock), when the block is free again. It keeps the pool's memory alive, and
 // lets go of it only once the GPU has passed every point recorded on the block. Exports to other
-// processes learn the pool's allocation from it (pool_allocation()), without asking CUDA.
+// processes learn the pool's allocation from it (pool_allocation()), without asking CUDA. It
+// lives by its holds (ReferenceHolds): an export keeps the block named with one atomic.
 class PoolBlockReference final : public StreamTrackedReference {
  public:
-  explicit PoolBlockReference(std::shared_ptr<PoolAllocation> memory) noexcept
-      : memory_(std::move(memory)) {}
+  PoolBlockReference(std::shared_ptr<PoolAllocation> memory, PoolBlock* block) noexcept
+      : memory_(std::move(memory)), block_(block) {}
   ~PoolBlockReference() override {
     auto* held = new (std::nothrow) std::shared_ptr<PoolAllocation>(std::move(memory_));
     if (held == nullptr) {
@@ -62,28 +66,33 @@ class PoolBlockReference final : public StreamTrackedReference {
 
   // The pool's allocation, which this block lends from.
   PoolAllocation* memory() const noexcept { return memory_.get(); }
+  // The block whose reference this is.
+  PoolBlock* block() const noexcept { return block_; }
 
  private:
   detail::StreamState& streams() noexcept { return detail::tracked_streams(*this); }
 
   std::shared_ptr<PoolAllocation> memory_;
+  PoolBlock* block_;
 };
 
 // One block of a pool: its memory, and the context and memory reference that every allocation of
 // it reuses. Each allocation owns both through shared_ptrs of its own (control blocks from the
 // recycler: once warm, nothing from the heap), whose deleters give the allocation's names back,
 // so that a weak_ptr kept from one allocation expires with it and never locks onto the next. The
-// pool owns the block while it lives; once it is gone, the last name of the block frees it.
+// reference's name goes with its last hold: the shared_ptr's, or an export's that outlives it.
+// The pool owns the block while it lives; once it is gone, the last name of the block frees it.
 class PoolBlock {
  public:
   PoolBlock(std::shared_ptr<PoolAllocation> memory, void* data)
-      : reference_(std::move(memory)), data_(data) {
+      : reference_(std::move(memory), this), data_(data) {
     // Room for the largest shape up front, so that allocate() never needs the heap.
     context_.dl_shape.reserve(kMaxTensorDims);
     context_.dl_strides.reserve(kMaxTensorDims);
     // The reference lent with the context keeps the block named, and so its memory, on its own;
     // a reference a holder puts in its place does not (the block is then kept by the context).
-    detail::ContextAccess::mark_memory_lives_in(context_, reference_);
+    detail::ContextAccess::mark_memory_lives_by_holds_in(context_, reference_);
+    detail::ReferenceHolds::live_by_holds(reference_, &reference_gone);
   }
   PoolBlock(const PoolBlock&) = delete;
   PoolBlock& operator=(const PoolBlock&) = delete;
@@ -108,11 +117,10 @@ class PoolBlock {
     PoolBlock* block;
     void operator()(DLManagedTensorContext* /*context*/) const noexcept { block->context_gone(); }
   };
-  // Deleter of an allocation's memory reference.
-  struct ReferenceGone {
-    PoolBlock* block;
-    void operator()(PoolBlockReference* /*reference*/) const noexcept { block->unname(); }
-  };
+  // The last hold of an allocation's memory reference was given back.
+  static void reference_gone(StreamTrackedReference* reference) noexcept {
+    static_cast<PoolBlockReference*>(reference)->block()->unname();
+  }
 
   void context_gone() noexcept;
   void unname() noexcept;
@@ -144,10 +152,12 @@ std::shared_ptr<DLManagedTensorContext> PoolBlock::lend() noexcept {
   }
   names_.store(2, std::memory_order_relaxed);
   // Again at each allocation: a holder's assignment to the last allocation's context forgot it.
-  detail::ContextAccess::mark_memory_lives_in(context_, reference_);
+  detail::ContextAccess::mark_memory_lives_by_holds_in(context_, reference_);
+  detail::ReferenceHolds::hold_again(reference_);  // the shared_ptr's, given back by DropHold
   try {
-    context_.memory_reference = std::shared_ptr<TensorMemoryReference>(
-        &reference_, ReferenceGone{this}, detail::RecyclingAllocator<PoolBlockReference>{});
+    context_.memory_reference =
+        std::shared_ptr<TensorMemoryReference>(&reference_, detail::ReferenceHolds::DropHold{},
+                                               detail::RecyclingAllocator<PoolBlockReference>{});
   } catch (...) {  // std::bad_alloc: the reference's name is back, the context's never lent
     unname();
     return nullptr;

@@ -18,6 +18,12 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
   static constexpr std::int64_t kHold = StreamTrackedReference::kHold;
   /** @brief The shared owner's hold, above every export's. */
   static constexpr std::int64_t kOwnerHold = StreamTrackedReference::kOwnerHold;
+  /**
+   * @brief Exports' holds a reference takes at most; one more export holds the shared owner and a
+   *        claim instead. Half the room below kOwnerHold, so that threads passing the limit
+   *        together never carry into the shared owner's hold.
+   */
+  static constexpr std::int64_t kMaxExportHolds = kOwnerHold / kHold / 2;
   /** @brief Signature of what destroys an owner that lives by its holds and frees its memory. */
   using Dispose = void (*)(StreamTrackedReference* self) noexcept;
 
@@ -33,6 +39,19 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
     reference.claims_.store(kOwnerHold, std::memory_order_relaxed);
   }
   /**
+   * @brief Gives a reference that lives by its holds, and is lent anew (a pool block's), its
+   *        shared owner's hold back, for the shared_ptr about to be made: none of its last life's
+   *        holds is left (the lender checked: no claim, no name). The last DropHold may have left
+   *        that hold in place (it disposes without a read-modify-write), so it is added only when
+   *        missing; a concurrent unpaired release's borrow is undone before the bit is read.
+   */
+  static void hold_again(StreamTrackedReference& reference) noexcept {
+    const std::int64_t word = reference.claims_.load(std::memory_order_relaxed);
+    if (((word - static_cast<std::int32_t>(word)) & kOwnerHold) == 0) {
+      reference.claims_.fetch_add(kOwnerHold, std::memory_order_relaxed);
+    }
+  }
+  /**
    * @brief Holds that are no shared owner's (exports'): what keeps `reference` alive beyond its
    *        shared_ptr. 0 for a reference that does not live by its holds.
    */
@@ -40,9 +59,18 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
     return StreamTrackedReference::export_holds_in(
         reference.claims_.load(std::memory_order_acquire));
   }
-  /** @brief One more hold on a reference that lives by them (the holder reaches it already). */
-  static void hold(StreamTrackedReference& reference) noexcept {
-    reference.claims_.fetch_add(kHold, std::memory_order_relaxed);
+  /**
+   * @brief One more hold on a reference that lives by them, which the caller reaches through its
+   *        shared owner; false, nothing taken, when kMaxExportHolds are held already.
+   */
+  static bool try_hold(StreamTrackedReference& reference) noexcept {
+    const std::int64_t before = reference.claims_.fetch_add(kHold, std::memory_order_relaxed);
+    if (StreamTrackedReference::export_holds_in(before) < kMaxExportHolds) {
+      return true;
+    }
+    // Never the last hold: the caller's shared owner holds one.
+    reference.claims_.fetch_sub(kHold, std::memory_order_relaxed);
+    return false;
   }
   /** @brief Gives an export's hold back; the last hold disposes of the reference. */
   static void drop_hold(StreamTrackedReference& reference) noexcept { drop(reference, kHold); }
@@ -53,7 +81,8 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
       // With the last shared_ptr gone no new hold can be taken (an export needs a Tensor or a
       // context, which hold the shared_ptr), so no export seen now means none ever again:
       // dispose without a read-modify-write. acquire: every export's drop happened before.
-      if (export_holds(*reference) == 0) {
+      const std::int64_t word = reference->claims_.load(std::memory_order_acquire);
+      if (word - static_cast<std::int32_t>(word) == kOwnerHold) {
         reference->dispose_(reference);
         return;
       }
