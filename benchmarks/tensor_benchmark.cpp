@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 
+#include <holoscan/make_tensor.hpp>
 #include <holoscan/tensor.hpp>
 #include <holoscan/tensor_pool.hpp>
 
@@ -15,6 +16,16 @@ namespace {
 using holoscan_bench::host_producer;
 
 using holoscan_bench::report_allocations;
+
+// Exports `tensor` and runs the export's deleter, once an iteration.
+void export_and_delete(benchmark::State& state, const holoscan::Tensor& tensor) {
+  const auto start = holoscan_bench::thread_allocations();
+  for (auto _ : state) {
+    auto exported = tensor.to_dlpack_versioned();
+    (*exported)->deleter(*exported);
+  }
+  report_allocations(state, start);
+}
 
 void BM_ImportAndDestroy_Host4D(benchmark::State& state) {
   auto* producer = &host_producer();
@@ -30,12 +41,7 @@ BENCHMARK(BM_ImportAndDestroy_Host4D);
 void BM_ExportAndDelete_Host4D(benchmark::State& state) {
   auto* producer = &host_producer();
   auto tensor = holoscan::make_tensor_from_dlpack_versioned(&producer->managed);
-  const auto start = holoscan_bench::thread_allocations();
-  for (auto _ : state) {
-    auto exported = tensor->to_dlpack_versioned();
-    (*exported)->deleter(*exported);
-  }
-  report_allocations(state, start);
+  export_and_delete(state, *tensor);
 }
 BENCHMARK(BM_ExportAndDelete_Host4D);
 
@@ -47,14 +53,19 @@ void BM_ExportAndDelete_PoolBlock(benchmark::State& state) {
   config.block_count = 1;
   auto pool = holoscan::TensorPool::create(config);
   auto tensor = (*pool)->allocate({2, 3, 4, 5}, DLDataType{kDLFloat, 32, 1});
-  const auto start = holoscan_bench::thread_allocations();
-  for (auto _ : state) {
-    auto exported = tensor->to_dlpack_versioned();
-    (*exported)->deleter(*exported);
-  }
-  report_allocations(state, start);
+  export_and_delete(state, *tensor);
 }
 BENCHMARK(BM_ExportAndDelete_PoolBlock);
+
+// The export of memory a producer wrapped with a release function (make_tensor, wrap_memory).
+void BM_ExportAndDelete_WrappedMemory(benchmark::State& state) {
+  static float values[2 * 3 * 4 * 5] = {};
+  auto tensor = holoscan::make_tensor(
+      {2, 3, 4, 5}, DLDataType{kDLFloat, 32, 1}, {}, holoscan::MemoryStorageType::kSystem, values,
+      [](void*) -> holoscan::expected<void, holoscan::Error> { return {}; });
+  export_and_delete(state, *tensor);
+}
+BENCHMARK(BM_ExportAndDelete_WrappedMemory);
 
 void BM_ExportImportRoundTrip_Host4D(benchmark::State& state) {
   auto* producer = &host_producer();

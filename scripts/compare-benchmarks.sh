@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 before=${1:?usage: compare-benchmarks.sh BEFORE_REV [AFTER_REV] [FILTER]}
 after=${2:-}
-filter=${3:-'Host4D|TensorCopyAndDestroy$|RetainRelease$|PoolAllocateAndRelease_Host|PoolBlock|Floor_AtomicPair$'}
+filter=${3:-'Host4D|TensorCopyAndDestroy$|RetainRelease$|PoolAllocateAndRelease_Host|PoolBlock|WrappedMemory|Floor_AtomicPair$'}
 rounds=${ROUNDS:-5}
 target=${BENCH_TARGET:-holoscan_dlpack_benchmarks}
 scratch=build/compare

@@ -7,6 +7,7 @@
 
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/owner_by_holds.hpp"
 #include "dlpack/released_memory.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "holoscan/dlpack_utils.hpp"
@@ -132,15 +133,20 @@ expected<Tensor, Error> out_of_memory(const char* who) {
   return make_unexpected(std::move(error));
 }
 
-// A Tensor over `data` owned by `make_owner()` (make_tensor and wrap_memory). The owner is made
-// last, once nothing else can fail: until then a rejection leaves the memory with the caller (a
-// release function is never called then). `missing_owner` is the refusal when there is no owner.
+// How the context says what keeps its memory (a ContextAccess::mark_memory_lives_* function).
+using MarkOwner = void (*)(DLManagedTensorContext& context) noexcept;
+
+// A Tensor over `data` owned by `make_owner()` (make_tensor and wrap_memory), marked by `mark`.
+// The owner is made last, once nothing else can fail: until then a rejection leaves the memory
+// with the caller (a release function is never called then). `missing_owner` is the refusal when
+// there is no owner.
 template <class MakeOwner>
 expected<Tensor, Error> make_owned(std::vector<std::int64_t>& shape, DLDataType dtype,
                                    TensorByteStridesView byte_strides,
                                    MemoryStorageType storage_type, void* data, int device,
                                    const char* who, const char* null_pointer,
-                                   const char* missing_owner, MakeOwner&& make_owner) {
+                                   const char* missing_owner, MarkOwner mark,
+                                   MakeOwner&& make_owner) {
   try {  // the refusals' messages too come from the heap
     if (data == nullptr) {
       return make_unexpected(ErrorCode::kInvalidArgument, null_pointer);
@@ -153,7 +159,7 @@ expected<Tensor, Error> make_owned(std::vector<std::int64_t>& shape, DLDataType 
       return forward_error(std::move(context));
     }
     (*context)->memory_reference = make_owner();
-    detail::ContextAccess::mark_memory_lives_in_reference(**context);
+    mark(**context);
     return Tensor(std::move(*context));  // noexcept
   } catch (const std::bad_alloc&) {
     return out_of_memory(who);
@@ -166,10 +172,18 @@ expected<Tensor, Error> make_released(std::vector<std::int64_t>& shape, DLDataTy
                                       MemoryStorageType storage_type, void* data,
                                       TensorMemoryRelease release, int device, const char* who,
                                       const char* null_pointer) {
-  return make_owned(shape, dtype, byte_strides, storage_type, data, device, who, null_pointer,
-                    nullptr, [&]() -> std::shared_ptr<TensorMemoryReference> {
-                      return std::make_shared<detail::ReleasedMemory>(data, std::move(release));
-                    });
+  return make_owned(
+      shape, dtype, byte_strides, storage_type, data, device, who, null_pointer, nullptr,
+      &detail::ContextAccess::mark_memory_lives_by_holds,
+      [&]() -> std::shared_ptr<TensorMemoryReference> {
+        // Unwinding drops an owner that adopted nothing: it releases nothing.
+        auto owner = detail::OwnerByHolds<detail::ReleasedMemory>::make(
+            [](void* memory) noexcept { return new (memory) detail::ReleasedMemory; });
+        if (owner == nullptr || !owner->adopt(data, release)) {
+          throw std::bad_alloc();
+        }
+        return owner;
+      });
 }
 
 }  // namespace
@@ -181,6 +195,7 @@ expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType 
   const char* missing_owner = owner == nullptr ? "make_tensor memory reference is null" : nullptr;
   return make_owned(shape, dtype, byte_strides, storage_type, data, device, "make_tensor",
                     "make_tensor pointer is null", missing_owner,
+                    &detail::ContextAccess::mark_memory_lives_in_reference,
                     [&owner] { return std::move(owner); });
 }
 

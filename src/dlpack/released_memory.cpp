@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <new>
 #include <string_view>
 #include <utility>
 
@@ -44,9 +45,15 @@ struct ReleasedMemory::Pending {
   }
 };
 
-ReleasedMemory::ReleasedMemory(void* data, TensorMemoryRelease release)
-    : pending_(new Pending{data, std::move(release)}) {}
+bool ReleasedMemory::adopt(void* data, TensorMemoryRelease& release) noexcept {
+  // A refused allocation initializes nothing: `release` is moved only once the room is there
+  // (std::function's move never throws).
+  pending_ = new (std::nothrow) Pending{data, std::move(release)};
+  return pending_ != nullptr;
+}
 
-ReleasedMemory::~ReleasedMemory() { release_when_safe(&Pending::run, pending_); }
+ReleasedMemory::~ReleasedMemory() {
+  release_when_safe(pending_ != nullptr ? &Pending::run : nullptr, pending_);
+}
 
 }  // namespace holoscan::detail

@@ -1,7 +1,8 @@
 #pragma once
 // The owner of memory handed over with a release function (make_tensor, wrap_memory): it calls
 // the function once it is safe, after every deallocation and readiness point, as the DLPack
-// owners call their producer's deleter.
+// owners call their producer's deleter. It lives by its holds (OwnerByHolds): an export keeps it
+// with one atomic.
 #include "holoscan/export.hpp"
 #include "holoscan/make_tensor.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
@@ -17,8 +18,13 @@ namespace holoscan::detail {
  */
 class HOLOSCAN_DLPACK_ABI ReleasedMemory final : public StreamTrackedReference {
  public:
-  /** @brief Holds `release` for `data`; on std::bad_alloc nothing is held and nothing called. */
-  ReleasedMemory(void* data, TensorMemoryRelease release);
+  /** @brief Holds nothing yet (adopt() gives it the memory); built so, it releases nothing. */
+  ReleasedMemory() noexcept = default;
+  /**
+   * @brief Takes `release` for `data`, once; false, `release` untouched and nothing held, when
+   *        the heap refuses.
+   */
+  bool adopt(void* data, TensorMemoryRelease& release) noexcept;
   /** @brief Calls the release once it is safe (now, or from the release thread). */
   ~ReleasedMemory() override;
   ReleasedMemory(const ReleasedMemory&) = delete;
@@ -28,7 +34,7 @@ class HOLOSCAN_DLPACK_ABI ReleasedMemory final : public StreamTrackedReference {
   struct Pending;
   // On the heap from the start, so that a deferred release needs no allocation in the destructor
   // (which could not report one failing).
-  Pending* pending_;
+  Pending* pending_ = nullptr;
 };
 
 }  // namespace holoscan::detail

@@ -14,6 +14,7 @@
 #include "cuda/cuda_api.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/make_tensor.hpp"
+#include "holoscan/stream_tracked_reference.hpp"
 #include "holoscan/tensor.hpp"
 #include "support/fake_cuda_test.hpp"
 #include "support/gtest_printers.hpp"
@@ -121,6 +122,31 @@ TEST(WrapMemory, ReleasesOnceAfterTheLastCopyAndExport) {
   exported->deleter(exported);
   EXPECT_EQ(release.count(), 1);
   EXPECT_EQ(*release.released, values.data());
+}
+
+// The owner lives by its holds: the export keeps it without its shared_ptr, counts as a claim,
+// and no surplus release of the Tensor's takes the export's hold.
+TEST(WrapMemory, AnExportHoldsTheOwnerAloneAndSurplusReleasesTakeNothing) {
+  std::vector<float> values{1.0F, 2.0F, 3.0F, 4.0F};
+  CountedRelease release;
+  Tensor tensor = host_tensor(values, release);
+  std::weak_ptr<TensorMemoryReference> watched = tensor.dl_ctx()->memory_reference;
+  const auto* owner =
+      dynamic_cast<const StreamTrackedReference*>(tensor.dl_ctx()->memory_reference.get());
+  ASSERT_NE(owner, nullptr);
+  auto exported = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  EXPECT_EQ(owner->handle_claims(), 2);
+  tensor.release_handle();  // the Tensor's own claim, given back early
+  tensor.release_handle();  // a caller's bug: counted, takes nothing
+  EXPECT_EQ(owner->unpaired_releases(), 1u);
+  EXPECT_EQ(owner->handle_claims(), 1);
+  tensor = Tensor();
+  EXPECT_TRUE(watched.expired());
+  EXPECT_EQ(release.count(), 0);
+  EXPECT_EQ(static_cast<const float*>((*exported)->dl_tensor.data)[3], 4.0F);
+  (*exported)->deleter(*exported);
+  EXPECT_EQ(release.count(), 1);
 }
 
 TEST(WrapMemory, ANullPointerIsRefusedAndTheTensorUntouched) {
