@@ -180,6 +180,11 @@ RelaxedCaptureScope::~RelaxedCaptureScope() {
 }
 
 bool drop_completed_points(StreamPointList& points, QueryThread thread) noexcept {
+  // Nothing to ask: no CUDA call at all (a host pool's block is reused without touching CUDA,
+  // whose first call in a process may set the runtime up for a third of a second).
+  if (points.empty()) {
+    return true;
+  }
   // The release thread runs in relaxed mode for good; a caller's thread is put there for this.
   std::optional<RelaxedCaptureScope> relaxed;
   if (thread == QueryThread::kCaller) {

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "counted_cuda_api.hpp"
+#include "cuda/cuda_api.hpp"
 #include "dlpack/recycler.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "holoscan/tensor.hpp"
@@ -133,6 +135,23 @@ TEST(TensorPoolHost, AllocateGivesCompactRowMajorHostTensor) {
   EXPECT_NE(tensor.data(), nullptr);
   EXPECT_EQ(tensor.flags(), 0u);
   EXPECT_EQ(pool->available_blocks(), 1u);
+}
+
+// A host block that no stream point was recorded on is reused without a CUDA call: nothing to
+// ask (the first call of a process may set the runtime up, a third of a second on the H200).
+TEST(TensorPoolHost, ReusingBlocksWithoutPointsMakesNoCudaCall) {
+  auto pool = make_host_pool(1024, 2);
+  ASSERT_NE(pool, nullptr);
+  const detail::CudaApi* previous = holoscan_bench::count_library_cuda_calls(&detail::cuda());
+  const std::uint64_t before = holoscan_bench::library_calls_on_this_thread();
+  for (int i = 0; i < 100; ++i) {
+    const Tensor tensor = allocate_or_die(*pool, {4, 8}, DLDataType{kDLFloat, 32, 1});
+    ASSERT_TRUE(static_cast<bool>(tensor));
+  }
+  const std::uint64_t calls = holoscan_bench::library_calls_on_this_thread() - before;
+  detail::install_cuda_api(previous);
+  EXPECT_EQ(calls, 0u);
+  EXPECT_EQ(pool->reuse_count(), 98u);
 }
 
 TEST(TensorPoolHost, WholeBlockRequestFits) {
