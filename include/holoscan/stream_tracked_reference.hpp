@@ -23,7 +23,8 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds;
  * @brief The hooks of TensorMemoryReference implemented for real, shared by every owner here.
  *
  * - Claims: one atomic per retain/release, up to 2^31 - 1 held at once (more would read as
- *   unpaired releases); an unpaired release is counted, never wrapped. One that races another
+ *   unpaired releases, and an owner the library made would never be freed); an unpaired release
+ *   is counted, never wrapped. One that races another
  *   thread's retain/release pair on the same reference may have that pair's release counted as
  *   unpaired too, leaving one claim that nobody holds: a pool block is then never reused (safe:
  *   the pool counts each allocation's names as well, so no miscount frees memory in use). An

@@ -51,7 +51,9 @@ struct HOLOSCAN_DLPACK_API TensorPoolConfig {
  * cannot fake that) and every deallocation point recorded on it, and the producer's readiness
  * point, has completed; completion is polled, never waited for. Each allocation owns its context
  * and memory reference under a shared ownership of its own: a std::weak_ptr to either expires
- * with that allocation, and never refers to a later allocation of the block. Once warm, allocate()
+ * with that allocation, and never refers to a later allocation of the block (one to the memory
+ * reference expires with its last std::shared_ptr even while an export still holds the block:
+ * exports hold it apart, with one atomic). Once warm, allocate()
  * and the drop of its tensors take no heap memory (the ownerships' control blocks are recycled).
  * Pool tensors have writable authority. Record the producer's readiness with
  * Tensor::set_readiness_stream once the data is written (the "commit"). Tensors may outlive the

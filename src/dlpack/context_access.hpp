@@ -12,6 +12,7 @@
 
 #include "holoscan/dlpack_context.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
+#include "stream/reference_holds.hpp"
 
 namespace holoscan::detail {
 
@@ -109,8 +110,10 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
     if (typeid(*reference) != *context.holds_owner_type_) {
       return nullptr;
     }
-    // Only owners of StreamTrackedReference classes are marked so (tensor_import.cpp, a pool).
-    return static_cast<StreamTrackedReference*>(reference);
+    // Only owners of StreamTrackedReference classes are marked so (tensor_import.cpp, a pool,
+    // make_tensor.cpp). One of the class a caller built itself there lives by no holds.
+    auto* tracked = static_cast<StreamTrackedReference*>(reference);
+    return ReferenceHolds::lives_by_holds(*tracked) ? tracked : nullptr;
   }
   /** @brief Gives a context that a pool hands out anew its writer authority back. */
   static void restore_writable(DLManagedTensorContext& context) noexcept {

@@ -51,6 +51,10 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
       reference.claims_.fetch_add(kOwnerHold, std::memory_order_relaxed);
     }
   }
+  /** @brief Whether `reference` lives by its holds (live_by_holds made it so). */
+  static bool lives_by_holds(const StreamTrackedReference& reference) noexcept {
+    return reference.dispose_ != nullptr;
+  }
   /**
    * @brief Holds that are no shared owner's (exports'): what keeps `reference` alive beyond its
    *        shared_ptr. 0 for a reference that does not live by its holds.

@@ -65,22 +65,34 @@ class HeldOwner final : public StreamTrackedReference {};
 // Destroys a reference built in place without freeing its storage.
 void destroy_in_place(TensorMemoryReference* reference) { reference->~TensorMemoryReference(); }
 
+// What a HeldOwner's last hold would do; no hold is given back here.
+void dispose_nothing(StreamTrackedReference* /*reference*/) noexcept {}
+
+// Storage for an owner and for what a holder builds in its place, at the same address.
+alignas(std::max_align_t) unsigned char room[std::max(sizeof(HeldOwner), sizeof(CountedReference))];
+
+// A context over a host int32 scalar whose owner, marked as one that lives by its holds, was built
+// in `room` and is gone again (its holder replaced it): the mark is left as it was.
+std::shared_ptr<DLManagedTensorContext> context_whose_marked_owner_went() {
+  static std::int32_t value = 7;
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->tensor.dl_tensor.data = &value;
+  context->tensor.dl_tensor.device = DLDevice{kDLCPU, 0};
+  context->tensor.dl_tensor.dtype = DLDataType{kDLInt, 32, 1};
+  auto* owner = new (room) HeldOwner;
+  ReferenceHolds::live_by_holds(*owner, &dispose_nothing);
+  context->memory_reference = std::shared_ptr<TensorMemoryReference>(owner, &destroy_in_place);
+  detail::ContextAccess::mark_memory_lives_by_holds(*context);
+  EXPECT_NE(detail::ContextAccess::memory_held_by_holds(*context), nullptr);
+  context->memory_reference = nullptr;  // the owner goes
+  return context;
+}
+
 // A holder replaced an owner that lives by its holds, which was then destroyed, and put an object
 // of its own at the owner's very address: an export must hold that object as any reference, never
 // as an owner that lives by its holds (whose count it would write into the object).
 TEST(ExportHoldsLimits, AnotherObjectAtTheOwnersAddressIsNotTakenForIt) {
-  alignas(std::max_align_t) static unsigned char
-      room[std::max(sizeof(HeldOwner), sizeof(CountedReference))];
-  static std::int32_t value = 7;
-  auto context = std::make_shared<DLManagedTensorContext>();
-  context->tensor.dl_tensor.data = &value;  // a host int32 scalar
-  context->tensor.dl_tensor.device = DLDevice{kDLCPU, 0};
-  context->tensor.dl_tensor.dtype = DLDataType{kDLInt, 32, 1};
-  context->memory_reference =
-      std::shared_ptr<TensorMemoryReference>(new (room) HeldOwner, &destroy_in_place);
-  detail::ContextAccess::mark_memory_lives_by_holds(*context);
-  ASSERT_NE(detail::ContextAccess::memory_held_by_holds(*context), nullptr);
-  context->memory_reference = nullptr;  // the owner goes
+  auto context = context_whose_marked_owner_went();
   auto* stranger = new (room) CountedReference;
   context->memory_reference = std::shared_ptr<TensorMemoryReference>(stranger, &destroy_in_place);
   ASSERT_EQ(static_cast<void*>(context->memory_reference.get()), static_cast<void*>(room));
@@ -95,6 +107,25 @@ TEST(ExportHoldsLimits, AnotherObjectAtTheOwnersAddressIsNotTakenForIt) {
   EXPECT_EQ(stranger->releases, 1);
   tensor = Tensor();
   EXPECT_EQ(stranger->releases, 2);
+}
+
+// As above, with an object of the owner's very class that its caller built (a public
+// constructor): it lives by no holds, so an export holds it by its shared_ptr and a claim.
+TEST(ExportHoldsLimits, AnOwnersClassBuiltByTheCallerAtItsAddressIsNotTakenForIt) {
+  auto context = context_whose_marked_owner_went();
+  auto* stranger = new (room) HeldOwner;  // the same class, living by no holds
+  context->memory_reference = std::shared_ptr<TensorMemoryReference>(stranger, &destroy_in_place);
+  EXPECT_EQ(detail::ContextAccess::memory_held_by_holds(*context), nullptr);
+  Tensor tensor(context);
+  context.reset();
+  expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  EXPECT_EQ(stranger->handle_claims(), 2);  // the Tensor's and the export's, no hold
+  EXPECT_EQ(ReferenceHolds::export_holds(*stranger), 0);
+  (*exported)->deleter(*exported);
+  EXPECT_EQ(stranger->handle_claims(), 1);
+  tensor = Tensor();
+  EXPECT_EQ(stranger->unpaired_releases(), 0u);
 }
 
 }  // namespace
