@@ -98,6 +98,8 @@ TEST(ExportHoldsLimits, AnotherObjectAtTheOwnersAddressIsNotTakenForIt) {
   ASSERT_EQ(static_cast<void*>(context->memory_reference.get()), static_cast<void*>(room));
   EXPECT_EQ(detail::ContextAccess::memory_held_by_holds(*context), nullptr);
   Tensor tensor(context);
+  // Kept past the Tensor, whose context's drop would destroy it, so that its counts can be read.
+  std::shared_ptr<TensorMemoryReference> kept = context->memory_reference;
   context.reset();
   EXPECT_EQ(stranger->retains, 1);
   expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
@@ -117,6 +119,8 @@ TEST(ExportHoldsLimits, AnOwnersClassBuiltByTheCallerAtItsAddressIsNotTakenForIt
   context->memory_reference = std::shared_ptr<TensorMemoryReference>(stranger, &destroy_in_place);
   EXPECT_EQ(detail::ContextAccess::memory_held_by_holds(*context), nullptr);
   Tensor tensor(context);
+  // Kept past the Tensor, whose context's drop would destroy it, so that its counts can be read.
+  std::shared_ptr<TensorMemoryReference> kept = context->memory_reference;
   context.reset();
   expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
