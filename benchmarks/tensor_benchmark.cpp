@@ -1,5 +1,6 @@
 // Tensor import, export, copies and pool allocation; host memory, so they run on any machine.
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -27,6 +28,15 @@ void export_and_delete(benchmark::State& state, const holoscan::Tensor& tensor) 
   report_allocations(state, start);
 }
 
+// A host pool of `blocks` blocks of 64 KiB.
+holoscan::expected<std::shared_ptr<holoscan::TensorPool>> host_pool(std::size_t blocks) {
+  holoscan::TensorPoolConfig config;
+  config.memory = holoscan::PoolMemory::kHost;
+  config.block_bytes = 1 << 16;
+  config.block_count = blocks;
+  return holoscan::TensorPool::create(config);
+}
+
 void BM_ImportAndDestroy_Host4D(benchmark::State& state) {
   auto* producer = &host_producer();
   const auto start = holoscan_bench::thread_allocations();
@@ -47,11 +57,7 @@ BENCHMARK(BM_ExportAndDelete_Host4D);
 
 // The export of a tensor the library's producer made (a pool block), the other way tensors leave.
 void BM_ExportAndDelete_PoolBlock(benchmark::State& state) {
-  holoscan::TensorPoolConfig config;
-  config.memory = holoscan::PoolMemory::kHost;
-  config.block_bytes = 1 << 16;
-  config.block_count = 1;
-  auto pool = holoscan::TensorPool::create(config);
+  auto pool = host_pool(1);
   auto tensor = (*pool)->allocate({2, 3, 4, 5}, DLDataType{kDLFloat, 32, 1});
   export_and_delete(state, *tensor);
 }
@@ -94,11 +100,7 @@ BENCHMARK(BM_TensorCopyAndDestroy);
 HOLOSCAN_BENCH_SIXTEEN_THREADS(BM_TensorCopyAndDestroy);
 
 void BM_PoolAllocateAndRelease_Host(benchmark::State& state) {
-  holoscan::TensorPoolConfig config;
-  config.memory = holoscan::PoolMemory::kHost;
-  config.block_bytes = 1 << 16;
-  config.block_count = 4;
-  auto pool = holoscan::TensorPool::create(config);
+  auto pool = host_pool(4);
   const std::int64_t shape[2] = {64, 64};
   const auto start = holoscan_bench::thread_allocations();
   for (auto _ : state) {

@@ -63,17 +63,8 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
         context.memory_lives_in_ != nullptr ? &typeid(*context.memory_lives_in_) : nullptr;
   }
   /**
-   * @brief As above, for a context whose memory reference is `reference` whenever it is lent (a
-   *        pool block's, set anew at each allocation).
-   */
-  static void mark_memory_lives_in(DLManagedTensorContext& context,
-                                   const TensorMemoryReference& reference) noexcept {
-    context.memory_lives_in_ = &reference;
-    context.holds_owner_type_ = nullptr;
-  }
-  /**
-   * @brief mark_memory_lives_in, for a reference that lives by its holds
-   *        (mark_memory_lives_by_holds): a pool block's.
+   * @brief As above, for a context whose memory reference is `reference`, which lives by its
+   *        holds, whenever it is lent (a pool block's, set anew at each allocation).
    */
   static void mark_memory_lives_by_holds_in(DLManagedTensorContext& context,
                                             const StreamTrackedReference& reference) noexcept {

@@ -46,8 +46,7 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
    *        missing; a concurrent unpaired release's borrow is undone before the bit is read.
    */
   static void hold_again(StreamTrackedReference& reference) noexcept {
-    const std::int64_t word = reference.claims_.load(std::memory_order_relaxed);
-    if (((word - static_cast<std::int32_t>(word)) & kOwnerHold) == 0) {
+    if ((holds_in(reference.claims_.load(std::memory_order_relaxed)) & kOwnerHold) == 0) {
       reference.claims_.fetch_add(kOwnerHold, std::memory_order_relaxed);
     }
   }
@@ -85,8 +84,7 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
       // With the last shared_ptr gone no new hold can be taken (an export needs a Tensor or a
       // context, which hold the shared_ptr), so no export seen now means none ever again:
       // dispose without a read-modify-write. acquire: every export's drop happened before.
-      const std::int64_t word = reference->claims_.load(std::memory_order_acquire);
-      if (word - static_cast<std::int32_t>(word) == kOwnerHold) {
+      if (holds_in(reference->claims_.load(std::memory_order_acquire)) == kOwnerHold) {
         reference->dispose_(reference);
         return;
       }
@@ -95,12 +93,18 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds {
   };
 
  private:
+  // The holds in a value of the claim word: its claims (signed) taken off, which also undoes an
+  // unpaired release's borrow from the holds.
+  static constexpr std::int64_t holds_in(std::int64_t word) noexcept {
+    return word - static_cast<std::int32_t>(word);
+  }
+
   static void drop(StreamTrackedReference& reference, std::int64_t hold) noexcept {
     // acq_rel: the one that disposes sees every write made under the other holds and claims.
     const std::int64_t after = reference.claims_.fetch_sub(hold, std::memory_order_acq_rel) - hold;
     // The last hold disposes whatever claims are left: a claim never kept an owner alive (a
     // holder that replaced the context's reference may never give its Tensor's claim back here).
-    if (after - static_cast<std::int32_t>(after) == 0) {
+    if (holds_in(after) == 0) {
       reference.dispose_(&reference);
     }
   }
