@@ -189,7 +189,8 @@ void bind_transfers(nb::class_<WorkerHandle>& type) {
 
 void bind_state(nb::class_<WorkerHandle>& type) {
   type.def("fileno", &WorkerHandle::fileno, Entry(),
-           "UCX's event descriptor, readable when progress() has something to do (arm() first); "
+           "The descriptor to sleep on (UCX's event fd and the worker's own signal), readable when "
+           "progress() has something to do (arm() first); "
            "-1 once closed.")
       .def_prop_ro("fd", &WorkerHandle::fileno, Entry(), "Same as fileno().")
       .def(

@@ -8,6 +8,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "holoscan/ucx/worker.hpp"
@@ -152,6 +153,11 @@ expected<Worker, Error> Worker::create(const WorkerConfig& config) try {
   }
   state->worker = std::move(worker->worker);
   state->efd = worker->efd;
+  auto loop_fd = detail::EventLoopFd::make(state->efd);
+  if (!loop_fd) {
+    return forward_error(std::move(loop_fd));
+  }
+  state->loop_fd = std::move(*loop_fd);
   state->max_am_header = worker->max_am_header;
   if (state->max_am_header < kMaxTensorHeaderBytes) {
     return make_unexpected(
@@ -353,21 +359,30 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
 expected<std::size_t, Error> Worker::progress() {
   return with_state(state_, "progress", [&](State& state) -> expected<std::size_t, Error> {
     StateLock lock(state);
-    state.armed_for_caller = false;  // the event loop is awake
+    // The event loop is awake. Another thread's progress() says nothing of it: the loop may still
+    // be asleep on fd(), and work queued later must still signal it.
+    if (std::this_thread::get_id() == state.event_loop_thread) {
+      state.armed_for_caller = false;
+    }
     return state.progress_locked();
   });
 }
 
 int Worker::fd() const noexcept {
   // -1 as well while the destructor ends it: its descriptor is closed with the UCX worker.
-  return state_ != nullptr && !state_->shutting_down.load(std::memory_order_acquire) ? state_->efd
-                                                                                     : -1;
+  return state_ != nullptr && !state_->shutting_down.load(std::memory_order_acquire)
+             ? state_->loop_fd.fd()
+             : -1;
 }
 
 bool Worker::arm() {
   return with_state(state_, [&](State& state) {
     StateLock lock(state);
-    if (state.announced_unarmed) {  // nobody was asleep on fd() to see it: no sleep now either
+    state.event_loop_thread = std::this_thread::get_id();
+    // A signal left on fd() would make every sleep end at once: it is taken here. Work announced
+    // since the loop last looked (signalled, or noted while nobody was asleep) means no sleep now.
+    const bool signalled = state.loop_fd.take_signal();
+    if (signalled || state.announced_unarmed) {
       state.announced_unarmed = false;
       state.armed_for_caller = false;
       return false;
@@ -442,7 +457,15 @@ std::size_t Worker::State::progress_locked() {
   drain_closing();
   sweep_ended();
   if (done > 0) {
-    wake.post();  // the threads asleep on efd may have waited for what this round did
+    // The threads asleep in a wait may have waited for what this round did. An event loop
+    // gets it at once only from its own round: another thread's round took UCX's events off
+    // efd (ucp_worker_arm then finds none), and the loop, between its receive() and its arm(),
+    // or asleep on fd(), would otherwise sleep on with a tensor landed or a send ended.
+    if (std::this_thread::get_id() == event_loop_thread) {
+      wake.post();
+    } else {
+      announce();
+    }
   }
   return done;
 }
@@ -472,17 +495,18 @@ std::size_t Worker::State::waiting_locked() const noexcept {
          (unended_sends ? 1 : 0);
 }
 
-// Work queued outside a progress round (a confirmation, a send held for its readiness) that only
-// a round or a poll moves on: whoever sleeps on the worker's behalf must wake. The threads asleep
-// in a wait of this worker sleep on the wake signal too; an event loop that arm() let sleep on
-// fd() sees only efd, which UCX makes readable for it (once: it then arms again).
+// Work queued outside a progress round (a confirmation, a send held for its readiness), or done
+// in another thread's round, that the event loop must see: whoever sleeps on the worker's behalf
+// must wake. The threads asleep in a wait of this worker sleep on the wake signal too; an event
+// loop that arm() let sleep on fd() is signalled there (once: it then arms again, taking the
+// signal), and one awake finds the note at its next arm().
 void Worker::State::announce() noexcept {
   wake.post();
   if (!armed_for_caller) {
     announced_unarmed = true;
   } else {
     armed_for_caller = false;
-    (void)ucp_worker_signal(worker.get());
+    loop_fd.signal();
   }
 }
 

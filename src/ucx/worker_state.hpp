@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include <ucp/api/ucp.h>
 
 #include "dlpack/held_claim.hpp"  // the core's claim holder (internal)
+#include "event_loop_fd.hpp"
 #include "holoscan/ucx/wire.hpp"
 #include "holoscan/ucx/worker.hpp"
 #include "readiness_gate.hpp"
@@ -140,7 +142,8 @@ struct Worker::State {
   detail::UniqueContext context;
   detail::UniqueWorker worker;
   int efd = -1;
-  detail::WakeSignal wake;  // for threads asleep on efd when another thread progresses
+  detail::WakeSignal wake;      // for threads asleep on efd when another thread progresses
+  detail::EventLoopFd loop_fd;  // fd(): efd and announce()'s signal to the caller's event loop
   std::size_t max_am_header = 0;
   ucp_listener_h listener = nullptr;
 
@@ -171,9 +174,13 @@ struct Worker::State {
   std::size_t claims_held = 0;  // claims taken and not yet moved into dropped_claims
   WorkerStats stats;
   std::uint64_t rounds = 0;  // progress rounds so far
-  // The public arm() said "sleep" and no public progress() came since: an event loop may be
-  // asleep on efd, which work queued outside a round must make readable (announce()).
+  // The public arm() said "sleep" and neither a signal nor the event loop's own progress() came
+  // since: an event loop may be asleep on fd(), which work queued outside its rounds must make
+  // readable (announce()).
   bool armed_for_caller = false;
+  // The thread of the last public arm(): the event loop's. What its own rounds do it sees next;
+  // what another thread's rounds do (a tensor landed, a send ended) must be announced to it.
+  std::thread::id event_loop_thread;
   // Work was announced while no arm() stood (a connect() on another thread released its peer's
   // tensors between the loop's receive() and its arm()): the next arm() says "not now" instead.
   bool announced_unarmed = false;

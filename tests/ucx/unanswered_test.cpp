@@ -53,6 +53,27 @@ struct WindowOfOne {
   std::shared_ptr<TensorPool> pool = host_pool(2);
 };
 
+// The client sends one small tensor, and both sides progress until it has landed; nobody takes it.
+void land_untaken(WindowOfOne& sides) {
+  ASSERT_TRUE(sides.client.send(*sides.link.client, small_tensor(sides.pool)));
+  for (int i = 0; i < 300; ++i) {
+    (void)sides.client.progress();
+    (void)sides.receiver.progress();
+  }
+}
+
+// Progresses `worker` until arm() says it may sleep (it answers busy once after activity); false
+// when it never did within 5 s.
+bool arm_once_quiet(ucx::Worker& worker) {
+  for (const auto quiet_by = Clock::now() + std::chrono::seconds(5); Clock::now() < quiet_by;) {
+    if (worker.arm()) {
+      return true;
+    }
+    (void)worker.progress();
+  }
+  return false;
+}
+
 // What `worker` reports within `ms` (a tensor, or an error's text).
 std::vector<std::string> reports_within(ucx::Worker& worker, int ms) {
   std::vector<std::string> reported;
@@ -76,16 +97,8 @@ TEST(UcxUnanswered, ArmIsFalseWhileAConfirmationWaitsToGoOut) {
   WindowOfOne sides;
   auto& [receiver, client, link, pool] = sides;
   ASSERT_TRUE(link.client) << to_string(link.client.error());
-  ASSERT_TRUE(client.send(*link.client, small_tensor(pool)));
-  for (int i = 0; i < 300; ++i) {  // the tensor lands; nobody takes it yet
-    (void)client.progress();
-    (void)receiver.progress();
-  }
-  // The worker is quiet: arm() says it may sleep (it answers busy once after activity).
-  const auto quiet_by = Clock::now() + std::chrono::seconds(5);
-  while (!receiver.arm() && Clock::now() < quiet_by) {
-    (void)receiver.progress();
-  }
+  land_untaken(sides);
+  (void)arm_once_quiet(receiver);
   auto received = receiver.receive(0);  // landed already: handed out without a round
   ASSERT_TRUE(received && *received) << "nothing arrived";
   // An event loop: sleep on fd() when arm() says so, progress when it is readable.
@@ -255,6 +268,81 @@ TEST(UcxUnanswered, WorkQueuedWhileAnEventLoopSleepsOnTheFdWakesIt) {
   ASSERT_TRUE(back) << "the held tensor never left";
   EXPECT_EQ(ucx_series::check(0, back->tensor), "");
   EXPECT_LT(left_after, kSleepMs / 2) << "ms before the ready tensor left";
+}
+
+// Whether fd() becomes readable within `ms` (what an event loop asleep on it would see).
+bool readable_within(const ucx::Worker& worker, int ms) {
+  pollfd entry{worker.fd(), POLLIN, 0};
+  return ::poll(&entry, 1, ms) > 0;
+}
+
+// An event loop that found nothing, then armed: between the two, another thread's call (a wait
+// in accept()) made the progress round that landed a tensor. That round took UCX's events off
+// fd(), so an arm() that asked UCX alone said "sleep" and the loop slept on with the tensor
+// landed, its sender (window of one) waiting for the confirmation.
+TEST(UcxUnanswered, ATensorLandedByAnotherThreadsRoundKeepsTheEventLoopAwake) {
+  WindowOfOne sides;
+  auto& [receiver, client, link, pool] = sides;
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  // This thread is the receiver's event loop: quiet, it arms and finds nothing.
+  (void)arm_once_quiet(receiver);
+  (void)receiver.progress();  // awake
+  auto nothing = receiver.receive(0);
+  ASSERT_TRUE(nothing && !*nothing);
+  ASSERT_TRUE(client.send(*link.client, small_tensor(pool)));
+  // Another thread's accept() waits make the rounds; the client's rounds send the tensor.
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop.load()) {
+      (void)receiver.accept(5);
+    }
+  });
+  for (const auto until = Clock::now() + std::chrono::milliseconds(300); Clock::now() < until;) {
+    (void)client.progress();
+  }
+  stop.store(true);
+  other.join();
+  const bool armed = receiver.arm();
+  const bool woken = !armed || readable_within(receiver, 1000);
+  auto received = receiver.receive(0);
+  ASSERT_TRUE(received) << to_string(received.error());
+  ASSERT_TRUE(*received) << "the tensor had not landed in the other thread's rounds";
+  EXPECT_TRUE(woken) << "arm() let the loop sleep with a tensor landed, and fd() stayed quiet";
+  EXPECT_EQ(ucx_series::check(0, (*received)->tensor), "");
+}
+
+// An event loop asleep on fd() after arm(); another thread's progress() ran meanwhile (the
+// event loop was not woken by it), then a receive() handed out a tensor that had landed: its
+// confirmation must still make fd() readable. The other thread's progress() had counted as the
+// loop's own, so the confirmation was only noted for an arm() that never came.
+TEST(UcxUnanswered, AnotherThreadsProgressDoesNotTakeTheEventLoopsWakeUp) {
+  WindowOfOne sides;
+  auto& [receiver, client, link, pool] = sides;
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  land_untaken(sides);
+  ASSERT_TRUE(arm_once_quiet(receiver)) << "the receiver never became quiet";
+  // This thread now sleeps on fd() (by not calling the worker); another thread progresses.
+  std::thread([&] { (void)receiver.progress(); }).join();
+  std::optional<ucx::Received> received;
+  std::thread([&] {
+    auto got = receiver.receive(0);  // landed already: handed out without a round
+    if (got && *got) {
+      received = std::move(**got);
+    }
+  }).join();
+  ASSERT_TRUE(received) << "nothing arrived";
+  EXPECT_TRUE(readable_within(receiver, 1000))
+      << "a confirmation was queued while the loop slept, and fd() stayed quiet";
+  // The loop wakes and progresses: the sender learns its tensor was delivered.
+  std::optional<ucx::SendResult> result;
+  for (const auto until = Clock::now() + std::chrono::seconds(5);
+       !result && Clock::now() < until;) {
+    (void)receiver.progress();
+    (void)client.progress();
+    result = client.next_send_result();
+  }
+  ASSERT_TRUE(result) << "the sender never learned that its tensor was delivered";
+  EXPECT_TRUE(result->outcome);
 }
 
 }  // namespace

@@ -193,13 +193,16 @@ class HOLOSCAN_DLPACK_API Worker {
    *         Returns how many things happened. */
   expected<std::size_t, Error> progress();
 
-  /** @brief UCX's event descriptor: readable when progress() has something to do. */
+  /** @brief The descriptor to sleep on (UCX's event fd and the worker's own signal, one epoll
+   *         set): readable when progress() has something to do. */
   int fd() const noexcept;
   /**
    * @brief Prepares fd() for a wait: true when it is safe to sleep on it now, false when there
-   *        is work to do first (call progress() and try again). Until the next progress(), work
-   *        another thread queues that needs a round or a poll (a confirmation receive() queued,
-   *        a send held for its readiness) makes fd() readable.
+   *        is work to do first (call progress() and try again). Until this thread's next
+   *        progress(), work another thread queues that needs a round or a poll (a confirmation
+   *        receive() queued, a send held for its readiness), and what another thread's call
+   *        did in its progress rounds (a tensor landed, a send ended, a peer lost), make fd()
+   *        readable; done between this thread's last look and arm(), they make arm() false.
    */
   bool arm();
 
