@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "holoscan/deferred_release.hpp"
 #include "holoscan/ipc.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
 #include "holoscan/tensor_pool.hpp"
@@ -388,6 +390,59 @@ TEST_F(IpcRoundTrip, AForkedChildDroppingItsCopyOfTheImporterLeavesTheParentsRec
   Tensor imported = test::receive_one(*importer_);
   EXPECT_TRUE(imported);
   EXPECT_EQ(exporter_->stats().refused_exports, 0u);
+}
+
+// A child forked without exec holds a copy of the Exporter over the same sockets: its copy going
+// away reads none of the Releases waiting there, which are the parent's. (It read them: the
+// parent then held the claim, and the pool block, until the importing process exited.)
+TEST_F(IpcRoundTrip, AForkedChildDroppingItsCopyOfTheExporterLeavesTheReleasesToTheParent) {
+  connect(2);
+  ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value());
+  test::receive_one(*importer_);  // dropped at once: its Release goes out, no point to wait for
+  flush_deferred_releases();
+  pollfd release_waiting{exporter_->fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&release_waiting, 1, 5000), 1) << "no Release reached the exporter's socket";
+  ASSERT_EQ(exporter_->held(), 1u);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    exporter_.reset();
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+      << "the child's copy read the parent's Release";
+  EXPECT_EQ(pool_->available_blocks(), 2u);
+}
+
+// A child forked without exec holds copies of the parent's imports: one dropped there gives
+// nothing back, since the parent still reads the block. (Its Release let the exporter reuse the
+// block under the parent's reads.)
+TEST_F(IpcRoundTrip, AForkedChildDroppingItsCopyOfAnImportGivesNothingBack) {
+  connect(2);
+  ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value());
+  Tensor imported = test::receive_one(*importer_);
+  ASSERT_TRUE(imported);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    imported = Tensor();
+    flush_deferred_releases();
+    ::_exit(pending_deferred_releases() == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(exporter_->poll().has_value());
+  }
+  EXPECT_EQ(exporter_->held(), 1u) << "the child's copy gave the parent's import back";
+  EXPECT_EQ(pool_->available_blocks(), 1u) << "the block was free under the parent's import";
+  imported = Tensor();
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
 }
 
 TEST_F(IpcRoundTrip, FanOutToTwoImportersReturnsTheBlockAfterBoth) {

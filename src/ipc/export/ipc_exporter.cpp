@@ -3,6 +3,7 @@
 // the exporter's lock (a drop may give a pool block back or run a producer's deleter).
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <iterator>
@@ -99,6 +100,9 @@ struct Exporter::State {
   ExporterStats stats;
   std::uint64_t early_ignored_releases = 0;  // ignored before the ledger saw their claim released
   std::shared_ptr<std::atomic<bool>> abandoned = std::make_shared<std::atomic<bool>>(false);
+  // The process that made this exporter: a child forked without exec shares its sockets, and the
+  // Releases queued there are the parent's to read.
+  const pid_t owner = ::getpid();
 
   // Watches `socket` and `pidfd` for peer `id` through the epoll descriptor.
   expected<void, Error> watch(PeerId id, int socket, int pidfd) {
@@ -344,7 +348,12 @@ Exporter::~Exporter() {
     return;
   }
   try {
-    (void)poll();  // claims of exited peers, and releases done, drop as usual
+    // Claims of exited peers, and releases done, drop as usual; not in a forked child's copy,
+    // whose reads would take the parent's Releases off the shared sockets (the parent would
+    // hold those claims, and their pool blocks, until the importers exit).
+    if (::getpid() == state_->owner) {
+      (void)poll();
+    }
   } catch (...) {
     // A throwing drop: the rest are still kept below.
   }

@@ -213,6 +213,11 @@ void ImporterCore::forget(std::uint64_t allocation) noexcept {
 
 void ImporterCore::give_back(std::uint64_t export_id, const holoscan::detail::IpcHandleBytes* event,
                              bool was_imported) noexcept {
+  if (::getpid() != owner_) {
+    // A forked child's copy of an import (or of a refusal): the parent still holds the import,
+    // and a Release from here would let the exporter reuse the memory under the parent's reads.
+    return;
+  }
   Release release;
   release.export_id = export_id;
   release.refused = !was_imported;  // the exporter then sends the allocation's fd again
