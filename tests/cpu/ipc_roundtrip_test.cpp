@@ -445,6 +445,18 @@ TEST_F(IpcRoundTrip, AForkedChildDroppingItsCopyOfAnImportGivesNothingBack) {
   EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
 }
 
+// The exporter hangs up while nothing waits to be sent: poll() says kClosed, as documented
+// (it said so only once a Release failed to go out).
+TEST_F(IpcRoundTrip, PollSaysClosedOnceTheExporterHungUpWithNothingQueued) {
+  connect(1);
+  ASSERT_TRUE(importer_->poll().has_value());
+  exporter_.reset();
+  auto polled = importer_->poll();
+  ASSERT_FALSE(polled.has_value()) << "poll() missed the hang-up";
+  EXPECT_EQ(polled.error().code, ErrorCode::kClosed) << polled.error().message;
+  EXPECT_FALSE(importer_->poll().has_value()) << "a later poll() forgot the hang-up";
+}
+
 TEST_F(IpcRoundTrip, FanOutToTwoImportersReturnsTheBlockAfterBoth) {
   connect(1);
   auto second = test::connect_importer(*exporter_);

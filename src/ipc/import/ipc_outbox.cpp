@@ -1,5 +1,7 @@
 #include "ipc/import/ipc_outbox.hpp"
 
+#include <poll.h>
+
 #include <cerrno>
 #include <new>
 #include <utility>
@@ -99,6 +101,11 @@ void Outbox::send(const Release& release) noexcept {
 expected<void, Error> Outbox::flush() {
   std::lock_guard<std::mutex> lock(mutex_);
   const int err = flush_locked();
+  // With nothing to send, no send fails: a hung-up exporter shows only in the socket's state.
+  if (!closed_ && queued_ == 0) {
+    pollfd state{channel_.fd(), 0, 0};
+    closed_ = ::poll(&state, 1, 0) == 1 && (state.revents & (POLLHUP | POLLERR)) != 0;
+  }
   if (closed_) {
     return make_unexpected(exporter_gone());
   }
