@@ -277,15 +277,21 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
 }
 
 std::optional<PeerId> Worker::accept(int timeout_ms) {
-  return with_state(state_, [&](State& state) {
-    return wait_for(state, timeout_ms, [&]() -> std::optional<PeerId> {
-      if (state.accepted.empty()) {
-        return std::nullopt;
-      }
-      const PeerId id = state.accepted.front();
-      state.accepted.pop_front();
-      return id;
-    });
+  return with_state(state_, [&](State& state) -> std::optional<PeerId> {
+    try {
+      return wait_for(state, timeout_ms, [&]() -> std::optional<PeerId> {
+        if (state.accepted.empty()) {
+          return std::nullopt;
+        }
+        const PeerId id = state.accepted.front();
+        state.accepted.pop_front();
+        return id;
+      });
+    } catch (const std::bad_alloc&) {
+      // A round's bookkeeping ran out of host memory: what it had not done yet is done by a
+      // later round (a connection request stays queued); this call reports none.
+      return std::nullopt;
+    }
   });
 }
 
