@@ -67,8 +67,9 @@ struct ProducerOwner final : PythonRelease {
       ErrorIndicatorGuard keep_callers_error;
       if (owner->managed->deleter != nullptr) {
         // A C++ producer may throw through its deleter: contained and counted, as the library
-        // does for the deleters it runs itself (failed_releases()).
-        detail::run_producer_deleter(owner->managed);
+        // does for the deleters it runs itself (failed_releases()). NumPy's and CuPy's drop the
+        // array they exported, whose finalizers are Python code: see running_python.
+        running_python([&] { detail::run_producer_deleter_letting_threads_end(owner->managed); });
       }
       // Its finalizers are Python code, run from this noexcept path: see running_python.
       running_python([&] { Py_XDECREF(owner->producer); });

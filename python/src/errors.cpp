@@ -141,7 +141,9 @@ ErrorIndicatorGuard::ErrorIndicatorGuard() noexcept {
 ErrorIndicatorGuard::~ErrorIndicatorGuard() {
   // Whatever a release raised is not the caller's business: report it, keep the caller's.
   if (PyErr_Occurred() != nullptr) {
-    PyErr_WriteUnraisable(nullptr);
+    // sys.unraisablehook and its writes are Python code, run from a destructor: see
+    // running_python.
+    running_python([] { PyErr_WriteUnraisable(nullptr); });
   }
 #if PY_VERSION_HEX >= 0x030C0000
   PyErr_SetRaisedException(static_cast<PyObject*>(saved_[0]));

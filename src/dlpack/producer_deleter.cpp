@@ -1,6 +1,8 @@
 // Runs a DLPack producer's deleter so that an exception thrown through it (a C function pointer,
 // but a C++ producer may throw) cannot end the process: the release paths are noexcept, so an
 // escaping exception would call std::terminate, inline or on the release thread.
+#include <cxxabi.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -17,10 +19,14 @@ constexpr std::uint64_t kReportedFailures = 16;
 
 std::atomic<std::uint64_t> failures{0};
 
+// A thread ended inside the deleter unwinds by force: swallowed, that unwinding aborts the
+// process; let through, it must meet a caller that stops it (else std::terminate).
 template <class Managed>
-void run_deleter(Managed* managed) noexcept {
+void run_deleter(Managed* managed) {
   try {
     managed->deleter(managed);
+  } catch (abi::__forced_unwind&) {
+    throw;
   } catch (...) {
     detail::report_release_exception("a DLPack producer's deleter threw");
   }
@@ -33,6 +39,12 @@ namespace detail {
 void run_producer_deleter(DLManagedTensorVersioned* managed) noexcept { run_deleter(managed); }
 
 void run_producer_deleter(DLManagedTensor* managed) noexcept { run_deleter(managed); }
+
+void run_producer_deleter_letting_threads_end(DLManagedTensorVersioned* managed) {
+  run_deleter(managed);
+}
+
+void run_producer_deleter_letting_threads_end(DLManagedTensor* managed) { run_deleter(managed); }
 
 void report_failed_release(const char* failure, const char* why) noexcept {
   const std::uint64_t count = failures.fetch_add(1, std::memory_order_relaxed) + 1;

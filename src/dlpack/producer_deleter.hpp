@@ -19,6 +19,17 @@ HOLOSCAN_DLPACK_WING_API void run_producer_deleter(DLManagedTensorVersioned* man
 HOLOSCAN_DLPACK_WING_API void run_producer_deleter(DLManagedTensor* managed) noexcept;
 
 /**
+ * @brief run_producer_deleter(), except that a forced unwinding (a thread ended by pthread_exit
+ *        inside the deleter: CPython ends a daemon thread so when it takes the GIL back during
+ *        finalization) goes on through it. Contained like any exception, it aborts the process;
+ *        the caller must stop it where nothing is unwound (the Python package parks the thread).
+ */
+HOLOSCAN_DLPACK_WING_API void run_producer_deleter_letting_threads_end(
+    DLManagedTensorVersioned* managed);
+/** @brief run_producer_deleter_letting_threads_end() for a legacy managed tensor. */
+HOLOSCAN_DLPACK_WING_API void run_producer_deleter_letting_threads_end(DLManagedTensor* managed);
+
+/**
  * @brief Counts a release that failed in failed_releases() and reports it on stderr, one line
  *        each for the first 16: "holoscan-dlpack: <failure>: <why>; contained, ...". Allocates
  *        nothing (it runs where the heap may be what failed).

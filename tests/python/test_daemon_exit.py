@@ -176,6 +176,26 @@ def test_a_daemon_thread_dropping_imports_of_a_finalized_producer_does_not_abort
         """, runs=6)
 
 
+def test_a_daemon_thread_whose_producer_deleter_runs_a_finalizer_does_not_abort_the_exit():
+    # NumPy's deleter drops the array it exported: a subclass's finalizer is Python code run
+    # inside the producer's deleter, itself run from the library's (noexcept) release path.
+    assert_clean_exits_with_daemon_threads_calling("""
+        class Finalized(np.ndarray):
+            def __del__(self, sleep=time.sleep):
+                sleep(0.002)  # gives the GIL away: most of the thread's time is spent here
+
+        class Producer:
+            def __dlpack__(self, **keywords):
+                return np.arange(4.0).view(Finalized).__dlpack__(**keywords)
+
+            def __dlpack_device__(self):
+                return (1, 0)
+        """, """
+        tensor = hd.from_dlpack(Producer())
+        del tensor
+        """, runs=6)
+
+
 def test_a_daemon_thread_importing_through_a_proxy_does_not_abort_the_exit():
     # as_tensor asks a proxy for the protocol's names: its __getattr__ is Python code run from
     # the extension's C++ frames.
