@@ -345,5 +345,62 @@ TEST(UcxUnanswered, AnotherThreadsProgressDoesNotTakeTheEventLoopsWakeUp) {
   EXPECT_TRUE(result->outcome);
 }
 
+// A sender disconnects from a peer that stalls: the receiver's one pool block is held by its
+// application, so the next tensors (rendezvous, 1 MiB) wait there for memory and UCX cannot
+// finish sending them. The disconnect must still end every send (kClosed) and drop its claims,
+// rather than wait for the stalled peer for good.
+TEST(UcxUnanswered, DisconnectingAStalledPeerEndsItsSendsAndDropsTheirClaims) {
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  auto receive_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 1});
+  ASSERT_TRUE(receive_pool);
+  ucx::WorkerConfig receiving;
+  receiving.receive_pool = *receive_pool;
+  ucx::Worker receiver = make_worker(receiving);
+  ucx::WorkerConfig sending;
+  sending.window = 3;
+  ucx::Worker client = make_worker(sending);
+  InProcessLink link = connect_in_process(receiver, client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  auto send_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 3});
+  ASSERT_TRUE(send_pool);
+  const auto send_one = [&] {
+    auto tensor =
+        (*send_pool)->allocate({static_cast<std::int64_t>(kBytes)}, DLDataType{kDLUInt, 8, 1});
+    ASSERT_TRUE(tensor);
+    ASSERT_TRUE(client.send(*link.client, *tensor));
+  };
+  send_one();
+  std::optional<ucx::Received> held;  // the receiver's application keeps its only block
+  for (const auto until = Clock::now() + std::chrono::seconds(5); !held && Clock::now() < until;) {
+    (void)client.progress();
+    auto got = receiver.receive(1);
+    ASSERT_TRUE(got) << to_string(got.error());
+    if (*got) {
+      held = std::move(**got);
+    }
+  }
+  ASSERT_TRUE(held) << "the first tensor never arrived";
+  send_one();
+  send_one();
+  for (const auto until = Clock::now() + std::chrono::milliseconds(300); Clock::now() < until;) {
+    (void)client.progress();
+    (void)receiver.progress();
+  }
+  ASSERT_EQ(receiver.waiting(), 2u) << "the later tensors are not waiting for memory";
+  ASSERT_TRUE(client.disconnect(*link.client));
+  std::vector<ucx::SendResult> results;
+  for (const auto until = Clock::now() + std::chrono::seconds(8);
+       results.size() < 3 && Clock::now() < until;) {
+    (void)client.progress();
+    (void)receiver.progress();
+    while (auto result = client.next_send_result()) {
+      results.push_back(std::move(*result));
+    }
+  }
+  ASSERT_EQ(results.size(), 3u) << "sends never ended after the disconnect";
+  EXPECT_EQ(client.in_flight(), 0u);
+  EXPECT_EQ((*send_pool)->available_blocks(), 3u) << "a claim of the stalled sends is still held";
+}
+
 }  // namespace
 }  // namespace holoscan::test
