@@ -69,6 +69,11 @@ nb::dict cuda_array_interface(Tensor& tensor) {
         "__cuda_array_interface__ exists only for CUDA device and managed tensors");
   }
   nb::dict dict = interface_dict(tensor);
+  if (tensor.size() == 0) {
+    // The CUDA Array Interface asks for 0 there (a strict consumer refuses any other address),
+    // where NumPy's array interface carries the address as it is.
+    dict["data"] = nb::make_tuple(std::uintptr_t{0}, tensor.is_read_only());
+  }
   // The consumer waits on the stream named here before it reads. A handle of ours would have to
   // outlive the consumer's wait, and "2" would name the consumer thread's own per-thread stream:
   // the legacy default stream is the one every thread can wait on, so readiness is handed over

@@ -96,6 +96,11 @@ ProtocolStream parse_protocol_stream(nb::handle stream) {
   if (raw.from_object && raw.value == 0) {
     raw.value = 1;
   }
+  if (raw.from_object && raw.value < 0) {
+    // -1 is the protocol's integer for "no synchronization", not a handle a stream object has.
+    raise_invalid_argument("a stream object's handle " + std::to_string(raw.value) +
+                           " is not a stream");
+  }
   if (raw.value == -1) {
     return {ProtocolStream::Kind::kNoSync, -1, nullptr};
   }

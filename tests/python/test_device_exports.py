@@ -53,7 +53,9 @@ def test_a_stream_pointer_is_taken(device_tensor):
     ("default", TypeError, "stream"),
     (1.0, TypeError, "stream"),
     (CudaStreamProtocol(5, version=1), hd.errors.InvalidArgumentError, "version must be 0"),
-], ids=["zero", "negative", "bool", "str", "float", "protocol-version"])
+    # -1 means "no synchronization" only as the protocol's integer: an object's handle is a stream.
+    (CudaStreamProtocol(-1), hd.errors.InvalidArgumentError, "handle -1 is not a stream"),
+], ids=["zero", "negative", "bool", "str", "float", "protocol-version", "object-handle-minus-1"])
 def test_invalid_streams_are_refused(device_tensor, stream, error, match):
     with pytest.raises(error, match=match) as raised:
         device_tensor.__dlpack__(stream=stream, max_version=(1, 0))
@@ -194,6 +196,14 @@ def test_cuda_array_interface_of_a_device_tensor(device_tensor):
     assert "mask" in interface and interface["mask"] is None
     with pytest.raises(AttributeError, match="host tensors"):
         device_tensor.__array_interface__  # noqa: B018
+
+
+def test_cuda_array_interface_of_a_zero_size_tensor_gives_address_0(testing):
+    # The CUDA Array Interface: "For zero-size arrays, use 0 here."
+    t = hd.as_tensor(testing.make_capsule(shape=[2, 0], device=(KDL_CUDA, 0)))
+    assert t.size == 0
+    assert t.data != 0, "the test needs a tensor whose view has an address"
+    assert t.__cuda_array_interface__["data"] == (0, True)
 
 
 def test_cuda_array_interface_names_the_legacy_stream_once_ready(testing):
