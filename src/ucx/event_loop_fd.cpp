@@ -29,7 +29,7 @@ bool watch(int epoll, int fd) noexcept {
 
 }  // namespace
 
-expected<EventLoopFd, Error> EventLoopFd::make(int ucx_efd) noexcept {
+expected<EventLoopFd, Error> EventLoopFd::make(int ucx_efd) {
   EventLoopFd made;
   made.epoll_ = epoll_create1(EPOLL_CLOEXEC);
   if (made.epoll_ < 0) {

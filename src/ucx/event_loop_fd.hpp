@@ -10,8 +10,9 @@ namespace holoscan::ucx::detail {
 /** @brief An epoll set of UCX's event fd and an eventfd that signal() makes readable. */
 class EventLoopFd {
  public:
-  /** @brief The set over `ucx_efd` (which stays UCX's); kResourceExhausted without fds. */
-  static expected<EventLoopFd, Error> make(int ucx_efd) noexcept;
+  /** @brief The set over `ucx_efd` (which stays UCX's); kResourceExhausted without fds. Out
+   *         of host memory for the error's text, throws std::bad_alloc. */
+  static expected<EventLoopFd, Error> make(int ucx_efd);
 
   /** @brief No descriptors: fd() is -1. */
   EventLoopFd() noexcept = default;

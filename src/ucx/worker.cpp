@@ -453,27 +453,39 @@ std::size_t Worker::State::progress_locked() {
       break;
     }
   }
-  done += accept_connections();
-  done += handle_failures();
-  done += post_ready_sends();
-  done += land_arrivals();
-  done += flush_controls();
-  done += handle_failures();  // an answer that could not go out in this round ends its peer now
-  done += end_unended();
+  try {
+    done += accept_connections();
+    done += handle_failures();
+    done += post_ready_sends();
+    done += land_arrivals();
+    done += flush_controls();
+    done += handle_failures();  // an answer that could not go out in this round ends its peer now
+    done += end_unended();
+  } catch (...) {
+    // Out of host memory part way: what UCX's progress and the steps before did is told all the
+    // same (a later round does the rest).
+    tell_round_done(done);
+    throw;
+  }
   drain_closing();
   sweep_ended();
-  if (done > 0) {
-    // The threads asleep in a wait may have waited for what this round did. An event loop
-    // gets it at once only from its own round: another thread's round took UCX's events off
-    // efd (ucp_worker_arm then finds none), and the loop, between its receive() and its arm(),
-    // or asleep on fd(), would otherwise sleep on with a tensor landed or a send ended.
-    if (std::this_thread::get_id() == event_loop_thread) {
-      wake.post();
-    } else {
-      announce();
-    }
-  }
+  tell_round_done(done);
   return done;
+}
+
+// The threads asleep in a wait may have waited for what a round did. An event loop gets it at
+// once only from its own round: another thread's round took UCX's events off efd (ucp_worker_arm
+// then finds none), and the loop, between its receive() and its arm(), or asleep on fd(), would
+// otherwise sleep on with a tensor landed or a send ended.
+void Worker::State::tell_round_done(std::size_t done) noexcept {
+  if (done == 0) {
+    return;
+  }
+  if (std::this_thread::get_id() == event_loop_thread) {
+    wake.post();
+  } else {
+    announce();
+  }
 }
 
 // Work of the worker's own that no event announces (a confirmation queued by a receive() that

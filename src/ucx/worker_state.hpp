@@ -187,6 +187,7 @@ struct Worker::State {
 
   // worker.cpp
   std::size_t progress_locked();
+  void tell_round_done(std::size_t done) noexcept;
   bool arm_locked();
   std::size_t waiting_locked() const noexcept;
   Peer* find(PeerId id) noexcept;

@@ -204,6 +204,7 @@ class HOLOSCAN_DLPACK_API Worker {
    *        receive() queued, a send held for its readiness), and what another thread's call
    *        did in its progress rounds (a tensor landed, a send ended, a peer lost), make fd()
    *        readable; done between this thread's last look and arm(), they make arm() false.
+   *        One event loop per worker: the thread that called arm() last is taken for it.
    */
   bool arm();
 
