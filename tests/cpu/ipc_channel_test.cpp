@@ -770,6 +770,18 @@ TEST_F(IpcHelloProof, HelloCarriesTheSendersOwnPidfd) {
   EXPECT_TRUE(detail::check_sender(hello.process, ::getpid()).has_value());
 }
 
+// A pidfd whose description cannot be read (here: a number no descriptor has; in practice a
+// process out of descriptors for /proc/self/fdinfo) is unproven: refused as a denial, which an
+// exporter survives, not as a failure of the socket, which ended a live peer's connection.
+TEST_F(IpcHelloProof, AHelloWhoseProofCannotBeCheckedIsDenied) {
+  const UniqueFd unreadable(1 << 20);  // above any descriptor limit: never open
+  auto proven = detail::check_sender(unreadable, ::getpid());
+  ASSERT_FALSE(proven.has_value());
+  EXPECT_EQ(proven.error().code, ErrorCode::kPermissionDenied) << proven.error().message;
+  EXPECT_NE(proven.error().message.find("its pidfd could not be checked: "), std::string::npos)
+      << proven.error().message;
+}
+
 TEST_F(IpcHelloProof, HelloWithoutItsPidfdIsRefused) {
   ASSERT_TRUE(send_raw(raw_.get(), hello_));
   expect_refused("ipc channel: hello with 0 file descriptors, expected 1 (the sender's pidfd)");

@@ -91,7 +91,10 @@ expected<void, Error> check_sender(const UniqueFd& pidfd, std::int32_t sender_pi
   }
   auto info = read_fdinfo(pidfd.get());
   if (!info) {
-    return make_unexpected(std::move(info.error()));
+    // Unproven is refused, whatever stopped the check (out of descriptors, say): the frame is
+    // consumed and the connection stays usable, as for any other refused Hello. As a plain
+    // failure it read as a socket that can no longer be read, and an exporter closed a live peer.
+    return make_unexpected(denied("its pidfd could not be checked: " + info.error().message));
   }
   if (!info->is_pidfd) {
     return make_unexpected(denied("the Hello's descriptor is not a pidfd"));
