@@ -6,18 +6,19 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <string>
+#include <system_error>
 #include <utility>
 
 namespace holoscan::ucx::detail {
 namespace {
 
 unexpected<Error> system_error(const char* call, int error) {
-  return make_unexpected(error == EMFILE || error == ENFILE || error == ENOMEM
-                             ? ErrorCode::kResourceExhausted
-                             : ErrorCode::kFailure,
-                         std::string("ucx worker: ") + call + " failed: " + std::strerror(error));
+  return make_unexpected(
+      error == EMFILE || error == ENFILE || error == ENOMEM ? ErrorCode::kResourceExhausted
+                                                            : ErrorCode::kFailure,
+      // generic_category() words errno without strerror()'s shared buffer.
+      std::string("ucx worker: ") + call + " failed: " + std::generic_category().message(error));
 }
 
 bool watch(int epoll, int fd) noexcept {

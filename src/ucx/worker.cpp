@@ -375,7 +375,7 @@ expected<std::size_t, Error> Worker::progress() {
 }
 
 int Worker::fd() const noexcept {
-  // -1 as well while the destructor ends it: its descriptor is closed with the UCX worker.
+  // -1 as well while the destructor ends it: UCX's fd in the set is closed with the UCX worker.
   return state_ != nullptr && !state_->shutting_down.load(std::memory_order_acquire)
              ? state_->loop_fd.fd()
              : -1;
