@@ -81,7 +81,10 @@ void bind_stats(nb::module_& module) {
       .def_ro("readiness_waits", &Stats::readiness_waits,
               "Sends held back until their readiness point passed.")
       .def_ro("memory_waits", &Stats::memory_waits,
-              "Arrivals that waited for a free receive_pool block.");
+              "Arrivals that waited for a free receive_pool block.")
+      .def_ro("landings_kept", &Stats::landings_kept,
+              "Failed landings whose memory is kept until the process exits: the peer's "
+              "transport (CUDA IPC, RDMA) may still be writing into it.");
 }
 
 }  // namespace

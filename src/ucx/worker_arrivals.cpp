@@ -5,15 +5,24 @@
 // sender as receive() hands it out; refusals are answered at once.
 #include <string>
 
+#include "keep_until_exit.hpp"
 #include "landing_memory.hpp"
+#include "remote_writes.hpp"
 #include "ucx_error.hpp"
 #include "worker_state.hpp"
 
 namespace holoscan::ucx {
 namespace {
 
-// A landing UCX ended, at once or later: never throws, so that no landing stays unanswered.
-void end_landing(Arrival& arrival, ucs_status_t status, std::size_t length) noexcept {
+// A landing UCX ended, at once or later (`in_flight`: through its callback, after UCX started
+// it): never throws, so that no landing stays unanswered.
+void end_landing(Arrival& arrival, ucs_status_t status, std::size_t length,
+                 bool in_flight) noexcept {
+  if (status != UCS_OK && in_flight && arrival.peer_writes) {
+    // UCX fails such a landing at once when the connection breaks, whatever the peer's copy into
+    // this memory still does: no point here follows that copy, so the memory is never reused.
+    arrival.state->keep_failed_landing(arrival);
+  }
   try {
     arrival.state->on_landed(arrival, status, length);
   } catch (...) {
@@ -29,7 +38,7 @@ void on_landed_callback(void* request, ucs_status_t status, std::size_t length, 
   auto* arrival = static_cast<Arrival*>(user_data);
   ucp_request_free(request);
   arrival->request = nullptr;
-  end_landing(*arrival, status, length);
+  end_landing(*arrival, status, length, true);
 }
 
 std::string about(const Arrival& arrival) {
@@ -148,6 +157,8 @@ std::size_t Worker::State::land_arrivals() {
       params.op_attr_mask |= UCP_OP_ATTR_FLAG_MULTI_SEND;  // a stream: see post_ready_sends()
     }
     arrival.phase = Arrival::Phase::kLanding;
+    Peer* peer = find(arrival.peer);
+    arrival.peer_writes = peer == nullptr || writes_remotely(*peer);
     void* descriptor = arrival.data;
     arrival.data = nullptr;  // UCX owns it from here, whatever happens
     void* request = ucp_am_recv_data_nbx(worker.get(), descriptor, arrival.tensor.data(),
@@ -156,7 +167,7 @@ std::size_t Worker::State::land_arrivals() {
       arrival.request = request;
       ++in_ucx;
     } else {
-      end_landing(arrival, UCS_PTR_STATUS(request), arrival.length);
+      end_landing(arrival, UCS_PTR_STATUS(request), arrival.length, false);
     }
   }
   return started;
@@ -187,6 +198,20 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
                      "ucx receive of " + about(arrival) + ": " + std::to_string(length) +
                          " bytes landed, " + std::to_string(arrival.length) + " expected",
                      0});
+}
+
+bool Worker::State::writes_remotely(Peer& peer) noexcept {
+  if (!peer.writes_remotely) {
+    peer.writes_remotely = detail::peer_may_write_remotely(peer.endpoint);
+  }
+  return *peer.writes_remotely;
+}
+
+void Worker::State::keep_failed_landing(Arrival& arrival) noexcept {
+  if (arrival.tensor) {
+    holoscan::detail::keep_until_exit(std::move(arrival.tensor));
+    ++stats.landings_kept;
+  }
 }
 
 // Landing ones are dropped when UCX calls back. Landed ones are still handed out after UCX

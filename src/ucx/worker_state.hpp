@@ -93,6 +93,9 @@ struct Arrival {
   Phase phase = Phase::kWaitingMemory;
   void* request = nullptr;    ///< UCX's request while kLanding, if it did not complete at once.
   bool counted_wait = false;  ///< Counted once in WorkerStats::memory_waits.
+  /** @brief Whether its peer may write into `tensor` itself while landing (remote_writes.hpp):
+   *         then a landing UCX fails keeps the memory until the process exits. */
+  bool peer_writes = false;
 };
 
 /** @brief One connection. */
@@ -120,6 +123,9 @@ struct Peer {
    *         the sender learns kClosed for it rather than nothing. */
   ucs_status_t landing_failure = UCS_OK;
   std::uint64_t landing_failure_round = 0;
+  /** @brief Whether it may write into this side's memory itself (remote_writes.hpp), asked of
+   *         UCX at its first landing. */
+  std::optional<bool> writes_remotely;
 };
 
 /** @brief A small message waiting to go out after the current progress round. */
@@ -237,6 +243,10 @@ struct Worker::State {
                                  std::size_t length, const ucp_am_recv_param_t& param);
   std::size_t land_arrivals();
   void on_landed(Arrival& arrival, ucs_status_t status, std::size_t length);
+  /** @brief Whether `peer` may write into this side's memory itself (asked of UCX once). */
+  bool writes_remotely(Peer& peer) noexcept;
+  /** @brief Keeps a failed landing's memory until the process exits (its peer's copy may run). */
+  void keep_failed_landing(Arrival& arrival) noexcept;
   void refuse(Arrival& arrival, Error error);
   /** @brief How much of a lost peer's arrivals goes: those waiting for memory, also those
    *         landed and not handed out, or also the refusals and the loss still to report. */

@@ -1,0 +1,123 @@
+// A landing UCX fails after it started. Where the peer's transport writes into this side's memory
+// itself (CUDA IPC, RDMA: the sender puts the data), UCX completes the receive with an error as
+// soon as the connection breaks while the sender's copy may still run, so the block must never be
+// reused: it is kept until the process exits. Where the transports only ever have this process
+// write (tcp here), the block comes back at once.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ucx/failing_landing.hpp"
+#include "ucx/reported_transports.hpp"
+#include "ucx/series.hpp"
+#include "ucx/ucx_test_support.hpp"
+
+namespace holoscan::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::uint64_t kLarge = 2;  // the series' rendezvous-sized tensor
+
+std::shared_ptr<TensorPool> host_pool(std::size_t blocks) {
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, blocks});
+  EXPECT_TRUE(pool);
+  return *pool;
+}
+
+Tensor large_tensor(const std::shared_ptr<TensorPool>& pool) {
+  const auto layout = ucx_series::layout(kLarge);
+  auto tensor = pool->allocate(layout.shape, layout.dtype);
+  EXPECT_TRUE(tensor);
+  ucx_series::fill(kLarge, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+  return std::move(*tensor);
+}
+
+ucx::WorkerConfig receiving_into(std::shared_ptr<TensorPool> pool) {
+  ucx::WorkerConfig config;
+  config.receive_pool = std::move(pool);
+  return config;
+}
+
+// A receiver landing into a pool of two blocks, and a client connected to it in this process.
+struct Sides {
+  std::shared_ptr<TensorPool> landing = host_pool(2);
+  ucx::Worker receiver = make_worker(receiving_into(landing));
+  ucx::Worker client = make_worker();
+  InProcessLink link = connect_in_process(receiver, client);
+  std::shared_ptr<TensorPool> sending = host_pool(2);
+};
+
+// Sends one large tensor and progresses both sides until its send ends; what the receiver handed
+// out meanwhile is kept in `received`.
+std::optional<ucx::SendResult> send_one(Sides& sides, std::vector<Tensor>& received) {
+  if (auto sent = sides.client.send(*sides.link.client, large_tensor(sides.sending)); !sent) {
+    ADD_FAILURE() << "send: " << to_string(sent.error());
+    return std::nullopt;
+  }
+  std::optional<ucx::SendResult> result;
+  for (const auto until = Clock::now() + std::chrono::seconds(5);
+       !result && Clock::now() < until;) {
+    (void)sides.client.progress();
+    result = sides.client.next_send_result();
+    auto arrival = sides.receiver.receive(1);
+    if (arrival && *arrival) {
+      received.push_back(std::move((*arrival)->tensor));
+    }
+  }
+  return result;
+}
+
+// Fails one started landing with `status`; nothing is handed out.
+void fail_one(Sides& sides, ucs_status_t status) {
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  std::vector<Tensor> received;
+  {
+    FailingLandings failing(status);
+    const auto failed = send_one(sides, received);
+    ASSERT_TRUE(failed) << "the failed landing's send never ended";
+    EXPECT_FALSE(failed->outcome) << "a tensor that never landed was reported delivered";
+    ASSERT_EQ(failing.failed(), 1u) << "the landing was not made to fail";
+  }
+  EXPECT_TRUE(received.empty());
+}
+
+TEST(UcxFailedLanding, APeerThatMayWriteIntoTheBlockLeavesItKeptNeverReused) {
+  Sides sides;
+  ReportedTransports reported({"tcp", "cuda_ipc", "cuda_copy"});
+  fail_one(sides, UCS_ERR_NO_MEMORY);  // a refusal: the connection stays up
+  EXPECT_GE(reported.answered(), 1u) << "the worker never asked UCX for the transports";
+  EXPECT_EQ(sides.receiver.stats().landings_kept, 1u);
+  EXPECT_EQ(sides.landing->available_blocks(), 1u) << "the failed landing's block came back";
+  // The other block still takes tensors, and every one lands whole.
+  std::vector<Tensor> received;
+  const auto result = send_one(sides, received);
+  ASSERT_TRUE(result) << "the next tensor's send never ended";
+  ASSERT_TRUE(result->outcome) << "the next tensor was not delivered: "
+                               << to_string(result->outcome.error());
+  ASSERT_EQ(received.size(), 1u);
+  EXPECT_EQ(ucx_series::check(kLarge, received[0]), "");
+  received.clear();
+  EXPECT_EQ(sides.landing->available_blocks(), 1u);
+}
+
+TEST(UcxFailedLanding, AConnectionLostMidLandingOverRdmaKeepsTheBlockToo) {
+  Sides sides;
+  ReportedTransports reported({"rc_mlx5", "ud_mlx5"});
+  fail_one(sides, UCS_ERR_CONNECTION_RESET);
+  EXPECT_EQ(sides.receiver.stats().landings_kept, 1u);
+  EXPECT_EQ(sides.landing->available_blocks(), 1u) << "the failed landing's block came back";
+}
+
+TEST(UcxFailedLanding, TransportsThatOnlyWriteHereGiveTheBlockBackAtOnce) {
+  Sides sides;  // UCX's own answer: tcp on the loopback
+  fail_one(sides, UCS_ERR_IO_ERROR);
+  EXPECT_EQ(sides.receiver.stats().landings_kept, 0u);
+  EXPECT_EQ(sides.landing->available_blocks(), 2u);
+}
+
+}  // namespace
+}  // namespace holoscan::test
