@@ -1,6 +1,7 @@
 #include "dlpack/dlpack_validate.hpp"
 
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -165,9 +166,13 @@ LayoutFault fault_at(LayoutFacts& facts, LayoutFault fault, std::int32_t index =
     if (!unit.bytes_of(static_cast<std::uint64_t>(compact), &compact_bytes)) {
       return fault_at(facts, LayoutFault::kCompactStride, i);
     }
-    const bool size_overflows = __builtin_mul_overflow(size, extent, &size);
-    if (size_overflows | __builtin_mul_overflow(compact, extent > 0 ? extent : 1, &compact)) {
+    if (__builtin_mul_overflow(size, extent, &size)) {
       return fault_at(facts, LayoutFault::kElementCount);
+    }
+    // The product is the next dimension's compact stride; after the first dimension it is none
+    // (a zero-size tensor's would-be total need not fit).
+    if (i > 0 && __builtin_mul_overflow(compact, extent > 0 ? extent : 1, &compact)) {
+      return fault_at(facts, LayoutFault::kCompactStride, i - 1);
     }
   }
   facts.size = size;
@@ -443,6 +448,18 @@ LayoutFault check_dl_tensor(const DLTensor& tensor, std::uint64_t flags, LayoutF
   return LayoutFault::kNone;
 }
 
+namespace {
+
+// An address as the message names it: 0x and hexadecimal digits.
+std::string address_text(const void* address) {
+  char text[2 + 2 * sizeof(std::uintptr_t) + 1];
+  std::snprintf(text, sizeof(text), "0x%jx",
+                static_cast<std::uintmax_t>(reinterpret_cast<std::uintptr_t>(address)));
+  return text;
+}
+
+}  // namespace
+
 Error dtype_error(LayoutFault fault, DLDataType dtype, const char* who) {
   return invalid(who, dtype_words(fault, dtype));
 }
@@ -467,8 +484,11 @@ Error dl_tensor_error(const LayoutFacts& facts, const DLTensor& tensor, const ch
       return invalid(who, "byte_offset " + std::to_string(tensor.byte_offset) +
                               " with the strides' span overflows int64");
     case LayoutFault::kAddress:
-      return invalid(who, "byte_offset " + std::to_string(tensor.byte_offset) +
-                              " overflows the address space");
+      return invalid(who, "data " + address_text(tensor.data) + " with byte_offset " +
+                              std::to_string(tensor.byte_offset) + " and the strides' span (" +
+                              std::to_string(facts.span_low) + " bytes before the first element, " +
+                              std::to_string(facts.span_high) +
+                              " from it) leaves the address space");
     default:
       return layout_error(facts, tensor.ndim, tensor.shape, tensor.strides, tensor.dtype, who);
   }
@@ -503,12 +523,16 @@ expected<Layout, Error> validate_dl_tensor(const DLTensor& tensor, std::uint64_t
 
 std::int64_t element_count(std::int32_t ndim, const std::int64_t* shape) noexcept {
   std::int64_t count = 1;
+  bool saturated = false;
   for (std::int32_t i = 0; i < ndim && shape != nullptr; ++i) {
-    if (__builtin_mul_overflow(count, shape[i] > 0 ? shape[i] : 0, &count)) {
-      return kInt64Max;
+    // A zero extent anywhere makes the count 0, even after the extents before it overflowed.
+    const std::int64_t extent = shape[i] > 0 ? shape[i] : 0;
+    if (extent == 0) {
+      return 0;
     }
+    saturated = saturated || __builtin_mul_overflow(count, extent, &count);
   }
-  return count;
+  return saturated ? kInt64Max : count;
 }
 
 void compact_strides(std::int32_t ndim, const std::int64_t* shape, std::int64_t* strides) noexcept {

@@ -132,7 +132,8 @@ HOLOSCAN_DLPACK_WING_API expected<Layout, Error> validate_dl_tensor(const DLTens
                                                                     std::uint64_t flags,
                                                                     const char* who);
 
-/** @brief Number of elements of `ndim` extents; saturates at INT64_MAX instead of overflowing. */
+/** @brief Number of elements of `ndim` extents: 0 with any zero extent, else saturates at
+ *         INT64_MAX instead of overflowing. */
 HOLOSCAN_DLPACK_ABI std::int64_t element_count(std::int32_t ndim,
                                                const std::int64_t* shape) noexcept;
 

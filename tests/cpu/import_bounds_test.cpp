@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "holoscan/tensor.hpp"
 #include "holoscan/tensor_pool.hpp"
@@ -102,7 +103,29 @@ TEST(ImportBounds, NegativeSpanBelowTheAddressSpaceIsRejected) {
   HandMadeTensor tensor;
   tensor.strides[0] = -(INT64_MAX / 8);
   tensor.managed.dl_tensor.data = reinterpret_cast<void*>(std::uintptr_t{4096});
-  expect_rejected(tensor, "address space");
+  // The fields at fault are named: data and the strides' reach below it, not byte_offset alone.
+  expect_rejected(tensor, "data 0x1000 with byte_offset 0 and the strides' span (" +
+                              std::to_string(INT64_MAX / 8 * 4) +
+                              " bytes before the first element, 8 from it) leaves the address "
+                              "space");
+}
+
+TEST(ImportBounds, ZeroSizeWhoseFirstExtentTimesTheRestWouldOverflowKeepsExactStrides) {
+  // {8, INT64_MAX / 4, 0} float32: no element, every compact stride fits in bytes; only the
+  // product of every extent but the zero (no stride of any dimension) would not fit int64.
+  HandMadeTensor tensor;
+  std::int64_t shape[3] = {8, INT64_MAX / 4, 0};
+  tensor.managed.dl_tensor.ndim = 3;
+  tensor.managed.dl_tensor.shape = shape;
+  tensor.managed.dl_tensor.strides = nullptr;
+  tensor.managed.dl_tensor.data = nullptr;
+  {
+    auto result = make_tensor_from_dlpack_versioned(&tensor.managed);
+    ASSERT_TRUE(result.has_value()) << result.error().message;
+    EXPECT_EQ(result->strides(), (std::vector<std::int64_t>{INT64_MAX / 4 * 4, 4, 4}));
+    EXPECT_EQ(result->size(), 0);
+  }
+  EXPECT_EQ(tensor.deleter_calls, 1);
 }
 
 TEST(ImportBounds, ZeroSizeWithHugeExtentIsRejectedForItsStrides) {
