@@ -54,6 +54,10 @@ bool ReleaseQueue::start_worker_locked() noexcept {
   if (worker_ != nullptr) {
     return true;
   }
+  // The environment is read here, on the thread whose release starts the worker, not by the
+  // worker: a getenv racing the application's setenv (Python's os.environ) on a thread the
+  // application does not know of could read a freed environment.
+  (void)refresh_poll_interval();
   try {
     worker_ = std::make_unique<std::thread>([this] { run(); });
   } catch (...) {
@@ -282,7 +286,7 @@ void ReleaseQueue::run() noexcept {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   (void)cuda().thread_exchange_stream_capture_mode(&mode);
 
-  auto idle = refresh_poll_interval();  // the environment is read as the thread starts
+  auto idle = poll_interval_in_effect();  // read from the environment as the thread was started
   auto quiet = idle;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!abandoned_) {

@@ -11,11 +11,17 @@
 
 namespace holoscan::detail {
 
-/** @brief Who recorded a point and that thread's records so far (StreamPoint::recorder, ::order). */
+/** @brief Who recorded a point and that thread's records so far (StreamPoint::recorder, ::order).
+ */
 struct RecordStamp {
   std::uint64_t recorder = 0;  ///< The recording thread; 0: the record failed.
   std::uint64_t order = 0;     ///< Its records so far, this one included.
 };
+
+/** @brief Whether `stream` names a default stream (legacy or per-thread) by a shared handle. */
+inline bool is_default_stream_handle(cudaStream_t stream) noexcept {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
 
 /** @brief Which device a stream runs on, and which thread's per-thread stream it is. */
 struct HOLOSCAN_DLPACK_ABI StreamLocation {
@@ -34,17 +40,14 @@ struct HOLOSCAN_DLPACK_ABI StreamLocation {
     // the copy's loads until the pieces' stores are done (no store forwarding across them).
     return StreamPoint{stream, event, device, thread_key, stream_id, stamp.recorder, stamp.order};
   }
-  /** @brief Whether `point` was recorded on this very stream (same handle, device and id). */
+  /** @brief Whether `point` was recorded on this very stream (same handle, device and id). An
+   *         explicit stream whose id could not be read (0) is never taken for it: its handle may
+   *         be a destroyed stream's. */
   bool is_stream_of(const StreamPoint& point, cudaStream_t stream) const noexcept {
     return point.stream == stream && point.device == device && point.thread_key == thread_key &&
-           point.stream_id == stream_id;
+           point.stream_id == stream_id && (stream_id != 0 || is_default_stream_handle(stream));
   }
 };
-
-/** @brief Whether `stream` names a default stream (legacy or per-thread) by a shared handle. */
-inline bool is_default_stream_handle(cudaStream_t stream) noexcept {
-  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
-}
 
 /**
  * @brief Finds the device and id of `stream`; fails for a stream that is capturing a CUDA graph.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cuda/cuda_error.hpp"
+#include "dlpack/without_throwing.hpp"
 #include "stream/pooled_events.hpp"
 #include "stream/stream_point.hpp"
 
@@ -142,16 +143,18 @@ bool StreamState::capturing_or_unknown(cudaStream_t stream) noexcept {
 }
 
 // Out of line: the error's string work would otherwise make every successful wait save and
-// restore the registers it needs.
+// restore the registers it needs. Out of host memory for the message: kResourceExhausted.
 [[gnu::noinline, gnu::cold]] tl::unexpected<Error> StreamState::failed_consumer_wait(
-    cudaError_t status) {
-  Error error = cuda_error(status, "cudaStreamWaitEvent");
-  if (status == cudaErrorStreamCaptureIsolation || status == cudaErrorStreamCaptureUnsupported) {
-    // Checked only after the failure, to keep the hot path at one CUDA call.
-    error.message +=
-        ": the consumer stream is capturing a CUDA graph; synchronize before the capture begins";
-  }
-  return tl::unexpected<Error>(std::move(error));
+    cudaError_t status) noexcept {
+  return without_throwing([status] {
+    Error error = cuda_error(status, "cudaStreamWaitEvent");
+    if (status == cudaErrorStreamCaptureIsolation || status == cudaErrorStreamCaptureUnsupported) {
+      // Checked only after the failure, to keep the hot path at one CUDA call.
+      error.message +=
+          ": the consumer stream is capturing a CUDA graph; synchronize before the capture begins";
+    }
+    return tl::unexpected<Error>(std::move(error));
+  });
 }
 
 expected<void, Error> StreamState::synchronize_for_host() {

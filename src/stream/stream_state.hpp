@@ -121,7 +121,7 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   // Under the lock: whether the kept points passed (then dropped); one query each.
   bool superseded_passed() noexcept;
   static bool capturing_or_unknown(cudaStream_t stream) noexcept;
-  static tl::unexpected<Error> failed_consumer_wait(cudaError_t status);
+  static tl::unexpected<Error> failed_consumer_wait(cudaError_t status) noexcept;
 
   // The flags sit between the lock and the first eight-byte field, in what would be padding.
   mutable SpinMutex mutex_;

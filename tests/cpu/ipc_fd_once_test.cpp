@@ -414,5 +414,76 @@ TEST(IpcSentFds, ARefusalForgetsTheFdOnlyFromTheExportThatCarriedIt) {
   EXPECT_FALSE(fds.plan(1).attach_fd);
 }
 
+// A caller's import_tensor of an id the exporter has not published yet, refused: its Release
+// reached the exporter before it held the export, which ignored it. When the exporter then
+// published that id, the importer refused it as given back already and sent nothing: the claim,
+// and its pool block, stayed until the importing process exited.
+TEST_F(IpcFdOnce, ACallersRefusedIdAheadOfTheExportersNeverPinsItsClaim) {
+  Importer& importer = connect_importer();
+  Tensor learn = test::allocate(*pool_, {8});
+  auto learned = exporter_->publish(importer_peer(), learn);
+  ASSERT_TRUE(learned.has_value()) << learned.error().message;
+  Tensor first = test::receive_one(importer);
+  ASSERT_TRUE(static_cast<bool>(first));
+  first = Tensor();
+  learn = Tensor();
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+  const std::uint64_t next = *learned + 1;  // the id the exporter gives its next Publish
+  Tensor tensor = test::allocate(*pool_, {8});
+  {
+    auto aside = export_tensor(tensor, next);
+    ASSERT_TRUE(aside.has_value()) << aside.error().message;
+    TensorDescriptor elsewhere = aside->descriptor();
+    elsewhere.device_uuid[0] ^= 0xff;  // a device this process does not see: refused
+    ASSERT_FALSE(import_tensor(elsewhere, UniqueFd(), importer).has_value());
+  }
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] {
+    return exporter_->stats().ignored_releases == 1;
+  })) << "the refusal's Release did not reach the exporter";
+  auto published = exporter_->publish(importer_peer(), tensor);
+  ASSERT_TRUE(published.has_value()) << published.error().message;
+  ASSERT_EQ(*published, next);
+  auto again = importer.receive(1000);
+  ASSERT_FALSE(again.has_value()) << "imported an export refused here before";
+  EXPECT_EQ(again.error().message,
+            "ipc import: export " + std::to_string(next) +
+                " was given back or refused here before this connection's exporter published it "
+                "(an import_tensor of it): refused, and given back again");
+  tensor = Tensor();
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+      << "the exporter's claim stayed with the refused Publish";
+  // The refusal made the exporter count the allocation's fd unsent: the next Publish carries it.
+  Tensor later = test::allocate(*pool_, {8});
+  ASSERT_TRUE(exporter_->publish(importer_peer(), later).has_value());
+  Tensor imported = test::receive_one(importer);
+  EXPECT_TRUE(static_cast<bool>(imported)) << "the channel did not go on";
+}
+
+// A caller's import_tensor refused (a device this process does not see) let go of the mapping the
+// channel had made of the allocation; the exporter, which resends an fd only after refusals of
+// its own exports, still counted it sent, so its next Publish of the allocation (without the fd)
+// was refused.
+TEST_F(IpcFdOnce, ACallersRefusedImportLeavesTheChannelsMapping) {
+  Importer& importer = connect_importer();
+  Tensor tensor = test::allocate(*pool_, {8});
+  ASSERT_TRUE(exporter_->publish(importer_peer(), tensor).has_value());
+  Tensor first = test::receive_one(importer);
+  ASSERT_TRUE(static_cast<bool>(first));
+  ASSERT_EQ(importer.cached_mappings(), 1u);
+  {
+    auto aside = export_tensor(tensor, 1u << 30);
+    ASSERT_TRUE(aside.has_value()) << aside.error().message;
+    TensorDescriptor elsewhere = aside->descriptor();
+    elsewhere.device_uuid[0] ^= 0xff;
+    auto refused = import_tensor(elsewhere, UniqueFd(), importer);
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().code, ErrorCode::kNotFound) << refused.error().message;
+  }
+  EXPECT_EQ(importer.cached_mappings(), 1u) << "a caller's refusal dropped the channel's mapping";
+  ASSERT_TRUE(exporter_->publish(importer_peer(), tensor).has_value());
+  Tensor second = test::receive_one(importer);
+  EXPECT_TRUE(static_cast<bool>(second)) << "the exporter's next Publish was refused";
+}
+
 }  // namespace
 }  // namespace holoscan::ipc

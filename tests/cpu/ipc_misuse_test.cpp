@@ -138,6 +138,59 @@ TEST(IpcMisuse, AMovedFromExporterOrImporterRefusesEveryCall) {
   EXPECT_TRUE(test::poll_until(exporter, [&] { return exporter.held() == 0; }));
 }
 
+// An ExportedTensor moved from: its accessors read through the state that went to the other
+// object (a segmentation fault). They describe nothing now.
+TEST(IpcMisuse, AMovedFromExportedTensorDescribesNothing) {
+  test::FakeCudaIpcScope scope;
+  auto pool = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
+  ASSERT_NE(pool, nullptr);
+  Tensor tensor = test::allocate(*pool, {8});
+  auto exported = export_tensor(tensor, 1);
+  ASSERT_TRUE(exported) << exported.error().message;
+  const int fd = exported->fd();
+  ExportedTensor taken = std::move(*exported);
+  EXPECT_EQ(exported->fd(), -1);
+  EXPECT_EQ(exported->device(), -1);
+  EXPECT_EQ(exported->descriptor().export_id, 0u);
+  EXPECT_TRUE(exported->descriptor().shape.empty());
+  EXPECT_EQ(taken.fd(), fd);
+  EXPECT_EQ(taken.descriptor().export_id, 1u);
+}
+
+// An exporter's end that sends frames other than Publish without end (Releases, here): receive()
+// read and refused them one after another while any was queued, past its time limit, for as long
+// as the peer kept sending. It returns by its limit now, with nothing.
+TEST(IpcMisuse, ReceiveKeepsItsTimeLimitWhileThePeerSendsOnlyOtherFrames) {
+  test::FakeCudaIpcScope scope;
+  auto link = test::raw_exporter_link();
+  ASSERT_TRUE(link.raw && link.importer);
+  // The peer sends for 1.5 s whatever receive() does (before the fix it returned only when the
+  // queue ran dry for a moment).
+  std::atomic<bool> stop{false};
+  const auto flood_until = Clock::now() + std::chrono::milliseconds(1500);
+  std::vector<std::thread> flooders;
+  for (int i = 0; i < 2; ++i) {
+    flooders.emplace_back([&] {
+      while (!stop.load() && Clock::now() < flood_until) {
+        (void)link.raw->send(Release{1, false, {}}, 10);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // frames queued before the call
+  const auto start = Clock::now();
+  auto received = link.importer->receive(100);
+  const auto took = Clock::now() - start;
+  stop.store(true);
+  for (auto& flooder : flooders) {
+    flooder.join();
+  }
+  ASSERT_TRUE(received) << received.error().message;
+  EXPECT_FALSE(*received) << "a tensor came from a peer that sent none";
+  EXPECT_LT(took, std::chrono::milliseconds(800))
+      << "receive(100) took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+      << " ms";
+}
+
 // A view written by hand into a pool tensor's context (the members are public) that no import
 // would make: export_tensor() copied its extents into the descriptor before any check, so
 // dimensions without a shape read through a null pointer (a crash) and a negative ndim made a

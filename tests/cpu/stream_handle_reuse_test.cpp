@@ -29,6 +29,20 @@ class StreamHandleReuse : public test::FakeCudaTest {
     EXPECT_EQ(reused, stream);
     return reused;
   }
+
+  // A deallocation point on a new stream under the producer's old handle is no point after the
+  // readiness: the state stays busy until the producer's work is done.
+  void expect_a_point_under_the_producers_old_handle_to_wait() {
+    cudaStream_t producer = fake().create_stream(0);
+    detail::StreamState state;
+    fake().launch(producer);
+    ASSERT_TRUE(state.set_readiness_stream(producer));
+    ASSERT_TRUE(state.set_deallocation_stream(reuse(producer)));
+
+    EXPECT_FALSE(state.poll_idle());  // before the fixes: idle at once while the producer ran
+    fake().complete_all();
+    EXPECT_TRUE(state.poll_idle());
+  }
 };
 
 TEST_F(StreamHandleReuse, AConsumerUnderTheProducersOldHandleWaitsForTheProducer) {
@@ -46,15 +60,7 @@ TEST_F(StreamHandleReuse, AConsumerUnderTheProducersOldHandleWaitsForTheProducer
 }
 
 TEST_F(StreamHandleReuse, APointUnderTheProducersOldHandleDoesNotCoverTheReadiness) {
-  cudaStream_t producer = fake().create_stream(0);
-  detail::StreamState state;
-  fake().launch(producer);
-  ASSERT_TRUE(state.set_readiness_stream(producer));
-  ASSERT_TRUE(state.set_deallocation_stream(reuse(producer)));
-
-  EXPECT_FALSE(state.poll_idle());  // before the fix: idle at once while the producer ran
-  fake().complete_all();
-  EXPECT_TRUE(state.poll_idle());
+  expect_a_point_under_the_producers_old_handle_to_wait();
 }
 
 TEST_F(StreamHandleReuse, APointUnderAWaitersOldHandleDoesNotCoverTheReadiness) {
@@ -101,6 +107,14 @@ TEST_F(StreamHandleReuse, HandOverToANewStreamUnderAnOldHandleWaitsForThePointRe
   EXPECT_FALSE(test::later_work_passed(next_user));
   fake().complete_all();
   EXPECT_TRUE(test::later_work_passed(next_user));
+}
+
+// When CUDA cannot say a stream's id (cudaStreamGetId fails), every explicit stream's id reads 0:
+// a new stream under an old handle had the old one's handle, device and id, and was taken for it.
+TEST_F(StreamHandleReuse,
+       WithoutStreamIdsAPointUnderTheProducersOldHandleDoesNotCoverTheReadiness) {
+  fake().fail_next(test::CudaEntry::kStreamGetId, cudaErrorNotSupported, 1000);
+  expect_a_point_under_the_producers_old_handle_to_wait();
 }
 
 // A thread started after another ended may get the same thread_local addresses; its per-thread

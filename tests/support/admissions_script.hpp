@@ -62,6 +62,12 @@ inline std::string run_admissions_script(const std::uint8_t* bytes, std::size_t 
         (verdict == Verdict::kNew) != (ever.count(id) == 0 && id > carried)) {
       return where + ": new exactly when never seen and ahead of the channel";
     }
+    if ((verdict == Verdict::kSeen) != (id != 0 && held.count(id) == 0 && id <= carried)) {
+      return where + ": seen exactly when not held and at or below the channel's order";
+    }
+    if (verdict == Verdict::kFinishedAhead && (id <= carried || (exact && ever.count(id) == 0))) {
+      return where + ": finished ahead only above the channel's order, and only once finished";
+    }
 
     const bool channel =
         step == AdmissionStep::kChannelImport || step == AdmissionStep::kChannelRefusal;

@@ -42,14 +42,15 @@ class HOLOSCAN_DLPACK_API ExportedTensor {
   /** @brief Drops the claim and returns the readiness event to its pool. */
   ~ExportedTensor();
 
-  /** @brief What to send: encode() it, or hand it to Channel::send in a Publish. */
+  /** @brief What to send: encode() it, or hand it to Channel::send in a Publish (moved from:
+   *         an empty descriptor, export id 0, which no import takes). */
   const TensorDescriptor& descriptor() const noexcept;
   /**
    * @brief For kPosixFd, the descriptor to pass beside the bytes (SCM_RIGHTS), owned by this
-   *        object (a shareable pool's own fd, lent); -1 for kCudaIpc.
+   *        object (a shareable pool's own fd, lent); -1 for kCudaIpc and when moved from.
    */
   int fd() const noexcept;
-  /** @brief The CUDA device (this process's ordinal) the memory lives on. */
+  /** @brief The CUDA device (this process's ordinal) the memory lives on; -1 when moved from. */
   int device() const noexcept;
 
  private:
@@ -101,12 +102,12 @@ struct HOLOSCAN_DLPACK_API ExporterStats {
  * Each publish sends the descriptor and keeps one handle claim in the ledger. A shareable pool's
  * allocation goes with its fd only the first time a peer connection sees it (the peer keeps
  * the mapping; a refused export makes the next one carry the fd again); other fd memory always
- * goes with its fd. The importer's Release carries an interprocess event recorded after its GPU work on the
- * tensor; poll() queries those events (cudaEventQuery, never a wait) and drops a claim once its
- * event has completed. Each peer's claims follow the process that proved itself in its Hello (its
- * pidfd), the one that maps the memory, whoever made the socket: once that process has exited
- * they all drop, since its GPU work dies with its context, and not before, even when its socket
- * hung up.
+ * goes with its fd. The importer's Release carries an interprocess event recorded after its GPU
+ * work on the tensor; poll() queries those events (cudaEventQuery, never a wait) and drops a claim
+ * once its event has completed. Each peer's claims follow the process that proved itself in its
+ * Hello (its pidfd), the one that maps the memory, whoever made the socket: once that process has
+ * exited they all drop, since its GPU work dies with its context, and not before, even when its
+ * socket hung up.
  *
  * Call poll() when fd() is readable, and every few hundred microseconds while held() is not zero
  * (completing events make no fd readable). A claim's drop may run a producer's deleter, with no

@@ -175,16 +175,30 @@ expected<ExportedTensor, Error> export_with(const Tensor& tensor, std::uint64_t 
 
 }  // namespace
 
+namespace {
+
+// What a moved-from export describes: nothing (export id 0). Made at load, not at first use: no
+// first-use guard that a fork() could copy taken.
+const TensorDescriptor kNoDescriptor{};
+
+}  // namespace
+
 ExportedTensor::ExportedTensor(std::unique_ptr<State> state) noexcept : state_(std::move(state)) {}
 ExportedTensor::ExportedTensor(ExportedTensor&& other) noexcept = default;
 ExportedTensor& ExportedTensor::operator=(ExportedTensor&& other) noexcept = default;
 ExportedTensor::~ExportedTensor() = default;
 
-const TensorDescriptor& ExportedTensor::descriptor() const noexcept { return state_->descriptor; }
+const TensorDescriptor& ExportedTensor::descriptor() const noexcept {
+  return state_ != nullptr ? state_->descriptor : kNoDescriptor;
+}
 
-int ExportedTensor::fd() const noexcept { return state_->allocation.descriptor(); }
+int ExportedTensor::fd() const noexcept {
+  return state_ != nullptr ? state_->allocation.descriptor() : -1;
+}
 
-int ExportedTensor::device() const noexcept { return state_->allocation.device; }
+int ExportedTensor::device() const noexcept {
+  return state_ != nullptr ? state_->allocation.device : -1;
+}
 
 expected<ExportedTensor, Error> export_tensor(const Tensor& tensor, std::uint64_t export_id) {
   return export_with(tensor, export_id, nullptr);

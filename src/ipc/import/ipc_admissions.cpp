@@ -16,8 +16,11 @@ Admissions::Verdict Admissions::verdict(std::uint64_t id) const noexcept {
   if (std::find(held_.begin(), held_.end(), id) != held_.end()) {
     return Verdict::kHeld;
   }
-  if (finished_or_passed(id)) {
+  if (id <= carried_) {
     return Verdict::kSeen;
+  }
+  if (finished_or_passed(id)) {
+    return Verdict::kFinishedAhead;
   }
   return Verdict::kNew;
 }

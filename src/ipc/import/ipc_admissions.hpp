@@ -26,6 +26,10 @@ class Admissions {
     kNoExport,  ///< Export id 0, which no exporter gives.
     kHeld,      ///< Imported here and not yet given back.
     kSeen,      ///< Given back already, refused, or out of the channel's order.
+    /// Given back or refused before the channel carried it (a caller's import_tensor of an id
+    /// ahead of the channel's): its Publish, when it comes, is refused and given back again, so
+    /// that the exporter's claim ends whether or not it held the export at the first Release.
+    kFinishedAhead,
   };
 
   /** @brief The verdict on `id` now. */

@@ -129,9 +129,10 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
   if (!imported) {
     // Given back at once, so that the exporter's claim does not wait for this process to exit;
     // the allocation's mapping goes too, as the exporter will count it when the refusal comes.
-    core->refuse(descriptor.export_id, descriptor.handle_kind == MemoryHandleKind::kPosixFd
-                                           ? descriptor.allocation_id
-                                           : 0);
+    core->refuse(
+        descriptor.export_id,
+        descriptor.handle_kind == MemoryHandleKind::kPosixFd ? descriptor.allocation_id : 0,
+        from_channel);
   }
   return imported;
 }

@@ -108,6 +108,11 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     auto* publish = std::get_if<Publish>(&**received);
     if (publish == nullptr) {
       core_->refused();  // an exporter sends nothing but Publish after its Hello
+      if (deadline.remaining_ms() == 0) {
+        // A peer that sends other frames without end must not hold the caller past its limit.
+        (void)core_->flush();
+        return std::optional<Tensor>();
+      }
       continue;
     }
     core_->forget(publish->forget_allocation);  // before this export, which may map it anew

@@ -130,6 +130,11 @@ Error ImporterCore::not_admitted(Admissions::Verdict verdict, bool foreign,
                      " is imported here already (one import per export: the first one's Release "
                      "would end the exporter's claim under the second)");
     }
+    if (verdict == Admissions::Verdict::kFinishedAhead) {
+      return invalid("export " + id +
+                     " was given back or refused here before this connection's exporter "
+                     "published it (an import_tensor of it): refused, and given back again");
+    }
     return invalid("export " + id +
                    " is not held here: it was given back or refused already, or came out of "
                    "publish order");
@@ -158,9 +163,19 @@ expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor, bo
       }
     }
   }
+  const std::uint64_t fd_allocation =
+      descriptor.handle_kind == MemoryHandleKind::kPosixFd ? descriptor.allocation_id : 0;
   if (verdict == Admissions::Verdict::kNew && !foreign) {
-    refuse(id, descriptor.handle_kind == MemoryHandleKind::kPosixFd ? descriptor.allocation_id : 0);
+    refuse(id, fd_allocation, from_channel);
     return make_unexpected(out_of_memory("ipc import"));
+  }
+  if (verdict == Admissions::Verdict::kFinishedAhead && from_channel && !foreign) {
+    // The first Release may have reached the exporter before it held the export (a caller's id
+    // ahead of its own), which then ignored it: this one ends the claim. No import holds it here.
+    // The mapping stays: an exporter whose claim had ended already ignores this Release and
+    // sends the allocation's next export without its fd.
+    refuse(id, 0, true);
+    return make_unexpected(not_admitted(verdict, foreign, descriptor));
   }
   refused();
   if (promised) {
@@ -171,15 +186,16 @@ expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor, bo
 
 void ImporterCore::refuse_unread(std::uint64_t export_id, std::uint64_t fd_allocation,
                                  std::uint64_t forget_allocation) noexcept {
-  bool ours = false;
+  Admissions::Verdict verdict = Admissions::Verdict::kSeen;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    ours = admissions_.verdict(export_id) == Admissions::Verdict::kNew;
+    verdict = admissions_.verdict(export_id);
     admissions_.carried(export_id);
   }
   forget(forget_allocation);  // the exporter forgot it when it sent the Publish, whatever it was
-  if (ours) {
-    refuse(export_id, fd_allocation);
+  if (verdict == Admissions::Verdict::kNew || verdict == Admissions::Verdict::kFinishedAhead) {
+    // Given back (again, for one finished ahead: see admit()); only a new one's mapping goes.
+    refuse(export_id, verdict == Admissions::Verdict::kNew ? fd_allocation : 0, true);
     return;
   }
   // A repeat of an export held here or given back already: a Release would end another
@@ -193,20 +209,21 @@ void ImporterCore::refused() noexcept {
   ++stats_.refused;
 }
 
-void ImporterCore::refuse(std::uint64_t export_id, std::uint64_t fd_allocation) noexcept {
+void ImporterCore::refuse(std::uint64_t export_id, std::uint64_t fd_allocation,
+                          bool from_channel) noexcept {
   refused();
-  forget(fd_allocation);
+  forget(fd_allocation, from_channel);
   give_back(export_id, nullptr, false);
 }
 
-void ImporterCore::forget(std::uint64_t allocation) noexcept {
+void ImporterCore::forget(std::uint64_t allocation, bool channels_too) noexcept {
   if (allocation == 0) {
     return;
   }
   std::shared_ptr<ImportedMapping> dropped;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    dropped = mappings_.forget(allocation);
+    dropped = mappings_.forget(allocation, channels_too);
   }
   // Unmapped here, outside the lock, unless an import still holds it.
 }

@@ -86,12 +86,14 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   /**
    * @brief Refuses export `export_id`: counts it, lets go of the mapping of `fd_allocation` (its
    *        kPosixFd allocation, or 0), as the exporter does when the refusal reaches it, and gives
-   *        the export back as refused. Never waits, never allocates.
+   *        the export back as refused. A refusal of a caller's import (not `from_channel`) lets go
+   *        only of a mapping the caller's imports made: the exporter sends the fd again only for
+   *        its own exports, so the channel's mapping must stay. Never waits, never allocates.
    */
-  void refuse(std::uint64_t export_id, std::uint64_t fd_allocation) noexcept;
+  void refuse(std::uint64_t export_id, std::uint64_t fd_allocation, bool from_channel) noexcept;
   /** @brief The exporter no longer counts `allocation`'s fd as sent: its mapping is let go
-   *         (imports keep theirs); 0 does nothing. */
-  void forget(std::uint64_t allocation) noexcept;
+   *         (imports keep theirs); 0 does nothing. `channels_too` false: see refuse(). */
+  void forget(std::uint64_t allocation, bool channels_too = true) noexcept;
 
   /**
    * @brief Gives export `export_id` back: done once `event` (when not null) completes. Sends at

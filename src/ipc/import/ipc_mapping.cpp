@@ -140,9 +140,10 @@ expected<std::shared_ptr<ImportedMapping>, Error> MappingCache::get(
   return mapping;
 }
 
-std::shared_ptr<ImportedMapping> MappingCache::forget(std::uint64_t id) noexcept {
+std::shared_ptr<ImportedMapping> MappingCache::forget(std::uint64_t id,
+                                                      bool channels_too) noexcept {
   const auto found = entries_.find(id);
-  if (found == entries_.end()) {
+  if (found == entries_.end() || (!channels_too && found->second.from_channel)) {
     return nullptr;
   }
   std::shared_ptr<ImportedMapping> mapping = std::move(found->second.mapping);

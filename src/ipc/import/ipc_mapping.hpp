@@ -71,8 +71,9 @@ class HOLOSCAN_DLPACK_ABI MappingCache {
   expected<std::shared_ptr<ImportedMapping>, Error> get(const TensorDescriptor& descriptor,
                                                         UniqueFd fd, int device, bool from_channel);
   /** @brief Takes allocation `id`'s mapping out of the cache (null when none), for the caller
-   *         to drop outside its lock. */
-  std::shared_ptr<ImportedMapping> forget(std::uint64_t id) noexcept;
+   *         to drop outside its lock; with `channels_too` false, a mapping the channel made
+   *         stays (only the exporter's word ends it). */
+  std::shared_ptr<ImportedMapping> forget(std::uint64_t id, bool channels_too = true) noexcept;
   /** @brief Forgets every mapping; those imports still hold are unmapped when released. */
   void clear() noexcept {
     entries_.clear();
