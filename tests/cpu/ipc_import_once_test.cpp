@@ -320,6 +320,13 @@ TEST_F(IpcImportOnce, AnExportImportedAheadOfItsPublishIsNotImportedAgainFromThe
   auto ahead = import_tensor(descriptor(9), UniqueFd(), importer());
   ASSERT_TRUE(ahead.has_value()) << ahead.error().message;
   expect_one_release(*ahead, 9);
+  // The caller's own second import of it is refused and gives nothing back.
+  auto twice = import_tensor(descriptor(9), UniqueFd(), importer());
+  ASSERT_FALSE(twice.has_value());
+  EXPECT_EQ(twice.error().message,
+            "ipc import: export 9 is not held here: it was given back or refused already, or came "
+            "out of publish order");
+  EXPECT_FALSE(next_release(100)) << "a caller's refused import gave export 9 back again";
   publish(9, false);
   auto again = importer().receive(1000);
   ASSERT_FALSE(again.has_value()) << "imported an export whose claim had ended";

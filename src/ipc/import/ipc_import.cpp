@@ -128,7 +128,8 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
   }
   if (!imported) {
     // Given back at once, so that the exporter's claim does not wait for this process to exit;
-    // the allocation's mapping goes too, as the exporter will count it when the refusal comes.
+    // a Publish's allocation mapping goes too, as the exporter will count it when the refusal
+    // comes (a caller's refusal leaves the channel's mapping: see ImporterCore::refuse).
     core->refuse(
         descriptor.export_id,
         descriptor.handle_kind == MemoryHandleKind::kPosixFd ? descriptor.allocation_id : 0,

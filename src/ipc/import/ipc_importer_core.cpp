@@ -181,7 +181,10 @@ expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor, bo
   if (promised) {
     outbox_->withdraw_promise();  // no Release follows
   }
-  return make_unexpected(not_admitted(verdict, foreign, descriptor));
+  // A caller's import of one finished ahead gives nothing back again: it reads as any seen one.
+  return make_unexpected(not_admitted(
+      verdict == Admissions::Verdict::kFinishedAhead ? Admissions::Verdict::kSeen : verdict,
+      foreign, descriptor));
 }
 
 void ImporterCore::refuse_unread(std::uint64_t export_id, std::uint64_t fd_allocation,
