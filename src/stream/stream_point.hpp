@@ -11,8 +11,7 @@
 
 namespace holoscan::detail {
 
-/** @brief Who recorded a point and that thread's records so far (StreamPoint::recorder, ::order).
- */
+/** @brief Who recorded a point, and how many records that thread had made with it. */
 struct RecordStamp {
   std::uint64_t recorder = 0;  ///< The recording thread; 0: the record failed.
   std::uint64_t order = 0;     ///< Its records so far, this one included.

@@ -3,7 +3,7 @@
 // sender puts the data (CUDA IPC between processes of one host, RDMA across hosts) is completed
 // here with an error as soon as the connection fails, while the sender's copy may still be
 // running: UCX has no point on this side that follows it. Memory such a landing named is kept
-// until the process exits rather than reused (docs/ucx.md, "Failures").
+// until the process exits rather than reused (docs/ucx.md, "Failure").
 #include <string_view>
 
 #include <ucp/api/ucp.h>
