@@ -80,7 +80,7 @@ struct Input {
 inline void read_input(Bytes& bytes, Input& in) {
   const auto shape_kind = bytes.take<std::uint8_t>();
   in.legacy = (shape_kind & 1) != 0;
-  const std::int32_t ndim = static_cast<std::int8_t>(bytes.take<std::uint8_t>()) % 40;
+  const std::int32_t ndim = static_cast<std::int8_t>(bytes.take<std::uint8_t>()) % 72;
   const auto count = static_cast<std::size_t>(ndim > 0 ? ndim : 0);
   for (std::size_t i = 0; i < count; ++i) {
     in.shape.push_back(bytes.extent());

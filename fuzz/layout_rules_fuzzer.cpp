@@ -9,8 +9,9 @@
 #include <cstdio>
 #include <limits>
 
-#include "dlpack_input.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack_input.hpp"
+#include "holoscan/tensor.hpp"
 
 namespace {
 
@@ -79,7 +80,7 @@ Reference refused(LayoutFault fault, std::int32_t index = 0) {
 Reference reference_layout(std::int32_t ndim, const std::int64_t* shape,
                            const std::int64_t* strides, DLDataType dtype, std::uint64_t flags,
                            int last_code) {
-  if (ndim < 0 || ndim > 32) {
+  if (ndim < 0 || ndim > holoscan::kMaxTensorDims) {
     return refused(LayoutFault::kNdim);
   }
   if (ndim > 0 && shape == nullptr) {
@@ -100,9 +101,15 @@ Reference reference_layout(std::int32_t ndim, const std::int64_t* shape,
       return refused(LayoutFault::kCompactStride, i);
     }
     size *= shape[i];
-    compact *= shape[i] > 0 ? shape[i] : 1;
-    if (size > kMax || compact > kMax) {
+    if (size > kMax) {
       return refused(LayoutFault::kElementCount);
+    }
+    // The next dimension's compact stride; the first dimension has no next one.
+    if (i > 0) {
+      compact *= shape[i] > 0 ? shape[i] : 1;
+      if (compact > kMax) {
+        return refused(LayoutFault::kCompactStride, i - 1);
+      }
     }
   }
   r.size = size;
@@ -203,8 +210,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const DLTensor& view = in.view;
 
   // A DLTensor, as DLPack import and make_tensor check it, writing its shape and strides out.
-  std::int64_t shape_out[32];
-  std::int64_t strides_out[32];
+  std::int64_t shape_out[holoscan::kMaxTensorDims];
+  std::int64_t strides_out[holoscan::kMaxTensorDims];
   LayoutFacts facts;
   const LayoutFault fault =
       holoscan::detail::check_dl_tensor(view, in.flags, facts, shape_out, strides_out);
@@ -222,7 +229,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         check(strides_out[i] == view.strides[i], "explicit strides are written out");
       }
     } else if (view.ndim > 0) {
-      std::int64_t compact[32];
+      std::int64_t compact[holoscan::kMaxTensorDims];
       holoscan::detail::compact_strides(view.ndim, view.shape, compact);
       for (std::int32_t i = 0; i < view.ndim; ++i) {
         check(strides_out[i] == compact[i], "compact strides are written out");

@@ -30,8 +30,9 @@ namespace holoscan {
 /** @brief The block pool of <holoscan/tensor_pool.hpp>, which Tensor::copy_to can fill. */
 class HOLOSCAN_DLPACK_API TensorPool;
 
-/** @brief Most dimensions an imported or pooled tensor may have. */
-inline constexpr std::int32_t kMaxTensorDims = 32;
+/** @brief Most dimensions an imported or pooled tensor may have (NumPy's and CuPy's limit; the
+ *         IPC descriptor and the UCX header carry at most 32). */
+inline constexpr std::int32_t kMaxTensorDims = 64;
 
 /**
  * @brief A handle to a shared DLManagedTensorContext (DLPack view, owned dims, memory owner).

@@ -153,7 +153,7 @@ TEST_P(ImportValidation, NegativeNdim) {
 TEST_P(ImportValidation, NdimAboveMaximum) {
   TensorSpec spec;
   spec.shape.assign(kMaxTensorDims + 1, 1);  // valid memory, in case the bound is not checked
-  ASSERT_EQ(spec.shape.size(), 33u);
+  ASSERT_EQ(spec.shape.size(), 65u);
   expect_rejected(spec, GetParam(), "ndim");
 }
 
@@ -464,6 +464,11 @@ void expect_many_dims_accepted(const std::vector<std::int64_t>& shape, Format fo
     EXPECT_EQ(as_vector(result->dl_tensor().strides, result->ndim()), compact_strides(shape));
     EXPECT_EQ(result->size(), elements);
     EXPECT_TRUE(result->is_contiguous());
+    // And out again, every extent kept.
+    auto exported = result->to_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    EXPECT_EQ(as_vector((*exported)->dl_tensor.shape, (*exported)->dl_tensor.ndim), shape);
+    (*exported)->deleter(*exported);
   }
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
@@ -473,10 +478,20 @@ TEST_P(ImportValidation, SevenDimensions) {
 }
 
 TEST_P(ImportValidation, ThirtyTwoDimensions) {
-  std::vector<std::int64_t> shape(kMaxTensorDims, 1);
+  std::vector<std::int64_t> shape(32, 1);
   shape[0] = 2;
   shape[7] = 3;
   shape[31] = 2;
+  expect_many_dims_accepted(shape, GetParam());
+}
+
+// NumPy 2 and CuPy make arrays of up to 64 dimensions, and Holoscan 5.0 imports them.
+TEST_P(ImportValidation, SixtyFourDimensions) {
+  ASSERT_EQ(kMaxTensorDims, 64);
+  std::vector<std::int64_t> shape(kMaxTensorDims, 1);
+  shape[0] = 2;
+  shape[40] = 3;
+  shape[63] = 2;
   expect_many_dims_accepted(shape, GetParam());
 }
 

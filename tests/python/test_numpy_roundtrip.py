@@ -43,6 +43,17 @@ def test_round_trip_is_zero_copy_and_read_only():
     assert b[1, 2] == 99
 
 
+def test_arrays_of_as_many_dimensions_as_numpy_makes_cross_both_ways():
+    shape = (2,) + (1,) * 62 + (3,)  # 64 dimensions, NumPy 2's limit
+    try:
+        a = np.arange(6, dtype=np.int32).reshape(shape)
+    except ValueError:
+        pytest.skip("this NumPy makes at most 32 dimensions")
+    t = hd.from_dlpack(a)
+    assert t.ndim == 64 and t.shape == shape and t.size == 6
+    np.testing.assert_array_equal(np.from_dlpack(t), a)
+
+
 def test_versioned_and_legacy_exports(testing):
     t = hd.from_dlpack(np.ones(3))
     versioned = t.__dlpack__(max_version=(1, 0))

@@ -68,8 +68,9 @@ class HOLOSCAN_DLPACK_API ExportedTensor {
  * The device travels by UUID. Never blocks.
  *
  * Refused with kInvalidArgument naming the memory: an empty tensor, host memory (pageable or
- * pinned), managed memory, device memory CUDA cannot share; also a view written by hand that no
- * import makes (more than 32 dimensions, or dimensions and no shape); kNotImplemented for
+ * pinned), managed memory, device memory CUDA cannot share; also a tensor of more than 32
+ * dimensions (the descriptor's limit) and a view written by hand with dimensions and no shape;
+ * kNotImplemented for
  * stream-ordered pool memory (cudaMallocAsync). A CUDA failure is kFailure naming the call.
  */
 HOLOSCAN_DLPACK_API expected<ExportedTensor, Error> export_tensor(const Tensor& tensor,

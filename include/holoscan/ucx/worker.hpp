@@ -165,8 +165,8 @@ class HOLOSCAN_DLPACK_API Worker {
    * receiver can tell which send a Received tensor came from.
    *
    * kBackpressured at once when `window` tensors are in flight to the peer; kNotFound for an
-   * unknown peer, kClosed for a lost one; kInvalidArgument for an empty tensor (or a view
-   * written by hand that no import makes: more than 32 dimensions, or dimensions and no shape);
+   * unknown peer, kClosed for a lost one; kInvalidArgument for an empty tensor, one of more than
+   * 32 dimensions (the wire's limit), or a view written by hand with dimensions and no shape;
    * kNotImplemented for a tensor that is not contiguous, is padded sub-byte, or lives on a device
    * type UCX does not move; kFailure naming the CUDA call when the readiness wait cannot be set up.
    */
