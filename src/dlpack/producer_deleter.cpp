@@ -2,7 +2,6 @@
 // but a C++ producer may throw) cannot end the process: the release paths are noexcept, so an
 // escaping exception would call std::terminate, inline or on the release thread.
 #include <cxxabi.h>
-#include <pthread.h>
 
 #include <atomic>
 #include <cstdint>
@@ -33,28 +32,13 @@ void run_deleter(Managed* managed) {
   }
 }
 
-// The noexcept callers' way: a thread cancelled (pthread_cancel) that drops a tensor would be
-// unwound by force at the deleter's first cancellation point (a close, a write), through a
-// noexcept frame: std::terminate. The cancellation waits until the deleter has returned, for the
-// thread's next cancellation point. (A deleter that calls pthread_exit still cannot end its
-// thread here; Python's path, run_producer_deleter_letting_threads_end, lets that through.)
-template <class Managed>
-void run_deleter_uncancelled(Managed* managed) noexcept {
-  int state = PTHREAD_CANCEL_ENABLE;
-  (void)pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &state);
-  run_deleter(managed);
-  (void)pthread_setcancelstate(state, &state);
-}
-
 }  // namespace
 
 namespace detail {
 
-void run_producer_deleter(DLManagedTensorVersioned* managed) noexcept {
-  run_deleter_uncancelled(managed);
-}
+void run_producer_deleter(DLManagedTensorVersioned* managed) noexcept { run_deleter(managed); }
 
-void run_producer_deleter(DLManagedTensor* managed) noexcept { run_deleter_uncancelled(managed); }
+void run_producer_deleter(DLManagedTensor* managed) noexcept { run_deleter(managed); }
 
 void run_producer_deleter_letting_threads_end(DLManagedTensorVersioned* managed) {
   run_deleter(managed);

@@ -3,16 +3,13 @@
 // deleter counts as run once, and the failure is reported on stderr and counted.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
-#include <pthread.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
-#include "holoscan/tensor.hpp"
 #include "support/callback_tensor.hpp"
 #include "support/fake_cuda_test.hpp"
 
@@ -109,48 +106,6 @@ TEST_F(ThrowingDeleter, ReportsStopAfterSixteenButTheCountGoesOn) {
   }
   EXPECT_EQ(lines, failed >= 16 ? 0 : 16 - failed) << printed;
   EXPECT_EQ(printed.find("further ones are only counted") != std::string::npos, failed < 16);
-}
-
-// A thread with a cancellation pending (pthread_cancel) dropped the last handle of an import
-// whose deleter reached a cancellation point: the forced unwinding crossed the library's noexcept
-// release and ended the process (std::terminate). The deleter now runs to its end, and the thread
-// is cancelled at its own next cancellation point.
-std::atomic<int> cancelled_deleter_calls{0};
-std::atomic<int> cancelled_deleter_ends{0};
-
-void* drop_with_a_cancellation_pending(void*) {
-  auto imported = make_tensor_from_dlpack_versioned(make_callback_tensor(
-      [] {
-        cancelled_deleter_calls.fetch_add(1);
-        pthread_testcancel();  // a cancellation point inside the deleter
-        cancelled_deleter_ends.fetch_add(1);
-      },
-      16));
-  if (!imported) {
-    std::exit(3);
-  }
-  (void)pthread_cancel(pthread_self());
-  *imported = Tensor();  // the deleter runs here, inline
-  pthread_testcancel();  // the thread ends here
-  return nullptr;
-}
-
-void cancel_a_thread_whose_drop_runs_the_deleter() {
-  pthread_t thread{};
-  if (pthread_create(&thread, nullptr, drop_with_a_cancellation_pending, nullptr) != 0) {
-    std::exit(2);
-  }
-  void* result = nullptr;
-  (void)pthread_join(thread, &result);
-  std::exit(result == PTHREAD_CANCELED && cancelled_deleter_calls.load() == 1 &&
-                    cancelled_deleter_ends.load() == 1
-                ? 0
-                : 1);
-}
-
-TEST(CancelledThreadDeleter, ADeleterReachingACancellationPointRunsToItsEnd) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(cancel_a_thread_whose_drop_runs_the_deleter(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
