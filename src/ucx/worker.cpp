@@ -444,15 +444,11 @@ WorkerStats Worker::stats() const noexcept {
 
 // One round: UCX's own progress (callbacks run in it), then what the callbacks left to do.
 std::size_t Worker::State::progress_locked() {
-  std::size_t done = 0;
+  // One call of UCX's progress a round: a second, which for an answer that just came would find
+  // nothing, costs an empty epoll_wait on its way (0.4 us of a 4 KiB tcp ping-pong's 6.6 one way);
+  // what came meanwhile is found by the next round.
+  std::size_t done = ucp_worker_progress(worker.get());
   ++rounds;
-  for (int round = 0; round < 64; ++round) {
-    const unsigned progressed = ucp_worker_progress(worker.get());
-    done += progressed;
-    if (progressed == 0) {
-      break;
-    }
-  }
   try {
     done += accept_connections();
     done += handle_failures();
