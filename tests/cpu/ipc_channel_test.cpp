@@ -437,6 +437,33 @@ TEST_F(IpcChannel, EndOfFileComesAfterEveryQueuedMessage) {
   }
 }
 
+// An end closed with records of its own unread makes the kernel report ECONNRESET once to the
+// other end, ahead of what that end has still queued: the records come first all the same.
+TEST_F(IpcChannel, AResetByAnEndWithUnreadRecordsComesAfterEveryQueuedMessage) {
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  Channel b = std::move(ends->second);
+  {
+    Channel a = std::move(ends->first);
+    ASSERT_TRUE(b.send(Release{9, false, {}}));  // never read by `a`
+    ASSERT_TRUE(a.send(Release{1, false, {}}));
+    ASSERT_TRUE(a.send(Release{2, false, {}}));
+  }
+  for (std::uint64_t id : {1u, 2u}) {
+    auto got = b.receive(1000);
+    ASSERT_TRUE(got && *got) << (got ? "timeout" : got.error().message);
+    EXPECT_EQ(std::get<Release>(**got).export_id, id);
+    EXPECT_FALSE(b.closed());
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto got = b.receive(1000);
+    ASSERT_FALSE(got.has_value());
+    EXPECT_EQ(got.error().code, kChannelClosed);
+    EXPECT_EQ(got.error().message, "ipc channel: peer hung up (end of file)");
+    EXPECT_TRUE(b.closed());
+  }
+}
+
 TEST_F(IpcChannel, SendToAClosedPeerNeitherRaisesSigpipeNorBlocks) {
   auto ends = Channel::pair();
   ASSERT_TRUE(ends.has_value());

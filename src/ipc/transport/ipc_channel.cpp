@@ -316,8 +316,10 @@ expected<std::optional<Message>, Error> Channel::receive(int timeout_ms) {
         continue;  // interrupted, or another reader took the record: wait again
       }
       if (err == ECONNRESET) {
-        closed_ = true;
-        return make_unexpected(closed_error("receive"));
+        // The peer closed its end with records of its own unread: the kernel reports that once,
+        // ahead of the records still queued here (and clears it). They are read first; the end of
+        // file comes after them.
+        continue;
       }
       return make_unexpected(detail::system_error(kWho, "recvmsg", err));
     }
