@@ -4,13 +4,16 @@
 // and no descriptor or epoll registration is left behind.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "holoscan/ipc.hpp"
 #include "support/allocation_hooks.hpp"
@@ -98,6 +101,42 @@ TEST(IpcHandshakeOutOfMemory, AddPeerIsResourceExhaustedWhateverAllocationFails)
   }
   pollfd entry{exporter->fd(), POLLIN, 0};
   EXPECT_EQ(::poll(&entry, 1, 0), 0) << "a registration outlived its peer";
+}
+
+// As above, with another copy of each exporter-side socket kept (a launcher that made the pair):
+// an epoll registration left behind by a failed add_peer would outlive the exporter's descriptor
+// and keep fd() readable once the peer hangs up.
+TEST(IpcHandshakeOutOfMemory, AFailedAddPeerLeavesNoRegistrationWhenTheSocketLivesOn) {
+  test::FakeCudaIpcScope scope;
+  auto exporter = Exporter::create();
+  ASSERT_TRUE(exporter.has_value());
+  std::vector<UniqueFd> copies;
+  copies.reserve(1024);  // kept without allocating while allocations fail
+  for (const std::uint64_t count : kCounts) {
+    for (std::uint64_t skip = 0;; ++skip) {
+      auto attempt = handshake_failing<expected<PeerId, Error>>(skip, count, [&](Channel channel) {
+        copies.emplace_back(::fcntl(channel.fd(), F_DUPFD_CLOEXEC, 0));
+        auto added = exporter->add_peer(std::move(channel), 5000);
+        if (!added) {
+          // The copy keeps the socket: the peer learns of the refusal by a shutdown instead, which
+          // a registration left behind would report too.
+          (void)::shutdown(copies.back().get(), SHUT_RDWR);
+        }
+        return added;
+      });
+      ASSERT_FALSE(attempt.threw) << "an exception escaped add_peer at allocation " << skip;
+      ASSERT_TRUE(attempt.result.has_value());
+      const auto& peer = *attempt.result;
+      ASSERT_TRUE(test::poll_until(*exporter, [&] { return !peer || !exporter->connected(*peer); }))
+          << "the peer never left after its channel hung up";
+      pollfd entry{exporter->fd(), POLLIN, 0};
+      EXPECT_EQ(::poll(&entry, 1, 0), 0) << "allocation " << skip << " left a registration";
+      if (attempt.failed == 0) {
+        break;
+      }
+      ASSERT_LT(copies.size(), copies.capacity());
+    }
+  }
 }
 
 expected<Importer, Error> create_importer(Channel channel) {

@@ -283,23 +283,22 @@ struct Exporter::State {
     if (!liveness) {
       return make_unexpected(std::move(liveness.error()));
     }
+    // Everything that may allocate comes before the watch, and the map's node, allocated last,
+    // leaves `peer` whole when it cannot be: the watch is undone while its descriptors are still
+    // open (once closed, the removal would fail, and a registration whose socket lives on in
+    // another process would keep fd() readable for good).
+    Peer peer{
+        std::move(channel), std::move(*liveness), std::move(watched_pidfd), {}, {}, {}, false, 0};
     std::lock_guard<std::mutex> lock(mutex);
+    peers.reserve(peers.size() + 1);  // no rehash, and so no other allocation, in the emplace
     const PeerId id = next_peer++;
-    if (auto watched = watch(id, channel.fd(), pidfd); !watched) {
+    if (auto watched = watch(id, peer.channel.fd(), pidfd); !watched) {
       return make_unexpected(std::move(watched.error()));
     }
-    const int fd = channel.fd();
     try {
-      peers.emplace(id, Peer{std::move(channel),
-                             std::move(*liveness),
-                             std::move(watched_pidfd),
-                             {},
-                             {},
-                             {},
-                             false,
-                             0});
+      peers.emplace(id, std::move(peer));
     } catch (const std::bad_alloc&) {
-      unwatch(fd, pidfd);
+      unwatch(peer.channel.fd(), pidfd);
       throw;
     }
     return id;
