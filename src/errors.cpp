@@ -93,20 +93,25 @@ std::string_view error_code_name(ErrorCode code) noexcept {
 }
 
 std::string to_string(const Error& error) {
-  // The whole message: one that names an argument holding a NUL goes on after it.
+  // The whole message: one that names an argument holding a NUL goes on after it. An empty one
+  // reads as the code's name alone, as Holoscan 5.0's RuntimeError(const Error&) renders it.
+  if (error.message.empty()) {
+    return std::string(error_code_name(error.code));
+  }
   return RuntimeError::construct_error_message(error.code, std::string_view(error.message));
 }
 
 std::string RuntimeError::construct_error_message(ErrorCode error_code, const char* what_arg) {
-  return construct_error_message(
-      error_code, what_arg != nullptr ? std::string_view(what_arg) : std::string_view());
+  if (what_arg == nullptr) {
+    return std::string(error_code_name(error_code));
+  }
+  return construct_error_message(error_code, std::string_view(what_arg));
 }
 
+// Holoscan 5.0 formats "{}: {}" whatever the text: an empty one leaves "kFailure: ".
 std::string RuntimeError::construct_error_message(ErrorCode error_code, std::string_view what_arg) {
   std::string text(error_code_name(error_code));
-  if (!what_arg.empty()) {
-    text.append(": ").append(what_arg);
-  }
+  text.append(": ").append(what_arg);
   return text;
 }
 
@@ -114,7 +119,7 @@ RuntimeError::RuntimeError(ErrorCode error_code)
     : std::runtime_error(construct_error_message(error_code, nullptr)), code_(error_code) {}
 
 RuntimeError::RuntimeError(ErrorCode error_code, const std::string& what_arg)
-    : std::runtime_error(construct_error_message(error_code, what_arg.c_str())),
+    : std::runtime_error(construct_error_message(error_code, std::string_view(what_arg))),
       code_(error_code) {}
 
 RuntimeError::RuntimeError(ErrorCode error_code, const char* what_arg)

@@ -90,19 +90,20 @@ class HOLOSCAN_DLPACK_API RuntimeError : public std::runtime_error {
   explicit RuntimeError(ErrorCode error_code);
   /** @brief An error whose text is "<code name>: <what_arg>". */
   RuntimeError(ErrorCode error_code, const std::string& what_arg);
-  /** @brief An error whose text is "<code name>: <what_arg>". */
+  /** @brief An error whose text is "<code name>: <what_arg>" (the name alone for a null one). */
   RuntimeError(ErrorCode error_code, const char* what_arg);
   /** @brief An error whose text is "<code name>: <what_arg>". */
   RuntimeError(ErrorCode error_code, std::string_view what_arg);
-  /** @brief The exception for `error` (`throw RuntimeError(result.error())`). */
+  /** @brief The exception for `error` (`throw RuntimeError(result.error())`); its text is
+   *         to_string(error), the code's name alone for an empty message. */
   explicit RuntimeError(const Error& error);
 
   /** @brief The error's category (kFailure when built without one). */
   ErrorCode code() const noexcept { return code_; }
 
-  /** @brief "<code name>: <what_arg>", or the code's name alone for a null or empty what_arg. */
+  /** @brief "<code name>: <what_arg>", or the code's name alone for a null what_arg. */
   static std::string construct_error_message(ErrorCode error_code, const char* what_arg);
-  /** @brief "<code name>: <what_arg>", or the code's name alone for an empty what_arg. */
+  /** @brief "<code name>: <what_arg>", an empty what_arg too ("kFailure: "), as Holoscan 5.0. */
   static std::string construct_error_message(ErrorCode error_code, std::string_view what_arg);
   /** @brief The code's name (Holoscan 4.x spelling of error_code_name); never null. */
   static const char* error_string(ErrorCode error_code) noexcept {

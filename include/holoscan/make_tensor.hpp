@@ -122,7 +122,8 @@ HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor(std::vector<std::int64_t
 
 /**
  * @brief Points `tensor` at `data`, as make_tensor with a release function would build it, on
- *        `device` (a negative one: kDevice memory takes the pointer's device, as make_tensor's).
+ *        `device` (a negative one, -1 by default as Holoscan 5.0's `Allocator::kUnknownDeviceId`:
+ *        kDevice memory takes the pointer's device, as make_tensor's).
  *
  * On success `tensor` holds a new context with writer authority, and its former context goes as
  * by assignment (other Tensors over it keep it); `release(data)` runs exactly once, after the
@@ -138,7 +139,7 @@ HOLOSCAN_DLPACK_API expected<void, Error> wrap_memory(Tensor& tensor,
                                                       DLDataType dtype,
                                                       TensorByteStridesView byte_strides,
                                                       MemoryStorageType storage_type, void* data,
-                                                      TensorMemoryRelease release, int device);
+                                                      TensorMemoryRelease release, int device = -1);
 
 #if __cplusplus >= 202002L
 /** @brief make_tensor with the shape in a span, as Holoscan 5.0 declares it (C++20). */
@@ -173,7 +174,7 @@ inline expected<Tensor, Error> make_tensor(std::span<const std::int64_t> shape, 
 inline expected<void, Error> wrap_memory(Tensor& tensor, std::span<const std::int64_t> shape,
                                          DLDataType dtype, TensorByteStridesView byte_strides,
                                          MemoryStorageType storage_type, void* data,
-                                         TensorMemoryRelease release, int device) {
+                                         TensorMemoryRelease release, int device = -1) {
   return wrap_memory(tensor, std::vector<std::int64_t>(shape.begin(), shape.end()), dtype,
                      byte_strides, storage_type, data, std::move(release), device);
 }

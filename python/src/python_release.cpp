@@ -76,7 +76,6 @@ PythonRelease* take_all(Queue& q) noexcept {
   PythonRelease* list = q.head;
   q.head = q.tail = nullptr;
   q.length = 0;
-  q.scheduled = false;
   q.queued.store(false, std::memory_order_relaxed);
   return list;
 }
@@ -89,8 +88,16 @@ void run_all(PythonRelease* list, bool python_alive) noexcept {
   }
 }
 
-// Runs on the main thread with the GIL, from the interpreter's eval loop.
+// Runs on the main thread with the GIL, from the interpreter's eval loop. Only the pending call
+// itself lets the next release register another: a drain by an entry into the module leaves this
+// one registered, and registering one per drain while the main thread waits in C would fill the
+// interpreter's table (32 calls, shared by every extension).
 int drain_from_pending_call(void*) noexcept {
+  {
+    Queue& q = queue();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    q.scheduled = false;
+  }
   drain_python_releases();
   return 0;
 }
@@ -99,15 +106,19 @@ int drain_from_pending_call(void*) noexcept {
 
 void release_with_python(PythonRelease* node) noexcept {
   Queue& q = queue();
-  // Checked before any Python API: after the atexit hook or Py_Finalize none may be called here.
-  if (!q.alive.load(std::memory_order_acquire) || Py_IsInitialized() == 0) {
-    node->run(node, false);
-    return;
-  }
   if (this_thread_holds_gil()) {
     // The common case (the last Tensor dropped by Python code): the producer goes right now, so
-    // that it lives exactly as long as its last owner.
-    node->run(node, !interpreter_finalizing());
+    // that it lives exactly as long as its last owner. Also while the interpreter finalizes: the
+    // thread that finalizes holds the GIL as it clears the modules' globals and drops every other
+    // object then (leaking here kept a producer, its class, the module's globals and the Tensors
+    // in them). Once Py_Finalize is over no thread holds it (this_thread_holds_gil reads only
+    // the runtime's thread-state bookkeeping, which says so).
+    node->run(node, true);
+    return;
+  }
+  // Nothing is queued after the atexit hook or Py_Finalize: no pending call may be added then.
+  if (!q.alive.load(std::memory_order_acquire) || Py_IsInitialized() == 0) {
+    node->run(node, false);
     return;
   }
   {

@@ -495,9 +495,10 @@ TEST(Holoscan50Api, WrapMemoryRepointsATensor) {
   EXPECT_EQ(refused.error().message, "wrap_memory pointer is null");
   EXPECT_EQ(tensor.data(), values);  // untouched
   EXPECT_EQ(released, 0);
+  // The device left out, as 5.0's declaration allows (Allocator::kUnknownDeviceId, -1).
   ASSERT_TRUE(holoscan::wrap_memory(tensor, std::span<const int64_t>(shape.data(), 1),
                                     DLDataType{kDLFloat, 32, 1}, std::nullopt,
-                                    holoscan::MemoryStorageType::kSystem, &other, {}, -1));
+                                    holoscan::MemoryStorageType::kSystem, &other, {}));
   EXPECT_EQ(released, 1);  // the last owner of the first memory went
 }
 

@@ -189,6 +189,19 @@ TEST(RuntimeError, CarriesCodeAndText) {
   EXPECT_STREQ(plain.what(), "just text");
 }
 
+// Holoscan 5.0 formats "{}: {}" for every text it is given; only a null C string, the code alone
+// and an Error without message read as the bare name.
+TEST(RuntimeError, AnEmptyTextKeepsItsSeparatorAsHoloscan50s) {
+  EXPECT_STREQ(RuntimeError(ErrorCode::kFailure, std::string()).what(), "kFailure: ");
+  EXPECT_STREQ(RuntimeError(ErrorCode::kFailure, std::string_view()).what(), "kFailure: ");
+  EXPECT_STREQ(RuntimeError(ErrorCode::kFailure, "").what(), "kFailure: ");
+  EXPECT_STREQ(RuntimeError(ErrorCode::kFailure, static_cast<const char*>(nullptr)).what(),
+               "kFailure");
+  EXPECT_EQ(RuntimeError::construct_error_message(ErrorCode::kClosed, std::string_view()),
+            "kClosed: ");
+  EXPECT_EQ(RuntimeError::construct_error_message(ErrorCode::kClosed, nullptr), "kClosed");
+}
+
 TEST(RuntimeError, FromAnErrorRendersAnEmptyMessageAsTheCodeName) {
   const RuntimeError empty(Error{ErrorCode::kNotReady, "", 0});
   EXPECT_EQ(empty.code(), ErrorCode::kNotReady);

@@ -70,3 +70,44 @@ def test_nothing_leaks_at_exit_with_numpy():
 def test_nothing_leaks_at_exit_with_torch():
     pytest.importorskip("torch")
     assert_no_leak_at_exit(NUMPY_SEQUENCE + TORCH_SEQUENCE, "ran with torch")
+
+
+PYTHON_PRODUCER_AT_EXIT = """
+    import atexit
+    import numpy as np
+
+    cache = {}
+    atexit.register(cache.clear)  # runs after the package's own atexit hook (registered later)
+    import holoscan_dlpack as hd
+
+    class Producer:
+        def __init__(self, name):
+            self.name = name
+            self.a = np.arange(4.0)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs):
+            return self.a.__dlpack__(**kwargs)
+
+        def __del__(self):
+            print("finalized", self.name, flush=True)
+
+    t = hd.from_dlpack(Producer("global"))
+    u = hd.from_dlpack(t)  # another owner of the memory until the modules' globals go
+    cache["t"] = hd.from_dlpack(Producer("cached"))
+    print("ran")
+"""
+
+
+def test_producers_dropped_at_exit_are_released_by_the_finalizing_thread():
+    """The last owner dropped while the interpreter finalizes (a module's globals, an atexit
+    cleanup that runs after the package's hook) releases a Python producer on the thread that
+    finalizes, which holds the GIL: it is not leaked, and neither is what it keeps alive."""
+    result = run_python(PYTHON_PRODUCER_AT_EXIT)
+    assert result.returncode == 0, result.stderr
+    assert "ran" in result.stdout, result.stdout
+    assert "finalized global" in result.stdout, result.stdout + result.stderr
+    assert "finalized cached" in result.stdout, result.stdout + result.stderr
+    assert "nanobind: leaked" not in result.stderr, result.stderr

@@ -60,6 +60,44 @@ def test_pending_call_drains_without_entering_the_module(testing):
     assert w() is None, "the pending call never drained the queue"
 
 
+def test_drains_between_pending_calls_never_fill_the_interpreters_table(testing):
+    """Releases handed over while the main thread is blocked in C, each drained by an entry into
+    the module from another thread, register one pending call in all: CPython's table (32 slots,
+    shared by every extension) keeps room for others."""
+    import ctypes
+
+    callback_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+    ran = []
+
+    @callback_type
+    def third_party(_):
+        ran.append(True)
+        return 0
+
+    add_pending_call = ctypes.pythonapi.Py_AddPendingCall
+    add_pending_call.argtypes = [callback_type, ctypes.c_void_p]
+    add_pending_call.restype = ctypes.c_int
+    added = []
+
+    def worker():
+        for _ in range(64):
+            testing.hold(hd.from_dlpack(np.arange(4.0)))
+            finished, _, _ = testing.drop_held_on_foreign_thread()
+            assert finished
+            hd.pending_deferred_releases()  # an entry into the module drains the queue
+        added.append(add_pending_call(third_party, None))
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()  # the main thread waits in C: no pending call runs meanwhile
+    assert added == [0], "the interpreter's table of pending calls was full"
+    for _ in range(1000):
+        time.sleep(0)
+        if ran:
+            break
+    assert ran
+
+
 def test_python_thread_releases_on_itself(testing):
     calls = testing.deleter_calls()
     t = hd.from_dlpack(testing.make_capsule(gil_deleter=True))
