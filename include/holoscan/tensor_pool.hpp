@@ -96,7 +96,10 @@ class HOLOSCAN_DLPACK_API TensorPool {
    *        than a block keeps inline, gets one point recorded on `stream` in their place instead).
    *        Record the readiness on `stream` (the usual producer does): a block whose new owner
    *        never records on `stream` keeps them beside its own points, and its fan-out past the
-   *        inline room then takes the heap. No event query, no host wait.
+   *        inline room then takes the heap. No event query, no host wait. Only work on `stream`
+   *        is ordered, on a host pool too: a host block's earlier readers (a copy out of it on
+   *        another stream) may still read it, so a host writer synchronizes `stream` first, or
+   *        takes blocks from allocate() without a stream, which hands out only idle ones.
    *        kResourceExhausted at once when every block is named, kNotImplemented for a stream
    *        that is capturing a graph, kFailure when a wait or the record fails.
    */

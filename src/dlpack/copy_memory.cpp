@@ -41,9 +41,18 @@ struct CopyMemory::Allocation {
         return;
       default: {
         // Every use of the memory has completed: the free needs no user stream (which may be
-        // gone by now), only the memory's device.
+        // gone by now), only the memory's device. The calling thread's per-thread stream, unless
+        // that thread is capturing it (a caller's thread whose copy failed before any point was
+        // recorded): the free would go into the graph instead of running, so it is synchronous.
         const DeviceGuard guard(self->device.device_id);
-        (void)cuda().free_async(self->memory, cudaStreamPerThread);
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        if (cuda().stream_is_capturing(cudaStreamPerThread, &capture) == cudaSuccess &&
+            capture == cudaStreamCaptureStatusNone) {
+          (void)cuda().free_async(self->memory, cudaStreamPerThread);
+        } else {
+          (void)cuda().get_last_error();
+          (void)cuda().free(self->memory);
+        }
         return;
       }
     }
@@ -104,11 +113,17 @@ expected<void, Error> take_memory(CopyMemory::Allocation& allocation, std::size_
                                "Tensor copy: out of host memory for the copy");
       }
       return {};
-    case kDLCUDAHost:
+    case kDLCUDAHost: {
+      // Allocations may synchronize: in global mode CUDA refuses them (and invalidates the
+      // capture) while another thread captures a graph.
+      const RelaxedCaptureScope relaxed;
       return check_cuda(cuda().malloc_host(&allocation.memory, bytes), "cudaMallocHost");
-    case kDLCUDAManaged:
+    }
+    case kDLCUDAManaged: {
+      const RelaxedCaptureScope relaxed;  // as above
       return check_cuda(cuda().malloc_managed(&allocation.memory, bytes, cudaMemAttachGlobal),
                         "cudaMallocManaged");
+    }
     default:
       return check_cuda(cuda().malloc_async(&allocation.memory, bytes, stream), "cudaMallocAsync");
   }

@@ -77,6 +77,9 @@ expected<std::unique_ptr<PoolAllocation>, Error> allocate_host(std::size_t bytes
 }
 
 expected<std::unique_ptr<PoolAllocation>, Error> allocate_device(int device, std::size_t bytes) {
+  // cudaMalloc may synchronize: in global mode CUDA refuses it (and invalidates the capture) while
+  // another thread captures a graph.
+  const detail::RelaxedCaptureScope relaxed;
   detail::DeviceGuard guard(device);
   if (guard.status() != cudaSuccess) {
     return make_unexpected(detail::cuda_error(guard.status(), guard.failed_call()));

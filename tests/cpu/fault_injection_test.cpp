@@ -233,6 +233,61 @@ TEST_F(FaultInjection, FreesOnTheCallersThreadNeverInvalidateAnotherThreadsCaptu
   EXPECT_EQ(fake().live_allocations(), allocations_before) << "a free was refused: memory leaked";
 }
 
+// Memory allocated on a caller's thread (a device pool made, a copy to pinned or managed memory)
+// is allocated in relaxed mode: another thread's capture stays valid and the allocation succeeds.
+TEST_F(FaultInjection, AllocationsOnTheCallersThreadNeverInvalidateAnotherThreadsCapture) {
+  cudaStream_t captured = fake().create_stream(0);
+  cudaStream_t copier = fake().create_stream(0);
+  auto host_pool = TensorPool::create(TensorPoolConfig{PoolMemory::kHost, 0, 256, 1});
+  ASSERT_TRUE(host_pool.has_value()) << host_pool.error().message;
+  auto source = (*host_pool)->allocate({16}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(source.has_value()) << source.error().message;
+  const auto capture = [&] {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    EXPECT_EQ(test::FakeCuda::table().stream_is_capturing(captured, &status), cudaSuccess);
+    return status;
+  };
+
+  fake().set_capture(captured, cudaStreamCaptureStatusActive);
+  auto device_pool = TensorPool::create(TensorPoolConfig{PoolMemory::kDevice, 0, 256, 2});
+  EXPECT_TRUE(device_pool.has_value()) << device_pool.error().message;
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive) << "cudaMalloc invalidated the capture";
+  auto pinned = source->copy_to(DLDevice{kDLCUDAHost, 0}, copier);
+  EXPECT_TRUE(pinned.has_value()) << pinned.error().message;
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive) << "cudaMallocHost invalidated the capture";
+  auto managed = source->copy_to(DLDevice{kDLCUDAManaged, 0}, copier);
+  EXPECT_TRUE(managed.has_value()) << managed.error().message;
+  EXPECT_EQ(capture(), cudaStreamCaptureStatusActive)
+      << "cudaMallocManaged invalidated the capture";
+  fake().set_capture(captured, cudaStreamCaptureStatusNone);
+}
+
+// A device copy that failed before any point was recorded frees its memory on the caller's thread:
+// not on that thread's per-thread stream while the thread captures it (the free would go into the
+// graph instead of running), but synchronously.
+TEST_F(FaultInjection, AFailedCopyNeverFreesIntoTheCallersCapturingPerThreadStream) {
+  cudaStream_t copier = fake().create_stream(0);
+  auto host_pool = TensorPool::create(TensorPoolConfig{PoolMemory::kHost, 0, 256, 1});
+  ASSERT_TRUE(host_pool.has_value()) << host_pool.error().message;
+  auto source = (*host_pool)->allocate({16}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(source.has_value()) << source.error().message;
+  const std::size_t allocations_before = fake().live_allocations();
+  const std::uint64_t frees_async = fake().calls(CudaEntry::kFreeAsync);
+  const std::uint64_t frees = fake().calls(CudaEntry::kFree);
+
+  fake().set_capture(cudaStreamPerThread, cudaStreamCaptureStatusActive);
+  fake().fail_next(CudaEntry::kMemcpyAsync, cudaErrorLaunchFailure, 1);
+  fake().fail_next(CudaEntry::kEventRecord, cudaErrorLaunchFailure, 1 << 20);  // no point at all
+  auto copied = source->copy_to(DLDevice{kDLCUDA, 0}, copier);
+  fake().clear_faults();
+  fake().set_capture(cudaStreamPerThread, cudaStreamCaptureStatusNone);
+  ASSERT_FALSE(copied.has_value());
+  EXPECT_EQ(fake().calls(CudaEntry::kFreeAsync), frees_async) << "freed into the capture";
+  EXPECT_EQ(fake().calls(CudaEntry::kFree), frees + 1);
+  flush_deferred_releases();
+  EXPECT_EQ(fake().live_allocations(), allocations_before) << "the copy's memory leaked";
+}
+
 TEST_F(FaultInjection, CaptureErrorOnQueryMeansNotYetEvenWhenTheStreamIsDone) {
   CountingProducer producer;
   cudaStream_t stream = fake().create_stream(0);

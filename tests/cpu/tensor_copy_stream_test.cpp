@@ -284,8 +284,8 @@ TEST_F(CopyOnFakeCuda, StreamMustBeOfTheTargetDevice) {
 
 TEST_F(CopyOnFakeCuda, ACapturingStreamIsRefusedBeforeAnyAllocation) {
   const cudaStream_t stream = fake().create_stream(0);
+  auto memory = std::make_shared<FakeDeviceMemory>(12);  // cudaMalloc: before the capture begins
   fake().set_capture(stream, cudaStreamCaptureStatusActive);
-  auto memory = std::make_shared<FakeDeviceMemory>(12);
   auto refused = device_tensor(memory).copy_to(DLDevice{kDLCUDA, 0}, stream);
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().code, ErrorCode::kNotImplemented);

@@ -437,8 +437,12 @@ cudaError_t thread_exchange_stream_capture_mode(cudaStreamCaptureMode* mode) {
   });
 }
 
+// An allocation may synchronize: as unsafe during another thread's global capture as a free.
 cudaError_t device_malloc(void** memory, std::size_t bytes) {
   return call(CudaEntry::kMalloc, [&](State& s, Lock&) {
+    if (s.refused_by_a_capture()) {
+      return cudaErrorStreamCaptureUnsupported;
+    }
     return s.allocate(memory, bytes, current_device_of_thread, cudaMemoryTypeDevice);
   });
 }
@@ -481,6 +485,9 @@ cudaError_t free_async(void* memory, cudaStream_t handle) {
 
 cudaError_t malloc_host(void** memory, std::size_t bytes) {
   return call(CudaEntry::kMallocHost, [&](State& s, Lock&) {
+    if (s.refused_by_a_capture()) {
+      return cudaErrorStreamCaptureUnsupported;
+    }
     return s.allocate(memory, bytes, current_device_of_thread, cudaMemoryTypeHost);
   });
 }
@@ -496,6 +503,9 @@ cudaError_t free_host(void* memory) {
 
 cudaError_t malloc_managed(void** memory, std::size_t bytes, unsigned int) {
   return call(CudaEntry::kMallocManaged, [&](State& s, Lock&) {
+    if (s.refused_by_a_capture()) {
+      return cudaErrorStreamCaptureUnsupported;
+    }
     return s.allocate(memory, bytes, current_device_of_thread, cudaMemoryTypeManaged);
   });
 }
