@@ -11,6 +11,7 @@
 #include "cast_arg.hpp"
 #include "devices.hpp"
 #include "errors.hpp"
+#include "exports.hpp"
 #include "imports.hpp"
 #include "protocol_streams.hpp"
 #include "without_gil.hpp"
@@ -34,7 +35,13 @@ void order_consumer(Tensor& tensor, const ProtocolStream& consumer) {
 }
 
 Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
-  order_consumer(tensor, consumer);
+  if (cuda_ordered(tensor.device().device_type)) {
+    order_consumer(tensor, consumer);
+  } else {
+    // Memory no stream orders (kDLCPU): the wrapper is a new import without the tensor's
+    // readiness point, so the host waits for that point here, as the tensor's own exports do.
+    wait_ready_on_host(tensor);
+  }
   auto managed = tensor.to_dlpack_versioned();
   if (!managed) {
     raise_error(managed.error());

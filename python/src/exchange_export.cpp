@@ -58,8 +58,14 @@ Tensor* tensor_of(void* py_object) {
   return nb::inst_ptr<Tensor>(object);
 }
 
-// Makes the legacy default stream (our reported work stream) wait for the readiness point.
+// Makes the legacy default stream (our reported work stream) wait for the readiness point. Host
+// memory (CPU, pinned) is read by a host consumer, which waits on no stream: the host waits for
+// the readiness point instead, as `__dlpack__` does for such a tensor.
 void order_work_stream(Tensor& tensor) {
+  if (host_device(tensor.device().device_type)) {
+    wait_ready_on_host(tensor);
+    return;
+  }
   if (!cuda_ordered(tensor.device().device_type) || !tensor.has_readiness_stream_contract() ||
       ready_on_legacy_default(tensor.readiness_stream(), kLegacyStream)) {
     return;

@@ -417,6 +417,38 @@ TEST_F(IpcRoundTrip, AForkedChildDroppingItsCopyOfTheExporterLeavesTheReleasesTo
   EXPECT_EQ(pool_->available_blocks(), 2u);
 }
 
+// A child forked without exec holds a copy of the Exporter with the release events it opened:
+// destroying them there would call CUDA, which a forked child cannot use; they are left to its
+// exit (the parent closes its own).
+TEST_F(IpcRoundTrip, AForkedChildDroppingItsCopyOfTheExporterCallsNoCuda) {
+  connect(1);
+  const cudaStream_t producer = fake().create_stream(0);
+  ASSERT_TRUE(exporter_->publish(peer_, produce(producer)).has_value());
+  fake().complete(producer);
+  Tensor imported = test::receive_one(*importer_);
+  const cudaStream_t consumer = fake().create_stream(0);
+  ASSERT_TRUE(imported.synchronize_for_consumer_stream(consumer).has_value());
+  fake().launch(consumer);
+  ASSERT_TRUE(imported.set_deallocation_stream(consumer));
+  const std::uint64_t opened = ipc().calls(CudaIpcEntry::kIpcOpenEventHandle);
+  imported = Tensor();  // the Release goes out with its event, which the exporter opens
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->stats().releases == 1; }));
+  ASSERT_EQ(ipc().calls(CudaIpcEntry::kIpcOpenEventHandle), opened + 1);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::uint64_t destroyed = ipc().calls(CudaIpcEntry::kEventDestroy);
+    exporter_.reset();
+    ::_exit(ipc().calls(CudaIpcEntry::kEventDestroy) == destroyed ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's copy destroyed an opened event (status " << status << ")";
+  fake().complete(consumer);
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+}
+
 // A child forked without exec holds copies of the parent's imports: one dropped there gives
 // nothing back, since the parent still reads the block. (Its Release let the exporter reuse the
 // block under the parent's reads.)

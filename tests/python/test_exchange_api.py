@@ -8,7 +8,8 @@ import weakref
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import KDL_CPU, KDL_CUDA, cuda_device_present, run_python
+from conftest import (KDL_CPU, KDL_CUDA, SLOW_CYCLES, cuda_device_present, cuda_torch,
+                      run_python)
 
 np = pytest.importorskip("numpy")
 
@@ -116,6 +117,23 @@ def test_tensor_exports_a_versioned_read_only_tensor(tensor_api, collect):
     tensor_api.drop_held_on_foreign_thread()
     collect()
     assert w() is None
+
+
+def test_a_host_tensor_is_exported_once_its_readiness_point_passed(tensor_api):
+    # A host consumer of the exchange API waits on no stream: for a host block whose readiness
+    # point is on a busy stream, the converters wait on the host, as __dlpack__ does.
+    torch = cuda_torch()
+    producer = torch.cuda.Stream()
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=2)
+    for convert in (tensor_api.exchange_export, tensor_api.exchange_view):
+        block = pool.allocate((4,), "float32")
+        with torch.cuda.stream(producer):
+            torch.cuda._sleep(SLOW_CYCLES)
+        block.set_readiness_stream(producer)
+        assert not producer.query(), "the spin finished before the export: no race to see"
+        convert(block)
+        assert producer.query(), f"{convert.__name__} did not wait for the readiness point"
+    tensor_api.drop_held_on_foreign_thread()
 
 
 def test_an_export_carries_the_producers_dlpack_version(tensor_api, testing):

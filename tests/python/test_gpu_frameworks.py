@@ -368,6 +368,25 @@ def test_pinned_host_export_waits_for_its_producer(testing):
     torch.cuda.synchronize()
 
 
+def test_import_of_a_writable_host_tensor_waits_for_its_readiness():
+    # A writable host block (kDLCPU) whose readiness point is on a busy stream: importing it makes
+    # a read-only wrapper, a new import without that point, so the import waits on the host for
+    # it; a host read of the wrapper must never come before the point.
+    torch = cuda_torch()
+    np = pytest.importorskip("numpy")
+    producer = torch.cuda.Stream()
+    block = hd.TensorPool(memory="host", block_bytes=64, block_count=1).allocate((4,), "float32")
+    np.asarray(block)[:] = 7.0
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(SLOW)
+    block.set_readiness_stream(producer)
+    assert not producer.query(), "the spin finished before the import: no race to see"
+    wrapper = hd.from_dlpack(block)
+    assert wrapper is not block and wrapper.is_read_only
+    assert producer.query(), "the import did not wait for the block's readiness point"
+    assert float(np.asarray(wrapper).sum()) == 28.0
+
+
 def test_torch_is_imported_through_its_c_exchange_api():
     torch = pytest.importorskip("torch")
     if getattr(torch.Tensor, "__dlpack_c_exchange_api__", None) is None:

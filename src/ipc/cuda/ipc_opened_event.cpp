@@ -1,5 +1,7 @@
 #include "ipc/cuda/ipc_opened_event.hpp"
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include "cuda/cuda_error.hpp"
@@ -37,7 +39,13 @@ expected<std::shared_ptr<OpenedEvent>, Error> OpenedEvent::open(const IpcHandleB
   }
 }
 
+OpenedEvent::OpenedEvent(cudaEvent_t event, int device) noexcept
+    : event_(event), device_(device), opener_(::getpid()) {}
+
 OpenedEvent::~OpenedEvent() {
+  if (::getpid() != opener_) {
+    return;  // a forked child's copy (of an Exporter's cache, say): CUDA is unusable there
+  }
   if (cuda_ipc().event_destroy(event_) != cudaSuccess) {
     (void)cuda().get_last_error();
   }

@@ -2,6 +2,8 @@
 // Another process's interprocess event, opened here (cudaIpcOpenEventHandle): the exporter's
 // readiness event in an importer, the importer's release event in an exporter. Each side opens a
 // handle once and keeps it in a cache, since the peer reuses its events.
+#include <sys/types.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +32,8 @@ class HOLOSCAN_DLPACK_ABI OpenedEvent {
   /** @brief Opens `handle` with `device` current. */
   static expected<std::shared_ptr<OpenedEvent>, Error> open(const IpcHandleBytes& handle,
                                                             int device);
-  /** @brief Closes the event (errors are swallowed). */
+  /** @brief Closes the event (errors are swallowed); in a child forked since it was opened,
+   *         where CUDA cannot be used, leaves it to the child's exit instead. */
   ~OpenedEvent();
   OpenedEvent(const OpenedEvent&) = delete;
   OpenedEvent& operator=(const OpenedEvent&) = delete;
@@ -50,9 +53,10 @@ class HOLOSCAN_DLPACK_ABI OpenedEvent {
   bool completed() const noexcept;
 
  private:
-  OpenedEvent(cudaEvent_t event, int device) noexcept : event_(event), device_(device) {}
+  OpenedEvent(cudaEvent_t event, int device) noexcept;
   cudaEvent_t event_;
   int device_;
+  pid_t opener_;  // the process that opened it: a forked child's copy never calls CUDA
 };
 
 /**
