@@ -139,6 +139,25 @@ TEST_F(IpcReleaseProtocol, OutOfMemoryOpeningAReleaseEventDropsTheClaimOnceMemor
   });
 }
 
+// CUDA out of memory opening a release event is as passing as the heap's: the claim drops once the
+// event opens and completes, while the importer lives on, not when it exits.
+TEST_F(IpcReleaseProtocol, CudaOutOfMemoryOpeningAReleaseEventIsTriedAgain) {
+  const PeerId peer = fork_importer(importer_, release_each_with_an_event);
+  ASSERT_NE(peer, 0u);
+  Tensor tensor = test::allocate(*pool_, {16});
+  ASSERT_TRUE(tensor.set_readiness_stream(fake().create_stream(0)));
+  ipc().fail_next(CudaIpcEntry::kIpcOpenEventHandle, cudaErrorMemoryAllocation);
+  ASSERT_TRUE(importer_.steps().send('p'));
+  ASSERT_TRUE(exporter_->publish(peer, tensor).has_value());
+  ASSERT_EQ(importer_.steps().receive(), 'r');
+  tensor = Tensor();
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+      << "the claim waits for the importer's exit";
+  EXPECT_EQ(exporter_->stats().unopenable_events, 0u);
+  ASSERT_TRUE(importer_.steps().send('x'));
+  EXPECT_EQ(importer_.reap(), 0);
+}
+
 // Takes one Publish, then sends a second Hello whose descriptor is no pidfd (its proof fails),
 // then the export's Release; lives until the test lets it exit.
 int false_hello_then_release(Channel& channel, test::Steps& steps) {

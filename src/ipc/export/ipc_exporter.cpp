@@ -165,9 +165,9 @@ struct Exporter::State {
   }
 
   // Hands the release of `sent` to the ledger with its event opened; false, changing nothing, when
-  // that is out of memory for now (a claim held until the importer exits would leak while it
-  // lives on). An event CUDA refuses to open cannot be checked: the claim stays until the peer
-  // exits, and counts as released, so that a later Release for it changes nothing.
+  // that is out of host or device memory for now (a claim held until the importer exits would
+  // leak while it lives on). An event CUDA refuses to open cannot be checked: the claim stays until
+  // the peer exits, and counts as released, so that a later Release for it changes nothing.
   bool release_with_event(PeerId id, Peer& peer,
                           std::unordered_map<std::uint64_t, Sent>::iterator sent) noexcept {
     const std::uint64_t export_id = sent->first;
@@ -179,7 +179,9 @@ struct Exporter::State {
         ledger.on_release(id, export_id, std::move(checked));
         return true;
       }
-      if (event.error().code == ErrorCode::kResourceExhausted) {
+      // Out of memory, the heap's or CUDA's, passes: the event is opened again at a later poll.
+      if (event.error().code == ErrorCode::kResourceExhausted ||
+          event.error().provenance == static_cast<std::uint64_t>(cudaErrorMemoryAllocation)) {
         return false;
       }
     } catch (const std::bad_alloc&) {
