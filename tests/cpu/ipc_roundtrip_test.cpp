@@ -254,6 +254,37 @@ TEST_F(IpcRoundTrip, MemoryWithoutAllocationIdIsUnmappedAfterTheConsumersWork) {
   EXPECT_EQ(ipc().open_memory_handles(), 0u);
 }
 
+// CUDA calls a free of legacy IPC memory before the importer's cudaIpcCloseMemHandle undefined:
+// memory outside a pool is mapped for one import, and that mapping is closed before its Release
+// lets the exporter's claim (the memory's last hold) go. The release thread rests long here, so
+// that a Release sent ahead of the close would let the claim drop first.
+TEST_F(IpcRoundTrip, ALegacyMappingOfMemoryOutsideAPoolIsClosedBeforeItsRelease) {
+  const ReleaseThreadOptions before = release_thread_options();
+  ReleaseThreadOptions slow = before;
+  slow.poll_interval = std::chrono::milliseconds(200);
+  ASSERT_TRUE(set_release_thread_options(slow).has_value());
+  connect(1);
+  std::vector<float> memory(64, 3.0f);
+  ipc().add_memory(memory.data(), memory.size() * sizeof(float), test::FakeMemory::kDevice);
+  ASSERT_TRUE(
+      exporter_->publish(peer_, test::wrap_memory(memory.data(), {64}, DLDevice{kDLCUDA, 0}))
+          .has_value());
+  Tensor imported = test::receive_one(*importer_);
+  ASSERT_EQ(ipc().open_memory_handles(), 1u);
+  const cudaStream_t consumer = fake().create_stream(0);
+  fake().launch(consumer);
+  ASSERT_TRUE(imported.set_deallocation_stream(consumer));
+  imported = Tensor();
+  fake().complete(consumer);
+  std::size_t open_at_drop = 99;
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] {
+    open_at_drop = ipc().open_memory_handles();  // read before the claim is seen gone
+    return exporter_->held() == 0;
+  }));
+  EXPECT_EQ(open_at_drop, 0u) << "the exporter's claim went while the importer had it mapped";
+  ASSERT_TRUE(set_release_thread_options(before).has_value());
+}
+
 TEST_F(IpcRoundTrip, UnknownDeviceIsRefusedAndGivenBackAtOnce) {
   connect(1);
   ASSERT_TRUE(exporter_->publish(peer_, test::allocate(*pool_, {8})).has_value());

@@ -1,5 +1,8 @@
 #include "ipc/import/ipc_import_reference.hpp"
 
+#include <array>
+#include <cstdint>
+#include <memory>
 #include <new>
 #include <utility>
 
@@ -23,11 +26,12 @@ struct HeldImport {
 };
 
 void finish(void* context) noexcept {
-  auto* held = static_cast<HeldImport*>(context);
+  std::unique_ptr<HeldImport> held(static_cast<HeldImport*>(context));
+  held->mapping.reset();  // unmapped (unless the cache keeps it) before any Release goes
   if (held->release_when_done) {
     held->core->give_back(held->export_id, nullptr, true);
   }
-  delete held;  // the mapping goes now, and the importer's state with its last user
+  // The importer's state goes with its last user.
 }
 
 }  // namespace
@@ -46,14 +50,25 @@ ImportedReference::~ImportedReference() {
   holoscan::detail::StreamPointList points =
       holoscan::detail::tracked_streams(*this).take_release_points();
   if (points.empty()) {
-    // No consumer work was recorded: done, no event to wait for.
+    // No consumer work was recorded: done, no event to wait for. Unmapped (unless the cache
+    // keeps it) before the Release goes.
+    mapping_.reset();
     core_->give_back(export_id_, nullptr, true);
     return;
   }
-  // Never asked here whether the points have passed (a query costs more than the wait and the
-  // record, and the answer is nearly always "not yet"): the release stream waits on them, the
-  // exporter on its event, and the mapping goes once the release thread has seen them pass.
-  auto released = holoscan::detail::record_release(device_, points);
+  // CUDA calls a free of legacy IPC memory before the importer's cudaIpcCloseMemHandle undefined:
+  // a legacy mapping this import alone holds (memory outside a pool, mapped for it) is closed
+  // first, once the release thread has seen the points pass, and its Release goes after, without
+  // event. Every other Release goes now with one: never asked here whether the points have passed
+  // (a query costs more than the wait and the record, and the answer is nearly always "not yet"):
+  // the release stream waits on them, the exporter on its event, and the mapping goes once the
+  // release thread has seen them pass.
+  const bool close_first = mapping_ != nullptr && mapping_->legacy() && mapping_.use_count() == 1;
+  expected<std::array<std::uint8_t, kIpcHandleBytes>, Error> released =
+      make_unexpected(ErrorCode::kNotReady, "closed before the Release");
+  if (!close_first) {
+    released = holoscan::detail::record_release(device_, points);
+  }
   if (released) {
     core_->give_back(export_id_, &*released, true);
   }
@@ -62,6 +77,7 @@ ImportedReference::~ImportedReference() {
   if (held == nullptr) {
     // No room to defer: wait here, the one host block left, rather than unmap under the GPU.
     holoscan::detail::wait_and_drop_points(points);
+    mapping_.reset();  // still ours (a failed allocation initializes nothing): unmapped first
     if (!released) {
       core_->give_back(export_id_, nullptr, true);
     }

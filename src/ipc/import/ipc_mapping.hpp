@@ -32,6 +32,9 @@ class HOLOSCAN_DLPACK_ABI ImportedMapping {
   char* base() const noexcept { return base_; }
   /** @brief The device it is mapped on. */
   int device() const noexcept { return device_; }
+  /** @brief Whether it is a legacy mapping (cudaIpcOpenMemHandle), which must be closed before
+   *         the exporter frees the memory. */
+  bool legacy() const noexcept { return legacy_ != nullptr; }
 
  private:
   ImportedMapping() = default;
