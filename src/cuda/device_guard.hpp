@@ -1,6 +1,7 @@
 #pragma once
 // Makes a device current for one scope and restores the caller's device afterwards.
 #include "cuda/cuda_api.hpp"
+#include "holoscan/errors.hpp"
 #include "holoscan/export.hpp"
 #include "wing_api.hpp"
 
@@ -27,5 +28,13 @@ class HOLOSCAN_DLPACK_WING_API DeviceGuard {
   cudaError_t status_ = cudaSuccess;
   const char* failed_call_ = "";
 };
+
+/**
+ * @brief The error of a guard whose switch to `device` failed: kInvalidArgument, "<who>: device N
+ *        is not a CUDA device of this process: ..." when CUDA says so (cudaErrorInvalidDevice),
+ *        else the failed call's CUDA error. Either way the message ends with CUDA's error name.
+ */
+HOLOSCAN_DLPACK_WING_API Error device_guard_error(const DeviceGuard& guard, int device,
+                                                  const char* who);
 
 }  // namespace holoscan::detail

@@ -207,7 +207,7 @@ expected<void, Error> enter_stream(std::optional<detail::DeviceGuard>& guard, DL
   if (target.device_type == kDLCUDA && detail::is_default_stream_handle(stream)) {
     guard.emplace(target.device_id);
     if (guard->status() != cudaSuccess) {
-      return make_unexpected(detail::cuda_error(guard->status(), guard->failed_call()));
+      return make_unexpected(detail::device_guard_error(*guard, target.device_id, who));
     }
   }
   return check_stream(stream, target, who);

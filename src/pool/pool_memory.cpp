@@ -82,7 +82,7 @@ expected<std::unique_ptr<PoolAllocation>, Error> allocate_device(int device, std
   const detail::RelaxedCaptureScope relaxed;
   detail::DeviceGuard guard(device);
   if (guard.status() != cudaSuccess) {
-    return make_unexpected(detail::cuda_error(guard.status(), guard.failed_call()));
+    return make_unexpected(detail::device_guard_error(guard, device, "TensorPool::create"));
   }
   void* memory = nullptr;
   if (cudaError_t status = detail::cuda().malloc(&memory, bytes); status != cudaSuccess) {

@@ -633,5 +633,24 @@ TEST_F(CopyOnFakeCuda, ANegativeTargetDeviceIsAnInvalidArgumentWhateverTheStream
   }
 }
 
+// A device id past the devices this process has (two here) is the caller's argument too, whatever
+// the stream: with a default-stream handle it reached cudaSetDevice, which failed as CUDA's.
+TEST_F(CopyOnFakeCuda, ATargetDeviceThatDoesNotExistIsAnInvalidArgumentWhateverTheStream) {
+  auto memory = std::make_shared<FakeDeviceMemory>(12);
+  const Tensor source = device_tensor(memory);
+  for (const cudaStream_t stream : {cudaStream_t{nullptr}, fake().create_stream(0)}) {
+    auto copy = source.copy_to(DLDevice{kDLCUDA, 2}, stream);
+    ASSERT_FALSE(copy.has_value());
+    EXPECT_EQ(copy.error().code, ErrorCode::kInvalidArgument) << copy.error().message;
+    EXPECT_NE(copy.error().message.find("device 2"), std::string::npos) << copy.error().message;
+  }
+  auto pool = TensorPool::create(TensorPoolConfig{PoolMemory::kDevice, 2, 256, 1});
+  ASSERT_FALSE(pool.has_value());
+  EXPECT_EQ(pool.error().code, ErrorCode::kInvalidArgument) << pool.error().message;
+  EXPECT_NE(pool.error().message.find("device 2 is not a CUDA device of this process"),
+            std::string::npos)
+      << pool.error().message;
+}
+
 }  // namespace
 }  // namespace holoscan
