@@ -1,0 +1,143 @@
+// One Exporter called from many threads at once, as its header allows ("thread-safe"): two
+// publishers to two importers, a thread that polls, one that asks for its counters, and the two
+// importers receiving and dropping on threads of their own. Every tensor published must arrive
+// once, with its values, and every claim must come back; run under ThreadSanitizer too (the tsan
+// preset), which is what makes a data race here a failure.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "holoscan/deferred_release.hpp"
+#include "holoscan/ipc.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "support/fake_cuda_ipc.hpp"
+#include "support/gtest_printers.hpp"
+#include "support/ipc_peers.hpp"
+
+namespace holoscan::ipc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kPerPublisher = 200;
+constexpr std::size_t kBlocks = 8;
+
+// What one importer's thread saw: tensors received, and those whose values were not the ones
+// their publisher wrote.
+struct Received {
+  std::atomic<int> count{0};
+  std::atomic<int> wrong{0};
+};
+
+// Receives and drops until `expected` tensors came or the time is up. Each tensor's first value
+// names it (its publisher's sequence number); every value after it counts up from there.
+void receive_all(Importer& importer, int expected, Received& seen) {
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  while (seen.count.load() < expected && Clock::now() < until) {
+    auto received = importer.receive(100);
+    if (!received || !*received) {
+      continue;
+    }
+    const auto* values = static_cast<const float*>((*received)->data());
+    for (int i = 1; i < 16; ++i) {
+      if (values[i] != values[0] + static_cast<float>(i)) {
+        seen.wrong.fetch_add(1);
+        break;
+      }
+    }
+    seen.count.fetch_add(1);
+  }
+}
+
+TEST(IpcThreads, OneExporterCalledFromManyThreadsLosesAndMixesNothing) {
+  test::FakeCudaIpcScope scope;
+  auto exporter = Exporter::create();
+  ASSERT_TRUE(exporter.has_value()) << exporter.error().message;
+  auto pool = test::make_device_pool(1024, kBlocks, test::PoolKind::kShareable);
+  ASSERT_NE(pool, nullptr);
+  std::array<test::ConnectedImporter, 2> importers{test::connect_importer(*exporter),
+                                                   test::connect_importer(*exporter)};
+  for (const auto& connected : importers) {
+    ASSERT_TRUE(connected.importer.has_value());
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> publish_failures{0};
+  std::array<Received, 2> seen;
+  std::vector<std::thread> threads;
+  for (std::size_t p = 0; p < importers.size(); ++p) {
+    threads.emplace_back([&, p] {
+      for (int n = 0; n < kPerPublisher; ++n) {
+        std::optional<Tensor> tensor;
+        const auto until = Clock::now() + std::chrono::seconds(30);
+        while (!tensor && Clock::now() < until) {
+          auto block = pool->allocate({16}, test::kIpcFloat32);
+          if (block) {
+            tensor = std::move(*block);
+          } else {
+            std::this_thread::yield();  // the poller gives blocks back as Releases come
+          }
+        }
+        if (!tensor) {
+          publish_failures.fetch_add(1);
+          return;
+        }
+        auto* values = static_cast<float*>(tensor->data());
+        for (int i = 0; i < 16; ++i) {
+          values[i] = static_cast<float>(n * 100 + i);
+        }
+        if (!exporter->publish(importers[p].peer, *tensor)) {
+          publish_failures.fetch_add(1);
+        }
+      }
+    });
+    threads.emplace_back([&, p] { receive_all(*importers[p].importer, kPerPublisher, seen[p]); });
+  }
+  std::thread poller([&] {
+    while (!stop.load()) {
+      (void)exporter->poll();
+      std::this_thread::yield();
+    }
+  });
+  std::thread observer([&] {
+    while (!stop.load()) {
+      const ExporterStats stats = exporter->stats();
+      EXPECT_LE(stats.releases, stats.published);
+      (void)exporter->held();
+      for (const auto& connected : importers) {
+        (void)exporter->connected(connected.peer);
+      }
+      std::this_thread::yield();
+    }
+  });
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  EXPECT_EQ(publish_failures.load(), 0);
+  for (std::size_t p = 0; p < seen.size(); ++p) {
+    EXPECT_EQ(seen[p].count.load(), kPerPublisher) << "importer " << p;
+    EXPECT_EQ(seen[p].wrong.load(), 0) << "importer " << p << " read another tensor's values";
+  }
+  flush_deferred_releases();
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (exporter->held() != 0 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stop.store(true);
+  poller.join();
+  observer.join();
+  EXPECT_EQ(exporter->held(), 0u) << "claims never came back";
+  EXPECT_EQ(pool->available_blocks(), kBlocks);
+  EXPECT_EQ(exporter->stats().published, 2u * kPerPublisher);
+}
+
+}  // namespace
+}  // namespace holoscan::ipc
