@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "ipc/cuda/ipc_event_pool.hpp"
@@ -34,6 +35,38 @@ TEST(IpcEventPool, PooledEventsAreNeverDestroyedSoAHandleNamesOneEventForGood) {
   }
   EXPECT_EQ(scope.ipc().calls(test::CudaIpcEntry::kEventDestroy), 0u)
       << "a pooled interprocess event was destroyed while an importer may hold it opened";
+}
+
+// A peer whose every message names a new event (another implementation) costs a bounded number of
+// opened events: past kMaxCached, the ones no claim holds are closed before another is cached,
+// while one still held stays open and cached.
+TEST(IpcEventPool, AnOpenedEventCacheKeepsABoundedNumberOfIdleEvents) {
+  test::FakeCudaIpcScope scope;
+  OpenedEventCache cache;
+  std::vector<IpcEvent> made;
+  std::shared_ptr<OpenedEvent> held;
+  for (std::size_t i = 0; i < OpenedEventCache::kMaxCached + 100; ++i) {
+    auto event = acquire_ipc_event(0);  // a fresh event each time: none is given back
+    ASSERT_TRUE(event.has_value()) << event.error().message;
+    made.push_back(*event);
+    auto opened = cache.open(event->handle, 0);
+    ASSERT_TRUE(opened.has_value()) << opened.error().message;
+    if (i == 0) {
+      held = *opened;  // a claim still waits on this one
+    }
+    ASSERT_LE(cache.size(), OpenedEventCache::kMaxCached);
+  }
+  auto again = cache.open(made.front().handle, 0);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->get(), held.get()) << "the held event was closed, or opened twice";
+  EXPECT_GE(scope.ipc().calls(test::CudaIpcEntry::kEventDestroy), 100u)
+      << "idle opened events were never closed";
+  held.reset();
+  again->reset();
+  cache.clear();
+  for (const IpcEvent& event : made) {
+    release_ipc_event(event);
+  }
 }
 
 }  // namespace

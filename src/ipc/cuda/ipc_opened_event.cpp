@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_guard.hpp"
@@ -71,6 +72,11 @@ expected<std::shared_ptr<OpenedEvent>, Error> OpenedEventCache::open(const IpcHa
   auto opened = OpenedEvent::open(handle, device);
   if (!opened) {
     return opened;
+  }
+  if (events_.size() >= kMaxCached) {
+    for (auto it = events_.begin(); it != events_.end();) {
+      it = it->second.use_count() == 1 ? events_.erase(it) : std::next(it);
+    }
   }
   try {
     events_.emplace(handle, *opened);

@@ -69,6 +69,13 @@ class HOLOSCAN_DLPACK_ABI OpenedEvent {
  */
 class HOLOSCAN_DLPACK_ABI OpenedEventCache {
  public:
+  /**
+   * @brief Events kept: past it, the ones no user holds are forgotten (closed) before another is
+   *        cached, so that a peer that sends a new event with every message (another
+   *        implementation) costs a bounded number of opened events, not one per message.
+   */
+  static constexpr std::size_t kMaxCached = 1024;
+
   /** @brief The event opened for `handle`, opening it (with `device` current) on first use. */
   expected<std::shared_ptr<OpenedEvent>, Error> open(const IpcHandleBytes& handle, int device);
   /** @brief Forgets every event; those still shared elsewhere close when their last user goes. */
