@@ -243,11 +243,13 @@ TEST_F(IpcChannel, MalformedPayloadsAreRefused) {
 
   frame = raw_frame(Hello{1, 1});  // a version-1 peer, whose Hello proves nothing
   ASSERT_TRUE(send_raw(raw_.get(), frame));
-  expect_refused("ipc channel: peer speaks protocol version 1, this build speaks 3");
+  expect_refused("ipc channel: peer speaks protocol version 1, this build speaks 3",
+                 ErrorCode::kIncompatible);
 
   frame = raw_frame(Hello{1, 2});  // a version-2 peer: every Publish carries its fd
   ASSERT_TRUE(send_raw(raw_.get(), frame));
-  expect_refused("ipc channel: peer speaks protocol version 2, this build speaks 3");
+  expect_refused("ipc channel: peer speaks protocol version 2, this build speaks 3",
+                 ErrorCode::kIncompatible);
 
   frame = raw_frame(Release{1, false, {}});
   frame[8 + 8] = 2;  // has_event

@@ -3,8 +3,10 @@
 // rather than wait for good on no socket or read through no state.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -236,6 +238,39 @@ TEST(IpcMisuse, AViewWrittenByHandThatNoImportWouldMakeIsRefused) {
   EXPECT_TRUE(got);
   got = Tensor();
   EXPECT_TRUE(test::poll_until(*link.exporter, [&] { return link.exporter->held() == 0; }));
+}
+
+// add_peer's kIncompatible means another protocol version, for which a retry cannot help; a Hello
+// that is malformed otherwise is kInvalidArgument (every channel refusal of the Hello was
+// kIncompatible: a Hello without its pidfd, a pid of 0, descriptors the kernel could not pass).
+TEST(IpcMisuse, AddPeerIsIncompatibleOnlyForAnotherProtocolVersion) {
+  test::FakeCudaIpcScope scope;
+  auto exporter = Exporter::create();
+  ASSERT_TRUE(exporter.has_value()) << exporter.error().message;
+  const struct {
+    std::uint32_t pid;  // 0 is written into the frame: the channel never sends such a Hello
+    std::uint32_t version;
+    ErrorCode code;
+    const char* says;
+  } cases[] = {
+      {1, 2, ErrorCode::kIncompatible, "peer speaks protocol version 2"},
+      {0, kProtocolVersion, ErrorCode::kInvalidArgument, "hello pid is 0"},
+      {1, kProtocolVersion, ErrorCode::kInvalidArgument, "hello with 0 file descriptors"},
+  };
+  for (const auto& each : cases) {
+    auto ends = Channel::pair();
+    ASSERT_TRUE(ends.has_value()) << ends.error().message;
+    std::vector<std::uint8_t> frame = test::raw_frame(Message{Hello{1, each.version, UniqueFd()}});
+    ASSERT_GE(frame.size(), 12u);
+    if (each.pid == 0) {
+      std::fill(frame.begin() + 8, frame.begin() + 12, std::uint8_t{0});  // the payload's pid
+    }
+    ASSERT_TRUE(test::send_raw(ends->second.fd(), frame, {}));
+    auto added = exporter->add_peer(std::move(ends->first), 1000);
+    ASSERT_FALSE(added.has_value()) << each.says;
+    EXPECT_EQ(added.error().code, each.code) << added.error().message;
+    EXPECT_NE(added.error().message.find(each.says), std::string::npos) << added.error().message;
+  }
 }
 
 }  // namespace

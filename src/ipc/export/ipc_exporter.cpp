@@ -313,8 +313,8 @@ struct Exporter::State {
         const ErrorCode code = received.error().code;
         // A malformed frame, out of memory after the read, or a Hello whose proof failed
         // (kPermissionDenied): the frame was consumed; the channel is still usable.
-        if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kResourceExhausted ||
-            code == ErrorCode::kPermissionDenied) {
+        if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kIncompatible ||
+            code == ErrorCode::kResourceExhausted || code == ErrorCode::kPermissionDenied) {
           ++stats.refused_messages;
           continue;
         }

@@ -277,7 +277,8 @@ void ImporterCore::stop_receiving() noexcept {
       auto received = receive_now();  // a Publish the channel refused is given back in there
       if (!received) {
         const ErrorCode code = received.error().code;
-        if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kPermissionDenied) {
+        if (code == ErrorCode::kInvalidArgument || code == ErrorCode::kIncompatible ||
+            code == ErrorCode::kPermissionDenied) {
           continue;  // a malformed frame, consumed: the next one may be a Publish
         }
         break;  // the end of what was queued (end-of-file after the shutdown), or out of memory

@@ -22,11 +22,10 @@ expected<Hello, Error> exchange_or_throw(Channel& channel, int timeout_ms, const
   }
   auto received = channel.receive(deadline.remaining_ms());
   if (!received) {
-    Error error = std::move(received.error());
-    if (error.code == ErrorCode::kInvalidArgument) {
-      error.code = ErrorCode::kIncompatible;  // e.g. "peer speaks protocol version 2"
-    }
-    return make_unexpected(std::move(error));
+    // As the channel says: kIncompatible for another protocol version, kInvalidArgument for a
+    // malformed Hello (or descriptors the kernel could not pass), kPermissionDenied for a proof
+    // that fails.
+    return make_unexpected(std::move(received.error()));
   }
   if (!*received) {
     return make_unexpected(

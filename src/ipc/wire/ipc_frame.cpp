@@ -74,9 +74,12 @@ expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t si
   }
   Hello hello{get_u32(payload), get_u32(payload + 4), UniqueFd()};
   if (hello.protocol_version != kProtocolVersion) {
-    return make_unexpected(invalid("peer speaks protocol version " +
-                                   std::to_string(hello.protocol_version) + ", this build speaks " +
-                                   std::to_string(kProtocolVersion)));
+    // kIncompatible, not kInvalidArgument: the one refusal a handshake reports as "another
+    // version", for which a retry cannot help.
+    Error error = invalid("peer speaks protocol version " + std::to_string(hello.protocol_version) +
+                          ", this build speaks " + std::to_string(kProtocolVersion));
+    error.code = ErrorCode::kIncompatible;
+    return make_unexpected(std::move(error));
   }
   if (hello.pid == 0) {
     return make_unexpected(invalid("hello pid is 0"));
