@@ -1,9 +1,10 @@
 // libFuzzer target for the channel's frames (protocol version 3): bytes from another process must
-// never crash parse_frame(), every refusal must be kInvalidArgument with a message, whatever
-// parses must re-encode to the very same bytes (frames are canonical), a Publish must hold an fd
-// exactly when one of those that came was taken, and what a refused Publish names for its
-// importer's mappings must agree with what the frame parses to. The first byte is the number of
-// descriptors that came with the frame (0..4, as the channel receives at most 4).
+// never crash parse_frame(), every refusal must be kInvalidArgument with a message (kIncompatible
+// for a Hello of another protocol version, and only for that), whatever parses must re-encode to
+// the very same bytes (frames are canonical), a Publish must hold an fd exactly when one of those
+// that came was taken, and what a refused Publish names for its importer's mappings must agree
+// with what the frame parses to. The first byte is the number of descriptors that came with the
+// frame (0..4, as the channel receives at most 4).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <variant>
 
 #include "holoscan/ipc/descriptor.hpp"
@@ -62,7 +64,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   auto message = ipc::detail::parse_frame(bytes, frame_size, fds.data(), fd_count);
   if (!message) {
-    if (message.error().code != ErrorCode::kInvalidArgument || message.error().message.empty()) {
+    // kIncompatible is a Hello of another protocol version, and only that.
+    const ErrorCode code = message.error().code;
+    const bool another_version =
+        message.error().message.find("peer speaks protocol version") != std::string::npos;
+    if ((code != ErrorCode::kInvalidArgument && code != ErrorCode::kIncompatible) ||
+        (code == ErrorCode::kIncompatible) != another_version || message.error().message.empty()) {
       __builtin_trap();
     }
     return 0;
