@@ -466,6 +466,31 @@ TEST_F(IpcChannel, AResetByAnEndWithUnreadRecordsComesAfterEveryQueuedMessage) {
   }
 }
 
+// Empty records queued by a peer that then hung up read like its end of file (recvmsg returns 0
+// for both): the records after them are still read first, since the end of file needs nothing left
+// queued (FIONREAD counts every queued byte of a SEQPACKET socket, not only the next record's).
+TEST_F(IpcChannel, RecordsAfterEmptyOnesOfAHungUpPeerAreStillRead) {
+  make_raw_pair();
+  ASSERT_TRUE(send_raw(raw_.get(), Bytes{}));
+  ASSERT_TRUE(send_raw(raw_.get(), Bytes{}));
+  ASSERT_TRUE(send_raw(raw_.get(), raw_frame(Release{5, false, {}})));
+  raw_.reset();
+  bool released = false;
+  for (int i = 0; i < 4 && !released; ++i) {
+    auto got = channel_->receive(1000);
+    if (got && *got) {
+      released = std::get<Release>(**got).export_id == 5;
+      continue;
+    }
+    ASSERT_FALSE(got.has_value()) << "nothing came from a hung-up peer with a record queued";
+    ASSERT_EQ(got.error().code, ErrorCode::kInvalidArgument) << got.error().message;
+  }
+  EXPECT_TRUE(released) << "the Release after the empty records was lost";
+  auto end = channel_->receive(1000);
+  ASSERT_FALSE(end.has_value());
+  EXPECT_EQ(end.error().code, kChannelClosed) << end.error().message;
+}
+
 TEST_F(IpcChannel, SendToAClosedPeerNeitherRaisesSigpipeNorBlocks) {
   auto ends = Channel::pair();
   ASSERT_TRUE(ends.has_value());
