@@ -6,7 +6,7 @@
 // refusal) before the end of file (empty ones at the end read like it).
 //
 // Input (odd sizes first leave a record unread by the sender, whose hang-up then resets the
-// connection): records, each a control byte (bits 0-2: descriptors attached, 0..7, one more than the
+// connection): records, each a control byte (bits 0-2: descriptors attached, 0..7, more than the
 // channel takes included; bit 7: the sender hangs up after this record), a length byte (the
 // payload's length is it times 4, plus the control byte's bits 3-4: up to 1023 bytes, past the
 // largest frame), then the payload (what is left when the input runs short).
