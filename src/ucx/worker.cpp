@@ -444,11 +444,13 @@ WorkerStats Worker::stats() const noexcept {
 
 // One round: UCX's own progress (callbacks run in it), then what the callbacks left to do.
 std::size_t Worker::State::progress_locked() {
-  // One call of UCX's progress a round: a second, which for an answer that just came would find
-  // nothing, costs an empty epoll_wait on its way (0.4 us of a 4 KiB tcp ping-pong's 6.6 one way);
-  // what came meanwhile is found by the next round.
-  std::size_t done = ucp_worker_progress(worker.get());
+  // The round is counted first: what UCX's callbacks note during it (a landing that failed) is of
+  // this round. One call of UCX's progress a round: a second, which for an answer that just came
+  // would find nothing, costs an empty epoll_wait on its way (0.4 us of a 4 KiB tcp ping-pong's
+  // 6.6 one way); what came meanwhile is found by the next round, and arm_locked() makes sure of
+  // it before a sleep.
   ++rounds;
+  std::size_t done = ucp_worker_progress(worker.get());
   try {
     done += accept_connections();
     done += handle_failures();
@@ -489,6 +491,14 @@ void Worker::State::tell_round_done(std::size_t done) noexcept {
 // it back, and a sender whose window it fills would wait for ever.
 bool Worker::State::arm_locked() {
   if (!controls.empty() || !connection_requests.empty() || peers_failed || unended_sends) {
+    return false;
+  }
+  // UCX arms a worker only once its progress has found nothing (ucp.h): a round calls it once,
+  // and a transport whose arm does not look at completions already queued (RDMA's completion
+  // queues) would otherwise let the thread sleep past them. Anything it finds now means another
+  // round instead of a sleep.
+  if (const unsigned progressed = ucp_worker_progress(worker.get()); progressed != 0) {
+    tell_round_done(progressed);
     return false;
   }
   return ucp_worker_arm(worker.get()) == UCS_OK;

@@ -119,5 +119,32 @@ TEST(UcxFailedLanding, TransportsThatOnlyWriteHereGiveTheBlockBackAtOnce) {
   EXPECT_EQ(sides.landing->available_blocks(), 2u);
 }
 
+// A landing that UCX failed as a lost connection while the connection is in fact up: the worker
+// waits one progress round for UCX's own endpoint error (the peer then "is gone", its tensors
+// that landed still handed out) before it ends the connection itself. The round that ran the
+// failed completion must not end it already: it did, the failure being noted as of the round
+// before (the rounds were counted after UCX's progress).
+TEST(UcxFailedLanding, ALandingFailedAsALostConnectionWaitsOneRoundForUcxsOwnError) {
+  Sides sides;
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  FailingLandings failing(UCS_ERR_CONNECTION_RESET);
+  const std::size_t completed = failing.completed();
+  ASSERT_TRUE(sides.client.send(*sides.link.client, large_tensor(sides.sending)));
+  bool ran = false;
+  for (const auto until = Clock::now() + std::chrono::seconds(5);
+       !ran && Clock::now() < until;) {
+    (void)sides.client.progress();
+    (void)sides.receiver.progress();
+    ran = failing.completed() > completed;
+  }
+  ASSERT_TRUE(ran) << "the failed landing never completed";
+  EXPECT_TRUE(sides.receiver.connected(sides.link.listener))
+      << "the connection ended in the round of the failure, before UCX could report it";
+  EXPECT_EQ(sides.receiver.stats().peers_lost, 0u);
+  (void)sides.receiver.progress();
+  EXPECT_FALSE(sides.receiver.connected(sides.link.listener))
+      << "the connection outlived the round after the failure";
+}
+
 }  // namespace
 }  // namespace holoscan::test

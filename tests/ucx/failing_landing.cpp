@@ -12,6 +12,7 @@ namespace {
 holoscan::test::ArmedFailures g_failures;
 std::atomic<std::size_t> g_landings{0};
 std::atomic<std::size_t> g_bandwidth_landings{0};
+std::atomic<std::size_t> g_failed_completions{0};
 
 // The caller's callback and its argument, called with the armed status instead of UCX's.
 struct Forwarded {
@@ -25,6 +26,7 @@ void forward(void* request, ucs_status_t, std::size_t length, void* user_data) {
   const Forwarded copy = *forwarded;
   delete forwarded;
   copy.callback(request, copy.status, length, copy.user_data);
+  ++g_failed_completions;
 }
 
 }  // namespace
@@ -69,6 +71,8 @@ FailingLandings::FailingLandings(ucs_status_t status, std::size_t count) noexcep
 FailingLandings::~FailingLandings() { g_failures.disarm(); }
 
 std::size_t FailingLandings::failed() const noexcept { return g_failures.failed(); }
+
+std::size_t FailingLandings::completed() const noexcept { return g_failed_completions.load(); }
 
 StartedLandings started_landings() noexcept {
   return {g_landings.load(), g_bandwidth_landings.load()};

@@ -20,6 +20,9 @@ class FailingLandings {
   FailingLandings& operator=(const FailingLandings&) = delete;
   /** @brief How many landings were made to fail so far. */
   std::size_t failed() const noexcept;
+  /** @brief Of those UCX had under way, how many completed (their callbacks ran), in the
+   *         process's life. */
+  std::size_t completed() const noexcept;
 };
 
 /** @brief Landings this process started so far, and how many asked for bandwidth
