@@ -312,6 +312,9 @@ expected<void, Error> Worker::disconnect(PeerId id) {
     // Also when UCX had reported it lost before: receive() reports nothing more of it.
     state.drop_arrivals(id, State::Dropping::kEverything);
     state.sweep_ended();
+    // Its sends ended here, and its close is polled by the rounds: an event loop asleep on fd()
+    // must wake for both.
+    state.announce();
     return {};
   });
 }
@@ -319,9 +322,16 @@ expected<void, Error> Worker::disconnect(PeerId id) {
 expected<std::uint64_t, Error> Worker::send(PeerId peer, const Tensor& tensor) {
   return with_state(state_, "send", [&](State& state) {
     StateLock lock(state);
+    const std::size_t results_before = state.results.size();
     auto sent = state.send_locked(peer, tensor);
     state.flush_controls();
     state.sweep_ended();
+    // Results this call queued (a send UCX refused at once), or work it left for a round (a
+    // connection to end, an outcome to record): an event loop asleep on fd() must see them, as
+    // no UCX event will say so. A send held for its readiness announced itself already.
+    if (state.peers_failed || state.unended_sends || state.results.size() != results_before) {
+      state.announce();
+    }
     return sent;
   });
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/fake_cuda.hpp"
+#include "ucx/failing_am_send.hpp"
 #include "ucx/failing_landing.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
@@ -401,6 +402,54 @@ TEST(UcxUnanswered, DisconnectingAStalledPeerEndsItsSendsAndDropsTheirClaims) {
   ASSERT_EQ(results.size(), 3u) << "sends never ended after the disconnect";
   EXPECT_EQ(client.in_flight(), 0u);
   EXPECT_EQ((*send_pool)->available_blocks(), 3u) << "a claim of the stalled sends is still held";
+}
+
+// An event loop asleep on the client's fd() (arm() said it may sleep) must wake for what another
+// thread's send() did outside a progress round: here a send UCX refuses at once, whose result is
+// queued by send() itself and announced by no UCX event. It slept on to the end of its wait.
+TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForASendRefusedAtOnce) {
+  WindowOfOne sides;
+  auto& [receiver, client, link, pool] = sides;
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  constexpr int kSleepMs = 2000;
+  std::atomic<bool> stop{false};
+  std::atomic<int> results{0};
+  std::atomic<int> sleeps{0};
+  std::thread loop([&, &client = client] {
+    while (!stop.load()) {
+      if (client.arm()) {
+        sleeps.fetch_add(1);
+        pollfd entry{client.fd(), POLLIN, 0};
+        (void)::poll(&entry, 1, kSleepMs);
+      }
+      (void)client.progress();
+      while (client.next_send_result()) {
+        results.fetch_add(1);
+      }
+    }
+  });
+  const auto settle = Clock::now() + std::chrono::seconds(2);
+  while (sleeps.load() == 0 && Clock::now() < settle) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into its poll()
+  ASSERT_GT(sleeps.load(), 0) << "the event loop never slept: nothing to watch";
+  const auto sent_at = Clock::now();
+  {
+    FailingAmSends failing(ucx::MessageId::kTensor, UCS_ERR_IO_ERROR);
+    auto sent = client.send(*link.client, small_tensor(pool));
+    ASSERT_TRUE(sent) << to_string(sent.error());
+    ASSERT_EQ(failing.failed(), 1u) << "the send was not refused";
+  }
+  while (results.load() == 0 && Clock::now() < sent_at + std::chrono::milliseconds(2 * kSleepMs)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent_at).count();
+  stop.store(true);
+  loop.join();  // after its current sleep
+  EXPECT_EQ(results.load(), 1);
+  EXPECT_LT(waited, kSleepMs / 2) << "ms before the event loop saw the refused send's result";
 }
 
 }  // namespace
