@@ -84,7 +84,10 @@ void bind_stats(nb::module_& module) {
               "Arrivals that waited for a free receive_pool block.")
       .def_ro("landings_kept", &Stats::landings_kept,
               "Failed landings whose memory is kept until the process exits: the peer's "
-              "transport (CUDA IPC, RDMA) may still be writing into it.");
+              "transport (CUDA IPC, RDMA) may still be writing into it.")
+      .def_ro("sends_kept", &Stats::sends_kept,
+              "Sends failed after they were posted whose memory is kept until the process "
+              "exits: the peer's transport (CUDA IPC, RDMA) may still be reading it.");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "dlpack/dlpack_validate.hpp"  // the core's layout rules (internal)
+#include "keep_until_exit.hpp"
 #include "landing_memory.hpp"
 #include "ucx_error.hpp"
 #include "worker_state.hpp"
@@ -18,6 +19,13 @@ void on_sent(void* request, ucs_status_t status, void* user_data) {
   auto* send = static_cast<Outgoing*>(user_data);
   ucp_request_free(request);
   send->request = nullptr;
+  if (status != UCS_OK && send->peer_reads) {
+    // Failed after it was under way, to a peer whose transport reads this side's memory itself
+    // (a rendezvous "get": CUDA IPC, RDMA): UCX fails the request as soon as this side sees the
+    // connection broken, while the peer's copy out of the block may still run and complete. The
+    // block must not be reused under it: kept before on_ucx_done would give it back.
+    send->state->keep_failed_send(*send);
+  }
   send->state->on_ucx_done(*send, status);  // throws nothing
 }
 
@@ -101,6 +109,15 @@ void Worker::State::drop_claim(Outgoing& send) noexcept {
   } catch (...) {
     send.claim = holoscan::detail::HeldClaim();
   }
+}
+
+void Worker::State::keep_failed_send(Outgoing& send) noexcept {
+  if (!send.claim) {
+    return;
+  }
+  claims_held -= claims_held != 0 ? 1 : 0;
+  holoscan::detail::keep_until_exit(std::move(send.claim));
+  ++stats.sends_kept;
 }
 
 StateLock::~StateLock() {
@@ -233,6 +250,7 @@ std::size_t Worker::State::post_ready_sends() {
         params.op_attr_mask |= UCP_OP_ATTR_FLAG_MULTI_SEND;
       }
       send.phase = Outgoing::Phase::kPosted;
+      send.peer_reads = writes_remotely(peer);  // asked of UCX once per peer, while it is up
       attach_answers(send);
       void* request = ucp_am_send_nbx(peer.endpoint, static_cast<unsigned>(MessageId::kTensor),
                                       send.header.data(), send.header_size, send.payload,

@@ -65,6 +65,10 @@ struct Outgoing {
   std::size_t header_size = 0;
   ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_UNKNOWN;
   std::optional<detail::ReadinessGate::Ticket> ticket;  ///< While its readiness is pending.
+  /** @brief Whether its peer may read the memory itself (remote_writes.hpp: the transports that
+   *         write this side's memory read it too): then a send UCX fails after it was posted
+   *         keeps the memory until the process exits. */
+  bool peer_reads = false;
   AnsweredRun answered;  ///< The peer's tensors its header confirms (taken from `controls`).
   Phase phase = Phase::kHeld;
   void* request = nullptr;  ///< UCX's request while kPosted, if it did not complete at once.
@@ -221,6 +225,8 @@ struct Worker::State {
   // worker_send.cpp
   expected<std::uint64_t, Error> send_locked(PeerId peer, const Tensor& tensor);
   void drop_claim(Outgoing& send) noexcept;
+  /** @brief Keeps a failed send's memory until the process exits (its peer's read may run). */
+  void keep_failed_send(Outgoing& send) noexcept;
   std::size_t post_ready_sends();
   void fail_unready(Outgoing& send, const Error& why);
   void on_ucx_done(Outgoing& send, ucs_status_t status);

@@ -237,6 +237,7 @@ def test_tensors_cross_with_their_values_and_every_send_ends_once(pair):
     assert (stats.sent, stats.delivered, stats.failed) == (len(sequences), len(sequences), 0)
     assert server.stats().received == len(sequences) and server.stats().peers_accepted == 1
     assert server.stats().landings_kept == 0, "no landing failed: every block comes back"
+    assert stats.sends_kept == 0, "no send failed: every block comes back"
     del block
     hd.flush_deferred_releases()
     assert pool.available_blocks() == 1, "the worker let go of the block once UCX was done"

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ucx/failing_am_send.hpp"
 #include "ucx/failing_landing.hpp"
 #include "ucx/reported_transports.hpp"
 #include "ucx/series.hpp"
@@ -144,6 +145,38 @@ TEST(UcxFailedLanding, ALandingFailedAsALostConnectionWaitsOneRoundForUcxsOwnErr
   (void)sides.receiver.progress();
   EXPECT_FALSE(sides.receiver.connected(sides.link.listener))
       << "the connection outlived the round after the failure";
+}
+
+// The sending side's mirror. Where the peer reads the block itself (a rendezvous "get": CUDA IPC,
+// RDMA), UCX fails a send under way as soon as this side sees the connection fail, while the
+// peer's copy out of the block may still run and complete: the block is kept until the process
+// exits. Over transports that only ever have this process touch it (tcp), it comes back at once.
+std::optional<ucx::SendResult> fail_one_under_way(Sides& sides) {
+  FailingSendsUnderWay failing(UCS_ERR_CONNECTION_RESET);
+  std::vector<Tensor> received;
+  auto result = send_one(sides, received);
+  EXPECT_EQ(failing.failed(), 1u) << "the send was not made to fail under way";
+  return result;
+}
+
+TEST(UcxFailedSend, ASendFailedUnderWayToAPeerThatMayReadTheBlockKeepsIt) {
+  Sides sides;
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  ReportedTransports reported({"tcp", "cuda_ipc", "cuda_copy"});
+  const auto result = fail_one_under_way(sides);
+  ASSERT_TRUE(result) << "the send never ended";
+  EXPECT_FALSE(result->outcome) << "a send UCX failed was reported delivered";
+  EXPECT_EQ(sides.client.stats().sends_kept, 1u);
+  EXPECT_EQ(sides.sending->available_blocks(), 1u) << "the failed send's block came back";
+}
+
+TEST(UcxFailedSend, ASendFailedUnderWayOverTcpGivesTheBlockBack) {
+  Sides sides;  // UCX's own answer: tcp on the loopback
+  ASSERT_TRUE(sides.link.client) << to_string(sides.link.client.error());
+  const auto result = fail_one_under_way(sides);
+  ASSERT_TRUE(result) << "the send never ended";
+  EXPECT_EQ(sides.client.stats().sends_kept, 0u);
+  EXPECT_EQ(sides.sending->available_blocks(), 2u);
 }
 
 }  // namespace

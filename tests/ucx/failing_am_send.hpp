@@ -24,6 +24,21 @@ class FailingAmSends {
   std::size_t failed() const noexcept;
 };
 
+/** @brief While alive, the next `count` tensor messages UCX takes under way (it returns a
+ *         request) complete with `status` instead of UCX's own, as when the connection fails
+ *         mid-transfer; UCX still sends them. */
+class FailingSendsUnderWay {
+ public:
+  /** @brief Arms the failures. */
+  FailingSendsUnderWay(ucs_status_t status, std::size_t count = 1) noexcept;
+  /** @brief Disarms them. */
+  ~FailingSendsUnderWay();
+  FailingSendsUnderWay(const FailingSendsUnderWay&) = delete;
+  FailingSendsUnderWay& operator=(const FailingSendsUnderWay&) = delete;
+  /** @brief How many sends were made to fail so far. */
+  std::size_t failed() const noexcept;
+};
+
 /** @brief Tensor messages this process posted to UCX so far (refused ones included), and how
  *         many of them asked for bandwidth (`UCP_OP_ATTR_FLAG_MULTI_SEND`). */
 struct PostedTensorMessages {

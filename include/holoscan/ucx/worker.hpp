@@ -83,6 +83,9 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
   std::uint64_t landings_kept = 0;    ///< Failed landings whose memory is kept until the process
                                       ///< exits, never reused: the peer's transport (CUDA IPC,
                                       ///< RDMA) may still be writing into it (docs/ucx.md).
+  std::uint64_t sends_kept = 0;       ///< Sends UCX failed after they were posted whose memory is
+                                      ///< kept until the process exits: the peer's transport may
+                                      ///< still be reading it (docs/ucx.md).
 };
 
 /**
