@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "cuda/cuda_error.hpp"
@@ -64,10 +65,11 @@ ImportedReference::~ImportedReference() {
   // the release stream waits on them, the exporter on its event, and the mapping goes once the
   // release thread has seen them pass.
   const bool close_first = mapping_ != nullptr && mapping_->legacy() && mapping_.use_count() == 1;
-  expected<std::array<std::uint8_t, kIpcHandleBytes>, Error> released =
-      make_unexpected(ErrorCode::kNotReady, "closed before the Release");
+  std::optional<std::array<std::uint8_t, kIpcHandleBytes>> released;  // the event's handle
   if (!close_first) {
-    released = holoscan::detail::record_release(device_, points);
+    if (auto recorded = holoscan::detail::record_release(device_, points)) {
+      released = *recorded;
+    }
   }
   if (released) {
     core_->give_back(export_id_, &*released, true);
