@@ -132,8 +132,7 @@ TEST(UcxFailedLanding, ALandingFailedAsALostConnectionWaitsOneRoundForUcxsOwnErr
   const std::size_t completed = failing.completed();
   ASSERT_TRUE(sides.client.send(*sides.link.client, large_tensor(sides.sending)));
   bool ran = false;
-  for (const auto until = Clock::now() + std::chrono::seconds(5);
-       !ran && Clock::now() < until;) {
+  for (const auto until = Clock::now() + std::chrono::seconds(5); !ran && Clock::now() < until;) {
     (void)sides.client.progress();
     (void)sides.receiver.progress();
     ran = failing.completed() > completed;
