@@ -191,12 +191,14 @@ TEST_F(TensorGpuTest, DeviceCopyWaitsForTheSlowProducer) {
   HDL_ASSERT_CUDA(cudaMallocAsync(&warm, kElements * sizeof(std::uint32_t), consumer_));
   HDL_ASSERT_CUDA(cudaFreeAsync(warm, consumer_));
   HDL_ASSERT_CUDA(cudaStreamSynchronize(consumer_));
+  // Asked before the race: its first call runs a 50 ms probe, which would outlast the producer.
+  const bool concurrent = GpuTest::streams_run_concurrently();
   produce(kSeed);
   const cudaStream_t reader = make_stream();
   auto copy = tensor_.copy_to(DLDevice{kDLCUDA, device_}, consumer_);
   ASSERT_TRUE(copy.has_value()) << copy.error().message;
   EXPECT_NE(copy->data(), tensor_.data());
-  if (GpuTest::streams_run_concurrently()) {  // else the producer's kernel ran before the copy
+  if (concurrent) {  // else the producer's kernel ran before the copy
     EXPECT_EQ(query_stream(producer_), cudaErrorNotReady) << "copy_to blocked on the producer";
   }
   // A reader on a third stream goes through the copy's readiness, as any consumer would.

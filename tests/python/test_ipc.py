@@ -526,6 +526,9 @@ def test_slowly_written_tensors_reach_a_consumer_process_on_its_own_stream(frame
     with importer:
         consume = consume_torch if framework == "torch" else consume_cupy
         wrong = consume(module, importer, count)
+        # Framework memory travels as a legacy handle mapped for each import: its mapping is
+        # closed, and then its Release sent, once the release thread saw the consumer's work pass.
+        hd.flush_deferred_releases()
         assert importer.outstanding() == 0
     early = finish_producer(child, reports, count)
     assert early == count, "a write finished before its publish: no race to see"
