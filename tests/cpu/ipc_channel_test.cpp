@@ -415,6 +415,23 @@ TEST_F(IpcChannel, SendRefusalOutOfMemoryNeverThrows) {
   }
 }
 
+// Releases 1 and 2, the channel open after each, then the end of file, twice alike.
+void expect_releases_then_end_of_file(Channel& b) {
+  for (std::uint64_t id : {1u, 2u}) {
+    auto got = b.receive(1000);
+    ASSERT_TRUE(got && *got) << (got ? "timeout" : got.error().message);
+    EXPECT_EQ(std::get<Release>(**got).export_id, id);
+    EXPECT_FALSE(b.closed());
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto got = b.receive(1000);
+    ASSERT_FALSE(got.has_value());
+    EXPECT_EQ(got.error().code, kChannelClosed);
+    EXPECT_EQ(got.error().message, "ipc channel: peer hung up (end of file)");
+    EXPECT_TRUE(b.closed());
+  }
+}
+
 TEST_F(IpcChannel, EndOfFileComesAfterEveryQueuedMessage) {
   auto ends = Channel::pair();
   ASSERT_TRUE(ends.has_value());
@@ -424,19 +441,7 @@ TEST_F(IpcChannel, EndOfFileComesAfterEveryQueuedMessage) {
     ASSERT_TRUE(a.send(Release{1, false, {}}));
     ASSERT_TRUE(a.send(Release{2, false, {}}));
   }
-  for (std::uint64_t id : {1u, 2u}) {
-    auto got = b.receive(1000);
-    ASSERT_TRUE(got && *got) << (got ? "timeout" : got.error().message);
-    EXPECT_EQ(std::get<Release>(**got).export_id, id);
-  }
-  EXPECT_FALSE(b.closed());
-  for (int i = 0; i < 2; ++i) {
-    auto got = b.receive(1000);
-    ASSERT_FALSE(got.has_value());
-    EXPECT_EQ(got.error().code, kChannelClosed);
-    EXPECT_EQ(got.error().message, "ipc channel: peer hung up (end of file)");
-    EXPECT_TRUE(b.closed());
-  }
+  expect_releases_then_end_of_file(b);
 }
 
 // An end closed with records of its own unread makes the kernel report ECONNRESET once to the
@@ -451,19 +456,7 @@ TEST_F(IpcChannel, AResetByAnEndWithUnreadRecordsComesAfterEveryQueuedMessage) {
     ASSERT_TRUE(a.send(Release{1, false, {}}));
     ASSERT_TRUE(a.send(Release{2, false, {}}));
   }
-  for (std::uint64_t id : {1u, 2u}) {
-    auto got = b.receive(1000);
-    ASSERT_TRUE(got && *got) << (got ? "timeout" : got.error().message);
-    EXPECT_EQ(std::get<Release>(**got).export_id, id);
-    EXPECT_FALSE(b.closed());
-  }
-  for (int i = 0; i < 2; ++i) {
-    auto got = b.receive(1000);
-    ASSERT_FALSE(got.has_value());
-    EXPECT_EQ(got.error().code, kChannelClosed);
-    EXPECT_EQ(got.error().message, "ipc channel: peer hung up (end of file)");
-    EXPECT_TRUE(b.closed());
-  }
+  expect_releases_then_end_of_file(b);
 }
 
 // Empty records queued by a peer that then hung up read like its end of file (recvmsg returns 0
