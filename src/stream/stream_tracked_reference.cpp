@@ -6,6 +6,7 @@
 #include "stream/defer_release.hpp"
 #include "stream/stream_point.hpp"
 #include "stream/tracked_streams.hpp"
+#include "stream/unnested_release.hpp"
 
 namespace holoscan {
 namespace {
@@ -81,7 +82,7 @@ void StreamTrackedReference::release_when_safe(ReleaseFunction release, void* co
     }
   }
   if (release != nullptr) {
-    release(context);
+    detail::run_release_unnested(release, context);
   }
 }
 

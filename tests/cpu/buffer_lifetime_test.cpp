@@ -1,12 +1,17 @@
 // Covers the DLPack owners' lifetime: the producer's deleter runs exactly once, or never if null.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
+#include <functional>
 #include <memory>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
+#include "holoscan/make_tensor.hpp"
 #include "support/counting_producer.hpp"
 
 namespace holoscan {
@@ -125,6 +130,77 @@ TEST(DeferredRelease, HostOnlyBuffersDeferNothing) {
   EXPECT_EQ(pending_deferred_releases(), 0u);
   flush_deferred_releases();
   EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
+// Runs `body` on a thread whose stack is `bytes` long, so that a recursion as deep as the chain
+// would overflow it (and end the process) long before it would overflow the main thread's.
+void run_on_a_small_stack(std::size_t bytes, const std::function<void()>& body) {
+  pthread_attr_t attributes;
+  ASSERT_EQ(pthread_attr_init(&attributes), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attributes, bytes), 0);
+  pthread_t thread;
+  auto run = [](void* argument) -> void* {
+    (*static_cast<const std::function<void()>*>(argument))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attributes, run, const_cast<std::function<void()>*>(&body)),
+            0);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  pthread_attr_destroy(&attributes);
+}
+
+constexpr std::size_t kSmallStack = 512 * 1024;
+constexpr int kChainLinks = 50000;
+
+// An export imported again, its import exported again, and so on (round trips through another
+// framework): each import's owner owns the export before it, which holds the owner before that.
+// Dropping the last Tensor releases the whole chain; each link's release set off the next inline,
+// one nest of stack frames per link, and overflowed the stack (tens of thousands of links on an
+// 8 MiB stack, a few thousand on 1 MiB).
+TEST(BufferLifetime, ALongChainOfReimportedExportsIsReleasedWithoutDeepRecursion) {
+  CountingProducer producer;
+  run_on_a_small_stack(kSmallStack, [&] {
+    auto first = make_tensor_from_dlpack_versioned(producer.make_versioned());
+    ASSERT_TRUE(first.has_value());
+    Tensor last = std::move(*first);
+    for (int link = 0; link < kChainLinks; ++link) {
+      auto exported = last.to_dlpack_versioned();
+      ASSERT_TRUE(exported.has_value());
+      auto again = make_tensor_from_dlpack_versioned(*exported);
+      ASSERT_TRUE(again.has_value());
+      last = std::move(*again);
+    }
+    EXPECT_EQ(producer.deleter_calls(), 0);
+    last = Tensor();
+    EXPECT_EQ(producer.deleter_calls(), 1);
+  });
+  EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_EQ(pending_deferred_releases(), 0u);
+}
+
+// The same through make_tensor: each release function keeps the Tensor before it.
+TEST(BufferLifetime, ALongChainOfReleaseFunctionsIsReleasedWithoutDeepRecursion) {
+  CountingProducer producer;
+  int releases = 0;
+  run_on_a_small_stack(kSmallStack, [&] {
+    auto first = make_tensor_from_dlpack_versioned(producer.make_versioned());
+    ASSERT_TRUE(first.has_value());
+    Tensor last = std::move(*first);
+    for (int link = 0; link < kChainLinks; ++link) {
+      auto wrapped =
+          make_tensor({2, 3}, DLDataType{kDLFloat, 32, 1}, {}, MemoryStorageType::kSystem,
+                      last.data(), [&releases, before = last](void*) {
+                        ++releases;
+                        return expected<void, Error>{};
+                      });
+      ASSERT_TRUE(wrapped.has_value());
+      last = std::move(*wrapped);
+    }
+    last = Tensor();
+    EXPECT_EQ(releases, kChainLinks);
+    EXPECT_EQ(producer.deleter_calls(), 1);
+  });
+  EXPECT_EQ(pending_deferred_releases(), 0u);
 }
 
 }  // namespace
