@@ -43,7 +43,8 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
   DLManagedTensorContext() noexcept;
   /** @brief Copies everything; the copy's DLTensor points at the copy's own vectors. */
   DLManagedTensorContext(const DLManagedTensorContext& other);
-  /** @brief Copies everything; this DLTensor then points at this context's own vectors. */
+  /** @brief Copies everything but a wider authority (a read-only context stays read-only); this
+   *         DLTensor then points at this context's own vectors. */
   DLManagedTensorContext& operator=(const DLManagedTensorContext& other);
   /** @brief Destroys the view; the memory goes when its last owner does. */
   ~DLManagedTensorContext() = default;

@@ -62,7 +62,11 @@ DLManagedTensorContext& DLManagedTensorContext::operator=(const DLManagedTensorC
     memory_reference = other.memory_reference;
     dl_shape = other.dl_shape;  // within the room: no allocation
     dl_strides = other.dl_strides;
-    read_only_.store(other.read_only_.load(std::memory_order_acquire), std::memory_order_release);
+    // Authority only narrows: a read-only context (an import's) assigned a writable one keeps
+    // its Tensors read-only, or assignment would widen access to the memory it had.
+    if (other.read_only_.load(std::memory_order_acquire)) {
+      read_only_.store(true, std::memory_order_release);
+    }
     checked_ = other.checked_;   // a record of values, which holds wherever the view points
     memory_lives_in_ = nullptr;  // the assigner says what keeps the memory now
     holds_owner_type_ = nullptr;

@@ -97,5 +97,23 @@ TEST(ReadOnlyAuthority, AContextAssignedThroughDlCtxIsChecked) {
   expect_authority(tensor, true);
 }
 
+// A read-only context (an import's, locked for good) assigned a writable context by copy keeps
+// its authority: the assignment copied it, so the import's memory became writable through every
+// Tensor over it and went out in writable exports.
+TEST(ReadOnlyAuthority, AssigningAWritableContextNeverWidensAReadOnlyOne) {
+  std::vector<float> values(4);
+  Tensor tensor(host_context(values, DLPACK_FLAG_BITMASK_READ_ONLY));
+  Tensor other_over_it = tensor;
+  const auto writable = host_context(values, 0);
+  *tensor.dl_ctx() = *writable;
+  expect_authority(tensor, true);
+  expect_authority(other_over_it, true);
+  // The other way, a writable context assigned a read-only one narrows as before.
+  Tensor writer(host_context(values, 0));
+  expect_authority(writer, false);
+  *writer.dl_ctx() = *tensor.dl_ctx();
+  expect_authority(writer, true);
+}
+
 }  // namespace
 }  // namespace holoscan
