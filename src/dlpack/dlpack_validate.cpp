@@ -460,6 +460,17 @@ std::string address_text(const void* address) {
 
 }  // namespace
 
+Error unknown_flags_error(std::uint64_t flags, const char* who) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::uint64_t unknown = flags & ~known_flag_bits();
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), kDigits[unknown & 0xf]);
+    unknown >>= 4;
+  } while (unknown != 0);
+  return invalid(who, "flags has unknown bits 0x" + digits);
+}
+
 Error dtype_error(LayoutFault fault, DLDataType dtype, const char* who) {
   return invalid(who, dtype_words(fault, dtype));
 }

@@ -100,6 +100,9 @@ HOLOSCAN_DLPACK_WING_API Error layout_error(const LayoutFacts& facts, std::int32
                                             const std::int64_t* shape, const std::int64_t* strides,
                                             DLDataType dtype, const char* who);
 
+/** @brief kInvalidArgument naming the bits of `flags` this build does not know; "who: what". */
+HOLOSCAN_DLPACK_WING_API Error unknown_flags_error(std::uint64_t flags, const char* who);
+
 /** @brief layout_error() for a check_dl_tensor() refusal (device, data, byte_offset too). */
 HOLOSCAN_DLPACK_WING_API Error dl_tensor_error(const LayoutFacts& facts, const DLTensor& tensor,
                                                const char* who);

@@ -65,13 +65,12 @@ struct ExportedTensor {
   }
 };
 
-// The layout error of a view that export_context() found broken, checked again to name the field.
+// The error of a view that export_context() found broken, checked again to name the field.
 [[gnu::noinline, gnu::cold]] Error refusal(const DLTensor& source, std::uint64_t flags,
                                           const char* who) {
   detail::LayoutFacts facts;
-  (void)detail::check_layout(source.ndim, source.shape, source.strides, source.dtype, flags,
-                             detail::build_last_dtype_code(), facts);
-  return detail::layout_error(facts, source.ndim, source.shape, source.strides, source.dtype, who);
+  (void)detail::check_dl_tensor(source, flags, facts);
+  return detail::dl_tensor_error(facts, source, who);
 }
 
 // Not a view the library checked, or one whose values were written in place since (its vectors
@@ -79,9 +78,16 @@ struct ExportedTensor {
 [[gnu::noinline]] bool check_view(const DLTensor& source, std::uint64_t flags,
                                   std::int64_t* dims) noexcept {
   detail::LayoutFacts facts;
-  return detail::check_layout(source.ndim, source.shape, source.strides, source.dtype, flags,
-                              detail::build_last_dtype_code(), facts, dims,
-                              dims + source.ndim) == detail::LayoutFault::kNone;
+  return detail::check_dl_tensor(source, flags, facts, dims, dims + source.ndim) ==
+         detail::LayoutFault::kNone;
+}
+
+// What a checked layout leaves open, since the view's other fields are public too: a device no
+// DLPack reader knows, and null data for elements (5.0: "Tensor has no data to export"). The span
+// from data was checked with the layout and is the writer's to keep.
+bool placed(const DLTensor& source, const std::int64_t* extents) noexcept {
+  return detail::known_device_type(source.device.device_type) && source.device.device_id >= 0 &&
+         (source.data != nullptr || detail::element_count(source.ndim, extents) == 0);
 }
 
 // The producer's version travels with the tensor (as in Holoscan 5.0). A new context starts at
@@ -108,6 +114,11 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   if (ndim < 0 || ndim > kMaxTensorDims) {
     return make_unexpected(refusal(source, flags, who));
   }
+  // A hand-written view's flags may carry bits a reader would take for something this build does
+  // not mean: refused, as an import refuses them.
+  if ((flags & ~detail::known_flag_bits()) != 0) {
+    return make_unexpected(detail::unknown_flags_error(flags, who));
+  }
   std::unique_ptr<ExportedTensor<Managed>, typename ExportedTensor<Managed>::Destroy> owner(
       ExportedTensor<Managed>::make());
   std::int64_t* dims = owner != nullptr ? owner->dims(ndim) : nullptr;
@@ -117,8 +128,8 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
         std::string(who) + ": DLPack export allocation failed (out of host memory)");
   }
   // Strides are always written out: DLPack >= 1.2 requires them, and older readers accept them.
-  if (!detail::ContextAccess::copy_if_checked(*context, dims) &&
-      !check_view(source, flags, dims)) {
+  if (detail::ContextAccess::copy_if_checked(*context, dims) ? !placed(source, dims)
+                                                             : !check_view(source, flags, dims)) {
     return make_unexpected(refusal(source, flags, who));
   }
   if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {

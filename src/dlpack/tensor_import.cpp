@@ -15,16 +15,6 @@
 namespace holoscan {
 namespace {
 
-std::string to_hex(std::uint64_t value) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string text;
-  do {
-    text.insert(text.begin(), kDigits[value & 0xf]);
-    value >>= 4;
-  } while (value != 0);
-  return "0x" + text;
-}
-
 // A Tensor over a context whose memory reference already counts this Tensor's claim (see
 // Tensor's rule for subclasses that assign dl_ctx_ themselves): it retains nothing.
 class ClaimedTensor : public Tensor {
@@ -99,10 +89,8 @@ expected<Tensor, Error> import_versioned(DLManagedTensorVersioned* dl_managed_te
         std::string(kWho) + ": " + newer + "version.major " + std::to_string(version.major) +
             " is not " + std::to_string(DLPACK_MAJOR_VERSION) + " (the caller keeps ownership)");
   }
-  const std::uint64_t unknown = managed->flags & ~detail::known_flag_bits();
-  if (unknown != 0) {
-    return make_unexpected(ErrorCode::kInvalidArgument,
-                           std::string(kWho) + ": flags has unknown bits " + to_hex(unknown));
+  if ((managed->flags & ~detail::known_flag_bits()) != 0) {
+    return make_unexpected(detail::unknown_flags_error(managed->flags, kWho));
   }
   return import_managed<DLManagedMemoryBufferVersioned>(managed, managed->flags, version, kWho);
 }

@@ -576,5 +576,55 @@ TEST(ExportEmpty, BothFormatsRefuseAnEmptyTensor) {
   EXPECT_EQ(legacy.error().code, ErrorCode::kInvalidArgument);
 }
 
+// The fields beside the layout are public too. An export of a view whose device no reader knows,
+// whose data is null for elements, or whose flags carry bits this build does not know went out
+// as written (a consumer that trusts it reads through a null pointer); both formats refuse them
+// as an import does, through the checked fast path (values written in place) and without it, and
+// hold nothing. A zero-size view keeps its null data.
+TEST(ExportBoth, AViewWithoutDataOrWithAnUnknownDeviceOrFlagsIsRefused) {
+  CountingProducer producer;
+  Tensor imported = import_or_die(producer, strided_spec());
+  Tensor tensor = writable_view_of(imported);
+  auto reference = tracked(tensor);
+  DLManagedTensorVersioned& view = tensor.dl_ctx()->tensor;
+  const auto expect_refused = [&](const std::string& what) {
+    expected<DLManagedTensorVersioned*> versioned = tensor.to_dlpack_versioned();
+    ASSERT_FALSE(versioned.has_value());
+    EXPECT_EQ(versioned.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(versioned.error().message, "Tensor::to_dlpack_versioned: " + what);
+    expected<DLManagedTensor*> legacy = tensor.to_dlpack();
+    ASSERT_FALSE(legacy.has_value());
+    EXPECT_EQ(legacy.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(legacy.error().message, "Tensor::to_dlpack: " + what);
+    EXPECT_EQ(reference->handle_claims(), 2);  // the two Tensors' claims alone
+  };
+  void* const data = view.dl_tensor.data;
+  view.dl_tensor.data = nullptr;
+  expect_refused("data is null for a tensor of 12 elements");
+  view.dl_tensor.data = data;
+  view.dl_tensor.device.device_id = -3;
+  expect_refused("device.device_id -3 is negative");
+  view.dl_tensor.device = DLDevice{static_cast<DLDeviceType>(999), 0};
+  expect_refused("device.device_type 999 is not a known DLDeviceType");
+  view.dl_tensor.device = DLDevice{kDLCPU, 0};
+  view.flags = std::uint64_t{1} << 40;
+  expect_refused("flags has unknown bits 0x10000000000");
+  view.flags = 0;
+  // The same without the fast path: a view the library never checked.
+  std::vector<std::int64_t> shape{3, 4};
+  view.dl_tensor.shape = shape.data();
+  view.dl_tensor.data = nullptr;
+  expect_refused("data is null for a tensor of 12 elements");
+  // Zero elements need no data.
+  shape[0] = 0;
+  expected<DLManagedTensorVersioned*> empty = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(empty.has_value()) << empty.error().message;
+  EXPECT_EQ((*empty)->dl_tensor.data, nullptr);
+  run_deleter(*empty);
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  view.dl_tensor.data = data;
+  shape[0] = 3;
+}
+
 }  // namespace
 }  // namespace holoscan
