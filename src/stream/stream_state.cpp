@@ -43,6 +43,14 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   if (kept != nullptr && !order_after(*kept, *location, stream)) {
     return false;
   }
+  // Moved from another device, the stream waits for the readiness there too (a wait on another
+  // device's event is allowed): consumers and host waits see one point, which must cover every
+  // producer stream before it, whichever device it ran on. The point kept there stays for the
+  // release and for a host already waiting on its event.
+  if (switches_device && readiness_.event != nullptr &&
+      !order_after(readiness_, *location, stream)) {
+    return false;
+  }
   cudaEvent_t event = kept != nullptr ? kept->event : nullptr;
   if (event == nullptr) {
     auto acquired = acquire_event(location->device);

@@ -141,6 +141,58 @@ TEST_F(ReadinessAcrossDevices, ReleaseWaitsForTheReadinessLeftBeforeTheDeviceCam
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+// Consumers wait for one point and a host wait waits for one event: readiness moved to another
+// device must order that point after the first device's producer. Before the fix the first point
+// was only kept for reuse, so a consumer on device 1, and a host wait, passed while device 0's
+// producer still wrote.
+TEST_F(ReadinessAcrossDevices, ConsumersWaitForTheProducerOnTheDeviceTheReadinessLeft) {
+  cudaStream_t busy_on_0 = fake().create_stream(0);
+  cudaStream_t idle_on_1 = fake().create_stream(1);
+  cudaStream_t consumer_on_1 = fake().create_stream(1);
+  cudaStream_t consumer_on_0 = fake().create_stream(0);
+  detail::StreamState state;
+  fake().launch(busy_on_0);
+  ASSERT_TRUE(state.set_readiness_stream(busy_on_0));
+  ASSERT_TRUE(state.set_readiness_stream(idle_on_1));
+  ASSERT_TRUE(state.synchronize_for_consumer(consumer_on_1).has_value());
+  ASSERT_TRUE(state.synchronize_for_consumer(consumer_on_0).has_value());
+  ASSERT_TRUE(state.synchronize_for_consumer(idle_on_1).has_value());  // the readiness stream
+  EXPECT_FALSE(test::later_work_passed(consumer_on_1));
+  EXPECT_FALSE(test::later_work_passed(consumer_on_0));
+  EXPECT_FALSE(test::later_work_passed(idle_on_1));
+  std::atomic<bool> host_returned{false};
+  std::thread host([&] {
+    EXPECT_TRUE(state.synchronize_for_host().has_value());
+    host_returned.store(true);
+  });
+  EXPECT_FALSE(
+      test::eventually([&] { return host_returned.load(); }, std::chrono::milliseconds(50)));
+  fake().complete(busy_on_0);
+  host.join();
+  EXPECT_TRUE(host_returned.load());
+  EXPECT_TRUE(test::later_work_passed(consumer_on_1));
+  EXPECT_TRUE(test::later_work_passed(consumer_on_0));
+}
+
+// Back on the first device, whose kept event is recorded again: ordered after the readiness on the
+// device it comes from as well (before the fix, after the kept point alone).
+TEST_F(ReadinessAcrossDevices, ConsumersWaitForTheProducerOnTheDeviceTheReadinessCameBackFrom) {
+  cudaStream_t idle_on_0 = fake().create_stream(0);
+  cudaStream_t busy_on_1 = fake().create_stream(1);
+  cudaStream_t again_on_0 = fake().create_stream(0);
+  cudaStream_t consumer_on_0 = fake().create_stream(0);
+  detail::StreamState state;
+  ASSERT_TRUE(state.set_readiness_stream(idle_on_0));
+  fake().launch(busy_on_1);
+  ASSERT_TRUE(state.set_readiness_stream(busy_on_1));
+  ASSERT_TRUE(state.set_readiness_stream(again_on_0));
+  ASSERT_TRUE(state.synchronize_for_consumer(consumer_on_0).has_value());
+  EXPECT_FALSE(test::later_work_passed(consumer_on_0));
+  EXPECT_FALSE(test::later_work_passed(again_on_0));
+  fake().complete(busy_on_1);
+  EXPECT_TRUE(test::later_work_passed(consumer_on_0));
+}
+
 // Readiness moved to another device keeps the first device's point beside it; when the heap
 // cannot make room for it, the move fails and the readiness stays where it was. Before the fix the
 // first point's event went back to the pool (the move still succeeded), so device 0's producer was
