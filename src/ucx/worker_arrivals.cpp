@@ -164,8 +164,12 @@ std::size_t Worker::State::land_arrivals() {
     void* request = ucp_am_recv_data_nbx(worker.get(), descriptor, arrival.tensor.data(),
                                          arrival.length, &params);
     if (UCS_PTR_IS_PTR(request)) {
-      arrival.request = request;
-      ++in_ucx;
+      // UCX may have completed the request inside the call (a rendezvous it could not start, or
+      // a fetch done at once), running the callback, which freed it and moved the arrival on.
+      if (arrival.phase == Arrival::Phase::kLanding) {
+        arrival.request = request;
+        ++in_ucx;
+      }
     } else {
       end_landing(arrival, UCS_PTR_STATUS(request), arrival.length, false);
     }

@@ -257,8 +257,12 @@ std::size_t Worker::State::post_ready_sends() {
                                       send.payload_bytes, &params);
       ++posted;
       if (UCS_PTR_IS_PTR(request)) {
-        send.request = request;
-        ++in_ucx;
+        // Unless UCX completed it inside the call: the callback then freed it and released the
+        // send.
+        if (send.phase == Outgoing::Phase::kPosted) {
+          send.request = request;
+          ++in_ucx;
+        }
       } else {
         on_ucx_done(send, UCS_PTR_STATUS(request));  // done at once, or refused at once
       }
