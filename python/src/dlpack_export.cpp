@@ -211,9 +211,10 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
     return export_copy(tensor, target, consumer, versioned);
   }
   if (!versioned && tensor.is_read_only()) {
+    // Holoscan 5.0's sentence first (libholoscan_core.so.5), then what to do instead.
     throw nb::buffer_error(
-        "a read-only tensor cannot be exported as a legacy DLPack capsule (it cannot carry "
-        "read-only authority, and holoscan_dlpack does not widen access): pass "
+        "Legacy DLPack cannot represent read-only Tensor authority: a read-only tensor is not "
+        "exported as a legacy capsule (holoscan_dlpack does not widen access); pass "
         "max_version=(1, 0) or later");
   }
   order_consumer(tensor, consumer);
