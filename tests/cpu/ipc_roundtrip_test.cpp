@@ -609,5 +609,61 @@ TEST_F(IpcRoundTrip, PublishNeverWaitsForASlowImporter) {
   EXPECT_EQ(pool_->available_blocks(), 1u);
 }
 
+// The exporter's process exits while another process (a launcher that made the socket pair)
+// keeps a copy of its end: the socket never hangs up, so before the fix the importer waited out
+// every receive() (for ever without a limit), poll() said the exporter was there, and the
+// mappings of its allocations stayed. The Hello's pidfd says the process exited.
+TEST(IpcExporterExit, AnImporterLearnsItsExporterExitedWhileAnotherProcessHoldsItsEnd) {
+  test::FakeCudaIpcScope scope;
+  auto pool = test::make_device_pool(1024, 2, test::PoolKind::kShareable);
+  ASSERT_NE(pool, nullptr);
+  auto ends = Channel::pair();
+  ASSERT_TRUE(ends.has_value());
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(go[1]);
+    auto exporter = Exporter::create();
+    auto peer = exporter ? exporter->add_peer(std::move(ends->first), 10000)
+                         : expected<PeerId, Error>(make_unexpected(exporter.error()));
+    const bool published = peer.has_value() &&
+                           exporter->publish(*peer, test::allocate(*pool, {8})).has_value() &&
+                           exporter->publish(*peer, test::allocate(*pool, {8})).has_value();
+    char told = 0;
+    (void)::read(go[0], &told, 1);  // until told to exit, its last Publish unread
+    ::_exit(published ? 0 : 1);
+  }
+  ::close(go[0]);
+  // This process keeps its copy of the exporter's end, ends->first, open throughout.
+  auto importer = Importer::create(std::move(ends->second), 10000);
+  ASSERT_TRUE(importer.has_value()) << importer.error().message;
+  Tensor first = test::receive_one(*importer);
+  ASSERT_TRUE(first);
+  first = Tensor();
+  flush_deferred_releases();
+  EXPECT_EQ(importer->cached_mappings(), 1u);
+  ::close(go[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // What it sent before it exited is still read, then the exit is reported.
+  Tensor second = test::receive_one(*importer);
+  EXPECT_TRUE(second);
+  const auto started = std::chrono::steady_clock::now();
+  auto after = importer->receive(5000);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  ASSERT_FALSE(after.has_value()) << (*after ? "a tensor" : "a timeout");
+  EXPECT_EQ(after.error().code, ErrorCode::kClosed);
+  EXPECT_EQ(after.error().message, "ipc importer: the exporter's process has exited");
+  auto polled = importer->poll();
+  ASSERT_FALSE(polled.has_value());
+  EXPECT_EQ(polled.error().code, ErrorCode::kClosed);
+  second = Tensor();
+  flush_deferred_releases();
+  EXPECT_EQ(importer->cached_mappings(), 0u);  // no exporter left to publish them again
+}
+
 }  // namespace
 }  // namespace holoscan::ipc

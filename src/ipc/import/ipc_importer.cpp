@@ -69,7 +69,7 @@ expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms
     if (!hello) {
       return make_unexpected(std::move(hello.error()));
     }
-    auto outbox = detail::Outbox::create(std::move(channel));
+    auto outbox = detail::Outbox::create(std::move(channel), std::move(hello->process));
     if (!outbox) {
       return make_unexpected(std::move(outbox.error()));
     }
@@ -87,7 +87,8 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
   const detail::Deadline deadline(timeout_ms);
   for (;;) {
     // Waiting happens outside the core's lock, so releases from other threads never wait on it.
-    auto ready = detail::wait_ready(core_->fd(), POLLIN, deadline, kWho);
+    // The exporter's process is watched too: its end of the socket may outlive it.
+    auto ready = detail::wait_ready(core_->fd(), POLLIN, deadline, kWho, core_->exporter_fd());
     if (!ready) {
       return make_unexpected(std::move(ready.error()));
     }

@@ -37,6 +37,8 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
 
   /** @brief The channel's socket. */
   int fd() const noexcept { return outbox_->fd(); }
+  /** @brief The exporter's pidfd (readable once its process exited), or -1. */
+  int exporter_fd() const noexcept { return outbox_->exporter_fd(); }
 
   /**
    * @brief The next message if one is queued now (never waits); flushes releases first. Room for

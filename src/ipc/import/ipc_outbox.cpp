@@ -19,14 +19,18 @@ Error exporter_gone() {
   return Error{ErrorCode::kClosed, std::string(kWho) + ": the exporter has hung up", 0};
 }
 
+Error exporter_exited_error() {
+  return Error{ErrorCode::kClosed, std::string(kWho) + ": the exporter's process has exited", 0};
+}
+
 }  // namespace
 
-expected<std::shared_ptr<Outbox>, Error> Outbox::create(Channel channel) {
+expected<std::shared_ptr<Outbox>, Error> Outbox::create(Channel channel, UniqueFd exporter) {
   if (auto started = start_courier(); !started) {
     return make_unexpected(std::move(started.error()));
   }
   try {
-    return std::make_shared<Outbox>(std::move(channel));
+    return std::make_shared<Outbox>(std::move(channel), std::move(exporter));
   } catch (const std::bad_alloc&) {
     return make_unexpected(out_of_memory(kWho));
   }
@@ -44,6 +48,13 @@ Outbox::Received Outbox::receive_now() {
     return received;
   }
   received.message = channel_.receive(0);
+  // Nothing left to read from an exporter whose process exited: the records it sent before came
+  // first, and no more will come, whoever else holds its end of the socket.
+  if (received.message && !*received.message && exporter_exited()) {
+    closed_ = true;
+    queued_ = 0;
+    received.message = make_unexpected(exporter_exited_error());
+  }
   received.refused_export = channel_.refused_export();
   received.refused_fd_allocation = channel_.refused_fd_allocation();
   received.refused_forget = channel_.refused_forget_allocation();
@@ -104,7 +115,8 @@ expected<void, Error> Outbox::flush() {
   // With nothing to send, no send fails: a hung-up exporter shows only in the socket's state.
   if (!closed_ && queued_ == 0) {
     pollfd state{channel_.fd(), 0, 0};
-    closed_ = ::poll(&state, 1, 0) == 1 && (state.revents & (POLLHUP | POLLERR)) != 0;
+    closed_ = (::poll(&state, 1, 0) == 1 && (state.revents & (POLLHUP | POLLERR)) != 0) ||
+              exporter_exited();
   }
   if (closed_) {
     return make_unexpected(exporter_gone());
@@ -157,6 +169,11 @@ int Outbox::flush_locked() noexcept {
   while (queued_ > 0 && !closed_) {
     auto frame = encode_frame(slots_[head_]);  // a Release the importer made: it encodes
     const int err = frame ? send_record_now(channel_.fd(), *frame, -1) : 0;
+    if (err == EAGAIN && exporter_exited()) {
+      closed_ = true;  // a socket nobody reads any more: the exporter's claims went with it
+      queued_ = 0;
+      return EPIPE;
+    }
     if (err == EAGAIN || (err != 0 && !hung_up(err))) {
       return err;
     }
@@ -169,6 +186,14 @@ int Outbox::flush_locked() noexcept {
     --queued_;
   }
   return 0;
+}
+
+bool Outbox::exporter_exited() const noexcept {
+  if (exporter_.get() < 0) {
+    return false;
+  }
+  pollfd process{exporter_.get(), POLLIN, 0};
+  return ::poll(&process, 1, 0) == 1 && (process.revents & POLLIN) != 0;
 }
 
 void Outbox::hand_to_courier_locked() noexcept {

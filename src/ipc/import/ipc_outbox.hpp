@@ -22,15 +22,19 @@ namespace holoscan::ipc::detail {
 /** @brief One importer connection's channel and its queue of Releases; thread-safe. */
 class HOLOSCAN_DLPACK_ABI Outbox : public std::enable_shared_from_this<Outbox> {
  public:
-  /** @brief An outbox on `channel` (its Hello exchanged); starts the courier if none runs. */
-  static expected<std::shared_ptr<Outbox>, Error> create(Channel channel);
+  /** @brief An outbox on `channel` (its Hello exchanged), whose exporter is the process of the
+   *         pidfd `exporter` (the Hello's; may be empty); starts the courier if none runs. */
+  static expected<std::shared_ptr<Outbox>, Error> create(Channel channel, UniqueFd exporter);
   /** @brief Use create(). */
-  explicit Outbox(Channel channel) noexcept : channel_(std::move(channel)) {}
+  Outbox(Channel channel, UniqueFd exporter) noexcept
+      : channel_(std::move(channel)), exporter_(std::move(exporter)) {}
   Outbox(const Outbox&) = delete;
   Outbox& operator=(const Outbox&) = delete;
 
   /** @brief The channel's socket. */
   int fd() const noexcept { return channel_.fd(); }
+  /** @brief The exporter's pidfd, readable once that process exited; -1 when unknown. */
+  int exporter_fd() const noexcept { return exporter_.get(); }
 
   /** @brief What receive_now() read. */
   struct Received {
@@ -42,7 +46,8 @@ class HOLOSCAN_DLPACK_ABI Outbox : public std::enable_shared_from_this<Outbox> {
   };
 
   /**
-   * @brief Sends what is queued, then reads the next message if one is there (never waits).
+   * @brief Sends what is queued, then reads the next message if one is there (never waits);
+   *        kClosed once the exporter hung up or its process exited and nothing is left to read.
    *
    * Room for one Release is set aside before anything is read, and promised to the Publish
    * read, or refused with an export to give back (kResourceExhausted, nothing read, when there is
@@ -66,7 +71,8 @@ class HOLOSCAN_DLPACK_ABI Outbox : public std::enable_shared_from_this<Outbox> {
   void send(const Release& release) noexcept;
 
   /** @brief Sends what is queued, as far as the socket has room; never waits. kClosed once the
-   *         exporter hung up (what was queued is dropped then: nobody is left to tell). */
+   *         exporter hung up or its process exited (what was queued is dropped then: nobody is
+   *         left to tell). */
   expected<void, Error> flush();
 
   /** @brief Releases queued for want of room in the socket. */
@@ -97,9 +103,13 @@ class HOLOSCAN_DLPACK_ABI Outbox : public std::enable_shared_from_this<Outbox> {
   // Sends from the front while the socket takes them: 0, or send_record_now()'s errno.
   int flush_locked() noexcept;
   void hand_to_courier_locked() noexcept;
+  // Whether the exporter's process has exited. Its end of the socket may outlive it (another
+  // process holding a copy, as a launcher that made the pair), so the socket alone never says so.
+  bool exporter_exited() const noexcept;
 
   mutable std::mutex mutex_;
   Channel channel_;
+  UniqueFd exporter_;
   std::vector<Release> slots_;
   std::size_t head_ = 0;
   std::size_t queued_ = 0;

@@ -25,10 +25,11 @@ int Deadline::remaining_ms() const noexcept {
   return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
 }
 
-expected<bool, Error> wait_ready(int fd, short events, const Deadline& deadline, const char* who) {
+expected<bool, Error> wait_ready(int fd, short events, const Deadline& deadline, const char* who,
+                                 int also) {
   for (;;) {
-    pollfd entry{fd, events, 0};
-    const int ready = ::poll(&entry, 1, deadline.remaining_ms());
+    pollfd entries[2] = {{fd, events, 0}, {also, POLLIN, 0}};
+    const int ready = ::poll(entries, also >= 0 ? 2 : 1, deadline.remaining_ms());
     if (ready > 0) {
       return true;
     }

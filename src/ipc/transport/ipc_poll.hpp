@@ -22,8 +22,10 @@ class HOLOSCAN_DLPACK_ABI Deadline {
   std::chrono::steady_clock::time_point end_;
 };
 
-/** @brief Waits until `fd` reports one of `events` (or an error or hang-up); false on timeout. */
-expected<bool, Error> wait_ready(int fd, short events, const Deadline& deadline, const char* who);
+/** @brief Waits until `fd` reports one of `events` (or an error or hang-up), or `also` (when not
+ *         -1) becomes readable; false on timeout. */
+expected<bool, Error> wait_ready(int fd, short events, const Deadline& deadline, const char* who,
+                                 int also = -1);
 
 /**
  * @brief wait_ready() for calls that return `expected<std::optional<T>>`: nullopt once `fd` is
