@@ -79,12 +79,23 @@ class SharedHandle {
    *         a closed object by identity when it is unregistered). */
   int fileno() const noexcept { return object_ == nullptr ? -1 : object_->fd(); }
 
-  /** @brief Lets go of the object; it is destroyed without the GIL once no call uses it. */
+  /**
+   * @brief Lets go of the object; it is destroyed without the GIL once no call uses it, except
+   *        while the interpreter finalizes: then with the GIL, so that the Python objects it
+   *        lets go (a worker's receive pool, a producer still being sent) are released by this
+   *        thread, the one that finalizes, instead of leaked as releases from a thread without
+   *        the GIL are once Python is exiting. No other Python thread runs then to be stalled.
+   */
   void close() noexcept {
     std::shared_ptr<T> gone = std::move(object_);
-    if (gone != nullptr) {
-      without_gil([&] { gone.reset(); });  // a destructor may wait briefly on a socket
+    if (gone == nullptr) {
+      return;
     }
+    if (interpreter_finalizing()) {
+      gone.reset();
+      return;
+    }
+    without_gil([&] { gone.reset(); });  // a destructor may wait briefly on a socket
   }
 
  private:

@@ -26,10 +26,10 @@ struct PythonRelease {
 };
 
 /**
- * @brief Runs `node` now when this thread holds the GIL and the interpreter is not finalizing;
- *        otherwise queues it for a Python thread (a pending call, and every entry into the
- *        module); once Python is exiting, leaks the producer. Callable from any thread, noexcept,
- *        never blocks on the GIL.
+ * @brief Runs `node` now when this thread holds the GIL (the finalizing thread too); otherwise
+ *        queues it for a Python thread (a pending call, and every entry into the module); once
+ *        Python is exiting, leaks the producer when no GIL is held. Callable from any thread,
+ * noexcept, never blocks on the GIL.
  */
 void release_with_python(PythonRelease* node) noexcept;
 

@@ -111,3 +111,20 @@ def test_producers_dropped_at_exit_are_released_by_the_finalizing_thread():
     assert "finalized global" in result.stdout, result.stdout + result.stderr
     assert "finalized cached" in result.stdout, result.stdout + result.stderr
     assert "nanobind: leaked" not in result.stderr, result.stderr
+
+
+WORKER_WITH_A_POOL_AT_EXIT = """
+    import holoscan_dlpack as hd
+    from holoscan_dlpack import ucx
+
+    pool = hd.TensorPool(memory="host", block_bytes=256, block_count=2)
+    worker = ucx.Worker(receive_pool=pool)  # closed by the modules' globals going at exit
+    print("ran")
+"""
+
+
+def test_a_worker_closed_at_exit_releases_its_receive_pool():
+    """A UCX worker still open at exit is closed as the interpreter finalizes: its receive pool,
+    a Python object, was let go without the GIL and leaked (the pool and its blocks with it)."""
+    pytest.importorskip("holoscan_dlpack.ucx")
+    assert_no_leak_at_exit(WORKER_WITH_A_POOL_AT_EXIT, "ran")
