@@ -665,5 +665,48 @@ TEST(IpcExporterExit, AnImporterLearnsItsExporterExitedWhileAnotherProcessHoldsI
   EXPECT_EQ(importer->cached_mappings(), 0u);  // no exporter left to publish them again
 }
 
+// An honest exporter names at most kRememberedAllocations allocations whose fd it counts as sent;
+// a caller's import_tensor of another allocation (its descriptor and fd came another way) was
+// cached among them and pushed the oldest channel mapping out, so the exporter's next Publish of
+// that allocation, without its fd, was refused (a tensor lost). The caller's mappings are bounded
+// apart now.
+TEST(IpcCallersImports, NeverPushOutAMappingTheExporterCountsAsSent) {
+  test::FakeCudaIpcScope scope;
+  auto exporter = Exporter::create();
+  ASSERT_TRUE(exporter.has_value());
+  auto connected = test::connect_importer(*exporter);
+  ASSERT_TRUE(connected.importer.has_value());
+  Importer& importer = *connected.importer;
+  std::vector<std::shared_ptr<TensorPool>> pools;
+  for (std::size_t i = 0; i < kRememberedAllocations; ++i) {
+    pools.push_back(test::make_device_pool(1024, 1, test::PoolKind::kShareable));
+    ASSERT_TRUE(exporter->publish(connected.peer, test::allocate(*pools.back(), {8})));
+    EXPECT_TRUE(static_cast<bool>(test::receive_one(importer)));
+  }
+  ASSERT_TRUE(test::poll_until(*exporter, [&] { return exporter->held() == 0; }));
+  EXPECT_EQ(importer.cached_mappings(), kRememberedAllocations);
+  auto extra = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
+  {
+    Tensor tensor = test::allocate(*extra, {8});
+    auto exported = export_tensor(tensor, 1000000);
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    auto imported = import_tensor(exported->descriptor(),
+                                  UniqueFd(::fcntl(exported->fd(), F_DUPFD_CLOEXEC, 0)), importer);
+    ASSERT_TRUE(imported.has_value()) << imported.error().message;
+  }
+  flush_deferred_releases();
+  // Every allocation the exporter counts as sent is published again, without its fd.
+  const auto refused_before = importer.stats().refused;
+  for (const auto& pool : pools) {
+    ASSERT_TRUE(exporter->publish(connected.peer, test::allocate(*pool, {8})));
+    auto received = importer.receive(1000);
+    ASSERT_TRUE(received.has_value()) << received.error().message;
+    EXPECT_TRUE(received->has_value());
+  }
+  EXPECT_EQ(importer.stats().refused, refused_before);
+  connected.importer.reset();
+  EXPECT_TRUE(test::poll_until(*exporter, [&] { return exporter->held() == 0; }));
+}
+
 }  // namespace
 }  // namespace holoscan::ipc

@@ -123,14 +123,16 @@ expected<std::shared_ptr<ImportedMapping>, Error> MappingCache::get(
   try {
     // A different allocation under a known id replaces the entry; imports keep the old mapping.
     Entry& entry = entries_[id];
-    fd_entries_ -= entry.mapping != nullptr && entry.kind == MemoryHandleKind::kPosixFd ? 1 : 0;
+    if (entry.mapping != nullptr) {
+      count_fd_entry(entry, -1);
+    }
     entry = Entry{*mapping,
                   descriptor.handle_kind,
                   descriptor.handle_bytes,
                   descriptor.allocation_bytes,
                   ++clock_,
                   from_channel};
-    fd_entries_ += entry.kind == MemoryHandleKind::kPosixFd ? 1 : 0;
+    count_fd_entry(entry, +1);
   } catch (...) {
     // Not cached: still usable for this import. A kPosixFd allocation's next export that comes
     // without its fd is refused then, and the exporter sends the fd again.
@@ -147,16 +149,25 @@ std::shared_ptr<ImportedMapping> MappingCache::forget(std::uint64_t id,
     return nullptr;
   }
   std::shared_ptr<ImportedMapping> mapping = std::move(found->second.mapping);
-  fd_entries_ -= found->second.kind == MemoryHandleKind::kPosixFd ? 1 : 0;
+  count_fd_entry(found->second, -1);
   entries_.erase(found);
   return mapping;
 }
 
-bool MappingCache::evict_oldest(MemoryHandleKind kind, bool idle_only) noexcept {
+void MappingCache::count_fd_entry(const Entry& entry, int change) noexcept {
+  if (entry.kind == MemoryHandleKind::kPosixFd) {
+    std::size_t& count = fd_entries_[entry.from_channel ? 1 : 0];
+    count = change > 0 ? count + 1 : count - 1;
+  }
+}
+
+bool MappingCache::evict_oldest(MemoryHandleKind kind, std::optional<bool> side,
+                                bool idle_only) noexcept {
   auto oldest = entries_.end();
   for (auto e = entries_.begin(); e != entries_.end(); ++e) {
     // use_count() == 1: only the cache holds it, and only this (locked) cache hands it out.
-    if (e->second.kind == kind && (!idle_only || e->second.mapping.use_count() == 1) &&
+    if (e->second.kind == kind && (!side || e->second.from_channel == *side) &&
+        (!idle_only || e->second.mapping.use_count() == 1) &&
         (oldest == entries_.end() || e->second.last_use < oldest->second.last_use)) {
       oldest = e;
     }
@@ -172,11 +183,17 @@ void MappingCache::evict() noexcept {
   // An exporter keeps at most kRememberedAllocations fds counted as sent, naming the one it
   // forgets: more than that is a broken exporter, whose exports then go refused, never mapped
   // from the wrong memory.
-  while (fd_entries_ > kRememberedAllocations &&
-         evict_oldest(MemoryHandleKind::kPosixFd, /*idle_only=*/false)) {
+  while (fd_entries_[1] > kRememberedAllocations &&
+         evict_oldest(MemoryHandleKind::kPosixFd, /*side=*/true, /*idle_only=*/false)) {
   }
-  while (entries_.size() - fd_entries_ > kMaxIdle &&
-         evict_oldest(MemoryHandleKind::kCudaIpc, /*idle_only=*/true)) {
+  // A caller's kPosixFd mappings count against no exporter's bound: past kMaxIdle of them the
+  // least recently used goes (imports keep theirs), never one the channel made.
+  while (fd_entries_[0] > kMaxIdle &&
+         evict_oldest(MemoryHandleKind::kPosixFd, /*side=*/false, /*idle_only=*/false)) {
+  }
+  const std::size_t fd_entries = fd_entries_[0] + fd_entries_[1];
+  while (entries_.size() - fd_entries > kMaxIdle &&
+         evict_oldest(MemoryHandleKind::kCudaIpc, std::nullopt, /*idle_only=*/true)) {
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "holoscan/expected.hpp"
@@ -80,7 +81,8 @@ class HOLOSCAN_DLPACK_ABI MappingCache {
   /** @brief Forgets every mapping; those imports still hold are unmapped when released. */
   void clear() noexcept {
     entries_.clear();
-    fd_entries_ = 0;
+    fd_entries_[0] = 0;
+    fd_entries_[1] = 0;
   }
   /** @brief Mappings cached. */
   std::size_t size() const noexcept { return entries_.size(); }
@@ -96,13 +98,17 @@ class HOLOSCAN_DLPACK_ABI MappingCache {
     std::uint64_t last_use = 0;
     bool from_channel = false;  // mapped from a Publish's fd or handle (the exporter's word)
   };
-  // Evicts the least recently used entry of `kind` (only idle ones when `idle_only`); false
-  // when there is none.
-  bool evict_oldest(MemoryHandleKind kind, bool idle_only) noexcept;
+  // Evicts the least recently used entry of `kind`, of `side` only when given (made from the
+  // channel or not), and only an idle one when `idle_only`; false when there is none.
+  bool evict_oldest(MemoryHandleKind kind, std::optional<bool> side, bool idle_only) noexcept;
   void evict() noexcept;
+  // Counts `entry` in (+1) or out (-1) of the kPosixFd entries of its side.
+  void count_fd_entry(const Entry& entry, int change) noexcept;
 
   std::unordered_map<std::uint64_t, Entry> entries_;
-  std::size_t fd_entries_ = 0;  // kPosixFd entries among them
+  // kPosixFd entries among them: [0] made by callers' imports, [1] from the channel. Apart, so
+  // that a caller's imports never push out a mapping the exporter counts as sent.
+  std::size_t fd_entries_[2] = {};
   std::uint64_t clock_ = 0;
   std::uint64_t opened_ = 0;
 };
