@@ -708,5 +708,56 @@ TEST(IpcCallersImports, NeverPushOutAMappingTheExporterCountsAsSent) {
   EXPECT_TRUE(test::poll_until(*exporter, [&] { return exporter->held() == 0; }));
 }
 
+// The importer's side of the test above: a child forked without exec that drops its copy of an
+// import with a deallocation point, then its copy of the Importer, made the CUDA calls of a
+// Release (a release stream, a wait, an event recorded) and unmapped the parent's VMM mapping
+// (cuMemUnmap, cuMemRelease), CUDA calls a forked child cannot make. It calls none now.
+TEST(IpcForkedChild, DroppingItsCopiesOfAnImportAndTheImporterCallsNoCuda) {
+  test::FakeCudaIpcScope scope;
+  test::LocalLink link = test::local_link(2);
+  ASSERT_TRUE(link.ok());
+  ASSERT_TRUE(link.exporter->publish(link.peer, test::allocate(*link.pool, {8})).has_value());
+  Tensor imported = test::receive_one(*link.importer);
+  ASSERT_TRUE(imported);
+  const cudaStream_t consumer = scope.fake().create_stream(0);
+  scope.fake().launch(consumer);
+  ASSERT_TRUE(imported.set_deallocation_stream(consumer));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto& ipc = scope.ipc();
+    const CudaIpcEntry counted[] = {CudaIpcEntry::kStreamCreateWithFlags,
+                                    CudaIpcEntry::kStreamWaitEvent,
+                                    CudaIpcEntry::kEventRecord,
+                                    CudaIpcEntry::kEventCreateWithFlags,
+                                    CudaIpcEntry::kMemUnmap,
+                                    CudaIpcEntry::kMemRelease};
+    std::uint64_t before[6];
+    for (int i = 0; i < 6; ++i) {
+      before[i] = ipc.calls(counted[i]);
+    }
+    imported = Tensor();
+    link.importer.reset();
+    scope.fake().complete(consumer);
+    flush_deferred_releases();
+    int made = 0;
+    for (int i = 0; i < 6; ++i) {
+      made |= ipc.calls(counted[i]) != before[i] ? 1 << i : 0;
+    }
+    ::_exit(made);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "CUDA calls in the child, by bit: 1 stream create, 2 stream wait, 4 event record, "
+         "8 event create, 16 cuMemUnmap, 32 cuMemRelease";
+  // The parent's copies are whole: its drop gives the export back as ever.
+  scope.fake().complete(consumer);
+  imported = Tensor();
+  link.importer.reset();
+  EXPECT_TRUE(test::poll_until(*link.exporter, [&] { return link.exporter->held() == 0; }));
+}
+
 }  // namespace
 }  // namespace holoscan::ipc

@@ -131,6 +131,9 @@ expected<ipc::UniqueFd, Error> VmmAllocation::export_fd() const {
 }
 
 VmmAllocation::~VmmAllocation() {
+  if (::getpid() != maker_) {
+    return;  // a forked child's copy: the parent's mapping, left to the child's exit
+  }
   // As every free: never in global capture mode, which another thread's capture would refuse.
   const RelaxedCaptureScope relaxed;
   DeviceGuard guard(device_);

@@ -2,6 +2,8 @@
 // Device memory through the CUDA virtual memory management (VMM) API: a physical allocation that
 // can be exported as a POSIX file descriptor, reserved, mapped and made accessible in this
 // process. Shareable TensorPools allocate it; importers map what another process exported.
+#include <unistd.h>
+
 #include <cstddef>
 #include <memory>
 
@@ -61,6 +63,7 @@ class HOLOSCAN_DLPACK_ABI VmmAllocation {
   bool mapped_ = false;
   bool read_only_ = false;
   int device_ = 0;
+  pid_t maker_ = ::getpid();  // a forked child's copy frees nothing (CUDA is unusable there)
 };
 
 }  // namespace holoscan::detail

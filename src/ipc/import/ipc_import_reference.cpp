@@ -1,5 +1,7 @@
 #include "ipc/import/ipc_import_reference.hpp"
 
+#include <unistd.h>
+
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -45,11 +47,19 @@ ImportedReference::ImportedReference(std::shared_ptr<ImporterCore> core,
       mapping_(std::move(mapping)),
       readiness_(std::move(readiness)),
       export_id_(export_id),
-      device_(device) {}
+      device_(device),
+      maker_(::getpid()) {}
 
 ImportedReference::~ImportedReference() {
   holoscan::detail::StreamPointList points =
       holoscan::detail::tracked_streams(*this).take_release_points();
+  if (::getpid() != maker_) {
+    // A forked child's copy: the parent still reads the memory and gives the export back itself,
+    // and CUDA cannot be used here. Nothing is recorded, queried or sent; the points' events and
+    // the mapping (which unmaps nothing in a child) are left to the child's exit.
+    points.clear();
+    return;
+  }
   if (points.empty()) {
     // No consumer work was recorded: done, no event to wait for. Unmapped (unless the cache
     // keeps it) before the Release goes.

@@ -2,6 +2,8 @@
 // The memory reference of an imported tensor: readiness through the exporter's interprocess
 // event, deallocation points as for any tensor, and, when the last owner goes, a Release to the
 // exporter ordered after every deallocation point on the GPU.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 
@@ -46,6 +48,7 @@ class HOLOSCAN_DLPACK_ABI ImportedReference final : public StreamTrackedReferenc
   std::shared_ptr<holoscan::detail::OpenedEvent> readiness_;
   std::uint64_t export_id_;
   int device_;
+  pid_t maker_;  // the process that imported it: a forked child's copy calls no CUDA
 };
 
 }  // namespace holoscan::ipc::detail

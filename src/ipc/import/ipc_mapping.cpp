@@ -75,7 +75,7 @@ expected<std::shared_ptr<ImportedMapping>, Error> ImportedMapping::open(
 }
 
 ImportedMapping::~ImportedMapping() {
-  if (legacy_ != nullptr) {
+  if (legacy_ != nullptr && ::getpid() == opener_) {
     // Unmapping synchronizes: never in global capture mode, which another thread's capture
     // would refuse.
     const holoscan::detail::RelaxedCaptureScope relaxed;

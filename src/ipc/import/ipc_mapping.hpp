@@ -1,6 +1,8 @@
 #pragma once
 // Another process's allocation mapped into this one, and the importer's cache of them: one
 // mapping per (exporter, allocation id), reused by every import from that allocation.
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,6 +45,7 @@ class HOLOSCAN_DLPACK_ABI ImportedMapping {
   char* legacy_ = nullptr;                                // kCudaIpc: cudaIpcOpenMemHandle's
   char* base_ = nullptr;
   int device_ = 0;
+  pid_t opener_ = ::getpid();  // a forked child's copy unmaps nothing (CUDA is unusable there)
 };
 
 /**
