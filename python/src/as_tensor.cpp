@@ -69,26 +69,9 @@ nb::object import_tensor(nb::handle object, const ProtocolStream& consumer) {
 // The DLPack protocol is both methods: Holoscan 5.0's as_tensor passes an object with only one of
 // them over for the array interfaces.
 bool has_dlpack(nb::handle object) {
-  // A proxy's __getattr__ is Python code, run by this thread: see running_python.
-  const auto has = [&](const char* name) {
-    return running_python([&] { return PyObject_HasAttrString(object.ptr(), name); }) != 0;
-  };
-  return PyCapsule_CheckExact(object.ptr()) || (has("__dlpack__") && has("__dlpack_device__"));
-}
-
-// The attribute, or nothing when the object has none (AttributeError). Read once: an interface
-// is often a property that builds its dict (and may synchronize) on every read.
-nb::object attribute_if_any(nb::handle object, const char* name) {
-  // A property is Python code, run by this thread: see running_python.
-  PyObject* value = running_python([&] { return PyObject_GetAttrString(object.ptr(), name); });
-  if (value == nullptr) {
-    if (PyErr_ExceptionMatches(PyExc_AttributeError) == 0) {
-      throw nb::python_error();
-    }
-    PyErr_Clear();
-    return nb::object();
-  }
-  return nb::steal(value);
+  return PyCapsule_CheckExact(object.ptr()) ||
+         (attribute_if_any(object, "__dlpack__").is_valid() &&
+          attribute_if_any(object, "__dlpack_device__").is_valid());
 }
 
 // Holoscan 5.0 parses the stream of every import with one rule: the import records a readiness

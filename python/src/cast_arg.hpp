@@ -32,7 +32,8 @@ std::string describe(const Text& text) {
 
 /**
  * @brief `value`'s __index__() as an int where it is no int but has one; `value` itself otherwise;
- *        invalid where that __index__ raised (its error cleared, as nanobind's casters clear it).
+ *        invalid where that __index__ raised TypeError or OverflowError (cleared, as nanobind's
+ *        casters clear them); any other exception it raised propagates.
  *        An __index__ is Python code, run by this thread: nanobind's integer caster runs it from a
  *        noexcept function, where a thread ended at exit aborts the process; here it is a C call
  *        under running_python, and that caster then reads an int.
@@ -44,9 +45,33 @@ inline nanobind::object index_value(nanobind::handle value) {
   }
   nanobind::object index = nanobind::steal(running_python([&] { return PyNumber_Index(object); }));
   if (!index.is_valid()) {
+    // Only the refusals a caster makes itself are cleared; anything else the __index__ raised
+    // (KeyboardInterrupt, its own error) is the caller's to see.
+    if (PyErr_ExceptionMatches(PyExc_TypeError) == 0 &&
+        PyErr_ExceptionMatches(PyExc_OverflowError) == 0) {
+      throw nanobind::python_error();
+    }
     PyErr_Clear();
   }
   return index;
+}
+
+/**
+ * @brief The attribute `name` of `object`, or an invalid object when it has none (AttributeError).
+ *        Any other exception its lookup raised (a property's, a proxy's __getattr__: Python code,
+ *        run by this thread, see running_python; KeyboardInterrupt among them) propagates, which
+ *        PyObject_HasAttrString would swallow. Read once: a property may build its value anew.
+ */
+inline nanobind::object attribute_if_any(nanobind::handle object, const char* name) {
+  PyObject* value = running_python([&] { return PyObject_GetAttrString(object.ptr(), name); });
+  if (value == nullptr) {
+    if (PyErr_ExceptionMatches(PyExc_AttributeError) == 0) {
+      throw nanobind::python_error();
+    }
+    PyErr_Clear();
+    return nanobind::object();
+  }
+  return nanobind::steal(value);
 }
 
 /** @brief `value` as a T (what nb::cast accepts), or TypeError with `message`. */

@@ -22,6 +22,9 @@ struct RawStream {
 
 // A handle as an integer; one past intptr_t is no stream (refused as a negative one is).
 std::intptr_t stream_integer(nb::handle value, const char* what) {
+  if (PyBool_Check(value.ptr())) {
+    throw nb::type_error((std::string(what) + " must be an integer, not a bool").c_str());
+  }
   const std::optional<std::intptr_t> handle = integer_argument<std::intptr_t>(value, what);
   if (!handle) {
     raise_invalid_argument("stream " + display_text(value) + " is not a stream");
@@ -59,23 +62,16 @@ RawStream raw_stream(nb::handle stream) {
   if (PyLong_Check(stream.ptr())) {
     return {stream_integer(stream, "stream"), false};
   }
-  // A stream object's attributes may be Python code (a proxy, a property): see running_python.
-  const auto has = [&](const char* name) {
-    return running_python([&] { return PyObject_HasAttrString(stream.ptr(), name); }) != 0;
-  };
-  if (has("__cuda_stream__")) {
+  // A stream object's attributes may be Python code (a proxy, a property): attribute_if_any
+  // lets what they raise through.
+  if (attribute_if_any(stream, "__cuda_stream__").is_valid()) {
     return {cuda_stream_protocol(stream), true};
   }
   // torch's and CuPy's stream objects: the attribute, and its name in an error.
   constexpr std::pair<const char*, const char*> kHandles[] = {{"cuda_stream", "stream.cuda_stream"},
                                                               {"ptr", "stream.ptr"}};
   for (const auto& [attribute, name] : kHandles) {
-    if (has(attribute)) {
-      const nb::object handle = nb::steal(
-          running_python([&] { return PyObject_GetAttrString(stream.ptr(), attribute); }));
-      if (!handle.is_valid()) {
-        throw nb::python_error();
-      }
+    if (const nb::object handle = attribute_if_any(stream, attribute); handle.is_valid()) {
       return {stream_integer(handle, name), true};
     }
   }

@@ -158,6 +158,44 @@ def test_stream_objects_with_bad_values(stream, error, message):
     assert str(raised.value) == message
 
 
+class Interrupting:
+    """A stream object whose every attribute lookup is interrupted (Ctrl-C in a property)."""
+
+    def __getattr__(self, name):
+        raise KeyboardInterrupt(name)
+
+
+class InterruptingIndex:
+    def __index__(self):
+        raise KeyboardInterrupt("__index__")
+
+
+class FailingIndex:
+    def __index__(self):
+        raise ValueError("its own error")
+
+
+@pytest.mark.parametrize("stream, error, match", [
+    (Interrupting(), KeyboardInterrupt, "__cuda_stream__"),
+    (CudaStream(0, InterruptingIndex()), KeyboardInterrupt, "__index__"),
+    (CudaStream(0, FailingIndex()), ValueError, "its own error"),
+], ids=["attribute", "protocol-handle", "protocol-handle-error"])
+def test_what_a_stream_objects_own_code_raises_reaches_the_caller(stream, error, match):
+    """A property, __getattr__ or __index__ is Python code: what it raises (Ctrl-C among it) was
+    swallowed and reported as "not a stream" or a TypeError."""
+    for use in stream_users():
+        with pytest.raises(error, match=match):
+            use(stream)
+
+
+@pytest.mark.parametrize("stream", [CudaStream(0, True), Attribute("cuda_stream", True),
+                                    Attribute("ptr", False)],
+                         ids=["__cuda_stream__", "cuda_stream", "ptr"])
+def test_a_bool_is_no_stream_handle_inside_a_stream_object_either(stream):
+    with pytest.raises(TypeError, match="must be an integer, not a bool"):
+        export_to_device(stream)
+
+
 @pytest.mark.parametrize("device, error, message", [
     (("1", 0), TypeError, "dl_device[0] must be an integer, not str"),
     ((KDL_CPU, 0.0), TypeError, "dl_device[1] must be an integer, not float"),
