@@ -14,6 +14,8 @@ processes".
 
 from multiprocessing import reduction as _reduction
 
+from . import errors
+
 from ._core.ipc import (
     Channel,
     Exporter,
@@ -30,7 +32,10 @@ def _rebuild_channel(duplicate):
 
 
 def _reduce_channel(channel):
-    """multiprocessing's pickling of a Channel: a duplicate of its socket for the receiver."""
+    """multiprocessing's pickling of a Channel: a duplicate of its socket for the receiver. A
+    closed Channel has none: ClosedError, as every other use of it gives."""
+    if channel.closed:
+        raise errors.ClosedError("kClosed: ipc.Channel: closed (it cannot be sent to a process)")
     return _rebuild_channel, (_reduction.DupFd(channel.fileno()),)
 
 

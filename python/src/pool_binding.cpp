@@ -15,6 +15,7 @@
 #include "cast_arg.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
+#include "stream_arg.hpp"
 #include "without_gil.hpp"
 
 namespace nb = nanobind;
@@ -30,7 +31,12 @@ PoolMemory parse_memory(nb::handle memory) {
     raise_invalid_argument("memory must be 'device' or 'host', not " +
                            display_text(nb::repr(memory)));
   }
-  return cast_or_type_error<PoolMemory>(memory, "memory must be 'device', 'host' or a PoolMemory");
+  // A PoolMemory itself, not whatever nanobind's enum caster converts (True, 1, another enum
+  // whose value happens to match): False would ask for a device pool.
+  if (!nb::isinstance<PoolMemory>(memory)) {
+    throw nb::type_error("memory must be 'device', 'host' or a PoolMemory");
+  }
+  return nb::cast<PoolMemory>(memory);
 }
 
 std::shared_ptr<TensorPool> create_pool(nb::handle memory, int device, std::size_t block_bytes,
@@ -72,18 +78,26 @@ void bind_pool(nb::module_& module) {
                   Entry(), "Same as the constructor (the C++ name).")
       .def(
           "allocate",
-          [](TensorPool& pool, nb::handle shape, nb::handle dtype) {
-            auto tensor = pool.allocate(sequence_int64s(shape, "shape"), parse_dtype(dtype));
+          [](TensorPool& pool, nb::handle shape, nb::handle dtype, nb::handle stream) {
+            const std::vector<std::int64_t> extents = sequence_int64s(shape, "shape");
+            const DLDataType type = parse_dtype(dtype);
+            auto tensor = stream.is_none() ? pool.allocate(extents, type)
+                                           : pool.allocate(extents, type, parse_stream(stream));
             if (!tensor) {
               raise_error(tensor.error());
             }
             return std::move(*tensor);
           },
-          nb::arg("shape"), nb::arg("dtype"), Entry(),
-          nb::sig("def allocate(self, shape: collections.abc.Sequence[int], dtype: object) -> "
-                  "Tensor"),
-          "A compact, writable tensor in a free block; ResourceExhaustedError when none is "
-          "free, InvalidArgumentError when the request can never fit a block.")
+          nb::arg("shape"), nb::arg("dtype"), nb::kw_only(), nb::arg("stream") = nb::none(),
+          Entry(),
+          nb::sig("def allocate(self, shape: collections.abc.Sequence[int], dtype: object, *, "
+                  "stream: object = None) -> Tensor"),
+          "A compact, writable tensor in a block: without a stream, a free block only (its "
+          "readers done); with the producer's `stream` (a handle, 1, 2 or a stream object, as "
+          "set_readiness_stream takes it), a block nobody names, the stream made to wait for "
+          "its readers' points (stream-ordered reuse; record the readiness on that stream). "
+          "ResourceExhaustedError when none is free, InvalidArgumentError when the request can "
+          "never fit a block.")
       .def("available_blocks", &TensorPool::available_blocks, Entry(),
            "Blocks that could be handed out now (polls, never waits).")
       .def_prop_ro("block_count", &TensorPool::block_count, Entry(), "Total blocks.")

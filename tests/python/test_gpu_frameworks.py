@@ -417,3 +417,30 @@ def test_torch_and_cupy_take_the_versioned_read_only_export():
     assert cupy.from_dlpack(t).data.ptr == x.data_ptr()
     with pytest.raises(BufferError, match="read-only"):
         t.__dlpack__(stream=1)  # what a consumer of legacy capsules would ask
+
+
+def test_stream_ordered_allocate_never_overwrites_what_a_reader_still_reads(testing):
+    """allocate(shape, dtype, stream=producer) hands out a block whose last reader is still
+    reading (nothing names it), and orders the producer's stream after that reader: the new
+    write lands only once the slow read is done, so the read sees the old values."""
+    torch = cuda_torch()
+    pool = hd.TensorPool(memory="device", block_bytes=ROWS * COLS * 4, block_count=1)
+    reader, producer = torch.cuda.Stream(), torch.cuda.Stream()
+    first = pool.allocate((ROWS, COLS), "float32")
+    torch.from_dlpack(first).fill_(1.0)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(reader):
+        torch.cuda._sleep(SLOW)
+        seen = torch.from_dlpack(first).clone()  # the old values, read late
+    assert first.set_deallocation_stream(reader)
+    del first
+    gc.collect()
+    with pytest.raises(hd.errors.ResourceExhaustedError):
+        pool.allocate((ROWS, COLS), "float32")  # without a stream: only a block nobody reads
+    second = pool.allocate((ROWS, COLS), "float32", stream=producer)
+    with torch.cuda.stream(producer):
+        torch.from_dlpack(second).fill_(2.0)
+    assert second.set_readiness_stream(producer)
+    torch.cuda.synchronize()
+    assert float(seen.min()) == float(seen.max()) == 1.0, "the new owner wrote under the reader"
+    assert float(torch.from_dlpack(second).min()) == 2.0

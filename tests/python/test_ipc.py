@@ -445,6 +445,16 @@ def test_a_channel_through_a_pipe_and_an_exporter_that_exits():
     assert child.exitcode == 0
 
 
+def test_a_closed_channel_is_refused_by_multiprocessings_pickler_as_closed():
+    import io
+    from multiprocessing.reduction import ForkingPickler
+    mine, theirs = ipc.Channel.pair()
+    mine.close()
+    with pytest.raises(hd.errors.ClosedError, match="closed"):
+        ForkingPickler(io.BytesIO()).dump(mine)
+    theirs.close()
+
+
 def test_a_channel_cannot_be_pickled_outside_multiprocessing():
     import pickle
     mine, theirs = ipc.Channel.pair()

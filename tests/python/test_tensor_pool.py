@@ -95,6 +95,11 @@ def test_bad_pool_configurations():
         hd.TensorPool(memory="disk", block_bytes=256, block_count=1)
     with pytest.raises(TypeError):
         hd.TensorPool("host", 0, 256, 1)  # keyword-only, as the config's fields
+    # Only a name or a PoolMemory: nothing that merely converts to one (False asked for a device
+    # pool, True and 1 for a host pool, another enum by its value).
+    for memory in (True, False, 1, hd.DLDeviceType.DLCPU):
+        with pytest.raises(TypeError, match="memory must be 'device', 'host' or a PoolMemory"):
+            hd.TensorPool(memory=memory, block_bytes=256, block_count=1)
     if not cuda_device_present():
         # A failed CUDA call is kFailure (Holoscan 5.0 has no CUDA code): FailureError.
         with pytest.raises(hd.errors.FailureError, match="kFailure") as raised:
@@ -110,3 +115,16 @@ def test_shareable_pools_are_device_pools():
     if cuda_device_present():  # the VMM API, exportable as a POSIX fd
         shared = hd.TensorPool(memory="device", block_bytes=1 << 20, block_count=2, shareable=True)
         assert shared.allocate((16,), "float32").device.device_type == hd.DLDeviceType.DLCUDA
+
+
+def test_allocate_takes_a_producer_stream_by_keyword():
+    pool = hd.TensorPool(memory="host", block_bytes=256, block_count=1)
+    with pytest.raises(TypeError):
+        pool.allocate([4], "float32", 1)  # keyword-only
+    with pytest.raises(TypeError, match="not a bool"):
+        pool.allocate([4], "float32", stream=True)
+    with pytest.raises(hd.errors.InvalidArgumentError, match="is not a stream"):
+        pool.allocate([4], "float32", stream=-(2**70))
+    if cuda_device_present():
+        t = pool.allocate([4], "float32", stream=2)  # the per-thread default stream
+        assert t.shape == (4,)
