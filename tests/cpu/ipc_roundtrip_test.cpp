@@ -632,8 +632,8 @@ TEST(IpcExporterExit, AnImporterLearnsItsExporterExitedWhileAnotherProcessHoldsI
                            exporter->publish(*peer, test::allocate(*pool, {8})).has_value() &&
                            exporter->publish(*peer, test::allocate(*pool, {8})).has_value();
     char told = 0;
-    (void)::read(go[0], &told, 1);  // until told to exit, its last Publish unread
-    ::_exit(published ? 0 : 1);
+    const ssize_t read = ::read(go[0], &told, 1);  // until told to exit, its last Publish unread
+    ::_exit(published && read >= 0 ? 0 : 1);
   }
   ::close(go[0]);
   // This process keeps its copy of the exporter's end, ends->first, open throughout.

@@ -430,11 +430,11 @@ def test_stream_ordered_allocate_never_overwrites_what_a_reader_still_reads(test
     torch.from_dlpack(first).fill_(1.0)
     torch.cuda.synchronize()
     with torch.cuda.stream(reader):
-        torch.cuda._sleep(SLOW)
+        torch.cuda._sleep(SLOW * 5)
         seen = torch.from_dlpack(first).clone()  # the old values, read late
     assert first.set_deallocation_stream(reader)
     del first
-    gc.collect()
+    assert not reader.query(), "the reader finished before the test could race it"
     with pytest.raises(hd.errors.ResourceExhaustedError):
         pool.allocate((ROWS, COLS), "float32")  # without a stream: only a block nobody reads
     second = pool.allocate((ROWS, COLS), "float32", stream=producer)
