@@ -654,12 +654,15 @@ const detail::CudaApi kFakeTable = {
 };
 
 // A fork() while another thread (the release thread, say) is inside the fake would leave its lock
-// held forever in the child: the lock is taken around the fork, and the child gets a fresh lock
-// and condition variable (the old ones may name threads that do not exist there).
+// held forever in the child: the lock is taken around the fork by the forking thread, which gives
+// it back on both sides (a lock made anew over the held one instead would stay held in
+// ThreadSanitizer's eyes, which then reports every later lock taken in the child as nested in
+// it); the child gets a fresh condition variable (the old one may name threads that do not exist
+// there).
 void lock_for_fork() { state().mutex.lock(); }
 void unlock_after_fork() { state().mutex.unlock(); }
 void renew_after_fork() {
-  new (&state().mutex) std::mutex();
+  state().mutex.unlock();
   new (&state().progress) std::condition_variable();
 }
 
