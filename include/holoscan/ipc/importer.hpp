@@ -106,16 +106,20 @@ class HOLOSCAN_DLPACK_API Importer {
    *
    * A publish that cannot be imported is given back to the exporter at once and reported here,
    * unless it repeats an export seen on this connection (see import_tensor); the importer stays
-   * usable. kClosed once the exporter hung up.
+   * usable. kClosed once the exporter hung up or its process exited (what it sent before is read
+   * first), also while another process holds its end of the socket.
    */
   expected<std::optional<Tensor>, Error> receive(int timeout_ms);
 
   /** @brief Sends the releases that found the socket full, as far as there is room now (the
-   *         courier sends them anyway); never blocks. kClosed once the exporter hung up (the
-   *         releases are dropped then: the exporter frees its claims itself). */
+   *         courier sends them anyway); never blocks. kClosed once the exporter hung up or its
+   *         process exited (the releases are dropped then: the exporter frees its claims itself).
+   */
   expected<void, Error> poll();
 
-  /** @brief The channel's socket, for poll()/epoll loops (readable: receive() will not wait). */
+  /** @brief The channel's socket, for poll()/epoll loops (readable: receive() will not wait). It
+   *         shows the exporter's hang-up, not its exit while another process holds its end:
+   *         receive() and poll() see that. */
   int fd() const noexcept;
   /** @brief Imports not yet given back. */
   std::size_t outstanding() const noexcept;
