@@ -112,11 +112,12 @@ void Outbox::send(const Release& release) noexcept {
 expected<void, Error> Outbox::flush() {
   std::lock_guard<std::mutex> lock(mutex_);
   const int err = flush_locked();
-  // With nothing to send, no send fails: a hung-up exporter shows only in the socket's state.
+  // With nothing to send, no send fails: a hung-up exporter shows only in the socket's state, an
+  // exited one in its pidfd's (both asked in one call).
   if (!closed_ && queued_ == 0) {
-    pollfd state{channel_.fd(), 0, 0};
-    closed_ = (::poll(&state, 1, 0) == 1 && (state.revents & (POLLHUP | POLLERR)) != 0) ||
-              exporter_exited();
+    pollfd state[2] = {{channel_.fd(), 0, 0}, {exporter_.get(), POLLIN, 0}};
+    closed_ = ::poll(state, exporter_.get() >= 0 ? 2 : 1, 0) > 0 &&
+              ((state[0].revents & (POLLHUP | POLLERR)) != 0 || (state[1].revents & POLLIN) != 0);
   }
   if (closed_) {
     return make_unexpected(exporter_gone());
