@@ -461,14 +461,10 @@ std::string address_text(const void* address) {
 }  // namespace
 
 Error unknown_flags_error(std::uint64_t flags, const char* who) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::uint64_t unknown = flags & ~known_flag_bits();
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), kDigits[unknown & 0xf]);
-    unknown >>= 4;
-  } while (unknown != 0);
-  return invalid(who, "flags has unknown bits 0x" + digits);
+  char bits[2 + 16 + 1];
+  std::snprintf(bits, sizeof(bits), "0x%jx",
+                static_cast<std::uintmax_t>(flags & ~known_flag_bits()));
+  return invalid(who, std::string("flags has unknown bits ") + bits);
 }
 
 Error dtype_error(LayoutFault fault, DLDataType dtype, const char* who) {
