@@ -27,9 +27,10 @@ struct HOLOSCAN_DLPACK_ABI CopyPiece {
 /**
  * @brief The pieces that copy a validated tensor into a compact row-major buffer.
  *
- * Dimensions whose elements follow each other are merged into one row; the next dimension whose
- * rows do not overlap gives the row count; every other dimension (negative, zero or overlapping
- * strides) is walked on the host, one piece per index. A contiguous tensor is one piece.
+ * Dimensions whose elements follow each other are merged into one row; a dimension whose rows
+ * do not overlap nor go backwards gives the row count (the next one out if it can, else the
+ * longest); every other dimension (negative, zero or overlapping strides) is walked on the host,
+ * one piece per index. A contiguous tensor is one piece.
  */
 class HOLOSCAN_DLPACK_ABI CopyPlan {
  public:
@@ -66,6 +67,10 @@ class HOLOSCAN_DLPACK_ABI CopyPlan {
     std::int64_t source_stride = 0;       // bytes
     std::int64_t destination_stride = 0;  // bytes
   };
+
+  static constexpr std::size_t kNoRows = static_cast<std::size_t>(-1);
+  // Which of `dims` (innermost last) gives the rows of `width` bytes; kNoRows when none can.
+  static std::size_t rows_dimension(const std::vector<Dim>& dims, std::int64_t width) noexcept;
 
   // Moves `piece` to the next index of the outer dimensions; false after the last one.
   bool advance(std::vector<std::int64_t>& index, CopyPiece& piece) const noexcept;
