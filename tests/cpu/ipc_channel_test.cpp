@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -521,6 +522,45 @@ TEST_F(IpcChannel, AdoptRefusesOtherSockets) {
   EXPECT_EQ(adopted.error().message,
             "ipc channel: adopt needs a connected AF_UNIX SOCK_SEQPACKET socket");
   EXPECT_FALSE(Channel::adopt(UniqueFd()).has_value());
+}
+
+// A SEQPACKET socket never connected, or one listening, was taken: its first send failed later as
+// "peer hung up" (kClosed) and its receive as kFailure, not the refusal the header promises. One
+// connected whose peer already left is still taken (it reports the hang-up when used).
+TEST_F(IpcChannel, AdoptRefusesSocketsThatAreNotConnected) {
+  const auto expect_refused = [](UniqueFd socket, const char* what) {
+    auto adopted = Channel::adopt(std::move(socket));
+    ASSERT_FALSE(adopted.has_value()) << what;
+    EXPECT_EQ(adopted.error().code, ErrorCode::kInvalidArgument) << what;
+    EXPECT_EQ(adopted.error().message,
+              "ipc channel: adopt needs a connected AF_UNIX SOCK_SEQPACKET socket")
+        << what;
+  };
+  UniqueFd fresh(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(fresh.valid());
+  expect_refused(std::move(fresh), "never connected");
+
+  UniqueFd listening(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listening.valid());
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;  // an abstract name: nothing left in the file system
+  const std::string name = "holoscan-adopt-" + std::to_string(::getpid());
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  const auto address_length =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  ASSERT_EQ(::bind(listening.get(), reinterpret_cast<const sockaddr*>(&address), address_length),
+            0);
+  ASSERT_EQ(::listen(listening.get(), 1), 0);
+  expect_refused(std::move(listening), "listening");
+
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+  ::close(pair[1]);  // the peer left before the adoption
+  auto adopted = Channel::adopt(UniqueFd(pair[0]));
+  ASSERT_TRUE(adopted.has_value()) << adopted.error().message;
+  auto received = adopted->receive(0);
+  ASSERT_FALSE(received.has_value());
+  EXPECT_EQ(received.error().code, ErrorCode::kClosed) << received.error().message;
 }
 
 class IpcListener : public IpcChannel {

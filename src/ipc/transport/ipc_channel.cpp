@@ -208,9 +208,14 @@ expected<Channel, Error> Channel::adopt(UniqueFd socket) {
   int domain = -1;
   int type = -1;
   socklen_t length = sizeof(int);
+  // A socket never connected, or listening, has no peer (ENOTCONN): its first send or receive
+  // would fail later, under another code. One whose peer already left still has one.
+  sockaddr_un peer{};
+  socklen_t peer_length = sizeof(peer);
   if (!socket.valid() || ::getsockopt(socket.get(), SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0 ||
       ::getsockopt(socket.get(), SOL_SOCKET, SO_TYPE, &type, &length) != 0 || domain != AF_UNIX ||
-      type != SOCK_SEQPACKET) {
+      type != SOCK_SEQPACKET ||
+      ::getpeername(socket.get(), reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0) {
     return make_unexpected(invalid("adopt needs a connected AF_UNIX SOCK_SEQPACKET socket"));
   }
   return make(std::move(socket));
