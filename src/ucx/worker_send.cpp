@@ -187,19 +187,23 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
     return forward_error(std::move(size));
   }
   send->header_size = *size;
+  // Queued before its readiness is armed: the queue may need memory (a new block now and then),
+  // and a refusal after the arm had taken a readiness event and counted a wait for a send that
+  // never was. Nothing posts it before post_ready_sends() below.
+  Outgoing& added = *send;
+  peer->outgoing.push_back(std::move(send));
   if (tensor.has_readiness_stream_contract()) {
     Tensor armed = tensor;  // the gate waits through a Tensor's own hook
     auto ticket = gate.arm(armed, id);
     if (!ticket) {
+      peer->outgoing.pop_back();  // never posted nor counted: as if never queued
       Error error = std::move(ticket.error());
       error.message = "ucx send: " + error.message;
       return make_unexpected(std::move(error));
     }
-    send->ticket = *ticket;
+    added.ticket = *ticket;
     ++stats.readiness_waits;
   }
-  const Outgoing& added = *send;
-  peer->outgoing.push_back(std::move(send));
   ++claims_held;
   ++peer->next_sequence;
   ++stats.sent;

@@ -334,5 +334,62 @@ TEST(UcxReadiness, ASendWaitingForItsPointNeverHoldsBackAnotherPeersReadyTensor)
   EXPECT_EQ(client.waiting(), 0u);
 }
 
+// Sends held for their readiness, each tried with every one of its allocations failing in turn
+// until one goes through: the peer's queue takes a new block now and then, and a send refused
+// there had armed its readiness first, leaving its event taken and a wait counted for a send
+// that never was. Every refusal is kResourceExhausted and counts nothing.
+TEST(UcxReadiness, ASendRefusedForWantOfMemoryCountsNoReadinessWait) {
+  FakeCudaScope cuda;
+  constexpr std::size_t kSends = 80;  // past the first block of the peer's queue (64 sends)
+  ucx::WorkerConfig config;
+  config.window = kSends + 1;
+  ucx::Worker receiver = make_worker(config);
+  ucx::Worker client = make_worker(config);
+  const InProcessLink link = connect_in_process(receiver, client);
+  ASSERT_TRUE(link.client);
+  SeriesSender sender(client, *link.client, 1);
+  auto tensor = sender.pool->allocate({16}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(tensor);
+  cudaStream_t producer = cuda->create_stream(0);
+  cuda->launch(producer);  // completed only at the end: every send stays held
+  ASSERT_TRUE(tensor->set_readiness_stream(producer));
+  std::uint64_t accepted = 0;
+  std::uint64_t refused = 0;
+  for (std::size_t i = 0; i < kSends; ++i) {
+    for (std::uint64_t skip = 0;; ++skip) {
+      std::optional<expected<std::uint64_t, Error>> sent;
+      {
+        FailingAllocations failing(skip);
+        try {
+          sent.emplace(client.send(*link.client, *tensor));
+        } catch (...) {
+          ADD_FAILURE() << "an exception escaped send()";
+        }
+      }
+      ASSERT_TRUE(sent.has_value());
+      if (*sent) {
+        ++accepted;
+        break;
+      }
+      ++refused;
+      EXPECT_EQ(sent->error().code, ErrorCode::kResourceExhausted) << sent->error().message;
+      ASSERT_LT(skip, 1000u) << "a send kept failing";
+    }
+    ASSERT_EQ(client.stats().readiness_waits, accepted) << "after send " << i;
+    ASSERT_EQ(client.waiting(), accepted);
+  }
+  EXPECT_GT(refused, kSends) << "every send was refused at least once";
+  cuda->complete(producer);
+  std::uint64_t received = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPatienceMs);
+  while (received < accepted && std::chrono::steady_clock::now() < deadline) {
+    auto got = receiver.receive(0);
+    received += got && *got && (*got)->tensor ? 1 : 0;
+    (void)client.progress();
+    sender.drain();
+  }
+  EXPECT_EQ(received, accepted) << "a held send never left once its readiness passed";
+}
+
 }  // namespace
 }  // namespace holoscan::test

@@ -130,8 +130,10 @@ class HOLOSCAN_DLPACK_API Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
   /**
-   * @brief Closes every connection (flushing for up to a second), reports every send still in
-   *        flight as failed, and drops the claims once UCX has let go of their memory.
+   * @brief Closes every connection (flushing for up to two seconds), reports every send still in
+   *        flight as failed, and drops the claims once UCX has let go of their memory; the memory
+   *        of a transfer UCX has not finished by then is kept until the process exits (never
+   *        reused while UCX may still touch it).
    */
   ~Worker();
 
