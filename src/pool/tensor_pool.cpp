@@ -263,6 +263,11 @@ expected<std::shared_ptr<TensorPool>, Error> create_pool(const TensorPoolConfig&
     return make_unexpected(ErrorCode::kInvalidArgument,
                            std::string(kWho) + ": block_bytes * block_count overflows");
   }
+  if (config.memory != PoolMemory::kDevice && config.memory != PoolMemory::kHost) {
+    // A value cast from an integer (a binding, a file) named neither: it made a device pool.
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": memory is neither PoolMemory::kDevice nor kHost");
+  }
   if (config.memory == PoolMemory::kHost && config.memory_provider != nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            std::string(kWho) + ": only device memory comes from a memory provider");

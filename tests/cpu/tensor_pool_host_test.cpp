@@ -117,6 +117,20 @@ TEST(TensorPoolHost, ZeroBlockCountIsInvalid) {
   EXPECT_EQ(pool.error().code, ErrorCode::kInvalidArgument);
 }
 
+// A PoolMemory cast from an integer that names neither kind made a device pool (Python refused
+// it already, row 199).
+TEST(TensorPoolHost, AMemoryKindThatIsNeitherIsInvalid) {
+  TensorPoolConfig config;
+  config.memory = static_cast<PoolMemory>(7);
+  config.block_bytes = 1024;
+  config.block_count = 1;
+  const expected<std::shared_ptr<TensorPool>> pool = TensorPool::create(config);
+  ASSERT_FALSE(pool.has_value());
+  EXPECT_EQ(pool.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(pool.error().message,
+            "TensorPool::create: memory is neither PoolMemory::kDevice nor kHost");
+}
+
 TEST(TensorPoolHost, AllocateGivesCompactRowMajorHostTensor) {
   auto pool = make_host_pool(1024, 2);
   ASSERT_NE(pool, nullptr);
