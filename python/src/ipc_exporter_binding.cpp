@@ -72,7 +72,11 @@ void bind_stats(nb::module_& module) {
       .def_ro("refused_messages", &ipc::ExporterStats::refused_messages,
               "Frames refused, or messages an importer never sends.")
       .def_ro("unopenable_events", &ipc::ExporterStats::unopenable_events,
-              "Release events that could not be opened.");
+              "Release events that could not be opened.")
+      .def_ro("fds_sent", &ipc::ExporterStats::fds_sent,
+              "Publishes that carried their memory's file descriptor.")
+      .def_ro("refused_exports", &ipc::ExporterStats::refused_exports,
+              "Exports a peer refused (given back unimported).");
 }
 
 }  // namespace
@@ -99,9 +103,9 @@ void bind_ipc_exporter(nb::module_& module) {
            "export id; never waits. The importer's readiness event is recorded on `stream` "
            "(None: the tensor's readiness stream; a stream object or a handle, 0 the null "
            "stream). Device memory only: a shareable TensorPool's, or cudaMalloc's. "
-           "NotReadyError when the peer's socket is full (poll(), then retry), NotFoundError "
-           "for an unknown or departed peer, InvalidArgumentError for memory that cannot be "
-           "shared.")
+           "NotReadyError when the peer's socket is full (poll(), then retry), ClosedError once "
+           "the peer hung up or left, NotFoundError for an unknown peer, InvalidArgumentError "
+           "for memory that cannot be shared.")
       .def("poll", &poll, Entry(),
            "Reads the peers' messages and drops the claims whose release completed, without "
            "the GIL; never blocks. Returns how many it dropped.")

@@ -313,7 +313,11 @@ def test_publish_refuses_host_memory_with_its_class_and_message(endpoints):
             exporter.publish(peer, host)
         assert str(raised.value) == HOST_REFUSAL
         assert raised.value.code == hd.errors.ErrorCode.INVALID_ARGUMENT
-    assert exporter.held() == 0 and exporter.stats().published == 0
+    stats = exporter.stats()
+    assert exporter.held() == 0 and stats.published == 0
+    # Every counter of C++'s ExporterStats is there (fds_sent and refused_exports were not).
+    assert (stats.fds_sent, stats.refused_exports, stats.refused_messages) == (0, 0, 0)
+    assert "ClosedError once the peer hung up or left" in ipc.Exporter.publish.__doc__
     del tensor
     assert pool.available_blocks() == 1, "a refused publish kept its claim"
     assert importer.receive(timeout_ms=0) is None, "something was sent"
