@@ -20,7 +20,11 @@
  *
  * Typical exporter loop:
  * @code
- * ledger.add(peer, id, [t = tensor]() mutable { t = {}; });  // before the Publish is sent
+ * // The claim is the ExportedTensor itself (its Tensor copy keeps the block's memory, and its
+ * // readiness event stays unrecorded until the importer is done): never a copy of the caller's
+ * // Tensor alone, whose memory reference a holder may replace.
+ * auto held = std::make_shared<ExportedTensor>(std::move(*export_tensor(tensor, id)));
+ * ledger.add(peer, id, [held]() mutable { held.reset(); });  // before the Publish is sent
  * channel.send(publish);                   // on failure: ledger.withdraw(peer, id)()
  * // Release from the peer:  ledger.on_release(peer, r.export_id, event_from(r));
  * // End-of-file or exit:    ledger.on_peer_closed(peer, std::move(liveness_of_its_hello));
