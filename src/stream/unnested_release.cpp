@@ -1,5 +1,8 @@
 #include "stream/unnested_release.hpp"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 
@@ -66,12 +69,47 @@ struct NestedReleases {
 
 thread_local NestedReleases nested;
 
+// A release that calls exit() (or a deleter it runs) never returns to the level that runs the
+// waiting ones: they run from an exit handler on the exiting thread instead, registered by the
+// first release ever to wait, before the library's other exit handlers (which run after it) drain
+// what they queue. Only that thread's list can be reached; another thread is still running its
+// chain when the process exits, as any thread is.
+std::atomic<bool> exit_handler_registered{false};
+
+void run_waiting_at_exit() noexcept { nested.run_waiting(); }
+
+void register_exit_handler_once() noexcept {
+  if (!exit_handler_registered.exchange(true, std::memory_order_acq_rel)) {
+    (void)std::atexit(run_waiting_at_exit);
+  }
+}
+
+// A child forked inside a chain inherits the waiting releases of the forking thread: they are the
+// parent's to run (their deleters may free device memory, which a child must not touch through
+// CUDA), so the child forgets them, as it does the release queue's (see ReleaseQueue).
+void forget_waiting_in_child() noexcept {
+  NestedReleases& here = nested;
+  here.waiting = 0;
+  if (here.heap != nullptr) {
+    std::free(here.heap);
+    here.heap = nullptr;
+    here.room = NestedReleases::kInlineRoom;
+  }
+}
+
+// Registered when the library is loaded, before any thread of the library exists.
+[[maybe_unused]] const bool fork_handler_registered =
+    pthread_atfork(nullptr, nullptr, forget_waiting_in_child) == 0;
+
 }  // namespace
 
 void run_release_unnested(ReleaseFunction release, void* context) noexcept {
   NestedReleases& here = nested;
-  if (here.depth >= kInlineReleaseDepth && here.push(release, context)) {
-    return;
+  if (here.depth >= kInlineReleaseDepth) {
+    register_exit_handler_once();
+    if (here.push(release, context)) {
+      return;
+    }
   }
   ++here.depth;
   release(context);

@@ -2,7 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -201,6 +205,77 @@ TEST(BufferLifetime, ALongChainOfReleaseFunctionsIsReleasedWithoutDeepRecursion)
     EXPECT_EQ(producer.deleter_calls(), 1);
   });
   EXPECT_EQ(pending_deferred_releases(), 0u);
+}
+
+// Releases run at once on a thread before nested ones wait (kInlineReleaseDepth).
+constexpr int kInlineDepth = 16;
+
+// Release functions of the chain below entered so far.
+int chain_releases_entered = 0;
+
+// A chain of `links` make_tensor owners over `data`, each release function keeping the Tensor
+// before it; `after_drop(depth)` runs in each once it dropped the one before (depth 1 is the last
+// link's release, the first to run). Returns the last link.
+Tensor chain_of_releases(float* data, int links, std::function<void(int)> after_drop) {
+  chain_releases_entered = 0;
+  auto after = std::make_shared<std::function<void(int)>>(std::move(after_drop));
+  Tensor last;
+  for (int link = 0; link < links; ++link) {
+    auto wrapped = make_tensor({2}, DLDataType{kDLFloat, 32, 1}, {}, MemoryStorageType::kSystem,
+                               data, [after, before = last](void*) mutable {
+                                 const int depth = ++chain_releases_entered;
+                                 before = Tensor();  // the next link's release: nested here
+                                 (*after)(depth);
+                                 return expected<void, Error>{};
+                               });
+    EXPECT_TRUE(wrapped.has_value());
+    last = std::move(*wrapped);
+  }
+  return last;
+}
+
+// Releases nested past the inline depth wait for the innermost running one; a release that
+// called exit() there never returned to it, and the waiting ones (the rest of the chain, with
+// their producers' deleters) never ran: 16 of 20.
+TEST(BufferLifetime, ReleasesWaitingInAChainRunWhenAReleaseCallsExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::atexit([] {
+          std::fprintf(stderr, "released %d\n", chain_releases_entered);
+          std::fflush(stderr);
+        });
+        static float data[2] = {};
+        Tensor last = chain_of_releases(data, 20, [](int depth) {
+          if (depth == kInlineDepth) {
+            std::exit(3);
+          }
+        });
+        last = Tensor();
+      },
+      ::testing::ExitedWithCode(3), "released 20");
+}
+
+// A child forked by a release 16 deep inherited the releases waiting for it and ran them too: the
+// parent's deleters ran twice, once in a process that must not touch their memory through CUDA.
+TEST(BufferLifetime, AChildForkedInsideAChainRunsNoneOfItsWaitingReleases) {
+  float data[2] = {};
+  pid_t child = -1;
+  Tensor last = chain_of_releases(data, 20, [&](int depth) {
+    if (depth == kInlineDepth) {
+      child = ::fork();
+    }
+  });
+  last = Tensor();
+  if (child == 0) {
+    ::_exit(chain_releases_entered == kInlineDepth ? 0 : chain_releases_entered);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "releases the child entered: " << WEXITSTATUS(status);
+  EXPECT_EQ(chain_releases_entered, 20);
 }
 
 }  // namespace
