@@ -790,6 +790,50 @@ TEST_F(IpcListener, RemovesItsPathAndRefusesATakenOne) {
   EXPECT_EQ(refused.error().code, ErrorCode::kFailure);
 }
 
+// A listener closed while another thread waited in its accept() (Python's close(), whose call on
+// another thread keeps the object) went on listening until that wait ended: connects still
+// succeeded, the path stayed, and listening there again was EADDRINUSE. stop() ends it at once.
+TEST_F(IpcListener, StopFromAnotherThreadEndsAWaitingAcceptAndFreesThePath) {
+  auto listener = Listener::listen(path_);
+  ASSERT_TRUE(listener.has_value()) << listener.error().message;
+  std::optional<expected<std::optional<Channel>, Error>> accepted;
+  std::thread waiter([&] { accepted.emplace(listener->accept(-1)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  listener->stop();
+  waiter.join();
+  ASSERT_TRUE(accepted.has_value());
+  ASSERT_FALSE(accepted->has_value()) << "accept() returned a connection or a timeout";
+  EXPECT_EQ(accepted->error().code, ErrorCode::kClosed);
+  EXPECT_EQ(accepted->error().message, "ipc listener: stopped");
+  EXPECT_NE(::access(path_.c_str(), F_OK), 0) << "the path outlived stop()";
+  auto refused = Channel::connect(path_, 0);
+  EXPECT_FALSE(refused.has_value()) << "a connect reached a stopped listener";
+  auto again = Listener::listen(path_);
+  ASSERT_TRUE(again.has_value()) << again.error().message;
+  auto late = listener->accept(0);
+  ASSERT_FALSE(late.has_value());
+  EXPECT_EQ(late.error().code, ErrorCode::kClosed);
+}
+
+// A listener whose path was removed and bound again by a second listener (the usual "remove a
+// stale socket, then listen" start) removed the second one's path when it went: nobody could
+// connect to the second any more.
+TEST_F(IpcListener, ALateListenerNeverRemovesTheNextOnesPath) {
+  auto first = Listener::listen(path_);
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  ASSERT_EQ(::unlink(path_.c_str()), 0);
+  auto second = Listener::listen(path_);
+  ASSERT_TRUE(second.has_value()) << second.error().message;
+  first = Listener::listen(dir_ + "/other");  // the first one goes (its path is not its own)
+  ASSERT_TRUE(first.has_value()) << first.error().message;
+  EXPECT_EQ(::access(path_.c_str(), F_OK), 0) << "the first listener removed the second's path";
+  auto client = Channel::connect(path_, 1000);
+  ASSERT_TRUE(client.has_value()) << client.error().message;
+  auto server = second->accept(1000);
+  EXPECT_TRUE(server && *server);
+  ::unlink((dir_ + "/other").c_str());
+}
+
 TEST_F(IpcListener, RefusesUnusablePaths) {
   const std::string too_long(200, 'x');
   auto listener = Listener::listen(too_long);

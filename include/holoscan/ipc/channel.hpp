@@ -8,6 +8,7 @@
  * which is how an exporter learns that an importer died. Every received frame is validated, and
  * descriptors that arrive where none belong are closed, so a hostile peer cannot leak fds into us.
  */
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -138,11 +139,23 @@ class HOLOSCAN_DLPACK_API Listener {
   Listener& operator=(Listener&& other) noexcept;
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
-  /** @brief Closes the socket and, in the process that bound it, removes the path. */
+  /** @brief Closes the socket and, in the process that bound it, removes the path (only while
+   *         the path still names this listener's socket: never a later listener's). */
   ~Listener();
 
-  /** @brief The next connection, or nullopt when none came within `timeout_ms` (negative: wait). */
+  /**
+   * @brief The next connection, or nullopt when none came within `timeout_ms` (negative: wait);
+   *        kClosed once stop() was called.
+   */
   expected<std::optional<Channel>, Error> accept(int timeout_ms = -1);
+
+  /**
+   * @brief Stops listening at once, from any thread, also while another thread waits in
+   *        accept() (which then returns kClosed): connects are refused and the path is removed
+   *        as the destructor removes it; the socket is closed by the destructor. Not to be called
+   *        while another thread destroys or moves this Listener.
+   */
+  void stop() noexcept;
 
   /** @brief The listening socket, for poll()/epoll integration. */
   int fd() const noexcept { return socket_.get(); }
@@ -153,10 +166,16 @@ class HOLOSCAN_DLPACK_API Listener {
  private:
   Listener(UniqueFd socket, std::string path, std::int32_t owner) noexcept;
   void unbind() noexcept;
+  void remove_path_once() noexcept;
 
   UniqueFd socket_;
   std::string path_;
   std::int32_t owner_ = 0;  // pid that bound the path: a forked child's copy must not remove it
+  // The path's file as bound: a path removed and bound again by another listener is not ours.
+  std::uint64_t bound_device_ = 0;
+  std::uint64_t bound_inode_ = 0;
+  std::atomic<bool> stopped_{false};       // stop() was called: accept() is kClosed
+  std::atomic<bool> path_removed_{false};  // the path was removed (or given up) once
 };
 
 }  // namespace holoscan::ipc

@@ -2,6 +2,7 @@
 // after poll() cannot hang when the pending connection was aborted in between.
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -71,10 +72,24 @@ int listen_at(int socket, const std::string& path, const sockaddr_un& address,
 }  // namespace
 
 Listener::Listener(UniqueFd socket, std::string path, std::int32_t owner) noexcept
-    : socket_(std::move(socket)), path_(std::move(path)), owner_(owner) {}
+    : socket_(std::move(socket)), path_(std::move(path)), owner_(owner) {
+  struct stat bound {};
+  if (!path_.empty() && ::stat(path_.c_str(), &bound) == 0) {
+    bound_device_ = static_cast<std::uint64_t>(bound.st_dev);
+    bound_inode_ = static_cast<std::uint64_t>(bound.st_ino);
+  } else {
+    path_removed_.store(true, std::memory_order_relaxed);  // gone already: nothing to remove
+  }
+}
 
 Listener::Listener(Listener&& other) noexcept
-    : socket_(std::move(other.socket_)), path_(std::move(other.path_)), owner_(other.owner_) {
+    : socket_(std::move(other.socket_)),
+      path_(std::move(other.path_)),
+      owner_(other.owner_),
+      bound_device_(other.bound_device_),
+      bound_inode_(other.bound_inode_),
+      stopped_(other.stopped_.load(std::memory_order_acquire)),
+      path_removed_(other.path_removed_.load(std::memory_order_acquire)) {
   other.path_.clear();
   other.owner_ = 0;
 }
@@ -85,6 +100,11 @@ Listener& Listener::operator=(Listener&& other) noexcept {
     socket_ = std::move(other.socket_);
     path_ = std::move(other.path_);
     owner_ = other.owner_;
+    bound_device_ = other.bound_device_;
+    bound_inode_ = other.bound_inode_;
+    stopped_.store(other.stopped_.load(std::memory_order_acquire), std::memory_order_release);
+    path_removed_.store(other.path_removed_.load(std::memory_order_acquire),
+                        std::memory_order_release);
     other.path_.clear();
     other.owner_ = 0;
   }
@@ -93,13 +113,37 @@ Listener& Listener::operator=(Listener&& other) noexcept {
 
 Listener::~Listener() { unbind(); }
 
-void Listener::unbind() noexcept {
-  if (!path_.empty() && owner_ == ::getpid()) {
+// Once, in the process that bound it, and only while the path still names the socket bound: a
+// listener closed late (a call on another thread kept it) must not remove the path of one
+// listening there since. (A path replaced between the check and the unlink is a race no name-based
+// removal can close; the check narrows it to that instant.)
+void Listener::remove_path_once() noexcept {
+  if (path_.empty() || owner_ != ::getpid() ||
+      path_removed_.exchange(true, std::memory_order_acq_rel)) {
+    return;
+  }
+  struct stat now {};
+  if (::stat(path_.c_str(), &now) == 0 && static_cast<std::uint64_t>(now.st_dev) == bound_device_ &&
+      static_cast<std::uint64_t>(now.st_ino) == bound_inode_) {
     ::unlink(path_.c_str());
   }
+}
+
+void Listener::unbind() noexcept {
+  remove_path_once();
   path_.clear();
   owner_ = 0;
   socket_.reset();
+}
+
+// shutdown() of a listening socket refuses new connects (ECONNREFUSED) and wakes a poll() under
+// way; accept() then fails with EINVAL, which the flag turns into kClosed.
+void Listener::stop() noexcept {
+  stopped_.store(true, std::memory_order_release);
+  if (socket_.valid()) {
+    (void)::shutdown(socket_.get(), SHUT_RDWR);
+  }
+  remove_path_once();
 }
 
 expected<Listener, Error> Listener::listen(const std::string& path) {
@@ -127,6 +171,9 @@ expected<std::optional<Channel>, Error> Listener::accept(int timeout_ms) {
   }
   const detail::Deadline deadline(timeout_ms);
   for (;;) {
+    if (stopped_.load(std::memory_order_acquire)) {
+      return make_unexpected(ErrorCode::kClosed, std::string(kWho) + ": stopped");
+    }
     if (auto result = detail::wait_or_result<Channel>(socket_.get(), POLLIN, deadline, kWho)) {
       return std::move(*result);
     }
@@ -139,6 +186,9 @@ expected<std::optional<Channel>, Error> Listener::accept(int timeout_ms) {
       return std::optional<Channel>(std::move(*channel));
     }
     const int err = errno;
+    if (stopped_.load(std::memory_order_acquire)) {
+      continue;  // stop() shut the socket down under this wait: kClosed above
+    }
     if (err != EINTR && err != EAGAIN && err != EWOULDBLOCK && err != ECONNABORTED) {
       return make_unexpected(detail::system_error(kWho, "accept4", err));
     }
