@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include <holoscan/cuda_handles.hpp>
@@ -29,6 +30,13 @@ T value_or_raise(expected<T, Error> result) {
   }
   return std::move(*result);
 }
+
+/** @brief Whether `T` has a stop() that close() calls (a Listener): see SharedHandle::close(). */
+template <typename T, typename = void>
+struct StopsAtClose : std::false_type {};
+/** @brief See above. */
+template <typename T>
+struct StopsAtClose<T, std::void_t<decltype(std::declval<T&>().stop())>> : std::true_type {};
 
 /**
  * @brief A handle on an endpoint that close() lets go of. A blocking call takes its own reference
@@ -90,6 +98,11 @@ class SharedHandle {
     std::shared_ptr<T> gone = std::move(object_);
     if (gone == nullptr) {
       return;
+    }
+    if constexpr (StopsAtClose<T>::value) {
+      // A call on another thread may keep the object a while (a slice of its wait): it stops
+      // now all the same, so that nothing more is taken (a Listener's connects, its path).
+      gone->stop();
     }
     if (interpreter_finalizing()) {
       gone.reset();

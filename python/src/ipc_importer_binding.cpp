@@ -2,6 +2,9 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,12 +24,14 @@ namespace {
 
 constexpr const char* kImporter = "ipc.Importer";
 
-// Importer::receive is for one thread at a time; Python threads may call it together.
+// Importer::receive is for one thread at a time; Python threads may call it together. The lock
+// is waited for within the slice's time only: a receive(timeout_ms=0) must not wait out another
+// thread's slice (up to 100 ms) before it looks.
 struct ImporterState {
   explicit ImporterState(ipc::Importer taken) noexcept : importer(std::move(taken)) {}
   int fd() const noexcept { return importer.fd(); }
   ipc::Importer importer;
-  std::mutex receiving;
+  std::timed_mutex receiving;
 };
 
 using ImporterHandle = SharedHandle<ImporterState>;
@@ -42,8 +47,15 @@ nb::object receive(ImporterHandle& self, std::optional<int> timeout_ms) {
   return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
     std::optional<Tensor> received =
         value_or_raise(self.call_without_gil(kImporter, [&](ImporterState& state) {
-          std::lock_guard<std::mutex> lock(state.receiving);
-          return state.importer.receive(slice_ms);
+          const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(slice_ms);
+          std::unique_lock<std::timed_mutex> lock(state.receiving, until);
+          if (!lock.owns_lock()) {
+            // Another thread receives: nothing came to this one within the slice.
+            return expected<std::optional<Tensor>, Error>(std::optional<Tensor>());
+          }
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+              until - std::chrono::steady_clock::now());
+          return state.importer.receive(static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
         }));
     return received ? nb::cast(std::move(*received)) : nb::object();
   });

@@ -410,6 +410,76 @@ def test_close_from_another_thread_ends_a_receive(endpoints):
                              "kClosed: ipc.Importer: closed")
 
 
+def test_a_receive_that_must_not_wait_never_waits_out_another_threads_receive(endpoints):
+    # Receives of two threads took turns under a lock held for a whole slice (up to 100 ms): a
+    # receive(timeout_ms=0) on one thread waited out the other's slice (150 ms seen).
+    _, _, importer = endpoints
+    stop = threading.Event()
+
+    def keep_receiving():
+        while not stop.is_set():
+            importer.receive(timeout_ms=200)
+
+    thread = threading.Thread(target=keep_receiving)
+    thread.start()
+    try:
+        time.sleep(0.05)
+        worst = 0.0
+        for _ in range(10):
+            started = time.monotonic()
+            assert importer.receive(timeout_ms=0) is None
+            worst = max(worst, time.monotonic() - started)
+    finally:
+        stop.set()
+        thread.join()
+    assert worst < 0.06, f"receive(timeout_ms=0) took {worst * 1000:.1f} ms"
+
+
+def test_close_from_another_thread_stops_a_listener_at_once(tmp_path):
+    # The accepting thread's slice kept the listener listening for up to 100 ms after close():
+    # connects still came in, and listening at the path again was "Address already in use".
+    path = str(tmp_path / "endpoint")
+    listener = ipc.Listener(path)
+
+    def close_and_check():
+        listener.close()
+        assert not os.path.exists(path), "the path outlived close()"
+        with pytest.raises(hd.errors.FailureError, match="connect failed"):
+            ipc.Channel.connect(path, timeout_ms=0)
+        ipc.Listener(path).close()  # the path is free at once
+
+    outcome = {}
+
+    def accepting():
+        try:
+            outcome["got"] = listener.accept(timeout_ms=HELLO_MS)
+        except hd.errors.ClosedError as error:
+            outcome["error"] = str(error)
+
+    thread = threading.Thread(target=accepting)
+    thread.start()
+    time.sleep(0.05)  # inside a slice of the wait
+    close_and_check()
+    thread.join()
+    # "stopped" from the slice under way; "closed" only had the thread not begun by then.
+    assert outcome.get("error") in ("kClosed: ipc listener: stopped",
+                                    "kClosed: ipc.Listener: closed"), outcome
+
+
+def test_a_listener_closed_late_leaves_a_newer_listeners_path(tmp_path):
+    # "Remove a stale socket, then listen": the old listener's late close removed the new one's
+    # path, and nobody could connect to it.
+    path = str(tmp_path / "endpoint")
+    old = ipc.Listener(path)
+    os.unlink(path)
+    with ipc.Listener(path) as new:
+        old.close()
+        assert os.path.exists(path)
+        client = ipc.Channel.connect(path, timeout_ms=HELLO_MS)
+        assert isinstance(new.accept(timeout_ms=HELLO_MS), ipc.Channel)
+        client.close()
+
+
 # ---- two processes ------------------------------------------------------------------------------
 
 def test_hello_with_a_spawned_child_and_its_hang_up():
