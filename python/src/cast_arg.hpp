@@ -168,7 +168,12 @@ inline std::optional<std::pair<nanobind::object, nanobind::object>> sequence_pai
   const Py_ssize_t size = running_python([&] { return PySequence_Size(sequence); });
   if (size != 2) {
     if (size < 0) {
-      PyErr_Clear();  // a length that cannot be read is no pair
+      // A sequence without a length is no pair; anything else its __len__ raised
+      // (KeyboardInterrupt, its own error) is the caller's to see.
+      if (PyErr_ExceptionMatches(PyExc_TypeError) == 0) {
+        throw nanobind::python_error();
+      }
+      PyErr_Clear();
     }
     return std::nullopt;
   }

@@ -27,6 +27,11 @@ const DLPackExchangeAPI* api_of(PyTypeObject* type) {
     return PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__dlpack_c_exchange_api__");
   });
   if (capsule == nullptr) {
+    // No table (AttributeError); anything else the lookup raised (KeyboardInterrupt, a
+    // metaclass's own error) is the caller's to see.
+    if (PyErr_ExceptionMatches(PyExc_AttributeError) == 0) {
+      throw nb::python_error();
+    }
     PyErr_Clear();
     return nullptr;
   }

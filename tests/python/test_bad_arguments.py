@@ -196,6 +196,29 @@ def test_a_bool_is_no_stream_handle_inside_a_stream_object_either(stream):
         export_to_device(stream)
 
 
+class RaisingLength(PairSequence):
+    """A sequence whose __len__ raises `error`."""
+
+    def __init__(self, error):
+        super().__init__(0, 0)
+        self.error = error
+
+    def __len__(self):
+        raise self.error
+
+
+@pytest.mark.parametrize("argument", ["max_version", "dl_device"])
+def test_what_a_pairs_own_length_raises_reaches_the_caller(argument):
+    """max_version and dl_device are read as sequences of two: whatever their __len__ raised (Ctrl-C
+    among it) was cleared and reported as "not a pair" (a TypeError)."""
+    with pytest.raises(KeyboardInterrupt):
+        host_tensor().__dlpack__(**{argument: RaisingLength(KeyboardInterrupt())})
+    with pytest.raises(ValueError, match="its own error"):
+        host_tensor().__dlpack__(**{argument: RaisingLength(ValueError("its own error"))})
+    with pytest.raises(TypeError, match=argument):  # no length at all: no pair, as before
+        host_tensor().__dlpack__(**{argument: RaisingLength(TypeError("no len"))})
+
+
 @pytest.mark.parametrize("device, error, message", [
     (("1", 0), TypeError, "dl_device[0] must be an integer, not str"),
     ((KDL_CPU, 0.0), TypeError, "dl_device[1] must be an integer, not float"),
