@@ -10,6 +10,7 @@
 #include "stream/release_queue.hpp"
 #include "stream/release_settings.hpp"
 #include "stream/stream_point.hpp"
+#include "stream/unnested_release.hpp"
 
 namespace holoscan::detail {
 namespace {
@@ -24,7 +25,7 @@ void release_after_the_exit_drain(StreamPointList& points, ReleaseFunction relea
       std::min<std::chrono::microseconds>(poll_interval_in_effect(), std::chrono::milliseconds(1));
   if (drop_points_until(points, deadline, rest)) {
     if (release != nullptr) {
-      release(context);
+      run_release_unnested(release, context);  // a chain's links each come here: see there
     }
     return;
   }
@@ -55,7 +56,7 @@ void defer_release(StreamPointList&& points, ReleaseFunction release, void* cont
   // Out of memory, or no thread: wait here rather than release memory the GPU may still use.
   wait_and_drop_points(points);
   if (release != nullptr) {
-    release(context);
+    run_release_unnested(release, context);  // a chain's links each come here: see there
   }
 }
 
