@@ -9,8 +9,8 @@
 #
 # HOLOSCAN_DLPACK_PRESETS picks the configurations (unset: default asan tsan fuzz; empty: none);
 # HOLOSCAN_DLPACK_FUZZ_SECONDS the time per fuzzer (default: 90 for DLPack import, 40 for the
-# IPC descriptor, the IPC channel's frames and the UCX messages, 30 for the IPC admission record
-# and the host copies);
+# IPC descriptor, the IPC frames and the UCX messages, 30 for the IPC channel, the IPC admission
+# record and the host copies);
 # HOLOSCAN_DLPACK_PYTHON=0 skips the Python part.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -20,9 +20,9 @@
  *
  * Typical exporter loop:
  * @code
- * // The claim is the ExportedTensor itself (its Tensor copy keeps the block's memory, and its
- * // readiness event stays unrecorded until the importer is done): never a copy of the caller's
- * // Tensor alone, whose memory reference a holder may replace.
+ * // The claim is the ExportedTensor itself (its handle claim keeps the block's memory, and its
+ * // readiness event is not recorded again until the importer is done): never a copy of the
+ * // caller's Tensor alone, whose memory reference a holder may replace.
  * auto held = std::make_shared<ExportedTensor>(std::move(*export_tensor(tensor, id)));
  * ledger.add(peer, id, [held]() mutable { held.reset(); });  // before the Publish is sent
  * channel.send(publish);                   // on failure: ledger.withdraw(peer, id)()

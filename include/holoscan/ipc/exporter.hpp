@@ -22,8 +22,8 @@ namespace holoscan::ipc {
 /**
  * @brief A tensor described for another process, and what its exporter keeps meanwhile.
  *
- * Holds one handle claim on the tensor's memory (a Tensor copy, so a pool cannot hand the block
- * out again) and the interprocess readiness event the importer waits on. Destroy it only once
+ * Holds one handle claim on the tensor's memory reference (so a pool cannot hand the block out
+ * again) and the interprocess readiness event the importer waits on. Destroy it only once
  * the importer has released the export and the release's event has completed: then the claim
  * drops and the event goes back to its pool. Move-only.
  */
