@@ -74,18 +74,19 @@ void copy_dl_tensor_with_owned_metadata(const DLTensor& source, DLTensor& destin
   if (strides_room.capacity() != 0) {
     owned_strides.swap(strides_room);
   }
+  // A view without a shape keeps none, as in 5.0: zeros in its place made a malformed view (which
+  // an export refuses) a valid empty tensor, and strides made from them.
   assign_owned(owned_shape, shape, shape != nullptr ? ndim : 0);
-  owned_shape.resize(ndim);
   if (strides != nullptr) {
     assign_owned(owned_strides, strides, ndim);
-  } else if (options.materialize_implicit_strides) {
+  } else if (options.materialize_implicit_strides && shape != nullptr) {
     owned_strides.resize(ndim);
     detail::compact_strides(view.ndim, owned_shape.data(), owned_strides.data());
   } else {
     owned_strides.clear();
   }
   destination = view;
-  destination.shape = ndim > 0 ? owned_shape.data() : nullptr;
+  destination.shape = ndim > 0 && shape != nullptr ? owned_shape.data() : nullptr;
   destination.strides = ndim > 0 && !owned_strides.empty() ? owned_strides.data() : nullptr;
 }
 

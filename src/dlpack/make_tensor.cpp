@@ -62,8 +62,12 @@ expected<std::vector<std::int64_t>, Error> element_strides(TensorByteStridesView
     return strides;
   }
   if (byte_strides.size() != ndim || (ndim > 0 && byte_strides.data() == nullptr)) {
-    return make_unexpected(invalid(who, "byte_strides has " + std::to_string(byte_strides.size()) +
-                                            " strides for a shape of " + std::to_string(ndim)));
+    // 5.0's sentence first (its strided_size_bytes), then ours.
+    return make_unexpected(invalid(who,
+                                   "Tensor stride rank does not match shape rank (byte_strides "
+                                   "has " +
+                                       std::to_string(byte_strides.size()) +
+                                       " strides for a shape of " + std::to_string(ndim) + ")"));
   }
   const auto item = static_cast<std::int64_t>(dlpack_dtype_item_size_bytes(dtype));
   strides.resize(ndim);
@@ -87,8 +91,22 @@ expected<std::vector<std::int64_t>, Error> element_strides(TensorByteStridesView
 expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(
     std::vector<std::int64_t>& shape, DLDataType dtype, TensorByteStridesView byte_strides,
     MemoryStorageType storage_type, void* data, int device, const char* who) {
+  // Where 5.0 refuses the same thing, its sentence comes first (its item_size and validate_shape
+  // checks), then the field, as an import names it.
   if (auto valid = detail::validate_dtype(dtype, who); !valid) {
+    if (dtype.bits == 0 || dtype.lanes == 0) {
+      return make_unexpected(invalid(who, std::string("Tensor dtype has zero-sized elements (") +
+                                              (dtype.bits == 0 ? "dtype.bits" : "dtype.lanes") +
+                                              " is 0)"));
+    }
     return forward_error(std::move(valid));
+  }
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      return make_unexpected(invalid(who, "Tensor shape dimensions must be non-negative (shape[" +
+                                              std::to_string(i) + "] is " +
+                                              std::to_string(shape[i]) + ")"));
+    }
   }
   if (shape.size() > static_cast<std::size_t>(kMaxTensorDims)) {
     return make_unexpected(invalid(who, "ndim " + std::to_string(shape.size()) +

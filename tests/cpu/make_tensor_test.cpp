@@ -157,12 +157,18 @@ TEST(MakeTensor, RefusalsNameTheProblemAndKeepNothing) {
   expect_rejected(
       make_tensor({2, 2}, kFloat32, std::vector<std::int64_t>{8, 6}, system, data, owner),
       "Tensor byte strides must be divisible by item size", owner);
+  // Where 5.0 has a sentence for the refusal (decoded from its binary), it comes first.
   expect_rejected(make_tensor({2, 2}, kFloat32, std::vector<std::int64_t>{8}, system, data, owner),
-                  "byte_strides has 1 strides for a shape of 2", owner);
-  // The rest are the import's rules, naming the field.
-  expect_rejected(make_tensor({2, -1}, kFloat32, {}, system, data, owner), "shape[1]", owner);
+                  "Tensor stride rank does not match shape rank (byte_strides has 1 strides for a "
+                  "shape of 2)",
+                  owner);
+  expect_rejected(make_tensor({2, -1}, kFloat32, {}, system, data, owner),
+                  "Tensor shape dimensions must be non-negative (shape[1] is -1)", owner);
   expect_rejected(make_tensor({2}, DLDataType{kDLFloat, 0, 1}, {}, system, data, owner),
-                  "dtype.bits", owner);
+                  "Tensor dtype has zero-sized elements (dtype.bits is 0)", owner);
+  expect_rejected(make_tensor({2}, DLDataType{kDLFloat, 32, 0}, {}, system, data, owner),
+                  "Tensor dtype has zero-sized elements (dtype.lanes is 0)", owner);
+  // The rest are the import's rules, naming the field.
   expect_rejected(make_tensor(std::vector<std::int64_t>(65, 1), kFloat32, {}, system, data, owner),
                   "ndim 65", owner);
   expect_rejected(

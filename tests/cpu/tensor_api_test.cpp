@@ -186,6 +186,34 @@ TEST(CopyMetadata, ContextFromADLTensorIsThisBuildsVersionWithoutFlags) {
   EXPECT_EQ(context.dl_shape, shape);
 }
 
+// A view with dimensions and no shape was given a shape of zeros (and, asked for them, strides made
+// from those): a malformed view became a valid empty tensor, which an export then sent out. 5.0
+// (read from its binary) leaves the shape, and so the strides it would make, null.
+TEST(CopyMetadata, AViewWithoutAShapeKeepsNoneAs50Does) {
+  float values[1] = {};
+  const DLTensor shapeless{values, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, nullptr, nullptr, 0};
+  DLTensor copy{};
+  std::vector<std::int64_t> shape{7};
+  std::vector<std::int64_t> strides{7};
+  copy_dl_tensor_with_owned_metadata(shapeless, copy, shape, strides,
+                                     {/*materialize_implicit_strides=*/true});
+  EXPECT_EQ(copy.ndim, 2);
+  EXPECT_EQ(copy.shape, nullptr);
+  EXPECT_EQ(copy.strides, nullptr);
+  EXPECT_TRUE(shape.empty());
+  EXPECT_TRUE(strides.empty());
+
+  auto context = std::make_shared<DLManagedTensorContext>();
+  copy_dl_tensor_with_owned_metadata(*context, shapeless);
+  EXPECT_EQ(context->tensor.dl_tensor.shape, nullptr);
+  const Tensor tensor(context);
+  auto exported = tensor.to_dlpack_versioned();
+  ASSERT_FALSE(exported.has_value()) << "a view without a shape went out as a valid tensor";
+  EXPECT_EQ(exported.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(exported.error().message.find("shape is null while ndim is 2"), std::string::npos)
+      << exported.error().message;
+}
+
 // A source whose strides lie in the context's shape vector (or its shape in the strides vector),
 // as a view written by hand may have them: both are read before either vector is written, which
 // overwrote the strides with the new shape (or moved them, when the shape vector grew).
