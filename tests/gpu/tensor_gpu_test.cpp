@@ -281,6 +281,36 @@ TEST_F(TensorGpuTest, StridedDeviceViewIsGathered) {
   }
 }
 
+// Columns reversed (an image flipped left to right): the innermost stride is negative, so each
+// piece's rows come from the outer dimension, with the copy's pitch for them (one 2-D copy per
+// column instead of one call per element).
+TEST_F(TensorGpuTest, ReversedColumnsAreGatheredByColumn) {
+  constexpr std::uint32_t kSeed = 0xC6;
+  produce(kSeed);
+  HDL_ASSERT_CUDA(cudaStreamSynchronize(producer_));
+  constexpr std::int64_t kRows = kElements / 256;
+  constexpr std::int64_t kColumns = 256;
+  auto context = std::make_shared<DLManagedTensorContext>(*tensor_.dl_ctx());
+  context->dl_shape = {kRows, kColumns};
+  context->dl_strides = {kColumns, -1};
+  DLTensor& view = context->tensor.dl_tensor;
+  view.ndim = 2;
+  view.shape = context->dl_shape.data();
+  view.strides = context->dl_strides.data();
+  view.byte_offset = (kColumns - 1) * 4;
+  const Tensor flipped(context);
+  auto copy = flipped.copy_to(DLDevice{kDLCUDA, device_}, consumer_);
+  ASSERT_TRUE(copy.has_value()) << copy.error().message;
+  std::vector<std::uint32_t> out(kRows * kColumns);
+  ASSERT_TRUE(copy->copy_to_host(out.data(), out.size() * 4, consumer_).has_value());
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    for (std::int64_t c = 0; c < kColumns; ++c) {
+      ASSERT_EQ(out[r * kColumns + c], pattern_value(kSeed, r * kColumns + (kColumns - 1 - c)))
+          << r << ", " << c;
+    }
+  }
+}
+
 TEST_F(TensorGpuTest, CopyIntoADevicePoolBlock) {
   constexpr std::uint32_t kSeed = 0xC5;
   DeviceArray<CheckResult> result(1);
