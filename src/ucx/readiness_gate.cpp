@@ -158,7 +158,14 @@ expected<ReadinessGate::Ticket, Error> ReadinessGate::arm(Tensor& tensor, std::u
     return forward_error(std::move(event));
   }
   const Ticket ticket{*slot, *event};
-  if (auto waited = tensor.synchronize_for_consumer_stream(*stream); !waited) {
+  expected<void, Error> waited;
+  try {
+    waited = tensor.synchronize_for_consumer_stream(*stream);  // a caller's hook may throw
+  } catch (...) {
+    release(ticket);
+    throw;
+  }
+  if (!waited) {
     release(ticket);
     return forward_error(std::move(waited));
   }

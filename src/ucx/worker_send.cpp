@@ -189,14 +189,24 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
   send->header_size = *size;
   // Queued before its readiness is armed: the queue may need memory (a new block now and then),
   // and a refusal after the arm had taken a readiness event and counted a wait for a send that
-  // never was. Nothing posts it before post_ready_sends() below.
+  // never was. Nothing posts it before post_ready_sends() below; until it is armed, a refusal or
+  // an exception from the arm (out of memory for a message, a caller's hook that threw) takes it
+  // back out, so that it is never posted before its readiness.
   Outgoing& added = *send;
   peer->outgoing.push_back(std::move(send));
+  struct Unqueue {
+    std::deque<std::unique_ptr<Outgoing>>& queue;
+    bool keep = false;
+    ~Unqueue() {
+      if (!keep) {
+        queue.pop_back();
+      }
+    }
+  } unqueue{peer->outgoing};
   if (tensor.has_readiness_stream_contract()) {
     Tensor armed = tensor;  // the gate waits through a Tensor's own hook
     auto ticket = gate.arm(armed, id);
     if (!ticket) {
-      peer->outgoing.pop_back();  // never posted nor counted: as if never queued
       Error error = std::move(ticket.error());
       error.message = "ucx send: " + error.message;
       return make_unexpected(std::move(error));
@@ -204,6 +214,7 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
     added.ticket = *ticket;
     ++stats.readiness_waits;
   }
+  unqueue.keep = true;
   ++claims_held;
   ++peer->next_sequence;
   ++stats.sent;

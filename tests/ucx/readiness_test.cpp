@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <thread>
+#include <vector>
 
+#include "holoscan/make_tensor.hpp"
 #include "support/allocation_hooks.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda.hpp"
@@ -389,6 +392,37 @@ TEST(UcxReadiness, ASendRefusedForWantOfMemoryCountsNoReadinessWait) {
     sender.drain();
   }
   EXPECT_EQ(received, accepted) << "a held send never left once its readiness passed";
+}
+
+// A memory reference with a readiness contract whose wait throws (a caller's hook).
+class ThrowingReadiness : public TensorMemoryReference {
+ public:
+  bool has_readiness_stream_contract() const noexcept override { return true; }
+  expected<void, Error> synchronize_for_consumer(cudaStream_t /*consumer*/) override {
+    throw std::runtime_error("a hook that throws");
+  }
+};
+
+// A send whose readiness wait threw was left queued, unarmed and uncounted (queued before the
+// arm): the next round posted it as if ready, and the next send took its sequence number.
+TEST(UcxReadiness, ASendWhoseReadinessHookThrowsLeavesNothingQueued) {
+  FakeCudaScope cuda;
+  LinkedWorkers sides;
+  ASSERT_TRUE(sides.link.client);
+  std::vector<float> values(16, 1.0f);
+  auto tensor = make_tensor({16}, DLDataType{kDLFloat, 32, 1}, {}, MemoryStorageType::kSystem,
+                            values.data(), std::make_shared<ThrowingReadiness>());
+  ASSERT_TRUE(tensor.has_value()) << tensor.error().message;
+  EXPECT_THROW((void)sides.client.send(*sides.link.client, *tensor), std::runtime_error);
+  EXPECT_EQ(sides.client.in_flight(), 0u) << "the refused send stayed queued";
+  EXPECT_EQ(sides.client.waiting(), 0u);
+  EXPECT_EQ(sides.client.stats().readiness_waits, 0u);
+  for (int i = 0; i < 50; ++i) {
+    (void)sides.client.progress();
+    auto got = sides.receiver.receive(0);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_FALSE(got->has_value()) << "a send refused by its hook reached the receiver";
+  }
 }
 
 }  // namespace
