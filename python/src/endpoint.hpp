@@ -52,9 +52,10 @@ class SharedHandle {
   SharedHandle(SharedHandle&&) noexcept = default;
   SharedHandle& operator=(const SharedHandle&) = delete;
   SharedHandle& operator=(SharedHandle&&) = delete;
-  /** @brief Lets go as close() does: a handle dropped without close() (its Python object's last
-   *         reference gone, a collected cycle) destroys its object without the GIL too. */
-  ~SharedHandle() { close(); }
+  /** @brief Lets go as close() does, without stopping the object: a handle dropped without
+   *         close() (its Python object's last reference gone, a collected cycle, a copy) destroys
+   *         its object without the GIL too, once no call uses it. */
+  ~SharedHandle() { let_go(false); }
 
   /** @brief The object, or ClosedError naming `who`. */
   std::shared_ptr<T> get(const char* who) const {
@@ -94,15 +95,20 @@ class SharedHandle {
    *        thread, the one that finalizes, instead of leaked as releases from a thread without
    *        the GIL are once Python is exiting. No other Python thread runs then to be stalled.
    */
-  void close() noexcept {
+  void close() noexcept { let_go(true); }
+
+ private:
+  // A call on another thread may keep the object a while (a slice of its wait): close() stops it
+  // now all the same, so that nothing more is taken (a Listener's connects, its path).
+  void let_go(bool stop) noexcept {
     std::shared_ptr<T> gone = std::move(object_);
     if (gone == nullptr) {
       return;
     }
     if constexpr (StopsAtClose<T>::value) {
-      // A call on another thread may keep the object a while (a slice of its wait): it stops
-      // now all the same, so that nothing more is taken (a Listener's connects, its path).
-      gone->stop();
+      if (stop) {
+        gone->stop();
+      }
     }
     if (interpreter_finalizing()) {
       gone.reset();
@@ -111,7 +117,6 @@ class SharedHandle {
     without_gil([&] { gone.reset(); });  // a destructor may wait briefly on a socket
   }
 
- private:
   std::shared_ptr<T> object_;
 };
 

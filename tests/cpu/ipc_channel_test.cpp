@@ -797,12 +797,12 @@ TEST_F(IpcListener, StopFromAnotherThreadEndsAWaitingAcceptAndFreesThePath) {
   auto listener = Listener::listen(path_);
   ASSERT_TRUE(listener.has_value()) << listener.error().message;
   std::optional<expected<std::optional<Channel>, Error>> accepted;
-  std::thread waiter([&] { accepted.emplace(listener->accept(-1)); });
+  std::thread waiter([&] { accepted.emplace(listener->accept(10000)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   listener->stop();
   waiter.join();
   ASSERT_TRUE(accepted.has_value());
-  ASSERT_FALSE(accepted->has_value()) << "accept() returned a connection or a timeout";
+  ASSERT_FALSE(accepted->has_value()) << "accept() returned a connection or timed out (10 s)";
   EXPECT_EQ(accepted->error().code, ErrorCode::kClosed);
   EXPECT_EQ(accepted->error().message, "ipc listener: stopped");
   EXPECT_NE(::access(path_.c_str(), F_OK), 0) << "the path outlived stop()";
@@ -832,6 +832,28 @@ TEST_F(IpcListener, ALateListenerNeverRemovesTheNextOnesPath) {
   auto server = second->accept(1000);
   EXPECT_TRUE(server && *server);
   ::unlink((dir_ + "/other").c_str());
+}
+
+// A forked child that stopped its copy of a listener (Python's close() in a child) shut the
+// socket it shares with the parent down: the parent's connects were refused and its accept()
+// failed for good.
+TEST_F(IpcListener, AChildsStopLeavesTheParentListening) {
+  auto listener = Listener::listen(path_);
+  ASSERT_TRUE(listener.has_value()) << listener.error().message;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    listener->stop();
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(::access(path_.c_str(), F_OK), 0) << "the child removed the parent's path";
+  auto client = Channel::connect(path_, 1000);
+  ASSERT_TRUE(client.has_value()) << client.error().message;
+  auto server = listener->accept(1000);
+  ASSERT_TRUE(server.has_value()) << server.error().message;
+  EXPECT_TRUE(server->has_value());
 }
 
 TEST_F(IpcListener, RefusesUnusablePaths) {

@@ -152,8 +152,10 @@ class HOLOSCAN_DLPACK_API Listener {
   /**
    * @brief Stops listening at once, from any thread, also while another thread waits in
    *        accept() (which then returns kClosed): connects are refused and the path is removed
-   *        as the destructor removes it; the socket is closed by the destructor. Not to be called
-   *        while another thread destroys or moves this Listener.
+   *        as the destructor removes it; the socket is closed by the destructor (until then fd()
+   *        stays readable, hung up: take it out of a poll set). In a forked child, stops only
+   *        the child's copy. Not to be called while another thread destroys or moves this
+   *        Listener.
    */
   void stop() noexcept;
 

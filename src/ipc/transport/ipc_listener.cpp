@@ -140,7 +140,9 @@ void Listener::unbind() noexcept {
 // way; accept() then fails with EINVAL, which the flag turns into kClosed.
 void Listener::stop() noexcept {
   stopped_.store(true, std::memory_order_release);
-  if (socket_.valid()) {
+  // shutdown() acts on the socket, which a forked child shares with the process that bound it:
+  // a child's stop() stops only its own copy.
+  if (socket_.valid() && owner_ == ::getpid()) {
     (void)::shutdown(socket_.get(), SHUT_RDWR);
   }
   remove_path_once();
@@ -178,6 +180,9 @@ expected<std::optional<Channel>, Error> Listener::accept(int timeout_ms) {
       return std::move(*result);
     }
     UniqueFd socket(::accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (socket.valid() && stopped_.load(std::memory_order_acquire)) {
+      continue;  // taken from the backlog as stop() ran: closed here, kClosed above
+    }
     if (socket.valid()) {
       auto channel = Channel::make(std::move(socket));
       if (!channel) {
