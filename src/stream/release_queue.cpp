@@ -13,6 +13,7 @@
 #include "stream/fork_gate.hpp"
 #include "stream/release_settings.hpp"
 #include "stream/stream_point.hpp"
+#include "stream/unnested_release.hpp"
 
 namespace holoscan::detail {
 namespace {
@@ -368,6 +369,9 @@ void ReleaseQueue::run() noexcept {
 // then ends. Waiting is bounded (HOLOSCAN_DLPACK_EXIT_DRAIN_MS): past the limit, what is left is
 // never run, since a deleter may wait for a lock that the exiting thread holds.
 void ReleaseQueue::stop() noexcept {
+  // A chain's releases waiting on the exiting thread for a level exit() left: run first, so that
+  // what they queue is drained below (see unnested_release.cpp).
+  run_releases_waiting_at_exit();
   // Bounded, since a deleter blocked on a lock the exiting thread holds would hang the exit.
   const std::chrono::milliseconds limit = exit_drain_setting();
   const auto deadline = std::chrono::steady_clock::now() + limit;

@@ -70,17 +70,19 @@ struct NestedReleases {
 thread_local NestedReleases nested;
 
 // A release that calls exit() (or a deleter it runs) never returns to the level that runs the
-// waiting ones: they run from an exit handler on the exiting thread instead, registered by the
-// first release ever to wait, before the library's other exit handlers (which run after it) drain
-// what they queue. Only that thread's list can be reached; another thread is still running its
-// chain when the process exits, as any thread is.
+// waiting ones: they run on the exiting thread from the release queue's exit handler, before its
+// drain (which then drains what they queued), and from one of their own, registered by the first
+// release ever to wait, for a process that never made the queue. Only that thread's list can be
+// reached; another thread is still running its chain when the process exits, as any thread is.
 std::atomic<bool> exit_handler_registered{false};
 
-void run_waiting_at_exit() noexcept { nested.run_waiting(); }
+void run_waiting_at_exit() noexcept { run_releases_waiting_at_exit(); }
 
 void register_exit_handler_once() noexcept {
-  if (!exit_handler_registered.exchange(true, std::memory_order_acq_rel)) {
-    (void)std::atexit(run_waiting_at_exit);
+  if (!exit_handler_registered.load(std::memory_order_relaxed) &&
+      !exit_handler_registered.exchange(true, std::memory_order_acq_rel) &&
+      std::atexit(run_waiting_at_exit) != 0) {
+    exit_handler_registered.store(false, std::memory_order_relaxed);  // tried again next time
   }
 }
 
@@ -102,6 +104,15 @@ void forget_waiting_in_child() noexcept {
     pthread_atfork(nullptr, nullptr, forget_waiting_in_child) == 0;
 
 }  // namespace
+
+void run_releases_waiting_at_exit() noexcept {
+  NestedReleases& here = nested;
+  here.run_waiting();
+  // The frames that were running releases never return (exit() was called in one): releases that
+  // come later on this thread (static destructors, later exit handlers) run as on a fresh thread,
+  // rather than wait for a level that will never run them.
+  here.depth = 0;
+}
 
 void run_release_unnested(ReleaseFunction release, void* context) noexcept {
   NestedReleases& here = nested;

@@ -17,6 +17,12 @@ namespace holoscan::detail {
  */
 HOLOSCAN_DLPACK_WING_API void run_release_unnested(ReleaseFunction release, void* context) noexcept;
 
+/**
+ * @brief At exit, on the exiting thread: runs the releases waiting there for a level that exit()
+ *        left and will never return to, and lets later releases of the thread run at once.
+ */
+HOLOSCAN_DLPACK_WING_API void run_releases_waiting_at_exit() noexcept;
+
 /** @brief Releases running at once on one thread before later nested ones wait. */
 inline constexpr int kInlineReleaseDepth = 16;
 

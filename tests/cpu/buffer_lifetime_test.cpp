@@ -236,16 +236,23 @@ Tensor chain_of_releases(float* data, int links, std::function<void(int)> after_
 
 // Releases nested past the inline depth wait for the innermost running one; a release that
 // called exit() there never returned to it, and the waiting ones (the rest of the chain, with
-// their producers' deleters) never ran: 16 of 20.
+// their producers' deleters) never ran: 16 of 20. A chain dropped later on that thread (an exit
+// handler, a static destructor) then found the depth exit() left and waited for ever too.
+int later_chain_released = 0;
+Tensor later_chain;  // dropped by an exit handler that runs after the library's
+
 TEST(BufferLifetime, ReleasesWaitingInAChainRunWhenAReleaseCallsExit) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
         std::atexit([] {
-          std::fprintf(stderr, "released %d\n", chain_releases_entered);
+          std::fprintf(stderr, "released %d, later %d\n", chain_releases_entered,
+                       later_chain_released);
           std::fflush(stderr);
         });
         static float data[2] = {};
+        later_chain = chain_of_releases(data, 20, [](int) { ++later_chain_released; });
+        std::atexit([] { later_chain = Tensor(); });
         Tensor last = chain_of_releases(data, 20, [](int depth) {
           if (depth == kInlineDepth) {
             std::exit(3);
@@ -253,7 +260,7 @@ TEST(BufferLifetime, ReleasesWaitingInAChainRunWhenAReleaseCallsExit) {
         });
         last = Tensor();
       },
-      ::testing::ExitedWithCode(3), "released 20");
+      ::testing::ExitedWithCode(3), "released 40, later 20");  // both chains whole
 }
 
 // A child forked by a release 16 deep inherited the releases waiting for it and ran them too: the
