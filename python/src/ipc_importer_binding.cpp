@@ -53,7 +53,8 @@ nb::object receive(ImporterHandle& self, std::optional<int> timeout_ms) {
             // Another thread receives: nothing came to this one within the slice.
             return expected<std::optional<Tensor>, Error>(std::optional<Tensor>());
           }
-          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          // Rounded up: a slice cut to receive(0) would spin through the last millisecond.
+          const auto left = std::chrono::ceil<std::chrono::milliseconds>(
               until - std::chrono::steady_clock::now());
           return state.importer.receive(static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
         }));

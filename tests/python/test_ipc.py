@@ -424,15 +424,17 @@ def test_a_receive_that_must_not_wait_never_waits_out_another_threads_receive(en
     thread.start()
     try:
         time.sleep(0.05)
-        worst = 0.0
-        for _ in range(10):
+        took = []
+        for _ in range(11):
             started = time.monotonic()
             assert importer.receive(timeout_ms=0) is None
-            worst = max(worst, time.monotonic() - started)
+            took.append(time.monotonic() - started)
     finally:
         stop.set()
         thread.join()
-    assert worst < 0.06, f"receive(timeout_ms=0) took {worst * 1000:.1f} ms"
+    # The median: a loaded machine may delay any one call; waiting out slices delays most of them.
+    median = sorted(took)[len(took) // 2]
+    assert median < 0.04, f"receive(timeout_ms=0) took {median * 1000:.1f} ms (median)"
 
 
 def test_close_from_another_thread_stops_a_listener_at_once(tmp_path):
