@@ -50,19 +50,32 @@ TEST_F(ReadinessReadWithoutLock, WaitsDuringConcurrentRecordsAreForARecordMade) 
       }
     });
   }
+  // Every reader waits at least once before the records start, and the waits made while they
+  // run are counted: readers started late, all waiting after the last record, prove nothing.
+  while (waits.load() < static_cast<int>(consumers.size())) {
+    std::this_thread::yield();
+  }
+  const int waits_before = waits.load();
+  // At least kRecords, and on until the readers waited a few times meanwhile (a loaded host may
+  // not run them during the first few hundred).
+  constexpr int kMostRecords = 200000;
+  const int overlapping = 3 * static_cast<int>(consumers.size());
   int refused = 0;
-  for (int i = 0; i < kRecords; ++i) {
+  for (int i = 0; i < kRecords || (waits.load() - waits_before < overlapping && i < kMostRecords);
+       ++i) {
     const cudaStream_t producer = producers[static_cast<std::size_t>(i) % producers.size()];
     fake().launch(producer);  // never completed until the end: every record is after it
     refused += state.set_readiness_stream(producer) ? 0 : 1;
   }
-  while (waits.load() < 3 * static_cast<int>(consumers.size())) {
+  const int waits_during = waits.load() - waits_before;
+  while (waits.load() < waits_before + 3 * static_cast<int>(consumers.size())) {
     std::this_thread::yield();
   }
   done.store(true, std::memory_order_release);
   for (std::thread& reader : readers) {
     reader.join();
   }
+  EXPECT_GT(waits_during, 0) << "no wait overlapped the records";
   EXPECT_EQ(refused, 0);
   EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(passed_early.load(), 0);

@@ -129,17 +129,13 @@ def test_the_backlog_limit_is_a_whole_count_of_releases(restored_options, no_opt
         assert hd.release_thread_options().backlog_limit == 100_000, "nothing changed"
 
 
-def test_options_set_from_code_are_in_effect(restored_options, no_option_environment, testing):
+def test_options_set_from_code_read_back_as_set(restored_options, no_option_environment):
+    # What the options do to the release thread is C++'s to test (release_options_test.cpp):
+    # a host capsule's deleter runs at once, whatever the thread's options.
     wanted = hd.ReleaseThreadOptions(poll_interval=200 * US, exit_drain=1500 * MS,
                                      backlog_limit=64)
     assert hd.set_release_thread_options(wanted) is None
     assert hd.release_thread_options() == wanted
-    calls = testing.deleter_calls()
-    del_me = hd.from_dlpack(testing.make_capsule(shape=[16]))
-    del del_me
-    hd.flush_deferred_releases()  # the thread still runs releases with the new interval
-    assert testing.deleter_calls() == calls + 1
-    assert hd.pending_deferred_releases() == 0
 
 
 @pytest.mark.parametrize("field, value, message", [

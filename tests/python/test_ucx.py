@@ -461,14 +461,18 @@ def test_fileno_works_with_selectors():
         peer = client.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS)
         assert server.accept(timeout_ms=PATIENCE_MS) is not None
         pump.join()
-        client.send(peer, np.arange(5))
         with selectors.DefaultSelector() as selector:
             selector.register(server.fileno(), selectors.EVENT_READ)
-            deadline, got = time.monotonic() + PATIENCE_MS / 1000, None
-            while got is None and time.monotonic() < deadline:
+            deadline, got, ready = time.monotonic() + PATIENCE_MS / 1000, None, []
+            while not server.arm():  # what is pending first: then it is safe to sleep on fileno()
+                server.progress()
+            # Armed before the tensor leaves: only the descriptor can tell the server it came.
+            client.send(peer, np.arange(5))
+            while not ready and time.monotonic() < deadline:
                 client.progress()
-                if server.arm():  # safe to sleep: wait for UCX's descriptor
-                    selector.select(timeout=0.01)
+                ready = selector.select(timeout=0.05)
+            assert ready, "fileno() never became readable for the arriving tensor"
+            while got is None and time.monotonic() < deadline:
                 server.progress()
                 got = server.receive(timeout_ms=0)
         assert got is not None and np.from_dlpack(got.tensor).tolist() == [0, 1, 2, 3, 4]

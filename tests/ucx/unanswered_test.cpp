@@ -415,12 +415,15 @@ TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForASendRefusedAtOnce) {
   std::atomic<bool> stop{false};
   std::atomic<int> results{0};
   std::atomic<int> sleeps{0};
+  std::atomic<bool> sleeping{false};  // set around the loop's poll(): the send must find it asleep
   std::thread loop([&, &client = client] {
     while (!stop.load()) {
       if (client.arm()) {
         sleeps.fetch_add(1);
         pollfd entry{client.fd(), POLLIN, 0};
+        sleeping.store(true);
         (void)::poll(&entry, 1, kSleepMs);
+        sleeping.store(false);
       }
       (void)client.progress();
       while (client.next_send_result()) {
@@ -429,11 +432,13 @@ TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForASendRefusedAtOnce) {
     }
   });
   const auto settle = Clock::now() + std::chrono::seconds(2);
-  while (sleeps.load() == 0 && Clock::now() < settle) {
+  while (!sleeping.load() && Clock::now() < settle) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into its poll()
-  ASSERT_GT(sleeps.load(), 0) << "the event loop never slept: nothing to watch";
+  // Asleep (a wake-up before the send would have had nothing to take): only the fd can end
+  // this sleep within half its length.
+  ASSERT_TRUE(sleeping.load()) << "the event loop was not asleep on fd() when the send came";
   const auto sent_at = Clock::now();
   {
     FailingAmSends failing(ucx::MessageId::kTensor, UCS_ERR_IO_ERROR);
