@@ -201,20 +201,25 @@ void pipeline(Tally& tally, bool gpu) {
     const auto pattern = static_cast<unsigned char>(iteration % 251 + 1);
     if (gpu) {
       DEMO_CUDA(cudaMemsetAsync(tensor->data(), pattern, kPoolBytes, producer));
-      tensor->set_readiness_stream(producer);  // the commit: readiness of this tensor's data
+      // The commit: readiness of this tensor's data.
+      tally.check(tensor->set_readiness_stream(producer), "set_readiness_stream(producer)");
     } else {
       std::memset(tensor->data(), pattern, kPoolBytes);
     }
     for (int k = 0; k < kConsumers; ++k) {
       // The producer's side of __dlpack__(stream=consumer): order the consumer, then export.
       if (gpu) {
-        (void)tensor->synchronize_for_consumer_stream(consumers[k]);
+        tally.check(tensor->synchronize_for_consumer_stream(consumers[k]).has_value(),
+                    "synchronize_for_consumer_stream(consumer)");
       }
       auto exported = tensor->to_dlpack_versioned();
       auto received = exported
                           ? holoscan::make_tensor_from_dlpack_versioned(*exported)
                           : holoscan::expected<holoscan::Tensor>(tl::unexpect, exported.error());
       if (!received) {
+        if (exported) {
+          (*exported)->deleter(*exported);  // refused: the export is still ours to let go of
+        }
         std::printf("  hand-off failed: %s\n", received.error().message.c_str());
         ++tally.checks_failed;
         continue;
@@ -223,7 +228,8 @@ void pipeline(Tally& tally, bool gpu) {
       if (gpu) {
         DEMO_CUDA(cudaMemcpyAsync(slot, received->data(), kPoolBytes, cudaMemcpyDeviceToHost,
                                   consumers[k]));
-        received->set_deallocation_stream(consumers[k]);
+        tally.check(received->set_deallocation_stream(consumers[k]),
+                    "set_deallocation_stream(consumer)");
       } else {
         std::memcpy(slot, received->data(), kPoolBytes);
       }

@@ -200,10 +200,19 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset, int don
       if (cudaSetDevice(tensor.device().device_id) != cudaSuccess ||
           (stream = new_stream()) == nullptr ||
           cudaMalloc(reinterpret_cast<void**>(&mismatches), sizeof(*mismatches)) != cudaSuccess ||
-          cudaMemset(mismatches, 0, sizeof(*mismatches)) != cudaSuccess) {
+          // On the checks' own stream: a non-blocking stream is not ordered after the legacy
+          // default stream's memset, which could then clear counts the checks had made.
+          cudaMemsetAsync(mismatches, 0, sizeof(*mismatches), stream) != cudaSuccess) {
         return failed(4, "setup", holoscan::Error{ErrorCode::kFailure, "no stream", 0});
       }
       blocks_before = host_blocks();
+    }
+    // What the producer published, whole: a smaller or differently laid out import would check
+    // fewer values and still pass.
+    if (tensor.size() != shape.elements || tensor.dtype().code != kDLUInt ||
+        tensor.dtype().bits != 32 || tensor.dtype().lanes != 1 || !tensor.is_contiguous()) {
+      return failed(5, "import",
+                    holoscan::Error{ErrorCode::kFailure, "not the tensor published", 0});
     }
     if (auto ordered = tensor.synchronize_for_consumer_stream(stream); !ordered) {
       return failed(5, "synchronize_for_consumer", ordered.error());

@@ -18,10 +18,17 @@ holoscan::expected<holoscan::Tensor, holoscan::Error> scale(DLManagedTensorVersi
                                                             cudaStream_t stream) {
   auto in = holoscan::make_tensor_from_dlpack_versioned(input);  // owns `input` from here on
   if (!in) {
-    input->deleter(input);  // refused, the message names the field: `input` is still ours
+    if (input != nullptr && input->deleter != nullptr) {
+      input->deleter(input);  // refused, the message names the field: `input` is still ours
+    }
     return holoscan::forward_error(std::move(in));
   }
   in->set_readiness_stream(producer);  // one event, recorded on the producer's stream now
+  if (in->dtype().code != kDLFloat || in->dtype().bits != 32 || in->dtype().lanes != 1 ||
+      !in->is_contiguous()) {  // the kernel reads compact float32: no views, no other types
+    return holoscan::make_unexpected(holoscan::ErrorCode::kInvalidArgument,
+                                     "scale: a compact float32 tensor only");
+  }
   if (auto ready = in->synchronize_for_consumer_stream(stream); !ready) {  // one event wait
     return holoscan::forward_error(std::move(ready));
   }

@@ -92,6 +92,36 @@ TEST_F(ReadmeOperator, ARefusedInputGoesToItsDeleterOnce) {
   EXPECT_EQ(producer_.deleter_calls(), 1);
 }
 
+// The kernel reads compact float32: another type (a smaller item would make a smaller output
+// block than the kernel writes) or a view (a reversed or broadcast one reads outside the
+// producer's memory) is refused, and its producer's deleter still runs once, after its work.
+TEST_F(ReadmeOperator, AnInputTheKernelCannotReadIsRefused) {
+  const cudaStream_t producer = fake().create_stream(0);
+  const cudaStream_t stream = fake().create_stream(0);
+  auto pool = TensorPool::create({PoolMemory::kDevice, 0, 256, 1});
+  ASSERT_TRUE(pool.has_value()) << pool.error().message;
+  test::TensorSpec half;
+  half.shape = {16};
+  half.device = DLDevice{kDLCUDA, 0};
+  half.dtype = DLDataType{kDLFloat, 16, 1};
+  test::TensorSpec broadcast;
+  broadcast.shape = {16};
+  broadcast.device = DLDevice{kDLCUDA, 0};
+  broadcast.strides = std::vector<std::int64_t>{0};  // one element, sixteen times
+  int refused = 0;
+  for (const test::TensorSpec& spec : {half, broadcast}) {
+    auto out = scale(producer_.make_versioned(spec), producer, **pool, stream);
+    ASSERT_FALSE(out.has_value());
+    EXPECT_EQ(out.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(out.error().message, "scale: a compact float32 tensor only");
+    ++refused;
+  }
+  fake().complete(producer);
+  flush_deferred_releases();
+  EXPECT_EQ(producer_.deleter_calls(), refused);
+  EXPECT_EQ((*pool)->available_blocks(), 1u) << "a refused input took a block";
+}
+
 TEST(ReadmeTwoProcesses, EveryTensorArrivesAndEveryBlockComesBack) {
 #ifdef HDL_THREAD_SANITIZER
   // As for IpcProcess: the fake runtime's mutex, remade in a forked child, stops it under TSan.
