@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the demo from a fresh machine: a producer hands tensors over DLPack to consumers
-# on other streams, through a stream-ordered pool (host path when there is no GPU).
+# Builds and runs the demo from a fresh machine: a producer hands tensors from its pool over DLPack
+# to consumers on other streams, every value checked (host path when there is no GPU).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

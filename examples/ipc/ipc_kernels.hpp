@@ -7,7 +7,7 @@
 
 namespace ipc_demo {
 
-/** @brief Writes pattern(sequence, i) + offset into every element, after spinning `delay_us`. */
+/** @brief Writes pattern(sequence, i) into every element, after spinning `delay_us`. */
 int launch_fill(std::uint32_t* data, std::uint64_t count, std::uint32_t sequence,
                 std::uint64_t delay_us, cudaStream_t stream);
 

@@ -25,7 +25,7 @@
  * // caller's Tensor alone, whose memory reference a holder may replace.
  * auto held = std::make_shared<ExportedTensor>(std::move(*export_tensor(tensor, id)));
  * ledger.add(peer, id, [held]() mutable { held.reset(); });  // before the Publish is sent
- * channel.send(publish);                   // on failure: ledger.withdraw(peer, id)()
+ * channel.send(publish);                   // on failure: if (auto d = ledger.withdraw(...)) d();
  * // Release from the peer:  ledger.on_release(peer, r.export_id, event_from(r));
  * // End-of-file or exit:    ledger.on_peer_closed(peer, std::move(liveness_of_its_hello));
  * ledger.poll();                           // now and then; never blocks
