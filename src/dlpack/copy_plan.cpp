@@ -94,16 +94,13 @@ expected<CopyPlan, Error> CopyPlan::of(const DLTensor& view, std::uint64_t flags
     pitch = dims[rows].source_stride;
     destination_pitch = dims[rows].destination_stride;
     dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(rows));
-    // The next dimension out continues the rows when its strides are where the row after the
-    // last would start, in the source and in the copy; that offset may pass 2^63 (rows far
+    // The next dimension out continues the rows when its stride is where the row after the last
+    // would start (in the compact copy it always is); that offset may pass 2^63 (rows far
     // apart), and then nothing continues them.
     std::int64_t next_row = 0;
-    std::int64_t next_destination_row = 0;
     for (std::size_t outer = rows; outer > 0; --outer) {
       const Dim& next = dims[outer - 1];
-      if (__builtin_mul_overflow(height, pitch, &next_row) ||
-          __builtin_mul_overflow(height, destination_pitch, &next_destination_row) ||
-          next.source_stride != next_row || next.destination_stride != next_destination_row) {
+      if (__builtin_mul_overflow(height, pitch, &next_row) || next.source_stride != next_row) {
         break;
       }
       height *= next.extent;
