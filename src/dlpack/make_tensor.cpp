@@ -91,8 +91,8 @@ expected<std::vector<std::int64_t>, Error> element_strides(TensorByteStridesView
 expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(
     std::vector<std::int64_t>& shape, DLDataType dtype, TensorByteStridesView byte_strides,
     MemoryStorageType storage_type, void* data, int device, const char* who) {
-  // Where 5.0 refuses the same thing, its sentence comes first (its item_size and validate_shape
-  // checks), then the field, as an import names it.
+  // Where 5.0 refuses the same thing, its sentence comes first (its item_size check, and its
+  // validate_shape's below), then the field, as an import names it.
   if (auto valid = detail::validate_dtype(dtype, who); !valid) {
     if (dtype.bits == 0 || dtype.lanes == 0) {
       return make_unexpected(invalid(who, std::string("Tensor dtype has zero-sized elements (") +
@@ -100,13 +100,6 @@ expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(
                                               " is 0)"));
     }
     return forward_error(std::move(valid));
-  }
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0) {
-      return make_unexpected(invalid(who, "Tensor shape dimensions must be non-negative (shape[" +
-                                              std::to_string(i) + "] is " +
-                                              std::to_string(shape[i]) + ")"));
-    }
   }
   if (shape.size() > static_cast<std::size_t>(kMaxTensorDims)) {
     return make_unexpected(invalid(who, "ndim " + std::to_string(shape.size()) +
@@ -129,8 +122,14 @@ expected<std::shared_ptr<DLManagedTensorContext>, Error> wrap(
   view.shape = shape.empty() ? nullptr : shape.data();
   view.strides = strides->empty() ? nullptr : strides->data();
   // The same layout rules as an import: what make_tensor builds, every consumer can read.
-  if (auto layout = detail::validate_dl_tensor(view, 0, who); !layout) {
-    return forward_error(std::move(layout));
+  detail::LayoutFacts facts;
+  if (detail::check_dl_tensor(view, 0, facts) != detail::LayoutFault::kNone) {
+    if (facts.fault == detail::LayoutFault::kExtent) {  // 5.0's validate_shape sentence first
+      return make_unexpected(invalid(who, "Tensor shape dimensions must be non-negative (shape[" +
+                                              std::to_string(facts.index) + "] is " +
+                                              std::to_string(shape[facts.index]) + ")"));
+    }
+    return make_unexpected(detail::dl_tensor_error(facts, view, who));
   }
   auto context = std::make_shared<DLManagedTensorContext>();
   detail::assign_view(
