@@ -76,12 +76,10 @@ thread_local NestedReleases nested;
 // reached; another thread is still running its chain when the process exits, as any thread is.
 std::atomic<bool> exit_handler_registered{false};
 
-void run_waiting_at_exit() noexcept { run_releases_waiting_at_exit(); }
-
 void register_exit_handler_once() noexcept {
   if (!exit_handler_registered.load(std::memory_order_relaxed) &&
       !exit_handler_registered.exchange(true, std::memory_order_acq_rel) &&
-      std::atexit(run_waiting_at_exit) != 0) {
+      std::atexit(run_releases_waiting_at_exit) != 0) {
     exit_handler_registered.store(false, std::memory_order_relaxed);  // tried again next time
   }
 }
