@@ -57,6 +57,21 @@ class TensorGpuTest : public GpuTest {
     ASSERT_TRUE(tensor_.set_readiness_stream(producer_));
   }
 
+  // A view of the imported memory written by hand: `shape` and element `strides` from the
+  // element `first` (its own context, sharing the import's memory reference).
+  Tensor view_of(std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+                 std::int64_t first) const {
+    auto context = std::make_shared<DLManagedTensorContext>(*tensor_.dl_ctx());
+    context->dl_shape = std::move(shape);
+    context->dl_strides = std::move(strides);
+    DLTensor& view = context->tensor.dl_tensor;
+    view.ndim = static_cast<std::int32_t>(context->dl_shape.size());
+    view.shape = context->dl_shape.data();
+    view.strides = context->dl_strides.data();
+    view.byte_offset = static_cast<std::uint64_t>(first) * 4;
+    return Tensor(context);
+  }
+
   bool imported_ = false;
   int device_ = 0;
   cudaStream_t producer_ = nullptr;
@@ -259,16 +274,7 @@ TEST_F(TensorGpuTest, StridedDeviceViewIsGathered) {
   // Every other column of a 256 x 256 view, rows reversed: negative and non-unit strides.
   constexpr std::int64_t kRows = kElements / 256;
   constexpr std::int64_t kColumns = 128;
-  auto context = std::make_shared<DLManagedTensorContext>(*tensor_.dl_ctx());
-  std::vector<std::int64_t> shape{kRows, kColumns};
-  context->dl_shape = shape;
-  context->dl_strides = {-256, 2};
-  DLTensor& view = context->tensor.dl_tensor;
-  view.ndim = 2;
-  view.shape = context->dl_shape.data();
-  view.strides = context->dl_strides.data();
-  view.byte_offset = (kRows - 1) * 256 * 4;
-  const Tensor strided(context);
+  const Tensor strided = view_of({kRows, kColumns}, {-256, 2}, (kRows - 1) * 256);
   auto copy = strided.copy_to(DLDevice{kDLCUDA, device_}, consumer_);
   ASSERT_TRUE(copy.has_value()) << copy.error().message;
   std::vector<std::uint32_t> out(kRows * kColumns);
@@ -290,15 +296,7 @@ TEST_F(TensorGpuTest, ReversedColumnsAreGatheredByColumn) {
   HDL_ASSERT_CUDA(cudaStreamSynchronize(producer_));
   constexpr std::int64_t kRows = kElements / 256;
   constexpr std::int64_t kColumns = 256;
-  auto context = std::make_shared<DLManagedTensorContext>(*tensor_.dl_ctx());
-  context->dl_shape = {kRows, kColumns};
-  context->dl_strides = {kColumns, -1};
-  DLTensor& view = context->tensor.dl_tensor;
-  view.ndim = 2;
-  view.shape = context->dl_shape.data();
-  view.strides = context->dl_strides.data();
-  view.byte_offset = (kColumns - 1) * 4;
-  const Tensor flipped(context);
+  const Tensor flipped = view_of({kRows, kColumns}, {kColumns, -1}, kColumns - 1);
   auto copy = flipped.copy_to(DLDevice{kDLCUDA, device_}, consumer_);
   ASSERT_TRUE(copy.has_value()) << copy.error().message;
   std::vector<std::uint32_t> out(kRows * kColumns);
