@@ -79,8 +79,9 @@ bool has_dlpack(nb::handle object) {
 ProtocolStream import_stream(nb::handle stream, const char* entry) {
   const ProtocolStream consumer = parse_protocol_stream(stream);
   if (consumer.kind == ProtocolStream::Kind::kNoSync) {
+    // Holoscan 5.0's sentence first, so that code matching its message matches ours.
     raise_invalid_argument(std::string(entry) +
-                           ": stream=-1 is not supported: an import needs a readiness stream "
+                           ": Tensor import requires a readiness stream; stream=-1 is unsupported "
                            "(pass None or 1 for the legacy default stream, 2, or a stream)");
   }
   return consumer;
@@ -121,6 +122,13 @@ nb::object from_dlpack(nb::handle object, nb::handle stream, nb::handle copy) {
       return nb::cast(std::move(*tensor));
     }
   }
+  // No protocol at all (a producer with one of its two methods fails in the one it lacks).
+  if (!PyCapsule_CheckExact(object.ptr()) && !attribute_if_any(object, "__dlpack__").is_valid() &&
+      !attribute_if_any(object, "__dlpack_device__").is_valid()) {
+    throw nb::attribute_error(("from_dlpack: object does not support the __dlpack__ protocol (a " +
+                               type_text(object) + " has no __dlpack__)")
+                                  .c_str());
+  }
   return nb::cast(import_protocol(object, consumer, copy));
 }
 
@@ -141,9 +149,9 @@ nb::object as_tensor(nb::handle object, nb::handle stream) {
   if (nb::object host = attribute_if_any(object, "__array_interface__"); host.is_valid()) {
     return nb::cast(import_array_interface(object, host, false, consumer));
   }
-  throw nb::type_error(("as_tensor: " + type_text(object) +
-                        " does not support __dlpack_c_exchange_api__, __dlpack__, "
-                        "__cuda_array_interface__, or __array_interface__")
+  throw nb::type_error(("as_tensor: object does not support __dlpack_c_exchange_api__, "
+                        "__dlpack__, __cuda_array_interface__, or __array_interface__ (a " +
+                        type_text(object) + ")")
                            .c_str());
 }
 

@@ -101,7 +101,7 @@ std::optional<std::uint32_t> versioned_minor(nb::handle max_version) {
   nb::object major_number = pair ? version_number(pair->first) : nb::object();
   nb::object minor_number = pair ? version_number(pair->second) : nb::object();
   if (!major_number.is_valid() || !minor_number.is_valid()) {
-    throw nb::type_error("max_version must be None or a (major, minor) tuple of integers");
+    throw nb::type_error("max_version must be a tuple of (major, minor) integers, or None");
   }
   int overflow = 0;
   const long major = PyLong_AsLongAndOverflow(major_number.ptr(), &overflow);

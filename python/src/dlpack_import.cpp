@@ -246,12 +246,12 @@ PyObject* sole_owners_producer(const Tensor& tensor) noexcept {
 void check_major_version(const DLManagedTensorVersioned& managed) {
   // Another major version: only `version` may be read, and nothing may be written.
   if (managed.version.major != HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) {
-    throw nb::buffer_error(("DLPack version " + std::to_string(managed.version.major) + "." +
-                            std::to_string(managed.version.minor) +
-                            " is not supported (this build reads major version " +
-                            std::to_string(HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) +
-                            "); the producer keeps the tensor")
-                               .c_str());
+    throw nb::buffer_error(
+        ("unsupported DLPack major version " + std::to_string(managed.version.major) + " (DLPack " +
+         std::to_string(managed.version.major) + "." + std::to_string(managed.version.minor) +
+         "; this build reads major version " + std::to_string(HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) +
+         "); the producer keeps the tensor")
+            .c_str());
   }
 }
 
@@ -265,7 +265,7 @@ Tensor import_capsule(nb::handle capsule, nb::handle producer) {
     if (PyErr_Occurred() != nullptr) {
       throw nb::python_error();
     }
-    throw nb::type_error("the capsule has no name: it is not a DLPack capsule");
+    throw nb::type_error("invalid DLPack capsule: the capsule has no name");
   }
   if (std::strcmp(name, kVersionedName) == 0) {
     return import_managed<DLManagedTensorVersioned>(capsule, kVersionedName, kUsedVersionedName,
@@ -275,9 +275,9 @@ Tensor import_capsule(nb::handle capsule, nb::handle producer) {
     return import_managed<DLManagedTensor>(capsule, kLegacyName, kUsedLegacyName, producer);
   }
   if (std::strcmp(name, kUsedVersionedName) == 0 || std::strcmp(name, kUsedLegacyName) == 0) {
-    throw nb::buffer_error("the DLPack capsule was already consumed");
+    throw nb::buffer_error("invalid DLPack capsule: the DLPack capsule was already consumed");
   }
-  throw nb::type_error(("a capsule named '" + std::string(name) +
+  throw nb::type_error(("invalid DLPack capsule: a capsule named '" + std::string(name) +
                         "' is not a DLPack capsule ('dltensor_versioned' or 'dltensor')")
                            .c_str());
 }
@@ -353,7 +353,8 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
   }
   if (!PyCapsule_CheckExact(capsule.ptr())) {
     throw nb::type_error(
-        ("__dlpack__() returned " + type_text(capsule) + ", not a DLPack capsule").c_str());
+        ("__dlpack__ did not return a valid DLPack capsule: it returned " + type_text(capsule))
+            .c_str());
   }
   Tensor tensor = import_capsule(capsule, object);
   if (!pass_stream) {

@@ -44,11 +44,15 @@ struct InterfaceOwner final : PythonRelease {
   }
 };
 
-std::vector<std::int64_t> int_tuple(nb::handle value, const char* what) {
-  if (!nb::isinstance<nb::tuple>(value)) {
-    throw nb::type_error((std::string(what) + " must be a tuple of integers").c_str());
+// Any sequence of integers but text, as Holoscan 5.0 reads the interface's shape and strides
+// (PySequence_Fast), with its sentence leading the refusal.
+std::vector<std::int64_t> int_sequence(nb::handle value, const char* what) {
+  if (!non_text_sequence(value)) {
+    throw nb::type_error(
+        ("array interface " + std::string(what) + " must be a sequence, not " + type_text(value))
+            .c_str());
   }
-  return tuple_int64s(value, what);
+  return sequence_int64s(value, what);
 }
 
 DLDevice interface_device(std::uintptr_t data, bool cuda) {
@@ -85,10 +89,20 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
     PyObject* value = PyDict_GetItemString(dict.ptr(), key);  // borrowed, no error set
     return value != nullptr ? nb::borrow(value) : nb::none();
   };
+  // Holoscan 5.0's sentence for a key the interface must have.
+  const auto required = [&](const char* key) -> nb::object {
+    PyObject* value = PyDict_GetItemString(dict.ptr(), key);  // borrowed, no error set
+    if (value == nullptr) {
+      throw nb::type_error(
+          ("array interface is missing required key '" + std::string(key) + "' (" + attribute + ")")
+              .c_str());
+    }
+    return nb::borrow(value);
+  };
   if (!entry("mask").is_none()) {
     raise_invalid_argument("a masked array interface is not supported");
   }
-  const nb::object data = entry("data");
+  const nb::object data = required("data");
   // The tuple's own size: a subclass's len() may say 2 of a tuple that holds fewer items.
   if (!nb::isinstance<nb::tuple>(data) || PyTuple_GET_SIZE(data.ptr()) != 2) {
     throw nb::type_error(
@@ -105,7 +119,7 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
     return data_key() + " must be a (pointer, read_only) tuple";
   });
   const auto typestr = cast_or_type_error<std::string>(
-      entry("typestr"), [&] { return std::string(attribute) + "['typestr'] must be a string"; });
+      required("typestr"), [&] { return std::string(attribute) + "['typestr'] must be a string"; });
   auto dtype = dldatatype_from_typestr(typestr);
   if (!dtype) {
     raise_error(dtype.error());
@@ -117,7 +131,7 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
 
   auto owner = std::make_unique<InterfaceOwner>();
   owner->run = &InterfaceOwner::run_release;
-  owner->shape = int_tuple(entry("shape"), "shape");
+  owner->shape = int_sequence(required("shape"), "shape");
   const std::int64_t item = static_cast<std::int64_t>(dlpack_dtype_item_size_bytes(*dtype));
   const auto ndim = static_cast<std::int32_t>(owner->shape.size());
   const nb::object strides = entry("strides");
@@ -127,9 +141,11 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
     owner->strides.assign(owner->shape.size(), 1);
     holoscan::detail::compact_strides(ndim, owner->shape.data(), owner->strides.data());
   } else {
-    owner->strides = int_tuple(strides, "strides");
+    owner->strides = int_sequence(strides, "strides");
     if (owner->strides.size() != owner->shape.size()) {
-      raise_invalid_argument("strides and shape differ in length");
+      raise_invalid_argument("array interface strides length must match shape rank (" +
+                             std::to_string(owner->strides.size()) + " strides, " +
+                             std::to_string(owner->shape.size()) + " dimensions)");
     }
     for (std::int64_t& stride : owner->strides) {
       if (stride % item != 0) {

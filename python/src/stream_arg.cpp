@@ -15,6 +15,12 @@ namespace nb = nanobind;
 namespace holoscan::python {
 namespace {
 
+// Holoscan 5.0's sentences for these refusals (read from its Python module), which ours begin
+// with so that code matching 5.0's messages matches ours.
+constexpr const char* kInvalidStream =
+    "Invalid stream, valid stream should be -1 (non-blocking), 1 (legacy default stream), 2 "
+    "(per-thread default stream), or a positive integer (stream pointer)";
+
 struct RawStream {
   std::intptr_t value = 0;
   bool from_object = false;  // a stream object, whose 0 names the legacy default stream
@@ -35,24 +41,35 @@ std::intptr_t stream_integer(nb::handle value, const char* what) {
 // The CUDA stream protocol: `__cuda_stream__()` returns (version, handle), version 0. Any
 // sequence of two items is read, as Holoscan 5.0 reads it (PySequence_Size, PySequence_GetItem);
 // text is not a pair of integers.
-std::intptr_t cuda_stream_protocol(nb::handle stream) {
+std::intptr_t cuda_stream_protocol(nb::handle method) {
   // Python code, run by this thread (cuda.core's streams): see running_python. A C call, so that
   // no C++ frame with a destructor lies between it and running_python.
-  const nb::object result = nb::steal(running_python(
-      [&] { return PyObject_CallMethod(stream.ptr(), "__cuda_stream__", nullptr); }));
+  if (!PyCallable_Check(method.ptr())) {
+    throw nb::type_error(
+        ("Invalid stream type: __cuda_stream__ must be callable, not " + type_text(method))
+            .c_str());
+  }
+  const nb::object result =
+      nb::steal(running_python([&] { return PyObject_CallNoArgs(method.ptr()); }));
   if (!result.is_valid()) {
     throw nb::python_error();
   }
   const auto pair = sequence_pair(result);
   if (!pair) {
-    throw nb::type_error("__cuda_stream__() must return a (version, stream) sequence of two items");
+    throw nb::type_error(
+        "__cuda_stream__ must return a sequence with 2 elements: (version, stream pointer)");
   }
   const nb::object& version = pair->first;
   if (integer_argument<long>(version, "__cuda_stream__()[0]") != 0) {
     raise_invalid_argument(std::string("__cuda_stream__ protocol version must be 0, not ") +
                            display_text(version));
   }
-  return stream_integer(pair->second, "__cuda_stream__()[1]");
+  const std::intptr_t handle = stream_integer(pair->second, "__cuda_stream__()[1]");
+  if (handle < 0) {
+    raise_invalid_argument("__cuda_stream__ stream pointer must be non-negative, not " +
+                           std::to_string(handle));
+  }
+  return handle;
 }
 
 RawStream raw_stream(nb::handle stream) {
@@ -64,8 +81,8 @@ RawStream raw_stream(nb::handle stream) {
   }
   // A stream object's attributes may be Python code (a proxy, a property): attribute_if_any
   // lets what they raise through.
-  if (attribute_if_any(stream, "__cuda_stream__").is_valid()) {
-    return {cuda_stream_protocol(stream), true};
+  if (const nb::object method = attribute_if_any(stream, "__cuda_stream__"); method.is_valid()) {
+    return {cuda_stream_protocol(method), true};
   }
   // torch's and CuPy's stream objects: the attribute, and its name in an error.
   constexpr std::pair<const char*, const char*> kHandles[] = {{"cuda_stream", "stream.cuda_stream"},
@@ -76,8 +93,8 @@ RawStream raw_stream(nb::handle stream) {
     }
   }
   throw nb::type_error(
-      ("stream must be None, an integer, or an object with __cuda_stream__(), `cuda_stream` "
-       "(torch) or `ptr` (CuPy), not " +
+      ("Invalid stream type: should be int, None, or object with callable __cuda_stream__ (or "
+       "torch's `cuda_stream`, CuPy's `ptr`), not " +
        type_text(stream))
           .c_str());
 }
@@ -101,12 +118,13 @@ ProtocolStream parse_protocol_stream(nb::handle stream) {
     return {ProtocolStream::Kind::kNoSync, -1, nullptr};
   }
   if (raw.value == 0) {
-    raise_invalid_argument(
-        "stream=0 is ambiguous in the DLPack protocol: pass 1 for the legacy default stream or 2 "
-        "for the per-thread default stream");
+    raise_invalid_argument(std::string(kInvalidStream) +
+                           ": stream=0 is ambiguous in the DLPack protocol (1 is the legacy "
+                           "default stream, 2 the per-thread default stream)");
   }
   if (raw.value < -1) {
-    raise_invalid_argument("stream " + std::to_string(raw.value) + " is not a stream");
+    raise_invalid_argument(std::string(kInvalidStream) + ": stream " + std::to_string(raw.value) +
+                           " is not a stream");
   }
   return {ProtocolStream::Kind::kStream, raw.value, reinterpret_cast<cudaStream_t>(raw.value)};
 }

@@ -32,7 +32,7 @@ def capsule_name(capsule):
 def test_max_version_of_non_integers_is_a_type_error(max_version):
     with pytest.raises(TypeError) as raised:
         host_tensor().__dlpack__(max_version=max_version)
-    assert str(raised.value) == "max_version must be None or a (major, minor) tuple of integers"
+    assert str(raised.value) == "max_version must be a tuple of (major, minor) integers, or None"
 
 
 @pytest.mark.parametrize("max_version, name", [
@@ -52,7 +52,7 @@ def test_max_version_is_any_sequence_of_two_integers(max_version, name):
 def test_max_version_of_another_shape_is_a_type_error(max_version):
     with pytest.raises(TypeError) as raised:
         host_tensor().__dlpack__(max_version=max_version)
-    assert str(raised.value) == "max_version must be None or a (major, minor) tuple of integers"
+    assert str(raised.value) == "max_version must be a tuple of (major, minor) integers, or None"
 
 
 def test_max_version_of_any_size_picks_the_capsule_by_its_sign():
@@ -440,14 +440,16 @@ class ReturnsUnnamed:
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: hd.as_tensor(Unnamed()), "as_tensor: Unnamed does not support "
-     "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, or __array_interface__"),
-    (lambda: hd.from_dlpack(np.arange(3), stream=Unnamed()), "stream must be None, an integer, or "
-     "an object with __cuda_stream__(), `cuda_stream` (torch) or `ptr` (CuPy), not Unnamed"),
+    (lambda: hd.as_tensor(Unnamed()), "as_tensor: object does not support "
+     "__dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, or __array_interface__ "
+     "(a Unnamed)"),
+    (lambda: hd.from_dlpack(np.arange(3), stream=Unnamed()), "Invalid stream type: should be int, "
+     "None, or object with callable __cuda_stream__ (or torch's `cuda_stream`, CuPy's `ptr`), not "
+     "Unnamed"),
     (lambda: hd.TensorPool(memory="host", block_bytes=64, block_count=1).allocate(
         (Unnamed(),), "uint8"), "shape[0] must be an integer, not Unnamed"),
     (lambda: hd.from_dlpack(ReturnsUnnamed()),
-     "__dlpack__() returned Unnamed, not a DLPack capsule"),
+     "__dlpack__ did not return a valid DLPack capsule: it returned Unnamed"),
 ], ids=["as_tensor", "stream", "shape", "dlpack-result"])
 def test_refusals_naming_a_type_whose_module_utf8_cannot_hold_name_the_type(call, message):
     # The module's name made nanobind's type name text that str::c_str() cannot give: RuntimeError

@@ -54,7 +54,8 @@ def test_a_stream_pointer_is_taken(device_tensor):
     (1.0, TypeError, "stream"),
     (CudaStreamProtocol(5, version=1), hd.errors.InvalidArgumentError, "version must be 0"),
     # -1 means "no synchronization" only as the protocol's integer: an object's handle is a stream.
-    (CudaStreamProtocol(-1), hd.errors.InvalidArgumentError, "handle -1 is not a stream"),
+    (CudaStreamProtocol(-1), hd.errors.InvalidArgumentError,
+     "__cuda_stream__ stream pointer must be non-negative, not -1"),
 ], ids=["zero", "negative", "bool", "str", "float", "protocol-version", "object-handle-minus-1"])
 def test_invalid_streams_are_refused(device_tensor, stream, error, match):
     with pytest.raises(error, match=match) as raised:

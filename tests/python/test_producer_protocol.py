@@ -115,7 +115,7 @@ def test_cuda_stream_protocol_answers_any_sequence_of_two(testing, import_, answ
                          ids=["one", "three", "str", "bytes", "int", "None"])
 def test_cuda_stream_protocol_refuses_what_is_not_a_pair(answer):
     producer = Recording(np.arange(3.0))
-    with pytest.raises(TypeError, match=r"__cuda_stream__\(\) must return a \(version, stream\)"):
+    with pytest.raises(TypeError, match="__cuda_stream__ must return a sequence with 2 elements"):
         hd.from_dlpack(producer, stream=CudaStreamAnswer(answer))
 
 
@@ -129,7 +129,7 @@ def test_ambiguous_or_wrong_streams_are_refused(testing):
         hd.from_dlpack(producer, stream=-7)
     with pytest.raises(hd.errors.InvalidArgumentError, match="no readiness|stream=-1"):
         hd.from_dlpack(producer, stream=-1)
-    with pytest.raises(hd.errors.InvalidArgumentError, match="as_tensor: stream=-1"):
+    with pytest.raises(hd.errors.InvalidArgumentError, match="as_tensor: Tensor import requires a readiness stream; stream=-1"):
         hd.as_tensor(producer, stream=-1)
     with pytest.raises(TypeError, match="stream"):
         hd.from_dlpack(producer, stream="default")
@@ -157,7 +157,7 @@ def test_as_tensor_refuses_no_synchronization_on_every_path(testing, make):
     # Holoscan 5.0 parses every import stream with one rule: an import records a readiness
     # point, which -1 ("no synchronization") cannot give; as_tensor is no exception.
     source = make(testing)
-    with pytest.raises(hd.errors.InvalidArgumentError, match="as_tensor: stream=-1"):
+    with pytest.raises(hd.errors.InvalidArgumentError, match="as_tensor: Tensor import requires a readiness stream; stream=-1"):
         hd.as_tensor(source, stream=-1)
 
 
@@ -265,7 +265,7 @@ def test_producer_returning_junk_is_a_type_error(junk):
         def __dlpack__(self, **kwargs):
             return junk
 
-    with pytest.raises(TypeError, match="not a DLPack capsule"):
+    with pytest.raises(TypeError, match="^__dlpack__ did not return a valid DLPack capsule"):
         hd.from_dlpack(Junk())
 
 
@@ -276,7 +276,7 @@ def capsule_name(capsule):
 def test_another_major_version_keeps_ownership(testing, collect):
     calls = testing.deleter_calls()
     capsule = testing.make_capsule(major=2, minor=0)
-    with pytest.raises(BufferError, match="version 2.0"):
+    with pytest.raises(BufferError, match="^unsupported DLPack major version 2 \\(DLPack 2.0"):
         hd.from_dlpack(capsule)
     assert capsule_name(capsule) == "dltensor_versioned", "a rejected capsule must not be renamed"
     collect()
