@@ -75,7 +75,11 @@ void order_work_stream(Tensor& tensor) {
   }
 }
 
+// A C consumer's null output pointer is refused with Holoscan 5.0's sentences, not written.
 int managed_from_tensor(void* py_object, DLManagedTensorVersioned** out) {
+  if (out == nullptr) {
+    return fail(PyExc_BufferError, "DLPack output pointer must not be null");
+  }
   *out = nullptr;
   try {
     Tensor* tensor = tensor_of(py_object);
@@ -98,6 +102,9 @@ int managed_from_tensor(void* py_object, DLManagedTensorVersioned** out) {
 // Nor can it say IS_SUBBYTE_TYPE_PADDED: its consumer would read padded elements as packed ones,
 // so such a tensor is refused as by the legacy export (Tensor::to_dlpack).
 int view_of_tensor(void* py_object, DLTensor* out) {
+  if (out == nullptr) {
+    return fail(PyExc_BufferError, "DLPack output tensor must not be null");
+  }
   try {
     Tensor* tensor = tensor_of(py_object);
     if (tensor == nullptr) {
@@ -123,7 +130,9 @@ int view_of_tensor(void* py_object, DLTensor* out) {
 
 // The tensor is handed over ("stolen"): until a Tensor owns it, every refusal frees it, once.
 int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
-  *out = nullptr;
+  if (out != nullptr) {
+    *out = nullptr;
+  }
   if (managed == nullptr) {
     return fail(PyExc_BufferError, "DLPack tensor must not be null");
   }
@@ -133,6 +142,9 @@ int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
     }
     return fail(PyExc_BufferError, message);
   };
+  if (out == nullptr) {
+    return refuse("DLPack output pointer must not be null");
+  }
   if (managed->version.major != HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) {
     return refuse("DLPack tensor of another major version");
   }
@@ -162,13 +174,21 @@ int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
 
 int refuse_allocation(DLTensor*, DLManagedTensorVersioned** out, void* error_ctx,
                       void (*set_error)(void*, const char*, const char*)) {
-  *out = nullptr;
-  set_error(error_ctx, "NotImplementedError",
-            "holoscan_dlpack.Tensor does not allocate through DLPack");
+  if (out != nullptr) {
+    *out = nullptr;
+  }
+  if (set_error != nullptr) {
+    set_error(error_ctx, "NotImplementedError",
+              "Holoscan Tensor does not support DLPack allocation (holoscan_dlpack allocates "
+              "through TensorPool)");
+  }
   return -1;
 }
 
 int current_work_stream(DLDeviceType, std::int32_t, void** out) {
+  if (out == nullptr) {
+    return fail(PyExc_BufferError, "DLPack stream output pointer must not be null");
+  }
   *out = nullptr;  // the legacy default stream, for every device
   return 0;
 }

@@ -129,9 +129,14 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
     return std::nullopt;
   }
   DLManagedTensorVersioned* managed = nullptr;
-  if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &managed) != 0 ||
-      managed == nullptr) {
-    raise_table_failure("__dlpack_c_exchange_api__ gave no tensor");
+  // Holoscan 5.0's sentences first, then which call it was.
+  if (api->managed_tensor_from_py_object_no_sync(object.ptr(), &managed) != 0) {
+    raise_table_failure(
+        "DLPack C exchange managed export failed: __dlpack_c_exchange_api__ gave no tensor");
+  }
+  if (managed == nullptr) {
+    raise_table_failure(
+        "DLPack C exchange managed export returned null: __dlpack_c_exchange_api__ gave no tensor");
   }
   // Unlike a capsule, nothing else owns `managed` now: a rejection is ours to free.
   if (managed->version.major != HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) {
@@ -156,7 +161,9 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
   void* work = nullptr;
   if (api->current_work_stream(static_cast<DLDeviceType>(device.device_type), device.device_id,
                                &work) != 0) {
-    raise_table_failure("__dlpack_c_exchange_api__ gave no work stream");
+    raise_table_failure(
+        "DLPack C exchange current stream query failed: __dlpack_c_exchange_api__ gave no work "
+        "stream");
   }
   // A null work stream is the producer's legacy default stream (torch's default stream) of the
   // tensor's device: recorded as cudaStreamLegacy, which names the same stream and lets legacy

@@ -213,6 +213,22 @@ def test_the_table_allocates_nothing_and_works_on_the_legacy_stream(tensor_api):
         assert tensor_api.exchange_work_stream(hd.Tensor, device_type) == 0
 
 
+def test_the_table_refuses_null_output_pointers_and_frees_what_it_was_given(tensor_api, collect):
+    # A C consumer's misuse: each converter wrote through the null pointer (a segmentation fault).
+    # Holoscan 5.0 refuses each with the sentences checked here.
+    deleted = tensor_api.deleter_calls()
+    results = tensor_api.exchange_null_outputs(hd.Tensor)
+    assert results == {
+        "managed_tensor_from_py_object_no_sync": (-1, "DLPack output pointer must not be null"),
+        "dltensor_from_py_object_no_sync": (-1, "DLPack output tensor must not be null"),
+        "managed_tensor_to_py_object_no_sync": (-1, "DLPack output pointer must not be null"),
+        "current_work_stream": (-1, "DLPack stream output pointer must not be null"),
+        "managed_tensor_allocator": (-1, ""),  # no SetError given: none called
+    }
+    collect()
+    assert tensor_api.deleter_calls() == deleted + 1, "the stolen tensor is ours to free, once"
+
+
 FAILING_TABLE = """
     import holoscan_dlpack as hd
     import holoscan_dlpack_testing as testing
@@ -230,10 +246,12 @@ FAILING_TABLE = """
 
 @pytest.mark.parametrize("call, sets_error, raised, deleted", [
     ("from_py_object", True, "ValueError: the test producer's table call fails", 0),
-    ("from_py_object", False, "BufferError: __dlpack_c_exchange_api__ gave no tensor", 0),
+    ("from_py_object", False, "BufferError: DLPack C exchange managed export failed: "
+     "__dlpack_c_exchange_api__ gave no tensor", 0),
     ("current_work_stream", True, "ValueError: the test producer's table call fails", 1),
     ("current_work_stream", False,
-     "BufferError: __dlpack_c_exchange_api__ gave no work stream", 1),
+     "BufferError: DLPack C exchange current stream query failed: __dlpack_c_exchange_api__ gave "
+     "no work stream", 1),
 ], ids=["converter-error", "converter-no-error", "work-stream-error", "work-stream-no-error"])
 def test_a_failing_table_call_raises_and_frees_what_it_gave_once(exchange, call, sets_error,
                                                                  raised, deleted):

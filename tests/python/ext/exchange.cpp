@@ -175,7 +175,40 @@ std::uintptr_t exchange_work_stream(nb::handle type, int device_type) {
   return reinterpret_cast<std::uintptr_t>(stream);
 }
 
+// The message of the Python error a table call set ("" if none), which is taken.
+std::string taken_error() {
+  if (PyErr_Occurred() == nullptr) {
+    return "";
+  }
+  nb::python_error error;
+  return nb::cast<std::string>(nb::str(error.value()));
+}
+
+// Each of `type`'s converters given a null output pointer (a C consumer's misuse): {call:
+// (status, error message)}; the tensor handed to managed_tensor_to_py_object_no_sync is counted.
+nb::dict exchange_null_outputs(nb::handle type) {
+  const DLPackExchangeAPI* api = table_of(type);
+  nb::dict result;
+  const auto record = [&](const char* call, int status) {
+    result[call] = nb::make_tuple(status, taken_error());
+  };
+  record("managed_tensor_from_py_object_no_sync",
+         api->managed_tensor_from_py_object_no_sync(nullptr, nullptr));
+  record("dltensor_from_py_object_no_sync", api->dltensor_from_py_object_no_sync(nullptr, nullptr));
+  ProducerSpec spec;
+  record("managed_tensor_to_py_object_no_sync",
+         api->managed_tensor_to_py_object_no_sync(make_versioned(spec), nullptr));
+  record("current_work_stream", api->current_work_stream(kDLCUDA, 0, nullptr));
+  DLTensor prototype{};
+  record("managed_tensor_allocator",
+         api->managed_tensor_allocator(&prototype, nullptr, nullptr, nullptr));
+  return result;
+}
+
 void bind_consumer(nb::module_& testing) {
+  testing.def("exchange_null_outputs", &exchange_null_outputs, nb::arg("type"),
+              "Each converter of `type`'s table with a null output pointer: {call: (status, "
+              "error message)}.");
   testing.def("exchange_export", &exchange_export, nb::arg("obj"),
               "managed_tensor_from_py_object_no_sync of obj's type; the export is held until a "
               "drop_held_* call. Returns what it describes.");
