@@ -67,7 +67,7 @@ struct Input {
   std::vector<std::int64_t> shape;    ///< What view.shape points at (unless it is null).
   std::vector<std::int64_t> strides;  ///< What view.strides points at (unless it is null).
   DLTensor view{};                    ///< The producer's metadata.
-  std::uint64_t flags = 0;            ///< DLPack flag bits (the four lowest only).
+  std::uint64_t flags = 0;            ///< DLPack flag bits (mostly the four lowest; any 64 bits).
   bool legacy = false;                ///< Import it as a legacy DLManagedTensor.
   DLPackVersion version{};            ///< The producer's version (sometimes another major).
 
@@ -111,10 +111,17 @@ inline void read_input(Bytes& bytes, Input& in) {
                             static_cast<std::int8_t>(bytes.take<std::uint8_t>())};
   in.view.byte_offset =
       (shape_kind & 32) != 0 ? bytes.take<std::uint64_t>() : bytes.take<std::uint8_t>();
-  in.flags = static_cast<std::uint64_t>(bytes.take<std::uint8_t>() % 16);
-  const bool other_major = bytes.take<std::uint8_t>() % 8 == 0;
+  // Mostly the three known bits and bit 3; a quarter of the time any 64 bits.
+  const auto flag_kind = bytes.take<std::uint8_t>();
+  in.flags = flag_kind % 4 == 0 ? bytes.take<std::uint64_t>()
+                                : static_cast<std::uint64_t>((flag_kind >> 2) % 16);
+  // Mostly this build's major version; sometimes the next one, or 0 (DLPack before 1.0).
+  const auto major_kind = bytes.take<std::uint8_t>() % 8;
+  const std::uint32_t major = major_kind == 0   ? DLPACK_MAJOR_VERSION + 1u
+                              : major_kind == 1 ? 0u
+                                                : static_cast<std::uint32_t>(DLPACK_MAJOR_VERSION);
   const auto minor = static_cast<std::uint32_t>(bytes.take<std::uint8_t>() % 5);
-  in.version = {DLPACK_MAJOR_VERSION + (other_major ? 1u : 0u), minor};
+  in.version = {major, minor};
 }
 
 }  // namespace holoscan_fuzz
