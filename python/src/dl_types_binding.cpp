@@ -155,6 +155,10 @@ DLDevice parse_device(nb::handle device, const char* what) {
       raise_invalid_argument(std::string(what) + " " + display_text(device) +
                              " is not a device: its values are 32-bit");
     }
+    if (*id < 0) {  // no device has one (an export refuses a view that says so)
+      raise_invalid_argument(std::string(what) + " " + display_text(device) +
+                             " is not a device: its id is negative");
+    }
     return DLDevice{static_cast<DLDeviceType>(*type), *id};
   }
   throw nb::type_error(

@@ -207,15 +207,16 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
          " is not the tensor's device " + device_text(reported))
             .c_str());
   }
-  if (other_device || copy.ptr() == Py_True) {
-    return export_copy(tensor, target, consumer, versioned);
-  }
   if (!versioned && tensor.is_read_only()) {
-    // Holoscan 5.0's sentence first (libholoscan_core.so.5), then what to do instead.
+    // Holoscan 5.0's sentence first (libholoscan_core.so.5), then what to do instead. Its
+    // docstring refuses a read-only tensor without a versioned capsule whatever `copy` asks.
     throw nb::buffer_error(
         "Legacy DLPack cannot represent read-only Tensor authority: a read-only tensor is not "
         "exported as a legacy capsule (holoscan_dlpack does not widen access); pass "
         "max_version=(1, 0) or later");
+  }
+  if (other_device || copy.ptr() == Py_True) {
+    return export_copy(tensor, target, consumer, versioned);
   }
   order_consumer(tensor, consumer);
   if (versioned) {

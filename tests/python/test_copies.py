@@ -152,7 +152,7 @@ def test_padded_sub_byte_copies_keep_their_flag(testing):
     versioned = hd.from_dlpack(t.__dlpack__(copy=True, max_version=(1, 1)))
     assert versioned.flags & FLAG_SUBBYTE_PADDED
     with pytest.raises(BufferError) as raised:
-        t.__dlpack__(copy=True)  # legacy
+        c.__dlpack__(copy=True)  # legacy, of a writable tensor (a read-only one is refused first)
     assert str(raised.value) == (
         "kInvalidArgument: Tensor::to_dlpack: the tensor's sub-byte elements are padded "
         "(IS_SUBBYTE_TYPE_PADDED), which a legacy DLManagedTensor cannot say; use "

@@ -140,3 +140,26 @@ def test_array_interface_shape_and_strides_may_be_any_sequence(shape, strides):
     expected = base if strides is None or strides == [24, 8] else np.lib.stride_tricks.as_strided(
         base, shape=(2, 3), strides=tuple(strides))
     assert np.array_equal(np.from_dlpack(tensor), expected)
+
+
+@pytest.mark.parametrize("copy", [None, True, False])
+def test_a_read_only_tensor_is_refused_a_legacy_capsule_whatever_copy_asks(copy):
+    # 5.0's __dlpack__ docstring: "BufferError - If the tensor is read-only and max_version does
+    # not select a versioned capsule." A copy asked for was exported as a legacy capsule before.
+    read_only = host_tensor()
+    assert read_only.is_read_only
+    with pytest.raises(BufferError, match="^Legacy DLPack cannot represent read-only Tensor "
+                                          "authority"):
+        read_only.__dlpack__(copy=copy)
+    assert read_only.__dlpack__(copy=True, max_version=(1, 0)) is not None
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: t.__dlpack__(dl_device=(KDL_CPU, -7), copy=False, max_version=(1, 0)),
+    lambda t: t.__dlpack__(dl_device=(KDL_CUDA, -1), max_version=(1, 0)),
+    lambda t: t.copy_to((KDL_CPU, -1)),
+], ids=["dlpack-cpu", "dlpack-cuda", "copy_to-cpu"])
+def test_a_negative_device_id_names_no_device(call):
+    # A host tensor took (kDLCPU, -7) as its own device and exported itself.
+    with pytest.raises(hd.errors.InvalidArgumentError, match="is not a device: its id is negative"):
+        call(host_tensor())
