@@ -510,11 +510,12 @@ expected<void, Error> validate_dtype(DLDataType dtype, const char* who) {
 }
 
 expected<Layout, Error> validate_layout(std::int32_t ndim, const std::int64_t* shape,
-                                        DLDataType dtype, std::uint64_t flags, const char* who) {
+                                        DLDataType dtype, std::uint64_t flags, const char* who,
+                                        const std::int64_t* strides) {
   LayoutFacts facts;
-  if (check_layout(ndim, shape, nullptr, dtype, flags, last_dtype_code<DLDataTypeCode>(), facts) !=
+  if (check_layout(ndim, shape, strides, dtype, flags, last_dtype_code<DLDataTypeCode>(), facts) !=
       LayoutFault::kNone) {
-    return make_unexpected(layout_error(facts, ndim, shape, nullptr, dtype, who));
+    return make_unexpected(layout_error(facts, ndim, shape, strides, dtype, who));
   }
   return Layout{facts.size, facts.nbytes};
 }

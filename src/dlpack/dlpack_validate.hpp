@@ -118,13 +118,12 @@ struct HOLOSCAN_DLPACK_ABI Layout {
 
 /**
  * @brief Checks ndim, shape, extents and dtype, and that the element count, the payload bytes and
- *        the compact row-major strides in bytes all fit int64.
+ *        the compact row-major strides in bytes all fit int64; with `strides` (elements), also
+ *        each of them in bytes and the span they address, as an import checks them.
  */
-HOLOSCAN_DLPACK_WING_API expected<Layout, Error> validate_layout(std::int32_t ndim,
-                                                                 const std::int64_t* shape,
-                                                                 DLDataType dtype,
-                                                                 std::uint64_t flags,
-                                                                 const char* who);
+HOLOSCAN_DLPACK_WING_API expected<Layout, Error> validate_layout(
+    std::int32_t ndim, const std::int64_t* shape, DLDataType dtype, std::uint64_t flags,
+    const char* who, const std::int64_t* strides = nullptr);
 
 /**
  * @brief validate_layout plus device, data, explicit strides (in bytes), and the span addressed

@@ -110,8 +110,9 @@ expected<void, Error> validate(const TensorHeader& h) {
   if (auto checked = check_flags_and_version(h); !checked) {
     return checked;
   }
-  auto layout =
-      holoscan::detail::validate_layout(h.ndim, h.shape.data(), h.dtype, h.dlpack_flags, kWho);
+  // The strides as an import checks them (each in bytes, the span), then as the wire needs them.
+  auto layout = holoscan::detail::validate_layout(h.ndim, h.shape.data(), h.dtype, h.dlpack_flags,
+                                                  kWho, h.strides.data());
   if (!layout) {
     return forward_error(std::move(layout));
   }

@@ -3,6 +3,7 @@
 // then UCX copies it there (ucp_am_recv_data_nbx): host to host, or into device memory through
 // the CUDA transports. Arrivals are handed out in the order they came, each one confirmed to its
 // sender as receive() hands it out; refusals are answered at once.
+#include <optional>
 #include <string>
 
 #include "keep_until_exit.hpp"
@@ -113,15 +114,41 @@ void Worker::State::refuse(Arrival& arrival, Error error) {
   }
 }
 
+std::size_t Worker::State::other_connected_peers(PeerId peer) const noexcept {
+  std::size_t others = 0;
+  for (const auto& [id, other] : peers) {
+    others += id != peer && !other.lost ? 1 : 0;
+  }
+  return others;
+}
+
 // In arrival order; the first arrival that finds the pool exhausted holds back the ones after it.
+//
+// An arrival that its own peer's unfinished one holds back takes a receive pool block only while
+// the blocks left still give every other connected peer one. Such a tensor cannot be handed out
+// before its peer's earlier one: were a peer stopped mid-transfer to fill the pool's last blocks
+// with them, every other peer's next tensor would wait for memory for as long as it stops.
 std::size_t Worker::State::land_arrivals() {
   std::size_t started = 0;
   std::size_t in_ucx = 0;  // landings UCX is still moving (they come before waiting ones)
-  for (auto& entry : arrivals) {
-    Arrival& arrival = *entry;
+  std::optional<std::size_t> free_blocks;  // the pool's, asked once a round where needed
+  for (auto it = arrivals.begin(); it != arrivals.end(); ++it) {
+    Arrival& arrival = **it;
     if (arrival.phase != Arrival::Phase::kWaitingMemory) {
       in_ucx += arrival.phase == Arrival::Phase::kLanding && arrival.request != nullptr ? 1 : 0;
       continue;
+    }
+    if (config.receive_pool != nullptr && held_back_by_its_peer(it)) {
+      if (const std::size_t others = other_connected_peers(arrival.peer); others > 0) {
+        if (!free_blocks) {
+          free_blocks = config.receive_pool->available_blocks();
+        }
+        if (*free_blocks <= others) {
+          stats.memory_waits += arrival.counted_wait ? 0 : 1;
+          arrival.counted_wait = true;
+          continue;  // the blocks left are for the other peers' next tensors
+        }
+      }
     }
     auto tensor =
         detail::allocate_landing(arrival.header, config.receive_pool, config.max_receive_bytes);
@@ -142,6 +169,9 @@ std::size_t Worker::State::land_arrivals() {
       continue;
     }
     arrival.tensor = std::move(*tensor);
+    if (free_blocks && *free_blocks > 0) {
+      --*free_blocks;
+    }
     ++started;
     if (arrival.length == 0) {
       arrival.phase = Arrival::Phase::kLanded;

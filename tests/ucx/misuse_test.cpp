@@ -98,62 +98,138 @@ TEST(UcxMisuse, AViewWrittenByHandThatNoImportWouldMakeIsRefused) {
   EXPECT_EQ(ucx_series::check(0, received->tensor), "");
 }
 
-// A sender that stops mid-rendezvous (here its worker is never progressed again; a process
-// stopped or hung does the same) keeps its tensor landing for as long as it stops. Another peer's
-// tensor that landed meanwhile is handed out, not held behind it; the stopped peer's own later
-// tensors still wait for its first.
+// Two senders to one receiver: `stalled` sends a tensor far larger than a socket takes at once
+// (its worker is then never progressed: a process stopped or hung does the same) and a small one
+// behind it; `other` sends one small tensor.
+struct StoppedPeer {
+  static constexpr std::int64_t kLarge = std::int64_t{32} << 20;
+
+  explicit StoppedPeer(const ucx::WorkerConfig& receiving = {})
+      : receiver(make_worker(receiving)),
+        stalled_link(connect_in_process(stalled, receiver)),  // the receiver connects
+        other_link(connect_in_process(other, receiver)) {}
+
+  // The tensors, filled; false if any could not be made or a link is missing.
+  bool make_tensors() {
+    auto large_pool = TensorPool::create({PoolMemory::kHost, 0, kLarge, 1});
+    auto pool = host_pool(2);
+    if (!large_pool || !stalled_link.client || !other_link.client) {
+      return false;
+    }
+    auto large = (*large_pool)->allocate({kLarge}, DLDataType{kDLUInt, 8, 1});
+    auto second = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
+    auto small = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
+    if (!large || !second || !small) {
+      return false;
+    }
+    std::memset(large->data(), 0x5a, static_cast<std::size_t>(kLarge));
+    ucx_series::fill(0, second->data(), static_cast<std::size_t>(second->nbytes()));
+    ucx_series::fill(0, small->data(), static_cast<std::size_t>(small->nbytes()));
+    first_ = std::move(*large);
+    second_ = std::move(*second);
+    small_ = std::move(*small);
+    return true;
+  }
+
+  bool stalled_sends() {
+    return stalled.send(stalled_link.listener, first_) &&
+           stalled.send(stalled_link.listener, second_);
+  }
+  bool other_sends() { return static_cast<bool>(other.send(other_link.listener, small_)); }
+
+  // What the receiver hands out within 5 s while only `other` progresses.
+  std::optional<ucx::Received> receive_while_stalled() {
+    for (auto start = Clock::now(); Clock::now() - start < std::chrono::seconds(5);) {
+      (void)other.progress();
+      auto got = receiver.receive(1);
+      EXPECT_TRUE(got) << to_string(got.error());
+      if (got && *got) {
+        return std::move(**got);
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Progressed again, the stopped peer's two tensors come whole, in its order.
+  void expect_the_stalled_tensors_after_all() {
+    std::vector<ucx::Received> rest;
+    for (auto start = Clock::now();
+         rest.size() < 2 && Clock::now() - start < std::chrono::seconds(20);) {
+      (void)stalled.progress();
+      auto got = receiver.receive(1);
+      ASSERT_TRUE(got) << to_string(got.error());
+      if (*got) {
+        rest.push_back(std::move(**got));
+      }
+    }
+    ASSERT_EQ(rest.size(), 2u);
+    EXPECT_EQ(rest[0].tensor.nbytes(), kLarge);
+    const auto* bytes = static_cast<const std::uint8_t*>(rest[0].tensor.data());
+    EXPECT_EQ(bytes[0], 0x5a);
+    EXPECT_EQ(bytes[kLarge - 1], 0x5a);
+    EXPECT_EQ(ucx_series::check(0, rest[1].tensor), "");
+    EXPECT_LT(rest[0].sequence, rest[1].sequence);
+  }
+
+  ucx::Worker receiver;
+  ucx::Worker stalled = make_worker();
+  ucx::Worker other = make_worker();
+  InProcessLink stalled_link;
+  InProcessLink other_link;
+
+ private:
+  Tensor first_, second_, small_;
+};
+
+// A sender that stops mid-rendezvous keeps its tensor landing for as long as it stops. Another
+// peer's tensor that landed meanwhile is handed out, not held behind it; the stopped peer's own
+// later tensors still wait for its first.
 TEST(UcxMisuse, APeerThatStopsMidTransferHoldsBackNoOtherPeersTensor) {
-  auto receiver = make_worker();
-  auto stalled = make_worker();
-  auto other = make_worker();
-  const auto stalled_link = connect_in_process(stalled, receiver);  // the receiver connects
-  const auto other_link = connect_in_process(other, receiver);
-  ASSERT_TRUE(stalled_link.client) << to_string(stalled_link.client.error());
-  ASSERT_TRUE(other_link.client) << to_string(other_link.client.error());
-  constexpr std::int64_t kLarge = std::int64_t{32} << 20;  // far more than a socket takes at once
-  auto large_pool = TensorPool::create({PoolMemory::kHost, 0, kLarge, 1});
-  ASSERT_TRUE(large_pool);
-  auto first = (*large_pool)->allocate({kLarge}, DLDataType{kDLUInt, 8, 1});
-  auto pool = host_pool(2);
-  auto second = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
-  auto small = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
-  ASSERT_TRUE(first && second && small);
-  std::memset(first->data(), 0x5a, static_cast<std::size_t>(kLarge));
-  ucx_series::fill(0, second->data(), static_cast<std::size_t>(second->nbytes()));
-  ucx_series::fill(0, small->data(), static_cast<std::size_t>(small->nbytes()));
-  ASSERT_TRUE(stalled.send(stalled_link.listener, *first));  // its sender is not progressed
-  ASSERT_TRUE(stalled.send(stalled_link.listener, *second));
-  ASSERT_TRUE(other.send(other_link.listener, *small));
-  std::optional<ucx::Received> received;
-  for (auto start = Clock::now(); !received && Clock::now() - start < std::chrono::seconds(5);) {
-    (void)other.progress();
-    auto got = receiver.receive(1);
-    ASSERT_TRUE(got) << to_string(got.error());
-    if (*got) {
-      received = std::move(**got);
-    }
-  }
+  StoppedPeer peers;
+  ASSERT_TRUE(peers.make_tensors());
+  ASSERT_TRUE(peers.stalled_sends());
+  ASSERT_TRUE(peers.other_sends());
+  auto received = peers.receive_while_stalled();
   ASSERT_TRUE(received) << "a peer stopped mid-transfer held back another peer's tensor";
-  EXPECT_EQ(received->peer, *other_link.client);
+  EXPECT_EQ(received->peer, *peers.other_link.client);
   EXPECT_EQ(ucx_series::check(0, received->tensor), "");
-  // Progressed again, the stopped peer's tensors come in its order.
-  std::vector<ucx::Received> rest;
+  peers.expect_the_stalled_tensors_after_all();
+}
+
+// The same with a receive pool of two blocks: the stopped peer's first tensor takes one while it
+// lands, and its second, which cannot be handed out before the first, took the other as soon as
+// it arrived, so that the other peer's tensor waited for memory for as long as the peer stopped.
+// A tensor held back by its own peer now leaves a block for each other connected peer.
+TEST(UcxMisuse, APeerThatStopsMidTransferLeavesAReceivePoolBlockForEachOtherPeer) {
+  auto receive_pool = TensorPool::create({PoolMemory::kHost, 0, StoppedPeer::kLarge, 2});
+  ASSERT_TRUE(receive_pool);
+  ucx::WorkerConfig receiving;
+  receiving.receive_pool = *receive_pool;
+  StoppedPeer peers(receiving);
+  ASSERT_TRUE(peers.make_tensors());
+  ASSERT_TRUE(peers.stalled_sends());
+  // Both of the stopped peer's tensors arrive (the second in one eager message) before the other
+  // peer sends: the second either takes the last block or waits for memory.
+  const auto second_placed = [&] {
+    return (*receive_pool)->available_blocks() == 0 || peers.receiver.stats().memory_waits > 0;
+  };
   for (auto start = Clock::now();
-       rest.size() < 2 && Clock::now() - start < std::chrono::seconds(20);) {
-    (void)stalled.progress();
-    auto got = receiver.receive(1);
+       !second_placed() && Clock::now() - start < std::chrono::seconds(5);) {
+    auto got = peers.receiver.receive(1);
     ASSERT_TRUE(got) << to_string(got.error());
-    if (*got) {
-      rest.push_back(std::move(**got));
-    }
+    ASSERT_FALSE(*got) << "nothing of the stopped peer can be handed out";
   }
-  ASSERT_EQ(rest.size(), 2u);
-  EXPECT_EQ(rest[0].tensor.nbytes(), kLarge);
-  const auto* bytes = static_cast<const std::uint8_t*>(rest[0].tensor.data());
-  EXPECT_EQ(bytes[0], 0x5a);
-  EXPECT_EQ(bytes[kLarge - 1], 0x5a);
-  EXPECT_EQ(ucx_series::check(0, rest[1].tensor), "");
-  EXPECT_LT(rest[0].sequence, rest[1].sequence);
+  ASSERT_TRUE(second_placed()) << "the stopped peer's second tensor never arrived";
+  EXPECT_EQ((*receive_pool)->available_blocks(), 1u) << "the second took the other peer's block";
+  EXPECT_EQ(peers.receiver.stats().memory_waits, 1u);
+  ASSERT_TRUE(peers.other_sends());
+  auto received = peers.receive_while_stalled();
+  ASSERT_TRUE(received) << "a peer stopped mid-transfer kept another peer's tensor waiting for "
+                           "the receive pool";
+  EXPECT_EQ(received->peer, *peers.other_link.client);
+  EXPECT_EQ(ucx_series::check(0, received->tensor), "");
+  received.reset();  // its block goes back
+  peers.expect_the_stalled_tensors_after_all();
 }
 
 // A sender that disconnects while its rendezvous tensors wait inside the receiver's UCX for a

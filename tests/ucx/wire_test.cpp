@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "holoscan/dlpack.hpp"
 #include "holoscan/ucx/wire.hpp"
 #include "ucx/malformed_cases.hpp"
 
@@ -98,6 +99,37 @@ TEST(UcxWire, EncodeRefusesWhatDecodeWouldRefuse) {
   auto cramped = ucx::encode(h, bytes.data(), 10);
   ASSERT_FALSE(cramped);
   EXPECT_EQ(cramped.error().code, ErrorCode::kInvalidArgument);
+}
+
+// docs/ucx.md: a header is refused exactly where an import of the same fields would be. Strides of
+// dimensions of extent 1 (or of an empty tensor) address nothing, and the wire took any; an import
+// still refuses one that cannot be written in bytes.
+TEST(UcxWire, AStrideAnImportRefusesIsRefusedInAHeaderToo) {
+  ucx::TensorHeader h = sample();
+  h.shape[0] = 1;
+  h.strides[0] = INT64_MAX;
+  h.payload_bytes = 16;
+  DLManagedTensorVersioned managed{};
+  managed.version = h.dlpack_version;
+  managed.dl_tensor.ndim = h.ndim;
+  managed.dl_tensor.shape = h.shape.data();
+  managed.dl_tensor.strides = h.strides.data();
+  managed.dl_tensor.dtype = h.dtype;
+  managed.dl_tensor.device = DLDevice{kDLCPU, 0};
+  float data[4] = {};
+  managed.dl_tensor.data = data;
+  auto imported = make_tensor_from_dlpack_versioned(&managed);
+  ASSERT_FALSE(imported) << "the import's verdict is the reference";
+  std::vector<std::uint8_t> bytes(ucx::kMaxTensorHeaderBytes);
+  auto encoded = ucx::encode(h, bytes.data(), bytes.size());
+  ASSERT_FALSE(encoded) << "the header was accepted";
+  EXPECT_EQ(encoded.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(encoded.error().message.find("strides[0] is 9223372036854775807, too large to "
+                                         "express in bytes"),
+            std::string::npos)
+      << encoded.error().message;
+  h.strides[0] = 123;  // any stride an import takes for an extent of 1 travels as it did
+  EXPECT_TRUE(ucx::encode(h, bytes.data(), bytes.size()));
 }
 
 TEST(UcxWire, EveryMalformedHeaderIsRefusedNamingTheField) {
