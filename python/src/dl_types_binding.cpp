@@ -144,7 +144,12 @@ std::string dtype_repr(DLDataType dtype) {
 // dl_device parameter reads it (a list too).
 DLDevice parse_device(nb::handle device, const char* what) {
   if (nb::isinstance<DLDevice>(device)) {
-    return nb::cast<DLDevice>(device);
+    const auto given = nb::cast<DLDevice>(device);
+    if (given.device_id < 0) {  // no device has one (an export refuses a view that says so)
+      raise_invalid_argument(std::string(what) + " " + display_text(device) +
+                             " is not a device: its id is negative");
+    }
+    return given;
   }
   if (const auto pair = sequence_pair(device)) {
     const auto type =

@@ -130,20 +130,18 @@ int view_of_tensor(void* py_object, DLTensor* out) {
 
 // The tensor is handed over ("stolen"): until a Tensor owns it, every refusal frees it, once.
 int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
-  if (out != nullptr) {
-    *out = nullptr;
-  }
-  if (managed == nullptr) {
-    return fail(PyExc_BufferError, "DLPack tensor must not be null");
-  }
   const auto refuse = [managed](const char* message) {
-    if (managed->deleter != nullptr) {
+    if (managed != nullptr && managed->deleter != nullptr) {
       managed->deleter(managed);
     }
     return fail(PyExc_BufferError, message);
   };
-  if (out == nullptr) {
-    return refuse("DLPack output pointer must not be null");
+  if (out == nullptr) {  // 5.0 checks it first, and frees the tensor all the same
+    return refuse("Python object output pointer must not be null");
+  }
+  *out = nullptr;
+  if (managed == nullptr) {
+    return fail(PyExc_BufferError, "DLPack tensor must not be null");
   }
   if (managed->version.major != HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) {
     return refuse("DLPack tensor of another major version");

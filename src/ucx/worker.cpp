@@ -522,7 +522,7 @@ std::size_t Worker::State::waiting_locked() const noexcept {
     }
   }
   for (const auto& arrival : arrivals) {
-    count += arrival->phase == Arrival::Phase::kWaitingMemory ? 1 : 0;
+    count += arrival->phase == Arrival::Phase::kWaitingMemory && !arrival->behind_its_peer ? 1 : 0;
   }
   const bool closes_polled = !closing.empty() && Clock::now() < closes_polled_until;
   return count + (closes_polled ? closing.size() : 0) + (peers_failed ? 1 : 0) +

@@ -146,10 +146,12 @@ std::size_t Worker::State::land_arrivals() {
         if (*free_blocks <= others) {
           stats.memory_waits += arrival.counted_wait ? 0 : 1;
           arrival.counted_wait = true;
+          arrival.behind_its_peer = true;
           continue;  // the blocks left are for the other peers' next tensors
         }
       }
     }
+    arrival.behind_its_peer = false;  // from here it may wait for the pool: waiting() counts it
     auto tensor =
         detail::allocate_landing(arrival.header, config.receive_pool, config.max_receive_bytes);
     if (!tensor && detail::is_pool_exhausted(tensor.error(), config.receive_pool)) {

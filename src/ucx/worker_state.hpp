@@ -97,6 +97,10 @@ struct Arrival {
   Phase phase = Phase::kWaitingMemory;
   void* request = nullptr;    ///< UCX's request while kLanding, if it did not complete at once.
   bool counted_wait = false;  ///< Counted once in WorkerStats::memory_waits.
+  /** @brief Left waiting behind its own peer's landing so that the pool's last blocks stay with
+   *         the other peers (land_arrivals): only that landing, a UCX event that wakes the worker,
+   *         can let it go, so waiting() does not count it (nothing to poll for). */
+  bool behind_its_peer = false;
   /** @brief Whether its peer may write into `tensor` itself while landing (remote_writes.hpp):
    *         then a landing UCX fails keeps the memory until the process exits. */
   bool peer_writes = false;

@@ -221,7 +221,7 @@ def test_the_table_refuses_null_output_pointers_and_frees_what_it_was_given(tens
     assert results == {
         "managed_tensor_from_py_object_no_sync": (-1, "DLPack output pointer must not be null"),
         "dltensor_from_py_object_no_sync": (-1, "DLPack output tensor must not be null"),
-        "managed_tensor_to_py_object_no_sync": (-1, "DLPack output pointer must not be null"),
+        "managed_tensor_to_py_object_no_sync": (-1, "Python object output pointer must not be null"),
         "current_work_stream": (-1, "DLPack stream output pointer must not be null"),
         "managed_tensor_allocator": (-1, ""),  # no SetError given: none called
     }

@@ -158,7 +158,9 @@ def test_a_read_only_tensor_is_refused_a_legacy_capsule_whatever_copy_asks(copy)
     lambda t: t.__dlpack__(dl_device=(KDL_CPU, -7), copy=False, max_version=(1, 0)),
     lambda t: t.__dlpack__(dl_device=(KDL_CUDA, -1), max_version=(1, 0)),
     lambda t: t.copy_to((KDL_CPU, -1)),
-], ids=["dlpack-cpu", "dlpack-cuda", "copy_to-cpu"])
+    lambda t: t.copy().__dlpack__(dl_device=hd.DLDevice(KDL_CPU, -7), max_version=(1, 0)),
+    lambda t: t.copy_to(hd.DLDevice(KDL_CPU, -1)),
+], ids=["dlpack-cpu", "dlpack-cuda", "copy_to-cpu", "dlpack-DLDevice", "copy_to-DLDevice"])
 def test_a_negative_device_id_names_no_device(call):
     # A host tensor took (kDLCPU, -7) as its own device and exported itself.
     with pytest.raises(hd.errors.InvalidArgumentError, match="is not a device: its id is negative"):

@@ -222,6 +222,9 @@ TEST(UcxMisuse, APeerThatStopsMidTransferLeavesAReceivePoolBlockForEachOtherPeer
   ASSERT_TRUE(second_placed()) << "the stopped peer's second tensor never arrived";
   EXPECT_EQ((*receive_pool)->available_blocks(), 1u) << "the second took the other peer's block";
   EXPECT_EQ(peers.receiver.stats().memory_waits, 1u);
+  // Only the stopped peer's own landing, a UCX event, can let its second tensor go: nothing to
+  // poll for, so a wait sleeps on the worker's fd instead of polling for as long as it stops.
+  EXPECT_EQ(peers.receiver.waiting(), 0u);
   ASSERT_TRUE(peers.other_sends());
   auto received = peers.receive_while_stalled();
   ASSERT_TRUE(received) << "a peer stopped mid-transfer kept another peer's tensor waiting for "

@@ -79,7 +79,9 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
                                       ///< connect() that timed out or found another wire
                                       ///< version (its error is the report).
   std::uint64_t readiness_waits = 0;  ///< Sends held back until their readiness point passed.
-  std::uint64_t memory_waits = 0;     ///< Arrivals that waited for a free receive_pool block.
+  std::uint64_t memory_waits = 0;     ///< Arrivals that waited for a free receive_pool block
+                                      ///< (or, held back by their own peer's landing, for
+                                      ///< more blocks than the other peers need: docs/ucx.md).
   std::uint64_t landings_kept = 0;    ///< Failed landings whose memory is kept until the process
                                       ///< exits, never reused: the peer's transport (CUDA IPC,
                                       ///< RDMA) may still be writing into it (docs/ucx.md).
