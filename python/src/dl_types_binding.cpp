@@ -140,16 +140,13 @@ std::string dtype_repr(DLDataType dtype) {
          ", lanes=" + std::to_string(dtype.lanes) + ")";
 }
 
+namespace {
+
 // Any sequence of two integers is a device, as Holoscan 5.0's std::optional<std::tuple<int, int>>
 // dl_device parameter reads it (a list too).
-DLDevice parse_device(nb::handle device, const char* what) {
+DLDevice read_device(nb::handle device, const char* what) {
   if (nb::isinstance<DLDevice>(device)) {
-    const auto given = nb::cast<DLDevice>(device);
-    if (given.device_id < 0) {  // no device has one (an export refuses a view that says so)
-      raise_invalid_argument(std::string(what) + " " + display_text(device) +
-                             " is not a device: its id is negative");
-    }
-    return given;
+    return nb::cast<DLDevice>(device);
   }
   if (const auto pair = sequence_pair(device)) {
     const auto type =
@@ -160,14 +157,21 @@ DLDevice parse_device(nb::handle device, const char* what) {
       raise_invalid_argument(std::string(what) + " " + display_text(device) +
                              " is not a device: its values are 32-bit");
     }
-    if (*id < 0) {  // no device has one (an export refuses a view that says so)
-      raise_invalid_argument(std::string(what) + " " + display_text(device) +
-                             " is not a device: its id is negative");
-    }
     return DLDevice{static_cast<DLDeviceType>(*type), *id};
   }
   throw nb::type_error(
       (std::string(what) + " must be a (device_type, device_id) pair or a DLDevice").c_str());
+}
+
+}  // namespace
+
+DLDevice parse_device(nb::handle device, const char* what) {
+  const DLDevice parsed = read_device(device, what);
+  if (parsed.device_id < 0) {  // no device has one (an export refuses a view that says so)
+    raise_invalid_argument(std::string(what) + " " + display_text(device) +
+                           " is not a device: its id is negative");
+  }
+  return parsed;
 }
 
 void bind_dl_types(nb::module_& module) {

@@ -114,12 +114,12 @@ void Worker::State::refuse(Arrival& arrival, Error error) {
   }
 }
 
-std::size_t Worker::State::other_connected_peers(PeerId peer) const noexcept {
-  std::size_t others = 0;
-  for (const auto& [id, other] : peers) {
-    others += id != peer && !other.lost ? 1 : 0;
+std::size_t Worker::State::connected_peers() const noexcept {
+  std::size_t connected = 0;
+  for (const auto& [id, peer] : peers) {
+    connected += peer.lost ? 0 : 1;
   }
-  return others;
+  return connected;
 }
 
 // In arrival order; the first arrival that finds the pool exhausted holds back the ones after it.
@@ -131,15 +131,23 @@ std::size_t Worker::State::other_connected_peers(PeerId peer) const noexcept {
 std::size_t Worker::State::land_arrivals() {
   std::size_t started = 0;
   std::size_t in_ucx = 0;  // landings UCX is still moving (they come before waiting ones)
-  std::optional<std::size_t> free_blocks;  // the pool's, asked once a round where needed
+  // Asked once a round, and only where the rule below needs them.
+  std::optional<std::size_t> connected;    // peers not lost
+  std::optional<std::size_t> free_blocks;  // the pool's
   for (auto it = arrivals.begin(); it != arrivals.end(); ++it) {
     Arrival& arrival = **it;
     if (arrival.phase != Arrival::Phase::kWaitingMemory) {
       in_ucx += arrival.phase == Arrival::Phase::kLanding && arrival.request != nullptr ? 1 : 0;
       continue;
     }
-    if (config.receive_pool != nullptr && held_back_by_its_peer(it)) {
-      if (const std::size_t others = other_connected_peers(arrival.peer); others > 0) {
+    if (config.receive_pool != nullptr) {
+      if (!connected) {
+        connected = connected_peers();
+      }
+      const Peer* own = find(arrival.peer);
+      const std::size_t others = *connected - (own != nullptr && !own->lost ? 1 : 0);
+      // The cheap test first: with one peer (a stream) there is nobody to leave blocks to.
+      if (others > 0 && held_back_by_its_peer(it)) {
         if (!free_blocks) {
           free_blocks = config.receive_pool->available_blocks();
         }

@@ -264,7 +264,7 @@ struct Worker::State {
   void drop_arrivals(PeerId peer, Dropping dropping) noexcept;
   std::optional<expected<Received, Error>> take_arrival();
   bool held_back_by_its_peer(ArrivalList::const_iterator it) const noexcept;
-  std::size_t other_connected_peers(PeerId peer) const noexcept;
+  std::size_t connected_peers() const noexcept;
 
   // worker_control.cpp
   void queue_control(PeerId peer, MessageId id, std::string bytes);
