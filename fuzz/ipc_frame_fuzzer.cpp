@@ -1,4 +1,4 @@
-// libFuzzer target for the channel's frames (protocol version 3): bytes from another process must
+// libFuzzer target for the channel's frames (protocol version 4): bytes from another process must
 // never crash parse_frame(), every refusal must be kInvalidArgument with a message (kIncompatible
 // for a Hello of another protocol version, and only for that), whatever parses must re-encode to
 // the very same bytes (frames are canonical), a Publish must hold an fd exactly when one of those

@@ -300,7 +300,7 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
   (void)trace.write();
   const bool drained = drain(*exporter);
   const std::uint64_t blocks = host_blocks() - blocks_before;
-  // One pool allocation each way: one fd in, one out, whatever the count (protocol version 3).
+  // One pool allocation each way: one fd in, one out, whatever the count (since protocol version 3).
   std::printf("relay %d: %ld tensors relayed, %llu host blocks on the hot path, fds %llu in and "
               "%llu out\n",
               static_cast<int>(::getpid()), shape.count, static_cast<unsigned long long>(blocks),

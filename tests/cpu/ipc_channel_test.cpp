@@ -225,7 +225,7 @@ TEST_F(IpcChannel, UndersizedAndOversizedFramesAreRefused) {
   Bytes hello = raw_frame(Hello{1, kProtocolVersion});
   hello[4] = 9;  // length field
   ASSERT_TRUE(send_raw(raw_.get(), hello));
-  expect_refused("ipc channel: frame length field says 9 payload bytes, the frame has 8");
+  expect_refused("ipc channel: frame length field says 9 payload bytes, the frame has 12");
 
   Bytes release = raw_frame(Release{1, false, {}});
   release.pop_back();
@@ -244,13 +244,36 @@ TEST_F(IpcChannel, MalformedPayloadsAreRefused) {
 
   frame = raw_frame(Hello{1, 1});  // a version-1 peer, whose Hello proves nothing
   ASSERT_TRUE(send_raw(raw_.get(), frame));
-  expect_refused("ipc channel: peer speaks protocol version 1, this build speaks 3",
+  expect_refused("ipc channel: peer speaks protocol version 1, this build speaks 4",
                  ErrorCode::kIncompatible);
 
   frame = raw_frame(Hello{1, 2});  // a version-2 peer: every Publish carries its fd
   ASSERT_TRUE(send_raw(raw_.get(), frame));
-  expect_refused("ipc channel: peer speaks protocol version 2, this build speaks 3",
+  expect_refused("ipc channel: peer speaks protocol version 2, this build speaks 4",
                  ErrorCode::kIncompatible);
+
+  // A version-3 peer's Hello has no role, and so 8 bytes: it is told its version is another,
+  // not that its Hello is malformed.
+  frame = raw_frame(Hello{1, 3});
+  frame.resize(8 + 8);
+  frame[4] = 8;
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc channel: peer speaks protocol version 3, this build speaks 4",
+                 ErrorCode::kIncompatible);
+
+  frame = raw_frame(Hello{1, kProtocolVersion});
+  frame.resize(8 + 4);
+  frame[4] = 4;
+  ASSERT_TRUE(send_raw(raw_.get(), frame));
+  expect_refused("ipc channel: hello of 4 bytes, expected 12");
+
+  for (const std::uint8_t role : {0, 3}) {
+    frame = raw_frame(Hello{1, kProtocolVersion});
+    frame[8 + 8] = role;
+    ASSERT_TRUE(send_raw(raw_.get(), frame));
+    expect_refused("ipc channel: hello role " + std::to_string(role) +
+                   " is neither an Exporter (1) nor an Importer (2)");
+  }
 
   frame = raw_frame(Release{1, false, {}});
   frame[8 + 8] = 2;  // has_event

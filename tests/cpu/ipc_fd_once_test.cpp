@@ -84,7 +84,9 @@ class IpcFdOnce : public ::testing::Test {
     auto ends = Channel::pair();
     EXPECT_TRUE(ends.has_value());
     expected<Hello, Error> hello = make_unexpected(Error{ErrorCode::kFailure, "no hello", 0});
-    std::thread other([&] { hello = detail::exchange_hello(ends->second, 5000, "test importer"); });
+    std::thread other([&] {
+      hello = detail::exchange_hello(ends->second, 5000, "test importer", PeerRole::kImporter);
+    });
     auto peer = exporter_->add_peer(std::move(ends->first), 5000);
     other.join();
     EXPECT_TRUE(peer.has_value() && hello.has_value());

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -35,9 +36,11 @@ struct Handshake {
 };
 
 // Runs `take(channel)` with `count` allocations failing after the first `skip`, a raw channel end
-// answering Hello on another thread.
+// answering Hello on another thread: an Importer's Hello unless `take` makes an Importer.
 template <class Result, class Take>
 Handshake<Result> handshake_failing(std::uint64_t skip, std::uint64_t count, Take take) {
+  constexpr PeerRole kRawRole =
+      std::is_same_v<Result, expected<Importer, Error>> ? PeerRole::kExporter : PeerRole::kImporter;
   Handshake<Result> attempt;
   auto ends = Channel::pair();
   if (!ends) {
@@ -46,7 +49,9 @@ Handshake<Result> handshake_failing(std::uint64_t skip, std::uint64_t count, Tak
   }
   Channel raw = std::move(ends->second);
   std::thread peer([&raw] {
-    (void)raw.send(Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion}, 5000);
+    (void)raw.send(
+        Hello{static_cast<std::uint32_t>(::getpid()), kProtocolVersion, UniqueFd(), kRawRole},
+        5000);
     (void)raw.receive(5000);
   });
   {

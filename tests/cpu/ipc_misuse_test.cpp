@@ -273,5 +273,49 @@ TEST(IpcMisuse, AddPeerIsIncompatibleOnlyForAnotherProtocolVersion) {
   }
 }
 
+// Two Exporters on one channel each took the other's Publish for a refused message and never
+// released it: every publish held its claim (and its pool block) until the process exited. Two
+// Importers each waited for a Publish for good. Both ends now refuse the peer, kIncompatible.
+TEST(IpcMisuse, TwoExportersOrTwoImportersRefuseEachOther) {
+  test::FakeCudaIpcScope scope;
+  const int fds_before = test::open_fd_count();
+  {
+    auto first = Exporter::create();
+    auto second = Exporter::create();
+    ASSERT_TRUE(first.has_value() && second.has_value());
+    auto ends = Channel::pair();
+    ASSERT_TRUE(ends.has_value()) << ends.error().message;
+    expected<PeerId, Error> other = make_unexpected(ErrorCode::kFailure, "not run");
+    std::thread thread([&] { other = second->add_peer(std::move(ends->second), 5000); });
+    auto added = first->add_peer(std::move(ends->first), 5000);
+    thread.join();
+    for (const auto* result : {&added, &other}) {
+      ASSERT_FALSE(result->has_value());
+      EXPECT_EQ(result->error().code, ErrorCode::kIncompatible) << result->error().message;
+      EXPECT_EQ(result->error().message,
+                "ipc exporter: the peer is an Exporter too; the peer of an Exporter must be an "
+                "Importer");
+    }
+    EXPECT_EQ(first->held(), 0u);
+    EXPECT_EQ(second->held(), 0u);
+  }
+  {
+    auto ends = Channel::pair();
+    ASSERT_TRUE(ends.has_value()) << ends.error().message;
+    expected<Importer, Error> other = make_unexpected(ErrorCode::kFailure, "not run");
+    std::thread thread([&] { other = Importer::create(std::move(ends->second), 5000); });
+    auto created = Importer::create(std::move(ends->first), 5000);
+    thread.join();
+    for (const auto* result : {&created, &other}) {
+      ASSERT_FALSE(result->has_value());
+      EXPECT_EQ(result->error().code, ErrorCode::kIncompatible) << result->error().message;
+      EXPECT_EQ(result->error().message,
+                "ipc importer: the peer is an Importer too; the peer of an Importer must be an "
+                "Exporter");
+    }
+  }
+  EXPECT_EQ(test::open_fd_count(), fds_before);
+}
+
 }  // namespace
 }  // namespace holoscan::ipc

@@ -45,7 +45,8 @@ ipc::PeerId ExporterTest::add_peer(ipc::Channel channel) {
 }
 
 bool importer_hello(ipc::Channel& channel) {
-  return ipc::detail::exchange_hello(channel, 10000, "test importer").has_value();
+  return ipc::detail::exchange_hello(channel, 10000, "test importer", ipc::PeerRole::kImporter)
+      .has_value();
 }
 
 std::optional<ipc::TensorDescriptor> next_publish(ipc::Channel& channel) {

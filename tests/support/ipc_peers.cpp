@@ -140,7 +140,7 @@ RawExporterLink raw_exporter_link() {
   RawExporterLink link;
   std::optional<ipc::Channel> raw;
   link.importer = importer_beside([&](ipc::Channel end) {
-    auto hello = ipc::detail::exchange_hello(end, 5000, "test exporter");
+    auto hello = ipc::detail::exchange_hello(end, 5000, "test exporter", ipc::PeerRole::kExporter);
     raw.emplace(std::move(end));
     return hello;
   });

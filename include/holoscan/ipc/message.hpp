@@ -19,8 +19,16 @@ namespace holoscan::ipc {
 /** @brief The channel protocol version that Hello carries; a peer with another one is refused.
  *         Version 2: a Hello proves its sender (a pidfd and the kernel's credentials). Version 3:
  *         a Publish carries its memory's fd only the first time its peer sees the allocation,
- *         and says which allocation its peer may unmap; a Release says whether it is a refusal. */
-inline constexpr std::uint32_t kProtocolVersion = 3;
+ *         and says which allocation its peer may unmap; a Release says whether it is a refusal.
+ *         Version 4: a Hello says which end its sender is (two Exporters, or two Importers, are
+ *         refused instead of publishing into a peer that never releases). */
+inline constexpr std::uint32_t kProtocolVersion = 4;
+
+/** @brief Which end of a connection a Hello's sender is: an Exporter's peer is an Importer. */
+enum class PeerRole : std::uint32_t {
+  kExporter = 1,  ///< Publishes exports, receives Releases.
+  kImporter = 2,  ///< Receives Publishes, sends Releases.
+};
 
 /** @brief Allocations whose fd an exporter counts as sent, per connection, at most; each
  *         one beyond is made room for by naming the least recently published in
@@ -38,14 +46,17 @@ inline constexpr std::size_t kRememberedAllocations = 64;
 struct HOLOSCAN_DLPACK_API Hello {
   /** @brief A Hello with pid 0, which no peer accepts. */
   Hello() = default;
-  /** @brief A Hello from `sender_pid`, speaking `version`, with `sender` as its pidfd. */
-  Hello(std::uint32_t sender_pid, std::uint32_t version, UniqueFd sender = UniqueFd()) noexcept
-      : pid(sender_pid), protocol_version(version), process(std::move(sender)) {}
+  /** @brief A Hello from `sender_pid`, speaking `version`, with `sender` as its pidfd, sent by
+   *         the `sender_role` end. */
+  Hello(std::uint32_t sender_pid, std::uint32_t version, UniqueFd sender = UniqueFd(),
+        PeerRole sender_role = PeerRole::kImporter) noexcept
+      : pid(sender_pid), protocol_version(version), process(std::move(sender)), role(sender_role) {}
 
   std::uint32_t pid =
       0;  ///< The sender's own view of its pid (another number in another pid namespace).
   std::uint32_t protocol_version = kProtocolVersion;  ///< Must equal kProtocolVersion.
   UniqueFd process;  ///< Received: the sender's pidfd, checked. Ignored on send.
+  PeerRole role = PeerRole::kImporter;  ///< The sender's end; Exporter and Importer check it.
 };
 
 /**

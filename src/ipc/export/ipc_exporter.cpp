@@ -270,7 +270,7 @@ struct Exporter::State {
   // add_peer(), but out of memory throws, having undone its epoll watch (the caller's channel
   // then closes as it goes out of scope).
   expected<PeerId, Error> add_peer(Channel& channel, int hello_timeout_ms) {
-    auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
+    auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho, PeerRole::kExporter);
     if (!hello) {
       return make_unexpected(std::move(hello.error()));
     }

@@ -65,7 +65,7 @@ Importer::~Importer() {
 
 expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms) {
   try {
-    auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho);
+    auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho, PeerRole::kImporter);
     if (!hello) {
       return make_unexpected(std::move(hello.error()));
     }

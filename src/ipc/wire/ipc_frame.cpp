@@ -14,7 +14,9 @@ namespace {
 
 enum FrameType : std::uint32_t { kHelloFrame = 1, kPublishFrame = 2, kReleaseFrame = 3 };
 
-constexpr std::size_t kHelloBytes = 8;       // u32 pid, u32 protocol version; the pidfd beside
+constexpr std::size_t kHelloVersionAt = 4;   // where every version's Hello has its version
+constexpr std::size_t kHelloBytes = 12;      // u32 pid, u32 protocol version, u32 role; the pidfd
+                                             // beside
 constexpr std::size_t kReleaseEventAt = 16;  // u64 export id, u8 has_event, u8 refused, 6 zero
 constexpr std::size_t kReleaseBytes = kReleaseEventAt + kIpcHandleBytes;
 
@@ -68,11 +70,13 @@ expected<void, Error> check_release(bool has_event, bool refused, const std::uin
 // so, whatever its Hello carries.
 expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t size, UniqueFd* fds,
                                      std::size_t fd_count) {
-  if (size != kHelloBytes) {
+  // Every version's Hello begins with the pid and the version: a peer of another version (whose
+  // Hello has another length) is told so, not that its Hello is malformed.
+  if (size < kHelloVersionAt + 4) {
     return make_unexpected(invalid("hello of " + std::to_string(size) + " bytes, expected " +
                                    std::to_string(kHelloBytes)));
   }
-  Hello hello{get_u32(payload), get_u32(payload + 4), UniqueFd()};
+  Hello hello{get_u32(payload), get_u32(payload + kHelloVersionAt), UniqueFd()};
   if (hello.protocol_version != kProtocolVersion) {
     // kIncompatible, not kInvalidArgument: the one refusal a handshake reports as "another
     // version", for which a retry cannot help.
@@ -81,6 +85,17 @@ expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t si
     error.code = ErrorCode::kIncompatible;
     return make_unexpected(std::move(error));
   }
+  if (size != kHelloBytes) {
+    return make_unexpected(invalid("hello of " + std::to_string(size) + " bytes, expected " +
+                                   std::to_string(kHelloBytes)));
+  }
+  const std::uint32_t role = get_u32(payload + 8);
+  if (role != static_cast<std::uint32_t>(PeerRole::kExporter) &&
+      role != static_cast<std::uint32_t>(PeerRole::kImporter)) {
+    return make_unexpected(invalid("hello role " + std::to_string(role) +
+                                   " is neither an Exporter (1) nor an Importer (2)"));
+  }
+  hello.role = static_cast<PeerRole>(role);
   if (hello.pid == 0) {
     return make_unexpected(invalid("hello pid is 0"));
   }
@@ -150,7 +165,8 @@ expected<Frame, Error> encode_frame(const Hello& hello) {
   // The version goes out as given: refusing one it does not speak is the receiver's part.
   auto out = frame(kHelloFrame, kHelloBytes);
   put_u32(out.bytes.data() + kFrameHeaderBytes, hello.pid);
-  put_u32(out.bytes.data() + kFrameHeaderBytes + 4, hello.protocol_version);
+  put_u32(out.bytes.data() + kFrameHeaderBytes + kHelloVersionAt, hello.protocol_version);
+  put_u32(out.bytes.data() + kFrameHeaderBytes + 8, static_cast<std::uint32_t>(hello.role));
   return out;
 }
 
