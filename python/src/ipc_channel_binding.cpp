@@ -37,9 +37,17 @@ Error system_failure(const char* call, int err) {
 }
 
 // A close-on-exec duplicate of `fd`: the caller's descriptor stays as it was until we succeed.
+// A number that is no open descriptor is the caller's argument, refused as C++'s adopt refuses
+// it (InvalidArgumentError), not a system failure.
 ipc::UniqueFd duplicate(int fd) {
-  ipc::UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  ipc::UniqueFd copy(fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (!copy.valid()) {
+    if (fd < 0 || errno == EBADF) {
+      raise_error(Error{ErrorCode::kInvalidArgument,
+                        "ipc channel: adopt needs a connected AF_UNIX SOCK_SEQPACKET socket (" +
+                            std::to_string(fd) + " is no open file descriptor)",
+                        0});
+    }
     raise_error(system_failure("fcntl(F_DUPFD_CLOEXEC)", errno));
   }
   return copy;

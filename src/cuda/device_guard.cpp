@@ -35,6 +35,8 @@ Error device_guard_error(const DeviceGuard& guard, int device, const char* who) 
     error.code = ErrorCode::kInvalidArgument;  // the caller's argument, not a CUDA failure
     error.message = std::string(who) + ": device " + std::to_string(device) +
                     " is not a CUDA device of this process: " + error.message;
+  } else {
+    error.message = std::string(who) + ": " + error.message;  // every refusal names its function
   }
   return error;
 }

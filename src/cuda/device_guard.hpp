@@ -32,7 +32,8 @@ class HOLOSCAN_DLPACK_WING_API DeviceGuard {
 /**
  * @brief The error of a guard whose switch to `device` failed: kInvalidArgument, "<who>: device N
  *        is not a CUDA device of this process: ..." when CUDA says so (cudaErrorInvalidDevice),
- *        else the failed call's CUDA error. Either way the message ends with CUDA's error name.
+ *        else the failed call's CUDA error after "<who>: ". Either way the message ends with
+ *        CUDA's error name.
  */
 HOLOSCAN_DLPACK_WING_API Error device_guard_error(const DeviceGuard& guard, int device,
                                                   const char* who);

@@ -652,5 +652,26 @@ TEST_F(CopyOnFakeCuda, ATargetDeviceThatDoesNotExistIsAnInvalidArgumentWhateverT
       << pool.error().message;
 }
 
+// A device switch that fails for another reason is CUDA's failure, but the message still names
+// the function that refused, as every other refusal's does: it began with "cudaSetDevice failed".
+TEST_F(CopyOnFakeCuda, AFailedDeviceSwitchNamesTheFunctionThatRefused) {
+  auto memory = std::make_shared<FakeDeviceMemory>(12);
+  const Tensor source = device_tensor(memory);
+  fake().fail_next(CudaEntry::kSetDevice, cudaErrorDevicesUnavailable);
+  auto copy = source.copy_to(DLDevice{kDLCUDA, 1}, nullptr);
+  ASSERT_FALSE(copy.has_value());
+  EXPECT_EQ(copy.error().code, ErrorCode::kFailure) << copy.error().message;
+  EXPECT_EQ(copy.error().message.rfind("Tensor::copy_to: cudaSetDevice failed: ", 0), 0u)
+      << copy.error().message;
+  EXPECT_NE(copy.error().message.find("cudaErrorDevicesUnavailable"), std::string::npos)
+      << copy.error().message;
+  fake().fail_next(CudaEntry::kSetDevice, cudaErrorDevicesUnavailable);
+  auto pool = TensorPool::create(TensorPoolConfig{PoolMemory::kDevice, 1, 256, 1});
+  ASSERT_FALSE(pool.has_value());
+  EXPECT_EQ(pool.error().code, ErrorCode::kFailure) << pool.error().message;
+  EXPECT_EQ(pool.error().message.rfind("TensorPool::create: cudaSetDevice failed: ", 0), 0u)
+      << pool.error().message;
+}
+
 }  // namespace
 }  // namespace holoscan

@@ -202,8 +202,13 @@ def test_detach_and_adopt_hand_a_socket_over():
     os.fstat(read)  # a refused descriptor stays the caller's
     os.close(read)
     os.close(write)
-    with pytest.raises(hd.errors.FailureError, match=r"Bad file descriptor \(errno 9\)"):
-        ipc.Channel.adopt(-1)
+    # A number that is no open descriptor is the caller's argument too (it was FailureError).
+    for bad in (-1, read):  # `read` is closed by now
+        with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+            ipc.Channel.adopt(bad)
+        assert str(raised.value) == (
+            "kInvalidArgument: ipc channel: adopt needs a connected AF_UNIX SOCK_SEQPACKET socket "
+            f"({bad} is no open file descriptor)")
     mine.close()
     adopted.close()
 
