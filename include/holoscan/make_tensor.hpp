@@ -102,19 +102,6 @@ HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor(
     std::vector<std::int64_t> shape, DLDataType dtype, TensorByteStridesView byte_strides,
     MemoryStorageType storage_type, void* data, std::shared_ptr<TensorMemoryReference> owner);
 
-/**
- * @brief make_tensor with a literal `nullptr` (or `{}`) for the owner, which would otherwise name
- *        the owner and the release-function overloads alike: refused as a null owner is,
- *        kInvalidArgument "make_tensor memory reference is null" (Holoscan 5.0's answer).
- */
-inline expected<Tensor, Error> make_tensor(std::vector<std::int64_t> shape, DLDataType dtype,
-                                           TensorByteStridesView byte_strides,
-                                           MemoryStorageType storage_type, void* data,
-                                           std::nullptr_t owner, int device = -1) {
-  return make_tensor(std::move(shape), dtype, byte_strides, storage_type, data,
-                     std::shared_ptr<TensorMemoryReference>(owner), device);
-}
-
 /** @brief How make_tensor gives back memory it wraps: called once with the data pointer. */
 using TensorMemoryRelease = std::function<expected<void, Error>(void*)>;
 
@@ -181,15 +168,6 @@ inline expected<Tensor, Error> make_tensor(std::span<const std::int64_t> shape, 
                                            TensorMemoryRelease release) {
   return make_tensor(std::vector<std::int64_t>(shape.begin(), shape.end()), dtype, byte_strides,
                      storage_type, data, std::move(release));
-}
-
-/** @brief make_tensor with the shape in a span and a literal `nullptr` owner (see above). */
-inline expected<Tensor, Error> make_tensor(std::span<const std::int64_t> shape, DLDataType dtype,
-                                           TensorByteStridesView byte_strides,
-                                           MemoryStorageType storage_type, void* data,
-                                           std::nullptr_t owner, int device = -1) {
-  return make_tensor(std::vector<std::int64_t>(shape.begin(), shape.end()), dtype, byte_strides,
-                     storage_type, data, std::shared_ptr<TensorMemoryReference>(owner), device);
 }
 
 /** @brief wrap_memory with the shape in a span, as Holoscan 5.0 declares it (C++20). */

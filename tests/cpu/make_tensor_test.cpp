@@ -142,20 +142,6 @@ TEST_F(MakeTensorOnFakeDevices, AFailedPointerQuerySays50sMessage) {
   EXPECT_NE(refused.error().message.find("cudaErrorInvalidValue"), std::string::npos);
 }
 
-// A bare nullptr (or {}) for the owner names the owner and the release-function overloads
-// alike: it did not compile. Holoscan 5.0, which has only the first, refuses it as a null owner.
-TEST(MakeTensor, ALiteralNullOwnerIsRefusedAsANullOwner) {
-  float data[2] = {};
-  const auto system = MemoryStorageType::kSystem;
-  for (auto refused : {make_tensor({2}, kFloat32, {}, system, data, nullptr),
-                       make_tensor({2}, kFloat32, {}, system, data, {}),
-                       make_tensor({2}, kFloat32, {}, system, data, nullptr, 0)}) {
-    ASSERT_FALSE(refused.has_value());
-    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
-    EXPECT_EQ(refused.error().message, "make_tensor memory reference is null");
-  }
-}
-
 TEST(MakeTensor, RefusalsNameTheProblemAndKeepNothing) {
   auto owner = std::make_shared<HostMemory>(8);
   float* data = owner->data();
