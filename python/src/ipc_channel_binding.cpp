@@ -37,17 +37,9 @@ Error system_failure(const char* call, int err) {
 }
 
 // A close-on-exec duplicate of `fd`: the caller's descriptor stays as it was until we succeed.
-// A number that is no open descriptor is the caller's argument, refused as C++'s adopt refuses
-// it (InvalidArgumentError), not a system failure.
 ipc::UniqueFd duplicate(int fd) {
-  ipc::UniqueFd copy(fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  ipc::UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
   if (!copy.valid()) {
-    if (fd < 0 || errno == EBADF) {
-      raise_error(Error{ErrorCode::kInvalidArgument,
-                        "ipc channel: adopt needs a connected AF_UNIX SOCK_SEQPACKET socket (" +
-                            std::to_string(fd) + " is no open file descriptor)",
-                        0});
-    }
     raise_error(system_failure("fcntl(F_DUPFD_CLOEXEC)", errno));
   }
   return copy;
@@ -87,7 +79,15 @@ nb::object connect(const std::string& path, std::optional<int> timeout_ms) {
 
 // Takes `fd` over: on success it is closed (the channel holds a close-on-exec duplicate, so that
 // a later exec does not leak it); on a refusal it is left open, the caller's.
+// A number that is no open descriptor is the caller's argument, refused as C++'s adopt refuses an
+// invalid one (InvalidArgumentError), not a failure of the system.
 ChannelHandle adopt(int fd) {
+  if (fd < 0 || (::fcntl(fd, F_GETFD) == -1 && errno == EBADF)) {
+    raise_error(Error{ErrorCode::kInvalidArgument,
+                      "ipc channel: adopt needs a connected AF_UNIX SOCK_SEQPACKET socket (" +
+                          std::to_string(fd) + " is no open file descriptor)",
+                      0});
+  }
   ChannelHandle handle{value_or_raise(ipc::Channel::adopt(duplicate(fd)))};
   ::close(fd);
   return handle;

@@ -93,7 +93,8 @@ void bind_ipc_exporter(nb::module_& module) {
       .def("add_peer", &add_peer, nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000, Entry(),
            "Takes `channel` over (it is closed on failure), exchanges Hello without the GIL and "
            "returns the peer's id. HoloscanTimeoutError without a Hello in time, ClosedError if "
-           "the peer hung up, IncompatibleError for another protocol version; "
+           "the peer hung up, IncompatibleError for another protocol version or a peer that is an "
+           "Exporter too; "
            "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
       .def("publish", &publish, nb::arg("peer"), nb::arg("tensor"), nb::arg("stream") = nb::none(),
            Entry(),

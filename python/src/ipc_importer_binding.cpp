@@ -101,7 +101,8 @@ void bind_ipc_importer(nb::module_& module) {
       "last owner is gone.");
   type.def(nb::new_(&create), nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000, Entry(),
            "Takes `channel` over (it is closed on failure) and exchanges Hello without the GIL. "
-           "HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung up; "
+           "HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung up, "
+           "IncompatibleError for another protocol version or a peer that is an Importer too; "
            "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
       .def_static("create", &create, nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000,
                   Entry(), "Same as the constructor.")

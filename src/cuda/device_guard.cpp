@@ -36,7 +36,7 @@ Error device_guard_error(const DeviceGuard& guard, int device, const char* who) 
     error.message = std::string(who) + ": device " + std::to_string(device) +
                     " is not a CUDA device of this process: " + error.message;
   } else {
-    error.message = std::string(who) + ": " + error.message;  // every refusal names its function
+    error.message = std::string(who) + ": " + error.message;  // as the caller's other refusals
   }
   return error;
 }

@@ -168,6 +168,11 @@ TEST_F(IpcChannel, SendRefusesWhatThePeerWouldRefuse) {
   auto sent = a.send(Hello{0, kProtocolVersion});
   ASSERT_FALSE(sent.has_value());
   EXPECT_EQ(sent.error().message, "ipc channel: hello pid is 0");
+  sent = a.send(Hello{1, kProtocolVersion, UniqueFd(), static_cast<PeerRole>(3)});
+  ASSERT_FALSE(sent.has_value());
+  EXPECT_EQ(sent.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(sent.error().message,
+            "ipc channel: hello role 3 is neither an Exporter (1) nor an Importer (2)");
 
   sent = a.send(Publish{Bytes(10, 0), UniqueFd()});
   ASSERT_FALSE(sent.has_value());

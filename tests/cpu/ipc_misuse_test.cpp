@@ -240,8 +240,9 @@ TEST(IpcMisuse, AViewWrittenByHandThatNoImportWouldMakeIsRefused) {
   EXPECT_TRUE(test::poll_until(*link.exporter, [&] { return link.exporter->held() == 0; }));
 }
 
-// add_peer's kIncompatible means another protocol version, for which a retry cannot help; a Hello
-// that is malformed otherwise is kInvalidArgument (every channel refusal of the Hello was
+// add_peer's kIncompatible means another protocol version (or a peer that is an Exporter too:
+// TwoExportersOrTwoImportersRefuseEachOther), for which a retry cannot help; a Hello that is
+// malformed otherwise is kInvalidArgument (every channel refusal of the Hello was
 // kIncompatible: a Hello without its pidfd, a pid of 0, descriptors the kernel could not pass).
 TEST(IpcMisuse, AddPeerIsIncompatibleOnlyForAnotherProtocolVersion) {
   test::FakeCudaIpcScope scope;

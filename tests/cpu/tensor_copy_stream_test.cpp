@@ -653,7 +653,7 @@ TEST_F(CopyOnFakeCuda, ATargetDeviceThatDoesNotExistIsAnInvalidArgumentWhateverT
 }
 
 // A device switch that fails for another reason is CUDA's failure, but the message still names
-// the function that refused, as every other refusal's does: it began with "cudaSetDevice failed".
+// the function that refused, as its other refusals do: it began with "cudaSetDevice failed".
 TEST_F(CopyOnFakeCuda, AFailedDeviceSwitchNamesTheFunctionThatRefused) {
   auto memory = std::make_shared<FakeDeviceMemory>(12);
   const Tensor source = device_tensor(memory);

@@ -135,7 +135,8 @@ class HOLOSCAN_DLPACK_API Exporter {
   /**
    * @brief Takes a connected channel, exchanges Hello (waiting up to `hello_timeout_ms`) and
    *        starts watching the process that sent the peer's Hello. kIncompatible for another
-   *        protocol version, kPermissionDenied for a Hello that does not prove its sender.
+   *        protocol version or a peer that is an Exporter too, kPermissionDenied for a Hello
+   *        that does not prove its sender.
    */
   expected<PeerId, Error> add_peer(Channel channel, int hello_timeout_ms = 5000);
 

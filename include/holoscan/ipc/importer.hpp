@@ -86,7 +86,8 @@ struct HOLOSCAN_DLPACK_API ImporterStats {
  */
 class HOLOSCAN_DLPACK_API Importer {
  public:
-  /** @brief Takes a connected channel and exchanges Hello (waiting up to `hello_timeout_ms`). */
+  /** @brief Takes a connected channel and exchanges Hello (waiting up to `hello_timeout_ms`);
+   *         kIncompatible for another protocol version or a peer that is an Importer too. */
   static expected<Importer, Error> create(Channel channel, int hello_timeout_ms = 5000);
   /** @brief Takes `other`'s connection; `other` is left empty (its calls and import_tensor()
    *         with it fail with kInvalidArgument, fd() is -1, it holds nothing). */

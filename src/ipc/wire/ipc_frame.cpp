@@ -162,6 +162,11 @@ expected<Frame, Error> encode_frame(const Hello& hello) {
   if (hello.pid == 0) {
     return make_unexpected(invalid("hello pid is 0"));
   }
+  if (hello.role != PeerRole::kExporter && hello.role != PeerRole::kImporter) {
+    return make_unexpected(invalid("hello role " +
+                                   std::to_string(static_cast<std::uint32_t>(hello.role)) +
+                                   " is neither an Exporter (1) nor an Importer (2)"));
+  }
   // The version goes out as given: refusing one it does not speak is the receiver's part.
   auto out = frame(kHelloFrame, kHelloBytes);
   put_u32(out.bytes.data() + kFrameHeaderBytes, hello.pid);
