@@ -39,9 +39,32 @@ PoolMemory parse_memory(nb::handle memory) {
   return nb::cast<PoolMemory>(memory);
 }
 
-std::shared_ptr<TensorPool> create_pool(nb::handle memory, int device, std::size_t block_bytes,
-                                        std::size_t block_count, bool shareable) {
-  TensorPoolConfig config{parse_memory(memory), device, block_bytes, block_count};
+// An integer argument of the pool, read as the package reads integers (int or __index__), with a
+// refusal that names it: nanobind's caster answered a negative size, or one past 64 bits, with a
+// TypeError naming no argument, and took True for 1.
+template <typename T>
+T pool_integer(nb::handle value, const char* name, const char* range) {
+  if (PyBool_Check(value.ptr())) {
+    throw nb::type_error((std::string(name) + " must be an integer, not bool").c_str());
+  }
+  const std::optional<T> number = integer_argument<T>(value, name);
+  if (!number) {
+    raise_invalid_argument(std::string("TensorPool::create: ") + name + " must be " + range +
+                           ", not " + display_text(value));
+  }
+  return *number;
+}
+
+std::shared_ptr<TensorPool> create_pool(nb::handle memory, nb::handle device_arg,
+                                        nb::handle block_bytes_arg, nb::handle block_count_arg,
+                                        bool shareable) {
+  const PoolMemory kind = parse_memory(memory);
+  const int device = pool_integer<int>(device_arg, "device", "a 32-bit device id");
+  const auto block_bytes =
+      pool_integer<std::size_t>(block_bytes_arg, "block_bytes", "0 to 2**64-1");
+  const auto block_count =
+      pool_integer<std::size_t>(block_count_arg, "block_count", "0 to 2**64-1");
+  TensorPoolConfig config{kind, device, block_bytes, block_count};
   if (shareable) {
     if (config.memory != PoolMemory::kDevice) {
       raise_invalid_argument("TensorPool::create: only device memory can be shareable");
@@ -75,7 +98,10 @@ void bind_pool(nb::module_& module) {
            "API, so that an ipc.Exporter can publish its tensors to other processes.")
       .def_static("create", &create_pool, nb::kw_only(), nb::arg("memory"), nb::arg("device") = 0,
                   nb::arg("block_bytes"), nb::arg("block_count"), nb::arg("shareable") = false,
-                  Entry(), "Same as the constructor (the C++ name).")
+                  Entry(),
+                  nb::sig("def create(*, memory: object, device: int = 0, block_bytes: int, "
+                          "block_count: int, shareable: bool = False) -> TensorPool"),
+                  "Same as the constructor (the C++ name).")
       .def(
           "allocate",
           [](TensorPool& pool, nb::handle shape, nb::handle dtype, nb::handle stream) {

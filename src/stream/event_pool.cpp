@@ -5,6 +5,7 @@
 #include <atomic>
 #include <mutex>
 #include <new>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -94,8 +95,15 @@ expected<DevicePool*, Error> pool_of(int device) noexcept {
     return pool;
   }
   if (device < 0 || device >= kMaxPoolDevices) {
-    return tl::unexpected<Error>(
-        make_error(ErrorCode::kInvalidArgument, "event pool: device id is out of range"));
+    try {
+      return tl::unexpected<Error>(Error{ErrorCode::kInvalidArgument,
+                                         "event pool: device " + std::to_string(device) +
+                                             " is out of range (0 to " +
+                                             std::to_string(kMaxPoolDevices - 1) + ")",
+                                         0});
+    } catch (...) {
+      return tl::unexpected<Error>(Error{ErrorCode::kResourceExhausted, {}, 0});
+    }
   }
   auto& slot = pools()[static_cast<std::size_t>(device)];
   DevicePool* pool = nullptr;
@@ -118,7 +126,8 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
   {
     DeviceGuard guard(device);
     if (guard.status() != cudaSuccess) {
-      return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
+      // A device this process lacks is the caller's argument (kInvalidArgument), as everywhere.
+      return tl::unexpected<Error>(device_guard_error(guard, device, "event pool"));
     }
     cudaError_t status = cuda().event_create_with_flags(&event, cudaEventDisableTiming);
     if (status != cudaSuccess) {
@@ -286,10 +295,24 @@ std::size_t trim_stream_events(int device, std::size_t keep) noexcept {
   return destroyed;
 }
 
+namespace {
+
+// A refusal of reserve_stream_events, led by the call's name as the library's refusals are (left
+// as it was when even the longer message does not fit in host memory).
+tl::unexpected<Error> reserve_refusal(Error error) noexcept {
+  try {
+    error.message.insert(0, "reserve_stream_events: ");
+  } catch (...) {
+  }
+  return tl::unexpected<Error>(std::move(error));
+}
+
+}  // namespace
+
 expected<void, Error> reserve_stream_events(int device, std::size_t count) {
   auto pool = detail::pool_of(device);
   if (!pool) {
-    return tl::unexpected<Error>(std::move(pool.error()));
+    return reserve_refusal(std::move(pool.error()));
   }
   while (true) {
     {
@@ -300,7 +323,7 @@ expected<void, Error> reserve_stream_events(int device, std::size_t count) {
     }
     auto event = detail::create_event(**pool, device);
     if (!event) {
-      return tl::unexpected<Error>(std::move(event.error()));
+      return reserve_refusal(std::move(event.error()));
     }
     detail::release_event(device, *event);
   }

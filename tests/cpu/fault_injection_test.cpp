@@ -381,6 +381,30 @@ TEST_F(FaultInjectionTwoDevices, SetDeviceFailureIsReportedAndTheCurrentDeviceKe
   EXPECT_EQ(fake().current_device(), 0);
 }
 
+// A device the process lacks was kFailure ("cudaSetDevice failed: cudaErrorInvalidDevice") below
+// id 64 and kInvalidArgument from 64 on; now the caller's argument either way, and every refusal
+// names reserve_stream_events.
+TEST_F(FaultInjectionTwoDevices, ReserveOnADeviceTheProcessLacksIsAnInvalidArgument) {
+  const struct {
+    int device;
+    const char* says;
+  } cases[] = {
+      {5,
+       "reserve_stream_events: event pool: device 5 is not a CUDA device of this process: "
+       "cudaSetDevice failed: "},
+      {-1, "reserve_stream_events: event pool: device -1 is out of range (0 to 63)"},
+      {64, "reserve_stream_events: event pool: device 64 is out of range (0 to 63)"},
+  };
+  for (const auto& each : cases) {
+    const expected<void> reserved = reserve_stream_events(each.device, 1);
+    ASSERT_FALSE(reserved.has_value()) << each.device;
+    EXPECT_EQ(reserved.error().code, ErrorCode::kInvalidArgument) << reserved.error().message;
+    EXPECT_EQ(reserved.error().message.rfind(each.says, 0), 0u) << reserved.error().message;
+    EXPECT_EQ(created_stream_events(each.device), 0u);
+  }
+  EXPECT_EQ(fake().current_device(), 0);
+}
+
 TEST_F(FaultInjectionTwoDevices, SetDeviceFailureOnTheReleaseThreadStillReleasesOnce) {
   CountingProducer producer;
   cudaStream_t on_device_1 = fake().create_stream(1);

@@ -469,3 +469,39 @@ def test_a_message_holding_part_of_a_character_is_raised_as_the_error_it_is(call
     with pytest.raises(hd.errors.InvalidArgumentError) as raised:
         call()
     assert "unsupported dtype.kind '\\xc3' in '<\u00e98'" in str(raised.value)
+
+
+# The pool's integers were read by nanobind's casters: a negative size, one past 64 bits or a
+# device past 32 bits raised "__new__(): incompatible function arguments", naming none of them,
+# and True was taken for 1.
+@pytest.mark.parametrize("arguments, says", [
+    ({"block_bytes": -1, "block_count": 1}, "block_bytes must be 0 to 2**64-1, not -1"),
+    ({"block_bytes": 2**64, "block_count": 1},
+     "block_bytes must be 0 to 2**64-1, not 18446744073709551616"),
+    ({"block_bytes": 8, "block_count": -3}, "block_count must be 0 to 2**64-1, not -3"),
+    ({"device": 2**31, "block_bytes": 8, "block_count": 1},
+     "device must be a 32-bit device id, not 2147483648"),
+])
+def test_pool_integers_out_of_range_name_the_argument(arguments, says):
+    for make in (hd.TensorPool, hd.TensorPool.create):
+        with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+            make(memory="host", **arguments)
+        assert str(raised.value) == "kInvalidArgument: TensorPool::create: " + says
+
+
+@pytest.mark.parametrize("name", ["device", "block_bytes", "block_count"])
+def test_pool_integers_are_no_bools_or_text(name):
+    arguments = {"device": 0, "block_bytes": 8, "block_count": 1}
+    for value, type_name in ((True, "bool"), ("8", "str")):
+        with pytest.raises(TypeError) as raised:
+            hd.TensorPool(memory="host", **{**arguments, name: value})
+        assert str(raised.value) == f"{name} must be an integer, not {type_name}"
+
+
+def test_pool_integers_take_any_index():
+    class Eight:
+        def __index__(self):
+            return 8
+
+    pool = hd.TensorPool(memory="host", block_bytes=Eight(), block_count=Eight())
+    assert pool.allocate((2,), "float32").shape == (2,)
