@@ -127,7 +127,12 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
     DeviceGuard guard(device);
     if (guard.status() != cudaSuccess) {
       // A device this process lacks is the caller's argument (kInvalidArgument), as everywhere.
-      return tl::unexpected<Error>(device_guard_error(guard, device, "event pool"));
+      // The message is built on the heap: out of memory, CUDA's error stands alone.
+      try {
+        return tl::unexpected<Error>(device_guard_error(guard, device, "event pool"));
+      } catch (...) {
+        return tl::unexpected<Error>(cuda_error(guard.status(), guard.failed_call()));
+      }
     }
     cudaError_t status = cuda().event_create_with_flags(&event, cudaEventDisableTiming);
     if (status != cudaSuccess) {
