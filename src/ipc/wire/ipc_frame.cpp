@@ -66,6 +66,16 @@ expected<void, Error> check_release(bool has_event, bool refused, const std::uin
   return {};
 }
 
+// A Hello's role as the wire carries it: one of PeerRole's two values, on send as on receipt.
+expected<void, Error> check_role(std::uint32_t role) {
+  if (role != static_cast<std::uint32_t>(PeerRole::kExporter) &&
+      role != static_cast<std::uint32_t>(PeerRole::kImporter)) {
+    return make_unexpected(invalid("hello role " + std::to_string(role) +
+                                   " is neither an Exporter (1) nor an Importer (2)"));
+  }
+  return {};
+}
+
 // The version is checked before the descriptor count, so that a peer of another version is told
 // so, whatever its Hello carries.
 expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t size, UniqueFd* fds,
@@ -90,10 +100,8 @@ expected<Message, Error> parse_hello(const std::uint8_t* payload, std::size_t si
                                    std::to_string(kHelloBytes)));
   }
   const std::uint32_t role = get_u32(payload + 8);
-  if (role != static_cast<std::uint32_t>(PeerRole::kExporter) &&
-      role != static_cast<std::uint32_t>(PeerRole::kImporter)) {
-    return make_unexpected(invalid("hello role " + std::to_string(role) +
-                                   " is neither an Exporter (1) nor an Importer (2)"));
+  if (auto known = check_role(role); !known) {
+    return make_unexpected(std::move(known.error()));
   }
   hello.role = static_cast<PeerRole>(role);
   if (hello.pid == 0) {
@@ -162,10 +170,8 @@ expected<Frame, Error> encode_frame(const Hello& hello) {
   if (hello.pid == 0) {
     return make_unexpected(invalid("hello pid is 0"));
   }
-  if (hello.role != PeerRole::kExporter && hello.role != PeerRole::kImporter) {
-    return make_unexpected(invalid("hello role " +
-                                   std::to_string(static_cast<std::uint32_t>(hello.role)) +
-                                   " is neither an Exporter (1) nor an Importer (2)"));
+  if (auto known = check_role(static_cast<std::uint32_t>(hello.role)); !known) {
+    return make_unexpected(std::move(known.error()));
   }
   // The version goes out as given: refusing one it does not speak is the receiver's part.
   auto out = frame(kHelloFrame, kHelloBytes);
