@@ -103,6 +103,25 @@ std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
   return std::nullopt;
 }
 
+/**
+ * @brief An integer argument `name` of `who` as T, read as integer_argument reads it but never a
+ *        bool (TypeError "`name` must be an integer, not bool": True is no count or port); one
+ *        out of T's range is InvalidArgumentError "`who`: `name` must be `range`, not <value>".
+ *        nanobind's casters answered both with a TypeError that named no argument.
+ */
+template <typename T>
+T named_integer(nanobind::handle value, const char* who, const char* name, const char* range) {
+  if (PyBool_Check(value.ptr())) {
+    throw nanobind::type_error((std::string(name) + " must be an integer, not bool").c_str());
+  }
+  const std::optional<T> number = integer_argument<T>(value, name);
+  if (!number) {
+    raise_invalid_argument(std::string(who) + ": " + name + " must be " + range + ", not " +
+                           display_text(value));
+  }
+  return *number;
+}
+
 /** @brief Whether `value` is a sequence other than text (str, bytes, bytearray). */
 inline bool non_text_sequence(nanobind::handle value) {
   PyObject* object = value.ptr();

@@ -9,6 +9,7 @@
 
 #include <holoscan/errors.hpp>
 
+#include "cast_arg.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
 
@@ -41,13 +42,25 @@ Tensor tensor_argument(nb::handle object, const std::optional<cudaStream_t>& str
   return nb::cast<Tensor&>(as_tensor(object, protocol_stream));
 }
 
-int hello_timeout(int timeout_ms, const char* who, const char* name) {
+int hello_timeout(nb::handle timeout_arg, const char* who, const char* name) {
+  const int timeout_ms = named_integer<int>(timeout_arg, who, name, "0 to 2**31-1");
   if (timeout_ms < 0) {
     raise_invalid_argument(std::string(who) + ": " + name + " must be 0 or more, not " +
                            std::to_string(timeout_ms) +
                            " (the Hello is a wait that no signal interrupts)");
   }
   return timeout_ms;
+}
+
+std::optional<int> wait_timeout(nb::handle timeout_ms, const char* who) {
+  if (timeout_ms.is_none()) {
+    return std::nullopt;
+  }
+  return named_integer<int>(timeout_ms, who, "timeout_ms", "None or -2**31 to 2**31-1");
+}
+
+std::uint64_t peer_argument(nb::handle peer, const char* who) {
+  return named_integer<std::uint64_t>(peer, who, "peer", "a peer id, 0 to 2**64-1");
 }
 
 void raise_closed(const char* who) {

@@ -4,6 +4,7 @@
 // close()/with-block methods.
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -146,8 +147,19 @@ class SlicedWait {
  * @brief `timeout_ms` of a Hello exchange (Importer, add_peer, connect), or InvalidArgumentError
  *        naming `who` and `name` when it is negative: the exchange is one wait without the GIL
  *        that no signal interrupts, so "no limit" would be a wait that only the peer can end.
+ *        Past 2**31-1 it is InvalidArgumentError too; a bool or no integer, TypeError.
  */
-int hello_timeout(int timeout_ms, const char* who, const char* name);
+int hello_timeout(nanobind::handle timeout_ms, const char* who, const char* name);
+
+/**
+ * @brief The `timeout_ms` of a sliced wait (receive, accept, connect): None for no limit, else an
+ *        int (negative: no limit), named in its refusal as named_integer names it.
+ */
+std::optional<int> wait_timeout(nanobind::handle timeout_ms, const char* who);
+
+/** @brief A peer id argument of `who` (an Exporter's or a Worker's), refused as named_integer does.
+ */
+std::uint64_t peer_argument(nanobind::handle peer, const char* who);
 
 /** @brief Runs Python's signal handlers; raises what they raise (KeyboardInterrupt, ...). */
 void handle_signals();

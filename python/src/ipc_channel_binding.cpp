@@ -59,7 +59,8 @@ std::pair<ChannelHandle, ChannelHandle> make_pair() {
 
 // A listener whose backlog is full makes connect() wait: in slices, so that a signal
 // (KeyboardInterrupt) ends a wait without a limit too.
-nb::object connect(const std::string& path, std::optional<int> timeout_ms) {
+nb::object connect(const std::string& path, nb::handle timeout_arg) {
+  const std::optional<int> timeout_ms = wait_timeout(timeout_arg, "ipc.Channel.connect");
   nb::object connected = wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
     auto channel = without_gil([&] { return ipc::Channel::connect(path, slice_ms); });
     if (!channel && channel.error().code == ErrorCode::kTimeout) {
@@ -99,12 +100,13 @@ int detach(ChannelHandle& self) {
   return copy.release();
 }
 
-nb::object accept(ListenerHandle& self, std::optional<int> timeout_ms) {
-  return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
-    std::optional<ipc::Channel> accepted = value_or_raise(self.call_without_gil(
-        kListener, [&](ipc::Listener& listener) { return listener.accept(slice_ms); }));
-    return accepted ? nb::cast(ChannelHandle{std::move(accepted)}) : nb::object();
-  });
+nb::object accept(ListenerHandle& self, nb::handle timeout_ms) {
+  return wait_in_slices(
+      wait_timeout(timeout_ms, "ipc.Listener.accept"), [&](int slice_ms) -> nb::object {
+        std::optional<ipc::Channel> accepted = value_or_raise(self.call_without_gil(
+            kListener, [&](ipc::Listener& listener) { return listener.accept(slice_ms); }));
+        return accepted ? nb::cast(ChannelHandle{std::move(accepted)}) : nb::object();
+      });
 }
 
 ListenerHandle listen(const std::string& path) {

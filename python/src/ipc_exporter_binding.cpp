@@ -27,8 +27,9 @@ ExporterHandle create() {
   return ExporterHandle(std::make_shared<ipc::Exporter>(value_or_raise(ipc::Exporter::create())));
 }
 
-ipc::PeerId add_peer(ExporterHandle& self, ChannelHandle& channel, int hello_timeout_ms) {
-  hello_timeout_ms = hello_timeout(hello_timeout_ms, "ipc.Exporter.add_peer", "hello_timeout_ms");
+ipc::PeerId add_peer(ExporterHandle& self, ChannelHandle& channel, nb::handle timeout_arg) {
+  const int hello_timeout_ms =
+      hello_timeout(timeout_arg, "ipc.Exporter.add_peer", "hello_timeout_ms");
   (void)self.get(kExporter);  // a closed exporter leaves the channel to the caller
   ipc::Channel taken = channel.take("ipc.Exporter.add_peer");
   return value_or_raise(self.call_without_gil(kExporter, [&](ipc::Exporter& exporter) {
@@ -36,9 +37,10 @@ ipc::PeerId add_peer(ExporterHandle& self, ChannelHandle& channel, int hello_tim
   }));
 }
 
-std::uint64_t publish(ExporterHandle& self, ipc::PeerId peer, nb::handle object,
+std::uint64_t publish(ExporterHandle& self, nb::handle peer_arg, nb::handle object,
                       nb::handle stream) {
   (void)self.get(kExporter);  // a closed exporter is reported before the arguments are looked at
+  const ipc::PeerId peer = peer_argument(peer_arg, "ipc.Exporter.publish");
   std::optional<cudaStream_t> on;
   if (!stream.is_none()) {
     on = parse_stream(stream);
@@ -56,9 +58,10 @@ std::size_t poll(ExporterHandle& self) {
       self.call_without_gil(kExporter, [](ipc::Exporter& exporter) { return exporter.poll(); }));
 }
 
-std::size_t held(ExporterHandle& self, std::optional<ipc::PeerId> peer) {
+std::size_t held(ExporterHandle& self, nb::handle peer) {
   std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
-  return peer ? exporter->held(*peer) : exporter->held();
+  return peer.is_none() ? exporter->held()
+                        : exporter->held(peer_argument(peer, "ipc.Exporter.held"));
 }
 
 void bind_stats(nb::module_& module) {
@@ -91,6 +94,7 @@ void bind_ipc_exporter(nb::module_& module) {
   type.def(nb::new_(&create), Entry(), "An exporter with no peers.")
       .def_static("create", &create, Entry(), "Same as the constructor.")
       .def("add_peer", &add_peer, nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000, Entry(),
+           nb::sig("def add_peer(self, channel: Channel, hello_timeout_ms: int = 5000) -> int"),
            "Takes `channel` over (it is closed on failure), exchanges Hello without the GIL and "
            "returns the peer's id. HoloscanTimeoutError without a Hello in time, ClosedError if "
            "the peer hung up, IncompatibleError for another protocol version or a peer that is an "
@@ -115,13 +119,16 @@ void bind_ipc_exporter(nb::module_& module) {
            "closed.")
       .def_prop_ro("fd", &ExporterHandle::fileno, Entry(), "Same as fileno().")
       .def("held", &held, nb::arg("peer") = nb::none(), Entry(),
+           nb::sig("def held(self, peer: int | None = None) -> int"),
            "Claims held for `peer`, or for every peer.")
       .def(
           "connected",
-          [](ExporterHandle& self, ipc::PeerId peer) {
-            return self.get(kExporter)->connected(peer);
+          [](ExporterHandle& self, nb::handle peer) {
+            std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
+            return exporter->connected(peer_argument(peer, "ipc.Exporter.connected"));
           },
-          nb::arg("peer"), Entry(), "Whether `peer` was added and has not been seen to hang up.")
+          nb::arg("peer"), Entry(), nb::sig("def connected(self, peer: int) -> bool"),
+          "Whether `peer` was added and has not been seen to hang up.")
       .def(
           "stats", [](ExporterHandle& self) { return self.get(kExporter)->stats(); }, Entry(),
           "The counters so far.");

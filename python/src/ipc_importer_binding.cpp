@@ -36,30 +36,33 @@ struct ImporterState {
 
 using ImporterHandle = SharedHandle<ImporterState>;
 
-ImporterHandle create(ChannelHandle& channel, int hello_timeout_ms) {
-  hello_timeout_ms = hello_timeout(hello_timeout_ms, kImporter, "hello_timeout_ms");
+ImporterHandle create(ChannelHandle& channel, nb::handle timeout_arg) {
+  const int hello_timeout_ms = hello_timeout(timeout_arg, kImporter, "hello_timeout_ms");
   ipc::Channel taken = channel.take("ipc.Importer");
   return ImporterHandle(std::make_shared<ImporterState>(value_or_raise(
       without_gil([&] { return ipc::Importer::create(std::move(taken), hello_timeout_ms); }))));
 }
 
-nb::object receive(ImporterHandle& self, std::optional<int> timeout_ms) {
-  return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
-    std::optional<Tensor> received =
-        value_or_raise(self.call_without_gil(kImporter, [&](ImporterState& state) {
-          const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(slice_ms);
-          std::unique_lock<std::timed_mutex> lock(state.receiving, until);
-          if (!lock.owns_lock()) {
-            // Another thread receives: nothing came to this one within the slice.
-            return expected<std::optional<Tensor>, Error>(std::optional<Tensor>());
-          }
-          // Rounded up: a slice cut to receive(0) would spin through the last millisecond.
-          const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-              until - std::chrono::steady_clock::now());
-          return state.importer.receive(static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
-        }));
-    return received ? nb::cast(std::move(*received)) : nb::object();
-  });
+nb::object receive(ImporterHandle& self, nb::handle timeout_ms) {
+  return wait_in_slices(
+      wait_timeout(timeout_ms, "ipc.Importer.receive"), [&](int slice_ms) -> nb::object {
+        std::optional<Tensor> received =
+            value_or_raise(self.call_without_gil(kImporter, [&](ImporterState& state) {
+              const auto until =
+                  std::chrono::steady_clock::now() + std::chrono::milliseconds(slice_ms);
+              std::unique_lock<std::timed_mutex> lock(state.receiving, until);
+              if (!lock.owns_lock()) {
+                // Another thread receives: nothing came to this one within the slice.
+                return expected<std::optional<Tensor>, Error>(std::optional<Tensor>());
+              }
+              // Rounded up: a slice cut to receive(0) would spin through the last millisecond.
+              const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                  until - std::chrono::steady_clock::now());
+              return state.importer.receive(
+                  static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+            }));
+        return received ? nb::cast(std::move(*received)) : nb::object();
+      });
 }
 
 void poll(ImporterHandle& self) {
@@ -105,7 +108,9 @@ void bind_ipc_importer(nb::module_& module) {
            "IncompatibleError for another protocol version or a peer that is an Importer too; "
            "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
       .def_static("create", &create, nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000,
-                  Entry(), "Same as the constructor.")
+                  Entry(),
+                  nb::sig("def create(channel: Channel, hello_timeout_ms: int = 5000) -> Importer"),
+                  "Same as the constructor.")
       .def("receive", &receive, nb::arg("timeout_ms") = nb::none(), Entry(),
            nb::sig("def receive(self, timeout_ms: int | None = None) -> "
                    "holoscan_dlpack._core.Tensor | None"),

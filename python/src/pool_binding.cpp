@@ -39,20 +39,10 @@ PoolMemory parse_memory(nb::handle memory) {
   return nb::cast<PoolMemory>(memory);
 }
 
-// An integer argument of the pool, read as the package reads integers (int or __index__), with a
-// refusal that names it: nanobind's caster answered a negative size, or one past 64 bits, with a
-// TypeError naming no argument, and took True for 1.
+// The pool's integers, named in its refusals (named_integer).
 template <typename T>
 T pool_integer(nb::handle value, const char* name, const char* range) {
-  if (PyBool_Check(value.ptr())) {
-    throw nb::type_error((std::string(name) + " must be an integer, not bool").c_str());
-  }
-  const std::optional<T> number = integer_argument<T>(value, name);
-  if (!number) {
-    raise_invalid_argument(std::string("TensorPool::create: ") + name + " must be " + range +
-                           ", not " + display_text(value));
-  }
-  return *number;
+  return named_integer<T>(value, "TensorPool::create", name, range);
 }
 
 std::shared_ptr<TensorPool> create_pool(nb::handle memory, nb::handle device_arg,

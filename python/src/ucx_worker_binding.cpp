@@ -16,6 +16,7 @@
 #include <holoscan/ucx/worker.hpp>
 
 #include "bindings.hpp"
+#include "cast_arg.hpp"
 #include "endpoint.hpp"
 #include "errors.hpp"
 #include "python_release.hpp"
@@ -28,7 +29,9 @@ namespace holoscan::python {
 namespace {
 
 constexpr const char* kWorker = "ucx.Worker";
-// The C++ defaults (4 GiB, 1 ms of polling, the stream hint on), as the keyword defaults.
+// The C++ defaults (16 in flight, 4 GiB, 1 ms of polling, the stream hint on), as the keyword
+// defaults.
+const std::size_t kWindow = ucx::WorkerConfig{}.window;
 const std::uint64_t kMaxReceiveBytes = ucx::WorkerConfig{}.max_receive_bytes;
 const int kSpinUs = ucx::WorkerConfig{}.spin_us;
 const bool kStreamBandwidthHint = ucx::WorkerConfig{}.stream_bandwidth_hint;
@@ -68,56 +71,80 @@ std::shared_ptr<TensorPool> receive_pool_of(nb::handle pool) {
       cpp, [reference](TensorPool*) noexcept { release_with_python(reference); });
 }
 
-WorkerHandle create(std::size_t window, nb::handle receive_pool, std::uint64_t max_receive_bytes,
-                    int spin_us, bool stream_bandwidth_hint) {
+constexpr const char* kPortRange = "0 to 65535";
+
+// The constructor's or create()'s signature (`head` up to its parameters, `returns` after them)
+// with the C++ defaults written in: nb::sig is text, and defaults typed by hand could drift from
+// WorkerConfig{}. (The integers are objects, read by named_integer; the stubs say int.)
+std::string worker_signature(const char* head, const char* returns) {
+  return std::string(head) + "*, window: int = " + std::to_string(kWindow) +
+         ", receive_pool: holoscan_dlpack._core.TensorPool | None = None, "
+         "max_receive_bytes: int = " +
+         std::to_string(kMaxReceiveBytes) + ", spin_us: int = " + std::to_string(kSpinUs) +
+         ", stream_bandwidth_hint: bool = " + (kStreamBandwidthHint ? "True" : "False") + ") -> " +
+         returns;
+}
+
+WorkerHandle create(nb::handle window, nb::handle receive_pool, nb::handle max_receive_bytes,
+                    nb::handle spin_us, bool stream_bandwidth_hint) {
+  constexpr const char* kCreate = "ucx.Worker";
   ucx::WorkerConfig config;
-  config.window = window;
+  config.window = named_integer<std::size_t>(window, kCreate, "window", "1 to 2**64-1");
+  config.max_receive_bytes =
+      named_integer<std::uint64_t>(max_receive_bytes, kCreate, "max_receive_bytes", "0 to 2**64-1");
+  config.spin_us = named_integer<int>(spin_us, kCreate, "spin_us", "a 32-bit integer");
   if (!receive_pool.is_none()) {
     config.receive_pool = receive_pool_of(receive_pool);
   }
-  config.max_receive_bytes = max_receive_bytes;
-  config.spin_us = spin_us;
   config.stream_bandwidth_hint = stream_bandwidth_hint;
   return WorkerHandle(std::make_shared<ucx::Worker>(
       value_or_raise(without_gil([&] { return ucx::Worker::create(config); }))));
 }
 
-std::uint16_t listen(WorkerHandle& self, const std::string& address, std::uint16_t port) {
+std::uint16_t listen(WorkerHandle& self, const std::string& address, nb::handle port_arg) {
+  const auto port = named_integer<std::uint16_t>(port_arg, "ucx.Worker.listen", "port", kPortRange);
   return value_or_raise(self.call_without_gil(
       kWorker, [&](ucx::Worker& worker) { return worker.listen(address, port); }));
 }
 
-ucx::PeerId connect(WorkerHandle& self, const std::string& address, std::uint16_t port,
-                    int timeout_ms) {
-  timeout_ms = hello_timeout(timeout_ms, "ucx.Worker.connect", "timeout_ms");
+ucx::PeerId connect(WorkerHandle& self, const std::string& address, nb::handle port_arg,
+                    nb::handle timeout_arg) {
+  constexpr const char* kConnect = "ucx.Worker.connect";
+  const auto port = named_integer<std::uint16_t>(port_arg, kConnect, "port", kPortRange);
+  const int timeout_ms = hello_timeout(timeout_arg, kConnect, "timeout_ms");
   return value_or_raise(self.call_without_gil(
       kWorker, [&](ucx::Worker& worker) { return worker.connect(address, port, timeout_ms); }));
 }
 
-nb::object accept(WorkerHandle& self, std::optional<int> timeout_ms) {
-  return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
-    const std::optional<ucx::PeerId> peer = self.call_without_gil(
-        kWorker, [&](ucx::Worker& worker) { return worker.accept(slice_ms); });
-    return peer ? nb::int_(*peer) : nb::object();
-  });
+nb::object accept(WorkerHandle& self, nb::handle timeout_ms) {
+  return wait_in_slices(
+      wait_timeout(timeout_ms, "ucx.Worker.accept"), [&](int slice_ms) -> nb::object {
+        const std::optional<ucx::PeerId> peer = self.call_without_gil(
+            kWorker, [&](ucx::Worker& worker) { return worker.accept(slice_ms); });
+        return peer ? nb::int_(*peer) : nb::object();
+      });
 }
 
-nb::object receive(WorkerHandle& self, std::optional<int> timeout_ms) {
-  return wait_in_slices(timeout_ms, [&](int slice_ms) -> nb::object {
-    std::optional<ucx::Received> got = value_or_raise(self.call_without_gil(
-        kWorker, [&](ucx::Worker& worker) { return worker.receive(slice_ms); }));
-    return got ? nb::cast(std::move(*got)) : nb::object();
-  });
+nb::object receive(WorkerHandle& self, nb::handle timeout_ms) {
+  return wait_in_slices(
+      wait_timeout(timeout_ms, "ucx.Worker.receive"), [&](int slice_ms) -> nb::object {
+        std::optional<ucx::Received> got = value_or_raise(self.call_without_gil(
+            kWorker, [&](ucx::Worker& worker) { return worker.receive(slice_ms); }));
+        return got ? nb::cast(std::move(*got)) : nb::object();
+      });
 }
 
-std::uint64_t send(WorkerHandle& self, ucx::PeerId peer, nb::handle object) {
+std::uint64_t send(WorkerHandle& self, nb::handle peer_arg, nb::handle object) {
   (void)self.get(kWorker);  // a closed worker is reported before the tensor is looked at
+  const ucx::PeerId peer = peer_argument(peer_arg, "ucx.Worker.send");
   const Tensor tensor = tensor_argument(object, std::nullopt);
   return value_or_raise(self.call_without_gil(
       kWorker, [&](ucx::Worker& worker) { return worker.send(peer, tensor); }));
 }
 
-void disconnect(WorkerHandle& self, ucx::PeerId peer) {
+void disconnect(WorkerHandle& self, nb::handle peer_arg) {
+  (void)self.get(kWorker);  // as send: a closed worker is reported first
+  const ucx::PeerId peer = peer_argument(peer_arg, "ucx.Worker.disconnect");
   auto closed =
       self.call_without_gil(kWorker, [&](ucx::Worker& worker) { return worker.disconnect(peer); });
   if (!closed) {
@@ -130,18 +157,21 @@ std::size_t progress(WorkerHandle& self) {
       self.call_without_gil(kWorker, [](ucx::Worker& worker) { return worker.progress(); }));
 }
 
-std::size_t in_flight(WorkerHandle& self, std::optional<ucx::PeerId> peer) {
+std::size_t in_flight(WorkerHandle& self, nb::handle peer) {
   std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
-  return peer ? worker->in_flight(*peer) : worker->in_flight();
+  return peer.is_none() ? worker->in_flight()
+                        : worker->in_flight(peer_argument(peer, "ucx.Worker.in_flight"));
 }
 
 void bind_connections(nb::class_<WorkerHandle>& type) {
   type.def("listen", &listen, nb::arg("address") = "0.0.0.0", nb::arg("port") = 0, Entry(),
+           nb::sig("def listen(self, address: str = '0.0.0.0', port: int = 0) -> int"),
            "Listens on `address` (\"0.0.0.0\", an interface's address, \"::\") and `port` (0: "
            "any) and returns the port bound. One listener per worker: DuplicateNameError for a "
            "second, InvalidArgumentError for an address UCX cannot use.")
       .def("connect", &connect, nb::arg("address"), nb::arg("port"), nb::arg("timeout_ms") = 5000,
            Entry(),
+           nb::sig("def connect(self, address: str, port: int, timeout_ms: int = 5000) -> int"),
            "Connects to a listening worker, waits up to `timeout_ms` (without the GIL) for its "
            "Hello and returns the peer's id. ClosedError when nobody listens there, "
            "HoloscanTimeoutError, IncompatibleError for another wire version; "
@@ -152,12 +182,17 @@ void bind_connections(nb::class_<WorkerHandle>& type) {
            "(None or negative: no limit; 0: only what is there). Waits without the GIL; Ctrl-C "
            "interrupts it.")
       .def("disconnect", &disconnect, nb::arg("peer"), Entry(),
+           nb::sig("def disconnect(self, peer: int) -> None"),
            "Closes a connection (flushing without the GIL); its sends in flight end failed "
            "(ClosedError). NotFoundError for an unknown peer.")
       .def(
           "connected",
-          [](WorkerHandle& self, ucx::PeerId peer) { return self.get(kWorker)->connected(peer); },
-          nb::arg("peer"), Entry(), "Whether `peer` is connected (known, not lost or closed).");
+          [](WorkerHandle& self, nb::handle peer) {
+            std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+            return worker->connected(peer_argument(peer, "ucx.Worker.connected"));
+          },
+          nb::arg("peer"), Entry(), nb::sig("def connected(self, peer: int) -> bool"),
+          "Whether `peer` is connected (known, not lost or closed).");
 }
 
 void bind_transfers(nb::class_<WorkerHandle>& type) {
@@ -198,6 +233,7 @@ void bind_state(nb::class_<WorkerHandle>& type) {
           "Prepares fileno() for a wait: True when it is safe to sleep on it now, False when "
           "progress() has work first.")
       .def("in_flight", &in_flight, nb::arg("peer") = nb::none(), Entry(),
+           nb::sig("def in_flight(self, peer: int | None = None) -> int"),
            "Sends in flight (not yet ended as a SendResult) to `peer`, or to every peer.")
       .def(
           "waiting", [](WorkerHandle& self) { return self.get(kWorker)->waiting(); }, Entry(),
@@ -216,30 +252,31 @@ void bind_ucx_worker(nb::module_& module) {
       "leaves only once it is ready; the worker holds each tensor sent until UCX is done with "
       "its memory; every send ends as exactly one SendResult. Received tensors land in memory "
       "the receiver owns (receive_pool's blocks, else host memory). Thread-safe.");
+  // Kept for the module's life: nanobind keeps the signatures' text by pointer.
+  static const std::string init_signature = worker_signature("def __init__(self, ", "None");
+  static const std::string create_signature = worker_signature("def create(", "Worker");
   type.def(
           "__init__",
-          [](WorkerHandle* self, std::size_t window, nb::handle receive_pool,
-             std::uint64_t max_receive_bytes, int spin_us, bool stream_bandwidth_hint) {
+          [](WorkerHandle* self, nb::handle window, nb::handle receive_pool,
+             nb::handle max_receive_bytes, nb::handle spin_us, bool stream_bandwidth_hint) {
             new (self) WorkerHandle(
                 create(window, receive_pool, max_receive_bytes, spin_us, stream_bandwidth_hint));
           },
-          nb::kw_only(), nb::arg("window") = 16, nb::arg("receive_pool") = nb::none(),
+          nb::kw_only(), nb::arg("window") = kWindow, nb::arg("receive_pool") = nb::none(),
           nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = kSpinUs,
           nb::arg("stream_bandwidth_hint") = kStreamBandwidthHint, Entry(),
-          nb::sig("def __init__(self, *, window: int = 16, receive_pool: "
-                  "holoscan_dlpack._core.TensorPool | None = None, max_receive_bytes: int = "
-                  "4294967296, spin_us: int = 1000, stream_bandwidth_hint: bool = True) -> None"),
+          nb::sig(init_signature.c_str()),
           "A worker on a fresh UCX context: `window` sends in flight per peer; received "
           "tensors land in blocks of `receive_pool` (a TensorPool, host or device), else in a "
           "host allocation each, up to `max_receive_bytes`; waits poll for `spin_us` before "
           "they sleep; with `stream_bandwidth_hint`, a send posted while an earlier one to its "
           "peer is still moving (and a landing started while another lands) asks UCX for "
           "bandwidth (UCP_OP_ATTR_FLAG_MULTI_SEND), a lone send never does.")
-      .def_static("create", &create, nb::kw_only(), nb::arg("window") = 16,
+      .def_static("create", &create, nb::kw_only(), nb::arg("window") = kWindow,
                   nb::arg("receive_pool") = nb::none(),
                   nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = kSpinUs,
                   nb::arg("stream_bandwidth_hint") = kStreamBandwidthHint, Entry(),
-                  "Same as the constructor (the C++ name).");
+                  nb::sig(create_signature.c_str()), "Same as the constructor (the C++ name).");
   bind_connections(type);
   bind_transfers(type);
   bind_state(type);

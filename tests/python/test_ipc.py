@@ -679,3 +679,54 @@ def test_the_documented_example_runs_as_written(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+class Index:
+    """An integer only through __index__, as NumPy's integers are."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+# The endpoints' integers were read by nanobind's casters: a negative peer, or a timeout past
+# 32 bits, raised "incompatible function arguments", naming none of them, and True was 1.
+def test_endpoint_integers_out_of_range_name_the_call_and_argument(endpoints, tmp_path):
+    exporter, peer, importer = endpoints
+    peer_range = "peer must be a peer id, 0 to 2**64-1"
+    wait_range = "timeout_ms must be None or -2**31 to 2**31-1"
+    mine, theirs = ipc.Channel.pair()
+    listener = ipc.Listener(str(tmp_path / "socket"))
+    cases = [
+        (lambda: exporter.publish(-1, host_tensor()), f"ipc.Exporter.publish: {peer_range}, not -1"),
+        (lambda: exporter.held(2**64), f"ipc.Exporter.held: {peer_range}, not 18446744073709551616"),
+        (lambda: exporter.connected(-2), f"ipc.Exporter.connected: {peer_range}, not -2"),
+        (lambda: exporter.add_peer(mine, hello_timeout_ms=2**32),
+         "ipc.Exporter.add_peer: hello_timeout_ms must be 0 to 2**31-1, not 4294967296"),
+        (lambda: ipc.Importer(theirs, hello_timeout_ms=2**31),
+         "ipc.Importer: hello_timeout_ms must be 0 to 2**31-1, not 2147483648"),
+        (lambda: ipc.Importer.create(theirs, -2**40),
+         "ipc.Importer: hello_timeout_ms must be 0 to 2**31-1, not -1099511627776"),
+        (lambda: importer.receive(timeout_ms=2**31), f"ipc.Importer.receive: {wait_range}, not 2147483648"),
+        (lambda: listener.accept(timeout_ms=-2**31 - 1),
+         f"ipc.Listener.accept: {wait_range}, not -2147483649"),
+        (lambda: ipc.Channel.connect(str(tmp_path / "socket"), timeout_ms=2**63),
+         f"ipc.Channel.connect: {wait_range}, not 9223372036854775808"),
+    ]
+    for call, says in cases:
+        with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+            call()
+        assert str(raised.value) == "kInvalidArgument: " + says
+    for call in (lambda: exporter.held(True), lambda: importer.receive(timeout_ms=False)):
+        with pytest.raises(TypeError, match="^(peer|timeout_ms) must be an integer, not bool$"):
+            call()
+    # A refused argument takes nothing over: the channels are still the caller's and still work.
+    assert not mine.closed and not theirs.closed
+    assert exporter.held(Index(peer)) == 0 and exporter.connected(Index(peer))
+    assert importer.receive(timeout_ms=Index(0)) is None
+    assert listener.accept(timeout_ms=Index(0)) is None
+    listener.close()
+    mine.close()
+    theirs.close()

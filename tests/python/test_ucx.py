@@ -289,11 +289,12 @@ def test_arrivals_land_in_the_receive_pool():
 
 
 def test_the_stream_bandwidth_hint_is_on_unless_turned_off():
-    # The worker reports no config back: create()'s signature holds the C++ default
-    # (WorkerConfig{}.stream_bandwidth_hint), and __init__'s, written by hand, must say the same.
-    (signature, _, defaults), = ucx.Worker.create.__nb_signature__
-    assert "stream_bandwidth_hint: bool = \\4)" in signature and defaults[4] is True
-    assert "stream_bandwidth_hint: bool = True)" in ucx.Worker.__init__.__nb_signature__[0][0]
+    # The worker reports no config back: both signatures are written from WorkerConfig{}'s
+    # defaults, as the keyword defaults are, so the text says what the C++ default is.
+    for function in (ucx.Worker.create, ucx.Worker.__init__):
+        (signature, _, _), = function.__nb_signature__
+        assert ("window: int = 16, " in signature and "spin_us: int = 1000, " in signature
+                and "stream_bandwidth_hint: bool = True)" in signature), signature
     for make in (ucx.Worker, ucx.Worker.create):
         with make(stream_bandwidth_hint=False) as worker:
             assert not worker.closed
@@ -644,3 +645,76 @@ def test_slowly_written_device_tensors_reach_a_receivers_device_pool(monkeypatch
     assert received == count
     assert early == count, "a write finished before its send: no race to see"
     assert wrong == 0, "data left before the producer's kernel finished"
+
+
+class Index:
+    """An integer only through __index__, as NumPy's integers are."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+# The Worker's integers were read by nanobind's casters: a negative window, port or peer, or one
+# past its C type, raised "incompatible function arguments", naming none of them, and True was 1.
+@pytest.mark.parametrize("arguments, says", [
+    ({"window": -1}, "window must be 1 to 2**64-1, not -1"),
+    ({"window": 2**64}, "window must be 1 to 2**64-1, not 18446744073709551616"),
+    ({"max_receive_bytes": -5}, "max_receive_bytes must be 0 to 2**64-1, not -5"),
+    ({"spin_us": 2**31}, "spin_us must be a 32-bit integer, not 2147483648"),
+])
+def test_worker_integers_out_of_range_name_the_argument(arguments, says):
+    for make in (ucx.Worker, ucx.Worker.create):
+        with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+            make(**arguments)
+        assert str(raised.value) == "kInvalidArgument: ucx.Worker: " + says
+
+
+@pytest.mark.parametrize("name", ["window", "max_receive_bytes", "spin_us"])
+def test_worker_integers_are_no_bools_or_text(name):
+    for value, type_name in ((True, "bool"), ("8", "str")):
+        with pytest.raises(TypeError) as raised:
+            ucx.Worker(**{name: value})
+        assert str(raised.value) == f"{name} must be an integer, not {type_name}"
+
+
+def test_worker_call_integers_out_of_range_name_the_call_and_argument():
+    peer_range = "peer must be a peer id, 0 to 2**64-1"
+    with ucx.Worker() as worker:
+        cases = [
+            (lambda: worker.listen("127.0.0.1", 65536),
+             "ucx.Worker.listen: port must be 0 to 65535, not 65536"),
+            (lambda: worker.connect("127.0.0.1", -1),
+             "ucx.Worker.connect: port must be 0 to 65535, not -1"),
+            (lambda: worker.connect("127.0.0.1", 1, timeout_ms=2**31),
+             "ucx.Worker.connect: timeout_ms must be 0 to 2**31-1, not 2147483648"),
+            (lambda: worker.accept(timeout_ms=2**31),
+             "ucx.Worker.accept: timeout_ms must be None or -2**31 to 2**31-1, not 2147483648"),
+            (lambda: worker.receive(timeout_ms=-2**31 - 1),
+             "ucx.Worker.receive: timeout_ms must be None or -2**31 to 2**31-1, not -2147483649"),
+            (lambda: worker.send(-1, np.arange(3)), f"ucx.Worker.send: {peer_range}, not -1"),
+            (lambda: worker.disconnect(2**64),
+             f"ucx.Worker.disconnect: {peer_range}, not 18446744073709551616"),
+            (lambda: worker.connected(-2), f"ucx.Worker.connected: {peer_range}, not -2"),
+            (lambda: worker.in_flight(-3), f"ucx.Worker.in_flight: {peer_range}, not -3"),
+        ]
+        for call, says in cases:
+            with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+                call()
+            assert str(raised.value) == "kInvalidArgument: " + says
+        with pytest.raises(TypeError) as raised:
+            worker.in_flight(True)
+        assert str(raised.value) == "peer must be an integer, not bool"
+        # Integers through __index__ are integers; the worker still works after every refusal.
+        assert worker.in_flight(Index(7)) == 0 and not worker.connected(Index(7))
+        assert worker.receive(timeout_ms=Index(0)) is None
+        port = worker.listen("127.0.0.1", Index(0))
+        pump = Pump(worker)  # answers the client's Hello
+        try:
+            with ucx.Worker() as client:
+                peer = client.connect("127.0.0.1", Index(port), timeout_ms=Index(PATIENCE_MS))
+                assert client.connected(peer) and client.in_flight(peer) == 0
+        finally:
+            pump.join()
