@@ -84,6 +84,26 @@ T cast_or_type_error(nanobind::handle value, const Text& message) {
   return result;
 }
 
+/** @brief TypeError "`what` must be an integer, not bool" for a bool (an int to Python). */
+template <typename Text>
+void refuse_bool(nanobind::handle value, const Text& what) {
+  if (PyBool_Check(value.ptr())) {
+    throw nanobind::type_error((describe(what) + " must be an integer, not bool").c_str());
+  }
+}
+
+/**
+ * @brief A flag argument: True or False only, else TypeError "`name` must be True or False, not
+ *        <type>" (nanobind's caster named no argument).
+ */
+inline bool bool_argument(nanobind::handle value, const char* name) {
+  if (value.ptr() == Py_True || value.ptr() == Py_False) {
+    return value.ptr() == Py_True;
+  }
+  throw nanobind::type_error(
+      (std::string(name) + " must be True or False, not " + type_text(value)).c_str());
+}
+
 /**
  * @brief An integer argument as T (an int, or anything with __index__): TypeError "`what` must be
  *        an integer, not <type>" for any other type; nullopt for an integer out of T's range,
@@ -111,9 +131,7 @@ std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
  */
 template <typename T>
 T named_integer(nanobind::handle value, const char* who, const char* name, const char* range) {
-  if (PyBool_Check(value.ptr())) {
-    throw nanobind::type_error((std::string(name) + " must be an integer, not bool").c_str());
-  }
+  refuse_bool(value, name);
   const std::optional<T> number = integer_argument<T>(value, name);
   if (!number) {
     raise_invalid_argument(std::string(who) + ": " + name + " must be " + range + ", not " +
@@ -129,19 +147,29 @@ inline bool non_text_sequence(nanobind::handle value) {
          PySequence_Check(object) != 0;
 }
 
+/** @brief Whether a list of integers takes True and False for 1 and 0. */
+enum class Bools {
+  kIntegers,  ///< As Python's int does (the DLPack and array-interface readers, as 5.0's).
+  kRefused,   ///< TypeError, as refuse_bool (this package's own arguments).
+};
+
 /**
  * @brief The items of `tuple`, a tuple, as 64-bit integers, each read as integer_argument reads
  *        it: TypeError "`what`[i] must be an integer, not <type>", InvalidArgumentError when one
  *        does not fit. Counted by the tuple's own size, never by len(), which a subclass may
  *        answer as it likes; a tuple holds its items while their __index__ runs.
  */
-inline std::vector<std::int64_t> tuple_int64s(nanobind::handle tuple, const std::string& what) {
+inline std::vector<std::int64_t> tuple_int64s(nanobind::handle tuple, const std::string& what,
+                                              Bools bools = Bools::kIntegers) {
   const Py_ssize_t size = PyTuple_GET_SIZE(tuple.ptr());
   std::vector<std::int64_t> items;
   items.reserve(static_cast<std::size_t>(size));
   for (Py_ssize_t i = 0; i < size; ++i) {
     const nanobind::handle item = PyTuple_GET_ITEM(tuple.ptr(), i);
     const auto name = [&] { return what + "[" + std::to_string(i) + "]"; };
+    if (bools == Bools::kRefused) {
+      refuse_bool(item, name);
+    }
     const std::optional<std::int64_t> number = integer_argument<std::int64_t>(item, name);
     if (!number) {
       raise_invalid_argument(name() + " " + display_text(item) + " does not fit 64 bits");
@@ -157,8 +185,8 @@ inline std::vector<std::int64_t> tuple_int64s(nanobind::handle tuple, const std:
  *        in place, so an item's __index__ that empties the list had the next ones read from freed
  *        memory. TypeError "`what` must be a sequence of integers" for anything else.
  */
-inline std::vector<std::int64_t> sequence_int64s(nanobind::handle sequence,
-                                                 const std::string& what) {
+inline std::vector<std::int64_t> sequence_int64s(nanobind::handle sequence, const std::string& what,
+                                                 Bools bools = Bools::kIntegers) {
   if (!non_text_sequence(sequence)) {
     throw nanobind::type_error(
         (what + " must be a sequence of integers, not " + type_text(sequence)).c_str());
@@ -169,7 +197,7 @@ inline std::vector<std::int64_t> sequence_int64s(nanobind::handle sequence,
   if (!items.is_valid()) {
     throw nanobind::python_error();
   }
-  return tuple_int64s(items, what);
+  return tuple_int64s(items, what, bools);
 }
 
 /**

@@ -6,6 +6,8 @@
 
 #include <dlpack/dlpack.h>
 
+#include "cast_arg.hpp"
+
 namespace holoscan::python {
 
 /** @brief Python's DLDeviceType: any int32 value, the known ones named. */
@@ -27,8 +29,9 @@ std::string dtype_repr(DLDataType dtype);
 
 /**
  * @brief A DLDevice from a DLDevice object or a (device_type, device_id) pair; TypeError else.
- *        `what` names the argument in the message.
+ *        `what` names the argument in the message; `bools` says whether True and False are
+ *        integers in the pair (5.0's dl_device takes them, as its caster does; copy_to does not).
  */
-DLDevice parse_device(nanobind::handle device, const char* what);
+DLDevice parse_device(nanobind::handle device, const char* what, Bools bools);
 
 }  // namespace holoscan::python

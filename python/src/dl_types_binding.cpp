@@ -144,11 +144,15 @@ namespace {
 
 // Any sequence of two integers is a device, as Holoscan 5.0's std::optional<std::tuple<int, int>>
 // dl_device parameter reads it (a list too).
-DLDevice read_device(nb::handle device, const char* what) {
+DLDevice read_device(nb::handle device, const char* what, Bools bools) {
   if (nb::isinstance<DLDevice>(device)) {
     return nb::cast<DLDevice>(device);
   }
   if (const auto pair = sequence_pair(device)) {
+    if (bools == Bools::kRefused) {
+      refuse_bool(pair->first, [&] { return std::string(what) + "[0]"; });
+      refuse_bool(pair->second, [&] { return std::string(what) + "[1]"; });
+    }
     const auto type =
         integer_argument<std::int32_t>(pair->first, [&] { return std::string(what) + "[0]"; });
     const auto id =
@@ -165,8 +169,8 @@ DLDevice read_device(nb::handle device, const char* what) {
 
 }  // namespace
 
-DLDevice parse_device(nb::handle device, const char* what) {
-  const DLDevice parsed = read_device(device, what);
+DLDevice parse_device(nb::handle device, const char* what, Bools bools) {
+  const DLDevice parsed = read_device(device, what, bools);
   if (parsed.device_id < 0) {  // no device has one (an export refuses a view that says so)
     raise_invalid_argument(std::string(what) + " " + display_text(device) +
                            " is not a device: its id is negative");

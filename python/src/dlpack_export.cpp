@@ -194,7 +194,8 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
   }
   const std::optional<std::uint32_t> versioned = versioned_minor(max_version);
   const DLDevice ours = tensor.device();
-  const DLDevice target = dl_device.is_none() ? ours : parse_device(dl_device, "dl_device");
+  const DLDevice target =
+      dl_device.is_none() ? ours : parse_device(dl_device, "dl_device", Bools::kIntegers);
   const ProtocolStream consumer = consumer_stream(stream, ours, target);
   // Compared as __dlpack_device__ reports them: a consumer asks for the device it was told of.
   const DLDevice reported = protocol_device(ours);

@@ -57,6 +57,9 @@ DLDataType dtype_from_tuple(nb::handle dtype) {
   if (items.size() != 3) {
     raise_invalid_argument("a dtype tuple is (code, bits, lanes)");
   }
+  refuse_bool(items[0], "a dtype tuple's code");
+  refuse_bool(items[1], "a dtype tuple's bits");
+  refuse_bool(items[2], "a dtype tuple's lanes");
   const auto code = integer_argument<std::uint8_t>(items[0], "a dtype tuple's code");
   const auto bits = integer_argument<std::uint8_t>(items[1], "a dtype tuple's bits");
   const auto lanes = integer_argument<std::uint16_t>(items[2], "a dtype tuple's lanes");

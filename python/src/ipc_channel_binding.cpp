@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "bindings.hpp"
+#include "cast_arg.hpp"
 #include "endpoint.hpp"
 #include "errors.hpp"
 #include "ipc_bindings.hpp"
@@ -82,7 +83,9 @@ nb::object connect(const std::string& path, nb::handle timeout_arg) {
 // a later exec does not leak it); on a refusal it is left open, the caller's.
 // A number that is no open descriptor is the caller's argument, refused as C++'s adopt refuses an
 // invalid one (InvalidArgumentError), not a failure of the system.
-ChannelHandle adopt(int fd) {
+ChannelHandle adopt(nb::handle fd_arg) {
+  // Named and never a bool: adopt(True) would take over (and close) descriptor 1, stdout.
+  const int fd = named_integer<int>(fd_arg, "ipc.Channel.adopt", "fd", "a 32-bit descriptor");
   if (fd < 0 || (::fcntl(fd, F_GETFD) == -1 && errno == EBADF)) {
     raise_error(Error{ErrorCode::kInvalidArgument,
                       "ipc channel: adopt needs a connected AF_UNIX SOCK_SEQPACKET socket (" +
@@ -133,7 +136,8 @@ void bind_channel(nb::module_& module) {
                   "Connects to the Listener bound at `path`. While its backlog is full (a "
                   "listener that does not accept), waits up to `timeout_ms` (None: no limit), "
                   "then raises HoloscanTimeoutError.")
-      .def_static("adopt", &adopt, nb::arg("fd"), Entry(),
+      .def_static("adopt", &adopt, nb::arg("fd").none(), Entry(),
+                  nb::sig("def adopt(fd: int) -> Channel"),
                   "Takes over `fd`, a connected AF_UNIX SOCK_SEQPACKET socket (one inherited, or "
                   "a multiprocessing duplicate): it is closed, and the channel holds a "
                   "close-on-exec duplicate. A refused fd is left open.")

@@ -93,15 +93,16 @@ void bind_ipc_exporter(nb::module_& module) {
       "readable, and every millisecond or so while held() is not zero.");
   type.def(nb::new_(&create), Entry(), "An exporter with no peers.")
       .def_static("create", &create, Entry(), "Same as the constructor.")
-      .def("add_peer", &add_peer, nb::arg("channel"), nb::arg("hello_timeout_ms") = 5000, Entry(),
+      .def("add_peer", &add_peer, nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000,
+           Entry(),
            nb::sig("def add_peer(self, channel: Channel, hello_timeout_ms: int = 5000) -> int"),
            "Takes `channel` over (it is closed on failure), exchanges Hello without the GIL and "
            "returns the peer's id. HoloscanTimeoutError without a Hello in time, ClosedError if "
            "the peer hung up, IncompatibleError for another protocol version or a peer that is an "
            "Exporter too; "
            "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
-      .def("publish", &publish, nb::arg("peer"), nb::arg("tensor"), nb::arg("stream") = nb::none(),
-           Entry(),
+      .def("publish", &publish, nb::arg("peer").none(), nb::arg("tensor"),
+           nb::arg("stream") = nb::none(), Entry(),
            nb::sig("def publish(self, peer: int, tensor: object, stream: object | None = None) "
                    "-> int"),
            "Exports `tensor` (a Tensor, or anything as_tensor takes) to `peer` and returns the "
@@ -127,7 +128,7 @@ void bind_ipc_exporter(nb::module_& module) {
             std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
             return exporter->connected(peer_argument(peer, "ipc.Exporter.connected"));
           },
-          nb::arg("peer"), Entry(), nb::sig("def connected(self, peer: int) -> bool"),
+          nb::arg("peer").none(), Entry(), nb::sig("def connected(self, peer: int) -> bool"),
           "Whether `peer` was added and has not been seen to hang up.")
       .def(
           "stats", [](ExporterHandle& self) { return self.get(kExporter)->stats(); }, Entry(),

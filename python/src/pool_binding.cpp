@@ -47,7 +47,7 @@ T pool_integer(nb::handle value, const char* name, const char* range) {
 
 std::shared_ptr<TensorPool> create_pool(nb::handle memory, nb::handle device_arg,
                                         nb::handle block_bytes_arg, nb::handle block_count_arg,
-                                        bool shareable) {
+                                        nb::handle shareable_arg) {
   const PoolMemory kind = parse_memory(memory);
   const int device = pool_integer<int>(device_arg, "device", "a 32-bit device id");
   const auto block_bytes =
@@ -55,7 +55,7 @@ std::shared_ptr<TensorPool> create_pool(nb::handle memory, nb::handle device_arg
   const auto block_count =
       pool_integer<std::size_t>(block_count_arg, "block_count", "0 to 2**64-1");
   TensorPoolConfig config{kind, device, block_bytes, block_count};
-  if (shareable) {
+  if (bool_argument(shareable_arg, "shareable")) {
     if (config.memory != PoolMemory::kDevice) {
       raise_invalid_argument("TensorPool::create: only device memory can be shareable");
     }
@@ -81,21 +81,23 @@ void bind_pool(nb::module_& module) {
   nb::class_<TensorPool>(module, "TensorPool",
                          "Fixed-size blocks handed out as writable Tensors, reused only when "
                          "every handle is gone and the GPU passed every recorded point.")
-      .def(nb::new_(&create_pool), nb::kw_only(), nb::arg("memory"), nb::arg("device") = 0,
-           nb::arg("block_bytes"), nb::arg("block_count"), nb::arg("shareable") = false, Entry(),
+      .def(nb::new_(&create_pool), nb::kw_only(), nb::arg("memory"), nb::arg("device").none() = 0,
+           nb::arg("block_bytes").none(), nb::arg("block_count").none(),
+           nb::arg("shareable").none() = false, Entry(),
            "Allocates `block_count` blocks of `block_bytes` up front; memory is a PoolMemory, "
            "'device' or 'host'. shareable=True (device only) allocates through the CUDA VMM "
            "API, so that an ipc.Exporter can publish its tensors to other processes.")
-      .def_static("create", &create_pool, nb::kw_only(), nb::arg("memory"), nb::arg("device") = 0,
-                  nb::arg("block_bytes"), nb::arg("block_count"), nb::arg("shareable") = false,
-                  Entry(),
+      .def_static("create", &create_pool, nb::kw_only(), nb::arg("memory"),
+                  nb::arg("device").none() = 0, nb::arg("block_bytes").none(),
+                  nb::arg("block_count").none(), nb::arg("shareable").none() = false, Entry(),
                   nb::sig("def create(*, memory: object, device: int = 0, block_bytes: int, "
                           "block_count: int, shareable: bool = False) -> TensorPool"),
                   "Same as the constructor (the C++ name).")
       .def(
           "allocate",
           [](TensorPool& pool, nb::handle shape, nb::handle dtype, nb::handle stream) {
-            const std::vector<std::int64_t> extents = sequence_int64s(shape, "shape");
+            const std::vector<std::int64_t> extents =
+                sequence_int64s(shape, "shape", Bools::kRefused);
             const DLDataType type = parse_dtype(dtype);
             auto tensor = stream.is_none() ? pool.allocate(extents, type)
                                            : pool.allocate(extents, type, parse_stream(stream));

@@ -45,7 +45,7 @@ Tensor copy_to(const Tensor& tensor, nb::handle where, nb::handle stream) {
         copy_without_gil(tensor, [&](const Tensor& t) { return t.copy_to(pool, on); }),
         Raise::kByCode);
   }
-  const DLDevice target = parse_device(where, "device");
+  const DLDevice target = parse_device(where, "device", Bools::kRefused);
   return copy_or_raise(
       copy_without_gil(tensor, [&](const Tensor& t) { return t.copy_to(target, on); }),
       Raise::kByCode);

@@ -86,7 +86,7 @@ std::string worker_signature(const char* head, const char* returns) {
 }
 
 WorkerHandle create(nb::handle window, nb::handle receive_pool, nb::handle max_receive_bytes,
-                    nb::handle spin_us, bool stream_bandwidth_hint) {
+                    nb::handle spin_us, nb::handle stream_bandwidth_hint) {
   constexpr const char* kCreate = "ucx.Worker";
   ucx::WorkerConfig config;
   config.window = named_integer<std::size_t>(window, kCreate, "window", "1 to 2**64-1");
@@ -96,7 +96,7 @@ WorkerHandle create(nb::handle window, nb::handle receive_pool, nb::handle max_r
   if (!receive_pool.is_none()) {
     config.receive_pool = receive_pool_of(receive_pool);
   }
-  config.stream_bandwidth_hint = stream_bandwidth_hint;
+  config.stream_bandwidth_hint = bool_argument(stream_bandwidth_hint, "stream_bandwidth_hint");
   return WorkerHandle(std::make_shared<ucx::Worker>(
       value_or_raise(without_gil([&] { return ucx::Worker::create(config); }))));
 }
@@ -164,13 +164,13 @@ std::size_t in_flight(WorkerHandle& self, nb::handle peer) {
 }
 
 void bind_connections(nb::class_<WorkerHandle>& type) {
-  type.def("listen", &listen, nb::arg("address") = "0.0.0.0", nb::arg("port") = 0, Entry(),
+  type.def("listen", &listen, nb::arg("address") = "0.0.0.0", nb::arg("port").none() = 0, Entry(),
            nb::sig("def listen(self, address: str = '0.0.0.0', port: int = 0) -> int"),
            "Listens on `address` (\"0.0.0.0\", an interface's address, \"::\") and `port` (0: "
            "any) and returns the port bound. One listener per worker: DuplicateNameError for a "
            "second, InvalidArgumentError for an address UCX cannot use.")
-      .def("connect", &connect, nb::arg("address"), nb::arg("port"), nb::arg("timeout_ms") = 5000,
-           Entry(),
+      .def("connect", &connect, nb::arg("address"), nb::arg("port").none(),
+           nb::arg("timeout_ms").none() = 5000, Entry(),
            nb::sig("def connect(self, address: str, port: int, timeout_ms: int = 5000) -> int"),
            "Connects to a listening worker, waits up to `timeout_ms` (without the GIL) for its "
            "Hello and returns the peer's id. ClosedError when nobody listens there, "
@@ -181,7 +181,7 @@ void bind_connections(nb::class_<WorkerHandle>& type) {
            "The next peer the listener accepted, or None when none came within `timeout_ms` "
            "(None or negative: no limit; 0: only what is there). Waits without the GIL; Ctrl-C "
            "interrupts it.")
-      .def("disconnect", &disconnect, nb::arg("peer"), Entry(),
+      .def("disconnect", &disconnect, nb::arg("peer").none(), Entry(),
            nb::sig("def disconnect(self, peer: int) -> None"),
            "Closes a connection (flushing without the GIL); its sends in flight end failed "
            "(ClosedError). NotFoundError for an unknown peer.")
@@ -191,12 +191,12 @@ void bind_connections(nb::class_<WorkerHandle>& type) {
             std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
             return worker->connected(peer_argument(peer, "ucx.Worker.connected"));
           },
-          nb::arg("peer"), Entry(), nb::sig("def connected(self, peer: int) -> bool"),
+          nb::arg("peer").none(), Entry(), nb::sig("def connected(self, peer: int) -> bool"),
           "Whether `peer` is connected (known, not lost or closed).");
 }
 
 void bind_transfers(nb::class_<WorkerHandle>& type) {
-  type.def("send", &send, nb::arg("peer"), nb::arg("tensor"), Entry(),
+  type.def("send", &send, nb::arg("peer").none(), nb::arg("tensor"), Entry(),
            nb::sig("def send(self, peer: int, tensor: object) -> int"),
            "Sends `tensor` (a Tensor, or anything as_tensor takes: its readiness is its "
            "producer's current work) to `peer` and returns its sequence number (1, 2, ... per "
@@ -258,13 +258,14 @@ void bind_ucx_worker(nb::module_& module) {
   type.def(
           "__init__",
           [](WorkerHandle* self, nb::handle window, nb::handle receive_pool,
-             nb::handle max_receive_bytes, nb::handle spin_us, bool stream_bandwidth_hint) {
+             nb::handle max_receive_bytes, nb::handle spin_us, nb::handle stream_bandwidth_hint) {
             new (self) WorkerHandle(
                 create(window, receive_pool, max_receive_bytes, spin_us, stream_bandwidth_hint));
           },
-          nb::kw_only(), nb::arg("window") = kWindow, nb::arg("receive_pool") = nb::none(),
-          nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = kSpinUs,
-          nb::arg("stream_bandwidth_hint") = kStreamBandwidthHint, Entry(),
+          nb::kw_only(), nb::arg("window").none() = kWindow, nb::arg("receive_pool") = nb::none(),
+          nb::arg("max_receive_bytes").none() = kMaxReceiveBytes,
+          nb::arg("spin_us").none() = kSpinUs,
+          nb::arg("stream_bandwidth_hint").none() = kStreamBandwidthHint, Entry(),
           nb::sig(init_signature.c_str()),
           "A worker on a fresh UCX context: `window` sends in flight per peer; received "
           "tensors land in blocks of `receive_pool` (a TensorPool, host or device), else in a "
@@ -272,10 +273,11 @@ void bind_ucx_worker(nb::module_& module) {
           "they sleep; with `stream_bandwidth_hint`, a send posted while an earlier one to its "
           "peer is still moving (and a landing started while another lands) asks UCX for "
           "bandwidth (UCP_OP_ATTR_FLAG_MULTI_SEND), a lone send never does.")
-      .def_static("create", &create, nb::kw_only(), nb::arg("window") = kWindow,
+      .def_static("create", &create, nb::kw_only(), nb::arg("window").none() = kWindow,
                   nb::arg("receive_pool") = nb::none(),
-                  nb::arg("max_receive_bytes") = kMaxReceiveBytes, nb::arg("spin_us") = kSpinUs,
-                  nb::arg("stream_bandwidth_hint") = kStreamBandwidthHint, Entry(),
+                  nb::arg("max_receive_bytes").none() = kMaxReceiveBytes,
+                  nb::arg("spin_us").none() = kSpinUs,
+                  nb::arg("stream_bandwidth_hint").none() = kStreamBandwidthHint, Entry(),
                   nb::sig(create_signature.c_str()), "Same as the constructor (the C++ name).");
   bind_connections(type);
   bind_transfers(type);

@@ -505,3 +505,39 @@ def test_pool_integers_take_any_index():
 
     pool = hd.TensorPool(memory="host", block_bytes=Eight(), block_count=Eight())
     assert pool.allocate((2,), "float32").shape == (2,)
+
+
+# Integers inside this package's own tuples were read without a bool check: a shape of
+# (True, 2) allocated (1, 2), a dtype (True, 32, 1) was uint32 and copy_to((True, 0)) meant the
+# CPU. (5.0's `__dlpack__(dl_device=...)` keeps taking them, as its caster does.)
+def test_bools_are_no_integers_in_shapes_dtypes_and_copy_targets():
+    pool = hd.TensorPool(memory="host", block_bytes=1024, block_count=2)
+    cases = [
+        (lambda: pool.allocate((2, True), "float32"), "shape[1] must be an integer, not bool"),
+        (lambda: pool.allocate((2,), (True, 32, 1)), "a dtype tuple's code must be an integer, not bool"),
+        (lambda: pool.allocate((2,), (2, 32, False)),
+         "a dtype tuple's lanes must be an integer, not bool"),
+        (lambda: host_tensor().copy_to((True, 0)), "device[0] must be an integer, not bool"),
+        (lambda: host_tensor().copy_to((KDL_CPU, False)), "device[1] must be an integer, not bool"),
+    ]
+    for call, says in cases:
+        with pytest.raises(TypeError) as raised:
+            call()
+        assert str(raised.value) == says
+    assert pool.available_blocks() == 2, "a refusal kept a block"
+    capsule = host_tensor().__dlpack__(dl_device=(True, 0), max_version=(1, 0))
+    assert capsule_name(capsule) == "dltensor_versioned"
+
+
+@pytest.mark.parametrize("value, type_name", [(0, "int"), (None, "NoneType"), ("yes", "str")])
+def test_the_pool_flag_is_true_or_false(value, type_name):
+    for make in (hd.TensorPool, hd.TensorPool.create):
+        with pytest.raises(TypeError) as raised:
+            make(memory="host", block_bytes=8, block_count=1, shareable=value)
+        assert str(raised.value) == f"shareable must be True or False, not {type_name}"
+
+
+def test_pool_integers_that_are_none_name_the_argument():
+    with pytest.raises(TypeError) as raised:
+        hd.TensorPool(memory="host", block_bytes=None, block_count=1)
+    assert str(raised.value) == "block_bytes must be an integer, not NoneType"

@@ -730,3 +730,30 @@ def test_endpoint_integers_out_of_range_name_the_call_and_argument(endpoints, tm
     listener.close()
     mine.close()
     theirs.close()
+
+
+# adopt's descriptor was read by nanobind's caster: adopt(True) took over descriptor 1 (stdout,
+# when that was a socket) and closed it.
+def test_adopt_takes_no_bool_for_a_descriptor():
+    import socket
+
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    saved = os.dup(1)
+    try:
+        os.dup2(mine.fileno(), 1)
+        with pytest.raises(TypeError) as raised:
+            ipc.Channel.adopt(True)
+        assert str(raised.value) == "fd must be an integer, not bool"
+        os.fstat(1)  # still open
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        mine.close()
+        theirs.close()
+    for value, error, says in ((2**31, hd.errors.InvalidArgumentError,
+                                "kInvalidArgument: ipc.Channel.adopt: fd must be a 32-bit "
+                                "descriptor, not 2147483648"),
+                               (None, TypeError, "fd must be an integer, not NoneType")):
+        with pytest.raises(error) as raised:
+            ipc.Channel.adopt(value)
+        assert str(raised.value) == says

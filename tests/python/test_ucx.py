@@ -298,9 +298,11 @@ def test_the_stream_bandwidth_hint_is_on_unless_turned_off():
     for make in (ucx.Worker, ucx.Worker.create):
         with make(stream_bandwidth_hint=False) as worker:
             assert not worker.closed
-    for wrong in (0, "no", None):  # a bool only: "no" is not quietly true
-        with pytest.raises(TypeError):
-            ucx.Worker(stream_bandwidth_hint=wrong)
+    for wrong, type_name in ((0, "int"), ("no", "str"), (None, "NoneType")):
+        for make in (ucx.Worker, ucx.Worker.create):  # a bool only: "no" is not quietly true
+            with pytest.raises(TypeError) as raised:
+                make(stream_bandwidth_hint=wrong)
+            assert str(raised.value) == f"stream_bandwidth_hint must be True or False, not {type_name}"
 
 
 def test_a_stream_without_the_bandwidth_hint_crosses_intact():
@@ -704,9 +706,14 @@ def test_worker_call_integers_out_of_range_name_the_call_and_argument():
             with pytest.raises(hd.errors.InvalidArgumentError) as raised:
                 call()
             assert str(raised.value) == "kInvalidArgument: " + says
-        with pytest.raises(TypeError) as raised:
-            worker.in_flight(True)
-        assert str(raised.value) == "peer must be an integer, not bool"
+        for call, says in ((lambda: worker.in_flight(True), "peer must be an integer, not bool"),
+                           (lambda: worker.send(None, np.arange(3)),
+                            "peer must be an integer, not NoneType"),
+                           (lambda: worker.listen("127.0.0.1", None),
+                            "port must be an integer, not NoneType")):
+            with pytest.raises(TypeError) as raised:
+                call()
+            assert str(raised.value) == says
         # Integers through __index__ are integers; the worker still works after every refusal.
         assert worker.in_flight(Index(7)) == 0 and not worker.connected(Index(7))
         assert worker.receive(timeout_ms=Index(0)) is None
