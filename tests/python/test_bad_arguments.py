@@ -514,7 +514,8 @@ def test_bools_are_no_integers_in_shapes_dtypes_and_copy_targets():
     pool = hd.TensorPool(memory="host", block_bytes=1024, block_count=2)
     cases = [
         (lambda: pool.allocate((2, True), "float32"), "shape[1] must be an integer, not bool"),
-        (lambda: pool.allocate((2,), (True, 32, 1)), "a dtype tuple's code must be an integer, not bool"),
+        (lambda: pool.allocate((2,), (True, 32, 1)),
+         "a dtype tuple's code must be an integer, not bool"),
         (lambda: pool.allocate((2,), (2, 32, False)),
          "a dtype tuple's lanes must be an integer, not bool"),
         (lambda: host_tensor().copy_to((True, 0)), "device[0] must be an integer, not bool"),

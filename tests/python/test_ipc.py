@@ -700,8 +700,10 @@ def test_endpoint_integers_out_of_range_name_the_call_and_argument(endpoints, tm
     mine, theirs = ipc.Channel.pair()
     listener = ipc.Listener(str(tmp_path / "socket"))
     cases = [
-        (lambda: exporter.publish(-1, host_tensor()), f"ipc.Exporter.publish: {peer_range}, not -1"),
-        (lambda: exporter.held(2**64), f"ipc.Exporter.held: {peer_range}, not 18446744073709551616"),
+        (lambda: exporter.publish(-1, host_tensor()),
+         f"ipc.Exporter.publish: {peer_range}, not -1"),
+        (lambda: exporter.held(2**64),
+         f"ipc.Exporter.held: {peer_range}, not 18446744073709551616"),
         (lambda: exporter.connected(-2), f"ipc.Exporter.connected: {peer_range}, not -2"),
         (lambda: exporter.add_peer(mine, hello_timeout_ms=2**32),
          "ipc.Exporter.add_peer: hello_timeout_ms must be 0 to 2**31-1, not 4294967296"),
@@ -709,7 +711,8 @@ def test_endpoint_integers_out_of_range_name_the_call_and_argument(endpoints, tm
          "ipc.Importer: hello_timeout_ms must be 0 to 2**31-1, not 2147483648"),
         (lambda: ipc.Importer.create(theirs, -2**40),
          "ipc.Importer: hello_timeout_ms must be 0 to 2**31-1, not -1099511627776"),
-        (lambda: importer.receive(timeout_ms=2**31), f"ipc.Importer.receive: {wait_range}, not 2147483648"),
+        (lambda: importer.receive(timeout_ms=2**31),
+         f"ipc.Importer.receive: {wait_range}, not 2147483648"),
         (lambda: listener.accept(timeout_ms=-2**31 - 1),
          f"ipc.Listener.accept: {wait_range}, not -2147483649"),
         (lambda: ipc.Channel.connect(str(tmp_path / "socket"), timeout_ms=2**63),

@@ -302,7 +302,8 @@ def test_the_stream_bandwidth_hint_is_on_unless_turned_off():
         for make in (ucx.Worker, ucx.Worker.create):  # a bool only: "no" is not quietly true
             with pytest.raises(TypeError) as raised:
                 make(stream_bandwidth_hint=wrong)
-            assert str(raised.value) == f"stream_bandwidth_hint must be True or False, not {type_name}"
+            assert str(raised.value) == (
+                f"stream_bandwidth_hint must be True or False, not {type_name}")
 
 
 def test_a_stream_without_the_bandwidth_hint_crosses_intact():
