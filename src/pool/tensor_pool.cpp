@@ -11,6 +11,7 @@
 #include "dlpack/tensor_view.hpp"
 #include "dlpack/without_throwing.hpp"
 #include "holoscan/stream_tracked_reference.hpp"
+#include "keep_until_exit.hpp"
 #include "pool/pool_memory.hpp"
 #include "spin_mutex.hpp"
 #include "stream/reference_holds.hpp"
@@ -39,7 +40,11 @@ class PoolBlockReference final : public StreamTrackedReference {
     if (held == nullptr) {
       // No room to defer: wait here, since memory_ (kept) goes with this object.
       detail::StreamPointList points = streams().take_release_points();
-      detail::wait_and_drop_points(points);
+      if (!detail::wait_and_drop_points(points)) {
+        // The parent's points (a forked child): its GPU may still use the memory, which must
+        // outlive this object, and freeing it would call into CUDA here.
+        detail::keep_until_exit(std::move(memory_));
+      }
       return;
     }
     release_when_safe(
@@ -55,6 +60,8 @@ class PoolBlockReference final : public StreamTrackedReference {
   bool unclaimed() const noexcept { return handle_claims() == 0; }
   // Whether the GPU passed every point (polled, never waited for).
   bool points_passed() noexcept { return streams().poll_idle(); }
+  // Whether a point was recorded by the parent before a fork() (see StreamState).
+  bool points_of_another_process() noexcept { return streams().holds_points_of_another_process(); }
   // Forgets the previous tensor's streams before the block is handed out again.
   void recycle() noexcept { streams().reset(); }
   // Orders `stream` after every point, then keeps one point on it in their place (stream-ordered
@@ -428,7 +435,9 @@ expected<Tensor, Error> PoolImpl::allocate(const std::int64_t* shape, std::int32
   for (std::size_t step = 0; step < config_.block_count; ++step) {
     const std::size_t index = (cursor_ + step) % config_.block_count;
     PoolBlock& block = *blocks_[index];
-    if (block_is_named(block)) {
+    // A block the parent's GPU may still use (a forked child) is never handed out here: its
+    // wait cannot be ordered, and refusing it leaves the pool exhausted rather than unsafe.
+    if (block_is_named(block) || block.reference().points_of_another_process()) {
       continue;
     }
     // Lent before the points are handed over: a refusal then leaves them on the block.

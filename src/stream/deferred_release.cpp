@@ -21,6 +21,9 @@ namespace {
 // a GPU that never finishes would otherwise hang the exit.
 void release_after_the_exit_drain(StreamPointList& points, ReleaseFunction release, void* context,
                                   std::chrono::steady_clock::time_point deadline) noexcept {
+  if (forget_points_of_another_process(points)) {
+    return;  // the parent's points (a forked child): never waited for, the release never run here
+  }
   const auto rest =
       std::min<std::chrono::microseconds>(poll_interval_in_effect(), std::chrono::milliseconds(1));
   if (drop_points_until(points, deadline, rest)) {
@@ -54,8 +57,8 @@ void defer_release(StreamPointList&& points, ReleaseFunction release, void* cont
       break;
   }
   // Out of memory, or no thread: wait here rather than release memory the GPU may still use.
-  wait_and_drop_points(points);
-  if (release != nullptr) {
+  // Points the parent recorded before a fork() cannot be waited for: the release is dropped.
+  if (wait_and_drop_points(points) && release != nullptr) {
     run_release_unnested(release, context);  // a chain's links each come here: see there
   }
 }

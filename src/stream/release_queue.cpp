@@ -232,6 +232,12 @@ void ReleaseQueue::poll_active(std::uint64_t inherited_below) noexcept {
       pending.points.clear();
       continue;
     }
+    if (forget_points_of_another_process(pending.points)) {
+      // Queued here, after a fork(), but waiting for points the parent recorded (an owner the
+      // child dropped): dropped as the inherited ones are, its release never run here.
+      pending.release = nullptr;
+      continue;
+    }
     try {
       round_points_.push_back(&pending.points);
     } catch (...) {

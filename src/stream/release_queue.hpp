@@ -23,7 +23,7 @@ namespace holoscan::detail {
 /** @brief One release waiting for its points. */
 struct HOLOSCAN_DLPACK_ABI PendingRelease {
   StreamPointList points;             ///< Still to complete; empty once it may run.
-  ReleaseFunction release = nullptr;  ///< Run once, never under the queue's lock.
+  ReleaseFunction release = nullptr;  ///< Run once, never under the queue's lock; null: dropped.
   void* context = nullptr;            ///< Argument of `release`.
   std::uint64_t ticket = 0;           ///< Order of arrival, for flush.
   bool started = false;               ///< Its release is running: never start it again.

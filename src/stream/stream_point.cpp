@@ -1,5 +1,7 @@
 #include "stream/stream_point.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -30,6 +32,29 @@ struct RecordClock {
 };
 thread_local RecordClock record_clock{};
 std::atomic<std::uint64_t> next_recorder{1};
+
+// In a forked child: next_recorder at the fork, so every recorder below it stamped a record of the
+// parent (or its parents). 0 in a process that was not forked: no point is from before. Read with
+// a relaxed load: it is written once, by the child handler, before the child has other threads.
+std::atomic<std::uint64_t> first_recorder_of_this_process{0};
+
+// The child of a fork(), on the forking thread (the only one): what was recorded so far is the
+// parent's GPU work, which a CUDA context does not carry over. This thread's later records take a
+// new number, past the boundary, so that they are not taken for its parent's.
+void forget_the_parents_recorders() noexcept {
+  first_recorder_of_this_process.store(next_recorder.load(std::memory_order_relaxed),
+                                       std::memory_order_relaxed);
+  record_clock = RecordClock{};
+}
+
+// Registered when the library is loaded, whether or not a release queue is ever made.
+[[maybe_unused]] const bool fork_handler_registered =
+    pthread_atfork(nullptr, nullptr, &forget_the_parents_recorders) == 0;
+
+// Whether `point` was recorded before this process was forked, given the boundary `first`.
+bool recorded_before(const StreamPoint& point, std::uint64_t first) noexcept {
+  return point.recorder != 0 && point.recorder < first;
+}
 
 // This thread's number, never given to another thread. It tells apart the per-thread default
 // streams that share the handle cudaStreamPerThread, and stamps this thread's records. (A
@@ -146,7 +171,20 @@ RecordStamp record_event(cudaEvent_t event, cudaStream_t stream) noexcept {
   return next_stamp();
 }
 
+bool recorded_in_another_process(const StreamPoint& point) noexcept {
+  return recorded_before(point, first_recorder_of_this_process.load(std::memory_order_relaxed));
+}
+
+bool forked_from_another_process() noexcept {
+  return first_recorder_of_this_process.load(std::memory_order_relaxed) != 0;
+}
+
 bool point_completed(const StreamPoint& point) noexcept {
+  // Recorded by the parent before a fork(): its event cannot be asked here (the query fails, and
+  // a failure below would count as passed while the parent's GPU may still use the memory).
+  if (recorded_in_another_process(point)) {
+    return false;
+  }
   const cudaError_t status = cuda().event_query(point.event);
   switch (status) {
     case cudaSuccess:
@@ -215,7 +253,34 @@ bool drop_points_until(StreamPointList& points, std::chrono::steady_clock::time_
   return true;
 }
 
-void wait_and_drop_points(StreamPointList& points, QueryThread thread) noexcept {
+bool forget_points_of_another_process(StreamPointList& points) noexcept {
+  const std::uint64_t first = first_recorder_of_this_process.load(std::memory_order_relaxed);
+  if (first == 0) {
+    return false;  // not a forked child: every point is this process's
+  }
+  bool foreign = false;
+  for (std::size_t i = 0; i < points.size() && !foreign; ++i) {
+    foreign = recorded_before(points[i], first);
+  }
+  if (!foreign) {
+    return false;
+  }
+  // This process's own events go back to its pools (a pooled event may be recorded again while
+  // earlier work on it runs); the parent's are forgotten, never pooled: they are the parent's.
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (!recorded_before(points[i], first)) {
+      release_event(points[i].device, points[i].event);
+    }
+  }
+  points.clear();
+  return true;
+}
+
+bool wait_and_drop_points(StreamPointList& points, QueryThread thread) noexcept {
+  // A wait on the parent's event cannot work here: such a release is dropped, not waited for.
+  if (forget_points_of_another_process(points)) {
+    return false;
+  }
   RelaxedCaptureScope relaxed;
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (thread == QueryThread::kRelease) {
@@ -226,6 +291,7 @@ void wait_and_drop_points(StreamPointList& points, QueryThread thread) noexcept 
     }
   }
   release_points(points);
+  return true;
 }
 
 void release_points(StreamPointList& points) noexcept {

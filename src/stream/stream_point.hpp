@@ -78,8 +78,20 @@ expected<void, Error> record_point(StreamPoint& point, cudaStream_t stream) noex
 RecordStamp record_event(cudaEvent_t event, cudaStream_t stream) noexcept;
 
 /**
+ * @brief Whether `point` was recorded before this process was forked (by the parent): its event
+ *        is of a CUDA context this process does not have, and can be neither asked nor waited on.
+ */
+bool recorded_in_another_process(const StreamPoint& point) noexcept;
+
+/** @brief Whether this process is a forked child that may hold points its parent recorded (one
+ *         relaxed load). */
+bool forked_from_another_process() noexcept;
+
+/**
  * @brief Whether the GPU has passed `point`. A capture forbidding the query counts as not yet;
- *        a broken or unloading context counts as passed (nothing more will run on it).
+ *        a broken or unloading context counts as passed (nothing more will run on it). A point
+ *        recorded in another process (recorded_in_another_process) never passes here, and costs no
+ *        CUDA call.
  */
 bool point_completed(const StreamPoint& point) noexcept;
 
@@ -119,8 +131,21 @@ HOLOSCAN_DLPACK_WING_API bool drop_completed_points(
 bool drop_points_until(StreamPointList& points, std::chrono::steady_clock::time_point deadline,
                        std::chrono::microseconds rest) noexcept;
 
-/** @brief Blocks until every point completed, then returns their events (a last resort). */
-HOLOSCAN_DLPACK_WING_API void wait_and_drop_points(
+/**
+ * @brief In a forked child, when a point of `points` was recorded in another process (the
+ *        parent): empties the list and returns true, the parent's events forgotten (never asked nor
+ *        pooled), this process's returned to their pools. The release waiting for those points
+ *        must then be dropped without running: the parent's GPU may still use the memory, and
+ *        its deleter would call into a CUDA runtime unusable here. False otherwise (untouched).
+ */
+HOLOSCAN_DLPACK_WING_API bool forget_points_of_another_process(StreamPointList& points) noexcept;
+
+/**
+ * @brief Blocks until every point completed, then returns their events (a last resort); true.
+ *        False, at once, when a point was recorded in another process: the list is forgotten as
+ *        forget_points_of_another_process() does, and the caller must not run its release.
+ */
+[[nodiscard]] HOLOSCAN_DLPACK_WING_API bool wait_and_drop_points(
     StreamPointList& points, QueryThread thread = QueryThread::kCaller) noexcept;
 
 /** @brief Returns every point's event to its pool and empties the list. */

@@ -303,6 +303,15 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream,
     if (!holds_points_unshared()) {  // under the lock: shared or not, the same question
       return {};
     }
+    // The parent's points (a forked child): a wait on its events cannot work here, and a new
+    // owner would write while the parent's GPU may still use the memory.
+    if (forked_from_another_process() && holds_points_of_another_process_locked()) {
+      return without_throwing([] {
+        return make_unexpected(ErrorCode::kResourceExhausted,
+                               "the memory waits for GPU work recorded before fork(), in the "
+                               "parent process: it cannot be handed over in this process");
+      });
+    }
     cudaError_t status = cudaSuccess;
     for (std::size_t i = 0; i < deallocation_.size() && status == cudaSuccess; ++i) {
       status = order_after(deallocation_[i]);
@@ -345,13 +354,26 @@ namespace {
 
 // Adds `point` to `points`; should the heap refuse room past the inline points, waits for it here
 // instead (a last resort, as when the release queue has no room): a point left out would let the
-// release run while its producer may still write.
+// release run while its producer may still write. A point the parent recorded before a fork()
+// cannot be waited for, and its release must be dropped: it stays on the list in the place of
+// one of this process's points, which is waited for instead (a full list has inline points).
 void add_or_wait(StreamPointList& points, const StreamPoint& point) noexcept {
-  if (!points.push_back(point)) {
-    StreamPointList alone;
-    alone.push_back(point);  // inline: never allocates
-    wait_and_drop_points(alone);
+  if (points.push_back(point)) {
+    return;
   }
+  StreamPointList alone;
+  if (recorded_in_another_process(point)) {
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      if (recorded_in_another_process(points[i])) {
+        return;  // the list already drops the release; the parent's event is forgotten
+      }
+    }
+    alone.push_back(points[0]);  // inline: never allocates
+    points[0] = point;
+  } else {
+    alone.push_back(point);  // inline: never allocates
+  }
+  (void)wait_and_drop_points(alone);  // this process's point: waited for
 }
 
 }  // namespace
@@ -393,6 +415,25 @@ void StreamState::forget_readiness() noexcept {
 bool StreamState::holds_points() const noexcept {
   std::lock_guard<SpinMutex> lock(mutex_);
   return readiness_.event != nullptr || !deallocation_.empty();
+}
+
+bool StreamState::holds_points_of_another_process() const noexcept {
+  if (!forked_from_another_process()) {
+    return false;  // one relaxed load: nothing here was recorded elsewhere
+  }
+  std::lock_guard<SpinMutex> lock(mutex_);
+  return holds_points_of_another_process_locked();
+}
+
+bool StreamState::holds_points_of_another_process_locked() const noexcept {
+  for (std::size_t i = 0; i < deallocation_.size(); ++i) {
+    if (recorded_in_another_process(deallocation_[i])) {
+      return true;
+    }
+  }
+  return recorded_in_another_process(readiness_) ||
+         std::any_of(spare_readiness_.begin(), spare_readiness_.end(),
+                     [](const StreamPoint& spare) { return recorded_in_another_process(spare); });
 }
 
 void StreamState::reset() noexcept {

@@ -85,6 +85,12 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   /** @brief Whether any readiness or deallocation point is held. */
   bool holds_points() const noexcept;
   /**
+   * @brief Whether a point held was recorded before this process was forked (by the parent): the
+   *        memory may still be in use by the parent's GPU work, which nothing here can wait for.
+   *        No lock and no CUDA call in a process that was not forked.
+   */
+  bool holds_points_of_another_process() const noexcept;
+  /**
    * @brief holds_points() without the lock, for an owner's destructor: only while no other
    *        thread can reach this state.
    */
@@ -106,6 +112,8 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   void reset() noexcept;
 
  private:
+  // Under the lock: holds_points_of_another_process().
+  bool holds_points_of_another_process_locked() const noexcept;
   static bool order_after(const StreamPoint& point, const StreamLocation& next,
                           cudaStream_t stream) noexcept;
   // Under the lock: returns every event to its pool and forgets all points (reset()).

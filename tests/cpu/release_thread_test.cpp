@@ -2,8 +2,6 @@
 // the process, the bounded drain at exit, and fork() with releases pending or running.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -25,10 +23,15 @@
 #include "support/callback_tensor.hpp"
 #include "support/counting_producer.hpp"
 #include "support/fake_cuda_test.hpp"
+#include "support/forked_child.hpp"
 #include "support/thread_sanitizer.hpp"
 
 namespace holoscan {
 namespace {
+
+using test::run_forked;
+using test::start_forked;
+using test::wait_forked;
 
 using test::CountingProducer;
 using test::drop_pending;
@@ -135,38 +138,6 @@ TEST_F(ReleaseThread, DeleterThatFlushesReturnsAtOnce) {
   flush_deferred_releases();
   EXPECT_EQ(producer.deleter_calls(), 1);
   EXPECT_EQ(flushes_returned.load(), 1);
-}
-
-// Starts `child` in a forked process, which exits with its result; -1 if fork() failed.
-pid_t start_forked(const std::function<int()>& child) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    _exit(child());  // no exit handlers: they belong to the parent's test run
-  }
-  return pid;
-}
-
-// The exit status of a forked child; -1 when it was still running at `deadline` (it is then
-// killed), 128 + the signal when a signal ended it, -2 when it could not be started.
-int wait_forked(pid_t pid, std::chrono::steady_clock::time_point deadline) {
-  if (pid < 0) {
-    return -2;
-  }
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) != pid) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Runs `child` in a forked process and returns its exit status (see wait_forked).
-int run_forked(const std::function<int()>& child, std::chrono::seconds limit) {
-  return wait_forked(start_forked(child), std::chrono::steady_clock::now() + limit);
 }
 
 constexpr std::chrono::seconds kChildLimit{20};

@@ -4,9 +4,12 @@
 // between devices without consuming new events.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <future>
 #include <holoscan/deferred_release.hpp>
 #include <holoscan/dlpack.hpp>
@@ -256,6 +259,34 @@ TEST_F(ReleaseSafetyTest, AlternatingReadinessDevicesKeepsOneEventPerDevice) {
   EXPECT_EQ(created_stream_events(1), second_events);
   HDL_ASSERT_CUDA(cudaStreamSynchronize(on_first));
   HDL_ASSERT_CUDA(cudaStreamSynchronize(on_second));
+}
+
+// A forked child cannot use its parent's CUDA context: an owner the parent recorded a point on,
+// dropped in the child, must neither run its deleter there (a device deleter calls into a runtime
+// the child cannot use) nor hang; the parent still runs it, once, after its GPU work.
+TEST_F(ReleaseSafetyTest, AForkedChildNeverRunsTheDeleterOfAnOwnerItsParentRecordedOn) {
+  DeleterProbe probe;
+  cudaStream_t stream = make_stream();
+  auto buffer = make_buffer(probe);
+  HDL_ASSERT_CUDA(launch_spin(200'000, stream));
+  ASSERT_TRUE(buffer->set_deallocation_stream(stream));
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  ASSERT_NE(child, -1);
+  if (child == 0) {
+    ::alarm(30);     // a hang shows as SIGALRM, not as a stuck suite
+    buffer.reset();  // the child's copy of the owner
+    flush_deferred_releases();
+    ::_exit(probe.calls());  // no atexit handler: they would call into CUDA
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child did not exit: status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child ran its parent's deleter";
+  EXPECT_EQ(probe.calls(), 0);
+  buffer.reset();
+  flush_deferred_releases();
+  EXPECT_EQ(probe.calls(), 1);
 }
 
 }  // namespace

@@ -59,6 +59,7 @@ struct Event {
   std::uint64_t op = 0;  // the record's operation index on `stream`
   bool captured = false;
   bool destroyed = false;
+  std::uint64_t process = 0;  // State::process of the record: a forked child's differs
 };
 
 // Whether `stream` has passed `position` and every wait issued on it before operation `op`.
@@ -116,6 +117,10 @@ struct FakeCuda::State {
   std::mutex mutex;
   std::condition_variable progress;  // a stream completed, a fault was armed, or a reset
   std::uint64_t generation = 0;
+  // Counts the forks this process descends from (renew_after_fork): a CUDA context does not
+  // survive a fork(), so an event recorded before one fails its query and wait in the child, as
+  // with the real runtime (cudaErrorInitializationError); records made in the child work.
+  std::uint64_t process = 0;
   int devices = 1;
   // Objects are never freed, so that no handle is ever reused by address; reset() only forgets
   // them (a handle from before a reset is unknown afterwards).
@@ -297,6 +302,7 @@ cudaError_t event_record(cudaEvent_t handle, cudaStream_t stream_handle) {
       return cudaErrorInvalidResourceHandle;  // CUDA: event and stream of one device
     }
     event->stream = stream;
+    event->process = s.process;
     event->position = stream->launched;
     event->op = ++stream->ops;
     event->captured = stream->capture != cudaStreamCaptureStatusNone;
@@ -327,6 +333,9 @@ cudaError_t event_query(cudaEvent_t handle) {
     if (event == nullptr) {
       return cudaErrorInvalidResourceHandle;
     }
+    if (event->stream != nullptr && event->process != s.process) {
+      return cudaErrorInitializationError;  // recorded by the parent, before a fork()
+    }
     if (event->captured) {
       return cudaErrorCapturedEvent;
     }
@@ -342,6 +351,9 @@ cudaError_t event_synchronize(cudaEvent_t handle) {
     Event* event = s.event_of(handle);
     if (event == nullptr) {
       return cudaErrorInvalidResourceHandle;
+    }
+    if (event->stream != nullptr && event->process != s.process) {
+      return cudaErrorInitializationError;  // recorded by the parent, before a fork()
     }
     if (event->captured) {
       return cudaErrorCapturedEvent;
@@ -662,6 +674,7 @@ const detail::CudaApi kFakeTable = {
 void lock_for_fork() { state().mutex.lock(); }
 void unlock_after_fork() { state().mutex.unlock(); }
 void renew_after_fork() {
+  ++state().process;
   state().mutex.unlock();
   new (&state().progress) std::condition_variable();
 }

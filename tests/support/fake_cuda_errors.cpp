@@ -17,6 +17,7 @@ const char* FakeCuda::error_name(cudaError_t status) noexcept {
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorInvalidValue)
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorInvalidPitchValue)
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorMemoryAllocation)
+    HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorInitializationError)
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorInsufficientDriver)
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorNoDevice)
     HOLOSCAN_DLPACK_FAKE_ERROR_NAME(cudaErrorInvalidDevice)

@@ -88,7 +88,11 @@ ImportedReference::~ImportedReference() {
       HeldImport{core_, std::move(mapping_), std::move(readiness_), export_id_, !released};
   if (held == nullptr) {
     // No room to defer: wait here, the one host block left, rather than unmap under the GPU.
-    holoscan::detail::wait_and_drop_points(points);
+    if (!holoscan::detail::wait_and_drop_points(points)) {
+      // Points recorded before a fork() cannot be on this process's own import (maker_); should
+      // one be, nothing is given back from here, as with a child's copy above.
+      return;
+    }
     mapping_.reset();  // still ours (a failed allocation initializes nothing): unmapped first
     if (!released) {
       core_->give_back(export_id_, nullptr, true);
