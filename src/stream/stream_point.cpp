@@ -34,7 +34,8 @@ thread_local RecordClock record_clock{};
 std::atomic<std::uint64_t> next_recorder{1};
 
 // In a forked child: next_recorder at the fork, so every recorder below it stamped a record of the
-// parent (or its parents). 0 in a process that was not forked: no point is from before. Read with
+// parent (or its parents). 0 in a process that was not forked, or whose parent never numbered a
+// thread (so recorded nothing): no point is from before, and the checks stay one load. Read with
 // a relaxed load: it is written once, by the child handler, before the child has other threads.
 std::atomic<std::uint64_t> first_recorder_of_this_process{0};
 
@@ -42,8 +43,10 @@ std::atomic<std::uint64_t> first_recorder_of_this_process{0};
 // parent's GPU work, which a CUDA context does not carry over. This thread's later records take a
 // new number, past the boundary, so that they are not taken for its parent's.
 void forget_the_parents_recorders() noexcept {
-  first_recorder_of_this_process.store(next_recorder.load(std::memory_order_relaxed),
-                                       std::memory_order_relaxed);
+  const std::uint64_t next = next_recorder.load(std::memory_order_relaxed);
+  if (next > 1) {  // else no thread was numbered: nothing was recorded before the fork
+    first_recorder_of_this_process.store(next, std::memory_order_relaxed);
+  }
   record_clock = RecordClock{};
 }
 

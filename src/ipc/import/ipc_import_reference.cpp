@@ -89,8 +89,9 @@ ImportedReference::~ImportedReference() {
   if (held == nullptr) {
     // No room to defer: wait here, the one host block left, rather than unmap under the GPU.
     if (!holoscan::detail::wait_and_drop_points(points)) {
-      // Points recorded before a fork() cannot be on this process's own import (maker_); should
-      // one be, nothing is given back from here, as with a child's copy above.
+      // Points recorded before a fork() cannot be on this process's own import (maker_): this
+      // branch is not reached. Should it be, nothing more is given back or unmapped by hand
+      // here (the GPU of another process may still read the mapping).
       return;
     }
     mapping_.reset();  // still ours (a failed allocation initializes nothing): unmapped first
