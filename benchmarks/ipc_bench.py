@@ -46,14 +46,15 @@ def run_holoscan(binary, mode, count, elements, blocks, *extra):
     return float(match.group(2))
 
 
-def trace_round_trip(binary, shape):
-    """One more round trip run (not in the medians) with each stage stamped on both sides."""
+def trace_run(binary, mode, shape):
+    """One more run of `mode` (not in the medians) with each stage stamped in every process: where
+    a tensor's time goes, and in a pipeline which process's stage is the slow one."""
     with tempfile.TemporaryDirectory() as folder:
         count, elements, blocks = shape
-        out = subprocess.run([binary, "roundtrip", f"count={count}", f"elements={elements}",
+        out = subprocess.run([binary, mode, f"count={count}", f"elements={elements}",
                               f"blocks={blocks}", f"trace={os.path.join(folder, 'stages')}"],
                              capture_output=True, text=True, timeout=600)
-    return [line for line in out.stdout.splitlines() if line.startswith("TRACE ")]
+    return [line for line in out.stdout.splitlines() if line.startswith(("TRACE ", "BUSY "))]
 
 
 # ---- torch side (functions at module level so that the spawn start method can import them) ----
@@ -225,14 +226,16 @@ def main():
           f"{'meets' if rt_ratio <= 2 else 'MISSES'} the 2x target; pipeline throughput is "
           f"{pl_ratio:.1f}x torch.multiprocessing: {'meets' if pl_ratio >= 8 else 'MISSES'} the "
           f"8x target")
-    stages = trace_round_trip(args.binary, shape)
-    for line in stages:
+    stages = trace_run(args.binary, "roundtrip", shape)
+    pipeline_stages = trace_run(args.binary, "pipeline", shape)
+    for line in stages + pipeline_stages:
         print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"count": args.count, "elements": args.elements, "blocks": args.blocks,
                        "reps": args.reps, "torch": torch.__version__, "median": median,
-                       "runs": runs, "round_trip_stages": stages}, f, indent=1)
+                       "runs": runs, "round_trip_stages": stages,
+                       "pipeline_stages": pipeline_stages}, f, indent=1)
     return 1 if args.require_ratio and pl_ratio < args.require_ratio else 0
 
 

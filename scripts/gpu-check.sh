@@ -151,6 +151,13 @@ pipeline() {
 # Cross-process tensors: the IPC GPU tests (each importer a separate process), again under
 # compute-sanitizer on both sides (--target-processes all follows the exec'd importers), the demo
 # (10^4 tensors to two consumer processes), and the comparison with torch.multiprocessing.
+# The verdict of an ipc_bench.py report, its traced round trip's total and the pipeline's slowest
+# suspect: the relay (its whole tensor, and its busy time).
+ipc_bench_summary() {
+  grep -E '^(round trip is|TRACE round trip|TRACE relay: one tensor|BUSY role=relay)' "$1" |
+    tee -a "$summary"
+}
+
 ipc() {
   local gpu_tests=build/gpu/tests/holoscan_dlpack_gpu_tests
   "$gpu_tests" --gtest_filter='IpcGpu*' >"$out/ipc-tests.log" 2>&1
@@ -174,14 +181,14 @@ ipc() {
   python3 benchmarks/ipc_bench.py --binary build/gpu/examples/holoscan_dlpack_ipc_demo \
     --json "$out/ipc-bench.json" >"$out/ipc-bench.txt" 2>&1
   note "ipc bench: exit $?"
-  tail -5 "$out/ipc-bench.txt" | tee -a "$summary"
+  ipc_bench_summary "$out/ipc-bench.txt"
   # Again with every process's work in one context (docs/ipc.md, "Several processes on one GPU").
   if [ "${IPC_MPS:-1}" = 1 ] && start_mps; then
     python3 benchmarks/ipc_bench.py --binary build/gpu/examples/holoscan_dlpack_ipc_demo \
       --json "$out/ipc-bench-mps.json" >"$out/ipc-bench-mps.txt" 2>&1
     note "ipc bench with MPS: exit $?"
     stop_mps
-    tail -5 "$out/ipc-bench-mps.txt" | tee -a "$summary"
+    ipc_bench_summary "$out/ipc-bench-mps.txt"
   fi
 }
 
