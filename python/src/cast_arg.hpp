@@ -105,20 +105,21 @@ inline bool bool_argument(nanobind::handle value, const char* name) {
 }
 
 /**
- * @brief An integer argument as T (an int, or anything with __index__): TypeError "`what` must be
- *        an integer, not <type>" for any other type; nullopt for an integer out of T's range,
- *        which the caller refuses in its own words.
+ * @brief An integer argument as T (an int, or anything whose __index__ gives one): TypeError
+ *        "`what` must be an integer, not <type>" for anything else (an __index__ that refuses, as
+ *        a float array's does, included); nullopt for an integer out of T's range, which the
+ *        caller refuses in its own words.
  */
 template <typename T, typename Text>
 std::optional<T> integer_argument(nanobind::handle value, const Text& what) {
-  T result{};
   const nanobind::object index = index_value(value);  // see index_value
-  if (index.is_valid() && nanobind::try_cast<T>(index, result)) {
-    return result;
-  }
-  if (PyIndex_Check(value.ptr()) == 0) {
+  if (!index.is_valid() || !PyLong_Check(index.ptr())) {
     throw nanobind::type_error(
         (describe(what) + " must be an integer, not " + type_text(value)).c_str());
+  }
+  T result{};
+  if (nanobind::try_cast<T>(index, result)) {
+    return result;
   }
   return std::nullopt;
 }

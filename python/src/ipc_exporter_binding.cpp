@@ -58,10 +58,14 @@ std::size_t poll(ExporterHandle& self) {
       self.call_without_gil(kExporter, [](ipc::Exporter& exporter) { return exporter.poll(); }));
 }
 
+// The peer is read before the exporter is looked up: its __index__ is Python code, which could
+// close the exporter (then ClosedError, and the last reference never dropped here with the GIL).
 std::size_t held(ExporterHandle& self, nb::handle peer) {
+  const std::optional<ipc::PeerId> id =
+      peer.is_none() ? std::nullopt
+                     : std::optional<ipc::PeerId>(peer_argument(peer, "ipc.Exporter.held"));
   std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
-  return peer.is_none() ? exporter->held()
-                        : exporter->held(peer_argument(peer, "ipc.Exporter.held"));
+  return id ? exporter->held(*id) : exporter->held();
 }
 
 void bind_stats(nb::module_& module) {
@@ -125,8 +129,8 @@ void bind_ipc_exporter(nb::module_& module) {
       .def(
           "connected",
           [](ExporterHandle& self, nb::handle peer) {
-            std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
-            return exporter->connected(peer_argument(peer, "ipc.Exporter.connected"));
+            const ipc::PeerId id = peer_argument(peer, "ipc.Exporter.connected");  // see held
+            return self.get(kExporter)->connected(id);
           },
           nb::arg("peer").none(), Entry(), nb::sig("def connected(self, peer: int) -> bool"),
           "Whether `peer` was added and has not been seen to hang up.")

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <utility>
 
@@ -102,12 +103,17 @@ void bind_ipc_importer(nb::module_& module) {
       "set_deallocation_stream(s) on a received Tensor after the last work queued on it: its "
       "memory goes back to the exporter, without a host block, once that work is done and its "
       "last owner is gone.");
-  type.def(nb::new_(&create), nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000,
-           Entry(),
-           "Takes `channel` over (it is closed on failure) and exchanges Hello without the GIL. "
-           "HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung up, "
-           "IncompatibleError for another protocol version or a peer that is an Importer too; "
-           "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
+  type.def(
+          "__init__",
+          [](ImporterHandle* self, ChannelHandle& channel, nb::handle hello_timeout_ms) {
+            new (self) ImporterHandle(create(channel, hello_timeout_ms));
+          },
+          nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000, Entry(),
+          nb::sig("def __init__(self, channel: Channel, hello_timeout_ms: int = 5000) -> None"),
+          "Takes `channel` over (it is closed on failure) and exchanges Hello without the GIL. "
+          "HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung up, "
+          "IncompatibleError for another protocol version or a peer that is an Importer too; "
+          "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
       .def_static("create", &create, nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000,
                   Entry(),
                   nb::sig("def create(channel: Channel, hello_timeout_ms: int = 5000) -> Importer"),

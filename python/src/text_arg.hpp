@@ -6,6 +6,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstring>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -31,6 +32,10 @@ inline std::optional<std::string> utf8_text(nanobind::handle text) {
  *        name where the module's name has no UTF-8 (a lone surrogate set as `__module__`).
  */
 inline std::string type_text(nanobind::handle value) {
+  const char* c_name = Py_TYPE(value.ptr())->tp_name;
+  if (std::strchr(c_name, '.') != nullptr) {
+    return c_name;  // an extension's type names its module ("numpy.bool", not a bare "bool")
+  }
   std::optional<std::string> name = utf8_text(nanobind::type_name(value.type()));
   return name ? std::move(*name) : std::string(Py_TYPE(value.ptr())->tp_name);
 }

@@ -157,10 +157,14 @@ std::size_t progress(WorkerHandle& self) {
       self.call_without_gil(kWorker, [](ucx::Worker& worker) { return worker.progress(); }));
 }
 
+// The peer is read before the worker is looked up: its __index__ is Python code, which could
+// close the worker (then ClosedError, and the last reference never dropped here with the GIL).
 std::size_t in_flight(WorkerHandle& self, nb::handle peer) {
+  const std::optional<ucx::PeerId> id =
+      peer.is_none() ? std::nullopt
+                     : std::optional<ucx::PeerId>(peer_argument(peer, "ucx.Worker.in_flight"));
   std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
-  return peer.is_none() ? worker->in_flight()
-                        : worker->in_flight(peer_argument(peer, "ucx.Worker.in_flight"));
+  return id ? worker->in_flight(*id) : worker->in_flight();
 }
 
 void bind_connections(nb::class_<WorkerHandle>& type) {
@@ -188,8 +192,8 @@ void bind_connections(nb::class_<WorkerHandle>& type) {
       .def(
           "connected",
           [](WorkerHandle& self, nb::handle peer) {
-            std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
-            return worker->connected(peer_argument(peer, "ucx.Worker.connected"));
+            const ucx::PeerId id = peer_argument(peer, "ucx.Worker.connected");  // see in_flight
+            return self.get(kWorker)->connected(id);
           },
           nb::arg("peer").none(), Entry(), nb::sig("def connected(self, peer: int) -> bool"),
           "Whether `peer` is connected (known, not lost or closed).");

@@ -542,3 +542,15 @@ def test_pool_integers_that_are_none_name_the_argument():
     with pytest.raises(TypeError) as raised:
         hd.TensorPool(memory="host", block_bytes=None, block_count=1)
     assert str(raised.value) == "block_bytes must be an integer, not NoneType"
+
+
+# An __index__ that refuses (a float array's) made the value "out of range": InvalidArgumentError
+# "shape[0] [1.] does not fit 64 bits". It is no integer: TypeError, its type named in full.
+def test_a_value_whose_index_refuses_is_no_integer():
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+    for value, type_name in ((np.array([1.0]), "numpy.ndarray"), (np.float64(1.0), "numpy.float64"),
+                             (np.True_, "numpy.bool")):
+        with pytest.raises(TypeError) as raised:
+            pool.allocate((value,), "uint8")
+        assert str(raised.value) == f"shape[0] must be an integer, not {type_name}"
+    assert pool.allocate((np.int64(4),), "uint8").shape == (4,)

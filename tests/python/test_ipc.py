@@ -760,3 +760,18 @@ def test_adopt_takes_no_bool_for_a_descriptor():
         with pytest.raises(error) as raised:
             ipc.Channel.adopt(value)
         assert str(raised.value) == says
+
+
+def test_a_peer_read_after_its_exporter_closed_is_a_closed_error():
+    class Closing:
+        def __init__(self, exporter):
+            self.exporter = exporter
+
+        def __index__(self):
+            self.exporter.close()
+            return 0
+
+    for ask in (lambda e, p: e.held(p), lambda e, p: e.connected(p)):
+        exporter = ipc.Exporter()
+        with pytest.raises(hd.errors.ClosedError):
+            ask(exporter, Closing(exporter))

@@ -726,3 +726,27 @@ def test_worker_call_integers_out_of_range_name_the_call_and_argument():
                 assert client.connected(peer) and client.in_flight(peer) == 0
         finally:
             pump.join()
+
+
+def test_a_peer_read_after_its_worker_closed_is_a_closed_error():
+    # The peer's __index__ runs before the worker is looked up: one that closes the worker gets
+    # ClosedError, not an answer from a worker that is gone.
+    class Closing:
+        def __init__(self, worker):
+            self.worker = worker
+
+        def __index__(self):
+            self.worker.close()
+            return 0
+
+    for ask in (lambda w, p: w.in_flight(p), lambda w, p: w.connected(p)):
+        worker = ucx.Worker()
+        with pytest.raises(hd.errors.ClosedError):
+            ask(worker, Closing(worker))
+    with pytest.raises(TypeError) as raised:
+        ucx.Worker(stream_bandwidth_hint=np.True_)
+    assert str(raised.value) == "stream_bandwidth_hint must be True or False, not numpy.bool"
+    with ucx.Worker() as worker:
+        with pytest.raises(TypeError) as raised:
+            worker.listen("127.0.0.1", np.array(80.0))
+        assert str(raised.value) == "port must be an integer, not numpy.ndarray"
