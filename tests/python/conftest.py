@@ -151,3 +151,15 @@ class PairSequence:
 
     def __getitem__(self, index):
         return self.items[index]
+
+
+class ClosesOnIndex:
+    """An integer (0) whose __index__ first closes `endpoint`: an argument read after its endpoint
+    was looked up would get an answer from a closed one."""
+
+    def __init__(self, endpoint):
+        self.endpoint = endpoint
+
+    def __index__(self):
+        self.endpoint.close()
+        return 0

@@ -17,7 +17,8 @@ import pytest
 
 import holoscan_dlpack as hd
 import ipc_peers
-from conftest import KDL_CUDA, cuda_cupy, cuda_torch, documented_example, run_python
+from conftest import (ClosesOnIndex, KDL_CUDA, cuda_cupy, cuda_torch, documented_example,
+                      run_python)
 from holoscan_dlpack import ipc
 from waits import assert_close_ends_a_wait, assert_gives_way_to_signals
 
@@ -763,15 +764,7 @@ def test_adopt_takes_no_bool_for_a_descriptor():
 
 
 def test_a_peer_read_after_its_exporter_closed_is_a_closed_error():
-    class Closing:
-        def __init__(self, exporter):
-            self.exporter = exporter
-
-        def __index__(self):
-            self.exporter.close()
-            return 0
-
     for ask in (lambda e, p: e.held(p), lambda e, p: e.connected(p)):
         exporter = ipc.Exporter()
         with pytest.raises(hd.errors.ClosedError):
-            ask(exporter, Closing(exporter))
+            ask(exporter, ClosesOnIndex(exporter))

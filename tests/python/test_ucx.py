@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import holoscan_dlpack as hd
-from conftest import cuda_cupy, cuda_torch, documented_example, run_python
+from conftest import ClosesOnIndex, cuda_cupy, cuda_torch, documented_example, run_python
 
 ucx = pytest.importorskip("holoscan_dlpack.ucx")
 
@@ -731,18 +731,10 @@ def test_worker_call_integers_out_of_range_name_the_call_and_argument():
 def test_a_peer_read_after_its_worker_closed_is_a_closed_error():
     # The peer's __index__ runs before the worker is looked up: one that closes the worker gets
     # ClosedError, not an answer from a worker that is gone.
-    class Closing:
-        def __init__(self, worker):
-            self.worker = worker
-
-        def __index__(self):
-            self.worker.close()
-            return 0
-
     for ask in (lambda w, p: w.in_flight(p), lambda w, p: w.connected(p)):
         worker = ucx.Worker()
         with pytest.raises(hd.errors.ClosedError):
-            ask(worker, Closing(worker))
+            ask(worker, ClosesOnIndex(worker))
     with pytest.raises(TypeError) as raised:
         ucx.Worker(stream_bandwidth_hint=np.True_)
     assert str(raised.value) == "stream_bandwidth_hint must be True or False, not numpy.bool"
