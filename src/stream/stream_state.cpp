@@ -303,15 +303,6 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream,
     if (!holds_points_unshared()) {  // under the lock: shared or not, the same question
       return {};
     }
-    // The parent's points (a forked child): a wait on its events cannot work here, and a new
-    // owner would write while the parent's GPU may still use the memory.
-    if (forked_from_another_process() && holds_points_of_another_process_locked()) {
-      return without_throwing([] {
-        return make_unexpected(ErrorCode::kResourceExhausted,
-                               "the memory waits for GPU work recorded before fork(), in the "
-                               "parent process: it cannot be handed over in this process");
-      });
-    }
     cudaError_t status = cudaSuccess;
     for (std::size_t i = 0; i < deallocation_.size() && status == cudaSuccess; ++i) {
       status = order_after(deallocation_[i]);
@@ -422,10 +413,6 @@ bool StreamState::holds_points_of_another_process() const noexcept {
     return false;  // one relaxed load: nothing here was recorded elsewhere
   }
   std::lock_guard<SpinMutex> lock(mutex_);
-  return holds_points_of_another_process_locked();
-}
-
-bool StreamState::holds_points_of_another_process_locked() const noexcept {
   for (std::size_t i = 0; i < deallocation_.size(); ++i) {
     if (recorded_in_another_process(deallocation_[i])) {
       return true;

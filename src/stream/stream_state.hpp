@@ -87,7 +87,8 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   /**
    * @brief Whether a point held was recorded before this process was forked (by the parent): the
    *        memory may still be in use by the parent's GPU work, which nothing here can wait for.
-   *        No lock and no CUDA call in a process that was not forked.
+   *        No lock and no CUDA call in a process that was not forked. The pool asks it before
+   *        hand_over_to(), which waits on every point: a block it names is never handed over.
    */
   bool holds_points_of_another_process() const noexcept;
   /**
@@ -112,8 +113,6 @@ class HOLOSCAN_DLPACK_ABI StreamState {
   void reset() noexcept;
 
  private:
-  // Under the lock: holds_points_of_another_process().
-  bool holds_points_of_another_process_locked() const noexcept;
   static bool order_after(const StreamPoint& point, const StreamLocation& next,
                           cudaStream_t stream) noexcept;
   // Under the lock: returns every event to its pool and forgets all points (reset()).
