@@ -63,6 +63,13 @@ std::uint64_t peer_argument(nb::handle peer, const char* who) {
   return named_integer<std::uint64_t>(peer, who, "peer", "a peer id, 0 to 2**64-1");
 }
 
+std::optional<std::uint64_t> optional_peer_argument(nb::handle peer, const char* who) {
+  if (peer.is_none()) {
+    return std::nullopt;
+  }
+  return peer_argument(peer, who);
+}
+
 void raise_closed(const char* who) {
   raise_error(Error{ErrorCode::kClosed, std::string(who) + ": closed", 0});
 }

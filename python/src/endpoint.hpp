@@ -161,6 +161,9 @@ std::optional<int> wait_timeout(nanobind::handle timeout_ms, const char* who);
  */
 std::uint64_t peer_argument(nanobind::handle peer, const char* who);
 
+/** @brief peer_argument() of a peer that may be None (every peer): nullopt for None. */
+std::optional<std::uint64_t> optional_peer_argument(nanobind::handle peer, const char* who);
+
 /** @brief Runs Python's signal handlers; raises what they raise (KeyboardInterrupt, ...). */
 void handle_signals();
 

@@ -61,9 +61,7 @@ std::size_t poll(ExporterHandle& self) {
 // The peer is read before the exporter is looked up: its __index__ is Python code, which could
 // close the exporter (then ClosedError, and the last reference never dropped here with the GIL).
 std::size_t held(ExporterHandle& self, nb::handle peer) {
-  const std::optional<ipc::PeerId> id =
-      peer.is_none() ? std::nullopt
-                     : std::optional<ipc::PeerId>(peer_argument(peer, "ipc.Exporter.held"));
+  const std::optional<ipc::PeerId> id = optional_peer_argument(peer, "ipc.Exporter.held");
   std::shared_ptr<ipc::Exporter> exporter = self.get(kExporter);
   return id ? exporter->held(*id) : exporter->held();
 }

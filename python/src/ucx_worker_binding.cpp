@@ -160,9 +160,7 @@ std::size_t progress(WorkerHandle& self) {
 // The peer is read before the worker is looked up: its __index__ is Python code, which could
 // close the worker (then ClosedError, and the last reference never dropped here with the GIL).
 std::size_t in_flight(WorkerHandle& self, nb::handle peer) {
-  const std::optional<ucx::PeerId> id =
-      peer.is_none() ? std::nullopt
-                     : std::optional<ucx::PeerId>(peer_argument(peer, "ucx.Worker.in_flight"));
+  const std::optional<ucx::PeerId> id = optional_peer_argument(peer, "ucx.Worker.in_flight");
   std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
   return id ? worker->in_flight(*id) : worker->in_flight();
 }
