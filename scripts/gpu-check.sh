@@ -104,6 +104,9 @@ probe() {
   build/gpu/benchmarks/holoscan_dlpack_cuda_semantics_probe >"$out/cuda-semantics.txt" 2>&1
   note "cuda semantics probe: exit $?"
   cat "$out/cuda-semantics.txt"
+  build/gpu/benchmarks/holoscan_dlpack_ipc_dead_event_probe >"$out/ipc-dead-event.txt" 2>&1
+  note "ipc dead event probe: exit $?"
+  tee -a "$summary" <"$out/ipc-dead-event.txt"
 }
 
 # Each binary measures the library beside the raw-call floors in one process; the one that links
