@@ -101,6 +101,13 @@ std::size_t encoded_size(const TensorHeader& header) noexcept {
 }
 
 expected<void, Error> validate(const TensorHeader& h) {
+  // First: an import allows more dimensions than the header's arrays hold, and every check
+  // below reads ndim entries of them.
+  if (h.ndim < 0 || static_cast<std::size_t>(h.ndim) > kMaxWireDims) {
+    return make_unexpected(
+        refusal(ErrorCode::kInvalidArgument, "ndim " + std::to_string(h.ndim) + " is outside [0, " +
+                                                 std::to_string(kMaxWireDims) + "]"));
+  }
   if (!sound(AnsweredRun{h.answered_sequence, h.answered_count})) {
     return make_unexpected(refusal(ErrorCode::kProtocolError,
                                    "answered run (sequence " + std::to_string(h.answered_sequence) +

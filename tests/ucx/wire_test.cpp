@@ -104,6 +104,28 @@ TEST(UcxWire, EncodeRefusesWhatDecodeWouldRefuse) {
 // docs/ucx.md: a header is refused exactly where an import of the same fields would be. Strides of
 // dimensions of extent 1 (or of an empty tensor) address nothing, and the wire took any; an import
 // still refuses one that cannot be written in bytes.
+// A DLPack import takes up to 64 dimensions, the header's arrays 32: validate() and encode() once
+// read (and check_strides wrote) ndim entries of 32-entry arrays, and encode() wrote
+// 72 + 16 * ndim bytes after checking room for 32.
+TEST(UcxWire, MoreDimensionsThanTheWireHoldsAreRefusedBeforeAnyIsRead) {
+  for (const std::int32_t ndim : {33, 64, -1}) {
+    ucx::TensorHeader h = sample();
+    h.ndim = ndim;
+    auto valid = ucx::validate(h);
+    ASSERT_FALSE(valid) << ndim;
+    EXPECT_EQ(valid.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(valid.error().message.find("ndim " + std::to_string(ndim) + " is outside [0, 32]"),
+              std::string::npos)
+        << valid.error().message;
+    std::vector<std::uint8_t> bytes(ucx::kMaxTensorHeaderBytes + 256, 0xAB);
+    auto size = ucx::encode(h, bytes.data(), ucx::kMaxTensorHeaderBytes);
+    ASSERT_FALSE(size) << ndim;
+    EXPECT_EQ(size.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_TRUE(std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == 0xAB; }))
+        << "a refused encode writes nothing";
+  }
+}
+
 TEST(UcxWire, AStrideAnImportRefusesIsRefusedInAHeaderToo) {
   ucx::TensorHeader h = sample();
   h.shape[0] = 1;
