@@ -4,7 +4,7 @@
 // process blocks its host thread on the GPU while tensors flow (the count is printed).
 //
 //   holoscan_dlpack_ipc_demo [demo|roundtrip|pipeline|floor] [count=N] [elements=N] [blocks=N]
-//                            [spin=1] [ctest=1]
+//                            [spin=1] [readiness=host] [ctest=1]
 //
 // demo       one producer, two consumers, every tensor to both (default: 10^4 tensors)
 // roundtrip  one consumer; each tensor waits for its Release before the next (RESULT line:
@@ -13,7 +13,9 @@
 // pipeline   producer -> relay (adds one into its own pool) -> sink (RESULT line: tensors/s;
 //            trace=PREFIX adds the median of each stage of the three processes)
 //            (spin=1, roundtrip and pipeline: importers ask receive(0) until a tensor comes
-//            instead of sleeping in receive(), as the spinning floor polls its socket)
+//            instead of sleeping in receive(), as the spinning floor polls its socket;
+//            readiness=host: importers made with ReadinessWait::kOnHost, so that no stream waits
+//            on another process's event)
 // floor      the round trip's floor by hand: a socket ping-pong of the library's frames plus one
 //            event record and one wait per side (spin=1: poll without sleeping; fd=0: no
 //            descriptor with each Publish; kernels=0: no kernel on either side)
@@ -95,6 +97,9 @@ std::vector<std::string> shape_words(const ipc_demo::RunShape& shape) {
   }
   if (shape.spin) {
     words.push_back("spin=1");
+  }
+  if (shape.readiness == holoscan::ipc::ReadinessWait::kOnHost) {
+    words.push_back("readiness=host");
   }
   return words;
 }
@@ -301,6 +306,15 @@ int main(int argc, char** argv) {
   shape.blocks = static_cast<std::size_t>(words.get("blocks", static_cast<long>(shape.blocks)));
   shape.delay_us = static_cast<std::uint64_t>(words.get("delay_us", 0));
   shape.spin = words.get("spin", 0) != 0;
+  if (const auto readiness = words.values.find("readiness"); readiness != words.values.end()) {
+    if (readiness->second != "host" && readiness->second != "gpu") {
+      std::fprintf(stderr, "ipc demo: readiness must be host or gpu, not %s\n",
+                   readiness->second.c_str());
+      return 2;
+    }
+    shape.readiness = readiness->second == "host" ? holoscan::ipc::ReadinessWait::kOnHost
+                                                  : holoscan::ipc::ReadinessWait::kOnGpu;
+  }
   if (const auto trace = words.values.find("trace"); trace != words.values.end()) {
     shape.trace = trace->second;
   }

@@ -94,6 +94,13 @@ bool receive(ipc::Importer& importer, Tensor& tensor, bool spin) {
   return true;
 }
 
+ipc::ImporterOptions importer_options(const RunShape& shape) {
+  ipc::ImporterOptions options;
+  options.hello_timeout_ms = 60000;
+  options.readiness = shape.readiness;
+  return options;
+}
+
 cudaStream_t new_stream() {
   cudaStream_t stream = nullptr;
   return cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess ? stream
@@ -177,7 +184,7 @@ int consume(int channel_fd, const RunShape& shape, std::uint32_t offset, int don
   if (!channel) {
     return failed(2, "channel", channel.error());
   }
-  auto importer = ipc::Importer::create(std::move(*channel), 60000);
+  auto importer = ipc::Importer::create(std::move(*channel), importer_options(shape));
   if (!importer) {
     return failed(2, "importer", importer.error());
   }
@@ -251,7 +258,7 @@ int relay(int in_fd, int out_fd, const RunShape& shape) {
   if (!in || !out) {
     return failed(2, "channels", !in ? in.error() : out.error());
   }
-  auto importer = ipc::Importer::create(std::move(*in), 60000);
+  auto importer = ipc::Importer::create(std::move(*in), importer_options(shape));
   auto exporter = ipc::Exporter::create();
   if (!importer || !exporter) {
     return failed(2, "endpoints", !importer ? importer.error() : exporter.error());

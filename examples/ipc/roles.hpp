@@ -25,6 +25,8 @@ struct RunShape {
   std::size_t blocks = 8;           ///< Blocks of each process's pool.
   std::uint64_t delay_us = 0;       ///< The producer kernel's spin before it writes.
   bool spin = false;                ///< Importers poll receive(0) instead of sleeping in it.
+  /// Where the importers wait for readiness (kOnHost: no stream waits on another process).
+  holoscan::ipc::ReadinessWait readiness = holoscan::ipc::ReadinessWait::kOnGpu;
   std::string trace;                ///< Stage stamps go to files with this prefix (empty: none).
 };
 

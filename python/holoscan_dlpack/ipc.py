@@ -4,7 +4,8 @@ A :class:`Listener` (``Listener(path)``, ``Channel.connect(path)``) or ``Channel
 two processes; an :class:`Exporter` publishes device tensors (a shareable ``TensorPool``'s, or
 ``cudaMalloc``'s) to its peers and holds each until its importer is done with it; an
 :class:`Importer` receives them as read-only :class:`~holoscan_dlpack.Tensor` objects whose
-readiness is the exporter's, ordered on the GPU. Every blocking call waits without the GIL.
+readiness is the exporter's, ordered on the GPU (or, with ``readiness='host'``, waited for here
+before the tensor is returned). Every blocking call waits without the GIL.
 
 A :class:`Channel` passed to a :mod:`multiprocessing` child (a ``Process`` argument, or through a
 ``Queue`` or ``Pipe``) arrives there as a duplicate of its socket: close your own copy once the
@@ -23,6 +24,7 @@ from ._core.ipc import (
     Importer,
     ImporterStats,
     Listener,
+    ReadinessWait,
 )
 
 
@@ -43,4 +45,5 @@ def _reduce_channel(channel):
 # stays refused, since a descriptor means nothing outside a live handover between processes.
 _reduction.register(Channel, _reduce_channel)
 
-__all__ = ["Channel", "Exporter", "ExporterStats", "Importer", "ImporterStats", "Listener"]
+__all__ = ["Channel", "Exporter", "ExporterStats", "Importer", "ImporterStats", "Listener",
+           "ReadinessWait"]

@@ -1,6 +1,7 @@
 // ipc.Importer: receives the tensors one exporter publishes, as read-only Tensors.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include <holoscan/ipc/importer.hpp>
@@ -17,6 +19,7 @@
 #include "endpoint.hpp"
 #include "errors.hpp"
 #include "ipc_bindings.hpp"
+#include "text_arg.hpp"
 
 namespace nb = nanobind;
 
@@ -37,11 +40,28 @@ struct ImporterState {
 
 using ImporterHandle = SharedHandle<ImporterState>;
 
-ImporterHandle create(ChannelHandle& channel, nb::handle timeout_arg) {
-  const int hello_timeout_ms = hello_timeout(timeout_arg, kImporter, "hello_timeout_ms");
+// 'gpu', 'host' or a ReadinessWait itself (not whatever the enum caster converts: True, 1).
+ipc::ReadinessWait parse_readiness(nb::handle readiness) {
+  if (nb::isinstance<nb::str>(readiness)) {
+    const std::optional<std::string> name = utf8_text(readiness);  // none: no name of ours
+    if (name == "gpu") return ipc::ReadinessWait::kOnGpu;
+    if (name == "host") return ipc::ReadinessWait::kOnHost;
+    raise_invalid_argument("ipc.Importer: readiness must be 'gpu' or 'host', not " +
+                           display_text(nb::repr(readiness)));
+  }
+  if (!nb::isinstance<ipc::ReadinessWait>(readiness)) {
+    throw nb::type_error("ipc.Importer: readiness must be 'gpu', 'host' or a ReadinessWait");
+  }
+  return nb::cast<ipc::ReadinessWait>(readiness);
+}
+
+ImporterHandle create(ChannelHandle& channel, nb::handle timeout_arg, nb::handle readiness) {
+  ipc::ImporterOptions options;
+  options.hello_timeout_ms = hello_timeout(timeout_arg, kImporter, "hello_timeout_ms");
+  options.readiness = parse_readiness(readiness);
   ipc::Channel taken = channel.take("ipc.Importer");
   return ImporterHandle(std::make_shared<ImporterState>(value_or_raise(
-      without_gil([&] { return ipc::Importer::create(std::move(taken), hello_timeout_ms); }))));
+      without_gil([&] { return ipc::Importer::create(std::move(taken), options); }))));
 }
 
 nb::object receive(ImporterHandle& self, nb::handle timeout_ms) {
@@ -89,13 +109,26 @@ void bind_stats(nb::module_& module) {
       .def_ro("release_events", &ipc::ImporterStats::release_events,
               "Releases that carried a GPU event (the rest were done).")
       .def_ro("mappings_opened", &ipc::ImporterStats::mappings_opened,
-              "Allocations mapped into this process.");
+              "Allocations mapped into this process.")
+      .def_ro("fds_received", &ipc::ImporterStats::fds_received,
+              "Imports whose memory's fd came with them.")
+      .def_ro("held_for_readiness", &ipc::ImporterStats::held_for_readiness,
+              "Imports receive() held until their readiness event completed (readiness='host').");
 }
 
 }  // namespace
 
 void bind_ipc_importer(nb::module_& module) {
   bind_stats(module);
+  nb::enum_<ipc::ReadinessWait>(module, "ReadinessWait",
+                                "Where an Importer waits for an exporter's readiness event.")
+      .value("kOnGpu", ipc::ReadinessWait::kOnGpu,
+             "On the consumers' streams: receive() returns at once; a consumer's stream waits "
+             "for the exporter's event (fastest under MPS).")
+      .value("kOnHost", ipc::ReadinessWait::kOnHost,
+             "On this host: receive() holds an import until its event completed (asked, never "
+             "waited on), then returns it with its readiness met; no stream waits on another "
+             "process (faster without MPS, and an exporter that dies mid-work stalls nothing).");
   nb::class_<ImporterHandle> type(
       module, "Importer",
       "Receives the tensors one exporter publishes over a channel, as read-only Tensors whose "
@@ -105,18 +138,26 @@ void bind_ipc_importer(nb::module_& module) {
       "last owner is gone.");
   type.def(
           "__init__",
-          [](ImporterHandle* self, ChannelHandle& channel, nb::handle hello_timeout_ms) {
-            new (self) ImporterHandle(create(channel, hello_timeout_ms));
+          [](ImporterHandle* self, ChannelHandle& channel, nb::handle hello_timeout_ms,
+             nb::handle readiness) {
+            new (self) ImporterHandle(create(channel, hello_timeout_ms, readiness));
           },
-          nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000, Entry(),
-          nb::sig("def __init__(self, channel: Channel, hello_timeout_ms: int = 5000) -> None"),
+          nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000, nb::kw_only(),
+          nb::arg("readiness").none() = "gpu", Entry(),
+          nb::sig("def __init__(self, channel: Channel, hello_timeout_ms: int = 5000, *, "
+                  "readiness: str | ReadinessWait = 'gpu') -> None"),
           "Takes `channel` over (it is closed on failure) and exchanges Hello without the GIL. "
-          "HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung up, "
-          "IncompatibleError for another protocol version or a peer that is an Importer too; "
-          "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
+          "readiness='host' (ReadinessWait.kOnHost) holds each import until the exporter's "
+          "readiness event completed, so that no stream waits on another process (the faster "
+          "choice without MPS); 'gpu' (the default) returns it at once, its consumers waiting on "
+          "the GPU. HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung "
+          "up, IncompatibleError for another protocol version or a peer that is an Importer too; "
+          "InvalidArgumentError for a negative timeout (no signal interrupts this wait) or "
+          "another readiness name.")
       .def_static("create", &create, nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000,
-                  Entry(),
-                  nb::sig("def create(channel: Channel, hello_timeout_ms: int = 5000) -> Importer"),
+                  nb::kw_only(), nb::arg("readiness").none() = "gpu", Entry(),
+                  nb::sig("def create(channel: Channel, hello_timeout_ms: int = 5000, *, "
+                          "readiness: str | ReadinessWait = 'gpu') -> Importer"),
                   "Same as the constructor.")
       .def("receive", &receive, nb::arg("timeout_ms") = nb::none(), Entry(),
            nb::sig("def receive(self, timeout_ms: int | None = None) -> "

@@ -36,7 +36,7 @@ REFUSALS = {  # DLPack device type -> the exporter's refusal
 }
 
 
-def connect_in_threads(hello_timeout_ms=HELLO_MS):
+def connect_in_threads(hello_timeout_ms=HELLO_MS, readiness="gpu"):
     """An Exporter with one peer and that peer's Importer, both here: the Importer is made on a
     thread once this one waits in add_peer, which only works if add_peer lets go of the GIL."""
     mine, theirs = ipc.Channel.pair()
@@ -45,7 +45,8 @@ def connect_in_threads(hello_timeout_ms=HELLO_MS):
     def make_importer():
         time.sleep(0.05)  # needs the GIL again afterwards: add_peer has begun by then
         try:
-            made["importer"] = ipc.Importer(theirs, hello_timeout_ms=hello_timeout_ms)
+            made["importer"] = ipc.Importer(theirs, hello_timeout_ms=hello_timeout_ms,
+                                            readiness=readiness)
         except hd.errors.HoloscanError as error:
             made["error"] = error
 
@@ -548,7 +549,7 @@ def test_a_channel_cannot_be_pickled_outside_multiprocessing():
 
 # ---- on a GPU ---------------------------------------------------------------------------------
 
-def start_producer(framework, memory, count, spin):
+def start_producer(framework, memory, count, spin, readiness="gpu"):
     """A spawned producer (ipc_peers.produce) and this process's Importer of it."""
     reports = SPAWN.Queue()
     mine, theirs = ipc.Channel.pair()
@@ -556,7 +557,7 @@ def start_producer(framework, memory, count, spin):
                           args=(reports, theirs, framework, memory, count, spin))
     child.start()
     theirs.close()
-    return child, reports, ipc.Importer(mine, hello_timeout_ms=120000)
+    return child, reports, ipc.Importer(mine, hello_timeout_ms=120000, readiness=readiness)
 
 
 def finish_producer(child, reports, count):
@@ -609,12 +610,15 @@ def consume_cupy(cupy, importer, count):
     return int(wrong.get())
 
 
+@pytest.mark.parametrize("readiness", ["gpu", "host"])
 @pytest.mark.parametrize("memory", ["pool", "framework"])
 @pytest.mark.parametrize("framework", ["torch", "cupy"])
-def test_slowly_written_tensors_reach_a_consumer_process_on_its_own_stream(framework, memory):
+def test_slowly_written_tensors_reach_a_consumer_process_on_its_own_stream(framework, memory,
+                                                                          readiness):
     module = cuda_torch() if framework == "torch" else cuda_cupy()
     count = 12
-    child, reports, importer = start_producer(framework, memory, count, ipc_peers.SPIN_CYCLES)
+    child, reports, importer = start_producer(framework, memory, count, ipc_peers.SPIN_CYCLES,
+                                              readiness)
     with importer:
         consume = consume_torch if framework == "torch" else consume_cupy
         wrong = consume(module, importer, count)
@@ -622,6 +626,8 @@ def test_slowly_written_tensors_reach_a_consumer_process_on_its_own_stream(frame
         # closed, and then its Release sent, once the release thread saw the consumer's work pass.
         hd.flush_deferred_releases()
         assert importer.outstanding() == 0
+        # On the host, a publish that came before its slow write was held until it was done.
+        assert (importer.stats().held_for_readiness > 0) == (readiness == "host")
     early = finish_producer(child, reports, count)
     assert early == count, "a write finished before its publish: no race to see"
     assert wrong == 0, "the consumer read before the producer's kernel finished"
@@ -694,6 +700,38 @@ class Index:
 
 # The endpoints' integers were read by nanobind's casters: a negative peer, or a timeout past
 # 32 bits, raised "incompatible function arguments", naming none of them, and True was 1.
+def test_an_importer_waiting_for_readiness_on_the_host_times_out_and_sees_its_exporter_close():
+    exporter, _, importer = connect_in_threads(readiness="host")
+    with importer:
+        assert importer.receive(timeout_ms=0) is None
+        assert importer.receive(timeout_ms=20) is None
+        assert importer.stats().held_for_readiness == 0
+        exporter.close()
+        with pytest.raises(hd.errors.ClosedError):
+            importer.receive(timeout_ms=1000)
+
+
+def test_readiness_takes_gpu_host_or_a_readiness_wait_and_refuses_the_rest():
+    for readiness in ("gpu", "host", ipc.ReadinessWait.kOnGpu, ipc.ReadinessWait.kOnHost):
+        exporter, _, importer = connect_in_threads(readiness=readiness)
+        importer.close()
+        exporter.close()
+    mine, theirs = ipc.Channel.pair()
+    with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+        ipc.Importer(theirs, readiness="sideways")
+    assert str(raised.value) == ("kInvalidArgument: ipc.Importer: readiness must be 'gpu' or "
+                                 "'host', not 'sideways'")
+    for wrong in (True, 1, None, hd.PoolMemory.kHost):
+        with pytest.raises(TypeError, match="^ipc.Importer: readiness must be 'gpu', 'host' or "
+                                            "a ReadinessWait$"):
+            ipc.Importer.create(theirs, 1000, readiness=wrong)
+    with pytest.raises(TypeError):
+        ipc.Importer(theirs, 1000, "host")  # keyword only
+    assert not theirs.closed, "a refused argument takes nothing over"
+    mine.close()
+    theirs.close()
+
+
 def test_endpoint_integers_out_of_range_name_the_call_and_argument(endpoints, tmp_path):
     exporter, peer, importer = endpoints
     peer_range = "peer must be a peer id, 0 to 2**64-1"

@@ -106,7 +106,8 @@ VmmBuffer::~VmmBuffer() {
 // while `exporter_side` takes the first end's part of the exchange (it returns an expected);
 // the importer, or nothing after a test failure.
 template <class ExporterSide>
-std::optional<ipc::Importer> importer_beside(ExporterSide exporter_side) {
+std::optional<ipc::Importer> importer_beside(ExporterSide exporter_side,
+                                             const ipc::ImporterOptions& options = {}) {
   auto ends = ipc::Channel::pair();
   if (!ends) {
     ADD_FAILURE() << ends.error().message;
@@ -114,7 +115,7 @@ std::optional<ipc::Importer> importer_beside(ExporterSide exporter_side) {
   }
   std::optional<expected<ipc::Importer, Error>> importer;
   std::thread other(
-      [&] { importer.emplace(ipc::Importer::create(std::move(ends->second), 5000)); });
+      [&] { importer.emplace(ipc::Importer::create(std::move(ends->second), options)); });
   auto exported = exporter_side(std::move(ends->first));
   other.join();
   if (!exported || !*importer) {
@@ -125,13 +126,19 @@ std::optional<ipc::Importer> importer_beside(ExporterSide exporter_side) {
 }
 
 ConnectedImporter connect_importer(ipc::Exporter& exporter) {
+  return connect_importer(exporter, ipc::ImporterOptions{});
+}
+
+ConnectedImporter connect_importer(ipc::Exporter& exporter, const ipc::ImporterOptions& options) {
   ConnectedImporter connected;
   ipc::PeerId peer = 0;
-  connected.importer = importer_beside([&](ipc::Channel end) {
-    auto added = exporter.add_peer(std::move(end), 5000);
-    peer = added ? *added : 0;
-    return added;
-  });
+  connected.importer = importer_beside(
+      [&](ipc::Channel end) {
+        auto added = exporter.add_peer(std::move(end), 5000);
+        peer = added ? *added : 0;
+        return added;
+      },
+      options);
   connected.peer = connected.importer ? peer : 0;
   return connected;
 }

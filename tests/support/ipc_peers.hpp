@@ -70,6 +70,8 @@ struct ConnectedImporter {
 
 /** @brief Connects a new importer to `exporter` (the Hello exchange runs on a helper thread). */
 ConnectedImporter connect_importer(ipc::Exporter& exporter);
+/** @brief As above, the Importer made with `options` (its Hello limit is taken from them). */
+ConnectedImporter connect_importer(ipc::Exporter& exporter, const ipc::ImporterOptions& options);
 
 /** @brief An Importer whose exporter is a bare channel end that sends what a test says. */
 struct RawExporterLink {

@@ -21,6 +21,7 @@ namespace holoscan::ipc {
 
 namespace detail {
 class HOLOSCAN_DLPACK_ABI ImporterCore;
+class UnreadyImports;
 }  // namespace detail
 
 class HOLOSCAN_DLPACK_API Importer;
@@ -58,6 +59,38 @@ struct HOLOSCAN_DLPACK_API ImporterStats {
   std::uint64_t release_events = 0;   ///< Releases that carried a GPU event (the rest were done).
   std::uint64_t mappings_opened = 0;  ///< Allocations mapped into this process.
   std::uint64_t fds_received = 0;     ///< Imports whose memory's fd came with them.
+  std::uint64_t held_for_readiness = 0;  ///< Imports receive() held until their readiness
+                                         ///< event completed (ReadinessWait::kOnHost).
+};
+
+/** @brief Where the wait for an exporter's readiness event happens. */
+enum class ReadinessWait {
+  /**
+   * @brief On the consumers' streams: receive() returns an import at once, with a readiness
+   *        contract (synchronize_for_consumer is one cudaStreamWaitEvent on the exporter's event).
+   *        Fastest where every process's work shares one GPU context (MPS), but a consumer stream
+   *        that waits on the event of an exporter killed before the event's work ran never runs
+   *        again (CUDA; `holoscan_dlpack_ipc_dead_event_probe`), and without MPS such waits across
+   *        contexts hold up the GPU's turns between processes (docs/ipc.md).
+   */
+  kOnGpu,
+  /**
+   * @brief On this host: receive() holds an import back, in publish order, until a query
+   *        (cudaEventQuery, never a blocking wait) finds its readiness event completed, and
+   *        returns it with its readiness contract met: synchronize_for_consumer makes no stream
+   *        wait, synchronize_for_host returns at once (consumer code needs no change). No
+   *        consumer stream ever waits on another process, so an exporter that dies mid-work
+   *        stalls nothing here: its imports still held are given back once its process has
+   *        exited. The faster choice without MPS (docs/ipc.md), at the cost of polling while an
+   *        import is held.
+   */
+  kOnHost,
+};
+
+/** @brief How an Importer connects and waits. */
+struct HOLOSCAN_DLPACK_API ImporterOptions {
+  int hello_timeout_ms = 5000;                      ///< Limit for the Hello exchange.
+  ReadinessWait readiness = ReadinessWait::kOnGpu;  ///< Where readiness is waited for.
 };
 
 /**
@@ -89,6 +122,8 @@ class HOLOSCAN_DLPACK_API Importer {
   /** @brief Takes a connected channel and exchanges Hello (waiting up to `hello_timeout_ms`);
    *         kIncompatible for another protocol version or a peer that is an Importer too. */
   static expected<Importer, Error> create(Channel channel, int hello_timeout_ms = 5000);
+  /** @brief As above, with `options` (the Hello's limit and where readiness is waited for). */
+  static expected<Importer, Error> create(Channel channel, const ImporterOptions& options);
   /** @brief Takes `other`'s connection; `other` is left empty (its calls and import_tensor()
    *         with it fail with kInvalidArgument, fd() is -1, it holds nothing). */
   Importer(Importer&& other) noexcept;
@@ -109,6 +144,12 @@ class HOLOSCAN_DLPACK_API Importer {
    * unless it repeats an export seen on this connection (see import_tensor); the importer stays
    * usable. kClosed once the exporter hung up or its process exited (what it sent before is read
    * first), also while another process holds its end of the socket.
+   *
+   * With ReadinessWait::kOnHost, the import returned is the oldest one held whose readiness event
+   * completed; while one is held this call polls (every few tens of microseconds) until
+   * `timeout_ms`. After a hang-up, imports held are still returned as their events complete;
+   * once the exporter's process has exited, those whose events did not complete are given back
+   * and kClosed follows.
    */
   expected<std::optional<Tensor>, Error> receive(int timeout_ms);
 
@@ -132,10 +173,12 @@ class HOLOSCAN_DLPACK_API Importer {
   ImporterStats stats() const noexcept;
 
  private:
-  explicit Importer(std::shared_ptr<detail::ImporterCore> core) noexcept;
+  Importer(std::shared_ptr<detail::ImporterCore> core,
+           std::unique_ptr<detail::UnreadyImports> unready) noexcept;
   friend expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
                                                Importer& peer);
   std::shared_ptr<detail::ImporterCore> core_;
+  std::unique_ptr<detail::UnreadyImports> unready_;  // ReadinessWait::kOnHost only
 };
 
 }  // namespace holoscan::ipc

@@ -104,7 +104,7 @@ ImportedReference::~ImportedReference() {
 }
 
 expected<void, Error> ImportedReference::synchronize_for_consumer(cudaStream_t consumer_stream) {
-  if (readiness_ == nullptr) {
+  if (readiness_ == nullptr || readiness_met_) {
     return {};
   }
   const cudaError_t status =
@@ -120,8 +120,17 @@ expected<void, Error> ImportedReference::synchronize_for_consumer(cudaStream_t c
   return make_unexpected(std::move(error));
 }
 
+bool ImportedReference::readiness_passed() noexcept {
+  if (readiness_ != nullptr && !readiness_met_ && !readiness_->completed()) {
+    return false;
+  }
+  // The contract stays (consumer code that always synchronizes keeps working), met for good.
+  readiness_met_ = true;
+  return true;
+}
+
 expected<void, Error> ImportedReference::synchronize_for_host() {
-  if (readiness_ == nullptr) {
+  if (readiness_ == nullptr || readiness_met_) {
     return {};
   }
   const holoscan::detail::RelaxedCaptureScope relaxed;  // never refused for another's capture

@@ -37,10 +37,21 @@ class HOLOSCAN_DLPACK_ABI ImportedReference final : public StreamTrackedReferenc
   bool has_readiness_stream_contract() const noexcept override { return readiness_ != nullptr; }
   /** @brief Always null: the producer's stream belongs to another process. */
   cudaStream_t readiness_stream() const noexcept override { return nullptr; }
-  /** @brief One cudaStreamWaitEvent on the exporter's event; no-op without one. */
+  /** @brief One cudaStreamWaitEvent on the exporter's event; no-op without one, or once the
+   *         Importer saw it complete. */
   expected<void, Error> synchronize_for_consumer(cudaStream_t consumer_stream) override;
-  /** @brief Blocks until the exporter's event completed; no-op without one. */
+  /** @brief Blocks until the exporter's event completed; no-op without one, or once the
+   *         Importer saw it complete. */
   expected<void, Error> synchronize_for_host() override;
+
+  /**
+   * @brief Whether the exporter's readiness event has completed (asked without waiting; true
+   *        without one); once it has, the contract counts as met: synchronize_for_consumer makes
+   *        no stream wait and synchronize_for_host returns at once. Only while no other thread
+   *        can reach this reference (the Importer holds the import back until then:
+   *        ReadinessWait::kOnHost).
+   */
+  bool readiness_passed() noexcept;
 
  private:
   std::shared_ptr<ImporterCore> core_;
@@ -48,6 +59,7 @@ class HOLOSCAN_DLPACK_ABI ImportedReference final : public StreamTrackedReferenc
   std::shared_ptr<holoscan::detail::OpenedEvent> readiness_;
   std::uint64_t export_id_;
   int device_;
+  bool readiness_met_ = false;  // set before the import is handed out, read-only after
   pid_t maker_;  // the process that imported it: a forked child's copy calls no CUDA
 };
 

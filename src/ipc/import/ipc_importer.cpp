@@ -1,14 +1,17 @@
 // Importer: the Hello exchange, then receive() turns each Publish into an imported Tensor.
 #include <poll.h>
 
+#include <chrono>
 #include <new>
 #include <string>
+#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "holoscan/ipc/importer.hpp"
 #include "ipc/import/ipc_importer_core.hpp"
+#include "ipc/import/ipc_unready_imports.hpp"
 #include "ipc/ipc_error.hpp"
 #include "ipc/transport/ipc_handshake.hpp"
 #include "ipc/transport/ipc_poll.hpp"
@@ -28,6 +31,38 @@ void give_back_unread(detail::ImporterCore& core, const std::vector<std::uint8_t
   }
 }
 
+// Whether the process behind `pidfd` has exited (-1: none is known, taken as gone).
+bool exited(int pidfd) noexcept {
+  if (pidfd < 0) {
+    return true;
+  }
+  pollfd entry{pidfd, POLLIN, 0};
+  return ::poll(&entry, 1, 0) == 1;
+}
+
+// While imports are held for their readiness, which wakes no descriptor, receive() asks again:
+// yielding for a while (a producer's kernel is often a few microseconds), then resting, so that
+// a slow producer costs no busy core.
+class ReadinessPolling {
+ public:
+  void rest() {
+    const auto now = std::chrono::steady_clock::now();
+    if (!started_) {
+      started_ = true;
+      yield_until_ = now + std::chrono::microseconds(200);
+    }
+    if (now < yield_until_) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  bool started_ = false;
+  std::chrono::steady_clock::time_point yield_until_;
+};
+
 }  // namespace
 
 namespace detail {
@@ -43,16 +78,20 @@ Error importer_moved_from() noexcept {
 
 }  // namespace detail
 
-Importer::Importer(std::shared_ptr<detail::ImporterCore> core) noexcept : core_(std::move(core)) {}
+Importer::Importer(std::shared_ptr<detail::ImporterCore> core,
+                   std::unique_ptr<detail::UnreadyImports> unready) noexcept
+    : core_(std::move(core)), unready_(std::move(unready)) {}
 Importer::Importer(Importer&& other) noexcept = default;
 
-// Imports keep the connection for their Releases; the Importer going away ends what it receives.
+// Imports keep the connection for their Releases; the Importer going away ends what it receives,
+// and gives back the imports it held for their readiness.
 Importer& Importer::operator=(Importer&& other) noexcept {
   if (this != &other) {
     if (core_ != nullptr) {
       core_->stop_receiving();
     }
     core_ = std::move(other.core_);
+    unready_ = std::move(other.unready_);
   }
   return *this;
 }
@@ -64,8 +103,23 @@ Importer::~Importer() {
 }
 
 expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms) {
+  ImporterOptions options;
+  options.hello_timeout_ms = hello_timeout_ms;
+  return create(std::move(channel), options);
+}
+
+expected<Importer, Error> Importer::create(Channel channel, const ImporterOptions& options) {
   try {
-    auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho, PeerRole::kImporter);
+    std::unique_ptr<detail::UnreadyImports> unready;
+    if (options.readiness == ReadinessWait::kOnHost) {
+      unready = std::make_unique<detail::UnreadyImports>();
+    } else if (options.readiness != ReadinessWait::kOnGpu) {
+      return make_unexpected(detail::invalid_argument(
+          kWho, "readiness must be ReadinessWait::kOnGpu or kOnHost, not " +
+                    std::to_string(static_cast<int>(options.readiness))));
+    }
+    auto hello =
+        detail::exchange_hello(channel, options.hello_timeout_ms, kWho, PeerRole::kImporter);
     if (!hello) {
       return make_unexpected(std::move(hello.error()));
     }
@@ -73,7 +127,8 @@ expected<Importer, Error> Importer::create(Channel channel, int hello_timeout_ms
     if (!outbox) {
       return make_unexpected(std::move(outbox.error()));
     }
-    return Importer(std::make_shared<detail::ImporterCore>(std::move(*outbox), hello->pid));
+    return Importer(std::make_shared<detail::ImporterCore>(std::move(*outbox), hello->pid),
+                    std::move(unready));
   } catch (const std::bad_alloc&) {
     // The channel (or the outbox that took it) closes on the way out, as on any refusal.
     return make_unexpected(detail::out_of_memory(kWho));
@@ -85,20 +140,46 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     return make_unexpected(detail::importer_moved_from());
   }
   const detail::Deadline deadline(timeout_ms);
+  const detail::Deadline now(0);
+  ReadinessPolling polling;
   for (;;) {
+    if (unready_ != nullptr) {
+      if (auto ready = unready_->take_ready()) {
+        return std::optional<Tensor>(std::move(*ready));
+      }
+    }
+    // While imports are held, the socket is only asked: their readiness wakes no descriptor.
+    const bool holding = unready_ != nullptr && !unready_->empty();
     // Waiting happens outside the core's lock, so releases from other threads never wait on it.
     // The exporter's process is watched too: its end of the socket may outlive it.
-    auto ready = detail::wait_ready(core_->fd(), POLLIN, deadline, kWho, core_->exporter_fd());
+    auto ready = detail::wait_ready(core_->fd(), POLLIN, holding ? now : deadline, kWho,
+                                    core_->exporter_fd());
     if (!ready) {
       return make_unexpected(std::move(ready.error()));
     }
     if (!*ready) {
+      if (holding && deadline.remaining_ms() != 0) {
+        polling.rest();
+        continue;
+      }
       (void)core_->flush();
       return std::optional<Tensor>();
     }
     auto received = core_->receive_now();
     if (!received) {
       if (received.error().code == ErrorCode::kClosed) {
+        // What a hung-up exporter published before may still become ready while its process
+        // runs; once it has exited, an event not completed never will (its context is gone).
+        if (holding && !exited(core_->exporter_fd())) {
+          if (deadline.remaining_ms() != 0) {
+            polling.rest();
+            continue;
+          }
+          return std::optional<Tensor>();
+        }
+        if (unready_ != nullptr) {
+          unready_->give_back_all();
+        }
         core_->forget_unused();
       }
       return make_unexpected(std::move(received.error()));
@@ -131,6 +212,20 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     auto tensor = detail::import_promised(core_, *descriptor, std::move(publish->fd), true, true);
     if (!tensor) {
       return make_unexpected(std::move(tensor.error()));
+    }
+    if (unready_ != nullptr && (holding || !detail::readiness_passed(*tensor))) {
+      // Behind the ones held before: imports are returned in the exporter's order.
+      try {
+        unready_->hold(*tensor);
+      } catch (const std::bad_alloc&) {
+        // Given back (the exporter's claim drops), and said so: never lost without a word.
+        return make_unexpected(ErrorCode::kResourceExhausted,
+                               std::string(kWho) + ": out of host memory holding export " +
+                                   std::to_string(descriptor->export_id) +
+                                   " for its readiness; it was given back");
+      }
+      core_->held_for_readiness();
+      continue;
     }
     return std::optional<Tensor>(std::move(*tensor));
   }

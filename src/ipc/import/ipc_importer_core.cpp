@@ -52,6 +52,11 @@ void ImporterCore::imported() noexcept {
   ++stats_.imported;
 }
 
+void ImporterCore::held_for_readiness() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.held_for_readiness;
+}
+
 bool ImporterCore::promise_release() noexcept {
   // Out of memory, the Release is sent without promised room when it comes (see Outbox::send).
   return outbox_->promise().has_value();

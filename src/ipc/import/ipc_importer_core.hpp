@@ -83,6 +83,8 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
                      std::uint64_t forget_allocation) noexcept;
   /** @brief Counts an import made. */
   void imported() noexcept;
+  /** @brief Counts an import held back for its readiness (ReadinessWait::kOnHost). */
+  void held_for_readiness() noexcept;
   /** @brief Counts a publish refused (its export is given back separately). */
   void refused() noexcept;
   /**

@@ -1,0 +1,27 @@
+#include "ipc/import/ipc_unready_imports.hpp"
+
+#include <utility>
+
+#include "ipc/import/ipc_import_reference.hpp"
+
+namespace holoscan::ipc::detail {
+
+bool readiness_passed(Tensor& tensor) noexcept {
+  // Every tensor held here was made by import_with(), whose memory reference is an
+  // ImportedReference, and nobody else has seen it to put another one there.
+  const auto reference = tensor.memory_reference();
+  return reference == nullptr || static_cast<ImportedReference&>(*reference).readiness_passed();
+}
+
+void UnreadyImports::hold(Tensor& tensor) { held_.push_back(std::move(tensor)); }
+
+std::optional<Tensor> UnreadyImports::take_ready() noexcept {
+  if (held_.empty() || !readiness_passed(held_.front())) {
+    return std::nullopt;
+  }
+  std::optional<Tensor> ready(std::move(held_.front()));
+  held_.pop_front();
+  return ready;
+}
+
+}  // namespace holoscan::ipc::detail

@@ -1,0 +1,44 @@
+#pragma once
+// The imports an Importer with ReadinessWait::kOnHost holds back until the exporter's readiness
+// event has completed, oldest first: receive() hands them out in publish order with the contract
+// met, so that no consumer stream ever waits on another process's event (a wait that never ends
+// once that process dies, and that holds up the GPU's turns between processes).
+#include <cstddef>
+#include <deque>
+#include <optional>
+
+#include "holoscan/tensor.hpp"
+
+namespace holoscan::ipc::detail {
+
+/** @brief Imports waiting for their readiness, in publish order; used by the receiving thread. */
+class UnreadyImports {
+ public:
+  /** @brief Holds `tensor`, an import of this library, behind those held before; throws
+   *         std::bad_alloc (then `tensor` is left to the caller). */
+  void hold(Tensor& tensor);
+  /**
+   * @brief The oldest import once its readiness event has completed (asked without waiting), its
+   *        readiness contract met; nullopt while it has not, or when none is held.
+   */
+  std::optional<Tensor> take_ready() noexcept;
+  /** @brief Whether no import is held. */
+  bool empty() const noexcept { return held_.empty(); }
+  /** @brief Imports held. */
+  std::size_t size() const noexcept { return held_.size(); }
+  /** @brief Gives every import held back to the exporter (no work of this process touched them,
+   *         so each Release goes without event). */
+  void give_back_all() noexcept { held_.clear(); }
+
+ private:
+  std::deque<Tensor> held_;
+};
+
+/**
+ * @brief Whether `tensor`'s readiness event (an import of this library) has completed, asked
+ *        without waiting (true without one); once it has, its readiness contract is met for good
+ *        (ImportedReference::readiness_passed). Only for an import no other thread holds yet.
+ */
+bool readiness_passed(Tensor& tensor) noexcept;
+
+}  // namespace holoscan::ipc::detail
