@@ -89,13 +89,21 @@ nb::object version_number(nb::handle item) {
   return number;
 }
 
+// Holoscan 5.0 (libholoscan_core.so.5, run): max_version and dl_device must be tuples of two
+// (a list, a longer tuple or a bare integer is a ValueError there, with these sentences).
+bool tuple_of_two(nb::handle value) {
+  return PyTuple_Check(value.ptr()) && PyTuple_GET_SIZE(value.ptr()) == 2;
+}
+
 // The consumer's max_version: nothing for a legacy capsule; for major 1 or later the minor version
-// to stamp, the newest that both sides read (as Holoscan 5.0 stamps it). Any sequence of two
-// integers is read, as Holoscan 5.0's std::optional<std::tuple<int, int>> parameter reads it (a
-// list too); integers of any size are valid requests.
+// to stamp, the newest that both sides read (as Holoscan 5.0 stamps it). A tuple of two integers
+// (what has __index__ too); integers of any size are valid requests.
 std::optional<std::uint32_t> versioned_minor(nb::handle max_version) {
   if (max_version.is_none()) {
     return std::nullopt;
+  }
+  if (!tuple_of_two(max_version)) {
+    throw nb::value_error("max_version must be a tuple of (major, minor)");
   }
   const auto pair = sequence_pair(max_version);
   nb::object major_number = pair ? version_number(pair->first) : nb::object();
@@ -138,12 +146,14 @@ std::string device_text(DLDevice device) {
 }
 
 // Holoscan 5.0: `stream` is ignored for host tensors (CPU, pinned), as a host consumer cannot
-// wait on one: not even read. A copy of one into device memory is queued on it, so there it counts.
+// wait on one, but refused as anywhere else when it is no stream (0, -5, a str: run against
+// libholoscan_core.so.5). A copy of one into device memory is queued on it, so there it counts.
 ProtocolStream consumer_stream(nb::handle stream, DLDevice ours, DLDevice target) {
+  const ProtocolStream parsed = parse_protocol_stream(stream);
   if (host_device(ours.device_type) && host_device(target.device_type)) {
     return ProtocolStream{};  // the legacy default stream, for a copy into pinned memory
   }
-  return parse_protocol_stream(stream);
+  return parsed;
 }
 
 // For a CUDA tensor the consumer's stream waits for the readiness point. A host consumer cannot
@@ -193,9 +203,19 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
     throw nb::type_error("copy must be None, True or False");
   }
   const std::optional<std::uint32_t> versioned = versioned_minor(max_version);
+  if (!dl_device.is_none() && !tuple_of_two(dl_device)) {
+    throw nb::value_error("dl_device must be a tuple of (device_type, device_id)");
+  }
   const DLDevice ours = tensor.device();
   const DLDevice target =
       dl_device.is_none() ? ours : parse_device(dl_device, "dl_device", Bools::kIntegers);
+  // Host memory has no owning device: __dlpack_device__ reports id 0, and a consumer that asks
+  // for another id asks for a device that does not exist (Holoscan 5.0 refuses it so, copy or
+  // not); compared as reported below, it would be taken for the tensor's own.
+  if (target.device_id != 0 && protocol_device(target).device_id == 0) {
+    raise_invalid_argument("Tensor copy target device is unsupported: dl_device " +
+                           device_text(target) + " names a host device other than 0");
+  }
   const ProtocolStream consumer = consumer_stream(stream, ours, target);
   // Compared as __dlpack_device__ reports them: a consumer asks for the device it was told of.
   const DLDevice reported = protocol_device(ours);

@@ -121,8 +121,9 @@ PyMethodDef dlpack_method_def = {
     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
     "Exports a DLPack capsule after ordering `stream` after readiness: None/1 legacy default, 2 "
     "per-thread default, -1 no synchronization, a stream pointer, or an object with "
-    "__cuda_stream__(); 0 is invalid; ignored for host tensors (CPU, pinned) unless copied into "
-    "device memory. A read-only tensor needs "
+    "__cuda_stream__(); 0 is invalid; checked but not waited on for host tensors (CPU, pinned) "
+    "unless copied into device memory. max_version and dl_device are tuples of two "
+    "(ValueError else). A read-only tensor needs "
     "max_version >= (1, 0) (BufferError else). copy=True or another dl_device gives an owning, "
     "writable copy, made on `stream` after the readiness point (-1 is refused when device "
     "memory is copied)."};

@@ -35,24 +35,21 @@ def test_max_version_of_non_integers_is_a_type_error(max_version):
     assert str(raised.value) == "max_version must be a tuple of (major, minor) integers, or None"
 
 
-@pytest.mark.parametrize("max_version, name", [
-    ([1, 0], "dltensor_versioned"),
-    (PairSequence(1, 3), "dltensor_versioned"),
-    ((np.int64(1), np.int32(0)), "dltensor_versioned"),
-    ([0, 8], "dltensor"),
-], ids=["list", "sequence", "numpy-integers", "list-legacy"])
-def test_max_version_is_any_sequence_of_two_integers(max_version, name):
-    # Holoscan 5.0 binds max_version as std::optional<std::tuple<int, int>>: nanobind's caster
-    # reads any sequence of two integers (anything with __index__), a list as well as a tuple.
+def test_max_version_is_a_tuple_of_two_integers():
+    # Holoscan 5.0 (its binary, run): a tuple of two integers, NumPy's too; a list or another
+    # sequence is a ValueError there, with the sentence below.
     writable = hd.TensorPool(memory="host", block_bytes=64, block_count=1).allocate((4,), "float32")
-    assert capsule_name(writable.__dlpack__(max_version=max_version)) == name
+    assert capsule_name(writable.__dlpack__(max_version=(np.int64(1), np.int32(0)))) == (
+        "dltensor_versioned")
+    assert capsule_name(writable.__dlpack__(max_version=(0, 8))) == "dltensor"
 
 
-@pytest.mark.parametrize("max_version", [[1], [1, 0, 0], "10", b"10", 1, {1: 0, 0: 0}])
-def test_max_version_of_another_shape_is_a_type_error(max_version):
-    with pytest.raises(TypeError) as raised:
+@pytest.mark.parametrize("max_version", [[1, 0], PairSequence(1, 3), (1,), (1, 0, 0), [1],
+                                         "10", b"10", 1, {1: 0, 0: 0}])
+def test_max_version_of_another_shape_is_a_value_error(max_version):
+    with pytest.raises(ValueError) as raised:
         host_tensor().__dlpack__(max_version=max_version)
-    assert str(raised.value) == "max_version must be a tuple of (major, minor) integers, or None"
+    assert str(raised.value) == "max_version must be a tuple of (major, minor)"
 
 
 def test_max_version_of_any_size_picks_the_capsule_by_its_sign():
@@ -208,15 +205,23 @@ class RaisingLength(PairSequence):
 
 
 @pytest.mark.parametrize("argument", ["max_version", "dl_device"])
-def test_what_a_pairs_own_length_raises_reaches_the_caller(argument):
-    """max_version and dl_device are read as sequences of two: whatever their __len__ raised (Ctrl-C
-    among it) was cleared and reported as "not a pair" (a TypeError)."""
+def test_a_sequence_that_is_no_tuple_is_refused_before_it_is_read(argument):
+    """__dlpack__ takes tuples only (Holoscan 5.0): a sequence whose __len__ raises is refused as
+    what it is, without running its code."""
+    for error in (KeyboardInterrupt(), ValueError("its own error"), TypeError("no len")):
+        with pytest.raises(ValueError, match=f"^{argument} must be a tuple of "):
+            host_tensor().__dlpack__(**{argument: RaisingLength(error)})
+
+
+def test_what_a_devices_own_length_raises_reaches_the_caller_of_copy_to():
+    """copy_to reads any pair: whatever its __len__ raised (Ctrl-C among it) was cleared and
+    reported as "not a pair" (a TypeError)."""
     with pytest.raises(KeyboardInterrupt):
-        host_tensor().__dlpack__(**{argument: RaisingLength(KeyboardInterrupt())})
+        host_tensor().copy_to(RaisingLength(KeyboardInterrupt()))
     with pytest.raises(ValueError, match="its own error"):
-        host_tensor().__dlpack__(**{argument: RaisingLength(ValueError("its own error"))})
-    with pytest.raises(TypeError, match=argument):  # no length at all: no pair, as before
-        host_tensor().__dlpack__(**{argument: RaisingLength(TypeError("no len"))})
+        host_tensor().copy_to(RaisingLength(ValueError("its own error")))
+    with pytest.raises(TypeError, match="device"):  # no length at all: no pair, as before
+        host_tensor().copy_to(RaisingLength(TypeError("no len")))
 
 
 @pytest.mark.parametrize("device, error, message", [
@@ -239,22 +244,52 @@ def test_dl_device_of_bad_values(device, error, message):
 @pytest.mark.parametrize("device", [[KDL_CPU, 0], PairSequence(KDL_CPU, 0),
                                     (np.int32(KDL_CPU), np.int64(0))],
                          ids=["list", "sequence", "numpy-integers"])
-def test_dl_device_is_any_sequence_of_two_integers(device):
-    # Holoscan 5.0 binds dl_device as std::optional<std::tuple<int, int>>: nanobind's caster reads
-    # any sequence of two integers, a list as well as a tuple.
+def test_dl_device_is_a_tuple_of_two_integers_and_a_copys_device_any_pair(device):
+    # Holoscan 5.0 (its binary, run): __dlpack__'s dl_device is a tuple of two integers (a list is
+    # a ValueError there); copy_to takes a DLDevice or any pair.
     t = host_tensor()
-    assert capsule_name(t.__dlpack__(dl_device=device, max_version=(1, 0), copy=False)) == (
-        "dltensor_versioned")
-    other = [KDL_CUDA, 0] if isinstance(device, list) else (KDL_CUDA, 0)
-    with pytest.raises(BufferError, match="copy=False cannot satisfy a different dl_device"):
-        t.__dlpack__(dl_device=other, max_version=(1, 0), copy=False)
+    if isinstance(device, tuple):
+        assert capsule_name(t.__dlpack__(dl_device=device, max_version=(1, 0), copy=False)) == (
+            "dltensor_versioned")
+        with pytest.raises(BufferError, match="copy=False cannot satisfy a different dl_device"):
+            t.__dlpack__(dl_device=(KDL_CUDA, 0), max_version=(1, 0), copy=False)
+    else:
+        with pytest.raises(ValueError, match=r"^dl_device must be a tuple of \(device_type, "):
+            t.__dlpack__(dl_device=device, max_version=(1, 0))
     assert t.copy_to(device).device == hd.DLDevice(KDL_CPU, 0)
 
 
-@pytest.mark.parametrize("device", [[KDL_CPU], [KDL_CPU, 0, 0], "10", b"10", {KDL_CPU: 0}])
-def test_dl_device_of_another_shape_is_a_type_error(device):
-    with pytest.raises(TypeError, match=r"^dl_device must be a \(device_type, device_id\) pair"):
+@pytest.mark.parametrize("device", [[KDL_CPU], [KDL_CPU, 0, 0], (KDL_CPU,), (KDL_CPU, 0, 0), "10",
+                                    b"10", 5, {KDL_CPU: 0}])
+def test_dl_device_of_another_shape_is_a_value_error(device):
+    with pytest.raises(ValueError) as raised:
         host_tensor().__dlpack__(dl_device=device, max_version=(1, 0))
+    assert str(raised.value) == "dl_device must be a tuple of (device_type, device_id)"
+
+
+@pytest.mark.parametrize("device", [(KDL_CPU, 1), (KDL_CPU, 5)])
+@pytest.mark.parametrize("copy", [None, True])
+def test_a_host_device_other_than_zero_is_refused_not_taken_for_device_zero(device, copy):
+    # A host tensor reports (1, 0); (1, 1) names no device, and was satisfied with (1, 0).
+    with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+        host_tensor().__dlpack__(dl_device=device, max_version=(1, 0), copy=copy)
+    assert str(raised.value) == (
+        f"kInvalidArgument: Tensor copy target device is unsupported: dl_device (1, {device[1]}) "
+        "names a host device other than 0")
+
+
+@pytest.mark.parametrize("stream", [0, -5, "x", 1.0, object()])
+def test_a_host_export_refuses_what_is_no_stream_as_a_device_export_does(stream):
+    # Holoscan 5.0 ignores the stream of a host export, but refuses one that is no stream first.
+    with pytest.raises(Exception) as host_error:
+        host_tensor().__dlpack__(stream=stream, max_version=(1, 0))
+    with pytest.raises(Exception) as device_error:
+        export_to_device(stream)
+    assert type(host_error.value) is type(device_error.value)
+    assert str(host_error.value) == str(device_error.value)
+    for fine in (None, -1, 1, 2):
+        assert capsule_name(host_tensor().__dlpack__(stream=fine, max_version=(1, 0))) == (
+            "dltensor_versioned")
 
 
 class Interface:

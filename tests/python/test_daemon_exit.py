@@ -265,7 +265,7 @@ def test_a_daemon_thread_reading_a_custom_sequence_does_not_abort_the_exit():
             def __getitem__(self, index):
                 time.sleep(0)
                 return (1, 0)[index]
-        """, "tensor.__dlpack__(max_version=(1, 0), dl_device=Pair())")
+        """, "tensor.copy_to(Pair())")
 
 
 def test_a_daemon_thread_reading_a_shape_from_a_custom_sequence_does_not_abort_the_exit():

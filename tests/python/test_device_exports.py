@@ -71,15 +71,17 @@ def test_a_cuda_stream_object_is_asked_once(device_tensor):
 
 
 @pytest.mark.parametrize("device", [(KDL_CPU, 0), (KDL_CUDA_HOST, 0)], ids=["cpu", "pinned"])
-def test_host_tensors_ignore_the_stream(testing, device):
-    # Holoscan 5.0: "Ignored for host tensors", so not even read: 0 and invalid values too.
+def test_host_tensors_wait_on_no_stream_but_refuse_what_is_none(testing, device):
+    # Holoscan 5.0 (its binary, run): "Ignored for host tensors", but a value that is no stream
+    # (0, -2, a str, an unknown protocol version) is refused there as for any tensor.
     host = hd.from_dlpack(testing.make_capsule(shape=[2], device=device))
-    unread = CudaStreamProtocol(5, version=1)
-    for stream in (None, 1, 2, -1, 0x7F00DEAD, CudaStreamProtocol(2), 0, -2, "default", unread):
+    for stream in (None, 1, 2, -1, 0x7F00DEAD, CudaStreamProtocol(2)):
         assert host.__dlpack__(stream=stream, max_version=(1, 0)) is not None
         assert host.__dlpack__(stream=stream, copy=True, dl_device=(KDL_CPU, 0),
                                max_version=(1, 0)) is not None
-    assert unread.calls == 0
+    for stream in (0, -2, "default", CudaStreamProtocol(5, version=1)):
+        with pytest.raises((hd.errors.InvalidArgumentError, TypeError)):
+            host.__dlpack__(stream=stream, max_version=(1, 0))
 
 
 def test_a_host_tensors_copy_into_device_memory_still_checks_the_stream(testing):
@@ -102,12 +104,14 @@ def test_other_devices_need_a_copy(device_tensor):
     with pytest.raises(BufferError, match="copy=False cannot satisfy"):
         device_tensor.__dlpack__(dl_device=(KDL_CPU, 0), copy=False, max_version=(1, 0))
     with pytest.raises(BufferError, match="copy=False"):
-        device_tensor.__dlpack__(dl_device=hd.DLDevice(KDL_CUDA, 1), copy=False)
+        device_tensor.__dlpack__(dl_device=(KDL_CUDA, 1), copy=False)
     assert device_tensor.__dlpack__(dl_device=(KDL_CUDA, 0), max_version=(1, 0)) is not None
-    assert device_tensor.__dlpack__(dl_device=hd.DLDevice(hd.DLDeviceType.DLCUDA, 0),
+    assert device_tensor.__dlpack__(dl_device=(int(hd.DLDeviceType.DLCUDA), 0),
                                     copy=False, max_version=(1, 0)) is not None
-    with pytest.raises(TypeError, match="dl_device"):
-        device_tensor.__dlpack__(dl_device="cuda:0")
+    # Holoscan 5.0 takes a tuple only: a DLDevice or a name is a ValueError there too.
+    for other in ("cuda:0", hd.DLDevice(KDL_CUDA, 0)):
+        with pytest.raises(ValueError, match="^dl_device must be a tuple of"):
+            device_tensor.__dlpack__(dl_device=other)
     assert device_tensor.__dlpack_device__() == (KDL_CUDA, 0)
     assert all(type(v) is int for v in device_tensor.__dlpack_device__())
 
