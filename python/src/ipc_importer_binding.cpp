@@ -174,6 +174,10 @@ void bind_ipc_importer(nb::module_& module) {
       .def_prop_ro("fd", &ImporterHandle::fileno, Entry(), "Same as fileno().")
       .def("outstanding", query(&ipc::Importer::outstanding), Entry(),
            "Imports not yet given back.")
+      .def("awaiting_readiness", query(&ipc::Importer::awaiting_readiness), Entry(),
+           "Imports receive() holds for their readiness now (readiness='host'): while not 0, "
+           "an event loop calls receive(timeout_ms=0) every few tens of microseconds besides "
+           "waiting on fileno() (a completing event wakes no descriptor).")
       .def("queued_releases", query(&ipc::Importer::queued_releases), Entry(),
            "Releases waiting for room in the socket.")
       .def("cached_mappings", query(&ipc::Importer::cached_mappings), Entry(),

@@ -101,11 +101,13 @@ TEST_F(IpcHostReadiness, AnImportIsHeldUntilItsEventCompletesThenComesWithItsCon
   EXPECT_FALSE(receive(20).has_value()) << "held for the whole timeout";
   EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(20));
   EXPECT_EQ(importer_->stats().held_for_readiness, 1u);
+  EXPECT_EQ(importer_->awaiting_readiness(), 1u) << "what an event loop asks";
   EXPECT_EQ(importer_->outstanding(), 1u) << "imported, not given back";
 
   fake().complete(producer);
   std::optional<Tensor> imported = receive(1000);
   ASSERT_TRUE(imported.has_value());
+  EXPECT_EQ(importer_->awaiting_readiness(), 0u);
   EXPECT_TRUE(imported->has_readiness_stream_contract()) << "met, so consumer code is the same";
   EXPECT_EQ(static_cast<const float*>(imported->data())[7], 1.5f);
   const cudaStream_t consumer = fake().create_stream(0);
@@ -126,6 +128,7 @@ TEST_F(IpcHostReadiness, AReadyImportComesAtOnceAndImportsComeInTheExportersOrde
   publish(second, 2.0f);
   fake().complete(second);
   EXPECT_FALSE(receive(0).has_value()) << "the second is ready, but behind the first";
+  EXPECT_EQ(importer_->awaiting_readiness(), 2u);
   fake().complete(first);
   for (const float expected : {1.0f, 2.0f}) {
     std::optional<Tensor> imported = receive(1000);

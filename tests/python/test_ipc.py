@@ -706,6 +706,7 @@ def test_an_importer_waiting_for_readiness_on_the_host_times_out_and_sees_its_ex
         assert importer.receive(timeout_ms=0) is None
         assert importer.receive(timeout_ms=20) is None
         assert importer.stats().held_for_readiness == 0
+        assert importer.awaiting_readiness() == 0
         exporter.close()
         with pytest.raises(hd.errors.ClosedError):
             importer.receive(timeout_ms=1000)

@@ -161,8 +161,15 @@ class HOLOSCAN_DLPACK_API Importer {
 
   /** @brief The channel's socket, for poll()/epoll loops (readable: receive() will not wait). It
    *         shows the exporter's hang-up, not its exit while another process holds its end:
-   *         receive() and poll() see that. */
+   *         receive() and poll() see that. An import held for its readiness (kOnHost) makes it
+   *         readable neither: see awaiting_readiness(). */
   int fd() const noexcept;
+  /**
+   * @brief Imports receive() holds for their readiness now (ReadinessWait::kOnHost; always 0
+   *        otherwise). A completing event wakes no descriptor: while this is not zero, an event
+   *        loop calls receive(0) every few tens of microseconds besides waiting on fd().
+   */
+  std::size_t awaiting_readiness() const noexcept;
   /** @brief Imports not yet given back. */
   std::size_t outstanding() const noexcept;
   /** @brief Releases waiting for room in the socket. */

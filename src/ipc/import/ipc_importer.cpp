@@ -242,6 +242,9 @@ int Importer::fd() const noexcept { return core_ != nullptr ? core_->fd() : -1; 
 std::size_t Importer::outstanding() const noexcept {
   return core_ != nullptr ? core_->outstanding() : 0;
 }
+std::size_t Importer::awaiting_readiness() const noexcept {
+  return unready_ != nullptr ? unready_->size() : 0;
+}
 std::size_t Importer::queued_releases() const noexcept {
   return core_ != nullptr ? core_->queued_releases() : 0;
 }

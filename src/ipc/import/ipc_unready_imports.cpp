@@ -13,7 +13,10 @@ bool readiness_passed(Tensor& tensor) noexcept {
   return reference == nullptr || static_cast<ImportedReference&>(*reference).readiness_passed();
 }
 
-void UnreadyImports::hold(Tensor& tensor) { held_.push_back(std::move(tensor)); }
+void UnreadyImports::hold(Tensor& tensor) {
+  held_.push_back(std::move(tensor));
+  count_.store(held_.size(), std::memory_order_relaxed);
+}
 
 std::optional<Tensor> UnreadyImports::take_ready() noexcept {
   if (held_.empty() || !readiness_passed(held_.front())) {
@@ -21,6 +24,7 @@ std::optional<Tensor> UnreadyImports::take_ready() noexcept {
   }
   std::optional<Tensor> ready(std::move(held_.front()));
   held_.pop_front();
+  count_.store(held_.size(), std::memory_order_relaxed);
   return ready;
 }
 

@@ -3,6 +3,7 @@
 // event has completed, oldest first: receive() hands them out in publish order with the contract
 // met, so that no consumer stream ever waits on another process's event (a wait that never ends
 // once that process dies, and that holds up the GPU's turns between processes).
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <optional>
@@ -22,16 +23,20 @@ class UnreadyImports {
    *        readiness contract met; nullopt while it has not, or when none is held.
    */
   std::optional<Tensor> take_ready() noexcept;
-  /** @brief Whether no import is held. */
+  /** @brief Whether no import is held (the receiving thread). */
   bool empty() const noexcept { return held_.empty(); }
-  /** @brief Imports held. */
-  std::size_t size() const noexcept { return held_.size(); }
+  /** @brief Imports held; any thread may ask. */
+  std::size_t size() const noexcept { return count_.load(std::memory_order_relaxed); }
   /** @brief Gives every import held back to the exporter (no work of this process touched them,
    *         so each Release goes without event). */
-  void give_back_all() noexcept { held_.clear(); }
+  void give_back_all() noexcept {
+    held_.clear();
+    count_.store(0, std::memory_order_relaxed);
+  }
 
  private:
   std::deque<Tensor> held_;
+  std::atomic<std::size_t> count_{0};  // held_.size(), for other threads
 };
 
 /**
