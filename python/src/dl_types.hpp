@@ -17,14 +17,18 @@ enum class TypeCode : int {};
 
 /** @brief Whether DLDeviceType names `value` (else Python gets a plain int). */
 bool known_device_type(int value) noexcept;
+/** @brief DLDeviceType's name for `value` ("DLCUDA"), or null for a value it lacks. */
+const char* device_type_name(int value) noexcept;
+/** @brief DLDataTypeCode's name for `value` ("DLFLOAT"), or null for a value it lacks. */
+const char* type_code_name(int value) noexcept;
 
 /** @brief `device_type` as a DLDeviceType member, or a plain int for a value it lacks. */
 nanobind::object device_type_object(int value);
 
-/** @brief "DLDevice(device_type=DLDeviceType.DLCUDA, device_id=0)". */
+/** @brief "DLDevice(device_type=kDLCUDA, device_id=0)", as Holoscan 5.0 writes it. */
 std::string device_repr(DLDevice device);
 
-/** @brief "DLDataType(code=2, bits=32, lanes=1)". */
+/** @brief "DLDataType(code=DLFLOAT, bits=32, lanes=1)", as Holoscan 5.0 writes it. */
 std::string dtype_repr(DLDataType dtype);
 
 /**

@@ -126,18 +126,20 @@ nb::object device_type_object(int value) {
   return nb::int_(value);
 }
 
+// Holoscan 5.0's spellings (its module, run): the C++ enumerator for a device type (kDLCPU), the
+// Python member for a type code (DLFLOAT); a value neither names is written as its number.
 std::string device_repr(DLDevice device) {
   const int type = static_cast<int>(device.device_type);
-  const std::string name =
-      known_device_type(type)
-          ? "DLDeviceType." + nb::cast<std::string>(device_type_object(type).attr("name"))
-          : std::to_string(type);
-  return "DLDevice(device_type=" + name + ", device_id=" + std::to_string(device.device_id) + ")";
+  const char* name = device_type_name(type);
+  return "DLDevice(device_type=" +
+         (name != nullptr ? "k" + std::string(name) : std::to_string(type)) +
+         ", device_id=" + std::to_string(device.device_id) + ")";
 }
 
 std::string dtype_repr(DLDataType dtype) {
-  return "DLDataType(code=" + std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) +
-         ", lanes=" + std::to_string(dtype.lanes) + ")";
+  const char* code = type_code_name(dtype.code);
+  return "DLDataType(code=" + (code != nullptr ? std::string(code) : std::to_string(dtype.code)) +
+         ", bits=" + std::to_string(dtype.bits) + ", lanes=" + std::to_string(dtype.lanes) + ")";
 }
 
 namespace {

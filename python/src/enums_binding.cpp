@@ -73,14 +73,25 @@ void add_values(nb::enum_<Enum>& type, const NamedValue* values, std::size_t cou
 
 }  // namespace
 
-bool known_device_type(int value) noexcept {
-  for (const NamedValue& named : kDeviceTypes) {
+namespace {
+
+template <std::size_t N>
+const char* name_in(const NamedValue (&table)[N], int value) noexcept {
+  for (const NamedValue& named : table) {
     if (named.value == value) {
-      return true;
+      return named.name;
     }
   }
-  return false;
+  return nullptr;
 }
+
+}  // namespace
+
+const char* device_type_name(int value) noexcept { return name_in(kDeviceTypes, value); }
+
+const char* type_code_name(int value) noexcept { return name_in(kTypeCodes, value); }
+
+bool known_device_type(int value) noexcept { return device_type_name(value) != nullptr; }
 
 void bind_enums(nb::module_& module) {
   nb::enum_<DeviceTypeCode> device_types(module, "DLDeviceType", nb::is_arithmetic(),

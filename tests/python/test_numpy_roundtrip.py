@@ -27,8 +27,8 @@ def test_import_describes_the_array_and_shares_its_memory():
     assert t.is_read_only, "a zero-copy import has read-only authority"
     assert not t.has_readiness_stream_contract()
     assert t.readiness_stream is None
-    assert repr(t) == ("Tensor(shape=(3, 4), dtype=DLDataType(code=2, bits=32, lanes=1), "
-                       "device=DLDevice(device_type=DLDeviceType.DLCPU, device_id=0), "
+    assert repr(t) == ("Tensor(shape=(3, 4), dtype=DLDataType(code=DLFLOAT, bits=32, lanes=1), "
+                       "device=DLDevice(device_type=kDLCPU, device_id=0), "
                        "is_read_only=True)")
 
 

@@ -53,13 +53,14 @@ def test_dl_device_and_dl_data_type_values():
     assert (cuda.device_type, cuda.device_id) == (hd.DLDeviceType.DLCUDA, 1)
     assert cuda == hd.DLDevice(2, 1) and cuda != hd.DLDevice(2, 0)
     assert hash(cuda) == hash(hd.DLDevice(2, 1))
-    assert repr(cuda) == "DLDevice(device_type=DLDeviceType.DLCUDA, device_id=1)"
+    assert repr(cuda) == "DLDevice(device_type=kDLCUDA, device_id=1)"  # as Holoscan 5.0 writes it
     assert repr(hd.DLDevice(99, 0)) == "DLDevice(device_type=99, device_id=0)"
     assert hd.DLDevice(99, 0).device_type == 99
     with pytest.raises(AttributeError):
         cuda.device_id = 0  # read-only, as in 5.0
     dtype = hd.DLDataType(2, 32, 1)
-    assert repr(dtype) == "DLDataType(code=2, bits=32, lanes=1)"
+    assert repr(dtype) == "DLDataType(code=DLFLOAT, bits=32, lanes=1)"
+    assert repr(hd.DLDataType(200, 8, 1)) == "DLDataType(code=200, bits=8, lanes=1)"  # unnamed
     dtype.lanes = 4  # writable fields, as in 5.0
     assert dtype == hd.DLDataType(2, 32, 4) and dtype != hd.DLDataType(2, 32, 1)
     with pytest.raises(TypeError):
