@@ -186,7 +186,7 @@ class IpcHostReadinessExporterProcess : public ::testing::Test {
     // child, which uses the fake's streams here; the other presets run these tests.
     GTEST_SKIP() << "forked children that use the fake runtime cannot run under ThreadSanitizer";
 #endif
-    pool_ = test::make_device_pool(1024, 2, test::PoolKind::kShareable);
+    pool_ = test::make_device_pool(1024, 4, test::PoolKind::kShareable);
     ASSERT_NE(pool_, nullptr);
   }
 
@@ -216,16 +216,17 @@ class IpcHostReadinessExporterProcess : public ::testing::Test {
     importer_.emplace(std::move(*importer));
   }
 
-  // Asks the Importer until it holds one import for its readiness (5 s at most), returning none.
-  void held_one() {
+  // Asks the Importer until it has held `count` imports for their readiness (5 s at most),
+  // returning none.
+  void held(std::uint64_t count) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (importer_->stats().held_for_readiness == 0 &&
+    while (importer_->stats().held_for_readiness < count &&
            std::chrono::steady_clock::now() < deadline) {
-      auto held = importer_->receive(1);
-      ASSERT_TRUE(held.has_value()) << held.error().message;
-      EXPECT_FALSE(held->has_value()) << "its producer is still busy";
+      auto received = importer_->receive(1);
+      ASSERT_TRUE(received.has_value()) << received.error().message;
+      EXPECT_FALSE(received->has_value()) << "behind an import whose producer is still busy";
     }
-    ASSERT_EQ(importer_->stats().held_for_readiness, 1u);
+    ASSERT_EQ(importer_->stats().held_for_readiness, count);
   }
 
   test::FakeCuda& fake() { return scope_.fake(); }
@@ -236,39 +237,50 @@ class IpcHostReadinessExporterProcess : public ::testing::Test {
   std::optional<Importer> importer_;
 };
 
-// The exporter's process publishes two tensors and exits, its producer's work never done (a
-// process killed mid-work: its events never complete). The first, ready before, still comes; the
-// second is given back and kClosed follows, soon, whatever the timeout.
+// The exporter's process publishes three tensors and exits, the second's producer never done (a
+// process killed mid-work: its events never complete). The first, ready before, still comes, and
+// the third, ready behind it; the second is given back and kClosed follows, soon, whatever the
+// timeout.
 TEST_F(IpcHostReadinessExporterProcess, AnImportWhoseExporterExitedUnreadyIsGivenBackThenClosed) {
   fork_exporter(
       [&](Exporter& exporter, PeerId peer) {
         const cudaStream_t done = fake().create_stream(0);
         const cudaStream_t busy = fake().create_stream(0);
-        Tensor ready = test::allocate(*pool_, {8});
-        Tensor unready = test::allocate(*pool_, {8});
-        fake().launch(busy);  // never completed
-        const bool published = ready.set_readiness_stream(done) &&
-                               unready.set_readiness_stream(busy) &&
-                               exporter.publish(peer, ready).has_value() &&
-                               exporter.publish(peer, unready).has_value();
+        bool published = true;
+        for (const float value : {1.0f, 2.0f, 3.0f}) {
+          Tensor tensor = test::allocate(*pool_, {8});
+          static_cast<float*>(tensor.data())[0] = value;
+          if (value == 2.0f) {
+            fake().launch(busy);  // never completed
+          }
+          published = published && tensor.set_readiness_stream(value == 2.0f ? busy : done) &&
+                      exporter.publish(peer, tensor).has_value();
+        }
         scope_.ipc().settle();
         return published;
       },
       [](test::Steps&) { return true; });
   ASSERT_TRUE(importer_.has_value());
   Tensor first = test::receive_one(*importer_);
-  EXPECT_TRUE(first);
-  held_one();  // the second Publish may still have been on its way
-  EXPECT_EQ(importer_->outstanding(), 2u);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(static_cast<const float*>(first.data())[0], 1.0f);
+  held(2);  // the second, and the third behind it (the Publishes may still have been on the way)
+  EXPECT_EQ(importer_->outstanding(), 3u);
   ASSERT_TRUE(child_.steps().send('x'));
   EXPECT_EQ(child_.reap(), 0);
   const auto started = std::chrono::steady_clock::now();
+  auto third = importer_->receive(5000);
+  ASSERT_TRUE(third.has_value()) << third.error().message;
+  ASSERT_TRUE(third->has_value()) << "a timeout";
+  EXPECT_EQ(static_cast<const float*>((*third)->data())[0], 3.0f);
+  EXPECT_EQ(importer_->outstanding(), 2u) << "the unready second was given back";
   auto after = importer_->receive(5000);
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
   ASSERT_FALSE(after.has_value()) << (*after ? "a tensor" : "a timeout");
   EXPECT_EQ(after.error().code, ErrorCode::kClosed);
-  EXPECT_EQ(importer_->outstanding(), 1u) << "the unready import was given back";
+  EXPECT_EQ(importer_->awaiting_readiness(), 0u);
   first = Tensor();
+  *third = Tensor();
   flush_deferred_releases();
   EXPECT_EQ(importer_->outstanding(), 0u);
 }
@@ -297,7 +309,7 @@ TEST_F(IpcHostReadinessExporterProcess, AnImportOfAnExporterThatHungUpStillComes
       });
   ASSERT_TRUE(importer_.has_value());
   ASSERT_EQ(child_.steps().receive(), 'h');
-  held_one();
+  held(1);
   for (int i = 0; i < 3; ++i) {
     auto held = importer_->receive(5);
     ASSERT_TRUE(held.has_value()) << "no kClosed while its work may finish: "

@@ -149,7 +149,7 @@ class HOLOSCAN_DLPACK_API Importer {
    * completed; while one is held this call polls (every few tens of microseconds) until
    * `timeout_ms`. After a hang-up, imports held are still returned as their events complete;
    * once the exporter's process has exited, those whose events did not complete are given back
-   * and kClosed follows.
+   * (they never will), the others still returned in order, and kClosed follows.
    */
   expected<std::optional<Tensor>, Error> receive(int timeout_ms);
 

@@ -169,16 +169,18 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     if (!received) {
       if (received.error().code == ErrorCode::kClosed) {
         // What a hung-up exporter published before may still become ready while its process
-        // runs; once it has exited, an event not completed never will (its context is gone).
-        if (holding && !exited(core_->exporter_fd())) {
+        // runs; once it has exited, an event not completed never will (its context is gone):
+        // those imports are given back, the ready ones still returned, then kClosed.
+        if (holding) {
+          if (exited(core_->exporter_fd())) {
+            (void)unready_->give_back_unready();
+            continue;
+          }
           if (deadline.remaining_ms() != 0) {
             polling.rest();
             continue;
           }
           return std::optional<Tensor>();
-        }
-        if (unready_ != nullptr) {
-          unready_->give_back_all();
         }
         core_->forget_unused();
       }

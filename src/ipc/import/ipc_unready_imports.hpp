@@ -27,12 +27,13 @@ class UnreadyImports {
   bool empty() const noexcept { return held_.empty(); }
   /** @brief Imports held; any thread may ask. */
   std::size_t size() const noexcept { return count_.load(std::memory_order_relaxed); }
-  /** @brief Gives every import held back to the exporter (no work of this process touched them,
-   *         so each Release goes without event). */
-  void give_back_all() noexcept {
-    held_.clear();
-    count_.store(0, std::memory_order_relaxed);
-  }
+  /**
+   * @brief Gives back (no work of this process touched them, so each Release goes without event)
+   *        every import held whose readiness event has not completed, asked once each, and keeps
+   *        the others in order: for an exporter whose process has exited, whose events that did
+   *        not complete never will. Returns how many are kept.
+   */
+  std::size_t give_back_unready() noexcept;
 
  private:
   std::deque<Tensor> held_;
