@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "holoscan/deferred_release.hpp"
@@ -127,6 +128,7 @@ TEST_F(IpcHostReadiness, AReadyImportComesAtOnceAndImportsComeInTheExportersOrde
   publish(first, 1.0f);
   publish(second, 2.0f);
   fake().complete(second);
+  EXPECT_FALSE(receive(0).has_value()) << "the first is held";
   EXPECT_FALSE(receive(0).has_value()) << "the second is ready, but behind the first";
   EXPECT_EQ(importer_->awaiting_readiness(), 2u);
   fake().complete(first);
@@ -161,6 +163,63 @@ TEST_F(IpcHostReadiness, TheImportersEndGivesBackWhatItHeld) {
   EXPECT_EQ(pool_->available_blocks(), 3u) << "the block waits for its producer";
   fake().complete(producer);
   EXPECT_EQ(pool_->available_blocks(), 4u);
+}
+
+// receive(0) reads what is there once: with an import held, each call takes one more Publish,
+// so that an exporter that publishes faster than this reads cannot keep the call going.
+TEST_F(IpcHostReadiness, AReceiveThatMustNotWaitTakesOnePublishAtATimeWhileHolding) {
+  const cudaStream_t producer = fake().create_stream(0);
+  for (int i = 0; i < 3; ++i) {
+    publish(producer, static_cast<float>(i));
+  }
+  for (std::size_t held = 1; held <= 3; ++held) {
+    EXPECT_FALSE(receive(0).has_value());
+    EXPECT_EQ(importer_->awaiting_readiness(), held);
+  }
+  fake().complete(producer);
+  for (int i = 0; i < 3; ++i) {
+    std::optional<Tensor> imported = receive(0);
+    ASSERT_TRUE(imported.has_value());
+    EXPECT_EQ(static_cast<const float*>(imported->data())[0], static_cast<float>(i));
+  }
+}
+
+// An event that cannot be asked (a broken context) would hold its import, and all behind it, for
+// ever: that import is given back and the error says so, naming the call and CUDA's error.
+TEST_F(IpcHostReadiness, AnEventThatCannotBeAskedGivesItsImportBackWithTheError) {
+  const cudaStream_t producer = fake().create_stream(0);
+  publish(producer, 1.0f);
+  EXPECT_FALSE(receive(0).has_value());
+  ASSERT_EQ(importer_->awaiting_readiness(), 1u);
+  ipc().fail_next(CudaIpcEntry::kEventQuery, cudaErrorLaunchFailure);
+  auto failed = importer_->receive(0);
+  ASSERT_FALSE(failed.has_value());
+  EXPECT_EQ(failed.error().code, ErrorCode::kFailure);
+  EXPECT_NE(failed.error().message.find("ipc importer: an import held for its readiness was "
+                                        "given back: cudaEventQuery(readiness)"),
+            std::string::npos)
+      << failed.error().message;
+  EXPECT_NE(failed.error().message.find("cudaErrorLaunchFailure"), std::string::npos);
+  EXPECT_EQ(importer_->awaiting_readiness(), 0u);
+  flush_deferred_releases();
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+      << "its Release went";
+  fake().complete(producer);
+}
+
+TEST_F(IpcHostReadiness, WhatIsHeldMovesWithTheImporter) {
+  const cudaStream_t producer = fake().create_stream(0);
+  publish(producer, 5.0f);
+  EXPECT_FALSE(receive(0).has_value());
+  Importer moved(std::move(*importer_));
+  EXPECT_EQ(moved.awaiting_readiness(), 1u);
+  EXPECT_EQ(importer_->awaiting_readiness(), 0u) << "moved from";
+  fake().complete(producer);
+  auto imported = moved.receive(1000);
+  ASSERT_TRUE(imported.has_value()) << imported.error().message;
+  ASSERT_TRUE(imported->has_value());
+  EXPECT_EQ(static_cast<const float*>((*imported)->data())[0], 5.0f);
+  *importer_ = std::move(moved);  // the fixture's teardown lets it go
 }
 
 TEST(IpcHostReadinessOptions, AReadinessWaitOfNeitherKindIsRefused) {

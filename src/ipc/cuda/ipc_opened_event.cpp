@@ -52,16 +52,15 @@ OpenedEvent::~OpenedEvent() {
   }
 }
 
-bool OpenedEvent::completed() const noexcept {
+bool OpenedEvent::completed() const noexcept { return query() == cudaSuccess; }
+
+cudaError_t OpenedEvent::query() const noexcept {
   RelaxedCaptureScope relaxed;
   const cudaError_t status = cuda_ipc().event_query(event_);
-  if (status == cudaSuccess) {
-    return true;
-  }
-  if (status != cudaErrorNotReady) {
+  if (status != cudaSuccess && status != cudaErrorNotReady) {
     (void)cuda().get_last_error();
   }
-  return false;
+  return status;
 }
 
 expected<std::shared_ptr<OpenedEvent>, Error> OpenedEventCache::open(const IpcHandleBytes& handle,

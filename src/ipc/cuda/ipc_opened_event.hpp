@@ -51,6 +51,11 @@ class HOLOSCAN_DLPACK_ABI OpenedEvent {
    * the peer may still use (an exporter stops waiting once the peer has exited instead).
    */
   bool completed() const noexcept;
+  /**
+   * @brief cudaEventQuery's answer for the event, asked in relaxed capture mode (the error cleared
+   *        when it is one): cudaSuccess once completed, cudaErrorNotReady before, else the error.
+   */
+  cudaError_t query() const noexcept;
 
  private:
   OpenedEvent(cudaEvent_t event, int device) noexcept;

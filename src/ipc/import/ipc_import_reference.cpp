@@ -120,9 +120,15 @@ expected<void, Error> ImportedReference::synchronize_for_consumer(cudaStream_t c
   return make_unexpected(std::move(error));
 }
 
-bool ImportedReference::readiness_passed() noexcept {
-  if (readiness_ != nullptr && !readiness_met_ && !readiness_->completed()) {
-    return false;
+expected<bool, Error> ImportedReference::readiness_passed() noexcept {
+  if (readiness_ != nullptr && !readiness_met_) {
+    const cudaError_t status = readiness_->query();
+    if (status == cudaErrorNotReady) {
+      return false;
+    }
+    if (status != cudaSuccess) {
+      return make_unexpected(holoscan::detail::cuda_error(status, "cudaEventQuery(readiness)"));
+    }
   }
   // The contract stays (consumer code that always synchronizes keeps working), met for good.
   readiness_met_ = true;

@@ -47,11 +47,11 @@ class HOLOSCAN_DLPACK_ABI ImportedReference final : public StreamTrackedReferenc
   /**
    * @brief Whether the exporter's readiness event has completed (asked without waiting; true
    *        without one); once it has, the contract counts as met: synchronize_for_consumer makes
-   *        no stream wait and synchronize_for_host returns at once. Only while no other thread
-   *        can reach this reference (the Importer holds the import back until then:
-   *        ReadinessWait::kOnHost).
+   *        no stream wait and synchronize_for_host returns at once. kFailure naming
+   *        cudaEventQuery when the event cannot be asked. Only while no other thread can reach
+   *        this reference (the Importer holds the import back until then: ReadinessWait::kOnHost).
    */
-  bool readiness_passed() noexcept;
+  expected<bool, Error> readiness_passed() noexcept;
 
  private:
   std::shared_ptr<ImporterCore> core_;

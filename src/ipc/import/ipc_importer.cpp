@@ -40,6 +40,20 @@ bool exited(int pidfd) noexcept {
   return ::poll(&entry, 1, 0) == 1;
 }
 
+// Imports held for their readiness at most: past it the socket is left unread until the oldest is
+// ready, so that a stalled export cannot make this process hold the exporter's every later one.
+constexpr std::size_t kMaxHeldForReadiness = 1024;
+
+// An import whose readiness event cannot be asked was given back (UnreadyImports::take_ready).
+Error given_back(Error error) {
+  try {
+    error.message.insert(0,
+                         std::string(kWho) + ": an import held for its readiness was given back: ");
+  } catch (...) {  // out of host memory: the code and the call's name still say what failed
+  }
+  return error;
+}
+
 // While imports are held for their readiness, which wakes no descriptor, receive() asks again:
 // yielding for a while (a producer's kernel is often a few microseconds), then resting, so that
 // a slow producer costs no busy core.
@@ -142,14 +156,33 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
   const detail::Deadline deadline(timeout_ms);
   const detail::Deadline now(0);
   ReadinessPolling polling;
+  bool last_pass = false;  // the time is up once an import was held: only ask the oldest again
   for (;;) {
     if (unready_ != nullptr) {
-      if (auto ready = unready_->take_ready()) {
-        return std::optional<Tensor>(std::move(*ready));
+      auto ready = unready_->take_ready();
+      if (!ready) {
+        return make_unexpected(given_back(std::move(ready.error())));
+      }
+      if (*ready) {
+        return std::optional<Tensor>(std::move(**ready));
       }
     }
     // While imports are held, the socket is only asked: their readiness wakes no descriptor.
     const bool holding = unready_ != nullptr && !unready_->empty();
+    if (last_pass || (holding && unready_->size() >= kMaxHeldForReadiness)) {
+      // Full, the socket is left unread, so that the exporter's sends wait (kNotReady there)
+      // until the oldest is ready; its process's exit is still seen.
+      if (holding && exited(core_->exporter_fd())) {
+        (void)unready_->give_back_unready();
+        continue;
+      }
+      if (last_pass || deadline.remaining_ms() == 0) {
+        (void)core_->flush();
+        return std::optional<Tensor>();
+      }
+      polling.rest();
+      continue;
+    }
     // Waiting happens outside the core's lock, so releases from other threads never wait on it.
     // The exporter's process is watched too: its end of the socket may outlive it.
     auto ready = detail::wait_ready(core_->fd(), POLLIN, holding ? now : deadline, kWho,
@@ -215,7 +248,11 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     if (!tensor) {
       return make_unexpected(std::move(tensor.error()));
     }
-    if (unready_ != nullptr && (holding || !detail::readiness_passed(*tensor))) {
+    // Held when others are (imports come in the exporter's order) or its event has not completed
+    // (or cannot be asked: take_ready() then gives it back with the error).
+    const auto passed = unready_ != nullptr && !holding ? detail::readiness_passed(*tensor)
+                                                        : expected<bool, Error>(true);
+    if (unready_ != nullptr && (holding || !passed || !*passed)) {
       // Behind the ones held before: imports are returned in the exporter's order.
       try {
         unready_->hold(*tensor);
@@ -227,6 +264,9 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
                                    " for its readiness; it was given back");
       }
       core_->held_for_readiness();
+      // receive(0) reads what is there once: an exporter that publishes faster than this reads
+      // must not keep the call here past its time.
+      last_pass = deadline.remaining_ms() == 0;
       continue;
     }
     return std::optional<Tensor>(std::move(*tensor));

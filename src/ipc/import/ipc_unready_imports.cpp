@@ -7,11 +7,14 @@
 
 namespace holoscan::ipc::detail {
 
-bool readiness_passed(Tensor& tensor) noexcept {
+expected<bool, Error> readiness_passed(Tensor& tensor) noexcept {
   // Every tensor held here was made by import_with(), whose memory reference is an
   // ImportedReference, and nobody else has seen it to put another one there.
   const auto reference = tensor.memory_reference();
-  return reference == nullptr || static_cast<ImportedReference&>(*reference).readiness_passed();
+  if (reference == nullptr) {
+    return true;
+  }
+  return static_cast<ImportedReference&>(*reference).readiness_passed();
 }
 
 void UnreadyImports::hold(Tensor& tensor) {
@@ -22,7 +25,8 @@ void UnreadyImports::hold(Tensor& tensor) {
 std::size_t UnreadyImports::give_back_unready() noexcept {
   std::size_t kept = 0;
   for (std::size_t i = 0; i < held_.size(); ++i) {
-    if (readiness_passed(held_[i])) {
+    const auto passed = readiness_passed(held_[i]);
+    if (passed && *passed) {  // an event that cannot be asked counts as never completing
       if (i != kept) {
         held_[kept] = std::move(held_[i]);  // onto one given back (its Release goes now)
       }
@@ -34,14 +38,22 @@ std::size_t UnreadyImports::give_back_unready() noexcept {
   return kept;
 }
 
-std::optional<Tensor> UnreadyImports::take_ready() noexcept {
-  if (held_.empty() || !readiness_passed(held_.front())) {
-    return std::nullopt;
+expected<std::optional<Tensor>, Error> UnreadyImports::take_ready() noexcept {
+  if (held_.empty()) {
+    return std::optional<Tensor>();
   }
-  std::optional<Tensor> ready(std::move(held_.front()));
+  const auto passed = readiness_passed(held_.front());
+  if (passed && !*passed) {
+    return std::optional<Tensor>();
+  }
+  Tensor front = std::move(held_.front());
   held_.pop_front();
   count_.store(held_.size(), std::memory_order_relaxed);
-  return ready;
+  if (!passed) {
+    front = Tensor();  // given back: its Release goes without event
+    return make_unexpected(passed.error());
+  }
+  return std::optional<Tensor>(std::move(front));
 }
 
 }  // namespace holoscan::ipc::detail

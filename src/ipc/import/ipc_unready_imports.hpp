@@ -8,6 +8,7 @@
 #include <deque>
 #include <optional>
 
+#include "holoscan/expected.hpp"
 #include "holoscan/tensor.hpp"
 
 namespace holoscan::ipc::detail {
@@ -20,9 +21,11 @@ class UnreadyImports {
   void hold(Tensor& tensor);
   /**
    * @brief The oldest import once its readiness event has completed (asked without waiting), its
-   *        readiness contract met; nullopt while it has not, or when none is held.
+   *        readiness contract met; nullopt while it has not, or when none is held. An event that
+   *        cannot be asked (a broken context) would hold it, and all behind it, for ever: that
+   *        import is given back and the error (kFailure naming cudaEventQuery) returned.
    */
-  std::optional<Tensor> take_ready() noexcept;
+  expected<std::optional<Tensor>, Error> take_ready() noexcept;
   /** @brief Whether no import is held (the receiving thread). */
   bool empty() const noexcept { return held_.empty(); }
   /** @brief Imports held; any thread may ask. */
@@ -43,8 +46,9 @@ class UnreadyImports {
 /**
  * @brief Whether `tensor`'s readiness event (an import of this library) has completed, asked
  *        without waiting (true without one); once it has, its readiness contract is met for good
- *        (ImportedReference::readiness_passed). Only for an import no other thread holds yet.
+ *        (ImportedReference::readiness_passed, whose error this returns). Only for an import no
+ *        other thread holds yet.
  */
-bool readiness_passed(Tensor& tensor) noexcept;
+expected<bool, Error> readiness_passed(Tensor& tensor) noexcept;
 
 }  // namespace holoscan::ipc::detail
