@@ -207,6 +207,46 @@ TEST_F(IpcHostReadiness, AnEventThatCannotBeAskedGivesItsImportBackWithTheError)
   fake().complete(producer);
 }
 
+// Behind a stalled import the Importer holds kMaxHeldForReadiness at most, then leaves the socket
+// unread (the exporter's later sends wait); once the oldest is ready every import comes, in order.
+TEST_F(IpcHostReadiness, WhatIsHeldIsBoundedAndTheRestWaitsInTheSocket) {
+  const std::size_t count = kMaxHeldForReadiness + 8;
+  pool_ = test::make_device_pool(64, count, test::PoolKind::kShareable);
+  ASSERT_NE(pool_, nullptr);
+  const cudaStream_t producer = fake().create_stream(0);
+  fake().launch(producer);
+  std::size_t published = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (published < count && std::chrono::steady_clock::now() < deadline) {
+    Tensor tensor = test::allocate(*pool_, {4});
+    static_cast<float*>(tensor.data())[0] = static_cast<float>(published);
+    ASSERT_TRUE(tensor.set_readiness_stream(producer));
+    for (;;) {  // the same tensor again while the socket is full
+      auto id = exporter_->publish(peer_, tensor);
+      if (id) {
+        ++published;
+        break;
+      }
+      ASSERT_EQ(id.error().code, ErrorCode::kNotReady) << id.error().message;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      (void)exporter_->poll();
+      EXPECT_FALSE(receive(0).has_value()) << "everything waits for the producer";
+    }
+  }
+  ASSERT_EQ(published, count);
+  for (std::size_t i = 0; i < count + 64; ++i) {  // one Publish read per call at most
+    EXPECT_FALSE(receive(0).has_value());
+  }
+  EXPECT_EQ(importer_->awaiting_readiness(), kMaxHeldForReadiness);
+  EXPECT_EQ(importer_->outstanding(), kMaxHeldForReadiness) << "the rest stay in the socket";
+  fake().complete(producer);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::optional<Tensor> imported = receive(1000);
+    ASSERT_TRUE(imported.has_value()) << i;
+    ASSERT_EQ(static_cast<const float*>(imported->data())[0], static_cast<float>(i));
+  }
+}
+
 TEST_F(IpcHostReadiness, WhatIsHeldMovesWithTheImporter) {
   const cudaStream_t producer = fake().create_stream(0);
   publish(producer, 5.0f);

@@ -40,10 +40,6 @@ bool exited(int pidfd) noexcept {
   return ::poll(&entry, 1, 0) == 1;
 }
 
-// Imports held for their readiness at most: past it the socket is left unread until the oldest is
-// ready, so that a stalled export cannot make this process hold the exporter's every later one.
-constexpr std::size_t kMaxHeldForReadiness = 1024;
-
 // An import whose readiness event cannot be asked was given back (UnreadyImports::take_ready).
 Error given_back(Error error) {
   try {
@@ -171,7 +167,8 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     const bool holding = unready_ != nullptr && !unready_->empty();
     if (last_pass || (holding && unready_->size() >= kMaxHeldForReadiness)) {
       // Full, the socket is left unread, so that the exporter's sends wait (kNotReady there)
-      // until the oldest is ready; its process's exit is still seen.
+      // until the oldest is ready (a stalled export cannot make this process hold every later
+      // one); its process's exit is still seen.
       if (holding && exited(core_->exporter_fd())) {
         (void)unready_->give_back_unready();
         continue;
