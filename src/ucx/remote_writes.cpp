@@ -30,7 +30,9 @@ bool peer_may_write_remotely(ucp_ep_h endpoint) noexcept {
   attributes.transports.entries = entries.data();
   attributes.transports.num_entries = static_cast<unsigned>(entries.size());
   attributes.transports.entry_size = sizeof(ucp_transport_entry_t);
-  if (ucp_ep_query(endpoint, &attributes) != UCS_OK ||
+  // No answer, a full array, or no transport named at all (nothing says the lanes are local):
+  // the peer may write here, and the memory is kept rather than freed under it.
+  if (ucp_ep_query(endpoint, &attributes) != UCS_OK || attributes.transports.num_entries == 0 ||
       attributes.transports.num_entries >= entries.size()) {
     return true;
   }

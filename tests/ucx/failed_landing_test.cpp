@@ -113,6 +113,17 @@ TEST(UcxFailedLanding, AConnectionLostMidLandingOverRdmaKeepsTheBlockToo) {
   EXPECT_EQ(sides.landing->available_blocks(), 1u) << "the failed landing's block came back";
 }
 
+// An endpoint whose query names no transport says nothing of where its lanes write: it was taken
+// for one whose lanes all write locally, and the failed landing's block came back at once.
+TEST(UcxFailedLanding, AnEndpointThatNamesNoTransportIsTakenAsOneThatMayWriteHere) {
+  Sides sides;
+  ReportedTransports reported({});
+  fail_one(sides, UCS_ERR_NO_MEMORY);
+  EXPECT_GE(reported.answered(), 1u) << "the worker never asked UCX for the transports";
+  EXPECT_EQ(sides.receiver.stats().landings_kept, 1u);
+  EXPECT_EQ(sides.landing->available_blocks(), 1u) << "the failed landing's block came back";
+}
+
 TEST(UcxFailedLanding, TransportsThatOnlyWriteHereGiveTheBlockBackAtOnce) {
   Sides sides;  // UCX's own answer: tcp on the loopback
   fail_one(sides, UCS_ERR_IO_ERROR);
