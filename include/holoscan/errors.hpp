@@ -114,4 +114,23 @@ class HOLOSCAN_DLPACK_API RuntimeError : public std::runtime_error {
   ErrorCode code_ = ErrorCode::kFailure;
 };
 
+/**
+ * @brief The Error a RuntimeError was thrown for, as Holoscan 5.0's inline make_error builds it:
+ *        its code, its text without the leading "<code name>: " (empty when the text is the
+ *        name alone), provenance 0.
+ */
+inline Error make_error(const RuntimeError& error) {
+  const std::string_view name = error_code_name(error.code());
+  std::string_view text = error.what();
+  if (text.substr(0, name.size()) == name) {
+    const std::string_view rest = text.substr(name.size());
+    if (rest.empty()) {
+      text = rest;
+    } else if (rest.substr(0, 2) == ": ") {
+      text = rest.substr(2);
+    }
+  }
+  return Error{error.code(), std::string(text), 0};
+}
+
 }  // namespace holoscan

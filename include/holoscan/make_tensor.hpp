@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -177,6 +178,46 @@ inline expected<void, Error> wrap_memory(Tensor& tensor, std::span<const std::in
                                          TensorMemoryRelease release, int device = -1) {
   return wrap_memory(tensor, std::vector<std::int64_t>(shape.begin(), shape.end()), dtype,
                      byte_strides, storage_type, data, std::move(release), device);
+}
+
+// A braced shape ({}, a 0-d tensor; {2, 3}) or an initializer_list converts to both the vector and
+// the span above, neither better: these take it first, as 5.0's span-only overloads do.
+
+/** @brief make_tensor with a braced shape (C++20: chosen over the vector and span forms). */
+inline expected<Tensor, Error> make_tensor(std::initializer_list<std::int64_t> shape,
+                                           DLDataType dtype, TensorByteStridesView byte_strides,
+                                           MemoryStorageType storage_type, void* data,
+                                           std::shared_ptr<TensorMemoryReference> owner,
+                                           int device) {
+  return make_tensor(std::vector<std::int64_t>(shape), dtype, byte_strides, storage_type, data,
+                     std::move(owner), device);
+}
+
+/** @brief make_tensor with a braced shape (C++20: chosen over the vector and span forms). */
+inline expected<Tensor, Error> make_tensor(std::initializer_list<std::int64_t> shape,
+                                           DLDataType dtype, TensorByteStridesView byte_strides,
+                                           MemoryStorageType storage_type, void* data,
+                                           std::shared_ptr<TensorMemoryReference> owner) {
+  return make_tensor(std::vector<std::int64_t>(shape), dtype, byte_strides, storage_type, data,
+                     std::move(owner));
+}
+
+/** @brief make_tensor with a braced shape (C++20: chosen over the vector and span forms). */
+inline expected<Tensor, Error> make_tensor(std::initializer_list<std::int64_t> shape,
+                                           DLDataType dtype, TensorByteStridesView byte_strides,
+                                           MemoryStorageType storage_type, void* data,
+                                           TensorMemoryRelease release) {
+  return make_tensor(std::vector<std::int64_t>(shape), dtype, byte_strides, storage_type, data,
+                     std::move(release));
+}
+
+/** @brief wrap_memory with a braced shape (C++20: chosen over the vector and span forms). */
+inline expected<void, Error> wrap_memory(Tensor& tensor, std::initializer_list<std::int64_t> shape,
+                                         DLDataType dtype, TensorByteStridesView byte_strides,
+                                         MemoryStorageType storage_type, void* data,
+                                         TensorMemoryRelease release, int device = -1) {
+  return wrap_memory(tensor, std::vector<std::int64_t>(shape), dtype, byte_strides, storage_type,
+                     data, std::move(release), device);
 }
 #endif
 

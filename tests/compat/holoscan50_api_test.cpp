@@ -466,6 +466,55 @@ TEST(Holoscan50Api, MakeTensorWrapsAnOperatorsBuffer) {
   EXPECT_EQ(released, 1);
 }
 
+// 5.0 declares make_tensor and wrap_memory with span shapes only, so a braced shape ({} for a 0-d
+// tensor, {2, 3}) or an initializer_list compiles there; beside our vector forms it was ambiguous.
+TEST(Holoscan50Api, MakeTensorAndWrapMemoryTakeABracedShape) {
+  auto buffer = std::make_shared<HostBuffer>(6);
+  const DLDataType f32{kDLFloat, 32, 1};
+  auto scalar = holoscan::make_tensor({}, f32, std::nullopt, holoscan::MemoryStorageType::kSystem,
+                                      buffer->data(), buffer);
+  ASSERT_TRUE(scalar) << scalar.error().message;
+  EXPECT_EQ(scalar->ndim(), 0);
+  EXPECT_EQ(scalar->size(), 1);
+  auto matrix = holoscan::make_tensor(
+      {2, 3}, f32, std::nullopt, holoscan::MemoryStorageType::kSystem, buffer->data(), buffer, 0);
+  ASSERT_TRUE(matrix) << matrix.error().message;
+  EXPECT_EQ(matrix->shape(), (std::vector<int64_t>{2, 3}));
+  const std::initializer_list<int64_t> shape{3, 2};
+  auto listed =
+      holoscan::make_tensor(shape, f32, std::nullopt, holoscan::MemoryStorageType::kSystem,
+                            buffer->data(), [](void*) -> Expected<void> { return {}; });
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_EQ(listed->shape(), (std::vector<int64_t>{3, 2}));
+  Tensor repointed;
+  ASSERT_TRUE(holoscan::wrap_memory(repointed, {}, f32, std::nullopt,
+                                    holoscan::MemoryStorageType::kSystem, buffer->data(), nullptr,
+                                    0));
+  EXPECT_EQ(repointed.ndim(), 0);
+}
+
+// 5.0's inline make_error: a caught RuntimeError back into an Error, its code's name stripped.
+TEST(Holoscan50Api, MakeErrorTurnsARuntimeErrorBackIntoAnError) {
+  const holoscan::Error error =
+      holoscan::make_error(holoscan::RuntimeError(ErrorCode::kInvalidArgument, "shape[0] is -1"));
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error.message, "shape[0] is -1");
+  EXPECT_EQ(error.provenance, 0u);
+  EXPECT_EQ(holoscan::make_error(holoscan::RuntimeError(ErrorCode::kClosed)).message, "");
+  EXPECT_EQ(holoscan::make_error(holoscan::RuntimeError("plain text")).message, "plain text");
+  EXPECT_EQ(holoscan::make_error(holoscan::RuntimeError("plain text")).code, ErrorCode::kFailure);
+  const auto recovered = [&]() -> Expected<int> {
+    try {
+      throw holoscan::RuntimeError(ErrorCode::kNotFound, "no device");
+    } catch (const holoscan::RuntimeError& e) {
+      return holoscan::make_unexpected(holoscan::make_error(e));
+    }
+  }();
+  ASSERT_FALSE(recovered);
+  EXPECT_EQ(recovered.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(recovered.error().message, "no device");
+}
+
 // An operator re-pointing its output Tensor at memory it allocated, 5.0-style.
 TEST(Holoscan50Api, WrapMemoryRepointsATensor) {
   auto* values = new float[6]{};
