@@ -153,6 +153,20 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
   const detail::Deadline now(0);
   ReadinessPolling polling;
   bool last_pass = false;  // the time is up once an import was held: only ask the oldest again
+  // With imports held and nothing (more) to read: the exporter's exit makes their answers final
+  // (the unready given back, the ready still to come); else they are asked again until the time
+  // is up. False once it is.
+  const auto keep_asking = [&] {
+    if (exited(core_->exporter_fd())) {
+      (void)unready_->give_back_unready();
+      return true;
+    }
+    if (deadline.remaining_ms() == 0) {
+      return false;
+    }
+    polling.rest();
+    return true;
+  };
   for (;;) {
     if (unready_ != nullptr) {
       auto ready = unready_->take_ready();
@@ -165,20 +179,15 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     }
     // While imports are held, the socket is only asked: their readiness wakes no descriptor.
     const bool holding = unready_ != nullptr && !unready_->empty();
+    // Full (or out of time), the socket is left unread, so that the exporter's sends wait
+    // (kNotReady there) until the oldest is ready: a stalled export cannot make this process
+    // hold every later one.
     if (last_pass || (holding && unready_->size() >= kMaxHeldForReadiness)) {
-      // Full, the socket is left unread, so that the exporter's sends wait (kNotReady there)
-      // until the oldest is ready (a stalled export cannot make this process hold every later
-      // one); its process's exit is still seen.
-      if (holding && exited(core_->exporter_fd())) {
-        (void)unready_->give_back_unready();
+      if (keep_asking()) {
         continue;
       }
-      if (last_pass || deadline.remaining_ms() == 0) {
-        (void)core_->flush();
-        return std::optional<Tensor>();
-      }
-      polling.rest();
-      continue;
+      (void)core_->flush();
+      return std::optional<Tensor>();
     }
     // Waiting happens outside the core's lock, so releases from other threads never wait on it.
     // The exporter's process is watched too: its end of the socket may outlive it.
@@ -188,8 +197,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
       return make_unexpected(std::move(ready.error()));
     }
     if (!*ready) {
-      if (holding && deadline.remaining_ms() != 0) {
-        polling.rest();
+      if (holding && keep_asking()) {
         continue;
       }
       (void)core_->flush();
@@ -202,12 +210,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
         // runs; once it has exited, an event not completed never will (its context is gone):
         // those imports are given back, the ready ones still returned, then kClosed.
         if (holding) {
-          if (exited(core_->exporter_fd())) {
-            (void)unready_->give_back_unready();
-            continue;
-          }
-          if (deadline.remaining_ms() != 0) {
-            polling.rest();
+          if (keep_asking()) {
             continue;
           }
           return std::optional<Tensor>();
@@ -247,9 +250,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     }
     // Held when others are (imports come in the exporter's order) or its event has not completed
     // (or cannot be asked: take_ready() then gives it back with the error).
-    const auto passed = unready_ != nullptr && !holding ? detail::readiness_passed(*tensor)
-                                                        : expected<bool, Error>(true);
-    if (unready_ != nullptr && (holding || !passed || !*passed)) {
+    if (unready_ != nullptr && (holding || !detail::readiness_passed(*tensor).value_or(false))) {
       // Behind the ones held before: imports are returned in the exporter's order.
       try {
         unready_->hold(*tensor);
