@@ -105,9 +105,8 @@ std::optional<std::uint32_t> versioned_minor(nb::handle max_version) {
   if (!tuple_of_two(max_version)) {
     throw nb::value_error("max_version must be a tuple of (major, minor)");
   }
-  const auto pair = sequence_pair(max_version);
-  nb::object major_number = pair ? version_number(pair->first) : nb::object();
-  nb::object minor_number = pair ? version_number(pair->second) : nb::object();
+  nb::object major_number = version_number(PyTuple_GET_ITEM(max_version.ptr(), 0));
+  nb::object minor_number = version_number(PyTuple_GET_ITEM(max_version.ptr(), 1));
   if (!major_number.is_valid() || !minor_number.is_valid()) {
     throw nb::type_error("max_version must be a tuple of (major, minor) integers, or None");
   }
