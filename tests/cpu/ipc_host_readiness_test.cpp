@@ -40,15 +40,12 @@ class IpcHostReadiness : public ::testing::Test {
  protected:
   void SetUp() override {
     fds_before_ = test::open_fd_count();
-    auto exporter = Exporter::create();
-    ASSERT_TRUE(exporter.has_value()) << exporter.error().message;
-    exporter_.emplace(std::move(*exporter));
-    pool_ = test::make_device_pool(1024, 4, test::PoolKind::kShareable);
-    ASSERT_NE(pool_, nullptr);
-    auto connected = test::connect_importer(*exporter_, on_host());
-    ASSERT_TRUE(connected.importer.has_value());
-    peer_ = connected.peer;
-    importer_.emplace(std::move(*connected.importer));
+    test::LocalLink link = test::local_link(4, on_host());
+    ASSERT_TRUE(link.ok());
+    pool_ = std::move(link.pool);
+    exporter_ = std::move(link.exporter);
+    peer_ = link.peer;
+    importer_ = std::move(link.importer);
   }
 
   void TearDown() override {

@@ -157,7 +157,7 @@ RawExporterLink raw_exporter_link() {
   return link;
 }
 
-LocalLink local_link(std::size_t blocks) {
+LocalLink local_link(std::size_t blocks, const ipc::ImporterOptions& options) {
   LocalLink link;
   auto exporter = ipc::Exporter::create();
   if (!exporter) {
@@ -165,7 +165,7 @@ LocalLink local_link(std::size_t blocks) {
     return link;
   }
   link.exporter.emplace(std::move(*exporter));
-  auto connected = connect_importer(*link.exporter);
+  auto connected = connect_importer(*link.exporter, options);
   link.peer = connected.peer;
   link.importer = std::move(connected.importer);
   link.pool = make_device_pool(1024, blocks, PoolKind::kShareable);

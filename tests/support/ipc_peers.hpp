@@ -93,8 +93,9 @@ struct LocalLink {
   bool ok() const { return pool != nullptr && exporter && importer; }
 };
 
-/** @brief A LocalLink over a pool of `blocks` blocks of 1 KiB (fails the test when it cannot). */
-LocalLink local_link(std::size_t blocks);
+/** @brief A LocalLink over a pool of `blocks` blocks of 1 KiB, its Importer made with `options`
+ *         (fails the test when it cannot). */
+LocalLink local_link(std::size_t blocks, const ipc::ImporterOptions& options = {});
 
 /** @brief The next tensor `importer` receives within a second (fails the test otherwise). */
 Tensor receive_one(ipc::Importer& importer);
