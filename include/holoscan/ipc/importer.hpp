@@ -21,7 +21,7 @@ namespace holoscan::ipc {
 
 namespace detail {
 class HOLOSCAN_DLPACK_ABI ImporterCore;
-class UnreadyImports;
+class UnreadyImports;  ///< The imports a kOnHost Importer holds for their readiness (internal).
 }  // namespace detail
 
 class HOLOSCAN_DLPACK_API Importer;
