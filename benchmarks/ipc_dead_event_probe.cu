@@ -3,10 +3,11 @@
 // Exporter polls its importers' release events from the host (and drops a dead importer's claims
 // by its exit) instead of making a stream of its own wait for them (docs/ipc.md).
 //
-// The recorder, a child forked before this process touches CUDA, records an interprocess event
-// after a kernel that spins for two seconds and sends its handle; it is killed half a second
-// later. The waiter opens the event and asks, for five seconds (the kernel's whole run and more),
-// whether the event and its own stream's wait on it (enqueued before or after the kill) completed.
+// Each case runs in a child of its own, the waiter, which forks the recorder before it touches
+// CUDA. The recorder records an interprocess event after a kernel that spins for two seconds and
+// sends its handle; it is killed half a second later. The waiter opens the event and asks, for
+// five seconds (the kernel's whole run and more), whether the event and its own stream's wait on
+// it (enqueued before or after the kill) completed.
 #include <cuda_runtime.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -106,13 +107,27 @@ bool probe(bool wait_before_kill) {
   return enqueued;
 }
 
+// Runs one case in a child of its own: the recorder must be forked from a process that has not
+// touched CUDA (a forked child cannot use its parent's CUDA), and a case leaves streams that may
+// never drain.
+bool probe_in_child(bool wait_before_kill) {
+  std::fflush(stdout);
+  const pid_t waiter = fork();
+  if (waiter == 0) {
+    const bool ok = probe(wait_before_kill);
+    std::fflush(stdout);
+    _exit(ok ? 0 : 1);  // without the runtime's teardown, which could wait on those streams
+  }
+  int status = 0;
+  return waiter > 0 && waitpid(waiter, &status, 0) == waiter && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
 }  // namespace
 
 int main() {
   std::printf("interprocess event of a killed recorder, polled for 5 s (its kernel spins 2 s)\n");
-  const bool before = probe(true);
-  const bool after = probe(false);
-  std::fflush(stdout);
-  // The answers may leave streams that never drain: exit without the runtime's teardown.
-  _exit(before && after ? 0 : 1);
+  const bool before = probe_in_child(true);
+  const bool after = probe_in_child(false);
+  return before && after ? 0 : 1;
 }

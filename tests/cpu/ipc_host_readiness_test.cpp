@@ -10,7 +10,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/ipc.hpp"
 #include "holoscan/tensor_pool.hpp"
+#include "support/allocation_hooks.hpp"
 #include "support/fake_cuda_ipc.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_child.hpp"
@@ -204,6 +208,43 @@ TEST_F(IpcHostReadiness, AnEventThatCannotBeAskedGivesItsImportBackWithTheError)
   fake().complete(producer);
 }
 
+// The same refusal with the host out of memory, each of receive(0)'s allocations failed in turn
+// (in a forked child, since an exception escaping a noexcept step ends the process): the call
+// returns every time. Handing on the query's error once copied it inside a noexcept step.
+TEST_F(IpcHostReadiness, AnUnaskableEventsRefusalOutOfMemoryNeverEndsTheProcess) {
+#ifdef HDL_THREAD_SANITIZER
+  GTEST_SKIP() << "forked children that use the fake runtime cannot run under ThreadSanitizer";
+#endif
+  const cudaStream_t producer = fake().create_stream(0);
+  publish(producer, 1.0f);
+  EXPECT_FALSE(receive(0).has_value());
+  ASSERT_EQ(importer_->awaiting_readiness(), 1u);
+  ipc().fail_next(CudaIpcEntry::kEventQuery, cudaErrorLaunchFailure);
+  bool some_failed = false;
+  for (std::uint64_t skip = 0; skip < 16; ++skip) {
+    test::Child child;
+    Importer* importer = &*importer_;
+    ASSERT_TRUE(child.start([importer, skip] {
+      test::FailingAllocations failing(skip);
+      try {
+        (void)importer->receive(0);
+      } catch (...) {
+        return 2;
+      }
+      return failing.failed() != 0 ? 0 : 1;
+    }));
+    const int status = child.reap();
+    ASSERT_GE(status, 0) << "the child ended by a signal at allocation " << skip;
+    ASSERT_NE(status, 2) << "an exception escaped receive at allocation " << skip;
+    some_failed = some_failed || status != 1;
+  }
+  EXPECT_TRUE(some_failed) << "no allocation of the refusal was made to fail";
+  ASSERT_FALSE(importer_->receive(0).has_value());  // this process's own refusal
+  EXPECT_EQ(importer_->awaiting_readiness(), 0u);
+  flush_deferred_releases();
+  fake().complete(producer);
+}
+
 // Behind a stalled import the Importer holds kMaxHeldForReadiness at most, then leaves the socket
 // unread (the exporter's later sends wait); once the oldest is ready every import comes, in order.
 TEST_F(IpcHostReadiness, WhatIsHeldIsBoundedAndTheRestWaitsInTheSocket) {
@@ -377,6 +418,46 @@ TEST_F(IpcHostReadinessExporterProcess, AnImportWhoseExporterExitedUnreadyIsGive
   EXPECT_EQ(importer_->awaiting_readiness(), 0u);
   first = Tensor();
   *third = Tensor();
+  flush_deferred_releases();
+  EXPECT_EQ(importer_->outstanding(), 0u);
+}
+
+// An event loop's receive(0) (one Publish read at most) finds the only import held unready and
+// the exporter's process gone: the import is given back and the loop reads on to kClosed. It
+// once kept asking the empty hold for ever, the caller's thread spinning.
+TEST_F(IpcHostReadinessExporterProcess, AReceiveThatMustNotWaitEndsInClosedOnceNothingIsHeld) {
+  fork_exporter(
+      [&](Exporter& exporter, PeerId peer) {
+        const cudaStream_t busy = fake().create_stream(0);
+        Tensor tensor = test::allocate(*pool_, {8});
+        fake().launch(busy);  // never completed
+        const bool published =
+            tensor.set_readiness_stream(busy) && exporter.publish(peer, tensor).has_value();
+        scope_.ipc().settle();
+        return published;
+      },
+      [](test::Steps&) { return true; });
+  ASSERT_TRUE(importer_.has_value());
+  ASSERT_TRUE(child_.steps().send('x'));  // exits before this process read anything
+  EXPECT_EQ(child_.reap(), 0);
+  Importer* importer = &*importer_;
+  auto loop = std::async(std::launch::async, [importer] {
+    for (int round = 0; round < 1000; ++round) {
+      auto received = importer->receive(0);
+      if (!received) {
+        return received.error().code;
+      }
+      EXPECT_FALSE(received->has_value()) << "its producer never finished";
+    }
+    return ErrorCode::kSuccess;
+  });
+  if (loop.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    // The loop's thread cannot be stopped: end the test binary rather than hang it.
+    std::fprintf(stderr, "receive(0) has not returned in 5 s\n");
+    std::_Exit(1);
+  }
+  EXPECT_EQ(loop.get(), ErrorCode::kClosed);
+  EXPECT_EQ(importer_->awaiting_readiness(), 0u);
   flush_deferred_releases();
   EXPECT_EQ(importer_->outstanding(), 0u);
 }

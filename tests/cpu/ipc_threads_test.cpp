@@ -18,6 +18,7 @@
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/ipc.hpp"
 #include "holoscan/tensor_pool.hpp"
+#include "ipc/cuda/cuda_ipc_api.hpp"
 #include "support/fake_cuda_ipc.hpp"
 #include "support/gtest_printers.hpp"
 #include "support/ipc_peers.hpp"
@@ -137,6 +138,62 @@ TEST(IpcThreads, OneExporterCalledFromManyThreadsLosesAndMixesNothing) {
   EXPECT_EQ(exporter->held(), 0u) << "claims never came back";
   EXPECT_EQ(pool->available_blocks(), kBlocks);
   EXPECT_EQ(exporter->stats().published, 2u * kPerPublisher);
+}
+
+// The fake's table with cuMemImportFromShareableHandle taking 600 ms, as a slow driver would.
+const holoscan::detail::CudaIpcApi* fast_table = nullptr;
+CUresult slow_import(CUmemGenericAllocationHandle* handle, void* os_handle,
+                     CUmemAllocationHandleType type) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  return fast_table->mem_import_from_shareable_handle(handle, os_handle, type);
+}
+
+// Giving an import back never waits for another thread's driver calls: one thread's receive()
+// maps a new allocation (slowly) while another drops an earlier import, whose Release goes from
+// that thread at once. The drop once waited for the mapping on the importer's one lock.
+TEST(IpcThreads, DroppingAnImportDoesNotWaitForAnotherThreadsMapping) {
+  test::FakeCudaIpcScope scope;
+  test::LocalLink link = test::local_link(4);
+  ASSERT_TRUE(link.ok());
+  auto second_pool = test::make_device_pool(1024, 4, test::PoolKind::kShareable);
+  ASSERT_NE(second_pool, nullptr);
+  Tensor first = test::allocate(*link.pool, {8});
+  ASSERT_TRUE(link.exporter->publish(link.peer, first).has_value());
+  Tensor imported_first = test::receive_one(*link.importer);
+  ASSERT_TRUE(imported_first);
+  Tensor second = test::allocate(*second_pool, {8});  // a new allocation: its fd comes along
+  ASSERT_TRUE(link.exporter->publish(link.peer, second).has_value());
+
+  static holoscan::detail::CudaIpcApi slow;
+  fast_table = &test::FakeCudaIpc::table();
+  slow = *fast_table;
+  slow.mem_import_from_shareable_handle = &slow_import;
+  const holoscan::detail::CudaIpcApi* previous = holoscan::detail::install_cuda_ipc_api(&slow);
+  std::atomic<bool> mapping{false};
+  std::optional<Tensor> imported_second;
+  std::thread receiver([&] {
+    mapping = true;
+    auto received = link.importer->receive(5000);
+    if (received && *received) {
+      imported_second = std::move(**received);
+    }
+  });
+  while (!mapping) {
+    std::this_thread::yield();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // inside the mapping by now
+  const auto started = Clock::now();
+  imported_first = Tensor();  // no deallocation point: its Release goes from here
+  const auto took = Clock::now() - started;
+  receiver.join();
+  holoscan::detail::install_cuda_ipc_api(previous);
+  EXPECT_LT(took, std::chrono::milliseconds(300))
+      << "the drop waited for the mapping: "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  ASSERT_TRUE(imported_second.has_value()) << "the second import came";
+  imported_second.reset();
+  flush_deferred_releases();
+  EXPECT_TRUE(test::poll_until(*link.exporter, [&] { return link.exporter->held() == 0; }));
 }
 
 }  // namespace

@@ -158,7 +158,9 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
   // is up. False once it is.
   const auto keep_asking = [&] {
     if (exited(core_->exporter_fd())) {
-      (void)unready_->give_back_unready();
+      if (unready_->give_back_unready() == 0) {
+        last_pass = false;  // nothing held any more: read on, to the kClosed that follows
+      }
       return true;
     }
     if (deadline.remaining_ms() == 0) {

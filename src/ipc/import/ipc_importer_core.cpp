@@ -48,12 +48,12 @@ expected<std::optional<Message>, Error> ImporterCore::receive_now() {
 }
 
 void ImporterCore::imported() noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(books_mutex_);
   ++stats_.imported;
 }
 
 void ImporterCore::held_for_readiness() noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(books_mutex_);
   ++stats_.held_for_readiness;
 }
 
@@ -85,7 +85,7 @@ expected<void, Error> ImporterCore::find_devices_locked() {
 }
 
 expected<int, Error> ImporterCore::device_of(const std::array<std::uint8_t, 16>& uuid) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(cuda_mutex_);
   if (!devices_) {
     if (auto found = find_devices_locked(); !found) {
       return make_unexpected(std::move(found.error()));
@@ -104,17 +104,24 @@ expected<int, Error> ImporterCore::device_of(const std::array<std::uint8_t, 16>&
 
 expected<std::shared_ptr<ImportedMapping>, Error> ImporterCore::mapping(
     const TensorDescriptor& descriptor, UniqueFd fd, int device, bool from_channel) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  const std::uint64_t before = mappings_.opened();
-  stats_.fds_received += fd.valid() ? 1 : 0;
-  auto mapped = mappings_.get(descriptor, std::move(fd), device, from_channel);
-  stats_.mappings_opened += mappings_.opened() - before;
+  const bool fd_received = fd.valid();
+  std::uint64_t opened = 0;
+  expected<std::shared_ptr<ImportedMapping>, Error> mapped;
+  {
+    std::lock_guard<std::mutex> lock(cuda_mutex_);
+    const std::uint64_t before = mappings_.opened();
+    mapped = mappings_.get(descriptor, std::move(fd), device, from_channel);
+    opened = mappings_.opened() - before;
+  }
+  std::lock_guard<std::mutex> lock(books_mutex_);
+  stats_.fds_received += fd_received ? 1 : 0;
+  stats_.mappings_opened += opened;
   return mapped;
 }
 
 expected<std::shared_ptr<holoscan::detail::OpenedEvent>, Error> ImporterCore::readiness_event(
     const holoscan::detail::IpcHandleBytes& handle, int device) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(cuda_mutex_);
   return readiness_events_.open(handle, device);
 }
 
@@ -154,7 +161,7 @@ expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor, bo
   const bool foreign = id != 0 && descriptor.exporter_pid != exporter_pid_;
   Admissions::Verdict verdict = Admissions::Verdict::kSeen;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(books_mutex_);
     verdict = admissions_.verdict(id);
     if (from_channel) {
       admissions_.carried(id);  // after the verdict: the channel's order says nothing of this id
@@ -196,7 +203,7 @@ void ImporterCore::refuse_unread(std::uint64_t export_id, std::uint64_t fd_alloc
                                  std::uint64_t forget_allocation) noexcept {
   Admissions::Verdict verdict = Admissions::Verdict::kSeen;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(books_mutex_);
     verdict = admissions_.verdict(export_id);
     admissions_.carried(export_id);
   }
@@ -213,7 +220,7 @@ void ImporterCore::refuse_unread(std::uint64_t export_id, std::uint64_t fd_alloc
 }
 
 void ImporterCore::refused() noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(books_mutex_);
   ++stats_.refused;
 }
 
@@ -230,7 +237,7 @@ void ImporterCore::forget(std::uint64_t allocation, bool channels_too) noexcept 
   }
   std::shared_ptr<ImportedMapping> dropped;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(cuda_mutex_);
     dropped = mappings_.forget(allocation, channels_too);
   }
   // Unmapped here, outside the lock, unless an import still holds it.
@@ -251,7 +258,7 @@ void ImporterCore::give_back(std::uint64_t export_id, const holoscan::detail::Ip
     release.event = *event;
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(books_mutex_);
     admissions_.finish(export_id);  // never imported again, whether imported or refused
     ++stats_.released;
     stats_.release_events += event != nullptr ? 1 : 0;
@@ -263,7 +270,7 @@ void ImporterCore::forget_unused() noexcept {
   MappingCache mappings;
   holoscan::detail::OpenedEventCache events;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(cuda_mutex_);
     std::swap(mappings, mappings_);
     std::swap(events, readiness_events_);
   }
@@ -314,19 +321,19 @@ void ImporterCore::stop_receiving() noexcept {
 expected<void, Error> ImporterCore::flush() { return outbox_->flush(); }
 
 std::size_t ImporterCore::outstanding() const noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(books_mutex_);
   return admissions_.held();
 }
 
 std::size_t ImporterCore::queued_releases() const noexcept { return outbox_->queued(); }
 
 std::size_t ImporterCore::cached_mappings() const noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(cuda_mutex_);
   return mappings_.size();
 }
 
 ImporterStats ImporterCore::stats() const noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(books_mutex_);
   return stats_;
 }
 

@@ -135,8 +135,12 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
                      const TensorDescriptor& descriptor) const noexcept;
   expected<void, Error> find_devices_locked();
 
-  mutable std::mutex mutex_;
-  std::shared_ptr<Outbox> outbox_;  // thread-safe itself: used outside mutex_
+  // Two locks, so that giving an import back (a user's thread, the release thread) never waits
+  // for another thread's driver calls: cuda_mutex_ guards what is opened through CUDA (mappings,
+  // events, devices) and is held across those calls; books_mutex_ the admissions and counters.
+  mutable std::mutex cuda_mutex_;
+  mutable std::mutex books_mutex_;
+  std::shared_ptr<Outbox> outbox_;  // thread-safe itself: used under neither lock
   MappingCache mappings_;
   holoscan::detail::OpenedEventCache readiness_events_;
   std::optional<std::vector<std::pair<std::array<std::uint8_t, 16>, int>>> devices_;

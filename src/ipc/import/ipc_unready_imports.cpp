@@ -42,7 +42,7 @@ expected<std::optional<Tensor>, Error> UnreadyImports::take_ready() noexcept {
   if (held_.empty()) {
     return std::optional<Tensor>();
   }
-  const auto passed = readiness_passed(held_.front());
+  auto passed = readiness_passed(held_.front());
   if (passed && !*passed) {
     return std::optional<Tensor>();
   }
@@ -51,7 +51,7 @@ expected<std::optional<Tensor>, Error> UnreadyImports::take_ready() noexcept {
   count_.store(held_.size(), std::memory_order_relaxed);
   if (!passed) {
     front = Tensor();  // given back: its Release goes without event
-    return make_unexpected(passed.error());
+    return make_unexpected(std::move(passed.error()));  // moved: a copy could throw
   }
   return std::optional<Tensor>(std::move(front));
 }
