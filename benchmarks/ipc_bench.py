@@ -8,15 +8,19 @@ Two measures, each after a warm-up:
               acknowledges after dropping it), so it is the per-tensor cost of export + import +
               release. Beside it, its floor done by hand (holoscan_dlpack_ipc_demo floor): a Unix
               socket ping-pong of the library's own frames (without an fd, as the library sends
-              them once a peer has its allocation) plus one event record and one wait per side, with the same kernels, the processes blocking in recv (floor) or spinning on
-              it (floor, spinning); the lower of the two is the floor. The library's importers
+              them once a peer has its allocation) plus one event record and one wait per side,
+              with the same kernels, the processes blocking in recv (floor) or spinning on it
+              (floor, spinning); the lower of the two is the floor. The library's importers
               likewise sleep in receive() or ask without waiting (spin=1); the lower is ours.
   pipeline    producer -> relay (adds one into a new tensor) -> sink (checks), free running with
               at most `blocks` tensors in flight per hop (holoscan: pool blocks; torch: bounded
               queues); tensors per second, the library's importers sleeping or asking (the higher).
-Both measures run a third way too, the importers asking and made with ReadinessWait::kOnHost
-(readiness=host: they hold an import until its readiness event completed, so no stream waits on
-another process's event); each row is printed, and the headline takes the library's best way.
+The library's importers wait for each tensor's readiness on their host (ReadinessWait::kOnHost,
+the default: they hold an import until the exporter's event completed, so no stream waits on
+another process's event). Both measures run a third way too, with ReadinessWait::kOnGpu
+(readiness=gpu: the consumers' streams wait on the exporter's event; the round trip asking, the
+pipeline sleeping, each that way's better one); each row is printed, and the headline takes the
+library's best way.
 
 holoscan-dlpack's side is the C++ demo binary (holoscan_dlpack_ipc_demo roundtrip|pipeline|floor);
 torch's side runs here, with CUDA tensors sent through torch.multiprocessing queues. Each measure
@@ -182,8 +186,8 @@ def main():
         return 0
 
     runs = {name: [] for name in ("roundtrip", "roundtrip_spin", "floor", "floor_spin",
-                                  "torch_roundtrip", "roundtrip_host", "pipeline",
-                                  "pipeline_spin", "pipeline_host", "torch_pipeline")}
+                                  "torch_roundtrip", "roundtrip_gpu", "pipeline",
+                                  "pipeline_spin", "pipeline_gpu", "torch_pipeline")}
     holoscan_count = args.count + WARM_UP  # the demo counts its own warm-up in `count`
     shape = (holoscan_count, args.elements, args.blocks)
     for rep in range(args.reps):
@@ -192,29 +196,29 @@ def main():
         # fd=0: after an allocation's first Publish to a peer the library's frames carry no fd.
         runs["floor"].append(run_holoscan(args.binary, "floor", *shape, "spin=0", "fd=0"))
         runs["floor_spin"].append(run_holoscan(args.binary, "floor", *shape, "spin=1", "fd=0"))
-        runs["roundtrip_host"].append(
-            run_holoscan(args.binary, "roundtrip", *shape, "spin=1", "readiness=host"))
+        runs["roundtrip_gpu"].append(
+            run_holoscan(args.binary, "roundtrip", *shape, "spin=1", "readiness=gpu"))
         runs["torch_roundtrip"].append(torch_roundtrip(args.count, args.elements))
         runs["pipeline"].append(run_holoscan(args.binary, "pipeline", *shape))
         runs["pipeline_spin"].append(run_holoscan(args.binary, "pipeline", *shape, "spin=1"))
-        runs["pipeline_host"].append(
-            run_holoscan(args.binary, "pipeline", *shape, "spin=1", "readiness=host"))
+        runs["pipeline_gpu"].append(
+            run_holoscan(args.binary, "pipeline", *shape, "readiness=gpu"))
         runs["torch_pipeline"].append(torch_pipeline(args.count, args.elements, args.blocks))
         print(f"rep {rep + 1}: round trip {runs['roundtrip'][-1]:.1f} us, spinning "
               f"{runs['roundtrip_spin'][-1]:.1f} (floor {runs['floor'][-1]:.1f}, spinning "
               f"{runs['floor_spin'][-1]:.1f}; torch {runs['torch_roundtrip'][-1]:.1f}; readiness "
-              f"on host {runs['roundtrip_host'][-1]:.1f}), pipeline {runs['pipeline'][-1]:.0f}, "
-              f"spinning {runs['pipeline_spin'][-1]:.0f}, readiness on host "
-              f"{runs['pipeline_host'][-1]:.0f} vs {runs['torch_pipeline'][-1]:.0f} tensors/s",
+              f"on GPU {runs['roundtrip_gpu'][-1]:.1f}), pipeline {runs['pipeline'][-1]:.0f}, "
+              f"spinning {runs['pipeline_spin'][-1]:.0f}, readiness on GPU "
+              f"{runs['pipeline_gpu'][-1]:.0f} vs {runs['torch_pipeline'][-1]:.0f} tensors/s",
               flush=True)
 
     median = {name: statistics.median(values) for name, values in runs.items()}
     # Each side at its best: the library's importers sleeping in receive() or asking without
     # waiting (spin=1), beside the floor's processes blocking in recv or spinning on it.
-    # The readiness on the host is the library's too (an Importer option): the best way counts.
-    ours = min(median["roundtrip"], median["roundtrip_spin"], median["roundtrip_host"])
+    # The readiness on the GPU is the library's too (an Importer option): the best way counts.
+    ours = min(median["roundtrip"], median["roundtrip_spin"], median["roundtrip_gpu"])
     floor = min(median["floor"], median["floor_spin"])
-    pipeline = max(median["pipeline"], median["pipeline_spin"], median["pipeline_host"])
+    pipeline = max(median["pipeline"], median["pipeline_spin"], median["pipeline_gpu"])
     rt_ratio = ours / floor
     pl_ratio = pipeline / median["torch_pipeline"]
     print(f"\n{args.count} tensors of {args.elements} int32 per run, median of {args.reps}, "
@@ -225,14 +229,14 @@ def main():
           f"{rt_ratio:8.2f} {median['torch_roundtrip']:10.1f} "
           f"{median['torch_roundtrip'] / ours:8.1f}x")
     for mode, key, floor_key in (("blocking", "", ""), ("spinning", "_spin", "_spin"),
-                                 ("spinning, readiness on host", "_host", "_spin")):
+                                 ("spinning, readiness on GPU", "_gpu", "_spin")):
         print(f"{'  ' + mode + ' (us)':40} {median['roundtrip' + key]:16.1f} "
               f"{median['floor' + floor_key]:10.1f} "
               f"{median['roundtrip' + key] / median['floor' + floor_key]:8.2f}")
     print(f"{'pipeline (tensors per s)':40} {pipeline:16.0f} {'':10} {'':8} "
           f"{median['torch_pipeline']:10.0f} {pl_ratio:8.1f}x")
-    print(f"{'  blocking / spinning / on host':40} {median['pipeline']:16.0f} "
-          f"{median['pipeline_spin']:10.0f} {median['pipeline_host']:8.0f}")
+    print(f"{'  blocking / spinning / on GPU':40} {median['pipeline']:16.0f} "
+          f"{median['pipeline_spin']:10.0f} {median['pipeline_gpu']:8.0f}")
     print(f"round trip is {rt_ratio:.2f}x its floor: "
           f"{'meets' if rt_ratio <= 2 else 'MISSES'} the 2x target; pipeline throughput is "
           f"{pl_ratio:.1f}x torch.multiprocessing: {'meets' if pl_ratio >= 8 else 'MISSES'} the "

@@ -1,10 +1,12 @@
 // Cross-process tensors end to end: a producer process publishes tensors from a shareable pool to
 // consumer processes (this same binary, started again with a role), each of which checks every
-// value on the GPU. Readiness and reuse are ordered on the GPU with interprocess events; no
-// process blocks its host thread on the GPU while tensors flow (the count is printed).
+// value on the GPU. Readiness and reuse are ordered with interprocess events: the consumers ask
+// for each tensor's readiness before they take it, and the producer reuses a block once its
+// consumers' release events completed; no process blocks its host thread on the GPU while tensors
+// flow (the count is printed).
 //
 //   holoscan_dlpack_ipc_demo [demo|roundtrip|pipeline|floor] [count=N] [elements=N] [blocks=N]
-//                            [spin=1] [readiness=host] [ctest=1]
+//                            [spin=1] [readiness=gpu] [ctest=1]
 //
 // demo       one producer, two consumers, every tensor to both (default: 10^4 tensors)
 // roundtrip  one consumer; each tensor waits for its Release before the next (RESULT line:
@@ -14,8 +16,8 @@
 //            trace=PREFIX adds the median of each stage of the three processes)
 //            (spin=1, roundtrip and pipeline: importers ask receive(0) until a tensor comes
 //            instead of sleeping in receive(), as the spinning floor polls its socket;
-//            readiness=host: importers made with ReadinessWait::kOnHost, so that no stream waits
-//            on another process's event)
+//            readiness=gpu: importers made with ReadinessWait::kOnGpu, whose consumers' streams
+//            wait on the exporter's event, instead of the default kOnHost)
 // floor      the round trip's floor by hand: a socket ping-pong of the library's frames plus one
 //            event record and one wait per side (spin=1: poll without sleeping; fd=0: no
 //            descriptor with each Publish; kernels=0: no kernel on either side)
@@ -98,8 +100,8 @@ std::vector<std::string> shape_words(const ipc_demo::RunShape& shape) {
   if (shape.spin) {
     words.push_back("spin=1");
   }
-  if (shape.readiness == holoscan::ipc::ReadinessWait::kOnHost) {
-    words.push_back("readiness=host");
+  if (shape.readiness == holoscan::ipc::ReadinessWait::kOnGpu) {
+    words.push_back("readiness=gpu");
   }
   return words;
 }

@@ -26,7 +26,7 @@ struct RunShape {
   std::uint64_t delay_us = 0;       ///< The producer kernel's spin before it writes.
   bool spin = false;                ///< Importers poll receive(0) instead of sleeping in it.
   /// Where the importers wait for readiness (kOnHost: no stream waits on another process).
-  holoscan::ipc::ReadinessWait readiness = holoscan::ipc::ReadinessWait::kOnGpu;
+  holoscan::ipc::ReadinessWait readiness = holoscan::ipc::ReadinessWait::kOnHost;
   std::string trace;                ///< Stage stamps go to files with this prefix (empty: none).
 };
 

@@ -28,7 +28,7 @@ void produce(const std::string& path, int count, cudaStream_t stream) {
     }
     holoscan::Tensor tensor = std::move(block).value();
     launch_fill(static_cast<float*>(tensor.data()), tensor.size(), float(i), stream);
-    tensor.set_readiness_stream(stream);     // the consumer's reads wait for the fill on the GPU
+    tensor.set_readiness_stream(stream);     // the consumer gets it once the fill is done
     exporter.publish(peer, tensor).value();  // never waits; 4 blocks: the socket never fills
     ++i;
   }
@@ -44,7 +44,7 @@ void consume(const std::string& path, int count, cudaStream_t stream) {
   auto importer = ipc::Importer::create(ipc::Channel::connect(path).value()).value();
   for (int i = 0; i < count; ++i) {
     holoscan::Tensor tensor = importer.receive(/*timeout_ms=*/5000).value().value();
-    if (auto ready = tensor.synchronize_for_consumer_stream(stream); !ready) {  // one GPU wait
+    if (auto ready = tensor.synchronize_for_consumer_stream(stream); !ready) {  // met already
       throw holoscan::RuntimeError(ready.error());
     }
     launch_read(tensor.data_as<float>(), tensor.size(), stream);

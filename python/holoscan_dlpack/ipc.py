@@ -4,8 +4,8 @@ A :class:`Listener` (``Listener(path)``, ``Channel.connect(path)``) or ``Channel
 two processes; an :class:`Exporter` publishes device tensors (a shareable ``TensorPool``'s, or
 ``cudaMalloc``'s) to its peers and holds each until its importer is done with it; an
 :class:`Importer` receives them as read-only :class:`~holoscan_dlpack.Tensor` objects whose
-readiness is the exporter's, ordered on the GPU (or, with ``readiness='host'``, waited for here
-before the tensor is returned). Every blocking call waits without the GIL.
+readiness is the exporter's, waited for here before the tensor is returned (or, with
+``readiness='gpu'``, ordered on the consumers' streams). Every blocking call waits without the GIL.
 
 A :class:`Channel` passed to a :mod:`multiprocessing` child (a ``Process`` argument, or through a
 ``Queue`` or ``Pipe``) arrives there as a duplicate of its socket: close your own copy once the

@@ -124,15 +124,18 @@ void bind_ipc_importer(nb::module_& module) {
                                 "Where an Importer waits for an exporter's readiness event.")
       .value("kOnGpu", ipc::ReadinessWait::kOnGpu,
              "On the consumers' streams: receive() returns at once; a consumer's stream waits "
-             "for the exporter's event (fastest under MPS).")
+             "for the exporter's event (the lowest single-tensor latency without MPS, but a "
+             "consumer stream waiting on an exporter killed mid-work never runs again).")
       .value("kOnHost", ipc::ReadinessWait::kOnHost,
              "On this host: receive() holds an import until its event completed (asked, never "
              "waited on), then returns it with its readiness met; no stream waits on another "
-             "process (faster without MPS, and an exporter that dies mid-work stalls nothing).");
+             "process (the default: as fast or faster in a pipeline, and an exporter that dies "
+             "mid-work stalls nothing).");
   nb::class_<ImporterHandle> type(
       module, "Importer",
       "Receives the tensors one exporter publishes over a channel, as read-only Tensors whose "
-      "readiness is the exporter's (consumers wait for it on the GPU). Call "
+      "readiness is the exporter's (waited for here before receive() returns them, or with "
+      "readiness='gpu' by the consumers' streams). Call "
       "set_deallocation_stream(s) on a received Tensor after the last work queued on it: its "
       "memory goes back to the exporter, without a host block, once that work is done and its "
       "last owner is gone.");
@@ -143,21 +146,22 @@ void bind_ipc_importer(nb::module_& module) {
             new (self) ImporterHandle(create(channel, hello_timeout_ms, readiness));
           },
           nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000, nb::kw_only(),
-          nb::arg("readiness").none() = "gpu", Entry(),
+          nb::arg("readiness").none() = "host", Entry(),
           nb::sig("def __init__(self, channel: Channel, hello_timeout_ms: int = 5000, *, "
-                  "readiness: str | ReadinessWait = 'gpu') -> None"),
+                  "readiness: str | ReadinessWait = 'host') -> None"),
           "Takes `channel` over (it is closed on failure) and exchanges Hello without the GIL. "
-          "readiness='host' (ReadinessWait.kOnHost) holds each import until the exporter's "
-          "readiness event completed, so that no stream waits on another process (the faster "
-          "choice without MPS); 'gpu' (the default) returns it at once, its consumers waiting on "
-          "the GPU. HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung "
+          "readiness='host' (ReadinessWait.kOnHost, the default) holds each import until the "
+          "exporter's readiness event completed, so that no stream waits on another process (an "
+          "exporter that dies mid-work stalls nothing here); 'gpu' returns it at once, its "
+          "consumers waiting on the GPU (a lower single-tensor latency without MPS). "
+          "HoloscanTimeoutError without a Hello in time, ClosedError if the peer hung "
           "up, IncompatibleError for another protocol version or a peer that is an Importer too; "
           "InvalidArgumentError for a negative timeout (no signal interrupts this wait) or "
           "another readiness name.")
       .def_static("create", &create, nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000,
-                  nb::kw_only(), nb::arg("readiness").none() = "gpu", Entry(),
+                  nb::kw_only(), nb::arg("readiness").none() = "host", Entry(),
                   nb::sig("def create(channel: Channel, hello_timeout_ms: int = 5000, *, "
-                          "readiness: str | ReadinessWait = 'gpu') -> Importer"),
+                          "readiness: str | ReadinessWait = 'host') -> Importer"),
                   "Same as the constructor.")
       .def("receive", &receive, nb::arg("timeout_ms") = nb::none(), Entry(),
            nb::sig("def receive(self, timeout_ms: int | None = None) -> "

@@ -300,6 +300,36 @@ TEST_F(IpcHostReadiness, WhatIsHeldMovesWithTheImporter) {
   *importer_ = std::move(moved);  // the fixture's teardown lets it go
 }
 
+// Readiness on the host is the default: an Importer made without options holds an import whose
+// producer is busy and returns it once its event completed, no consumer stream waiting.
+TEST(IpcHostReadinessOptions, AnImporterWithoutOptionsWaitsOnTheHost) {
+  EXPECT_EQ(ImporterOptions{}.readiness, ReadinessWait::kOnHost);
+  test::FakeCudaIpcScope scope;
+  test::LocalLink link = test::local_link(2);
+  ASSERT_TRUE(link.ok());
+  const cudaStream_t producer = scope.fake().create_stream(0);
+  {
+    Tensor tensor = test::allocate(*link.pool, {8});
+    scope.fake().launch(producer);
+    ASSERT_TRUE(tensor.set_readiness_stream(producer));
+    ASSERT_TRUE(link.exporter->publish(link.peer, tensor).has_value());
+  }
+  auto early = link.importer->receive(20);
+  ASSERT_TRUE(early.has_value()) << early.error().message;
+  EXPECT_FALSE(early->has_value()) << "returned before its producer finished";
+  EXPECT_EQ(link.importer->awaiting_readiness(), 1u);
+  scope.fake().complete(producer);
+  Tensor imported = test::receive_one(*link.importer);
+  ASSERT_TRUE(imported);
+  const cudaStream_t consumer = scope.fake().create_stream(0);
+  const std::uint64_t waits = scope.ipc().calls(CudaIpcEntry::kStreamWaitEvent);
+  ASSERT_TRUE(imported.synchronize_for_consumer_stream(consumer).has_value());
+  EXPECT_EQ(scope.ipc().calls(CudaIpcEntry::kStreamWaitEvent), waits) << "no stream waits";
+  imported = Tensor();
+  flush_deferred_releases();
+  EXPECT_TRUE(test::poll_until(*link.exporter, [&] { return link.exporter->held() == 0; }));
+}
+
 TEST(IpcHostReadinessOptions, AReadinessWaitOfNeitherKindIsRefused) {
   auto ends = Channel::pair();
   ASSERT_TRUE(ends.has_value());

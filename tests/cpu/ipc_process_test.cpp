@@ -119,7 +119,11 @@ TEST_F(IpcProcess, ForkedImporterReadsTheDataAndItsReleaseWaitsForItsStream) {
   ASSERT_TRUE(produced.set_readiness_stream(producer));
 
   fork_importer([this](Channel channel) {
-    auto importer = Importer::create(std::move(channel), 10000);
+    // Readiness waited for on the consumer's stream: the import comes before the producer ends.
+    ImporterOptions options;
+    options.hello_timeout_ms = 10000;
+    options.readiness = ReadinessWait::kOnGpu;
+    auto importer = Importer::create(std::move(channel), options);
     if (!importer) {
       return 10;
     }

@@ -32,6 +32,13 @@ namespace {
 using test::CudaEntry;
 using test::CudaIpcEntry;
 
+// Readiness waited for on the consumers' streams (the default waits on the host).
+ImporterOptions on_gpu() {
+  ImporterOptions options;
+  options.readiness = ReadinessWait::kOnGpu;
+  return options;
+}
+
 class IpcRoundTrip : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -56,10 +63,11 @@ class IpcRoundTrip : public ::testing::Test {
   }
 
   // A shareable pool and one importer connected to the exporter.
-  void connect(std::size_t blocks = 4, test::PoolKind kind = test::PoolKind::kShareable) {
+  void connect(std::size_t blocks = 4, test::PoolKind kind = test::PoolKind::kShareable,
+               const ImporterOptions& options = {}) {
     pool_ = test::make_device_pool(1024, blocks, kind);
     ASSERT_NE(pool_, nullptr);
-    auto connected = test::connect_importer(*exporter_);
+    auto connected = test::connect_importer(*exporter_, options);
     ASSERT_TRUE(connected.importer.has_value());
     peer_ = connected.peer;
     importer_.emplace(std::move(*connected.importer));
@@ -97,7 +105,7 @@ class IpcRoundTrip : public ::testing::Test {
 };
 
 TEST_F(IpcRoundTrip, ImportedTensorIsTheExportersDataReadOnlyWithAReadinessContract) {
-  connect();
+  connect(4, test::PoolKind::kShareable, on_gpu());
   const cudaStream_t producer = fake().create_stream(0);
   Tensor produced = produce(producer);
   auto id = exporter_->publish(peer_, produced);
@@ -131,7 +139,7 @@ TEST_F(IpcRoundTrip, ImportedTensorIsTheExportersDataReadOnlyWithAReadinessContr
 }
 
 TEST_F(IpcRoundTrip, HostWaitBlocksUntilTheProducerFinishes) {
-  connect();
+  connect(4, test::PoolKind::kShareable, on_gpu());
   const cudaStream_t producer = fake().create_stream(0);
   ASSERT_TRUE(exporter_->publish(peer_, produce(producer)).has_value());
   Tensor imported = test::receive_one(*importer_);

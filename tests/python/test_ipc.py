@@ -712,6 +712,11 @@ def test_an_importer_waiting_for_readiness_on_the_host_times_out_and_sees_its_ex
             importer.receive(timeout_ms=1000)
 
 
+def test_readiness_is_waited_for_on_the_host_by_default():
+    for made in (ipc.Importer.__init__, ipc.Importer.create):
+        assert "readiness: str | ReadinessWait = 'host'" in made.__doc__
+
+
 def test_readiness_takes_gpu_host_or_a_readiness_wait_and_refuses_the_rest():
     for readiness in ("gpu", "host", ipc.ReadinessWait.kOnGpu, ipc.ReadinessWait.kOnHost):
         exporter, _, importer = connect_in_threads(readiness=readiness)

@@ -68,10 +68,10 @@ enum class ReadinessWait {
   /**
    * @brief On the consumers' streams: receive() returns an import at once, with a readiness
    *        contract (synchronize_for_consumer is one cudaStreamWaitEvent on the exporter's event).
-   *        Fastest where every process's work shares one GPU context (MPS), but a consumer stream
-   *        that waits on the event of an exporter killed before the event's work ran never runs
-   *        again (CUDA; `holoscan_dlpack_ipc_dead_event_probe`), and without MPS such waits across
-   *        contexts hold up the GPU's turns between processes (docs/ipc.md).
+   *        The lower single-tensor latency without MPS, but a consumer stream that waits on the
+   *        event of an exporter killed before the event's work ran never runs again (CUDA;
+   *        `holoscan_dlpack_ipc_dead_event_probe`), and without MPS such waits across contexts
+   *        hold up the GPU's turns between processes in a pipeline (docs/ipc.md).
    */
   kOnGpu,
   /**
@@ -81,8 +81,8 @@ enum class ReadinessWait {
    *        wait, synchronize_for_host returns at once (consumer code needs no change). No
    *        consumer stream ever waits on another process, so an exporter that dies mid-work
    *        stalls nothing here: its imports still held are given back once its process has
-   *        exited. The faster choice without MPS (docs/ipc.md), at the cost of polling while an
-   *        import is held.
+   *        exited. The default: as fast or faster in a pipeline, with or without MPS
+   *        (docs/ipc.md), at the cost of polling while an import is held.
    */
   kOnHost,
 };
@@ -94,16 +94,17 @@ inline constexpr std::size_t kMaxHeldForReadiness = 1024;
 /** @brief How an Importer connects and waits. */
 struct HOLOSCAN_DLPACK_API ImporterOptions {
   int hello_timeout_ms = 5000;                      ///< Limit for the Hello exchange.
-  ReadinessWait readiness = ReadinessWait::kOnGpu;  ///< Where readiness is waited for.
+  ReadinessWait readiness = ReadinessWait::kOnHost;  ///< Where readiness is waited for.
 };
 
 /**
  * @brief Imports the tensors one exporter publishes over a channel.
  *
  * Imported tensors are Holoscan-owned and read-only, as Holoscan 5.0 imports them: their memory
- * reference has a readiness contract through the exporter's interprocess event
- * (synchronize_for_consumer is one cudaStreamWaitEvent on it, synchronize_for_host a host wait),
- * readiness_stream() is null (streams are process-local) and set_readiness_stream() returns false.
+ * reference has a readiness contract through the exporter's interprocess event, met before
+ * receive() returns them by default (ReadinessWait::kOnHost; with kOnGpu synchronize_for_consumer
+ * is one cudaStreamWaitEvent on it, synchronize_for_host a host wait), readiness_stream() is null
+ * (streams are process-local) and set_readiness_stream() returns false.
  * set_deallocation_stream() records fan-out points as for any tensor. When the last owner goes,
  * an internal stream waits on every deallocation point and records an interprocess event there,
  * and the Release carrying it goes to the exporter at once: no host block on either side. Nothing
