@@ -34,13 +34,18 @@ constexpr const char* kUsedLegacyName = "used_dltensor";
 // The producer's managed tensor, lent to the library with our deleter in place of the producer's.
 // The library calls our deleter on whatever thread drops the last owner; it puts the producer's
 // deleter and manager_ctx back (no Python involved) and hands the rest to release_with_python,
-// which runs the producer's deleter and drops our reference to the producer with the GIL held.
+// which runs the producer's deleter and drops our reference to the producer (if one is held)
+// with the GIL held.
 template <class Managed>
 struct ProducerOwner final : PythonRelease {
   Managed* managed = nullptr;
   void (*producer_deleter)(Managed*) = nullptr;
   void* producer_context = nullptr;
-  PyObject* producer = nullptr;  // strong reference, or null for a bare capsule
+  // A strong reference to the producer object only where its tensor has no deleter: nothing
+  // else may keep that memory alive. Otherwise the tensor owns its memory (DLPack's rule) and
+  // the object is not held, as 5.0, torch and NumPy hold none: holding it made cycles through
+  // objects the collector cannot see into (a NumPy array's base, a capsule) that were never freed.
+  PyObject* producer = nullptr;
 
   void lend() noexcept {
     producer_deleter = managed->deleter;
@@ -105,7 +110,7 @@ expected<Tensor, Error> adopt(Managed* managed, nb::handle producer) {
     delete owner;
     return tensor;
   }
-  if (producer.is_valid()) {
+  if (producer.is_valid() && owner->producer_deleter == nullptr) {
     owner->producer = producer.inc_ref().ptr();
   }
   return tensor;

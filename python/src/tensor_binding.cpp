@@ -203,9 +203,10 @@ bool owns_its_tensor(PyObject* self) {
   return ready && destruct;
 }
 
-// An import keeps its producer object alive; a producer that holds its import (a cache) makes a
-// cycle that the collector sees only through these: the reference is reported while this Tensor
-// alone owns the memory, and clearing the Tensor releases it.
+// An import keeps the object that owns its memory alive where nothing else does (an array
+// interface's exporter, a DLPack producer whose tensor has no deleter); one that holds its import
+// (a cache) makes a cycle that the collector sees only through these: the reference is reported
+// while this Tensor alone owns the memory, and clearing the Tensor releases it.
 int traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(self));  // a heap type's instances report their type
   if (owns_its_tensor(self)) {

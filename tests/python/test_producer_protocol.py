@@ -2,6 +2,7 @@
 not: one call of each method with the right keywords, the legacy fallback, capsules that must keep
 ownership when rejected, and the consumer stream handed to device producers."""
 
+import ctypes
 import gc
 import weakref
 
@@ -353,22 +354,90 @@ def test_bare_capsule_takes_a_stream_for_its_readiness(testing):
     assert t.has_readiness_stream_contract() == cuda_device_present()
 
 
-def test_producer_object_lives_as_long_as_the_import():
+class ArrayProducer:
+    """A Python producer whose DLPack tensors are its NumPy array's (they own their memory)."""
+
+    def __init__(self, size=8):
+        self.array = np.arange(size)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        kwargs.pop("stream", None)
+        return self.array.__dlpack__(**kwargs)
+
+
+def test_a_producer_whose_tensor_owns_its_memory_is_not_kept():
+    # As 5.0, torch and NumPy: the capsule's tensor keeps its memory; the object is not held.
+    producer = ArrayProducer()
+    w = weakref.ref(producer)
+    t = hd.from_dlpack(producer)
+    del producer
+    gc.collect()
+    assert w() is None
+    assert np.asarray(t).tolist() == list(range(8)), "the memory lives with the import"
+
+
+def test_a_producer_whose_tensor_has_no_deleter_lives_as_long_as_the_import():
+    # DLPack allows a null deleter: then only the producer object can be keeping the memory.
+    class DLDevice(ctypes.Structure):
+        _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+    class DLDataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                    ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+    class Managed(ctypes.Structure):
+        _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                    ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                    ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+
     class Producer:
         def __init__(self):
-            self.array = np.arange(8)
+            self.array = np.arange(6, dtype=np.float32)
+            self.shape = (ctypes.c_int64 * 1)(6)
+            self.managed = Managed(1, 0, None, None, 0, DLTensor(
+                self.array.ctypes.data, DLDevice(1, 0), 1, DLDataType(2, 32, 1), self.shape,
+                None, 0))
 
         def __dlpack_device__(self):
-            return self.array.__dlpack_device__()
+            return (1, 0)
 
         def __dlpack__(self, **kwargs):
-            return self.array.__dlpack__(**kwargs)
+            return new_capsule(ctypes.addressof(self.managed), b"dltensor_versioned", None)
 
     producer = Producer()
     w = weakref.ref(producer)
     t = hd.from_dlpack(producer)
     del producer
     gc.collect()
-    assert w() is not None
+    assert w() is not None, "nothing else keeps its memory"
+    assert np.asarray(t).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     del t
+    gc.collect()
     assert w() is None
+
+
+def test_a_producer_that_keeps_a_view_of_its_own_import_is_collected():
+    # The view's base (our Tensor) was held by the array, which the collector cannot see into:
+    # with the producer held by its import, the cycle was never freed (a leak of every frame).
+    class Frame(ArrayProducer):
+        def __init__(self):
+            super().__init__(1000)
+            self.view = np.asarray(hd.from_dlpack(self))
+            self.capsule = hd.from_dlpack(self).__dlpack__(max_version=(1, 0))
+
+    frames = [Frame() for _ in range(5)]
+    alive = [weakref.ref(frame) for frame in frames]
+    del frames
+    gc.collect()
+    assert [ref() for ref in alive] == [None] * 5
