@@ -154,14 +154,19 @@ def test_a_daemon_thread_reading_an_array_interface_property_does_not_abort_the_
 
 
 def test_a_daemon_thread_dropping_imports_of_a_finalized_producer_does_not_abort_the_exit():
-    # The last owner of an import drops the producer object, whose finalizer is Python code run
-    # from the library's (noexcept) release path: a thread ended there at exit must park.
-    assert_clean_exits_with_daemon_threads_calling("""
+    # The last owner of an import drops the producer object (held since its tensor has no
+    # deleter), whose finalizer is Python code run from the library's (noexcept) release path: a
+    # thread ended there at exit must park.
+    assert_clean_exits_with_daemon_threads_calling(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        from null_deleter import null_deleter_capsule
+
         array = np.arange(4.0)
 
         class Producer:
             def __dlpack__(self, **keywords):
-                return array.__dlpack__(**keywords)
+                return null_deleter_capsule(self, array.ctypes.data, [4], dtype=(2, 64, 1))
 
             def __dlpack_device__(self):
                 return (1, 0)

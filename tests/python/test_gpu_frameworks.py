@@ -15,6 +15,7 @@ import pytest
 import holoscan_dlpack as hd
 from conftest import (KDL_CUDA, KDL_CUDA_HOST, SLOW_CYCLES, cuda_cupy, cuda_torch, run_python,
                       slow_pinned_fill)
+from null_deleter import null_deleter_capsule
 
 ROWS, COLS = 256, 1024  # 1 MiB of float32: visible in the frameworks' allocator counters
 SLOW = SLOW_CYCLES
@@ -39,6 +40,15 @@ class Producer:
 
 
 _release_threads = []
+
+
+class OwningProducer(Producer):
+    """A producer whose tensors have no deleter (DLPack allows it): only this object keeps their
+    memory, so an import keeps it until its release, which these tests watch."""
+
+    def __dlpack__(self, **kwargs):
+        return null_deleter_capsule(self, self.array.data_ptr(), list(self.array.shape),
+                                    device=(KDL_CUDA, self.array.device.index))
 
 
 def slow_fill(torch, stream, value, like=None):
@@ -243,7 +253,7 @@ def test_cuda_array_interface_import_orders_after_its_stream():
 def test_fan_out_release_waits_for_both_streams(testing):
     torch = cuda_torch()
     short, long = torch.cuda.Stream(), torch.cuda.Stream()
-    producer = Producer(torch.ones(ROWS, COLS, device="cuda"))
+    producer = OwningProducer(torch.ones(ROWS, COLS, device="cuda"))
     w = weakref.ref(producer)
     t = hd.from_dlpack(producer, stream=1)
     y = torch.from_dlpack(t)
@@ -271,7 +281,7 @@ def test_fan_out_release_waits_for_both_streams(testing):
 def test_release_thread_hands_python_releases_to_a_python_thread(testing):
     torch = cuda_torch()
     stream = torch.cuda.Stream()
-    producer = Producer(torch.ones(16, device="cuda"))
+    producer = OwningProducer(torch.ones(16, device="cuda"))
     w = weakref.ref(producer)
     t = hd.from_dlpack(producer, stream=1)
     with torch.cuda.stream(stream):

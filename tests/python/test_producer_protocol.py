@@ -2,7 +2,6 @@
 not: one call of each method with the right keywords, the legacy fallback, capsules that must keep
 ownership when rejected, and the consumer stream handed to device producers."""
 
-import ctypes
 import gc
 import weakref
 
@@ -10,6 +9,7 @@ import pytest
 
 import holoscan_dlpack as hd
 from conftest import FLAG_READ_ONLY, KDL_CPU, KDL_CUDA, PairSequence, cuda_device_present
+from null_deleter import null_deleter_capsule
 
 np = pytest.importorskip("numpy")
 
@@ -381,39 +381,15 @@ def test_a_producer_whose_tensor_owns_its_memory_is_not_kept():
 
 def test_a_producer_whose_tensor_has_no_deleter_lives_as_long_as_the_import():
     # DLPack allows a null deleter: then only the producer object can be keeping the memory.
-    class DLDevice(ctypes.Structure):
-        _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-    class DLDataType(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-    class DLTensor(ctypes.Structure):
-        _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                    ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                    ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
-
-    class Managed(ctypes.Structure):
-        _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                    ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
-                    ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
-
-    new_capsule = ctypes.pythonapi.PyCapsule_New
-    new_capsule.restype = ctypes.py_object
-    new_capsule.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
-
     class Producer:
         def __init__(self):
             self.array = np.arange(6, dtype=np.float32)
-            self.shape = (ctypes.c_int64 * 1)(6)
-            self.managed = Managed(1, 0, None, None, 0, DLTensor(
-                self.array.ctypes.data, DLDevice(1, 0), 1, DLDataType(2, 32, 1), self.shape,
-                None, 0))
 
         def __dlpack_device__(self):
             return (1, 0)
 
         def __dlpack__(self, **kwargs):
-            return new_capsule(ctypes.addressof(self.managed), b"dltensor_versioned", None)
+            return null_deleter_capsule(self, self.array.ctypes.data, [6])
 
     producer = Producer()
     w = weakref.ref(producer)
