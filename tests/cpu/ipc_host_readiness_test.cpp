@@ -5,6 +5,7 @@
 // import's event never completed, gives that import back and reports kClosed. Every test checks
 // that no claim stays and no descriptor leaks.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,7 +45,7 @@ class IpcHostReadiness : public ::testing::Test {
  protected:
   void SetUp() override {
     fds_before_ = test::open_fd_count();
-    test::LocalLink link = test::local_link(4, on_host());
+    test::LocalLink link = test::local_link(4);  // the default: ReadinessWait::kOnHost
     ASSERT_TRUE(link.ok());
     pool_ = std::move(link.pool);
     exporter_ = std::move(link.exporter);
@@ -300,34 +301,42 @@ TEST_F(IpcHostReadiness, WhatIsHeldMovesWithTheImporter) {
   *importer_ = std::move(moved);  // the fixture's teardown lets it go
 }
 
-// Readiness on the host is the default: an Importer made without options holds an import whose
-// producer is busy and returns it once its event completed, no consumer stream waiting.
-TEST(IpcHostReadinessOptions, AnImporterWithoutOptionsWaitsOnTheHost) {
+// Readiness on the host is the default: the fixture's Importer, made without options, holds an
+// import whose producer is busy and returns it once its event completed, no consumer stream
+// waiting.
+TEST_F(IpcHostReadiness, AnImporterWithoutOptionsWaitsOnTheHost) {
   EXPECT_EQ(ImporterOptions{}.readiness, ReadinessWait::kOnHost);
-  test::FakeCudaIpcScope scope;
-  test::LocalLink link = test::local_link(2);
-  ASSERT_TRUE(link.ok());
-  const cudaStream_t producer = scope.fake().create_stream(0);
-  {
-    Tensor tensor = test::allocate(*link.pool, {8});
-    scope.fake().launch(producer);
-    ASSERT_TRUE(tensor.set_readiness_stream(producer));
-    ASSERT_TRUE(link.exporter->publish(link.peer, tensor).has_value());
-  }
-  auto early = link.importer->receive(20);
-  ASSERT_TRUE(early.has_value()) << early.error().message;
-  EXPECT_FALSE(early->has_value()) << "returned before its producer finished";
-  EXPECT_EQ(link.importer->awaiting_readiness(), 1u);
-  scope.fake().complete(producer);
-  Tensor imported = test::receive_one(*link.importer);
-  ASSERT_TRUE(imported);
-  const cudaStream_t consumer = scope.fake().create_stream(0);
-  const std::uint64_t waits = scope.ipc().calls(CudaIpcEntry::kStreamWaitEvent);
-  ASSERT_TRUE(imported.synchronize_for_consumer_stream(consumer).has_value());
-  EXPECT_EQ(scope.ipc().calls(CudaIpcEntry::kStreamWaitEvent), waits) << "no stream waits";
-  imported = Tensor();
-  flush_deferred_releases();
-  EXPECT_TRUE(test::poll_until(*link.exporter, [&] { return link.exporter->held() == 0; }));
+  const cudaStream_t producer = fake().create_stream(0);
+  publish(producer, 2.0f);
+  EXPECT_FALSE(receive(20).has_value()) << "returned before its producer finished";
+  EXPECT_EQ(importer_->awaiting_readiness(), 1u);
+  fake().complete(producer);
+  std::optional<Tensor> imported = receive(1000);
+  ASSERT_TRUE(imported.has_value());
+  const cudaStream_t consumer = fake().create_stream(0);
+  const std::uint64_t waits = ipc().calls(CudaIpcEntry::kStreamWaitEvent);
+  ASSERT_TRUE(imported->synchronize_for_consumer_stream(consumer).has_value());
+  EXPECT_EQ(ipc().calls(CudaIpcEntry::kStreamWaitEvent), waits) << "no stream waits";
+}
+
+// What an event loop must know (docs/python.md, "Selectors and asyncio"): a held import's event
+// completing makes the Importer's descriptor readable neither; awaiting_readiness() says one is
+// held, and receive(0) returns it once it is ready.
+TEST_F(IpcHostReadiness, AnEventLoopSeesAHeldImportThroughAwaitingReadinessNotItsFd) {
+  const cudaStream_t producer = fake().create_stream(0);
+  publish(producer, 3.0f);
+  const auto readable = [&](int timeout_ms) {
+    pollfd entry{importer_->fd(), POLLIN, 0};
+    return ::poll(&entry, 1, timeout_ms) == 1;
+  };
+  ASSERT_TRUE(readable(5000)) << "the Publish wakes the loop";
+  EXPECT_FALSE(receive(0).has_value());
+  EXPECT_EQ(importer_->awaiting_readiness(), 1u);
+  fake().complete(producer);
+  EXPECT_FALSE(readable(50)) << "a completing event wakes no descriptor";
+  EXPECT_EQ(importer_->awaiting_readiness(), 1u) << "so the loop keeps asking";
+  EXPECT_TRUE(receive(0).has_value());
+  EXPECT_EQ(importer_->awaiting_readiness(), 0u);
 }
 
 TEST(IpcHostReadinessOptions, AReadinessWaitOfNeitherKindIsRefused) {

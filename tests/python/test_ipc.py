@@ -36,17 +36,18 @@ REFUSALS = {  # DLPack device type -> the exporter's refusal
 }
 
 
-def connect_in_threads(hello_timeout_ms=HELLO_MS, readiness="gpu"):
-    """An Exporter with one peer and that peer's Importer, both here: the Importer is made on a
-    thread once this one waits in add_peer, which only works if add_peer lets go of the GIL."""
+def connect_in_threads(hello_timeout_ms=HELLO_MS, readiness=None):
+    """An Exporter with one peer and that peer's Importer (`readiness` None: the default), both
+    here: the Importer is made on a thread once this one waits in add_peer, which only works if
+    add_peer lets go of the GIL."""
     mine, theirs = ipc.Channel.pair()
     made = {}
 
     def make_importer():
         time.sleep(0.05)  # needs the GIL again afterwards: add_peer has begun by then
         try:
-            made["importer"] = ipc.Importer(theirs, hello_timeout_ms=hello_timeout_ms,
-                                            readiness=readiness)
+            options = {} if readiness is None else {"readiness": readiness}
+            made["importer"] = ipc.Importer(theirs, hello_timeout_ms=hello_timeout_ms, **options)
         except hd.errors.HoloscanError as error:
             made["error"] = error
 

@@ -152,12 +152,14 @@ class HOLOSCAN_DLPACK_API Importer {
    *
    * With ReadinessWait::kOnHost, the import returned is the oldest one held whose readiness event
    * completed; while one is held this call polls (every few tens of microseconds) until
-   * `timeout_ms`, and `timeout_ms` 0 reads one more Publish at most. Past kMaxHeldForReadiness
-   * imports held the socket is left unread (the exporter's sends wait) until the oldest is ready.
-   * An event that cannot be asked (a broken context) gives its import back and returns that error
-   * (kFailure naming cudaEventQuery). After a hang-up, imports held are still returned as their
-   * events complete; once the exporter's process has exited, those whose events did not complete
-   * are given back (they never will), the others still returned in order, and kClosed follows.
+   * `timeout_ms`, and `timeout_ms` 0 reads one more Publish at most (after the exporter's exit
+   * with nothing held: what it queued, up to the first ready import or kClosed). Past
+   * kMaxHeldForReadiness imports held the socket is left unread (the exporter's sends wait) until
+   * the oldest is ready. An event that cannot be asked (a broken context) gives its import back and
+   * returns that error (kFailure naming cudaEventQuery). After a hang-up, imports held are still
+   * returned as their events complete; once the exporter's process has exited, those whose events
+   * did not complete are given back (they never will), the others still returned in order, and
+   * kClosed follows.
    */
   expected<std::optional<Tensor>, Error> receive(int timeout_ms);
 

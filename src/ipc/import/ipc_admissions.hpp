@@ -17,7 +17,8 @@ namespace holoscan::ipc::detail {
 /** @brief Exports finished ahead of the channel that are remembered one by one. */
 inline constexpr std::size_t kRememberedAhead = 256;
 
-/** @brief The admission record of one connection; not thread-safe (the core's lock guards it). */
+/** @brief The admission record of one connection; not thread-safe (the core's books_mutex_ guards
+ * it). */
 class Admissions {
  public:
   /** @brief What an export id may be. */

@@ -191,7 +191,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
       (void)core_->flush();
       return std::optional<Tensor>();
     }
-    // Waiting happens outside the core's lock, so releases from other threads never wait on it.
+    // Waiting happens outside the core's locks, so releases from other threads never wait on it.
     // The exporter's process is watched too: its end of the socket may outlive it.
     auto ready = detail::wait_ready(core_->fd(), POLLIN, holding ? now : deadline, kWho,
                                     core_->exporter_fd());

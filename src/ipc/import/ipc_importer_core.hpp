@@ -92,7 +92,8 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
    *        kPosixFd allocation, or 0), as the exporter does when the refusal reaches it, and gives
    *        the export back as refused. A refusal of a caller's import (not `from_channel`) lets go
    *        only of a mapping the caller's imports made: the exporter sends the fd again only for
-   *        its own exports, so the channel's mapping must stay. Never waits, never allocates.
+   *        its own exports, so the channel's mapping must stay. Never allocates; waits only for
+   *        another thread's mapping (the CUDA lock), never for the exporter.
    */
   void refuse(std::uint64_t export_id, std::uint64_t fd_allocation, bool from_channel) noexcept;
   /** @brief The exporter no longer counts `allocation`'s fd as sent: its mapping is let go

@@ -49,7 +49,8 @@ class HOLOSCAN_DLPACK_ABI ImportedMapping {
 };
 
 /**
- * @brief One exporter's mappings, by allocation id; not thread-safe (the importer locks).
+ * @brief One exporter's mappings, by allocation id; not thread-safe (the core's cuda_mutex_ guards
+ * it).
  *
  * A mapping stays cached while the exporter is connected, so that each of its allocations is
  * mapped once. kPosixFd mappings stay until the exporter says to forget them (forget(): it then
