@@ -31,8 +31,8 @@ nanobind::object as_tensor(nanobind::handle object, nanobind::handle stream);
 /**
  * @brief Imports a DLPack capsule. Ownership passes (and the capsule is renamed "used_...") only
  *        when the library accepted the tensor; on any rejection the capsule keeps it untouched
- *        and BufferError is raised. `producer` (may be null) is kept alive as long as the memory
- * where the tensor has no deleter.
+ *        and BufferError is raised. `producer` (may be null) is kept alive as long as the
+ *        memory where the tensor has no deleter.
  */
 Tensor import_capsule(nanobind::handle capsule, nanobind::handle producer);
 
@@ -83,8 +83,9 @@ void check_major_version(const DLManagedTensorVersioned& managed);
 
 /**
  * @brief Hands `managed` to the library behind our deleter (the producer's deleter then runs
- *        with the GIL, see python_release.hpp) and keeps `producer` alive as long as the memory
- * where the tensor has no deleter. On a rejection `managed` is untouched and still the caller's.
+ *        with the GIL, see python_release.hpp) and keeps `producer` alive as long as the
+ *        memory where the tensor has no deleter. On a rejection `managed` is untouched and still
+ *        the caller's.
  */
 expected<Tensor, Error> adopt_versioned(DLManagedTensorVersioned* managed,
                                         nanobind::handle producer);
