@@ -160,12 +160,27 @@ TEST_F(IpcGpuTest, ConsumerInAnotherProcessSeesWhatASlowProducerWrote) {
   EXPECT_EQ(exporter_->stats().refused_exports, 0u);
 }
 
+// The same with the consumer's stream waiting on the producer's event (ReadinessWait::kOnGpu): a
+// missing or misplaced cross-process wait reads the memory before the slow producer wrote it.
+TEST_F(IpcGpuTest, ConsumerStreamInAnotherProcessWaitsForWhatASlowProducerWrote) {
+  auto pool = make_pool(1 << 16, 4, /*shareable=*/true);
+  ASSERT_NE(pool, nullptr);
+  const cudaStream_t producer = make_stream();
+  const ipc::PeerId peer = spawn({"role=consume", "count=64", "delay_us=20", "readiness=gpu"});
+  produce(*pool, producer, {peer}, 64, 1 << 16, /*delay_us=*/2000);
+  expect_peers_succeed();
+  EXPECT_TRUE(poll_until([&] { return exporter_->held() == 0; }));
+  EXPECT_EQ(pool->available_blocks(), 4u);
+}
+
+// One consumer of each readiness wait: the fast one on its host (the default), the slow one on
+// its stream.
 TEST_F(IpcGpuTest, FanOutToTwoConsumerProcessesReusesABlockOnlyAfterBoth) {
   auto pool = make_pool(1 << 14, 2, /*shareable=*/true);
   ASSERT_NE(pool, nullptr);
   const cudaStream_t producer = make_stream();
   const ipc::PeerId fast = spawn({"role=consume", "count=200", "delay_us=20"});
-  const ipc::PeerId slow = spawn({"role=consume", "count=200", "delay_us=400"});
+  const ipc::PeerId slow = spawn({"role=consume", "count=200", "delay_us=400", "readiness=gpu"});
   produce(*pool, producer, {fast, slow}, 200, 1 << 14, /*delay_us=*/20);
   expect_peers_succeed();
   EXPECT_GE(pool->reuse_count(), 198u);

@@ -6,6 +6,7 @@
 //                                write 'h' to signal_fd and wait to be killed
 //   count=N elements=N delay_us=N seed_base=N expect_device=N (-1: any) release=N
 //   flat=1                       consume: fail if GPU memory or descriptors grow after warm-up
+//   readiness=gpu|host           where the Importer waits for readiness (default: the library's)
 // A consumer checks tensor i against pattern_value(seed_base + i): a missing readiness wait
 // reads the memory before the producer's slow kernel wrote it, a block reused too early is
 // overwritten before the check's second read. Exit status 0 means every check passed.
@@ -238,7 +239,16 @@ int main(int argc, char** argv) {
   if (!channel) {
     return fail(2, channel.error().message);
   }
-  auto importer = holoscan::ipc::Importer::create(std::move(*channel), 30000);
+  holoscan::ipc::ImporterOptions options;
+  options.hello_timeout_ms = 30000;
+  if (const std::string readiness = args.text("readiness"); readiness == "gpu") {
+    options.readiness = holoscan::ipc::ReadinessWait::kOnGpu;
+  } else if (readiness == "host") {
+    options.readiness = holoscan::ipc::ReadinessWait::kOnHost;
+  } else if (!readiness.empty()) {
+    return fail(2, "readiness must be gpu or host, not " + readiness);
+  }
+  auto importer = holoscan::ipc::Importer::create(std::move(*channel), options);
   if (!importer) {
     return fail(10, "Importer::create: " + importer.error().message);
   }
