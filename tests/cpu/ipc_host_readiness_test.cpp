@@ -35,11 +35,7 @@ namespace {
 using test::CudaEntry;
 using test::CudaIpcEntry;
 
-ImporterOptions on_host() {
-  ImporterOptions options;
-  options.readiness = ReadinessWait::kOnHost;
-  return options;
-}
+ImporterOptions on_host() { return test::readiness_options(ReadinessWait::kOnHost); }
 
 class IpcHostReadiness : public ::testing::Test {
  protected:

@@ -120,10 +120,8 @@ TEST_F(IpcProcess, ForkedImporterReadsTheDataAndItsReleaseWaitsForItsStream) {
 
   fork_importer([this](Channel channel) {
     // Readiness waited for on the consumer's stream: the import comes before the producer ends.
-    ImporterOptions options;
-    options.hello_timeout_ms = 10000;
-    options.readiness = ReadinessWait::kOnGpu;
-    auto importer = Importer::create(std::move(channel), options);
+    auto importer =
+        Importer::create(std::move(channel), test::readiness_options(ReadinessWait::kOnGpu, 10000));
     if (!importer) {
       return 10;
     }

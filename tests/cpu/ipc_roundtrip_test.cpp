@@ -33,11 +33,7 @@ using test::CudaEntry;
 using test::CudaIpcEntry;
 
 // Readiness waited for on the consumers' streams (the default waits on the host).
-ImporterOptions on_gpu() {
-  ImporterOptions options;
-  options.readiness = ReadinessWait::kOnGpu;
-  return options;
-}
+ImporterOptions on_gpu() { return test::readiness_options(ReadinessWait::kOnGpu); }
 
 class IpcRoundTrip : public ::testing::Test {
  protected:

@@ -138,39 +138,40 @@ class IpcGpuTest : public GpuTest {
     }
   }
 
+  // 64 tensors, each written by a kernel that spins 2 ms first, to one consumer process (started
+  // with `words` besides its role) that checks every value; then every claim and block is back.
+  void slow_producer_to_one_consumer(const std::vector<std::string>& words) {
+    auto pool = make_pool(1 << 16, 4, /*shareable=*/true);
+    ASSERT_NE(pool, nullptr);
+    const cudaStream_t producer = make_stream();
+    std::vector<std::string> arguments{"role=consume", "count=64", "delay_us=20"};
+    arguments.insert(arguments.end(), words.begin(), words.end());
+    const ipc::PeerId peer = spawn(arguments);
+    produce(*pool, producer, {peer}, 64, 1 << 16, /*delay_us=*/2000);
+    expect_peers_succeed();
+    EXPECT_TRUE(poll_until([&] { return exporter_->held() == 0; }));
+    EXPECT_EQ(pool->available_blocks(), 4u);
+    EXPECT_EQ(exporter_->stats().published, 64u);
+    EXPECT_EQ(exporter_->stats().unopenable_events, 0u);
+    // One pool allocation, one peer: its fd crossed the socket with the first Publish only, and
+    // the consumer (which checked every value) mapped it from there.
+    EXPECT_EQ(exporter_->stats().fds_sent, 1u);
+    EXPECT_EQ(exporter_->stats().refused_exports, 0u);
+  }
+
   std::optional<ipc::Exporter> exporter_;
   std::vector<pid_t> children_;
   std::vector<ipc::UniqueFd> signal_fds_;
 };
 
 TEST_F(IpcGpuTest, ConsumerInAnotherProcessSeesWhatASlowProducerWrote) {
-  auto pool = make_pool(1 << 16, 4, /*shareable=*/true);
-  ASSERT_NE(pool, nullptr);
-  const cudaStream_t producer = make_stream();
-  const ipc::PeerId peer = spawn({"role=consume", "count=64", "delay_us=20"});
-  produce(*pool, producer, {peer}, 64, 1 << 16, /*delay_us=*/2000);
-  expect_peers_succeed();
-  EXPECT_TRUE(poll_until([&] { return exporter_->held() == 0; }));
-  EXPECT_EQ(pool->available_blocks(), 4u);
-  EXPECT_EQ(exporter_->stats().published, 64u);
-  EXPECT_EQ(exporter_->stats().unopenable_events, 0u);
-  // One pool allocation, one peer: its fd crossed the socket with the first Publish only, and the
-  // consumer (which checked every value) mapped it from there.
-  EXPECT_EQ(exporter_->stats().fds_sent, 1u);
-  EXPECT_EQ(exporter_->stats().refused_exports, 0u);
+  slow_producer_to_one_consumer({});
 }
 
 // The same with the consumer's stream waiting on the producer's event (ReadinessWait::kOnGpu): a
 // missing or misplaced cross-process wait reads the memory before the slow producer wrote it.
 TEST_F(IpcGpuTest, ConsumerStreamInAnotherProcessWaitsForWhatASlowProducerWrote) {
-  auto pool = make_pool(1 << 16, 4, /*shareable=*/true);
-  ASSERT_NE(pool, nullptr);
-  const cudaStream_t producer = make_stream();
-  const ipc::PeerId peer = spawn({"role=consume", "count=64", "delay_us=20", "readiness=gpu"});
-  produce(*pool, producer, {peer}, 64, 1 << 16, /*delay_us=*/2000);
-  expect_peers_succeed();
-  EXPECT_TRUE(poll_until([&] { return exporter_->held() == 0; }));
-  EXPECT_EQ(pool->available_blocks(), 4u);
+  slow_producer_to_one_consumer({"readiness=gpu"});
 }
 
 // One consumer of each readiness wait: the fast one on its host (the default), the slow one on

@@ -10,6 +10,8 @@ parametrize values: DLDataType(2, 16, 1), from_dlpack, the error classes and wit
 is still alive when nanobind counts, and a plain Python object in a parametrize list is never
 finalized either (pyproject.toml turns plugin autoloading off for this suite)."""
 
+import os
+
 import pytest
 
 from conftest import run_python
@@ -72,13 +74,14 @@ def test_nothing_leaks_at_exit_with_torch():
     assert_no_leak_at_exit(NUMPY_SEQUENCE + TORCH_SEQUENCE, "ran with torch")
 
 
-PYTHON_PRODUCER_AT_EXIT = """
-    import atexit
+def producer_class(capsule):
+    """Source of a `Producer(name)` over `self.a` (four float64) whose __dlpack__ returns
+    `capsule` and whose finalizer prints "finalized NAME"."""
+    return f"""
+    import sys
     import numpy as np
-
-    cache = {}
-    atexit.register(cache.clear)  # runs after the package's own atexit hook (registered later)
-    import holoscan_dlpack as hd
+    sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+    from null_deleter import null_deleter_capsule
 
     class Producer:
         def __init__(self, name):
@@ -86,13 +89,24 @@ PYTHON_PRODUCER_AT_EXIT = """
             self.a = np.arange(4.0)
 
         def __dlpack_device__(self):
-            return self.a.__dlpack_device__()
+            return (1, 0)
 
         def __dlpack__(self, **kwargs):
-            return self.a.__dlpack__(**kwargs)
+            return {capsule}
 
         def __del__(self):
             print("finalized", self.name, flush=True)
+"""
+
+
+# The import keeps these producers (their tensors have no deleter), so their last owners drop them.
+PYTHON_PRODUCER_AT_EXIT = producer_class(
+    "null_deleter_capsule(self, self.a.ctypes.data, [4], dtype=(2, 64, 1))") + """
+    import atexit
+
+    cache = {}
+    atexit.register(cache.clear)  # runs after the package's own atexit hook (registered later)
+    import holoscan_dlpack as hd
 
     t = hd.from_dlpack(Producer("global"))
     u = hd.from_dlpack(t)  # another owner of the memory until the modules' globals go
@@ -103,8 +117,8 @@ PYTHON_PRODUCER_AT_EXIT = """
 
 def test_producers_dropped_at_exit_are_released_by_the_finalizing_thread():
     """The last owner dropped while the interpreter finalizes (a module's globals, an atexit
-    cleanup that runs after the package's hook) releases a Python producer's tensor (NumPy's
-    deleter) on the thread that finalizes, which holds the GIL: nothing is leaked."""
+    cleanup that runs after the package's hook) releases a Python producer on the thread that
+    finalizes, which holds the GIL: it is not leaked, and neither is what it keeps alive."""
     result = run_python(PYTHON_PRODUCER_AT_EXIT)
     assert result.returncode == 0, result.stderr
     assert "ran" in result.stdout, result.stdout
@@ -113,24 +127,10 @@ def test_producers_dropped_at_exit_are_released_by_the_finalizing_thread():
     assert "nanobind: leaked" not in result.stderr, result.stderr
 
 
-PRODUCER_WITH_A_VIEW_AT_EXIT = """
-    import numpy as np
+PRODUCER_WITH_A_VIEW_AT_EXIT = producer_class("self.a.__dlpack__(**kwargs)") + """
     import holoscan_dlpack as hd
 
-    class Producer:
-        def __init__(self):
-            self.a = np.arange(4.0)
-
-        def __dlpack_device__(self):
-            return self.a.__dlpack_device__()
-
-        def __dlpack__(self, **kwargs):
-            return self.a.__dlpack__(**kwargs)
-
-        def __del__(self):
-            print("finalized", flush=True)
-
-    t = hd.from_dlpack(Producer())
+    t = hd.from_dlpack(Producer("behind a view"))
     view = np.asarray(t)  # the array's base is t, and the producer's methods reach these globals
     capsule = t.__dlpack__(max_version=(1, 0))
     print("ran", flush=True)
@@ -143,7 +143,8 @@ def test_a_producer_behind_a_view_at_exit_is_finalized_and_nothing_leaks():
     (which the collector cannot see through the view) keeps it past exit."""
     result = run_python(PRODUCER_WITH_A_VIEW_AT_EXIT)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["finalized", "ran"], result.stdout + result.stderr
+    assert result.stdout.splitlines() == ["finalized behind a view", "ran"], (
+        result.stdout + result.stderr)
     assert "nanobind: leaked" not in result.stderr, result.stderr
 
 

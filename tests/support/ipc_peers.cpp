@@ -125,6 +125,13 @@ std::optional<ipc::Importer> importer_beside(ExporterSide exporter_side,
   return std::move(**importer);
 }
 
+ipc::ImporterOptions readiness_options(ipc::ReadinessWait where, int hello_timeout_ms) {
+  ipc::ImporterOptions options;
+  options.hello_timeout_ms = hello_timeout_ms;
+  options.readiness = where;
+  return options;
+}
+
 ConnectedImporter connect_importer(ipc::Exporter& exporter) {
   return connect_importer(exporter, ipc::ImporterOptions{});
 }

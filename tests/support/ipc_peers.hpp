@@ -93,6 +93,9 @@ struct LocalLink {
   bool ok() const { return pool != nullptr && exporter && importer; }
 };
 
+/** @brief Importer options that wait for readiness `where`, the Hello limit `hello_timeout_ms`. */
+ipc::ImporterOptions readiness_options(ipc::ReadinessWait where, int hello_timeout_ms = 5000);
+
 /** @brief A LocalLink over a pool of `blocks` blocks of 1 KiB, its Importer made with `options`
  *         (fails the test when it cannot). */
 LocalLink local_link(std::size_t blocks, const ipc::ImporterOptions& options = {});
