@@ -257,11 +257,16 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
       try {
         unready_->hold(*tensor);
       } catch (const std::bad_alloc&) {
-        // Given back (the exporter's claim drops), and said so: never lost without a word.
-        return make_unexpected(ErrorCode::kResourceExhausted,
-                               std::string(kWho) + ": out of host memory holding export " +
-                                   std::to_string(descriptor->export_id) +
-                                   " for its readiness; it was given back");
+        // Given back (the exporter's claim drops), and said so: never lost without a word. The
+        // sentence allocates too: out of memory again, the shorter refusal goes.
+        try {
+          return make_unexpected(ErrorCode::kResourceExhausted,
+                                 std::string(kWho) + ": out of host memory holding export " +
+                                     std::to_string(descriptor->export_id) +
+                                     " for its readiness; it was given back");
+        } catch (const std::bad_alloc&) {
+          return make_unexpected(detail::out_of_memory(kWho));
+        }
       }
       core_->held_for_readiness();
       // receive(0) reads what is there once: an exporter that publishes faster than this reads
