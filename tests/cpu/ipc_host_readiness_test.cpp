@@ -242,6 +242,38 @@ TEST_F(IpcHostReadiness, AnUnaskableEventsRefusalOutOfMemoryNeverEndsTheProcess)
   fake().complete(producer);
 }
 
+// receive(0) with the host out of memory, the n-th allocation of the call and the next failed
+// (two in a row: a Publish the channel could not parse is named for its Release by decoding it
+// again): the call never throws and every export comes back. The second failure once left the
+// export unnamed, its claim held until this process's exit.
+TEST_F(IpcHostReadiness, AReceiveOutOfMemoryNeverThrowsAndGivesEveryExportBack) {
+  for (std::uint64_t skip = 0;; ++skip) {
+    const cudaStream_t producer = fake().create_stream(0);
+    publish(producer, 1.0f);
+    bool threw = false;
+    std::uint64_t failed = 0;
+    {
+      test::FailingAllocations failing(skip, 2);
+      try {
+        (void)importer_->receive(0);
+      } catch (...) {
+        threw = true;
+      }
+      failed = failing.failed();
+    }
+    ASSERT_FALSE(threw) << "an exception escaped receive from allocation " << skip << " on";
+    fake().complete(producer);
+    while (receive(100).has_value()) {  // what was held or left unread, dropped at once
+    }
+    flush_deferred_releases();
+    ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+        << "allocation " << skip << ": an export was never given back";
+    if (failed == 0) {
+      break;
+    }
+  }
+}
+
 // Behind a stalled import the Importer holds kMaxHeldForReadiness at most, then leaves the socket
 // unread (the exporter's later sends wait); once the oldest is ready every import comes, in order.
 TEST_F(IpcHostReadiness, WhatIsHeldIsBoundedAndTheRestWaitsInTheSocket) {

@@ -220,7 +220,11 @@ std::optional<std::uint64_t> publish_export_id(const std::uint8_t* bytes,
     auto descriptor = decode(bytes + kDescriptorAt, size - kDescriptorAt);
     return descriptor ? std::optional<std::uint64_t>(descriptor->export_id) : std::nullopt;
   } catch (const std::bad_alloc&) {
-    return std::nullopt;  // out of memory: the export cannot be named, nor given back
+    // Out of memory (the channel names a Publish it could not parse for want of it, so this
+    // decode may fail too): the export id is read from its field, undecoded, so that the export
+    // is still given back. A Release naming an id from the exporter's own frame can only end a
+    // claim of that exporter; left unnamed, the claim would wait for this process's exit.
+    return descriptor_export_id(bytes + kDescriptorAt, size - kDescriptorAt);
   }
 }
 

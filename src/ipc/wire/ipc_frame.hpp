@@ -38,8 +38,9 @@ expected<Frame, Error> encode_frame(const Publish& publish);
 expected<Frame, Error> encode_frame(const Release& release);
 
 /**
- * @brief The export id of `bytes` when they are a Publish frame whose descriptor decodes, so that
- *        a refused one can be given back; nullopt for anything else. Never throws.
+ * @brief The export id of `bytes` when they are a Publish frame whose descriptor decodes (out of
+ *        memory to decode it: read from its field), so that a refused one can be given back;
+ *        nullopt for anything else. Never throws.
  */
 HOLOSCAN_DLPACK_ABI std::optional<std::uint64_t> publish_export_id(const std::uint8_t* bytes,
                                                                    std::size_t size) noexcept;
