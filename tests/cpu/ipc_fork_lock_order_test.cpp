@@ -1,4 +1,4 @@
-// Covers fork() while the importer's release path holds its locks: record_release() takes the
+// Covers fork() while the importer's release path holds its locks: ReleaseRings::record() takes the
 // interprocess event pool's lock while it holds the release ring's (while the ring grows), and
 // calls the CUDA table (here a fake whose own lock its fork handler holds across fork()) under
 // both. A fork() that races a pure importer's first releases must not leave the forking thread
@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -56,11 +57,12 @@ TEST(IpcForkLockOrderChild, DISABLED_ForkDuringTheFirstReleases) {
   hooked.event_create_with_flags = &held_event_create;
   const detail::CudaIpcApi* previous = detail::install_cuda_ipc_api(&hooked);
 
-  // The importer's first release: the ring's lock (registered first), then the event pool's.
+  // A connection's first release: its ring's lock, then the event pool's.
+  std::optional<holoscan::detail::ReleaseRings> rings{std::in_place};
   std::atomic<bool> released{false};
   std::thread releaser([&] {
     holoscan::detail::StreamPointList none;
-    auto event = holoscan::detail::record_release(0, none);
+    auto event = rings->record(0, none);
     EXPECT_TRUE(event.has_value());
     released.store(true);
   });
@@ -87,6 +89,7 @@ TEST(IpcForkLockOrderChild, DISABLED_ForkDuringTheFirstReleases) {
   }
   releaser.join();
   forker.join();
+  rings.reset();
   holoscan::detail::reset_release_streams();
   (void)holoscan::detail::destroy_free_ipc_events();
   detail::install_cuda_ipc_api(previous);

@@ -547,6 +547,46 @@ TEST_F(IpcRoundTrip, FanOutToTwoImportersReturnsTheBlockAfterBoth) {
   EXPECT_EQ(pool_->available_blocks(), 1u);
 }
 
+// A consumer stream that waited on a dead exporter's event never runs again
+// (ReadinessWait::kOnGpu), nor do the deallocation points recorded on it. Each connection has its
+// own release stream, so such a point holds back its own connection's Release only, never a later
+// one of another.
+TEST_F(IpcRoundTrip, AConsumerStreamThatNeverRunsAgainHoldsBackOnlyItsOwnConnectionsRelease) {
+  connect(2);
+  auto second = test::connect_importer(*exporter_);
+  ASSERT_TRUE(second.importer.has_value());
+  other_.emplace(std::move(*second.importer));
+  const cudaStream_t producer = fake().create_stream(0);
+  ASSERT_TRUE(exporter_->publish(peer_, produce(producer)).has_value());
+  ASSERT_TRUE(exporter_->publish(second.peer, produce(producer)).has_value());
+  fake().complete(producer);
+  Tensor stuck = test::receive_one(*importer_);
+  Tensor healthy = test::receive_one(*other_);
+  const cudaStream_t stuck_stream = fake().create_stream(0);
+  const cudaStream_t healthy_stream = fake().create_stream(0);
+  fake().launch(stuck_stream);
+  fake().launch(healthy_stream);
+  ASSERT_TRUE(stuck.set_deallocation_stream(stuck_stream));
+  ASSERT_TRUE(healthy.set_deallocation_stream(healthy_stream));
+  stuck = Tensor();  // its release waits are queued first
+  healthy = Tensor();
+  EXPECT_EQ(importer_->stats().release_events, 1u);
+  EXPECT_EQ(other_->stats().release_events, 1u);
+
+  fake().complete(healthy_stream);
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 1; }))
+      << "a release waited behind another connection's consumer stream that has not run";
+  EXPECT_EQ(pool_->available_blocks(), 1u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(exporter_->poll().value_or(99), 0u);
+  }
+  EXPECT_EQ(exporter_->held(), 1u) << "the stuck import's block came back before its consumer ran";
+  fake().complete(stuck_stream);
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+  EXPECT_EQ(pool_->available_blocks(), 2u);
+  EXPECT_EQ(host_waits(), 0u) << "a host block on the hot path";
+}
+
 TEST_F(IpcRoundTrip, ReleasesNamingNoClaimAreIgnoredAndDropNothing) {
   pool_ = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
   ASSERT_NE(pool_, nullptr);

@@ -11,7 +11,6 @@
 
 #include "cuda/cuda_error.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
-#include "ipc/import/ipc_release_stream.hpp"
 #include "stream/defer_release.hpp"
 #include "stream/stream_point.hpp"
 #include "stream/tracked_streams.hpp"
@@ -77,7 +76,7 @@ ImportedReference::~ImportedReference() {
   const bool close_first = mapping_ != nullptr && mapping_->legacy() && mapping_.use_count() == 1;
   std::optional<std::array<std::uint8_t, kIpcHandleBytes>> released;  // the event's handle
   if (!close_first) {
-    if (auto recorded = holoscan::detail::record_release(device_, points)) {
+    if (auto recorded = core_->record_release(device_, points)) {
       released = *recorded;
     }
   }

@@ -21,6 +21,8 @@
 #include "ipc/import/ipc_admissions.hpp"
 #include "ipc/import/ipc_mapping.hpp"
 #include "ipc/import/ipc_outbox.hpp"
+#include "ipc/import/ipc_release_stream.hpp"
+#include "stream/stream_point_list.hpp"
 
 namespace holoscan::ipc::detail {
 
@@ -108,6 +110,14 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
    */
   void give_back(std::uint64_t export_id, const holoscan::detail::IpcHandleBytes* event,
                  bool was_imported) noexcept;
+  /**
+   * @brief Orders this connection's release stream of `device` after every point in `points`
+   *        and records a release event there (ReleaseRings::record); never blocks on the GPU.
+   */
+  expected<std::array<std::uint8_t, kIpcHandleBytes>, Error> record_release(
+      int device, const holoscan::detail::StreamPointList& points) noexcept {
+    return release_rings_.record(device, points);
+  }
   /** @brief The exporter hung up: forgets the mappings and events no import holds. */
   void forget_unused() noexcept;
   /**
@@ -151,6 +161,7 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   const pid_t owner_;
   Admissions admissions_;
   ImporterStats stats_;
+  holoscan::detail::ReleaseRings release_rings_;  // thread-safe itself: used under neither lock
 };
 
 /**
