@@ -33,31 +33,35 @@ nb::dict interface_dict(const Tensor& tensor) {
   if (!typestr) {
     raise_error(typestr.error(), Raise::kBuffer);
   }
+  // Holoscan 5.0's keys, in its order. Its strides are the byte strides whenever the DLPack view
+  // has strides (every producer of DLPack 1.2 or later gives them), contiguous or not, so that a
+  // consumer sees the strides the producer gave (NumPy keeps them on its view); None for a 0-d
+  // tensor or a view without strides.
   nb::dict dict;
-  const std::vector<std::int64_t> shape = tensor.shape();
   nb::list extents;
-  for (std::int64_t extent : shape) {
+  for (std::int64_t extent : tensor.shape()) {
     extents.append(extent);
   }
   dict["shape"] = nb::tuple(extents);
   dict["typestr"] = *typestr;
-  // Holoscan 5.0 writes the layout's description too, as NumPy's own dicts carry it: one unnamed
-  // field of the whole type.
-  nb::list descr;
-  descr.append(nb::make_tuple("", *typestr));
-  dict["descr"] = descr;
   dict["data"] =
       nb::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data()), tensor.is_read_only());
   dict["version"] = 3;
-  if (tensor.is_contiguous()) {
-    dict["strides"] = nb::none();
-  } else {
+  const DLTensor& view = tensor.dl_tensor();
+  if (view.ndim > 0 && view.strides != nullptr) {
     nb::list strides;
     for (std::int64_t stride : tensor.strides()) {
       strides.append(stride);
     }
     dict["strides"] = nb::tuple(strides);
+  } else {
+    dict["strides"] = nb::none();
   }
+  // The layout's description too, as NumPy's own dicts carry it: one unnamed field of the whole
+  // type.
+  nb::list descr;
+  descr.append(nb::make_tuple("", *typestr));
+  dict["descr"] = descr;
   return dict;
 }
 

@@ -141,6 +141,28 @@ def test_awkward_layouts_round_trip(make):
             assert back.ctypes.data == a.ctypes.data
 
 
+@pytest.mark.parametrize("make", [
+    lambda: np.arange(24, dtype=np.float32).reshape(4, 6),
+    lambda: np.arange(24, dtype=np.float32).reshape(4, 6)[1:2, 2:3],
+    lambda: np.zeros((0, 3), np.float32),
+    lambda: np.zeros((2, 0, 3), np.int16),
+], ids=["contiguous", "one-element slice", "empty", "empty 3-d"])
+def test_array_interface_strides_are_the_tensors_as_in_holoscan_5_0(make):
+    # Holoscan 5.0 gives the byte strides whenever the DLPack view has strides, contiguous or not,
+    # so that NumPy's view keeps them; its keys come in this order.
+    a = make()
+    t = hd.from_dlpack(a)
+    interface = t.__array_interface__
+    assert interface["strides"] == tuple(t.strides) == a.strides
+    assert list(interface) == ["shape", "typestr", "data", "version", "strides", "descr"]
+    assert np.asarray(t).strides == a.strides
+
+
+def test_array_interface_of_a_0d_tensor_has_no_strides():
+    interface = hd.from_dlpack(np.array(3.0, dtype=np.float32)).__array_interface__
+    assert interface["shape"] == () and interface["strides"] is None
+
+
 def test_array_interface_describes_a_host_tensor():
     a = np.arange(12, dtype=np.uint16).reshape(3, 4)[:, 1:3]
     t = hd.from_dlpack(a)
