@@ -210,8 +210,9 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
       dl_device.is_none() ? ours : parse_device(dl_device, "dl_device", Bools::kIntegers);
   // Host memory has no owning device: __dlpack_device__ reports id 0, and a consumer that asks
   // for another id asks for a device that does not exist (Holoscan 5.0 refuses it so, copy or
-  // not); compared as reported below, it would be taken for the tensor's own.
-  if (target.device_id != 0 && protocol_device(target).device_id == 0) {
+  // not); compared as reported below, it would be taken for the tensor's own. No dl_device asks
+  // for the tensor's own device, whatever host id it stores.
+  if (!dl_device.is_none() && target.device_id != 0 && protocol_device(target).device_id == 0) {
     raise_invalid_argument("Tensor copy target device is unsupported: dl_device " +
                            device_text(target) + " names a host device other than 0");
   }

@@ -148,14 +148,14 @@ PyObject* interned(const char* text) {
 struct Names {
   PyObject* dlpack = interned("__dlpack__");
   PyObject* dlpack_device = interned("__dlpack_device__");
-  PyObject* keywords = nullptr;              // max_version, dl_device, copy
+  PyObject* keywords = nullptr;              // max_version, copy
   PyObject* keywords_with_stream = nullptr;  // ... and stream
   PyObject* stream_keyword = nullptr;        // stream alone, as producers before DLPack 1.0 take it
   PyObject* max_version = nullptr;
 
   Names() {
-    keywords = Py_BuildValue("(sss)", "max_version", "dl_device", "copy");
-    keywords_with_stream = Py_BuildValue("(ssss)", "max_version", "dl_device", "copy", "stream");
+    keywords = Py_BuildValue("(ss)", "max_version", "copy");
+    keywords_with_stream = Py_BuildValue("(sss)", "max_version", "copy", "stream");
     stream_keyword = Py_BuildValue("(s)", "stream");
     max_version = Py_BuildValue("(II)", HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR,
                                 HOLOSCAN_DLPACK_IMPL_VERSION_MINOR);
@@ -321,7 +321,10 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
   const bool pass_stream = producer_takes_stream(dlpack_device_type(device));
   nb::object stream_value = pass_stream ? protocol_value(consumer) : nb::object();
 
-  PyObject* args[] = {object.ptr(), n.max_version, device.ptr(), copy.ptr(), stream_value.ptr()};
+  // No dl_device: left out it means the producer's own device (what it just reported), and
+  // Holoscan 5.0 names none; a producer that reports a host id other than 0 (NumPy refuses any
+  // dl_device but (1, 0)) would refuse its own answer handed back.
+  PyObject* args[] = {object.ptr(), n.max_version, copy.ptr(), stream_value.ptr()};
   nb::object capsule = nb::steal(running_python([&] {
     return PyObject_VectorcallMethod(n.dlpack, args, 1,
                                      pass_stream ? n.keywords_with_stream : n.keywords);

@@ -138,18 +138,49 @@ def test_dlpack_device_reports_device_id_0_for_memory_no_device_owns(testing, st
 
 @pytest.mark.parametrize("stored", [(KDL_CPU, 3), (KDL_CUDA_HOST, 2)], ids=["cpu", "pinned"])
 def test_an_import_through_the_protocol_is_not_a_copy(testing, stored):
-    # from_dlpack passes __dlpack_device__()'s answer back as dl_device.
+    # from_dlpack asks for no dl_device: the producer's own device, no copy.
     t = hd.as_tensor(testing.make_capsule(shape=[2], device=stored))
+    asked = []
 
     class Producer:
         def __dlpack_device__(self):
             return t.__dlpack_device__()
 
         def __dlpack__(self, **kwargs):
+            asked.append(sorted(kwargs))
             return t.__dlpack__(**kwargs)
 
     again = hd.from_dlpack(Producer())
     assert again.data == t.data and not again.flags & FLAG_IS_COPIED
+    assert asked == [["copy", "max_version"]]
+
+
+@pytest.mark.parametrize("stored", [(KDL_CPU, 3), (KDL_CUDA_HOST, 2)], ids=["cpu", "pinned"])
+def test_an_export_without_dl_device_is_of_the_tensors_own_device(testing, stored):
+    # No dl_device asks for the tensor's own device, whatever host id it stores (as in Holoscan
+    # 5.0); it was refused as "a host device other than 0".
+    t = hd.as_tensor(testing.make_capsule(shape=[2], device=stored))
+    again = hd.from_dlpack(t.__dlpack__(max_version=(1, 0)))
+    assert again.data == t.data and not again.flags & FLAG_IS_COPIED
+    assert (again.device.device_type, again.device.device_id) == stored
+
+
+@pytest.mark.parametrize("reported", [(KDL_CPU, 0), (KDL_CPU, 3)], ids=["id 0", "id 3"])
+def test_a_host_producer_reporting_any_host_id_is_imported_as_in_holoscan_5_0(reported):
+    # NumPy refuses any dl_device but (1, 0): a producer that reports another host id and hands
+    # the keywords on to NumPy was refused while its own answer was handed back as dl_device.
+    np = pytest.importorskip("numpy")
+    array = np.arange(4.0)
+
+    class Producer:
+        def __dlpack_device__(self):
+            return reported
+
+        def __dlpack__(self, **kwargs):
+            return array.__dlpack__(**kwargs)
+
+    t = hd.from_dlpack(Producer())
+    assert t.data == array.ctypes.data and list(np.from_dlpack(t)) == [0.0, 1.0, 2.0, 3.0]
 
 
 def test_copies_of_device_memory_need_the_gpu(device_tensor):
