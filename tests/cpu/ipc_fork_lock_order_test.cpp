@@ -3,8 +3,9 @@
 // calls the CUDA table (here a fake whose own lock its fork handler holds across fork()) under
 // both. A fork() that races a pure importer's first releases must not leave the forking thread
 // and the releasing thread waiting on each other for good. (The ring and the pool once held their
-// locks across fork() too, in an order that had to agree with that nesting; now a forked child
-// forgets them instead, and no prepare handler of theirs waits for anything but a set-up section.)
+// locks across fork() too, in an order that had to agree with that nesting; now no prepare handler
+// of theirs waits for anything but a set-up section: a forked child forgets the pool, and its copy
+// of a connection's rings records nothing.)
 //
 // The registration order is per process, so the scenario runs in a fresh process: the test binary
 // again (exec), running only the disabled child test below.
@@ -58,7 +59,7 @@ TEST(IpcForkLockOrderChild, DISABLED_ForkDuringTheFirstReleases) {
   const detail::CudaIpcApi* previous = detail::install_cuda_ipc_api(&hooked);
 
   // A connection's first release: its ring's lock, then the event pool's.
-  std::optional<holoscan::detail::ReleaseRings> rings{std::in_place};
+  std::optional<holoscan::detail::ReleaseRings> rings{std::in_place, -1};
   std::atomic<bool> released{false};
   std::thread releaser([&] {
     holoscan::detail::StreamPointList none;

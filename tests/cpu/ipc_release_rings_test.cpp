@@ -1,12 +1,17 @@
 // Covers a connection's release rings (src/ipc/import/ipc_release_stream.*) when the connection
-// goes: a ring whose releases have all completed gives its events back to the interprocess pool
-// and destroys its stream at once; one still running is kept aside, its events reused by nobody
-// (an exporter polling one would see a new record complete before the release it waits for) until
-// its last release completes.
+// goes: its streams are destroyed at once (CUDA lets what is queued there finish), and its events
+// go back to the interprocess pool only once its exporter's process has exited. Until then an
+// exporter may still poll one, and a record of it on another connection's stream (one that may
+// never run again) would hold that exporter's claim. A forked child's copy records nothing and
+// calls no CUDA.
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <optional>
 
+#include "holoscan/ipc/fd.hpp"
 #include "ipc/cuda/ipc_event_pool.hpp"
 #include "ipc/import/ipc_release_stream.hpp"
 #include "stream/stream_point_list.hpp"
@@ -15,8 +20,54 @@
 namespace holoscan::detail {
 namespace {
 
+using test::CudaIpcEntry;
+
+// A process standing for an exporter: it lives until end() and is watched through a pidfd.
+class ExporterProcess {
+ public:
+  ExporterProcess() {
+    int ends[2] = {-1, -1};
+    if (::pipe(ends) != 0) {
+      return;
+    }
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(ends[1]);
+      char byte = 0;
+      (void)::read(ends[0], &byte, 1);  // until the parent closes its end
+      ::_exit(0);
+    }
+    ::close(ends[0]);
+    hold_ = ipc::UniqueFd(ends[1]);
+    pidfd_ = ipc::UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)));
+  }
+  ~ExporterProcess() { end(); }
+  ExporterProcess(const ExporterProcess&) = delete;
+  ExporterProcess& operator=(const ExporterProcess&) = delete;
+
+  int pidfd() const { return pidfd_.get(); }
+  void end() {
+    hold_.reset();
+    if (pid_ > 0) {
+      int status = 0;
+      (void)::waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  ipc::UniqueFd hold_;
+  ipc::UniqueFd pidfd_;
+};
+
 class IpcReleaseRings : public ::testing::Test {
  protected:
+  void SetUp() override {
+    if (exporter_.pidfd() < 0) {
+      GTEST_SKIP() << "pidfd_open is not available (Linux 5.3+)";
+    }
+  }
   void TearDown() override {
     if (point_ != nullptr) {
       EXPECT_EQ(test::FakeCuda::table().event_destroy(point_), cudaSuccess);
@@ -35,55 +86,98 @@ class IpcReleaseRings : public ::testing::Test {
     return points;
   }
   void complete_consumer() { scope_.fake().complete(consumer_); }
+  std::uint64_t events_created() const {
+    return scope_.ipc().calls(CudaIpcEntry::kEventCreateWithFlags);
+  }
 
   test::FakeCudaIpcScope scope_;
+  ExporterProcess exporter_;
   cudaStream_t consumer_ = nullptr;
   cudaEvent_t point_ = nullptr;
 };
 
-TEST_F(IpcReleaseRings, ARingWhoseReleasesCompletedIsGivenBackWithItsConnection) {
+TEST_F(IpcReleaseRings, AGoneConnectionsEventsWaitForItsExporterToExitNotJustForTheGpu) {
   StreamPointList points = busy_point();
-  std::optional<ReleaseRings> rings{std::in_place};
+  std::optional<ReleaseRings> rings{std::in_place, exporter_.pidfd()};
   ASSERT_TRUE(rings->record(0, points).has_value());
-  EXPECT_EQ(scope_.ipc().live_streams(), 1u);
-  complete_consumer();
+  ASSERT_TRUE(rings->record(0, points).has_value());
   rings.reset();
   EXPECT_EQ(scope_.ipc().live_streams(), 0u) << "the stream outlived its connection";
+  EXPECT_EQ(retire_release_rings(), 1u);
+  EXPECT_EQ(destroy_free_ipc_events(), 2u) << "a gone connection's events went back to the pool";
+
+  complete_consumer();
+  EXPECT_EQ(retire_release_rings(), 1u)
+      << "given back while the exporter may still poll them (its releases completed)";
+  EXPECT_EQ(destroy_free_ipc_events(), 2u);
+
+  exporter_.end();
   EXPECT_EQ(retire_release_rings(), 0u);
-  EXPECT_EQ(destroy_free_ipc_events(), 0u) << "the ring's event never came back to the pool";
+  EXPECT_EQ(destroy_free_ipc_events(), 0u) << "the events never came back after the exit";
 }
 
-TEST_F(IpcReleaseRings, ARingStillRunningIsKeptAsideUntilItsLastReleaseCompletes) {
-  StreamPointList points = busy_point();
-  std::optional<ReleaseRings> rings{std::in_place};
-  ASSERT_TRUE(rings->record(0, points).has_value());
-  ASSERT_TRUE(rings->record(0, points).has_value());
+TEST_F(IpcReleaseRings, ANextConnectionRecordsNoEventAGoneOnesExporterMayStillPoll) {
+  std::optional<ReleaseRings> gone{std::in_place, exporter_.pidfd()};
+  StreamPointList none;
+  ASSERT_TRUE(gone->record(0, none).has_value());
+  gone.reset();
+  ReleaseRings next(-1);
+  ASSERT_TRUE(next.record(0, none).has_value());
+  EXPECT_EQ(events_created(), 2u) << "the next connection took the gone one's event";
+
+  exporter_.end();
+  ReleaseRings after_exit(-1);
+  ASSERT_TRUE(after_exit.record(0, none).has_value());
+  EXPECT_EQ(events_created(), 2u) << "the exited exporter's event was not reused";
+}
+
+TEST_F(IpcReleaseRings, AnExporterThatExitedFirstHasItsEventsBackWithTheConnection) {
+  std::optional<ReleaseRings> rings{std::in_place, exporter_.pidfd()};
+  StreamPointList none;
+  ASSERT_TRUE(rings->record(0, none).has_value());
+  exporter_.end();
   rings.reset();
-
-  EXPECT_EQ(retire_release_rings(), 1u);
-  EXPECT_EQ(scope_.ipc().live_streams(), 1u);
-  EXPECT_EQ(destroy_free_ipc_events(), 2u) << "a running ring's events went back to the pool";
-
-  complete_consumer();
   EXPECT_EQ(retire_release_rings(), 0u);
-  EXPECT_EQ(scope_.ipc().live_streams(), 0u);
   EXPECT_EQ(destroy_free_ipc_events(), 0u);
 }
 
-TEST_F(IpcReleaseRings, ANewConnectionsFirstReleaseGivesBackTheRingsThatCompletedSince) {
-  StreamPointList points = busy_point();
-  std::optional<ReleaseRings> gone{std::in_place};
-  ASSERT_TRUE(gone->record(0, points).has_value());
-  gone.reset();
-  complete_consumer();
-  EXPECT_EQ(scope_.ipc().live_streams(), 1u) << "kept aside until someone looks again";
-
-  ReleaseRings next;
+TEST_F(IpcReleaseRings, WithoutTheExportersPidfdTheEventsAreNeverReused) {
+  std::optional<ReleaseRings> rings{std::in_place, -1};
   StreamPointList none;
-  ASSERT_TRUE(next.record(0, none).has_value());
-  EXPECT_EQ(scope_.ipc().live_streams(), 1u) << "the new connection's stream only";
-  EXPECT_EQ(scope_.ipc().calls(test::CudaIpcEntry::kEventCreateWithFlags), 1u)
-      << "the new ring made an event where the gone ring's was free again";
+  ASSERT_TRUE(rings->record(0, none).has_value());
+  rings.reset();
+  EXPECT_EQ(retire_release_rings(), 1u);
+  EXPECT_EQ(destroy_free_ipc_events(), 1u);
+}
+
+// A child forked without exec holds a copy of the connection and of its rings: CUDA cannot be used
+// there, and the rings' lock may have been copied taken by another thread of the parent.
+TEST_F(IpcReleaseRings, AForkedChildsCopyRecordsNothingAndCallsNoCuda) {
+  std::optional<ReleaseRings> rings{std::in_place, exporter_.pidfd()};
+  StreamPointList none;
+  ASSERT_TRUE(rings->record(0, none).has_value());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const auto calls = [&] {
+      std::uint64_t total = 0;
+      for (int entry = 0; entry < static_cast<int>(CudaIpcEntry::kCount); ++entry) {
+        total += scope_.ipc().calls(static_cast<CudaIpcEntry>(entry));
+      }
+      return total;
+    };
+    const std::uint64_t before = calls();
+    auto recorded = rings->record(0, none);
+    const bool refused = !recorded && recorded.error().code == ErrorCode::kFailure;
+    rings.reset();
+    ::_exit(refused && calls() == before ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child recorded, or called CUDA through the parent's rings";
+  rings.reset();
+  EXPECT_EQ(scope_.ipc().live_streams(), 0u);
 }
 
 }  // namespace

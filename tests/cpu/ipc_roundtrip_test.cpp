@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "holoscan/deferred_release.hpp"
@@ -80,6 +81,29 @@ class IpcRoundTrip : public ::testing::Test {
     fake().launch(producer);
     EXPECT_TRUE(tensor.set_readiness_stream(producer));
     return tensor;
+  }
+
+  // Two connections (importer_, other_) to the exporter of a two-block pool, one import each,
+  // each import with a deallocation point on a busy stream of its own (returned in that order).
+  std::pair<cudaStream_t, cudaStream_t> one_busy_import_per_connection(Tensor& first,
+                                                                       Tensor& second) {
+    connect(2);
+    auto connected = test::connect_importer(*exporter_);
+    EXPECT_TRUE(connected.importer.has_value());
+    other_.emplace(std::move(*connected.importer));
+    const cudaStream_t producer = fake().create_stream(0);
+    EXPECT_TRUE(exporter_->publish(peer_, produce(producer)).has_value());
+    EXPECT_TRUE(exporter_->publish(connected.peer, produce(producer)).has_value());
+    fake().complete(producer);
+    first = test::receive_one(*importer_);
+    second = test::receive_one(*other_);
+    const std::pair<cudaStream_t, cudaStream_t> streams{fake().create_stream(0),
+                                                        fake().create_stream(0)};
+    fake().launch(streams.first);
+    fake().launch(streams.second);
+    EXPECT_TRUE(first.set_deallocation_stream(streams.first));
+    EXPECT_TRUE(second.set_deallocation_stream(streams.second));
+    return streams;
   }
 
   std::uint64_t host_waits() {
@@ -552,22 +576,10 @@ TEST_F(IpcRoundTrip, FanOutToTwoImportersReturnsTheBlockAfterBoth) {
 // own release stream, so such a point holds back its own connection's Release only, never a later
 // one of another.
 TEST_F(IpcRoundTrip, AConsumerStreamThatNeverRunsAgainHoldsBackOnlyItsOwnConnectionsRelease) {
-  connect(2);
-  auto second = test::connect_importer(*exporter_);
-  ASSERT_TRUE(second.importer.has_value());
-  other_.emplace(std::move(*second.importer));
-  const cudaStream_t producer = fake().create_stream(0);
-  ASSERT_TRUE(exporter_->publish(peer_, produce(producer)).has_value());
-  ASSERT_TRUE(exporter_->publish(second.peer, produce(producer)).has_value());
-  fake().complete(producer);
-  Tensor stuck = test::receive_one(*importer_);
-  Tensor healthy = test::receive_one(*other_);
-  const cudaStream_t stuck_stream = fake().create_stream(0);
-  const cudaStream_t healthy_stream = fake().create_stream(0);
-  fake().launch(stuck_stream);
-  fake().launch(healthy_stream);
-  ASSERT_TRUE(stuck.set_deallocation_stream(stuck_stream));
-  ASSERT_TRUE(healthy.set_deallocation_stream(healthy_stream));
+  Tensor stuck;
+  Tensor healthy;
+  const auto [stuck_stream, healthy_stream] = one_busy_import_per_connection(stuck, healthy);
+  ASSERT_FALSE(HasFailure());
   stuck = Tensor();  // its release waits are queued first
   healthy = Tensor();
   EXPECT_EQ(importer_->stats().release_events, 1u);
@@ -585,6 +597,27 @@ TEST_F(IpcRoundTrip, AConsumerStreamThatNeverRunsAgainHoldsBackOnlyItsOwnConnect
   ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
   EXPECT_EQ(pool_->available_blocks(), 2u);
   EXPECT_EQ(host_waits(), 0u) << "a host block on the hot path";
+}
+
+// A gone connection's release events stay its own while the exporter may still poll them: the
+// exporter asks an event about its latest record, and a record on another connection's stream that
+// never runs again would hold the gone connection's claim, whose release completed.
+TEST_F(IpcRoundTrip, AGoneConnectionsReleaseEventIsRecordedByNoOtherConnection) {
+  Tensor done;
+  Tensor stuck;
+  const auto [done_stream, stuck_stream] = one_busy_import_per_connection(done, stuck);
+  ASSERT_FALSE(HasFailure());
+  done = Tensor();
+  fake().complete(done_stream);  // its release completes on the GPU; the exporter has not looked
+  importer_.reset();
+  flush_deferred_releases();  // the connection is gone
+  stuck = Tensor();           // the other connection's first release
+
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 1; }))
+      << "the gone connection's claim is held by the other's release, which has not run";
+  fake().complete(stuck_stream);
+  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
+  EXPECT_EQ(pool_->available_blocks(), 2u);
 }
 
 TEST_F(IpcRoundTrip, ReleasesNamingNoClaimAreIgnoredAndDropNothing) {

@@ -31,7 +31,10 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
  public:
   /** @brief Shares `outbox`, whose Hello came from process `exporter_pid` (as it sees itself). */
   ImporterCore(std::shared_ptr<Outbox> outbox, std::uint32_t exporter_pid) noexcept
-      : outbox_(std::move(outbox)), exporter_pid_(exporter_pid), owner_(::getpid()) {}
+      : outbox_(std::move(outbox)),
+        exporter_pid_(exporter_pid),
+        owner_(::getpid()),
+        release_rings_(outbox_->exporter_fd()) {}
   /** @brief Never waits: Releases still queued stay with the courier until they are sent. */
   ~ImporterCore() = default;
   ImporterCore(const ImporterCore&) = delete;
@@ -161,7 +164,8 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   const pid_t owner_;
   Admissions admissions_;
   ImporterStats stats_;
-  holoscan::detail::ReleaseRings release_rings_;  // thread-safe itself: used under neither lock
+  // Thread-safe itself, used under neither lock; after outbox_, whose pidfd it borrows.
+  holoscan::detail::ReleaseRings release_rings_;
 };
 
 /**

@@ -1,5 +1,7 @@
 #include "ipc/import/ipc_release_stream.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <mutex>
@@ -8,43 +10,42 @@
 
 #include "cuda/cuda_error.hpp"
 #include "cuda/device_guard.hpp"
+#include "holoscan/ipc/fd.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
 #include "stream/fork_locked.hpp"
+#include "stream/stream_point.hpp"
 
 namespace holoscan::detail {
 namespace {
 
-// The rings of gone connections whose releases had not all completed: their events may not be
-// recorded anywhere else before they have (an exporter polling one would see the new record).
+// A gone connection's events and a pidfd of its exporter (-1: its exit cannot be known).
+struct KeptEvents {
+  std::vector<IpcEvent> events;
+  ipc::UniqueFd exporter;
+};
+
 struct RetiredRings {
   SpinMutex mutex;
-  std::vector<ReleaseRing> rings;
+  std::vector<KeptEvents> kept;
 };
 
 RetiredRings& retired() { return fork_locked<RetiredRings>(); }
 
 [[maybe_unused]] const bool fork_handlers_registered = register_fork_handlers<RetiredRings>();
 
-void give_back(ReleaseRing& ring) noexcept {
-  for (const IpcEvent& event : ring.events) {
-    release_ipc_event(event);
-  }
-  ring.events.clear();
-  if (ring.stream != nullptr) {
-    (void)cuda_ipc().stream_destroy(ring.stream);  // nothing pending: completed, or a test's reset
-    ring.stream = nullptr;
-  }
-}
-
-// Gives `ring` back when every release recorded on it has completed. The last event recorded is
-// the last work of the stream, so its completion is the ring's. Anything but success (not ready, a
-// broken context) keeps the ring: its events are never reused while their state is unknown.
-bool give_back_if_done(ReleaseRing& ring) noexcept {
-  if (!ring.events.empty() && cuda_ipc().event_query(ring.events[ring.last].event) != cudaSuccess) {
+bool exited(int pidfd) noexcept {
+  if (pidfd < 0) {
     return false;
   }
-  give_back(ring);
-  return true;
+  pollfd process{pidfd, POLLIN, 0};
+  return ::poll(&process, 1, 0) == 1 && (process.revents & POLLIN) != 0;
+}
+
+void give_back(std::vector<IpcEvent>& events) noexcept {
+  for (const IpcEvent& event : events) {
+    release_ipc_event(event);
+  }
+  events.clear();
 }
 
 // The index of the event to record next: a new one until the ring is full, then each in turn.
@@ -60,7 +61,7 @@ expected<std::size_t, Error> next_event(ReleaseRing& ring, int device) noexcept 
     if (!event) {
       return tl::unexpected<Error>(std::move(event.error()));
     }
-    ring.events.push_back(*event);  // never recorded until it is: complete, as CUDA has it
+    ring.events.push_back(*event);
     return ring.events.size() - 1;
   }
   const std::size_t index = ring.next;
@@ -70,29 +71,49 @@ expected<std::size_t, Error> next_event(ReleaseRing& ring, int device) noexcept 
 
 }  // namespace
 
-ReleaseRings::ReleaseRings() noexcept : owner_(::getpid()) {}
+ReleaseRings::ReleaseRings(int exporter_pidfd) noexcept
+    : exporter_pidfd_(exporter_pidfd), owner_(::getpid()) {}
 
 ReleaseRings::~ReleaseRings() {
   if (::getpid() != owner_) {
     return;  // the parent's streams and events: neither CUDA nor the parent's pool is ours here
   }
+  const RelaxedCaptureScope relaxed;  // a user's thread: never refused for another's capture
+  const bool exporter_gone = exited(exporter_pidfd_);
   for (ReleaseRing& ring : rings_) {
-    if (ring.stream == nullptr || give_back_if_done(ring)) {
+    if (ring.stream != nullptr) {
+      (void)cuda_ipc().stream_destroy(ring.stream);  // what is queued there still runs
+      ring.stream = nullptr;
+    }
+    if (ring.events.empty()) {
+      continue;
+    }
+    if (exporter_gone) {
+      give_back(ring.events);
       continue;
     }
     RetiredRings& aside = retired();
     std::lock_guard<SpinMutex> lock(aside.mutex);
     try {
-      aside.rings.push_back(std::move(ring));
+      aside.kept.push_back(KeptEvents{std::move(ring.events), ipc::UniqueFd()});
+      // Without a copy of the pidfd (none known, or no descriptor left) they stay for good.
+      if (exporter_pidfd_ >= 0) {
+        aside.kept.back().exporter = ipc::UniqueFd(::fcntl(exporter_pidfd_, F_DUPFD_CLOEXEC, 0));
+      }
     } catch (...) {
-      // No room to keep it aside: its stream and events are left as they are (never reused),
-      // which is safe; only they are lost.
+      // No room to keep them: never reused, which is safe; only they are lost.
     }
   }
 }
 
 expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> ReleaseRings::record(
     int device, const StreamPointList& points) noexcept {
+  if (::getpid() != owner_) {
+    // A forked child's copy of the connection: CUDA cannot be used here, and the lock may have
+    // been copied taken.
+    return tl::unexpected<Error>(
+        make_error(ErrorCode::kFailure, "ipc release: the connection was made by another process"));
+  }
   if (device < 0 || device >= kMaxPoolDevices) {
     return tl::unexpected<Error>(
         make_error(ErrorCode::kInvalidArgument, "ipc release: device id is out of range"));
@@ -129,26 +150,30 @@ expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> ReleaseRings::re
       status != cudaSuccess) {
     return tl::unexpected<Error>(cuda_error(status, "cudaEventRecord(release)"));
   }
-  ring.last = *index;  // only a record made: a failed one left the event's earlier record
   return event.handle;
 }
 
 std::size_t retire_release_rings() noexcept {
   RetiredRings& aside = retired();
   std::lock_guard<SpinMutex> lock(aside.mutex);
-  for (auto ring = aside.rings.begin(); ring != aside.rings.end();) {
-    ring = give_back_if_done(*ring) ? aside.rings.erase(ring) : ring + 1;
+  for (auto kept = aside.kept.begin(); kept != aside.kept.end();) {
+    if (exited(kept->exporter.get())) {
+      give_back(kept->events);
+      kept = aside.kept.erase(kept);  // closes the pidfd
+    } else {
+      ++kept;
+    }
   }
-  return aside.rings.size();
+  return aside.kept.size();
 }
 
 void reset_release_streams() noexcept {
   RetiredRings& aside = retired();
   std::lock_guard<SpinMutex> lock(aside.mutex);
-  for (ReleaseRing& ring : aside.rings) {
-    give_back(ring);
+  for (KeptEvents& kept : aside.kept) {
+    give_back(kept.events);
   }
-  aside.rings.clear();
+  aside.kept.clear();
 }
 
 }  // namespace holoscan::detail

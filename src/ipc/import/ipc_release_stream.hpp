@@ -7,12 +7,18 @@
 // event when the ring comes round and records it again; that later point is further down the same
 // stream, so it completes only after the one the exporter waits for: the exporter then waits a
 // little longer, never less. That is why the events need no word back from the exporter before
-// they are reused, and why a ring never leaves its stream while it may still be recorded.
+// they are reused within the ring.
 //
 // One stream per connection, not per process: a consumer stream that waits on a dead exporter's
 // event never runs again (ReadinessWait::kOnGpu; docs/ipc.md), nor do the deallocation points on
-// it, nor a release stream made to wait on them. Shared, that stream would hold back every later
-// release of the process to every exporter; per connection it holds back only the dead one's.
+// it, nor a release stream made to wait on them. Shared by the process, that stream held back
+// every later release to every exporter; per connection it holds back the releases of the
+// connections whose imports had a point on that consumer stream.
+//
+// For the same reason a gone connection's events are recorded nowhere else while its exporter may
+// still poll them: the exporter asks an event about its latest record, and a record on another
+// connection's stream (one that may never run again) would hold its claim. They go back to the
+// interprocess pool once the exporter's process has exited.
 #include <sys/types.h>
 
 #include <array>
@@ -30,7 +36,7 @@
 
 namespace holoscan::detail {
 
-/** @brief Interprocess events per ring (a bound on the release events an exporter opens). */
+/** @brief Interprocess events per ring (a bound on the release events a connection makes). */
 inline constexpr std::size_t kReleaseRingSize = 64;
 
 /** @brief One device's release stream of a connection and the events recorded there in turn. */
@@ -38,18 +44,20 @@ struct ReleaseRing {
   cudaStream_t stream = nullptr;  ///< Made on the first release.
   std::vector<IpcEvent> events;   ///< Grows to kReleaseRingSize, then is reused in turn.
   std::size_t next = 0;           ///< The event recorded next once the ring is full.
-  std::size_t last = 0;           ///< The event recorded last (its completion is the ring's).
 };
 
 /** @brief One importer connection's release rings, one per device; thread-safe. */
 class HOLOSCAN_DLPACK_ABI ReleaseRings {
  public:
-  ReleaseRings() noexcept;
+  /** @brief Rings of a connection whose exporter's pidfd is `exporter_pidfd` (borrowed: it must
+   *         outlive these rings; -1 when unknown). */
+  explicit ReleaseRings(int exporter_pidfd) noexcept;
   /**
-   * @brief Gives each ring's events back to the interprocess pool and destroys its stream once
-   *        every release recorded there has completed; a ring still running is kept aside until
-   *        it has (see retire_release_rings), one that never completes is never reused. Never
-   *        waits; does nothing in a child forked from the process that made it.
+   * @brief Destroys the streams (CUDA lets work queued there finish) and gives the events back to
+   *        the interprocess pool once the exporter's process has exited; until then they are kept
+   *        aside with a copy of its pidfd (see retire_release_rings), and for good when its exit
+   *        cannot be known. Never waits; does nothing in a child forked from the process that
+   *        made them.
    */
   ~ReleaseRings();
   ReleaseRings(const ReleaseRings&) = delete;
@@ -57,7 +65,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseRings {
 
   /**
    * @brief Orders `device`'s release stream after every point in `points` and records a release
-   *        event there; returns its cudaIpcEventHandle_t bytes. Never blocks on the GPU.
+   *        event there; returns its cudaIpcEventHandle_t bytes. Never blocks on the GPU. Refused
+   *        (kFailure) in a child forked from the process that made the rings.
    */
   expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> record(
       int device, const StreamPointList& points) noexcept;
@@ -65,20 +74,20 @@ class HOLOSCAN_DLPACK_ABI ReleaseRings {
  private:
   SpinMutex mutex_;  // one release at a time per ring: another's record must not miss its waits
   std::array<ReleaseRing, kMaxPoolDevices> rings_;
-  const pid_t owner_;  // the process that made it: a forked child's copy names the parent's objects
+  const int exporter_pidfd_;
+  const pid_t owner_;  // the process that made them: a forked child's copy names the parent's
 };
 
 /**
- * @brief Gives back the rings of gone connections whose releases have all completed; returns how
- *        many are still kept aside. Called when a connection makes a stream, so that the rings
- *        kept aside are bounded by the connections that went since; never waits.
+ * @brief Gives back the events of gone connections whose exporters have exited; returns how many
+ *        connections' events are still kept aside. Called when a connection makes a stream, so
+ *        that what is kept waits for no more than the next connection; never waits.
  */
 std::size_t retire_release_rings() noexcept;
 
 /**
- * @brief Destroys the streams of the rings kept aside and gives their events back to the
- *        interprocess pool, completed or not, through the tables in use. For tests that swap the
- *        CUDA tables, once every connection is gone.
+ * @brief Gives every event kept aside back to the interprocess pool, exporters exited or not, and
+ *        closes their pidfds. For tests that swap the CUDA tables, once every connection is gone.
  */
 HOLOSCAN_DLPACK_ABI void reset_release_streams() noexcept;
 
