@@ -93,7 +93,8 @@ sanitize() {
     HOLOSCAN_DLPACK_POOL_ITERATIONS=300 HOLOSCAN_DLPACK_IPC_ROUND_TRIPS=500 \
       HOLOSCAN_DLPACK_STRESS_TENSORS=2000 timeout "${SANITIZER_TIMEOUT:-600}" \
       compute-sanitizer --tool "$tool" --target-processes "$processes" --error-exitcode 9 \
-      --report-api-errors no "$gpu_tests" --gtest_brief=1 >"$log" 2>&1
+      --report-api-errors no "$gpu_tests" --gtest_brief=1 --gtest_filter="-$killed_mid_write" \
+      >"$log" 2>&1
     local status=$?
     note "compute-sanitizer $tool: exit $status — $(grep -E 'ERROR SUMMARY' "$log" | tail -1)" \
       "— $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$log" | tail -3 | tr '\n' ' ')"
@@ -161,6 +162,10 @@ ipc_bench_summary() {
     tee -a "$summary"
 }
 
+# Left out under compute-sanitizer: a process killed mid-kernel, and a stream of its importer that
+# never runs again (the test's point), which the sanitizer would wait for or report.
+killed_mid_write='*KilledMidWrite*'
+
 ipc() {
   local gpu_tests=build/gpu/tests/holoscan_dlpack_gpu_tests
   "$gpu_tests" --gtest_filter='IpcGpu*' >"$out/ipc-tests.log" 2>&1
@@ -174,8 +179,8 @@ ipc() {
     echo "===== compute-sanitizer --tool $tool ($processes)" >>"$out/ipc-sanitizers.log"
     HOLOSCAN_DLPACK_IPC_ROUND_TRIPS=500 timeout "${SANITIZER_TIMEOUT:-600}" \
       compute-sanitizer --tool "$tool" --target-processes "$processes" --error-exitcode 9 \
-      --report-api-errors no "$gpu_tests" --gtest_filter='IpcGpu*' --gtest_brief=1 \
-      >>"$out/ipc-sanitizers.log" 2>&1
+      --report-api-errors no "$gpu_tests" --gtest_filter="IpcGpu*:-$killed_mid_write" \
+      --gtest_brief=1 >>"$out/ipc-sanitizers.log" 2>&1
     note "ipc compute-sanitizer $tool: exit $? — $(grep -c 'ERROR SUMMARY: 0 errors' "$out/ipc-sanitizers.log") clean summaries so far"
   done
   build/gpu/examples/holoscan_dlpack_ipc_demo demo >"$out/ipc-demo.log" 2>&1

@@ -188,6 +188,21 @@ TEST_F(IpcGpuTest, FanOutToTwoConsumerProcessesReusesABlockOnlyAfterBoth) {
   EXPECT_EQ(exporter_->stats().fds_sent, 2u) << "one fd per peer, each with its first Publish";
 }
 
+// The consumer process first imports a tensor from a second exporter with the wait on the GPU,
+// queues its check on a stream of its own and kills that exporter mid-write: that stream never
+// runs again, nor does the deallocation point recorded there. Then it consumes 64 tensors of this
+// exporter's two-block pool, which come round only if each of their releases does: a release
+// stream shared with the dead connection's would wait on that point for ever.
+TEST_F(IpcGpuTest, AnExporterKilledMidWriteHoldsBackNoOtherExportersReleases) {
+  auto pool = make_pool(1 << 14, 2, /*shareable=*/true);
+  ASSERT_NE(pool, nullptr);
+  const cudaStream_t producer = make_stream();
+  const ipc::PeerId peer = spawn({"role=consume", "count=64", "delay_us=20", "beside_dead=1"});
+  produce(*pool, producer, {peer}, 64, 1 << 14, /*delay_us=*/200);
+  expect_peers_succeed();
+  EXPECT_GE(pool->reuse_count(), 62u);
+}
+
 TEST_F(IpcGpuTest, CudaMallocPoolTravelsThroughLegacyIpc) {
   auto pool = make_pool(1 << 14, 3, /*shareable=*/false);
   ASSERT_NE(pool, nullptr);

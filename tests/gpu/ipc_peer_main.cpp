@@ -7,11 +7,20 @@
 //   count=N elements=N delay_us=N seed_base=N expect_device=N (-1: any) release=N
 //   flat=1                       consume: fail if GPU memory or descriptors grow after warm-up
 //   readiness=gpu|host           where the Importer waits for readiness (default: the library's)
+//   beside_dead=1                consume: first start a second exporter (this binary again,
+//                                role=export_and_hang), import its one tensor with the wait on
+//                                the GPU, queue a check of it on a stream of its own, kill that
+//                                exporter mid-write, and only then consume this channel's tensors
+//   role=export_and_hang         export one tensor whose write takes `delay_us`, write 'h' to
+//                                signal_fd and wait to be killed
 // A consumer checks tensor i against pattern_value(seed_base + i): a missing readiness wait
 // reads the memory before the producer's slow kernel wrote it, a block reused too early is
 // overwritten before the check's second read. Exit status 0 means every check passed.
 #include <cuda_runtime.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -24,6 +33,8 @@
 #include "gpu/kernels.hpp"
 #include "holoscan/deferred_release.hpp"
 #include "holoscan/ipc.hpp"
+#include "holoscan/tensor_pool.hpp"
+#include "ipc/spawn.hpp"
 
 namespace {
 
@@ -86,6 +97,109 @@ int receive(holoscan::ipc::Importer& importer, Tensor& tensor) {
   return 0;
 }
 
+holoscan::ipc::ImporterOptions importer_options(holoscan::ipc::ReadinessWait readiness) {
+  holoscan::ipc::ImporterOptions options;
+  options.hello_timeout_ms = 30000;
+  options.readiness = readiness;
+  return options;
+}
+
+// Starts this binary again as an exporter whose one tensor is written by a kernel that spins
+// `delay_us` first, imports that tensor with the wait on the GPU, queues a check of it on a stream
+// of its own (which then waits on the exporter's event), and kills the exporter before the write
+// ends: that stream, and the deallocation point recorded on it, never complete. Returns 0 once
+// the exporter is dead, with `dead_stream` (left to the process's exit) set.
+int import_from_a_killed_exporter(long delay_us, cudaStream_t* dead_stream) {
+  auto ends = holoscan::ipc::Channel::pair();
+  int signal_pipe[2] = {-1, -1};
+  if (!ends || ::pipe2(signal_pipe, O_CLOEXEC) != 0) {
+    return fail(20, "cannot make the second exporter's channel or pipe");
+  }
+  holoscan::ipc::UniqueFd signal_read(signal_pipe[0]);
+  holoscan::ipc::UniqueFd signal_write(signal_pipe[1]);
+  char self[4096] = {};
+  if (::readlink("/proc/self/exe", self, sizeof(self) - 1) <= 0) {
+    return fail(20, "cannot find this binary");
+  }
+  const int child_fd = ends->second.fd();
+  const pid_t exporter = ipc_demo::spawn(
+      self,
+      {"channel_fd=" + std::to_string(child_fd), "signal_fd=" + std::to_string(signal_write.get()),
+       "role=export_and_hang", "delay_us=" + std::to_string(delay_us)},
+      {child_fd, signal_write.get()});
+  if (exporter < 0) {
+    return fail(20, "cannot start the second exporter");
+  }
+  { const holoscan::ipc::Channel childs_end = std::move(ends->second); }  // closed here
+  signal_write.reset();
+  auto importer = holoscan::ipc::Importer::create(
+      std::move(ends->first), importer_options(holoscan::ipc::ReadinessWait::kOnGpu));
+  if (!importer) {
+    return fail(21, "Importer::create (second exporter): " + importer.error().message);
+  }
+  Tensor tensor;
+  if (int status = receive(*importer, tensor); status != 0) {
+    return status;
+  }
+  CheckResult* result = nullptr;
+  if (cudaSetDevice(tensor.device().device_id) != cudaSuccess ||
+      cudaStreamCreateWithFlags(dead_stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaMalloc(reinterpret_cast<void**>(&result), sizeof(CheckResult)) != cudaSuccess) {
+    return fail(22, "cannot make the dead exporter's consumer stream");
+  }
+  if (!tensor.synchronize_for_consumer_stream(*dead_stream) ||
+      holoscan::test::launch_check(tensor.data_as<std::uint32_t>(),
+                                   static_cast<std::uint64_t>(tensor.size()), 1, 0, result,
+                                   *dead_stream) != 0 ||
+      !tensor.set_deallocation_stream(*dead_stream)) {
+    return fail(22, "cannot queue the check of the dead exporter's tensor");
+  }
+  tensor = Tensor();  // its release waits on a point that will never complete
+  char step = 0;
+  if (::read(signal_read.get(), &step, 1) != 1 || ::kill(exporter, SIGKILL) != 0) {
+    return fail(23, "the second exporter never signalled, or cannot be killed");
+  }
+  int status = 0;
+  (void)::waitpid(exporter, &status, 0);
+  if (cudaStreamQuery(*dead_stream) != cudaErrorNotReady) {
+    return fail(24, "the write finished before its exporter was killed: nothing was proven");
+  }
+  return 0;
+}
+
+int export_and_hang(const Arguments& args, holoscan::ipc::Channel channel, int signal_fd) {
+  auto exporter = holoscan::ipc::Exporter::create();
+  if (!exporter) {
+    return fail(30, "Exporter::create: " + exporter.error().message);
+  }
+  auto peer = exporter->add_peer(std::move(channel), 30000);
+  holoscan::TensorPoolConfig config;
+  config.block_bytes = 1 << 16;
+  config.block_count = 1;
+  config.memory_provider = holoscan::ipc::shareable_pool_memory();
+  auto pool = holoscan::TensorPool::create(config);
+  cudaStream_t producer = nullptr;
+  if (!peer || !pool ||
+      cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking) != cudaSuccess) {
+    return fail(31, "cannot make the exporter's peer, pool or stream");
+  }
+  auto tensor = (*pool)->allocate({(1 << 16) / 4}, DLDataType{kDLUInt, 32, 1});
+  if (!tensor ||
+      holoscan::test::launch_slow_fill(
+          static_cast<std::uint32_t*>(tensor->data()), static_cast<std::uint64_t>(tensor->size()),
+          1, static_cast<std::uint64_t>(args.get("delay_us", 3000000)), producer) != 0 ||
+      !tensor->set_readiness_stream(producer) || !exporter->publish(*peer, *tensor)) {
+    return fail(32, "cannot write or publish the tensor");
+  }
+  const char step = 'h';
+  if (::write(signal_fd, &step, 1) != 1) {
+    return fail(33, "cannot signal the importer");
+  }
+  for (;;) {
+    ::pause();  // until killed, mid-write
+  }
+}
+
 int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
   const long count = args.get("count", 1);
   const long delay_us = args.get("delay_us", 0);
@@ -93,6 +207,13 @@ int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
   const long expect_device = args.get("expect_device", -1);
   const bool flat = args.get("flat", 0) != 0;
   const long warm_up = count > 200 ? 100 : 0;
+  // Left to the process's exit: it never completes (see import_from_a_killed_exporter).
+  cudaStream_t dead_stream = nullptr;
+  if (args.get("beside_dead", 0) != 0) {
+    if (int status = import_from_a_killed_exporter(3000000, &dead_stream); status != 0) {
+      return status;
+    }
+  }
   CheckResult* results = nullptr;
   ConsumerStream consumer;
   std::size_t memory_after_warm_up = 0;
@@ -156,7 +277,10 @@ int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
     }
   }
   (void)cudaFree(results);
-  holoscan::flush_deferred_releases();
+  if (dead_stream == nullptr) {
+    // Not beside a dead exporter: that import's release waits for ever (its exit drain is bounded).
+    holoscan::flush_deferred_releases();
+  }
   if (bad != 0) {
     return fail(18, std::to_string(bad) + " of " + std::to_string(count) + " tensors were wrong");
   }
@@ -177,6 +301,12 @@ int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
       count, static_cast<unsigned long long>(stats.mappings_opened),
       static_cast<unsigned long long>(stats.fds_received),
       static_cast<unsigned long long>(stats.release_events));
+  if (dead_stream != nullptr) {
+    // The dead exporter's import is never released: no exit drain, no teardown of CUDA waiting
+    // for a stream that never runs again.
+    std::fflush(nullptr);
+    ::_exit(0);
+  }
   return 0;
 }
 
@@ -239,6 +369,10 @@ int main(int argc, char** argv) {
   if (!channel) {
     return fail(2, channel.error().message);
   }
+  const std::string role = args.text("role");
+  if (role == "export_and_hang") {
+    return export_and_hang(args, std::move(*channel), static_cast<int>(args.get("signal_fd", -1)));
+  }
   holoscan::ipc::ImporterOptions options;
   options.hello_timeout_ms = 30000;
   if (const std::string readiness = args.text("readiness"); readiness == "gpu") {
@@ -252,7 +386,6 @@ int main(int argc, char** argv) {
   if (!importer) {
     return fail(10, "Importer::create: " + importer.error().message);
   }
-  const std::string role = args.text("role");
   if (role == "consume") {
     return consume(args, *importer);
   }
