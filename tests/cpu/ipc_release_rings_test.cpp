@@ -1,9 +1,10 @@
 // Covers a connection's release rings (src/ipc/import/ipc_release_stream.*) when the connection
 // goes: its streams are destroyed at once (CUDA lets what is queued there finish), and its events
 // go back to the interprocess pool only once its exporter's process has exited. Until then an
-// exporter may still poll one, and a record of it on another connection's stream (one that may
-// never run again) would hold that exporter's claim. A forked child's copy records nothing and
-// calls no CUDA.
+// exporter may still poll one, and a record of it on a stream that may never run again would hold
+// that exporter's claim: only the next connection to the same exporter takes them over, once their
+// last release has completed, so that reconnecting piles nothing up. A forked child's copy records
+// nothing and calls no CUDA.
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include "ipc/import/ipc_release_stream.hpp"
 #include "stream/stream_point_list.hpp"
 #include "support/fake_cuda_ipc.hpp"
+#include "support/ipc_raw_socket.hpp"
 
 namespace holoscan::detail {
 namespace {
@@ -46,17 +48,19 @@ class ExporterProcess {
   ExporterProcess& operator=(const ExporterProcess&) = delete;
 
   int pidfd() const { return pidfd_.get(); }
+  std::uint32_t pid() const { return static_cast<std::uint32_t>(pid_); }
   void end() {
     hold_.reset();
-    if (pid_ > 0) {
+    if (pid_ > 0 && !reaped_) {
       int status = 0;
       (void)::waitpid(pid_, &status, 0);
-      pid_ = -1;
+      reaped_ = true;
     }
   }
 
  private:
   pid_t pid_ = -1;
+  bool reaped_ = false;
   ipc::UniqueFd hold_;
   ipc::UniqueFd pidfd_;
 };
@@ -86,6 +90,10 @@ class IpcReleaseRings : public ::testing::Test {
     return points;
   }
   void complete_consumer() { scope_.fake().complete(consumer_); }
+  // Rings of a connection to the exporter process, or to another one (`pid`, no pidfd).
+  std::optional<ReleaseRings> to_exporter() {
+    return std::optional<ReleaseRings>{std::in_place, exporter_.pidfd(), exporter_.pid()};
+  }
   std::uint64_t events_created() const {
     return scope_.ipc().calls(CudaIpcEntry::kEventCreateWithFlags);
   }
@@ -98,7 +106,7 @@ class IpcReleaseRings : public ::testing::Test {
 
 TEST_F(IpcReleaseRings, AGoneConnectionsEventsWaitForItsExporterToExitNotJustForTheGpu) {
   StreamPointList points = busy_point();
-  std::optional<ReleaseRings> rings{std::in_place, exporter_.pidfd()};
+  std::optional<ReleaseRings> rings = to_exporter();
   ASSERT_TRUE(rings->record(0, points).has_value());
   ASSERT_TRUE(rings->record(0, points).has_value());
   rings.reset();
@@ -116,23 +124,51 @@ TEST_F(IpcReleaseRings, AGoneConnectionsEventsWaitForItsExporterToExitNotJustFor
   EXPECT_EQ(destroy_free_ipc_events(), 0u) << "the events never came back after the exit";
 }
 
-TEST_F(IpcReleaseRings, ANextConnectionRecordsNoEventAGoneOnesExporterMayStillPoll) {
-  std::optional<ReleaseRings> gone{std::in_place, exporter_.pidfd()};
+TEST_F(IpcReleaseRings, AConnectionToAnotherExporterNeverTakesAGoneOnesEvents) {
+  std::optional<ReleaseRings> gone = to_exporter();
   StreamPointList none;
-  ASSERT_TRUE(gone->record(0, none).has_value());
+  ASSERT_TRUE(gone->record(0, none).has_value());  // completes at once: no point to wait for
   gone.reset();
-  ReleaseRings next(-1);
-  ASSERT_TRUE(next.record(0, none).has_value());
-  EXPECT_EQ(events_created(), 2u) << "the next connection took the gone one's event";
+  ReleaseRings other(-1, exporter_.pid() + 1);
+  ASSERT_TRUE(other.record(0, none).has_value());
+  EXPECT_EQ(events_created(), 2u) << "a connection to another exporter took the gone one's event";
+}
 
-  exporter_.end();
-  ReleaseRings after_exit(-1);
-  ASSERT_TRUE(after_exit.record(0, none).has_value());
-  EXPECT_EQ(events_created(), 2u) << "the exited exporter's event was not reused";
+TEST_F(IpcReleaseRings, TheNextConnectionToTheSameExporterTakesOverOnlyCompletedEvents) {
+  StreamPointList points = busy_point();
+  std::optional<ReleaseRings> gone = to_exporter();
+  ASSERT_TRUE(gone->record(0, points).has_value());
+  gone.reset();
+  std::optional<ReleaseRings> next = to_exporter();
+  StreamPointList none;
+  ASSERT_TRUE(next->record(0, none).has_value());
+  EXPECT_EQ(events_created(), 2u) << "taken over while its release had not completed";
+  next.reset();
+
+  complete_consumer();
+  std::optional<ReleaseRings> after = to_exporter();
+  ASSERT_TRUE(after->record(0, none).has_value());
+  ASSERT_TRUE(after->record(0, none).has_value());
+  EXPECT_EQ(events_created(), 2u) << "the completed events of both gone rings were not taken over";
+  EXPECT_EQ(retire_release_rings(), 0u);
+}
+
+TEST_F(IpcReleaseRings, ReconnectingToALiveExporterPilesUpNeitherEventsNorDescriptors) {
+  StreamPointList none;
+  const int fds_before = test::open_fd_count();
+  for (int round = 0; round < 200; ++round) {
+    std::optional<ReleaseRings> rings = to_exporter();
+    for (int release = 0; release < 3; ++release) {
+      ASSERT_TRUE(rings->record(0, none).has_value());
+    }
+  }
+  EXPECT_EQ(events_created(), 3u);
+  EXPECT_EQ(retire_release_rings(), 1u);
+  EXPECT_LE(test::open_fd_count(), fds_before + 1) << "a pidfd copy per gone connection";
 }
 
 TEST_F(IpcReleaseRings, AnExporterThatExitedFirstHasItsEventsBackWithTheConnection) {
-  std::optional<ReleaseRings> rings{std::in_place, exporter_.pidfd()};
+  std::optional<ReleaseRings> rings = to_exporter();
   StreamPointList none;
   ASSERT_TRUE(rings->record(0, none).has_value());
   exporter_.end();
@@ -141,11 +177,12 @@ TEST_F(IpcReleaseRings, AnExporterThatExitedFirstHasItsEventsBackWithTheConnecti
   EXPECT_EQ(destroy_free_ipc_events(), 0u);
 }
 
-TEST_F(IpcReleaseRings, WithoutTheExportersPidfdTheEventsAreNeverReused) {
-  std::optional<ReleaseRings> rings{std::in_place, -1};
+TEST_F(IpcReleaseRings, WithoutTheExportersPidfdTheEventsNeverReachThePool) {
+  std::optional<ReleaseRings> rings{std::in_place, -1, exporter_.pid()};
   StreamPointList none;
   ASSERT_TRUE(rings->record(0, none).has_value());
   rings.reset();
+  exporter_.end();
   EXPECT_EQ(retire_release_rings(), 1u);
   EXPECT_EQ(destroy_free_ipc_events(), 1u);
 }
@@ -153,7 +190,7 @@ TEST_F(IpcReleaseRings, WithoutTheExportersPidfdTheEventsAreNeverReused) {
 // A child forked without exec holds a copy of the connection and of its rings: CUDA cannot be used
 // there, and the rings' lock may have been copied taken by another thread of the parent.
 TEST_F(IpcReleaseRings, AForkedChildsCopyRecordsNothingAndCallsNoCuda) {
-  std::optional<ReleaseRings> rings{std::in_place, exporter_.pidfd()};
+  std::optional<ReleaseRings> rings = to_exporter();
   StreamPointList none;
   ASSERT_TRUE(rings->record(0, none).has_value());
   const pid_t child = ::fork();

@@ -599,27 +599,6 @@ TEST_F(IpcRoundTrip, AConsumerStreamThatNeverRunsAgainHoldsBackOnlyItsOwnConnect
   EXPECT_EQ(host_waits(), 0u) << "a host block on the hot path";
 }
 
-// A gone connection's release events stay its own while the exporter may still poll them: the
-// exporter asks an event about its latest record, and a record on another connection's stream that
-// never runs again would hold the gone connection's claim, whose release completed.
-TEST_F(IpcRoundTrip, AGoneConnectionsReleaseEventIsRecordedByNoOtherConnection) {
-  Tensor done;
-  Tensor stuck;
-  const auto [done_stream, stuck_stream] = one_busy_import_per_connection(done, stuck);
-  ASSERT_FALSE(HasFailure());
-  done = Tensor();
-  fake().complete(done_stream);  // its release completes on the GPU; the exporter has not looked
-  importer_.reset();
-  flush_deferred_releases();  // the connection is gone
-  stuck = Tensor();           // the other connection's first release
-
-  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 1; }))
-      << "the gone connection's claim is held by the other's release, which has not run";
-  fake().complete(stuck_stream);
-  ASSERT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }));
-  EXPECT_EQ(pool_->available_blocks(), 2u);
-}
-
 TEST_F(IpcRoundTrip, ReleasesNamingNoClaimAreIgnoredAndDropNothing) {
   pool_ = test::make_device_pool(1024, 1, test::PoolKind::kShareable);
   ASSERT_NE(pool_, nullptr);

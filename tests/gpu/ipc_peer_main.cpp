@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -107,9 +108,12 @@ holoscan::ipc::ImporterOptions importer_options(holoscan::ipc::ReadinessWait rea
 // Starts this binary again as an exporter whose one tensor is written by a kernel that spins
 // `delay_us` first, imports that tensor with the wait on the GPU, queues a check of it on a stream
 // of its own (which then waits on the exporter's event), and kills the exporter before the write
-// ends: that stream, and the deallocation point recorded on it, never complete. Returns 0 once
-// the exporter is dead, with `dead_stream` (left to the process's exit) set.
-int import_from_a_killed_exporter(long delay_us, cudaStream_t* dead_stream) {
+// ends: that stream, and the deallocation point recorded on it, never complete. First it makes
+// `results` (`count` zeroed entries, for the consumer after), since cudaMalloc and cudaFree may
+// synchronize the device, which would then wait for ever. Returns 0 once the exporter is dead,
+// with `dead_stream` (left to the process's exit) set.
+int import_from_a_killed_exporter(long delay_us, long count, cudaStream_t* dead_stream,
+                                  CheckResult** results) {
   auto ends = holoscan::ipc::Channel::pair();
   int signal_pipe[2] = {-1, -1};
   if (!ends || ::pipe2(signal_pipe, O_CLOEXEC) != 0) {
@@ -125,7 +129,8 @@ int import_from_a_killed_exporter(long delay_us, cudaStream_t* dead_stream) {
   const pid_t exporter = ipc_demo::spawn(
       self,
       {"channel_fd=" + std::to_string(child_fd), "signal_fd=" + std::to_string(signal_write.get()),
-       "role=export_and_hang", "delay_us=" + std::to_string(delay_us)},
+       "role=export_and_hang", "delay_us=" + std::to_string(delay_us),
+       "parent_pid=" + std::to_string(::getpid())},
       {child_fd, signal_write.get()});
   if (exporter < 0) {
     return fail(20, "cannot start the second exporter");
@@ -144,8 +149,11 @@ int import_from_a_killed_exporter(long delay_us, cudaStream_t* dead_stream) {
   CheckResult* result = nullptr;
   if (cudaSetDevice(tensor.device().device_id) != cudaSuccess ||
       cudaStreamCreateWithFlags(dead_stream, cudaStreamNonBlocking) != cudaSuccess ||
-      cudaMalloc(reinterpret_cast<void**>(&result), sizeof(CheckResult)) != cudaSuccess) {
-    return fail(22, "cannot make the dead exporter's consumer stream");
+      cudaMalloc(reinterpret_cast<void**>(&result), sizeof(CheckResult)) != cudaSuccess ||
+      cudaMalloc(reinterpret_cast<void**>(results), sizeof(CheckResult) * count) != cudaSuccess ||
+      cudaMemset(*results, 0, sizeof(CheckResult) * count) != cudaSuccess ||
+      cudaDeviceSynchronize() != cudaSuccess) {
+    return fail(22, "cannot make the dead exporter's consumer stream or the results");
   }
   if (!tensor.synchronize_for_consumer_stream(*dead_stream) ||
       holoscan::test::launch_check(tensor.data_as<std::uint32_t>(),
@@ -168,6 +176,10 @@ int import_from_a_killed_exporter(long delay_us, cudaStream_t* dead_stream) {
 }
 
 int export_and_hang(const Arguments& args, holoscan::ipc::Channel channel, int signal_fd) {
+  // Killed with the importer that started it, whatever way that one ends.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != args.get("parent_pid", -1)) {
+    return fail(34, "the importer that started this exporter is gone");
+  }
   auto exporter = holoscan::ipc::Exporter::create();
   if (!exporter) {
     return fail(30, "Exporter::create: " + exporter.error().message);
@@ -207,14 +219,15 @@ int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
   const long expect_device = args.get("expect_device", -1);
   const bool flat = args.get("flat", 0) != 0;
   const long warm_up = count > 200 ? 100 : 0;
+  CheckResult* results = nullptr;
   // Left to the process's exit: it never completes (see import_from_a_killed_exporter).
   cudaStream_t dead_stream = nullptr;
   if (args.get("beside_dead", 0) != 0) {
-    if (int status = import_from_a_killed_exporter(3000000, &dead_stream); status != 0) {
+    if (int status = import_from_a_killed_exporter(3000000, count, &dead_stream, &results);
+        status != 0) {
       return status;
     }
   }
-  CheckResult* results = nullptr;
   ConsumerStream consumer;
   std::size_t memory_after_warm_up = 0;
   int fds_after_warm_up = 0;
@@ -229,12 +242,13 @@ int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
       return fail(12, "imported on device " + std::to_string(device) + ", expected " +
                           std::to_string(expect_device));
     }
-    if (results == nullptr) {
+    if (i == 0) {
       // Before any work is queued: cudaMalloc and the memset may synchronize the device.
       if (!consumer.ensure(device) ||
-          cudaMalloc(reinterpret_cast<void**>(&results), sizeof(CheckResult) * count) !=
-              cudaSuccess ||
-          cudaMemset(results, 0, sizeof(CheckResult) * count) != cudaSuccess) {
+          (results == nullptr &&
+           (cudaMalloc(reinterpret_cast<void**>(&results), sizeof(CheckResult) * count) !=
+                cudaSuccess ||
+            cudaMemset(results, 0, sizeof(CheckResult) * count) != cudaSuccess))) {
         return fail(13, "cannot make the consumer's stream or results");
       }
       elements = tensor.size();
@@ -276,9 +290,10 @@ int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
       std::fprintf(stderr, "tensor %ld: %u mismatches\n", i, host[i].mismatches);
     }
   }
-  (void)cudaFree(results);
   if (dead_stream == nullptr) {
-    // Not beside a dead exporter: that import's release waits for ever (its exit drain is bounded).
+    // Beside a dead exporter, the free could wait for its stream, and that import's release waits
+    // for ever: both are left to the process's _exit (see main).
+    (void)cudaFree(results);
     holoscan::flush_deferred_releases();
   }
   if (bad != 0) {
@@ -301,11 +316,8 @@ int consume(const Arguments& args, holoscan::ipc::Importer& importer) {
       count, static_cast<unsigned long long>(stats.mappings_opened),
       static_cast<unsigned long long>(stats.fds_received),
       static_cast<unsigned long long>(stats.release_events));
-  if (dead_stream != nullptr) {
-    // The dead exporter's import is never released: no exit drain, no teardown of CUDA waiting
-    // for a stream that never runs again.
-    std::fflush(nullptr);
-    ::_exit(0);
+  if (dead_stream != nullptr && cudaStreamQuery(dead_stream) != cudaErrorNotReady) {
+    return fail(25, "the dead exporter's consumer stream ran after all: nothing was proven");
   }
   return 0;
 }
@@ -387,7 +399,14 @@ int main(int argc, char** argv) {
     return fail(10, "Importer::create: " + importer.error().message);
   }
   if (role == "consume") {
-    return consume(args, *importer);
+    const int status = consume(args, *importer);
+    if (args.get("beside_dead", 0) != 0) {
+      // A dead exporter's import is never released: no exit drain, no teardown of CUDA waiting
+      // for a stream that never runs again.
+      std::fflush(nullptr);
+      ::_exit(status);
+    }
+    return status;
   }
   if (role == "hold") {
     return hold(args, *importer, static_cast<int>(args.get("signal_fd", -1)));

@@ -2,7 +2,7 @@
 // Interprocess events (cudaEventInterprocess | cudaEventDisableTiming), pooled per device with
 // their IPC handles, apart from the library's ordinary event pool: an exporter's readiness event
 // goes back here only once the importer has released the export (until then the importer may
-// still wait on it), and the importer's release events by their connection's ring, then until the
+// still wait on it), and the importer's release events by their connections' rings until their
 // exporter's process has exited (ipc_release_stream.hpp).
 #include <array>
 #include <cstddef>

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -18,51 +19,92 @@
 namespace holoscan::detail {
 namespace {
 
-// A gone connection's events and a pidfd of its exporter (-1: its exit cannot be known).
-struct KeptEvents {
+// A gone connection's ring of one device: its events, the one recorded last, and its exporter
+// (a pidfd shared by the rings kept for one process; null: its exit cannot be known).
+struct KeptRing {
+  std::uint32_t exporter_pid = 0;
+  std::shared_ptr<ipc::UniqueFd> exporter;
   std::vector<IpcEvent> events;
-  ipc::UniqueFd exporter;
+  std::size_t last = 0;
 };
 
 struct RetiredRings {
   SpinMutex mutex;
-  std::vector<KeptEvents> kept;
+  std::vector<KeptRing> kept;
 };
 
 RetiredRings& retired() { return fork_locked<RetiredRings>(); }
 
 [[maybe_unused]] const bool fork_handlers_registered = register_fork_handlers<RetiredRings>();
 
-bool exited(int pidfd) noexcept {
-  if (pidfd < 0) {
+bool exited(const std::shared_ptr<ipc::UniqueFd>& pidfd) noexcept {
+  if (pidfd == nullptr || pidfd->get() < 0) {
     return false;
   }
-  pollfd process{pidfd, POLLIN, 0};
+  pollfd process{pidfd->get(), POLLIN, 0};
   return ::poll(&process, 1, 0) == 1 && (process.revents & POLLIN) != 0;
 }
 
-void give_back(std::vector<IpcEvent>& events) noexcept {
-  for (const IpcEvent& event : events) {
-    release_ipc_event(event);
+// Gives back the events of exporters that have exited; the caller holds the list's lock.
+void retire_locked(RetiredRings& aside) noexcept {
+  for (auto kept = aside.kept.begin(); kept != aside.kept.end();) {
+    if (!exited(kept->exporter)) {
+      ++kept;
+      continue;
+    }
+    for (const IpcEvent& event : kept->events) {
+      release_ipc_event(event);
+    }
+    kept = aside.kept.erase(kept);  // the last one of its process closes the pidfd
   }
-  events.clear();
 }
 
-// The index of the event to record next: a new one until the ring is full, then each in turn.
-expected<std::size_t, Error> next_event(ReleaseRing& ring, int device) noexcept {
-  if (ring.events.size() < kReleaseRingSize) {
-    try {
-      ring.events.reserve(kReleaseRingSize);
-    } catch (...) {
-      return tl::unexpected<Error>(
-          make_error(ErrorCode::kResourceExhausted, "ipc release: out of host memory"));
+// A pidfd of `exporter_pid` shared with the rings kept for that live process, else a copy of
+// `pidfd` (null when there is none or no descriptor is left); the caller holds the list's lock.
+std::shared_ptr<ipc::UniqueFd> shared_pidfd(const RetiredRings& aside, std::uint32_t exporter_pid,
+                                            int pidfd) {
+  for (const KeptRing& kept : aside.kept) {
+    if (kept.exporter_pid == exporter_pid && kept.exporter != nullptr && !exited(kept.exporter)) {
+      return kept.exporter;  // one live process has that pid: the same one
     }
+  }
+  if (pidfd < 0) {
+    return nullptr;
+  }
+  auto copy = std::make_shared<ipc::UniqueFd>(::fcntl(pidfd, F_DUPFD_CLOEXEC, 0));
+  return copy->get() >= 0 ? copy : nullptr;
+}
+
+// Takes into `ring` (new, of `device`) the events of gone connections to `exporter_pid` whose
+// last release has completed, up to a whole ring; the caller holds the list's lock.
+void take_over_locked(RetiredRings& aside, ReleaseRing& ring, int device,
+                      std::uint32_t exporter_pid) noexcept {
+  for (auto kept = aside.kept.begin(); kept != aside.kept.end();) {
+    const bool fits = ring.events.size() + kept->events.size() <= kReleaseRingSize;
+    if (kept->exporter_pid != exporter_pid || kept->events.empty() ||
+        kept->events.front().device != device || !fits ||
+        cuda_ipc().event_query(kept->events[kept->last].event) != cudaSuccess) {
+      ++kept;
+      continue;
+    }
+    ring.events.insert(ring.events.end(), kept->events.begin(), kept->events.end());
+    kept = aside.kept.erase(kept);
+  }
+}
+
+// The index of the event to record next: one taken over or new until the ring is full, then
+// each in turn.
+expected<std::size_t, Error> next_event(ReleaseRing& ring, int device) noexcept {
+  if (ring.recorded < ring.events.size()) {
+    return ring.recorded++;
+  }
+  if (ring.events.size() < kReleaseRingSize) {
     auto event = acquire_ipc_event(device);
     if (!event) {
       return tl::unexpected<Error>(std::move(event.error()));
     }
-    ring.events.push_back(*event);
-    return ring.events.size() - 1;
+    ring.events.push_back(*event);  // room reserved when the stream was made
+    return ring.recorded++;
   }
   const std::size_t index = ring.next;
   ring.next = (ring.next + 1) % kReleaseRingSize;
@@ -71,15 +113,17 @@ expected<std::size_t, Error> next_event(ReleaseRing& ring, int device) noexcept 
 
 }  // namespace
 
-ReleaseRings::ReleaseRings(int exporter_pidfd) noexcept
-    : exporter_pidfd_(exporter_pidfd), owner_(::getpid()) {}
+ReleaseRings::ReleaseRings(int exporter_pidfd, std::uint32_t exporter_pid) noexcept
+    : exporter_pidfd_(exporter_pidfd), exporter_pid_(exporter_pid), owner_(::getpid()) {}
 
 ReleaseRings::~ReleaseRings() {
   if (::getpid() != owner_) {
     return;  // the parent's streams and events: neither CUDA nor the parent's pool is ours here
   }
   const RelaxedCaptureScope relaxed;  // a user's thread: never refused for another's capture
-  const bool exporter_gone = exited(exporter_pidfd_);
+  RetiredRings& aside = retired();
+  std::lock_guard<SpinMutex> lock(aside.mutex);
+  retire_locked(aside);
   for (ReleaseRing& ring : rings_) {
     if (ring.stream != nullptr) {
       (void)cuda_ipc().stream_destroy(ring.stream);  // what is queued there still runs
@@ -88,18 +132,16 @@ ReleaseRings::~ReleaseRings() {
     if (ring.events.empty()) {
       continue;
     }
-    if (exporter_gone) {
-      give_back(ring.events);
-      continue;
-    }
-    RetiredRings& aside = retired();
-    std::lock_guard<SpinMutex> lock(aside.mutex);
     try {
-      aside.kept.push_back(KeptEvents{std::move(ring.events), ipc::UniqueFd()});
-      // Without a copy of the pidfd (none known, or no descriptor left) they stay for good.
-      if (exporter_pidfd_ >= 0) {
-        aside.kept.back().exporter = ipc::UniqueFd(::fcntl(exporter_pidfd_, F_DUPFD_CLOEXEC, 0));
+      KeptRing kept{exporter_pid_, shared_pidfd(aside, exporter_pid_, exporter_pidfd_),
+                    std::move(ring.events), ring.last};
+      if (exited(kept.exporter)) {
+        for (const IpcEvent& event : kept.events) {
+          release_ipc_event(event);
+        }
+        continue;
       }
+      aside.kept.push_back(std::move(kept));
     } catch (...) {
       // No room to keep them: never reused, which is safe; only they are lost.
     }
@@ -121,7 +163,19 @@ expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> ReleaseRings::re
   std::lock_guard<SpinMutex> lock(mutex_);
   ReleaseRing& ring = rings_[static_cast<std::size_t>(device)];
   if (ring.stream == nullptr) {
-    (void)retire_release_rings();  // a new stream: first give back what gone connections kept
+    try {
+      ring.events.reserve(kReleaseRingSize);  // so that taking over or growing never allocates
+    } catch (...) {
+      return tl::unexpected<Error>(
+          make_error(ErrorCode::kResourceExhausted, "ipc release: out of host memory"));
+    }
+    {
+      const RelaxedCaptureScope relaxed;  // the take-over's queries
+      RetiredRings& aside = retired();
+      std::lock_guard<SpinMutex> kept_lock(aside.mutex);
+      retire_locked(aside);
+      take_over_locked(aside, ring, device, exporter_pid_);
+    }
     // Only making the stream needs its device current: waits and records go to the stream's
     // own device whatever device is current.
     DeviceGuard guard(device);
@@ -150,28 +204,24 @@ expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> ReleaseRings::re
       status != cudaSuccess) {
     return tl::unexpected<Error>(cuda_error(status, "cudaEventRecord(release)"));
   }
+  ring.last = *index;  // only a record made: a failed one left the event's earlier record
   return event.handle;
 }
 
 std::size_t retire_release_rings() noexcept {
   RetiredRings& aside = retired();
   std::lock_guard<SpinMutex> lock(aside.mutex);
-  for (auto kept = aside.kept.begin(); kept != aside.kept.end();) {
-    if (exited(kept->exporter.get())) {
-      give_back(kept->events);
-      kept = aside.kept.erase(kept);  // closes the pidfd
-    } else {
-      ++kept;
-    }
-  }
+  retire_locked(aside);
   return aside.kept.size();
 }
 
 void reset_release_streams() noexcept {
   RetiredRings& aside = retired();
   std::lock_guard<SpinMutex> lock(aside.mutex);
-  for (KeptEvents& kept : aside.kept) {
-    give_back(kept.events);
+  for (KeptRing& kept : aside.kept) {
+    for (const IpcEvent& event : kept.events) {
+      release_ipc_event(event);
+    }
   }
   aside.kept.clear();
 }

@@ -15,10 +15,13 @@
 // every later release to every exporter; per connection it holds back the releases of the
 // connections whose imports had a point on that consumer stream.
 //
-// For the same reason a gone connection's events are recorded nowhere else while its exporter may
-// still poll them: the exporter asks an event about its latest record, and a record on another
-// connection's stream (one that may never run again) would hold its claim. They go back to the
-// interprocess pool once the exporter's process has exited.
+// For the same reason a gone connection's events are recorded by no connection to another
+// exporter while their exporter may still poll them: the exporter asks an event about its latest
+// record, and a record on a stream that may never run again would hold its claim. They go back to
+// the interprocess pool once that exporter's process has exited, and until then the next
+// connection to the same exporter process takes them into its ring once their last release has
+// completed (a later record then: that exporter waits longer, never less), so that reconnecting
+// to a long-lived exporter does not pile them up.
 #include <sys/types.h>
 
 #include <array>
@@ -42,22 +45,25 @@ inline constexpr std::size_t kReleaseRingSize = 64;
 /** @brief One device's release stream of a connection and the events recorded there in turn. */
 struct ReleaseRing {
   cudaStream_t stream = nullptr;  ///< Made on the first release.
-  std::vector<IpcEvent> events;   ///< Grows to kReleaseRingSize, then is reused in turn.
+  std::vector<IpcEvent> events;   ///< Taken over or new until kReleaseRingSize, then in turn.
+  std::size_t recorded = 0;       ///< events[0, recorded) have been recorded by this ring.
   std::size_t next = 0;           ///< The event recorded next once the ring is full.
+  std::size_t last = 0;           ///< The event recorded last (its completion is the ring's).
 };
 
 /** @brief One importer connection's release rings, one per device; thread-safe. */
 class HOLOSCAN_DLPACK_ABI ReleaseRings {
  public:
-  /** @brief Rings of a connection whose exporter's pidfd is `exporter_pidfd` (borrowed: it must
-   *         outlive these rings; -1 when unknown). */
-  explicit ReleaseRings(int exporter_pidfd) noexcept;
+  /** @brief Rings of a connection to process `exporter_pid` (as this process sees it, proven
+   *         by the Hello), whose pidfd is `exporter_pidfd` (borrowed: it must outlive these
+   *         rings; -1 when unknown). */
+  ReleaseRings(int exporter_pidfd, std::uint32_t exporter_pid) noexcept;
   /**
-   * @brief Destroys the streams (CUDA lets work queued there finish) and gives the events back to
-   *        the interprocess pool once the exporter's process has exited; until then they are kept
-   *        aside with a copy of its pidfd (see retire_release_rings), and for good when its exit
-   *        cannot be known. Never waits; does nothing in a child forked from the process that
-   *        made them.
+   * @brief Destroys the streams (CUDA lets work queued there finish). The events go back to the
+   *        interprocess pool once the exporter's process has exited; until then they are kept
+   *        aside for the next connection to that process (see the file comment), with one copy
+   *        of its pidfd per process; without a pidfd they never reach the pool. Never waits;
+   *        does nothing in a child forked from the process that made them.
    */
   ~ReleaseRings();
   ReleaseRings(const ReleaseRings&) = delete;
@@ -75,15 +81,15 @@ class HOLOSCAN_DLPACK_ABI ReleaseRings {
   SpinMutex mutex_;  // one release at a time per ring: another's record must not miss its waits
   std::array<ReleaseRing, kMaxPoolDevices> rings_;
   const int exporter_pidfd_;
+  const std::uint32_t exporter_pid_;
   const pid_t owner_;  // the process that made them: a forked child's copy names the parent's
 };
 
 /**
- * @brief Gives back the events of gone connections whose exporters have exited; returns how many
- *        connections' events are still kept aside. Called when a connection makes a stream, so
- *        that what is kept waits for no more than the next connection; never waits.
+ * @brief Gives back to the interprocess pool the events of gone connections whose exporters have
+ *        exited; returns how many gone connections' rings are still kept aside. Never waits.
  */
-std::size_t retire_release_rings() noexcept;
+HOLOSCAN_DLPACK_ABI std::size_t retire_release_rings() noexcept;
 
 /**
  * @brief Gives every event kept aside back to the interprocess pool, exporters exited or not, and
