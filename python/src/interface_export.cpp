@@ -1,7 +1,10 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include <holoscan/dl_managed_memory_buffer.hpp>
 
 #include "devices.hpp"
 #include "dtype.hpp"
@@ -15,6 +18,25 @@ namespace nb = nanobind;
 
 namespace holoscan::python {
 namespace {
+
+// Whether the DLPack tensor this Tensor imported came without strides (compact, as DLPack before
+// 1.2 allowed): Holoscan 5.0's dicts then give None, as the producer did. The import fills them in.
+bool producer_gave_no_strides(const Tensor& tensor) noexcept {
+  const std::shared_ptr<DLManagedTensorContext>& context = tensor.dl_ctx();
+  if (context == nullptr || !tensor.is_contiguous()) {
+    return false;
+  }
+  TensorMemoryReference* reference = context->memory_reference.get();
+  if (const auto* versioned = dynamic_cast<const DLManagedMemoryBufferVersioned*>(reference);
+      versioned != nullptr && versioned->managed_tensor() != nullptr) {
+    return versioned->managed_tensor()->dl_tensor.strides == nullptr;
+  }
+  if (const auto* legacy = dynamic_cast<const DLManagedMemoryBuffer*>(reference);
+      legacy != nullptr && legacy->managed_tensor() != nullptr) {
+    return legacy->managed_tensor()->dl_tensor.strides == nullptr;
+  }
+  return false;
+}
 
 nb::dict interface_dict(const Tensor& tensor) {
   const DLDataType dtype = tensor.dtype();
@@ -36,7 +58,7 @@ nb::dict interface_dict(const Tensor& tensor) {
   // Holoscan 5.0's keys, in its order. Its strides are the byte strides whenever the DLPack view
   // has strides (every producer of DLPack 1.2 or later gives them), contiguous or not, so that a
   // consumer sees the strides the producer gave (NumPy keeps them on its view); None for a 0-d
-  // tensor or a view without strides.
+  // tensor or one whose producer gave none.
   nb::dict dict;
   nb::list extents;
   for (std::int64_t extent : tensor.shape()) {
@@ -48,7 +70,7 @@ nb::dict interface_dict(const Tensor& tensor) {
       nb::make_tuple(reinterpret_cast<std::uintptr_t>(tensor.data()), tensor.is_read_only());
   dict["version"] = 3;
   const DLTensor& view = tensor.dl_tensor();
-  if (view.ndim > 0 && view.strides != nullptr) {
+  if (view.ndim > 0 && view.strides != nullptr && !producer_gave_no_strides(tensor)) {
     nb::list strides;
     for (std::int64_t stride : tensor.strides()) {
       strides.append(stride);

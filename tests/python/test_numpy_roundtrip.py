@@ -158,6 +158,16 @@ def test_array_interface_strides_are_the_tensors_as_in_holoscan_5_0(make):
     assert np.asarray(t).strides == a.strides
 
 
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+def test_array_interface_of_a_producer_without_strides_has_none(testing, versioned):
+    # A compact tensor whose producer gave no strides (DLPack before 1.2 allowed it): None, as
+    # Holoscan 5.0 gives, though the import fills the strides in.
+    t = hd.as_tensor(testing.make_capsule(shape=[2, 3], versioned=versioned))
+    assert t.strides == (12, 4)
+    assert t.__array_interface__["strides"] is None
+    assert np.asarray(t).strides == (12, 4)
+
+
 def test_array_interface_of_a_0d_tensor_has_no_strides():
     interface = hd.from_dlpack(np.array(3.0, dtype=np.float32)).__array_interface__
     assert interface["shape"] == () and interface["strides"] is None
