@@ -59,7 +59,7 @@ TEST(IpcForkLockOrderChild, DISABLED_ForkDuringTheFirstReleases) {
   const detail::CudaIpcApi* previous = detail::install_cuda_ipc_api(&hooked);
 
   // A connection's first release: its ring's lock, then the event pool's.
-  std::optional<holoscan::detail::ReleaseRings> rings{std::in_place, -1, 0};
+  std::optional<holoscan::detail::ReleaseRings> rings{std::in_place, -1};
   std::atomic<bool> released{false};
   std::thread releaser([&] {
     holoscan::detail::StreamPointList none;

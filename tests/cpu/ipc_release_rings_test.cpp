@@ -48,7 +48,6 @@ class ExporterProcess {
   ExporterProcess& operator=(const ExporterProcess&) = delete;
 
   int pidfd() const { return pidfd_.get(); }
-  std::uint32_t pid() const { return static_cast<std::uint32_t>(pid_); }
   void end() {
     hold_.reset();
     if (pid_ > 0 && !reaped_) {
@@ -90,9 +89,9 @@ class IpcReleaseRings : public ::testing::Test {
     return points;
   }
   void complete_consumer() { scope_.fake().complete(consumer_); }
-  // Rings of a connection to the exporter process, or to another one (`pid`, no pidfd).
+  // Rings of a connection to the exporter process.
   std::optional<ReleaseRings> to_exporter() {
-    return std::optional<ReleaseRings>{std::in_place, exporter_.pidfd(), exporter_.pid()};
+    return std::optional<ReleaseRings>{std::in_place, exporter_.pidfd()};
   }
   std::uint64_t events_created() const {
     return scope_.ipc().calls(CudaIpcEntry::kEventCreateWithFlags);
@@ -129,7 +128,8 @@ TEST_F(IpcReleaseRings, AConnectionToAnotherExporterNeverTakesAGoneOnesEvents) {
   StreamPointList none;
   ASSERT_TRUE(gone->record(0, none).has_value());  // completes at once: no point to wait for
   gone.reset();
-  ReleaseRings other(-1, exporter_.pid() + 1);
+  ExporterProcess another;
+  ReleaseRings other(another.pidfd());
   ASSERT_TRUE(other.record(0, none).has_value());
   EXPECT_EQ(events_created(), 2u) << "a connection to another exporter took the gone one's event";
 }
@@ -151,6 +151,37 @@ TEST_F(IpcReleaseRings, TheNextConnectionToTheSameExporterTakesOverOnlyCompleted
   ASSERT_TRUE(after->record(0, none).has_value());
   EXPECT_EQ(events_created(), 2u) << "the completed events of both gone rings were not taken over";
   EXPECT_EQ(retire_release_rings(), 0u);
+}
+
+TEST_F(IpcReleaseRings, AGoneRingIsJudgedByItsLastReleaseNotItsFirst) {
+  std::optional<ReleaseRings> gone = to_exporter();
+  StreamPointList none;
+  StreamPointList points = busy_point();
+  ASSERT_TRUE(gone->record(0, none).has_value());    // completes at once
+  ASSERT_TRUE(gone->record(0, points).has_value());  // pending
+  gone.reset();
+  ReleaseRings next(exporter_.pidfd());
+  ASSERT_TRUE(next.record(0, none).has_value());
+  EXPECT_EQ(events_created(), 3u) << "taken over while its last release was pending";
+}
+
+// An exporter may not have polled a gone connection's event yet: a record of it here must complete
+// at once, or the exporter's claim would wait on this stream's consumers (for ever, if one waited
+// on a dead exporter).
+TEST_F(IpcReleaseRings, ATakenOverEventIsRecordedOnlyWhereTheRecordCompletesAtOnce) {
+  std::optional<ReleaseRings> gone = to_exporter();
+  StreamPointList none;
+  ASSERT_TRUE(gone->record(0, none).has_value());
+  gone.reset();
+  ReleaseRings next(exporter_.pidfd());
+  StreamPointList points = busy_point();
+  ASSERT_TRUE(next.record(0, points).has_value());
+  EXPECT_EQ(events_created(), 2u) << "recorded behind points that had not passed";
+  ASSERT_TRUE(next.record(0, none).has_value());
+  EXPECT_EQ(events_created(), 3u) << "recorded behind an earlier release still pending";
+  complete_consumer();
+  ASSERT_TRUE(next.record(0, none).has_value());
+  EXPECT_EQ(events_created(), 3u) << "not taken over once the stream was idle";
 }
 
 TEST_F(IpcReleaseRings, ReconnectingToALiveExporterPilesUpNeitherEventsNorDescriptors) {
@@ -178,7 +209,7 @@ TEST_F(IpcReleaseRings, AnExporterThatExitedFirstHasItsEventsBackWithTheConnecti
 }
 
 TEST_F(IpcReleaseRings, WithoutTheExportersPidfdTheEventsNeverReachThePool) {
-  std::optional<ReleaseRings> rings{std::in_place, -1, exporter_.pid()};
+  std::optional<ReleaseRings> rings{std::in_place, -1};
   StreamPointList none;
   ASSERT_TRUE(rings->record(0, none).has_value());
   rings.reset();

@@ -34,7 +34,7 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
       : outbox_(std::move(outbox)),
         exporter_pid_(exporter_pid),
         owner_(::getpid()),
-        release_rings_(outbox_->exporter_fd(), exporter_pid) {}
+        release_rings_(outbox_->exporter_fd()) {}
   /** @brief Never waits: Releases still queued stay with the courier until they are sent. */
   ~ImporterCore() = default;
   ImporterCore(const ImporterCore&) = delete;

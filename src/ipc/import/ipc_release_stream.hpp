@@ -15,13 +15,15 @@
 // every later release to every exporter; per connection it holds back the releases of the
 // connections whose imports had a point on that consumer stream.
 //
-// For the same reason a gone connection's events are recorded by no connection to another
-// exporter while their exporter may still poll them: the exporter asks an event about its latest
-// record, and a record on a stream that may never run again would hold its claim. They go back to
-// the interprocess pool once that exporter's process has exited, and until then the next
-// connection to the same exporter process takes them into its ring once their last release has
-// completed (a later record then: that exporter waits longer, never less), so that reconnecting
-// to a long-lived exporter does not pile them up.
+// For the same reason a gone connection's events are kept aside: its exporter asks an event about
+// its latest record, and a record elsewhere could complete before the release it waits for, or
+// never. Only a connection to the same exporter process (known by its pidfd) takes them over, and
+// records one only where that record completes at once (its stream idle, its points passed): the
+// exporter then sees at most the completion it waits for, so reconnecting to a long-lived
+// exporter piles nothing up and holds back nothing new (in turn, once the ring is full, such an
+// event comes round again after 63 more releases: an exporter that has still not polled it then
+// waits longer, never less). They go to the interprocess pool once that process has exited;
+// without its pidfd they never leave the process's keeping.
 #include <sys/types.h>
 
 #include <array>
@@ -45,8 +47,8 @@ inline constexpr std::size_t kReleaseRingSize = 64;
 /** @brief One device's release stream of a connection and the events recorded there in turn. */
 struct ReleaseRing {
   cudaStream_t stream = nullptr;  ///< Made on the first release.
-  std::vector<IpcEvent> events;   ///< Taken over or new until kReleaseRingSize, then in turn.
-  std::size_t recorded = 0;       ///< events[0, recorded) have been recorded by this ring.
+  std::vector<IpcEvent> events;   ///< Recorded here: up to kReleaseRingSize, then in turn.
+  std::vector<IpcEvent> spare;    ///< Taken over from gone connections, not recorded here yet.
   std::size_t next = 0;           ///< The event recorded next once the ring is full.
   std::size_t last = 0;           ///< The event recorded last (its completion is the ring's).
 };
@@ -54,10 +56,9 @@ struct ReleaseRing {
 /** @brief One importer connection's release rings, one per device; thread-safe. */
 class HOLOSCAN_DLPACK_ABI ReleaseRings {
  public:
-  /** @brief Rings of a connection to process `exporter_pid` (as this process sees it, proven
-   *         by the Hello), whose pidfd is `exporter_pidfd` (borrowed: it must outlive these
-   *         rings; -1 when unknown). */
-  ReleaseRings(int exporter_pidfd, std::uint32_t exporter_pid) noexcept;
+  /** @brief Rings of a connection whose exporter's pidfd (proven by its Hello) is
+   *         `exporter_pidfd` (borrowed: it must outlive these rings; -1 when unknown). */
+  explicit ReleaseRings(int exporter_pidfd) noexcept;
   /**
    * @brief Destroys the streams (CUDA lets work queued there finish). The events go back to the
    *        interprocess pool once the exporter's process has exited; until then they are kept
@@ -78,10 +79,15 @@ class HOLOSCAN_DLPACK_ABI ReleaseRings {
       int device, const StreamPointList& points) noexcept;
 
  private:
+  // The index in `ring` of the event to record for a release after `points`.
+  expected<std::size_t, Error> next_event(ReleaseRing& ring, int device,
+                                          const StreamPointList& points) noexcept;
+
   SpinMutex mutex_;  // one release at a time per ring: another's record must not miss its waits
   std::array<ReleaseRing, kMaxPoolDevices> rings_;
   const int exporter_pidfd_;
-  const std::uint32_t exporter_pid_;
+  // The exporter's pid in this process's namespace, read from its pidfd; 0 when unknown.
+  const std::int32_t exporter_key_;
   const pid_t owner_;  // the process that made them: a forked child's copy names the parent's
 };
 

@@ -83,6 +83,18 @@ expected<void, Error> receive_credentials(int socket) {
   return {};
 }
 
+std::int32_t pidfd_pid(int pidfd) noexcept {
+  if (pidfd < 0) {
+    return 0;
+  }
+  try {
+    const expected<PidfdInfo, Error> info = read_fdinfo(pidfd);
+    return info && info->is_pidfd ? static_cast<std::int32_t>(info->pid) : 0;
+  } catch (...) {
+    return 0;  // out of memory for the error's text: unknown
+  }
+}
+
 expected<void, Error> check_sender(const UniqueFd& pidfd, std::int32_t sender_pid) {
   if (sender_pid <= 0) {
     return make_unexpected(denied(

@@ -22,6 +22,13 @@ expected<UniqueFd, Error> own_pidfd();
 expected<void, Error> receive_credentials(int socket);
 
 /**
+ * @brief The pid, in this process's pid namespace, of the process `pidfd` names: 0 when `pidfd`
+ *        is no pidfd or cannot be read, -1 once that process has been reaped. Reads
+ *        /proc/self/fdinfo; never throws.
+ */
+std::int32_t pidfd_pid(int pidfd) noexcept;
+
+/**
  * @brief Accepts `pidfd` as the sender's own when it names the live process `sender_pid` (the
  *        kernel's SCM_CREDENTIALS pid, in this process's pid namespace; 0 when none came).
  *        kPermissionDenied otherwise, naming what it names. Reads /proc/self/fdinfo.
