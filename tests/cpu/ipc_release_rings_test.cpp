@@ -10,7 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <optional>
+#include <thread>
 
 #include "holoscan/ipc/fd.hpp"
 #include "ipc/cuda/ipc_event_pool.hpp"
@@ -89,6 +91,11 @@ class IpcReleaseRings : public ::testing::Test {
     return points;
   }
   void complete_consumer() { scope_.fake().complete(consumer_); }
+  // A connection to the exporter that made one release, completed at once, and went.
+  void leave_a_completed_release() {
+    std::optional<ReleaseRings> gone = to_exporter();
+    ASSERT_TRUE(gone->record(0, StreamPointList()).has_value());
+  }
   // Rings of a connection to the exporter process.
   std::optional<ReleaseRings> to_exporter() {
     return std::optional<ReleaseRings>{std::in_place, exporter_.pidfd()};
@@ -124,13 +131,10 @@ TEST_F(IpcReleaseRings, AGoneConnectionsEventsWaitForItsExporterToExitNotJustFor
 }
 
 TEST_F(IpcReleaseRings, AConnectionToAnotherExporterNeverTakesAGoneOnesEvents) {
-  std::optional<ReleaseRings> gone = to_exporter();
-  StreamPointList none;
-  ASSERT_TRUE(gone->record(0, none).has_value());  // completes at once: no point to wait for
-  gone.reset();
+  leave_a_completed_release();
   ExporterProcess another;
   ReleaseRings other(another.pidfd());
-  ASSERT_TRUE(other.record(0, none).has_value());
+  ASSERT_TRUE(other.record(0, StreamPointList()).has_value());
   EXPECT_EQ(events_created(), 2u) << "a connection to another exporter took the gone one's event";
 }
 
@@ -169,10 +173,8 @@ TEST_F(IpcReleaseRings, AGoneRingIsJudgedByItsLastReleaseNotItsFirst) {
 // at once, or the exporter's claim would wait on this stream's consumers (for ever, if one waited
 // on a dead exporter).
 TEST_F(IpcReleaseRings, ATakenOverEventIsRecordedOnlyWhereTheRecordCompletesAtOnce) {
-  std::optional<ReleaseRings> gone = to_exporter();
+  leave_a_completed_release();
   StreamPointList none;
-  ASSERT_TRUE(gone->record(0, none).has_value());
-  gone.reset();
   ReleaseRings next(exporter_.pidfd());
   StreamPointList points = busy_point();
   ASSERT_TRUE(next.record(0, points).has_value());
@@ -182,6 +184,39 @@ TEST_F(IpcReleaseRings, ATakenOverEventIsRecordedOnlyWhereTheRecordCompletesAtOn
   complete_consumer();
   ASSERT_TRUE(next.record(0, none).has_value());
   EXPECT_EQ(events_created(), 3u) << "not taken over once the stream was idle";
+}
+
+// A busy release may take a gone ring's event once that ring's completion is a second old: an
+// exporter polling its claims has seen it by then (one that has not waits longer, never less).
+TEST_F(IpcReleaseRings, ReconnectingWithBusyReleasesReusesEventsSettledASecondAgo) {
+  StreamPointList points = busy_point();
+  std::optional<ReleaseRings> gone = to_exporter();
+  for (int release = 0; release < 3; ++release) {
+    ASSERT_TRUE(gone->record(0, points).has_value());
+  }
+  complete_consumer();
+  gone.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  scope_.fake().launch(consumer_);
+  ASSERT_EQ(test::FakeCuda::table().event_record(point_, consumer_), cudaSuccess);  // busy again
+  ReleaseRings next(exporter_.pidfd());
+  for (int release = 0; release < 3; ++release) {
+    ASSERT_TRUE(next.record(0, points).has_value());
+  }
+  EXPECT_EQ(events_created(), 3u) << "busy releases piled up new events beside settled ones";
+}
+
+// A failed record leaves its waits on the stream with nothing after them: a taken-over event
+// recorded next would wait on them too, so the stream is not idle until a record lies after them.
+TEST_F(IpcReleaseRings, WaitsLeftByAFailedRecordKeepTheStreamBusy) {
+  leave_a_completed_release();
+  StreamPointList none;
+  ReleaseRings next(exporter_.pidfd());
+  StreamPointList points = busy_point();
+  scope_.ipc().fail_next(test::CudaIpcEntry::kEventRecord, cudaErrorUnknown);
+  EXPECT_FALSE(next.record(0, points).has_value());
+  ASSERT_TRUE(next.record(0, none).has_value());
+  EXPECT_EQ(events_created(), 3u) << "taken over behind a wait the failed release left";
 }
 
 TEST_F(IpcReleaseRings, ReconnectingToALiveExporterPilesUpNeitherEventsNorDescriptors) {

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -23,13 +25,15 @@ namespace holoscan::detail {
 namespace {
 
 // A gone connection's ring of one device: its events (every record of theirs completed once
-// events[last]'s has), and its exporter (a pid in this namespace, 0 when unknown, and a pidfd
-// shared by the rings kept for that process; null: its exit cannot be known).
+// events[last]'s has: `settled` says since when), and its exporter (a pid in this namespace, 0
+// when unknown, and a pidfd shared by the rings kept for that process; null: its exit cannot be
+// known).
 struct KeptRing {
   std::int32_t exporter_key = 0;
   std::shared_ptr<ipc::UniqueFd> exporter;
   std::vector<IpcEvent> events;
   std::size_t last = 0;
+  std::optional<std::chrono::steady_clock::time_point> settled;
 };
 
 struct RetiredRings {
@@ -41,40 +45,63 @@ RetiredRings& retired() { return fork_locked<RetiredRings>(); }
 
 [[maybe_unused]] const bool fork_handlers_registered = register_fork_handlers<RetiredRings>();
 
-bool exited(const std::shared_ptr<ipc::UniqueFd>& pidfd) noexcept {
-  if (pidfd == nullptr || pidfd->get() < 0) {
+// How long a gone ring's completion is old before a record that may wait is made on one of its
+// events: an exporter polling its claims has seen the completion by then.
+constexpr std::chrono::seconds kSettledLongEnough{1};
+
+bool exited(int pidfd) noexcept {
+  if (pidfd < 0) {
     return false;
   }
-  pollfd process{pidfd->get(), POLLIN, 0};
+  pollfd process{pidfd, POLLIN, 0};
   return ::poll(&process, 1, 0) == 1 && (process.revents & POLLIN) != 0;
 }
 
-bool completed(cudaEvent_t event) noexcept { return cuda_ipc().event_query(event) == cudaSuccess; }
+bool exited(const std::shared_ptr<ipc::UniqueFd>& pidfd) noexcept {
+  return pidfd != nullptr && exited(pidfd->get());
+}
+
+// Whether an interprocess event's latest record has completed; anything but success (not ready,
+// a broken context) is "not yet", and leaves no error behind for the caller's thread.
+bool completed(cudaEvent_t event) noexcept {
+  const cudaError_t status = cuda_ipc().event_query(event);
+  if (status != cudaSuccess && status != cudaErrorNotReady) {
+    (void)cuda().get_last_error();
+  }
+  return status == cudaSuccess;
+}
+
+void give_back(std::vector<IpcEvent>& events) noexcept {
+  for (const IpcEvent& event : events) {
+    release_ipc_event(event);
+  }
+  events.clear();
+}
 
 // Gives back the events of exporters that have exited; the caller holds the list's lock.
 void retire_locked(RetiredRings& aside) noexcept {
   for (auto kept = aside.kept.begin(); kept != aside.kept.end();) {
-    if (!exited(kept->exporter)) {
+    if (exited(kept->exporter)) {
+      give_back(kept->events);
+      kept = aside.kept.erase(kept);  // the last one of its process closes the pidfd
+    } else {
       ++kept;
-      continue;
     }
-    for (const IpcEvent& event : kept->events) {
-      release_ipc_event(event);
-    }
-    kept = aside.kept.erase(kept);  // the last one of its process closes the pidfd
   }
 }
 
-// A pidfd of the exporter `key` shared with the rings kept for that live process, else a copy of
-// `pidfd`; null when its exit cannot be known. The caller holds the list's lock.
+// A pidfd of the live exporter `key` shared with the rings kept for it, else a copy of `pidfd`
+// (an unshared one when the key is unknown); null when its exit cannot be known. The caller holds
+// the list's lock and has seen `pidfd`'s process alive: two live processes with one pid here are
+// one process.
 std::shared_ptr<ipc::UniqueFd> shared_pidfd(const RetiredRings& aside, std::int32_t key,
                                             int pidfd) {
-  if (key <= 0 || pidfd < 0) {
+  if (pidfd < 0) {
     return nullptr;
   }
   for (const KeptRing& kept : aside.kept) {
-    if (kept.exporter_key == key && kept.exporter != nullptr && !exited(kept.exporter)) {
-      return kept.exporter;  // one live process has that pid here: the same one
+    if (key > 0 && kept.exporter_key == key && kept.exporter != nullptr && !exited(kept.exporter)) {
+      return kept.exporter;
     }
   }
   ipc::UniqueFd copy(::fcntl(pidfd, F_DUPFD_CLOEXEC, 0));
@@ -84,34 +111,43 @@ std::shared_ptr<ipc::UniqueFd> shared_pidfd(const RetiredRings& aside, std::int3
   return std::make_shared<ipc::UniqueFd>(std::move(copy));  // closes the copy if this throws
 }
 
-// Moves into `spare` (room for kReleaseRingSize reserved) the events of gone connections to the
-// exporter `key` on `device` whose records have all completed; the caller holds the list's lock.
-void take_over_locked(RetiredRings& aside, std::vector<IpcEvent>& spare, int device,
-                      std::int32_t key) noexcept {
-  if (key <= 0) {
-    return;
-  }
-  for (auto kept = aside.kept.begin(); kept != aside.kept.end();) {
+// Takes one event of `device` from a gone ring of the live exporter `key` whose records have all
+// completed (for `soon_only` a second ago or more); the caller holds the list's lock.
+std::optional<IpcEvent> take_one_locked(RetiredRings& aside, int device, std::int32_t key,
+                                        bool soon_only) noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto kept = aside.kept.begin(); kept != aside.kept.end(); ++kept) {
     if (kept->exporter_key != key || kept->exporter == nullptr || kept->events.empty() ||
-        kept->events.front().device != device ||
-        spare.size() + kept->events.size() > kReleaseRingSize ||
-        !completed(kept->events[kept->last].event)) {
-      ++kept;
+        kept->events.front().device != device) {
       continue;
     }
-    spare.insert(spare.end(), kept->events.begin(), kept->events.end());
-    kept = aside.kept.erase(kept);
+    if (!kept->settled) {
+      if (!completed(kept->events[kept->last].event)) {
+        continue;
+      }
+      kept->settled = now;
+    }
+    if (soon_only && now - *kept->settled < kSettledLongEnough) {
+      continue;
+    }
+    const IpcEvent event = kept->events.back();
+    kept->events.pop_back();  // settled: `last` is no longer read
+    if (kept->events.empty()) {
+      aside.kept.erase(kept);
+    }
+    return event;
   }
+  return std::nullopt;
 }
 
-// Whether a record on `ring`'s stream now completes at once: the stream's last record and every
-// point it is about to wait on have completed.
+// Whether a record on `ring`'s stream now completes at once: nothing queued there is left to
+// run, and every point it is about to wait on has passed.
 bool idle(const ReleaseRing& ring, const StreamPointList& points) noexcept {
-  if (!ring.events.empty() && !completed(ring.events[ring.last].event)) {
+  if (ring.waits_pending || (!ring.events.empty() && !completed(ring.events[ring.last].event))) {
     return false;
   }
   for (std::size_t i = 0; i < points.size(); ++i) {
-    if (cuda().event_query(points[i].event) != cudaSuccess) {
+    if (!point_completed(points[i])) {
       return false;
     }
   }
@@ -139,22 +175,25 @@ ReleaseRings::~ReleaseRings() {
   RetiredRings& aside = retired();
   std::lock_guard<SpinMutex> lock(aside.mutex);
   retire_locked(aside);
+  const bool exporter_gone = exited(exporter_pidfd_);
   for (ReleaseRing& ring : rings_) {
-    // The spare events' records have all completed: events[last] stays the ring's last record.
-    ring.events.insert(ring.events.end(), ring.spare.begin(), ring.spare.end());
     if (ring.events.empty()) {
       continue;
     }
+    if (exporter_gone) {
+      give_back(ring.events);  // nobody polls them any more
+      continue;
+    }
+    // Settled from now when its last record has completed already (the common case: the last
+    // import went once the release thread saw its points pass).
+    std::optional<std::chrono::steady_clock::time_point> settled;
+    if (!ring.waits_pending && completed(ring.events[ring.last].event)) {
+      settled = std::chrono::steady_clock::now();
+    }
     try {
-      KeptRing kept{exporter_key_, shared_pidfd(aside, exporter_key_, exporter_pidfd_),
-                    std::move(ring.events), ring.last};
-      if (exited(kept.exporter)) {
-        for (const IpcEvent& event : kept.events) {
-          release_ipc_event(event);
-        }
-        continue;
-      }
-      aside.kept.push_back(std::move(kept));
+      aside.kept.push_back(KeptRing{exporter_key_,
+                                    shared_pidfd(aside, exporter_key_, exporter_pidfd_),
+                                    std::move(ring.events), ring.last, settled});
     } catch (...) {
       // No room to keep them: never reused, which is safe; only they are lost.
     }
@@ -168,22 +207,22 @@ expected<std::size_t, Error> ReleaseRings::next_event(ReleaseRing& ring, int dev
     ring.next = (ring.next + 1) % kReleaseRingSize;
     return index;
   }
-  if (ring.spare.empty()) {
+  std::optional<IpcEvent> taken;
+  if (exporter_key_ > 0 && !exited(exporter_pidfd_)) {
+    const bool at_once = idle(ring, points);
     RetiredRings& aside = retired();
     std::lock_guard<SpinMutex> lock(aside.mutex);
     retire_locked(aside);
-    take_over_locked(aside, ring.spare, device, exporter_key_);
+    taken = take_one_locked(aside, device, exporter_key_, /*soon_only=*/!at_once);
   }
-  if (!ring.spare.empty() && idle(ring, points)) {
-    ring.events.push_back(ring.spare.back());  // room reserved when the stream was made
-    ring.spare.pop_back();
-    return ring.events.size() - 1;
+  if (!taken) {
+    auto event = acquire_ipc_event(device);
+    if (!event) {
+      return tl::unexpected<Error>(std::move(event.error()));
+    }
+    taken = *event;
   }
-  auto event = acquire_ipc_event(device);
-  if (!event) {
-    return tl::unexpected<Error>(std::move(event.error()));
-  }
-  ring.events.push_back(*event);
+  ring.events.push_back(*taken);  // room reserved when the stream was made
   return ring.events.size() - 1;
 }
 
@@ -204,8 +243,7 @@ expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> ReleaseRings::re
   ReleaseRing& ring = rings_[static_cast<std::size_t>(device)];
   if (ring.stream == nullptr) {
     try {
-      ring.events.reserve(kReleaseRingSize);  // so that growing and taking over never allocate
-      ring.spare.reserve(kReleaseRingSize);
+      ring.events.reserve(kReleaseRingSize);  // so that growing never allocates
     } catch (...) {
       return tl::unexpected<Error>(
           make_error(ErrorCode::kResourceExhausted, "ipc release: out of host memory"));
@@ -223,12 +261,13 @@ expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> ReleaseRings::re
       return tl::unexpected<Error>(cuda_error(status, "cudaStreamCreateWithFlags"));
     }
   }
-  // Chosen before the waits are queued: a taken-over event is recorded only where the stream is
-  // idle and the points have passed.
+  // Chosen before the waits are queued: whether a record would complete at once decides which
+  // event a take-over may give.
   auto index = next_event(ring, device, points);
   if (!index) {
     return tl::unexpected<Error>(std::move(index.error()));
   }
+  ring.waits_pending = ring.waits_pending || !points.empty();
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (cudaError_t status = cuda_ipc().stream_wait_event(ring.stream, points[i].event, 0);
         status != cudaSuccess) {
@@ -241,6 +280,7 @@ expected<std::array<std::uint8_t, ipc::kIpcHandleBytes>, Error> ReleaseRings::re
     return tl::unexpected<Error>(cuda_error(status, "cudaEventRecord(release)"));
   }
   ring.last = *index;  // only a record made: a failed one left the event's earlier record
+  ring.waits_pending = false;  // every wait queued so far lies before this record
   return event.handle;
 }
 

@@ -17,13 +17,12 @@
 //
 // For the same reason a gone connection's events are kept aside: its exporter asks an event about
 // its latest record, and a record elsewhere could complete before the release it waits for, or
-// never. Only a connection to the same exporter process (known by its pidfd) takes them over, and
-// records one only where that record completes at once (its stream idle, its points passed): the
-// exporter then sees at most the completion it waits for, so reconnecting to a long-lived
-// exporter piles nothing up and holds back nothing new (in turn, once the ring is full, such an
-// event comes round again after 63 more releases: an exporter that has still not polled it then
-// waits longer, never less). They go to the interprocess pool once that process has exited;
-// without its pidfd they never leave the process's keeping.
+// never. Only a connection to the same live exporter process (known by its pidfd) takes one over,
+// once every record of that gone ring has completed, and only for a record that completes at once
+// (its stream idle, the release's points passed), or once that completion is a second old (an
+// exporter polling its claims has seen it by then; one that has not waits longer, never less).
+// So reconnecting to a long-lived exporter piles nothing up. They go to the interprocess pool once
+// that process has exited; without its pidfd they never leave the process's keeping.
 #include <sys/types.h>
 
 #include <array>
@@ -47,10 +46,10 @@ inline constexpr std::size_t kReleaseRingSize = 64;
 /** @brief One device's release stream of a connection and the events recorded there in turn. */
 struct ReleaseRing {
   cudaStream_t stream = nullptr;  ///< Made on the first release.
-  std::vector<IpcEvent> events;   ///< Recorded here: up to kReleaseRingSize, then in turn.
-  std::vector<IpcEvent> spare;    ///< Taken over from gone connections, not recorded here yet.
+  std::vector<IpcEvent> events;   ///< Up to kReleaseRingSize, then recorded in turn.
   std::size_t next = 0;           ///< The event recorded next once the ring is full.
   std::size_t last = 0;           ///< The event recorded last (its completion is the ring's).
+  bool waits_pending = false;     ///< Waits queued with no record after them (a call failed).
 };
 
 /** @brief One importer connection's release rings, one per device; thread-safe. */
@@ -62,9 +61,9 @@ class HOLOSCAN_DLPACK_ABI ReleaseRings {
   /**
    * @brief Destroys the streams (CUDA lets work queued there finish). The events go back to the
    *        interprocess pool once the exporter's process has exited; until then they are kept
-   *        aside for the next connection to that process (see the file comment), with one copy
-   *        of its pidfd per process; without a pidfd they never reach the pool. Never waits;
-   *        does nothing in a child forked from the process that made them.
+   *        aside for later connections to that process (see the file comment), with one copy of
+   *        its pidfd per process; without a pidfd they never reach the pool. Never waits; does
+   *        nothing in a child forked from the process that made them.
    */
   ~ReleaseRings();
   ReleaseRings(const ReleaseRings&) = delete;
