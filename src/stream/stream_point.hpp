@@ -93,7 +93,7 @@ bool forked_from_another_process() noexcept;
  *        recorded in another process (recorded_in_another_process) never passes here, and costs no
  *        CUDA call.
  */
-bool point_completed(const StreamPoint& point) noexcept;
+HOLOSCAN_DLPACK_WING_API bool point_completed(const StreamPoint& point) noexcept;
 
 /**
  * @brief Puts the calling thread in relaxed capture mode for a scope, so that querying or waiting
