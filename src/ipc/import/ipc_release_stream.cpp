@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,9 @@ struct KeptRing {
 struct RetiredRings {
   SpinMutex mutex;
   std::vector<KeptRing> kept;
+  // kept.size(), read without the lock: a growing ring skips the take-over (a pidfd poll, queries,
+  // the lock) while nothing is kept, as in every process whose connections all live.
+  std::atomic<std::size_t> count{0};
 };
 
 RetiredRings& retired() { return fork_locked<RetiredRings>(); }
@@ -88,6 +92,7 @@ void retire_locked(RetiredRings& aside) noexcept {
       ++kept;
     }
   }
+  aside.count.store(aside.kept.size(), std::memory_order_relaxed);
 }
 
 // A pidfd of the live exporter `key` shared with the rings kept for it, else a copy of `pidfd`
@@ -134,6 +139,7 @@ std::optional<IpcEvent> take_one_locked(RetiredRings& aside, int device, std::in
     kept->events.pop_back();  // settled: `last` is no longer read
     if (kept->events.empty()) {
       aside.kept.erase(kept);
+      aside.count.store(aside.kept.size(), std::memory_order_relaxed);
     }
     return event;
   }
@@ -194,6 +200,7 @@ ReleaseRings::~ReleaseRings() {
       aside.kept.push_back(KeptRing{exporter_key_,
                                     shared_pidfd(aside, exporter_key_, exporter_pidfd_),
                                     std::move(ring.events), ring.last, settled});
+      aside.count.store(aside.kept.size(), std::memory_order_relaxed);
     } catch (...) {
       // No room to keep them: never reused, which is safe; only they are lost.
     }
@@ -208,9 +215,10 @@ expected<std::size_t, Error> ReleaseRings::next_event(ReleaseRing& ring, int dev
     return index;
   }
   std::optional<IpcEvent> taken;
-  if (exporter_key_ > 0 && !exited(exporter_pidfd_)) {
+  RetiredRings& aside = retired();
+  if (exporter_key_ > 0 && aside.count.load(std::memory_order_relaxed) != 0 &&
+      !exited(exporter_pidfd_)) {
     const bool at_once = idle(ring, points);
-    RetiredRings& aside = retired();
     std::lock_guard<SpinMutex> lock(aside.mutex);
     retire_locked(aside);
     taken = take_one_locked(aside, device, exporter_key_, /*soon_only=*/!at_once);
@@ -300,6 +308,7 @@ void reset_release_streams() noexcept {
     }
   }
   aside.kept.clear();
+  aside.count.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace holoscan::detail
