@@ -24,11 +24,10 @@ struct HOLOSCAN_DLPACK_ABI ReferenceHolds;
  *
  * - Claims: one atomic per retain/release, up to 2^31 - 1 held at once (more would read as
  *   unpaired releases, and an owner the library made would never be freed); an unpaired release
- *   is counted, never wrapped. One that races another
- *   thread's retain/release pair on the same reference may have that pair's release counted as
- *   unpaired too, leaving one claim that nobody holds: a pool block is then never reused (safe:
- *   the pool counts each allocation's names as well, so no miscount frees memory in use). An
- *   exact count would cost a load or a compare-exchange on every release.
+ *   is counted, never wrapped, and exactly: a release that finds no claim gives back what it
+ *   took and takes a claim by compare-exchange only if one is there, so another thread's
+ *   retain/release pair landing meanwhile is never counted unpaired. Paired releases keep the
+ *   one atomic.
  * - Readiness: set_readiness_stream records one pooled event on the producer stream; each other
  *   consumer stream then costs one cudaStreamWaitEvent, the producer stream itself none.
  * - Deallocation: every stream given is honoured (fan-out); a derived owner releases its memory
@@ -51,11 +50,11 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
   void retain_tensor_handle() noexcept override { claims_.fetch_add(1, std::memory_order_relaxed); }
   /** @brief Drops one handle claim; an unpaired release is counted instead of wrapping. */
   void release_tensor_handle() noexcept override {
-    // acq_rel: whoever sees the count reach zero also sees every write made under the claims.
+    // acq_rel: whoever takes the last claim sees every write made under the others.
     if (static_cast<std::int32_t>(claims_.fetch_sub(1, std::memory_order_acq_rel)) > 0) {
       return;
     }
-    correct_unpaired_release();
+    release_after_finding_no_claim();
   }
 
   /** @brief Records a deallocation point on `stream` (device-correct); false under capture. */
@@ -128,8 +127,9 @@ class HOLOSCAN_DLPACK_API StreamTrackedReference : public TensorMemoryReference 
     return ((word - static_cast<std::int32_t>(word)) & (kOwnerHold - 1)) / kHold;
   }
 
-  // Undoes an unpaired release and counts it.
-  [[gnu::cold]] void correct_unpaired_release() noexcept;
+  // Gives back what a release took from a count it found at zero or below, then takes a claim
+  // only if one is there, or counts the release unpaired.
+  [[gnu::cold]] void release_after_finding_no_claim() noexcept;
 
   // The claims stay inline, so that a retain or release is one atomic with no call of its own;
   // the stream points, whose hooks cost a CUDA call anyway, are kept out of sight. The low 32

@@ -29,9 +29,19 @@ StreamTrackedReference::StreamTrackedReference() noexcept {
 
 StreamTrackedReference::~StreamTrackedReference() { tracked_streams(*this).~StreamState(); }
 
-void StreamTrackedReference::correct_unpaired_release() noexcept {
-  // A release that found no claim borrowed from the bits above, which hold the holds: give back.
-  claims_.fetch_add(1, std::memory_order_relaxed);
+void StreamTrackedReference::release_after_finding_no_claim() noexcept {
+  // The count was at zero, or below it while other such releases had not yet given back what
+  // they took. Judging this release unpaired now would be wrong when a retain and its release
+  // land in between: the pair's release then finds the count at zero too. So give back first and
+  // decide by a compare-exchange, which never takes the count below zero: every release that
+  // found no claim either finds one once the others have given back, or is counted unpaired.
+  std::int64_t word = claims_.fetch_add(1, std::memory_order_relaxed) + 1;
+  while (static_cast<std::int32_t>(word) > 0) {
+    if (claims_.compare_exchange_weak(word, word - 1, std::memory_order_acq_rel,
+                                      std::memory_order_relaxed)) {
+      return;
+    }
+  }
   unpaired_.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -1,6 +1,8 @@
 // Covers handle-claim counting on the DLPack owners: pairs, threads, unpaired releases.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -65,6 +67,43 @@ TEST(HandleClaims, UnpairedReleaseIsCountedAndNeverWraps) {
   buffer.release_tensor_handle();
   EXPECT_EQ(buffer.handle_claims(), 0);
   EXPECT_EQ(buffer.unpaired_releases(), 2u);
+}
+
+// A release that finds no claim must not make another thread's retain/release pair, landing
+// while it is being judged, look unpaired: the pair's release then found the count at zero too,
+// and one claim nobody held stayed behind (a pool block never reused) with one unpaired too many.
+TEST(HandleClaims, UnpairedReleasesRacingPairsAreCountedExactly) {
+  constexpr int kRounds = 4000;
+  constexpr int kUnpaired = 64;
+  constexpr int kPairs = 64;
+  CountingProducer producer;
+  DLManagedMemoryBufferVersioned buffer(producer.make_versioned());
+  for (int round = 0; round < kRounds; ++round) {
+    const std::uint64_t unpaired_before = buffer.unpaired_releases();
+    std::atomic<bool> go{false};
+    std::thread unpaired([&] {
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      for (int i = 0; i < kUnpaired; ++i) {
+        buffer.release_tensor_handle();
+      }
+    });
+    std::thread pairs([&] {
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      for (int i = 0; i < kPairs; ++i) {
+        buffer.retain_tensor_handle();
+        buffer.release_tensor_handle();
+      }
+    });
+    go.store(true, std::memory_order_release);
+    unpaired.join();
+    pairs.join();
+    ASSERT_EQ(buffer.handle_claims(), 0) << "round " << round;
+    ASSERT_EQ(buffer.unpaired_releases() - unpaired_before, std::uint64_t{kUnpaired})
+        << "round " << round;
+  }
+  EXPECT_EQ(producer.deleter_calls(), 0);
 }
 
 TEST(HandleClaims, SixteenThreadsOfPairsEndAtZero) {
