@@ -61,7 +61,11 @@ expected<std::vector<std::int64_t>, Error> element_strides(TensorByteStridesView
   if (!byte_strides.has_value()) {
     return strides;
   }
-  if (byte_strides.size() != ndim || (ndim > 0 && byte_strides.data() == nullptr)) {
+  if (ndim > 0 && byte_strides.size() == ndim && byte_strides.data() == nullptr) {
+    return make_unexpected(invalid(who, "Tensor byte strides pointer is null (byte_strides has " +
+                                            std::to_string(ndim) + " strides and no data)"));
+  }
+  if (byte_strides.size() != ndim) {
     // 5.0's sentence first (its strided_size_bytes), then ours.
     return make_unexpected(invalid(who,
                                    "Tensor stride rank does not match shape rank (byte_strides "

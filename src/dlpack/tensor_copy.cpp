@@ -377,8 +377,9 @@ expected<Tensor, Error> Tensor::copy_to(DLDevice device, cudaStream_t stream) co
                                std::to_string(device.device_type) + ")");
   }
   // Refused here, as the argument it is: with a default-stream handle it would reach
-  // cudaSetDevice and come back as a CUDA failure.
-  if (device.device_type == kDLCUDA && device.device_id < 0) {
+  // cudaSetDevice and come back as a CUDA failure. A host target's negative id is refused too,
+  // as an import refuses it, rather than quietly made 0.
+  if (device.device_id < 0) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            std::string(kWho) + ": Tensor copy target device id " +
                                std::to_string(device.device_id) + " is negative");

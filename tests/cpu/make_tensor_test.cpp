@@ -162,6 +162,10 @@ TEST(MakeTensor, RefusalsNameTheProblemAndKeepNothing) {
                   "Tensor stride rank does not match shape rank (byte_strides has 1 strides for a "
                   "shape of 2)",
                   owner);
+  // Strides of the right count whose pointer is null say so, not that the ranks differ.
+  expect_rejected(
+      make_tensor({2, 2}, kFloat32, TensorByteStridesView(nullptr, 2), system, data, owner),
+      "Tensor byte strides pointer is null (byte_strides has 2 strides and no data)", owner);
   expect_rejected(make_tensor({2, -1}, kFloat32, {}, system, data, owner),
                   "Tensor shape dimensions must be non-negative (shape[1] is -1)", owner);
   expect_rejected(make_tensor({2}, DLDataType{kDLFloat, 0, 1}, {}, system, data, owner),

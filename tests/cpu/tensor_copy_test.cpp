@@ -85,6 +85,12 @@ TEST(HostCopyRefusals, EmptySourceNullAndSmallDestination) {
   auto deleted = std::make_shared<int>(0);
   {
     const Tensor source = test::import_view(buffer, test::strided_cases()[1], deleted);
+    // A host target's negative id is refused as an import refuses it, not quietly made 0.
+    auto negative = source.copy_to(DLDevice{kDLCPU, -1}, nullptr);
+    ASSERT_FALSE(negative.has_value());
+    EXPECT_EQ(negative.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(negative.error().message.find("device id -1 is negative"), std::string::npos)
+        << negative.error().message;
     auto null_destination = source.copy_to_host(nullptr, 48, nullptr);
     ASSERT_FALSE(null_destination.has_value());
     EXPECT_EQ(null_destination.error().code, ErrorCode::kInvalidArgument);
