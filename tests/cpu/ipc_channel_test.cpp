@@ -540,6 +540,19 @@ TEST_F(IpcChannel, SendTimesOutWhenThePeerDoesNotRead) {
   EXPECT_TRUE(timed_out);
 }
 
+// An inherited socket comes without close-on-exec (it had to lose it to cross the exec): a process
+// the adopter started later held the channel's end too, and its peer never saw the hang-up when
+// the adopter went.
+TEST_F(IpcChannel, AdoptMakesAnInheritedSocketCloseOnExec) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+  UniqueFd keep(sv[0]);
+  ASSERT_EQ(::fcntl(sv[1], F_GETFD) & FD_CLOEXEC, 0);
+  auto adopted = Channel::adopt(UniqueFd(sv[1]));
+  ASSERT_TRUE(adopted.has_value()) << adopted.error().message;
+  EXPECT_NE(::fcntl(adopted->fd(), F_GETFD) & FD_CLOEXEC, 0);
+}
+
 TEST_F(IpcChannel, AdoptRefusesOtherSockets) {
   int stream[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stream), 0);

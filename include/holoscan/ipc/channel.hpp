@@ -43,7 +43,10 @@ class HOLOSCAN_DLPACK_API Channel {
    */
   static expected<Channel, Error> connect(const std::string& path, int timeout_ms = -1);
 
-  /** @brief Takes a connected AF_UNIX SOCK_SEQPACKET socket (e.g. inherited); refuses others. */
+  /**
+   * @brief Takes a connected AF_UNIX SOCK_SEQPACKET socket (e.g. inherited); refuses others. The
+   *        socket is made close-on-exec, as every socket the library opens is.
+   */
   static expected<Channel, Error> adopt(UniqueFd socket);
 
   /** @brief Takes `other`'s socket; `other` is left without one (its send() and receive() fail

@@ -218,6 +218,12 @@ expected<Channel, Error> Channel::adopt(UniqueFd socket) {
       ::getpeername(socket.get(), reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0) {
     return make_unexpected(invalid("adopt needs a connected AF_UNIX SOCK_SEQPACKET socket"));
   }
+  // An inherited socket lost its close-on-exec to reach this process; a process this one starts
+  // must not hold it, or the peer would not see this end hang up when this process goes.
+  const int flags = ::fcntl(socket.get(), F_GETFD);
+  if (flags < 0 || ::fcntl(socket.get(), F_SETFD, flags | FD_CLOEXEC) != 0) {
+    return make_unexpected(detail::system_error(kWho, "fcntl", errno));
+  }
   return make(std::move(socket));
 }
 
