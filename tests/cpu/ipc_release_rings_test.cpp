@@ -38,8 +38,9 @@ class ExporterProcess {
     if (pid_ == 0) {
       ::close(ends[1]);
       char byte = 0;
-      (void)::read(ends[0], &byte, 1);  // until the parent closes its end
-      ::_exit(0);
+      // Until the parent closes its end; whatever read returns, the child goes.
+      const ssize_t got = ::read(ends[0], &byte, 1);
+      ::_exit(got < 0 ? 1 : 0);
     }
     ::close(ends[0]);
     hold_ = ipc::UniqueFd(ends[1]);
