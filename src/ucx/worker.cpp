@@ -469,6 +469,7 @@ std::size_t Worker::State::progress_locked() {
     done += flush_controls();
     done += handle_failures();  // an answer that could not go out in this round ends its peer now
     done += end_unended();
+    done += finish_orderly_closes(false);
   } catch (...) {
     // Out of host memory part way: what UCX's progress and the steps before did is told all the
     // same (a later round does the rest).
@@ -525,7 +526,7 @@ std::size_t Worker::State::waiting_locked() const noexcept {
     count += arrival->phase == Arrival::Phase::kWaitingMemory && !arrival->behind_its_peer ? 1 : 0;
   }
   const bool closes_polled = !closing.empty() && Clock::now() < closes_polled_until;
-  return count + (closes_polled ? closing.size() : 0) + (peers_failed ? 1 : 0) +
+  return count + flushing.size() + (closes_polled ? closing.size() : 0) + (peers_failed ? 1 : 0) +
          (unended_sends ? 1 : 0);
 }
 

@@ -52,6 +52,12 @@ std::string about(const Arrival& arrival) {
 ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t header_length,
                                               void* data, std::size_t length,
                                               const ucp_am_recv_param_t& param) {
+  // From a connection this side is closing (disconnect): dropped unanswered, as its later ones
+  // are once it is closed; its sender learns kClosed from the close. Refused here, it would reach
+  // receive(), which reports nothing more of a disconnected peer.
+  if ((param.recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 && being_closed(param.reply_ep)) {
+    return UCS_OK;  // UCX drops the data (a rendezvous sender completes)
+  }
   auto arrival = std::make_unique<Arrival>();
   arrival->state = this;
   const auto* bytes = static_cast<const std::uint8_t*>(header);

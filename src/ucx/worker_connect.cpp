@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "keep_until_exit.hpp"
 #include "ucx_error.hpp"
@@ -68,6 +69,10 @@ bool free_completed(std::vector<void*>& requests) noexcept {
 
 // How long a close UCX has not finished is polled for (see Worker::State::closes_polled_until).
 constexpr std::chrono::milliseconds kClosePolling{100};
+// How long an orderly close lets UCX finish what it sends before cutting the peer off: a peer
+// alive but not taking its data (stopped, hung, or no longer progressing its worker) would hold
+// the sends, and their blocks, for as long as it stalls. The sends end kClosed either way.
+constexpr std::chrono::seconds kOrderlyCloseLimit{1};
 
 ucp_ep_params_t endpoint_params(Worker::State* state) {
   ucp_ep_params_t params{};
@@ -320,7 +325,9 @@ std::size_t Worker::State::handle_failures() {
 }
 
 void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
-  closing.reserve(closing.size() + 1);  // the close's request is kept (and freed) whatever fails
+  // The close's requests are kept (and freed) whatever fails.
+  closing.reserve(closing.size() + 1);
+  flushing.reserve(flushing.size() + 1);
   if (!peer.endpoint_failed) {
     flush_controls();  // an orderly close still confirms what receive() handed out
   }
@@ -349,7 +356,7 @@ void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
   // whole (what ended stays ended), rather than left half done.
   peer.lost = true;
   // A failed endpoint is closed at once. Otherwise (a disconnect, or a connection this worker
-  // ends because an answer could not go out) UCX finishes what it sends first and tells the peer.
+  // ends because an answer could not go out) UCX finishes what it sends first, for a while.
   close_endpoint(peer, peer.endpoint_failed);
 }
 
@@ -358,11 +365,103 @@ void Worker::State::close_endpoint(Peer& peer, bool force) {
     return;
   }
   by_endpoint.erase(peer.endpoint);
+  ucp_ep_h endpoint = std::exchange(peer.endpoint, nullptr);
+  if (force) {
+    close_now(endpoint, true);
+  } else {
+    begin_orderly_close(endpoint, peer.id);
+  }
+}
+
+// The endpoint stays open while UCX finishes the peer's sends and landings and flushes what the
+// transports hold, for up to kOrderlyCloseLimit; only then is it closed, in flush mode. A close
+// in flush mode asked for at once would wait for a peer that stalls without a time limit (a
+// rendezvous send waits for its answer, and the connection manager's disconnect for the peer's),
+// and, once asked for, the endpoint cannot be closed again by force. Room in `flushing` is
+// reserved by the caller.
+void Worker::State::begin_orderly_close(ucp_ep_h endpoint, PeerId peer) noexcept {
+  ucp_request_param_t params{};
+  void* flush = ucp_ep_flush_nbx(endpoint, &params);
+  if (UCS_PTR_IS_ERR(flush)) {
+    close_now(endpoint, true);
+    return;
+  }
+  flushing.push_back(
+      OrderlyClose{endpoint, peer, flush, std::chrono::steady_clock::now() + kOrderlyCloseLimit});
+}
+
+// Whether `endpoint` is one an orderly close here is waiting on.
+bool Worker::State::being_closed(ucp_ep_h endpoint) const noexcept {
+  return std::any_of(flushing.begin(), flushing.end(),
+                     [endpoint](const OrderlyClose& close) { return close.endpoint == endpoint; });
+}
+
+// Whether UCX still holds a send or a landing of `peer` (one forgotten holds none).
+bool Worker::State::requests_pending(PeerId peer) noexcept {
+  if (const Peer* found = find(peer); found != nullptr) {
+    for (const auto& send : found->outgoing) {
+      if (send->request != nullptr) {
+        return true;
+      }
+    }
+  }
+  return std::any_of(arrivals.begin(), arrivals.end(), [peer](const auto& arrival) {
+    return arrival->peer == peer && arrival->request != nullptr;
+  });
+}
+
+// Closes the endpoints whose sends, landings and flush have finished (in flush mode, which tells
+// the peer), and those past their limit (or all, with `force_all`) by force: UCX then cancels
+// what they still send or land, and each send or landing ends by its callback as when a
+// connection breaks.
+std::size_t Worker::State::finish_orderly_closes(bool force_all) {
+  std::size_t done = 0;
+  const auto now = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < flushing.size();) {
+    const OrderlyClose close = flushing[i];
+    const ucs_status_t status =
+        close.flush == nullptr ? UCS_OK : ucp_request_check_status(close.flush);
+    const bool settled = status != UCS_INPROGRESS && !requests_pending(close.peer);
+    if (!settled && !force_all && now < close.force_at) {
+      ++i;
+      continue;
+    }
+    closing.reserve(closing.size() + 2);  // may throw: nothing changed yet, the next round retries
+    if (close.flush != nullptr) {
+      closing.push_back(close.flush);  // freed once complete (a forced close cancels it)
+    }
+    close_now(close.endpoint, !settled || status != UCS_OK);
+    flushing[i] = flushing.back();
+    flushing.pop_back();
+    ++done;
+  }
+  return done;
+}
+
+// At the worker's end, out of host memory to keep requests: each left is closed by force and its
+// requests are handed back to UCX, which frees them when they complete.
+void Worker::State::abandon_orderly_closes() noexcept {
+  for (const OrderlyClose& close : flushing) {
+    if (close.flush != nullptr) {
+      ucp_request_free(close.flush);
+    }
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    params.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* request = ucp_ep_close_nbx(close.endpoint, &params);
+    if (UCS_PTR_IS_PTR(request)) {
+      ucp_request_free(request);
+    }
+  }
+  flushing.clear();
+}
+
+// Room in `closing` is reserved by the caller.
+void Worker::State::close_now(ucp_ep_h endpoint, bool force) noexcept {
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   params.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-  void* request = ucp_ep_close_nbx(peer.endpoint, &params);
-  peer.endpoint = nullptr;
+  void* request = ucp_ep_close_nbx(endpoint, &params);
   if (UCS_PTR_IS_PTR(request)) {
     closing.push_back(request);
     closes_polled_until = std::chrono::steady_clock::now() + kClosePolling;
@@ -390,12 +489,16 @@ bool Worker::State::requests_pending() const noexcept {
   return false;
 }
 
-// Progresses until every endpoint closed and every request completed, or `limit` passed.
+// Progresses until every endpoint closed and every request completed, or `limit` passed; an
+// orderly close still flushing then is closed by force.
 void Worker::State::settle(std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  while ((!drain_closing() || requests_pending()) && std::chrono::steady_clock::now() < deadline) {
+  while ((!drain_closing() || requests_pending() || !flushing.empty()) &&
+         std::chrono::steady_clock::now() < deadline) {
     ucp_worker_progress(worker.get());
+    (void)finish_orderly_closes(false);
   }
+  (void)finish_orderly_closes(true);
 }
 
 // A request UCX never completed may still have a copy of its own in flight on the GPU: the memory
@@ -441,6 +544,7 @@ void Worker::State::shut_down() noexcept {
   } catch (...) {
     // Out of host memory while closing: what UCX did not finish is kept below.
   }
+  abandon_orderly_closes();
   keep_unsettled_memory();
   for (auto& [id, peer] : peers) {
     for (auto& send : peer.outgoing) {

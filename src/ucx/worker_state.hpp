@@ -174,6 +174,17 @@ struct Worker::State {
   // fd announces (a peer that hangs would keep every wait polling for as long as it hangs).
   std::chrono::steady_clock::time_point closes_polled_until{};
   std::vector<void*> sending;  // small messages UCX has not sent yet (their fd events suffice)
+  /** @brief An orderly close under way: its endpoint's flush, and when it is forced instead. */
+  struct OrderlyClose {
+    ucp_ep_h endpoint = nullptr;  ///< Taken from its peer (no longer found by it).
+    PeerId peer = 0;              ///< Whose sends and landings are waited for.
+    void* flush = nullptr;        ///< The endpoint's flush request, not yet completed.
+    std::chrono::steady_clock::time_point force_at{};  ///< When a peer that stalls is cut off.
+  };
+  // Endpoints of a disconnect (or of a connection ended here) whose flush has not finished: each
+  // is closed once it has, or by force at its force_at. Polled until then (waiting_locked), since
+  // no event announces a deadline; a peer that stalls no longer holds its sends for good.
+  std::vector<OrderlyClose> flushing;
 
   /** @brief The arrivals' container. */
   using ArrivalList = std::deque<std::unique_ptr<Arrival>>;
@@ -220,6 +231,12 @@ struct Worker::State {
   std::size_t handle_failures();
   void lose_peer(Peer& peer, const Error& reason, bool report);
   void close_endpoint(Peer& peer, bool force);
+  void begin_orderly_close(ucp_ep_h endpoint, PeerId peer) noexcept;
+  bool requests_pending(PeerId peer) noexcept;
+  bool being_closed(ucp_ep_h endpoint) const noexcept;
+  std::size_t finish_orderly_closes(bool force_all);
+  void abandon_orderly_closes() noexcept;
+  void close_now(ucp_ep_h endpoint, bool force) noexcept;
   bool drain_closing() noexcept;
   bool requests_pending() const noexcept;
   void settle(std::chrono::milliseconds limit);

@@ -404,6 +404,94 @@ TEST(UcxUnanswered, DisconnectingAStalledPeerEndsItsSendsAndDropsTheirClaims) {
   EXPECT_EQ((*send_pool)->available_blocks(), 3u) << "a claim of the stalled sends is still held";
 }
 
+// A sender disconnects from a peer that no longer makes progress at all (stopped, hung, or no
+// longer calling into its worker): UCX cannot finish the rendezvous sends, and a close in flush
+// mode waited for the peer for good, holding every send and its block. The disconnect must end
+// them all (kClosed) and give the blocks back within its limit of an orderly close (1 s).
+TEST(UcxUnanswered, DisconnectingAPeerThatNeverProgressesEndsItsSendsWithinTheLimit) {
+  constexpr std::size_t kBytes = std::size_t{8} << 20;  // a rendezvous over tcp
+  ucx::Worker receiver = make_worker();
+  ucx::WorkerConfig sending;
+  sending.window = 3;
+  ucx::Worker client = make_worker(sending);
+  InProcessLink link = connect_in_process(receiver, client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  auto send_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 3});
+  ASSERT_TRUE(send_pool);
+  for (int i = 0; i < 3; ++i) {
+    auto tensor =
+        (*send_pool)->allocate({static_cast<std::int64_t>(kBytes)}, DLDataType{kDLUInt, 8, 1});
+    ASSERT_TRUE(tensor);
+    ASSERT_TRUE(client.send(*link.client, *tensor));
+  }
+  // Only the client makes progress from here on: the receiver stalls.
+  for (const auto until = Clock::now() + std::chrono::milliseconds(200); Clock::now() < until;) {
+    (void)client.progress();
+  }
+  ASSERT_EQ(client.in_flight(), 3u) << "the sends ended although their peer stalls";
+  const auto disconnected = Clock::now();
+  ASSERT_TRUE(client.disconnect(*link.client));
+  std::vector<ucx::SendResult> results;
+  for (const auto until = disconnected + std::chrono::seconds(5);
+       results.size() < 3 && Clock::now() < until;) {
+    (void)client.progress();
+    while (auto result = client.next_send_result()) {
+      results.push_back(std::move(*result));
+    }
+  }
+  const auto took = Clock::now() - disconnected;
+  ASSERT_EQ(results.size(), 3u) << "sends to a stalled peer never ended after the disconnect";
+  for (const auto& result : results) {
+    ASSERT_FALSE(result.outcome);
+    EXPECT_EQ(result.outcome.error().code, ErrorCode::kClosed) << result.outcome.error().message;
+  }
+  EXPECT_LT(took, std::chrono::seconds(3)) << "the orderly close was not cut off at its limit";
+  EXPECT_EQ(client.in_flight(), 0u);
+  EXPECT_EQ((*send_pool)->available_blocks(), 3u) << "a claim of the stalled sends is still held";
+  EXPECT_EQ(client.waiting(), 0u) << "the closed connection still asks to be polled";
+}
+
+// The mirror case: a receiver disconnects from a sender that stalls mid-transfer. The landing UCX
+// holds waited for the sender for good, and with it the receive pool's block, which every other
+// peer's tensors then lacked.
+TEST(UcxUnanswered, DisconnectingASenderThatNeverProgressesGivesItsLandingsBlockBack) {
+  constexpr std::size_t kBytes = std::size_t{8} << 20;  // a rendezvous over tcp
+  auto receive_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 1});
+  ASSERT_TRUE(receive_pool);
+  ucx::WorkerConfig receiving;
+  receiving.receive_pool = *receive_pool;
+  ucx::Worker receiver = make_worker(receiving);
+  ucx::Worker client = make_worker();
+  InProcessLink link = connect_in_process(receiver, client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  ASSERT_NE(link.listener, 0u);
+  auto send_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 1});
+  ASSERT_TRUE(send_pool);
+  auto tensor =
+      (*send_pool)->allocate({static_cast<std::int64_t>(kBytes)}, DLDataType{kDLUInt, 8, 1});
+  ASSERT_TRUE(tensor);
+  ASSERT_TRUE(client.send(*link.client, *tensor));
+  // Only the receiver makes progress from here on: the sender stalls before its data goes out.
+  for (const auto until = Clock::now() + std::chrono::seconds(5);
+       (*receive_pool)->available_blocks() != 0 && Clock::now() < until;) {
+    auto got = receiver.receive(0);
+    ASSERT_TRUE(got) << to_string(got.error());
+    ASSERT_FALSE(*got) << "the tensor landed although its sender stalls";
+  }
+  ASSERT_EQ((*receive_pool)->available_blocks(), 0u) << "the landing never started";
+  const auto disconnected = Clock::now();
+  ASSERT_TRUE(receiver.disconnect(link.listener));
+  for (const auto until = disconnected + std::chrono::seconds(5);
+       (*receive_pool)->available_blocks() == 0 && Clock::now() < until;) {
+    auto got = receiver.receive(0);
+    ASSERT_TRUE(got) << to_string(got.error());
+    ASSERT_FALSE(*got) << "receive() reported something of a peer disconnected here";
+  }
+  EXPECT_EQ((*receive_pool)->available_blocks(), 1u)
+      << "the landing from a stalled sender still holds its block after the disconnect";
+  EXPECT_LT(Clock::now() - disconnected, std::chrono::seconds(3));
+}
+
 // An event loop asleep on the client's fd() (arm() said it may sleep) must wake for what another
 // thread's send() did outside a progress round: here a send UCX refuses at once, whose result is
 // queued by send() itself and announced by no UCX event. It slept on to the end of its wait.

@@ -162,7 +162,8 @@ class HOLOSCAN_DLPACK_API Worker {
 
   /** @brief Closes a connection; its sends in flight are reported failed (kClosed), though those
    *         already on their way may still reach the peer (docs/ucx.md, what failed means), and
-   *         receive() reports nothing more of it (its tensors not handed out are dropped). */
+   *         receive() reports nothing more of it (its tensors not handed out are dropped). UCX
+   *         finishes what it moves for up to a second; a peer that stalls is then cut off. */
   expected<void, Error> disconnect(PeerId peer);
 
   /**
