@@ -72,7 +72,10 @@ def __getattr__(name):
     """Imports :mod:`holoscan_dlpack.ipc` (it brings multiprocessing's pickler) and
     :mod:`holoscan_dlpack.ucx` on first use."""
     if name in ("ipc", "ucx"):
-        return importlib.import_module("." + name, __name__)  # binds it here: asked only once
+        try:
+            return importlib.import_module("." + name, __name__)  # binds it: asked only once
+        except ImportError as error:  # built without UCX: hasattr() and getattr(..., None) work
+            raise AttributeError(str(error)) from error
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

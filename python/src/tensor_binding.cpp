@@ -140,17 +140,17 @@ void bind_stream_hooks(nb::class_<Tensor>& type) {
       .def(
           "set_readiness_stream",
           [](Tensor& t, nb::handle stream) { return t.set_readiness_stream(parse_stream(stream)); },
-          nb::arg("stream"), Entry(),
+          nb::arg("stream").none(), Entry(),
           "Records the producer stream's current work as the point the data is ready at.")
       .def(
           "set_deallocation_stream",
           [](Tensor& t, nb::handle stream) {
             return t.set_deallocation_stream(parse_stream(stream));
           },
-          nb::arg("stream"), Entry(),
+          nb::arg("stream").none(), Entry(),
           "Records a stream whose current work must finish before the memory is released.")
-      .def("synchronize_for_consumer_stream", &synchronize_for_consumer_stream, nb::arg("stream"),
-           Entry(),
+      .def("synchronize_for_consumer_stream", &synchronize_for_consumer_stream,
+           nb::arg("stream").none(), Entry(),
            "Makes `stream` wait for the readiness point (one event wait, never a host block); "
            "False when there is no readiness point.")
       .def(
@@ -193,7 +193,7 @@ void bind_deprecated(nb::class_<Tensor>& type) {
                 "Tensor.synchronize_for_consumer_stream");
             return synchronize_for_consumer_stream(t, stream);
           },
-          nb::arg("stream"), Entry(), "Deprecated: use synchronize_for_consumer_stream.");
+          nb::arg("stream").none(), Entry(), "Deprecated: use synchronize_for_consumer_stream.");
 }
 
 // Whether `self` holds a Tensor of its own: not one under construction, nor a view of another
@@ -233,7 +233,9 @@ void bind_tensor(nb::module_& module) {
                           "An n-dimensional array shared with NumPy, CuPy and PyTorch through "
                           "DLPack and the array interfaces (holoscan.Tensor). Handles share the "
                           "memory and its access authority; zero-copy imports are read-only.",
-                          nb::type_slots(tensor_slots));
+                          nb::type_slots(tensor_slots),
+                          // As a pybind11 class, Holoscan's Tensor can be weakly referenced.
+                          nb::is_weak_referenceable());
   bind_holoscan_api(type);
   bind_protocols(type);
   bind_stream_hooks(type);

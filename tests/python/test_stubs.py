@@ -144,3 +144,20 @@ def test_the_shipped_package_holds_no_test_hooks():
     assert not hasattr(_core, "_testing") and not hasattr(_core.ipc, "_testing")
     package = pathlib.Path(holoscan_dlpack.__file__).parent
     assert not [p.name for p in package.iterdir() if "testing" in p.name]
+
+
+def test_a_build_without_ucx_answers_hasattr_rather_than_raising(monkeypatch):
+    # hasattr() and getattr(..., None) swallow AttributeError only: the ImportError of a build
+    # without UCX escaped them.
+    import importlib
+    import sys
+
+    monkeypatch.delattr(holoscan_dlpack, "ucx", raising=False)
+    monkeypatch.delitem(sys.modules, "holoscan_dlpack.ucx", raising=False)
+    monkeypatch.delattr(_core, "ucx", raising=False)
+    assert not hasattr(holoscan_dlpack, "ucx")
+    assert getattr(holoscan_dlpack, "ucx", None) is None
+    with pytest.raises(AttributeError, match="built without UCX"):
+        holoscan_dlpack.ucx
+    with pytest.raises(ImportError, match="built without UCX"):
+        importlib.import_module("holoscan_dlpack.ucx")

@@ -243,3 +243,28 @@ def test_is_tensor_like_looks_up_the_exchange_api_on_the_type():
         __dlpack_c_exchange_api__ = hd.Tensor.__dlpack_c_exchange_api__
 
     assert is_tensor_like(OnType()) is True
+
+
+def test_the_stream_hooks_take_none_as_the_null_stream():
+    # docs/python.md: None or 0 is the null stream; None was refused before the argument was read.
+    hooks = ("set_readiness_stream", "set_deallocation_stream", "synchronize_for_consumer_stream")
+    for hook in hooks:
+        with_none = getattr(hd.as_tensor(np.zeros(4, np.float32)), hook)(None)
+        with_zero = getattr(hd.as_tensor(np.zeros(4, np.float32)), hook)(0)
+        assert with_none == with_zero, hook
+    with pytest.warns(DeprecationWarning):
+        assert hd.as_tensor(np.zeros(4)).synchronize_for_consumer(None) is False
+
+
+def test_a_tensor_can_be_weakly_referenced_as_holoscans_can():
+    import gc
+    import weakref
+
+    tensor = hd.as_tensor(np.arange(4, dtype=np.float32))
+    ref = weakref.ref(tensor)
+    cache = weakref.WeakValueDictionary()
+    cache["t"] = tensor
+    assert ref() is tensor and cache["t"] is tensor
+    del tensor
+    gc.collect()
+    assert ref() is None and "t" not in cache
