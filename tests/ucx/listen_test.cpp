@@ -1,6 +1,11 @@
 // A listen() that fails after UCX made its listener (ucp_listener_query refused,
 // failing_listener_query.cpp): the listener goes with the failure, so that nobody's connection
 // is taken on a port the caller was never told of, and listen() can be tried again.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,6 +23,30 @@ namespace holoscan::test {
 namespace {
 
 constexpr int kPatienceMs = 20000;
+
+// A port another socket holds is a name taken: kDuplicateName, as for a second listener of the
+// worker, saying UCX's reason; the worker can still listen elsewhere.
+TEST(UcxListen, APortAnotherSocketHoldsIsADuplicateNameAndTheWorkerListensElsewhere) {
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  ASSERT_EQ(::getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::uint16_t taken = ntohs(address.sin_port);
+  ucx::Worker worker = make_worker();
+  auto refused = worker.listen("127.0.0.1", taken);
+  ASSERT_FALSE(refused) << "listen() took port " << *refused << ", which another socket holds";
+  EXPECT_EQ(refused.error().code, ErrorCode::kDuplicateName) << to_string(refused.error());
+  EXPECT_NE(refused.error().message.find("ucp_listener_create"), std::string::npos)
+      << to_string(refused.error());
+  auto elsewhere = worker.listen("127.0.0.1", 0);
+  EXPECT_TRUE(elsewhere) << to_string(elsewhere.error());
+  ::close(holder);
+}
 
 TEST(UcxListen, AListenerWhoseQueryFailsIsDestroyedAndListenWorksAgain) {
   ucx::Worker worker = make_worker();

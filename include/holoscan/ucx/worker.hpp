@@ -141,7 +141,8 @@ class HOLOSCAN_DLPACK_API Worker {
 
   /**
    * @brief Listens on `address` ("0.0.0.0", an interface's address, "::") and `port` (0: any)
-   *        and returns the port bound. One listener per worker (kDuplicateName for a second).
+   *        and returns the port bound. One listener per worker (kDuplicateName for a second, and
+   *        for a port another socket holds).
    */
   expected<std::uint16_t, Error> listen(const std::string& address, std::uint16_t port = 0);
 
