@@ -239,7 +239,8 @@ void bind_state(nb::class_<WorkerHandle>& type) {
            "Sends in flight (not yet ended as a SendResult) to `peer`, or to every peer.")
       .def(
           "waiting", [](WorkerHandle& self) { return self.get(kWorker)->waiting(); }, Entry(),
-          "Sends held for readiness plus arrivals held for memory: poll progress() meanwhile.")
+          "Sends held for readiness, arrivals held for memory and closes under way: poll "
+          "progress() meanwhile.")
       .def(
           "stats", [](WorkerHandle& self) { return self.get(kWorker)->stats(); }, Entry(),
           "The counters so far.");

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <new>
@@ -21,6 +22,8 @@ using Clock = std::chrono::steady_clock;
 
 // How long a wait sleeps at most while something must be polled rather than awaited.
 constexpr std::chrono::microseconds kPollingSleep{20};
+// How long a wait with only closes to poll sleeps on the fd between rounds.
+constexpr std::chrono::milliseconds kClosePollingSleep{1};
 
 // Sleeps until `fd` or `wake` is readable or `limit` passed (negative fds are left out).
 void sleep_on(int fd, int wake, std::chrono::nanoseconds limit) {
@@ -50,6 +53,7 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
       spin_yield = false;
     }
     bool armed = false;
+    bool closes_only = false;
     {
       StateLock lock(state);
       if (slept) {
@@ -69,7 +73,12 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
         continue;
       }
       // Without a wake signal another thread's round could leave this one asleep: poll instead.
-      armed = state.wake.fd() >= 0 && state.waiting_locked() == 0 && state.arm_locked();
+      // Closes alone are polled by sleeping on the fd a millisecond at a time: they wait for a
+      // deadline or for UCX's teardown, and polling them at once cost a disconnect of a peer
+      // that hangs a core for two seconds.
+      const std::size_t waiting = state.waiting_locked();
+      closes_only = waiting != 0 && waiting == state.closes_waiting_locked();
+      armed = state.wake.fd() >= 0 && (waiting == 0 || closes_only) && state.arm_locked();
       if (armed) {
         slept = state.wake.enter_sleep();
       }
@@ -77,7 +86,8 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
     const auto limit = timeout_ms < 0 ? std::chrono::nanoseconds(std::chrono::seconds(1))
                                       : std::chrono::nanoseconds(deadline - Clock::now());
     if (armed) {
-      sleep_on(state.efd, state.wake.fd(), limit);
+      sleep_on(state.efd, state.wake.fd(),
+               closes_only ? std::min<std::chrono::nanoseconds>(limit, kClosePollingSleep) : limit);
     } else {
       sleep_on(-1, -1, std::min<std::chrono::nanoseconds>(limit, kPollingSleep));
     }
@@ -525,9 +535,14 @@ std::size_t Worker::State::waiting_locked() const noexcept {
   for (const auto& arrival : arrivals) {
     count += arrival->phase == Arrival::Phase::kWaitingMemory && !arrival->behind_its_peer ? 1 : 0;
   }
-  const bool closes_polled = !closing.empty() && Clock::now() < closes_polled_until;
-  return count + flushing.size() + (closes_polled ? closing.size() : 0) + (peers_failed ? 1 : 0) +
-         (unended_sends ? 1 : 0);
+  return count + closes_waiting_locked() + (peers_failed ? 1 : 0) + (unended_sends ? 1 : 0);
+}
+
+// The closes among waiting_locked(): orderly ones waiting for their peer (until their limit), and
+// a while after each close, for UCX's teardown.
+std::size_t Worker::State::closes_waiting_locked() const noexcept {
+  const bool closes_polled = Clock::now() < closes_polled_until;
+  return flushing.size() + (closes_polled ? std::max<std::size_t>(closing.size(), 1) : 0);
 }
 
 // Work queued outside a progress round (a confirmation, a send held for its readiness), or done

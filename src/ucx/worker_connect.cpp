@@ -69,6 +69,8 @@ bool free_completed(std::vector<void*>& requests) noexcept {
 
 // How long a close UCX has not finished is polled for (see Worker::State::closes_polled_until).
 constexpr std::chrono::milliseconds kClosePolling{100};
+// How long a forced close is polled for: UCX's teardown of its transports needs that progress.
+constexpr std::chrono::milliseconds kForcedClosePolling{1000};
 // How long an orderly close lets UCX finish what it sends before cutting the peer off: a peer
 // alive but not taking its data (stopped, hung, or no longer progressing its worker) would hold
 // the sends, and their blocks, for as long as it stalls. The sends end kClosed either way.
@@ -388,6 +390,9 @@ void Worker::State::begin_orderly_close(ucp_ep_h endpoint, PeerId peer) noexcept
   }
   flushing.push_back(
       OrderlyClose{endpoint, peer, flush, std::chrono::steady_clock::now() + kOrderlyCloseLimit});
+  // An event loop asleep on fd() must come to poll it (a connect() abandoned on another thread
+  // starts one outside any round).
+  announce();
 }
 
 // Whether `endpoint` is one an orderly close here is waiting on.
@@ -464,8 +469,13 @@ void Worker::State::close_now(ucp_ep_h endpoint, bool force) noexcept {
   void* request = ucp_ep_close_nbx(endpoint, &params);
   if (UCS_PTR_IS_PTR(request)) {
     closing.push_back(request);
-    closes_polled_until = std::chrono::steady_clock::now() + kClosePolling;
   }
+  // Polled for a while even without a request: a forced close returns none, and UCX tears its
+  // transports down (and the peer learns of it) in its later progress, which no event announces;
+  // over tcp that waits for the peer to drain what was under way.
+  closes_polled_until =
+      std::max(closes_polled_until,
+               std::chrono::steady_clock::now() + (force ? kForcedClosePolling : kClosePolling));
 }
 
 bool Worker::State::drain_closing() noexcept {

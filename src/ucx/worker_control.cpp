@@ -145,6 +145,9 @@ ucs_status_t Worker::State::send_control(const Peer& peer, Control& control) noe
 
 // The listener answers every Hello with its own; the connecting side notes the answer.
 void Worker::State::on_hello(ucp_ep_h reply, const std::uint8_t* bytes, std::size_t size) {
+  if (being_closed(reply)) {
+    return;  // a connection this side is closing: dropped, as once it is closed
+  }
   Peer* peer = find(reply);
   auto hello = decode_hello(bytes, size);
   if (peer == nullptr || !hello) {

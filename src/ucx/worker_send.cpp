@@ -391,6 +391,9 @@ std::size_t Worker::State::end_unended() {
 // refused tensor). A name that matches nothing in flight (or a second answer) changes nothing; an
 // Ack with such a name is counted in ignored_acks.
 void Worker::State::on_ack(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size) {
+  if (being_closed(reply_endpoint)) {
+    return;  // its sends ended kClosed with the disconnect: nothing left to answer or count
+  }
   Peer* peer = find(reply_endpoint);
   auto ack = decode_ack(bytes, size);
   if (peer == nullptr || !ack) {

@@ -215,6 +215,7 @@ struct Worker::State {
   void tell_round_done(std::size_t done) noexcept;
   bool arm_locked();
   std::size_t waiting_locked() const noexcept;
+  std::size_t closes_waiting_locked() const noexcept;
   Peer* find(PeerId id) noexcept;
   Peer* find(ucp_ep_h endpoint) noexcept;
   void announce() noexcept;

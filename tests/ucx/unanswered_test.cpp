@@ -448,7 +448,70 @@ TEST(UcxUnanswered, DisconnectingAPeerThatNeverProgressesEndsItsSendsWithinTheLi
   EXPECT_LT(took, std::chrono::seconds(3)) << "the orderly close was not cut off at its limit";
   EXPECT_EQ(client.in_flight(), 0u);
   EXPECT_EQ((*send_pool)->available_blocks(), 3u) << "a claim of the stalled sends is still held";
+  // Polled a little longer, while UCX tears the forced close down; then nothing is left to poll.
+  for (const auto until = Clock::now() + std::chrono::seconds(2);
+       client.waiting() != 0 && Clock::now() < until;) {
+    (void)client.progress();
+  }
   EXPECT_EQ(client.waiting(), 0u) << "the closed connection still asks to be polled";
+}
+
+// A disconnect whose close is forced at its limit while the disconnecting side runs the documented
+// event loop (sleep on fd() whenever waiting() is 0 and arm() agrees). A forced close hands UCX no
+// request and tears the transports down in UCX's later progress (over tcp once the peer drained
+// what was under way), which no event announces: the loop slept on, and the peer, healthy but
+// slow (a round every 50 ms), learned nothing of the close (no kClosed, its landing held) for as
+// long as the loop slept.
+TEST(UcxUnanswered, ASlowPeerLearnsOfAForcedCloseWhileTheClosingSidesEventLoopSleeps) {
+  constexpr std::size_t kBytes = std::size_t{128} << 20;  // more than a second for this peer
+  ucx::Worker receiver = make_worker();
+  ucx::Worker client = make_worker();
+  InProcessLink link = connect_in_process(receiver, client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  auto send_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 1});
+  ASSERT_TRUE(send_pool);
+  std::atomic<bool> stop{false};
+  std::atomic<bool> closed{false};
+  std::atomic<long long> learned_ms{-1};
+  const auto started = Clock::now();
+  std::thread slow_peer([&] {
+    while (!stop.load() && !closed.load()) {
+      auto got = receiver.receive(0);
+      if (!got) {
+        closed.store(got.error().code == ErrorCode::kClosed);
+        learned_ms.store(
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  {
+    auto tensor =
+        (*send_pool)->allocate({static_cast<std::int64_t>(kBytes)}, DLDataType{kDLUInt, 8, 1});
+    ASSERT_TRUE(tensor);
+    ASSERT_TRUE(client.send(*link.client, *tensor));
+  }
+  ASSERT_TRUE(client.disconnect(*link.client));
+  constexpr int kSleepMs = 8000;
+  for (const auto until = started + std::chrono::milliseconds(kSleepMs / 2);
+       !closed.load() && learned_ms.load() < 0 && Clock::now() < until;) {
+    (void)client.progress();
+    while (client.next_send_result()) {
+    }
+    if (client.waiting() == 0 && client.arm()) {
+      pollfd entry{client.fd(), POLLIN, 0};
+      (void)::poll(&entry, 1, kSleepMs);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  stop.store(true);
+  slow_peer.join();
+  ASSERT_TRUE(closed.load()) << "the peer learned nothing of the close while the other side slept"
+                             << " (after " << learned_ms.load() << " ms)";
+  EXPECT_LT(learned_ms.load(), 3000);
+  EXPECT_EQ((*send_pool)->available_blocks(), 1u);
 }
 
 // The mirror case: a receiver disconnects from a sender that stalls mid-transfer. The landing UCX

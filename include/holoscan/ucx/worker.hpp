@@ -224,7 +224,8 @@ class HOLOSCAN_DLPACK_API Worker {
   std::size_t in_flight() const noexcept;
   /** @brief Sends in flight to `peer`. */
   std::size_t in_flight(PeerId peer) const noexcept;
-  /** @brief Sends held for readiness plus arrivals held for memory: progress() must be polled. */
+  /** @brief Sends held for readiness, arrivals held for memory and closes under way (an orderly
+   *         close for up to a second, then UCX's teardown): progress() must be polled. */
   std::size_t waiting() const noexcept;
   /** @brief Whether `peer` is connected (known, given by connect() or accept(), not lost or
    *         closed). */
