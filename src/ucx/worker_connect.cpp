@@ -369,7 +369,7 @@ void Worker::State::close_endpoint(Peer& peer, bool force) {
   by_endpoint.erase(peer.endpoint);
   ucp_ep_h endpoint = std::exchange(peer.endpoint, nullptr);
   if (force) {
-    close_now(endpoint, true);
+    close_now(endpoint, true, kClosePolling);  // already broken: nothing left to tear down
   } else {
     begin_orderly_close(endpoint, peer.id);
   }
@@ -385,7 +385,7 @@ void Worker::State::begin_orderly_close(ucp_ep_h endpoint, PeerId peer) noexcept
   ucp_request_param_t params{};
   void* flush = ucp_ep_flush_nbx(endpoint, &params);
   if (UCS_PTR_IS_ERR(flush)) {
-    close_now(endpoint, true);
+    close_now(endpoint, true, kForcedClosePolling);
     return;
   }
   flushing.push_back(
@@ -435,7 +435,8 @@ std::size_t Worker::State::finish_orderly_closes(bool force_all) {
     if (close.flush != nullptr) {
       closing.push_back(close.flush);  // freed once complete (a forced close cancels it)
     }
-    close_now(close.endpoint, !settled || status != UCS_OK);
+    const bool force = !settled || status != UCS_OK;
+    close_now(close.endpoint, force, force ? kForcedClosePolling : kClosePolling);
     flushing[i] = flushing.back();
     flushing.pop_back();
     ++done;
@@ -462,7 +463,8 @@ void Worker::State::abandon_orderly_closes() noexcept {
 }
 
 // Room in `closing` is reserved by the caller.
-void Worker::State::close_now(ucp_ep_h endpoint, bool force) noexcept {
+void Worker::State::close_now(ucp_ep_h endpoint, bool force,
+                              std::chrono::milliseconds polling) noexcept {
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   params.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
@@ -470,12 +472,11 @@ void Worker::State::close_now(ucp_ep_h endpoint, bool force) noexcept {
   if (UCS_PTR_IS_PTR(request)) {
     closing.push_back(request);
   }
-  // Polled for a while even without a request: a forced close returns none, and UCX tears its
-  // transports down (and the peer learns of it) in its later progress, which no event announces;
-  // over tcp that waits for the peer to drain what was under way.
-  closes_polled_until =
-      std::max(closes_polled_until,
-               std::chrono::steady_clock::now() + (force ? kForcedClosePolling : kClosePolling));
+  // Polled for a while (`polling`) even without a request: a forced close of a live connection
+  // returns none, and UCX tears its transports down (and the peer learns of it) in its later
+  // progress, which no event announces; over tcp that waits for the peer to drain what was under
+  // way. An endpoint UCX reported failed needs no such teardown: its polling is short.
+  closes_polled_until = std::max(closes_polled_until, std::chrono::steady_clock::now() + polling);
 }
 
 bool Worker::State::drain_closing() noexcept {

@@ -237,7 +237,7 @@ struct Worker::State {
   bool being_closed(ucp_ep_h endpoint) const noexcept;
   std::size_t finish_orderly_closes(bool force_all);
   void abandon_orderly_closes() noexcept;
-  void close_now(ucp_ep_h endpoint, bool force) noexcept;
+  void close_now(ucp_ep_h endpoint, bool force, std::chrono::milliseconds polling) noexcept;
   bool drain_closing() noexcept;
   bool requests_pending() const noexcept;
   void settle(std::chrono::milliseconds limit);

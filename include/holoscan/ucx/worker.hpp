@@ -109,13 +109,15 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
  *
  * Progress: every call progresses UCX, except a receive() that hands out a tensor that had
  * already landed. Between calls, call progress() when fd() is readable (arm() first), and every
- * few tens of microseconds while sends wait for readiness or arrivals for memory (waiting() is
- * not zero). Methods may be called from any thread, one at a time inside (a mutex); connect(),
- * accept() and receive() wait without holding it. The destructor and move-assignment end the
- * worker those waits use: no other thread may be inside a call then (Python's Worker keeps the
- * worker until its calls return). A producer's deleter runs with no lock held and may call the
- * worker; one run by the destructor's drops finds it ending (kClosed, or the empty answer). A
- * deleter must not destroy the worker whose call ran it.
+ * few tens of microseconds while sends wait for readiness, arrivals for memory or a close to
+ * finish (waiting() is not zero; a disconnect of a peer that stalls asks for up to two seconds of
+ * it; the worker's own waits sleep on the fd a millisecond at a time while only closes are left).
+ * Methods may be called from any thread, one at a time inside (a mutex); connect(), accept() and
+ * receive() wait without holding it. The destructor and move-assignment end the worker those waits
+ * use: no other thread may be inside a call then (Python's Worker keeps the worker until its calls
+ * return). A producer's deleter runs with no lock held and may call the worker; one run by the
+ * destructor's drops finds it ending (kClosed, or the empty answer). A deleter must not destroy the
+ * worker whose call ran it.
  *
  * Out of host memory, the calls that return `expected` report kResourceExhausted instead of
  * throwing; every send that returned a sequence number still ends as exactly one SendResult.
