@@ -40,6 +40,19 @@ std::shared_ptr<TensorPool> host_pool(std::size_t blocks) {
   return *pool;
 }
 
+// Sends a tensor of `bytes` bytes from `pool` (what UCX moves by rendezvous from a few MiB on).
+::testing::AssertionResult send_bytes(ucx::Worker& client, ucx::PeerId peer, TensorPool& pool,
+                                      std::size_t bytes) {
+  auto tensor = pool.allocate({static_cast<std::int64_t>(bytes)}, DLDataType{kDLUInt, 8, 1});
+  if (!tensor) {
+    return ::testing::AssertionFailure() << "allocate: " << to_string(tensor.error());
+  }
+  if (auto sent = client.send(peer, *tensor); !sent) {
+    return ::testing::AssertionFailure() << "send: " << to_string(sent.error());
+  }
+  return ::testing::AssertionSuccess();
+}
+
 ucx::WorkerConfig window_of_one() {
   ucx::WorkerConfig config;
   config.window = 1;
@@ -364,12 +377,7 @@ TEST(UcxUnanswered, DisconnectingAStalledPeerEndsItsSendsAndDropsTheirClaims) {
   ASSERT_TRUE(link.client) << to_string(link.client.error());
   auto send_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 3});
   ASSERT_TRUE(send_pool);
-  const auto send_one = [&] {
-    auto tensor =
-        (*send_pool)->allocate({static_cast<std::int64_t>(kBytes)}, DLDataType{kDLUInt, 8, 1});
-    ASSERT_TRUE(tensor);
-    ASSERT_TRUE(client.send(*link.client, *tensor));
-  };
+  const auto send_one = [&] { ASSERT_TRUE(send_bytes(client, *link.client, **send_pool, kBytes)); };
   send_one();
   std::optional<ucx::Received> held;  // the receiver's application keeps its only block
   for (const auto until = Clock::now() + std::chrono::seconds(5); !held && Clock::now() < until;) {
@@ -419,10 +427,7 @@ TEST(UcxUnanswered, DisconnectingAPeerThatNeverProgressesEndsItsSendsWithinTheLi
   auto send_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 3});
   ASSERT_TRUE(send_pool);
   for (int i = 0; i < 3; ++i) {
-    auto tensor =
-        (*send_pool)->allocate({static_cast<std::int64_t>(kBytes)}, DLDataType{kDLUInt, 8, 1});
-    ASSERT_TRUE(tensor);
-    ASSERT_TRUE(client.send(*link.client, *tensor));
+    ASSERT_TRUE(send_bytes(client, *link.client, **send_pool, kBytes));
   }
   // Only the client makes progress from here on: the receiver stalls.
   for (const auto until = Clock::now() + std::chrono::milliseconds(200); Clock::now() < until;) {
@@ -486,12 +491,7 @@ TEST(UcxUnanswered, ASlowPeerLearnsOfAForcedCloseWhileTheClosingSidesEventLoopSl
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  {
-    auto tensor =
-        (*send_pool)->allocate({static_cast<std::int64_t>(kBytes)}, DLDataType{kDLUInt, 8, 1});
-    ASSERT_TRUE(tensor);
-    ASSERT_TRUE(client.send(*link.client, *tensor));
-  }
+  ASSERT_TRUE(send_bytes(client, *link.client, **send_pool, kBytes));
   ASSERT_TRUE(client.disconnect(*link.client));
   constexpr int kSleepMs = 8000;
   for (const auto until = started + std::chrono::milliseconds(kSleepMs / 2);
@@ -530,10 +530,7 @@ TEST(UcxUnanswered, DisconnectingASenderThatNeverProgressesGivesItsLandingsBlock
   ASSERT_NE(link.listener, 0u);
   auto send_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 1});
   ASSERT_TRUE(send_pool);
-  auto tensor =
-      (*send_pool)->allocate({static_cast<std::int64_t>(kBytes)}, DLDataType{kDLUInt, 8, 1});
-  ASSERT_TRUE(tensor);
-  ASSERT_TRUE(client.send(*link.client, *tensor));
+  ASSERT_TRUE(send_bytes(client, *link.client, **send_pool, kBytes));
   // Only the receiver makes progress from here on: the sender stalls before its data goes out.
   for (const auto until = Clock::now() + std::chrono::seconds(5);
        (*receive_pool)->available_blocks() != 0 && Clock::now() < until;) {
