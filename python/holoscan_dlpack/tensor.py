@@ -3,7 +3,7 @@
 5.0's operator-framework types in that module (``InputSpec``, ``TensorLoan``, ...) are not part of
 this package."""
 
-import inspect
+from inspect import getattr_static as _getattr_static
 
 from ._core import DLDataType, DLDataTypeCode, DLDevice, DLDeviceType
 
@@ -20,12 +20,12 @@ _ABSENT = object()
 def _dynamic_lookup(cls: type) -> bool:
     """Whether instances of ``cls`` may have attributes that no class or instance dict holds:
     its ``__getattr__`` (a proxy's forwarding) or its own ``__getattribute__``."""
-    return (inspect.getattr_static(cls, "__getattr__", _ABSENT) is not _ABSENT
-            or inspect.getattr_static(cls, "__getattribute__") is not object.__getattribute__)
+    return (_getattr_static(cls, "__getattr__", _ABSENT) is not _ABSENT
+            or _getattr_static(cls, "__getattribute__") is not object.__getattribute__)
 
 
 def _has(obj: object, name: str, dynamic: bool) -> bool:
-    if inspect.getattr_static(obj, name, _ABSENT) is not _ABSENT:
+    if _getattr_static(obj, name, _ABSENT) is not _ABSENT:
         return True
     if not dynamic:
         return False

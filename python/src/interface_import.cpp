@@ -135,12 +135,10 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
   const std::int64_t item = static_cast<std::int64_t>(dlpack_dtype_item_size_bytes(*dtype));
   const auto ndim = static_cast<std::int32_t>(owner->shape.size());
   const nb::object strides = entry("strides");
-  if (strides.is_none()) {
-    // The layout rules' compact strides: they saturate where the extents' product overflows
-    // (the import then refuses the shape) instead of wrapping.
-    owner->strides.assign(owner->shape.size(), 1);
-    holoscan::detail::compact_strides(ndim, owner->shape.data(), owner->strides.data());
-  } else {
+  // None (compact) goes to the import as DLPack's null strides, which it fills in: the Tensor's
+  // own array interfaces then say None too, as the producer did.
+  const bool compact = strides.is_none();
+  if (!compact) {
     owner->strides = int_sequence(strides, "strides");
     if (owner->strides.size() != owner->shape.size()) {
       raise_invalid_argument("array interface strides length must match shape rank (" +
@@ -166,7 +164,7 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
   managed.dl_tensor.ndim = ndim;
   managed.dl_tensor.dtype = *dtype;
   managed.dl_tensor.shape = ndim > 0 ? owner->shape.data() : nullptr;
-  managed.dl_tensor.strides = ndim > 0 ? owner->strides.data() : nullptr;
+  managed.dl_tensor.strides = ndim > 0 && !compact ? owner->strides.data() : nullptr;
 
   auto tensor = make_tensor_from_dlpack_versioned(&managed);
   if (!tensor) {

@@ -185,8 +185,10 @@ void bind_connections(nb::class_<WorkerHandle>& type) {
            "interrupts it.")
       .def("disconnect", &disconnect, nb::arg("peer").none(), Entry(),
            nb::sig("def disconnect(self, peer: int) -> None"),
-           "Closes a connection (flushing without the GIL); its sends in flight end failed "
-           "(ClosedError). NotFoundError for an unknown peer.")
+           "Closes a connection: UCX finishes what it moves in later rounds, for up to a "
+           "second (waiting() counts it), then a peer that stalls is cut off; its sends in "
+           "flight end failed (ClosedError). NotFoundError for an unknown peer (also the id of "
+           "a connect() under way on another thread).")
       .def(
           "connected",
           [](WorkerHandle& self, nb::handle peer) {

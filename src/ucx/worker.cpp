@@ -25,6 +25,27 @@ constexpr std::chrono::microseconds kPollingSleep{20};
 // How long a wait with only closes to poll sleeps on the fd between rounds.
 constexpr std::chrono::milliseconds kClosePollingSleep{1};
 
+// Counts a public call as under way for as long as it runs: the destructor waits for the count to
+// come to zero, and the decrement is the call's last touch of the state.
+class CallInside {
+ public:
+  explicit CallInside(Worker::State& state) noexcept : state_(state) {
+    state_.calls_inside.fetch_add(1, std::memory_order_seq_cst);
+  }
+  CallInside(const CallInside&) = delete;
+  CallInside& operator=(const CallInside&) = delete;
+  ~CallInside() { state_.calls_inside.fetch_sub(1, std::memory_order_release); }
+
+ private:
+  Worker::State& state_;
+};
+
+// Whether the destructor has begun: counted first (CallInside), so that either the destructor
+// waits for this call or this call sees the flag (both sides sequentially consistent).
+bool ending(const Worker::State& state) noexcept {
+  return state.shutting_down.load(std::memory_order_seq_cst);
+}
+
 // Sleeps until `fd` or `wake` is readable or `limit` passed (negative fds are left out).
 void sleep_on(int fd, int wake, std::chrono::nanoseconds limit) {
   const auto nanoseconds = limit.count() > 0 ? limit.count() : 0;
@@ -60,6 +81,9 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
         state.wake.leave_sleep(*slept);
         slept.reset();
       }
+      if (ending(state)) {
+        return std::nullopt;  // the destructor waits for this call: the caller says kClosed
+      }
       state.progress_locked();
       if (auto done = step()) {
         return done;
@@ -94,6 +118,20 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
   }
 }
 
+// kClosed for `call` on a worker that its destructor is ending.
+tl::unexpected<Error> being_destroyed(const char* call) {
+  return make_unexpected(ErrorCode::kClosed,
+                         std::string("ucx ") + call + ": the worker is being destroyed");
+}
+
+// kNotSupported for `call` on a forked child's copy of its parent's worker.
+tl::unexpected<Error> forked_copy(const char* call) {
+  return make_unexpected(ErrorCode::kNotSupported,
+                         std::string("ucx ") + call +
+                             ": this worker is a forked child's copy of its parent's (UCX does not "
+                             "survive fork(): its connections are the parent's to use)");
+}
+
 // kResourceExhausted for `call`, or without a message when even that does not fit.
 tl::unexpected<Error> out_of_host_memory(const char* call) noexcept {
   try {
@@ -117,9 +155,12 @@ auto with_state(const std::unique_ptr<Worker::State>& state, const char* call, B
       return make_unexpected(ErrorCode::kInvalidArgument,
                              std::string("ucx ") + call + ": the worker was moved from");
     }
-    if (state->shutting_down.load(std::memory_order_acquire)) {
-      return make_unexpected(ErrorCode::kClosed,
-                             std::string("ucx ") + call + ": the worker is being destroyed");
+    if (state->forked_copy()) {
+      return forked_copy(call);
+    }
+    CallInside inside(*state);
+    if (ending(*state)) {
+      return being_destroyed(call);
     }
     return body(*state);
   } catch (const std::bad_alloc&) {
@@ -139,15 +180,41 @@ auto with_state(const std::unique_ptr<Worker::State>& state, Body&& body)
     -> decltype(body(*state)) {
   static_assert(!is_expected<decltype(body(*state))>::value,
                 "a call that reports errors must name itself, to refuse a moved-from worker");
-  if (state == nullptr || state->shutting_down.load(std::memory_order_acquire)) {
+  if (state == nullptr || state->forked_copy()) {
+    return {};
+  }
+  CallInside inside(*state);
+  if (ending(*state)) {
     return {};
   }
   return body(*state);
 }
 
+// Ends a worker; a forked child's copy is left as it is (fork_watch.hpp): tearing it down would
+// close the parent's connections and take UCX handles out of the parent's epoll sets, and
+// dropping its claims would run deleters of what the parent still sends. The child's copies of
+// the descriptors stay open until it exits or execs.
+void end_worker(std::unique_ptr<Worker::State>& state) noexcept {
+  if (state == nullptr) {
+    return;
+  }
+  if (state->forked_copy()) {
+    (void)state.release();  // NOLINT(bugprone-unused-return-value): left to the child's exit
+    return;
+  }
+  state->end_calls_then_shut_down();
+}
+
 }  // namespace
 
 expected<Worker, Error> Worker::create(const WorkerConfig& config) try {
+  if (detail::forked_while_a_worker_was_alive()) {
+    return make_unexpected(
+        ErrorCode::kNotSupported,
+        "ucx worker: this process was forked while its parent had a UCX worker, and UCX does not "
+        "work in such a child (its connections never complete); start it with exec instead "
+        "(Python's multiprocessing: the 'spawn' or 'forkserver' start method)");
+  }
   if (config.window == 0) {
     return make_unexpected(ErrorCode::kInvalidArgument, "ucx worker: window must be at least 1");
   }
@@ -188,20 +255,28 @@ Worker::Worker(Worker&& other) noexcept = default;
 
 Worker& Worker::operator=(Worker&& other) noexcept {
   if (this != &other) {
-    if (state_ != nullptr) {
-      StateLock lock(*state_);
-      state_->shut_down();
-    }
+    end_worker(state_);
     state_ = std::move(other.state_);
   }
   return *this;
 }
 
-Worker::~Worker() {
-  if (state_ != nullptr) {
-    StateLock lock(*state_);
-    state_->shut_down();
+Worker::~Worker() { end_worker(state_); }
+
+// Refuses new calls, wakes the threads asleep in a wait (they return kClosed or no answer), waits
+// for every call under way to return, then ends the worker. A call blocked on the mutex finishes
+// its work first, on a worker that is still whole.
+void Worker::State::end_calls_then_shut_down() noexcept {
+  {
+    StateLock lock(*this);
+    shutting_down.store(true, std::memory_order_seq_cst);
+    wake.post();
   }
+  while (calls_inside.load(std::memory_order_seq_cst) != 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  StateLock lock(*this);
+  shut_down();
 }
 
 expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::uint16_t port) {
@@ -281,6 +356,9 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
     }
     StateLock lock(state);
     state.abandon_connect(*state.find(id));
+    if (ending(state)) {
+      return being_destroyed("connect");
+    }
     return make_unexpected(ErrorCode::kTimeout,
                            who + ": no answer within " + std::to_string(timeout_ms) + " ms");
   });
@@ -312,7 +390,7 @@ expected<void, Error> Worker::disconnect(PeerId id) {
     if (peer == nullptr && state.closed(id)) {
       return {};  // ended and forgotten: nothing more of it to report
     }
-    if (peer == nullptr) {
+    if (peer == nullptr || !peer->handed_out()) {
       return make_unexpected(ErrorCode::kNotFound, "ucx disconnect: no peer " + std::to_string(id));
     }
     if (!peer->lost) {
@@ -373,6 +451,9 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
       taken = wait_for(state, timeout_ms, [&] { return state.take_arrival(); });
     }
     if (!taken) {
+      if (ending(state)) {
+        return being_destroyed("receive");
+      }
       return std::optional<Received>();
     }
     if (!*taken) {
@@ -396,7 +477,8 @@ expected<std::size_t, Error> Worker::progress() {
 
 int Worker::fd() const noexcept {
   // -1 as well while the destructor ends it: UCX's fd in the set is closed with the UCX worker.
-  return state_ != nullptr && !state_->shutting_down.load(std::memory_order_acquire)
+  return state_ != nullptr && !state_->shutting_down.load(std::memory_order_acquire) &&
+                 !state_->forked_copy()
              ? state_->loop_fd.fd()
              : -1;
 }
@@ -450,8 +532,7 @@ bool Worker::connected(PeerId id) const noexcept {
     auto found = state.peers.find(id);
     // A connect() under way, or one that failed, has given the caller no id: not a connection
     // (until the next round ends an abandoned one, it would otherwise read as up).
-    return found != state.peers.end() && !found->second.lost && !found->second.connecting &&
-           !found->second.abandoned;
+    return found != state.peers.end() && !found->second.lost && found->second.handed_out();
   });
 }
 

@@ -154,7 +154,7 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
     return make_unexpected(ErrorCode::kClosed,
                            "ucx send: peer " + std::to_string(id) + " is gone (closed)");
   }
-  if (peer == nullptr) {
+  if (peer == nullptr || !peer->handed_out()) {
     return make_unexpected(ErrorCode::kNotFound, "ucx send: no peer " + std::to_string(id));
   }
   if (peer->lost) {

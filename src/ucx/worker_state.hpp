@@ -22,6 +22,7 @@
 
 #include "dlpack/held_claim.hpp"  // the core's claim holder (internal)
 #include "event_loop_fd.hpp"
+#include "fork_watch.hpp"
 #include "holoscan/ucx/wire.hpp"
 #include "holoscan/ucx/worker.hpp"
 #include "readiness_gate.hpp"
@@ -115,6 +116,9 @@ struct Peer {
   bool lost = false;            ///< Failed, closed by the peer, or disconnected here.
   bool connecting = false;      ///< connect() has not returned its id: arrivals held.
   bool abandoned = false;       ///< connect() failed: its id was never given, its loss never told.
+  /** @brief Whether a call handed its id to the caller: not while a connect() on another thread
+   *         still waits for it, nor once that connect() failed (ids are easy to guess). */
+  bool handed_out() const noexcept { return !connecting && !abandoned; }
   /** @brief The loss of a peer still connecting, for receive() only once connect() gave its id. */
   std::unique_ptr<Arrival> loss_report;
   std::optional<std::uint32_t> hello_version;  ///< The listener's answer (connecting side).
@@ -150,9 +154,18 @@ struct Worker::State {
 
   WorkerConfig config;
   mutable std::mutex mutex;
-  // Set as shut_down() begins: the calls of a deleter that the destructor's drops run (they may
-  // call the worker) are refused from then on, rather than handing UCX a worker that is gone.
+  // Set as the destructor (or a move-assignment) begins: calls are refused from then on, waits
+  // under way return, and the deleters that the destructor's drops run (they may call the worker)
+  // find it ending, rather than handing UCX a worker that is gone.
   std::atomic<bool> shutting_down{false};
+  // The public calls under way (CallInside): the destructor waits for them to return before it
+  // ends the worker, so that a thread asleep in receive(), accept() or connect() wakes to kClosed
+  // (or no answer) instead of finding the worker gone.
+  std::atomic<std::size_t> calls_inside{0};
+  // The fork()s that led to the process that made this worker: another count now means this is
+  // a forked child's copy (fork_watch.hpp), which leaves UCX and the shared sockets alone.
+  const std::uint64_t made_after_forks = detail::forks_so_far();
+  detail::LiveWorker live;  // for the fork handler
   detail::UniqueContext context;
   detail::UniqueWorker worker;
   int efd = -1;
@@ -218,6 +231,8 @@ struct Worker::State {
   std::size_t closes_waiting_locked() const noexcept;
   Peer* find(PeerId id) noexcept;
   Peer* find(ucp_ep_h endpoint) noexcept;
+  void end_calls_then_shut_down() noexcept;
+  bool forked_copy() const noexcept { return made_after_forks != detail::forks_so_far(); }
   void announce() noexcept;
 
   // worker_connect.cpp

@@ -168,6 +168,23 @@ def test_array_interface_of_a_producer_without_strides_has_none(testing, version
     assert np.asarray(t).strides == (12, 4)
 
 
+def test_array_interface_of_an_interface_producer_without_strides_has_none():
+    # The same for an array-interface producer that gave None (compact): the import filled the
+    # strides in and reported them as if the producer had given them.
+    class Interface:
+        def __init__(self, array):
+            self.__array_interface__ = array.__array_interface__
+
+    a = np.arange(6.0).reshape(2, 3)
+    assert a.__array_interface__["strides"] is None
+    t = hd.as_tensor(Interface(a))
+    assert t.strides == (24, 8)
+    assert t.__array_interface__["strides"] is None
+    np.testing.assert_array_equal(np.asarray(t), a)
+    strided = a[:, ::2]
+    assert hd.as_tensor(Interface(strided)).__array_interface__["strides"] == strided.strides
+
+
 def test_array_interface_of_a_0d_tensor_has_no_strides():
     interface = hd.from_dlpack(np.array(3.0, dtype=np.float32)).__array_interface__
     assert interface["shape"] == () and interface["strides"] is None

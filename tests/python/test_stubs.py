@@ -94,8 +94,8 @@ def test_stub_types_the_holoscan_api():
                  "def dtype(self) -> DLDataType:",
                  "def is_read_only(self) -> bool:",
                  "def __dlpack__(self, *, stream: object | None = None, max_version: "
-                 "tuple[int, int] | None = None, dl_device: tuple[int, int] | DLDevice | None = "
-                 "None, copy: bool | None = None) -> object:",
+                 "tuple[int, int] | None = None, dl_device: tuple[int, int] | None = None, "
+                 "copy: bool | None = None) -> object:",
                  "def __dlpack_device__(self) -> tuple[int, int]:",
                  "__dlpack_c_exchange_api__: object = ...",
                  "class DLDeviceType(enum.IntEnum):",

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -456,6 +457,38 @@ def test_a_closed_worker_refuses_use():
             call()
         assert str(raised.value) == "kClosed: ucx.Worker: closed"
     worker.close()  # twice is fine
+
+
+def test_a_forked_childs_copy_refuses_use_and_leaves_the_parents_connection_whole(pair):
+    # UCX does not survive fork(): the child closing its copies (or exiting, which does the same)
+    # took the parent's connection apart before, and UCX aborted the parent at its close.
+    client, peer, server, _ = pair
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # a fork with the Pump's thread
+        pid = os.fork()
+    if pid == 0:
+        failures = 0
+        try:
+            refusals = ((lambda: client.send(peer, np.arange(4.0)),
+                         "kNotSupported: ucx send: this worker is a forked child's copy"),
+                        (ucx.Worker, "forked while its parent had a UCX worker"))
+            for call, expected in refusals:
+                try:
+                    call()
+                    failures += 1
+                except hd.errors.NotSupportedError as error:
+                    failures += expected not in str(error)
+            client.close()
+            server.close()
+        except BaseException:  # noqa: BLE001 -- any escape is a failure the parent reports
+            failures += 100
+        os._exit(failures)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's copy did not refuse as expected"
+    client.send(peer, np.arange(4.0))
+    got = server.receive(timeout_ms=PATIENCE_MS)
+    assert got is not None, "the parent's connection lost a tensor after the child's close"
+    np.testing.assert_array_equal(np.from_dlpack(got.tensor), np.arange(4.0))
 
 
 def test_fileno_works_with_selectors():

@@ -3,6 +3,7 @@
 // calls on a moved-from worker.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -345,6 +346,59 @@ TEST(UcxMisuse, AResolutionUnderWayHoldsNoOtherCallBack) {
     }
     EXPECT_EQ(sides.client.in_flight(), 0u);
   }
+}
+
+// An id that a connect() on another thread has not returned yet is no connection: connected()
+// says so, and send() and disconnect() refuse it as unknown (ids count 1, 2, 3, ...: easy to
+// guess). send() took it before, and the tensor went out on a connection no call had handed out;
+// disconnect() took it too, and the connect() then failed for a reason it was never told.
+TEST(UcxMisuse, AnIdThatConnectHasNotReturnedYetIsRefusedAsUnknown) {
+  ucx::Worker listener = make_worker();
+  const std::string port = listen_on_loopback(listener);
+  ASSERT_NE(port, "0");
+  ucx::Worker client = make_worker();
+  expected<ucx::PeerId, Error> connected = make_unexpected(ErrorCode::kFailure, "not returned");
+  std::atomic<bool> returned{false};
+  std::thread connecting([&] {
+    connected = client.connect("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port)), 20000);
+    returned.store(true);
+  });
+  struct Joined {  // also when an assertion below ends the test early
+    std::thread& thread;
+    ~Joined() {
+      if (thread.joinable()) {
+        thread.join();
+      }
+    }
+  } joined{connecting};
+  // The listener does not progress yet, so the connect() waits for its answer.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  constexpr ucx::PeerId kGuessed = 1;  // a fresh worker's first id
+  EXPECT_FALSE(client.connected(kGuessed));
+  auto tensor = host_pool(1)->allocate({4}, DLDataType{kDLFloat, 32, 1});
+  ASSERT_TRUE(tensor);
+  auto sent = client.send(kGuessed, *tensor);
+  ASSERT_FALSE(sent) << "a send on a connection no call had handed out was taken";
+  EXPECT_EQ(sent.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(sent.error().message, "ucx send: no peer 1");
+  auto disconnected = client.disconnect(kGuessed);
+  ASSERT_FALSE(disconnected) << "a disconnect of a connection no call had handed out was taken";
+  EXPECT_EQ(disconnected.error().code, ErrorCode::kNotFound);
+  // The listener answers the connect() with its rounds, after as before accept() gave the id.
+  std::optional<ucx::PeerId> accepted;
+  for (const auto until = Clock::now() + std::chrono::seconds(20);
+       !returned.load() && Clock::now() < until;) {
+    if (auto id = listener.accept(10)) {
+      accepted = id;
+    }
+  }
+  connecting.join();
+  ASSERT_TRUE(accepted) << "the listener accepted nothing";
+  ASSERT_TRUE(connected) << to_string(connected.error());
+  EXPECT_EQ(*connected, kGuessed) << "the guess did not name the connect() under way";
+  EXPECT_TRUE(client.connected(kGuessed));
+  auto sent_now = client.send(kGuessed, *tensor);
+  EXPECT_TRUE(sent_now) << to_string(sent_now.error());
 }
 
 TEST(UcxMisuse, AMovedFromWorkerRefusesEveryCall) {

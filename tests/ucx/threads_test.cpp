@@ -259,6 +259,41 @@ TEST(UcxThreads, AConnectNobodyAnswersSleepsUntilItsDeadline) {
                            << " ms of CPU time in a connect that waited " << kWaitMs << " ms";
 }
 
+// Destroying a worker while other threads sleep in its waits: each wait wakes and returns, and
+// the destructor ends the worker only after they did. They found the worker gone before (the
+// destructor did not wait for them) and crashed the process inside UCX's progress.
+TEST(UcxThreads, DestroyingTheWorkerWakesTheThreadsAsleepInItsWaits) {
+  constexpr int kWaitMs = 30000;
+  auto worker = std::make_unique<ucx::Worker>(make_sleeping_worker());
+  SilentListener listener;  // the connect() waits for an answer that never comes
+  ucx::Worker& shared = *worker;
+  std::optional<expected<std::optional<ucx::Received>, Error>> received;
+  std::optional<std::optional<ucx::PeerId>> accepted;
+  std::optional<expected<ucx::PeerId, Error>> connected;
+  std::thread receiving([&] { received = shared.receive(-1); });
+  std::thread accepting([&] { accepted = shared.accept(kWaitMs); });
+  std::thread connecting(
+      [&] { connected = shared.connect("127.0.0.1", listener.port(), kWaitMs); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all three asleep
+  const auto start = std::chrono::steady_clock::now();
+  worker.reset();
+  const auto took = std::chrono::steady_clock::now() - start;
+  receiving.join();
+  accepting.join();
+  connecting.join();
+  ASSERT_TRUE(received.has_value());
+  ASSERT_FALSE(*received) << "a receive() on a worker being destroyed found something";
+  EXPECT_EQ(received->error().code, ErrorCode::kClosed);
+  EXPECT_EQ(received->error().message, "ucx receive: the worker is being destroyed");
+  ASSERT_TRUE(accepted.has_value());
+  EXPECT_FALSE(*accepted);
+  ASSERT_TRUE(connected.has_value());
+  ASSERT_FALSE(*connected) << "a connect() nobody answered succeeded";
+  EXPECT_EQ(connected->error().code, ErrorCode::kClosed) << to_string(connected->error());
+  EXPECT_EQ(connected->error().message, "ucx connect: the worker is being destroyed");
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the destructor waited for the waits' deadlines";
+}
+
 // A thread asleep in accept() (or in a receive() with a deadline) while another thread takes a
 // tensor that had landed with receive(0): the tensor leaves without a progress round, so its
 // confirmation is queued, and nothing woke the sleeper to send it. The sender (window 1) learned

@@ -35,8 +35,9 @@ struct HOLOSCAN_DLPACK_API WorkerConfig {
   std::uint64_t max_receive_bytes = std::uint64_t{1} << 32;
   /**
    * @brief Microseconds a wait (receive, accept, connect) keeps polling before it sleeps on fd()
-   *        (latency vs CPU). The default covers a round trip on one host: waking a thread that
-   *        slept costs 100-200 µs on an idle machine, as much as the transfer it waited for.
+   *        (latency vs CPU; 0 or less: it sleeps at once). The default covers a round trip on
+   *        one host: waking a thread that slept costs 100-200 µs on an idle machine, as much as
+   *        the transfer it waited for.
    */
   int spin_us = 1000;
   /**
@@ -113,11 +114,13 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
  * finish (waiting() is not zero; a disconnect of a peer that stalls asks for up to two seconds of
  * it; the worker's own waits sleep on the fd a millisecond at a time while only closes are left).
  * Methods may be called from any thread, one at a time inside (a mutex); connect(), accept() and
- * receive() wait without holding it. The destructor and move-assignment end the worker those waits
- * use: no other thread may be inside a call then (Python's Worker keeps the worker until its calls
- * return). A producer's deleter runs with no lock held and may call the worker; one run by the
- * destructor's drops finds it ending (kClosed, or the empty answer). A deleter must not destroy the
- * worker whose call ran it.
+ * receive() wait without holding it. The destructor and move-assignment refuse calls from then on
+ * (kClosed, or the empty answer), wake the threads asleep in a wait (receive() and connect() return
+ * kClosed, accept() nullopt) and wait for every call under way to return before they end the
+ * worker; a call that starts once the destructor returned uses a destroyed object. A producer's
+ * deleter runs with no lock held and may call the worker; one run by the destructor's drops finds
+ * it ending. A deleter must not destroy the worker whose call ran it (the destructor would wait
+ * for that call).
  *
  * Out of host memory, the calls that return `expected` report kResourceExhausted instead of
  * throwing; every send that returned a sequence number still ends as exactly one SendResult.
@@ -163,10 +166,11 @@ class HOLOSCAN_DLPACK_API Worker {
    */
   std::optional<PeerId> accept(int timeout_ms);
 
-  /** @brief Closes a connection; its sends in flight are reported failed (kClosed), though those
-   *         already on their way may still reach the peer (docs/ucx.md, what failed means), and
-   *         receive() reports nothing more of it (its tensors not handed out are dropped). UCX
-   *         finishes what it moves for up to a second; a peer that stalls is then cut off. */
+  /** @brief Closes a connection (kNotFound for an unknown peer, as in send()); its sends in
+   *         flight are reported failed (kClosed), though those already on their way may still
+   *         reach the peer (docs/ucx.md, what failed means), and receive() reports nothing more of
+   *         it (its tensors not handed out are dropped). UCX finishes what it moves for up to a
+   *         second; a peer that stalls is then cut off. */
   expected<void, Error> disconnect(PeerId peer);
 
   /**
@@ -176,8 +180,9 @@ class HOLOSCAN_DLPACK_API Worker {
    * receiver can tell which send a Received tensor came from.
    *
    * kBackpressured at once when `window` tensors are in flight to the peer; kNotFound for an
-   * unknown peer, kClosed for a lost one; kInvalidArgument for an empty tensor, one of more than
-   * 32 dimensions (the wire's limit), or a view written by hand with dimensions and no shape;
+   * unknown peer (also the id of a connect() that has not returned it yet), kClosed for a lost
+   * one; kInvalidArgument for an empty tensor, one of more than 32 dimensions (the wire's limit),
+   * or a view written by hand with dimensions and no shape;
    * kNotImplemented for a tensor that is not contiguous, is padded sub-byte, or lives on a device
    * type UCX does not move; kFailure naming the CUDA call when the readiness wait cannot be set up.
    */

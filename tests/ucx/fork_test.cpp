@@ -1,0 +1,140 @@
+// fork() with a worker alive: UCX does not survive it (src/ucx/fork_watch.hpp). A child's copy of
+// a worker must leave the parent's connections whole, whatever the child does with it, and a
+// child's own UCX, which would never connect, is refused with the reason.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ucx/series.hpp"
+#include "ucx/ucx_test_support.hpp"
+
+namespace holoscan::test {
+namespace {
+
+// Runs `child` in a forked child, which exits with its result; the child's exit status (-1 when
+// it did not exit normally).
+template <class Child>
+int in_child(Child child) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    _exit(child());
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+    return -1;
+  }
+  return WEXITSTATUS(status);
+}
+
+// Sends tensor `k` of the series from `client` and receives it on `receiver`; "" when it came
+// whole, else what went wrong.
+std::string one_tensor_across(LinkedWorkers& link, std::uint64_t k) {
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, 1});
+  if (!pool) {
+    return "no pool";
+  }
+  const auto layout = ucx_series::layout(k);
+  auto tensor = (*pool)->allocate(layout.shape, layout.dtype);
+  if (!tensor) {
+    return "no tensor";
+  }
+  ucx_series::fill(k, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+  if (auto sent = link.client.send(*link.link.client, *tensor); !sent) {
+    return "send: " + to_string(sent.error());
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    (void)link.client.progress();
+    auto received = link.receiver.receive(1);
+    if (!received) {
+      return "receive: " + to_string(received.error());
+    }
+    if (*received) {
+      return ucx_series::check(k, (*received)->tensor);
+    }
+  }
+  return "nothing arrived within 10 s";
+}
+
+// The child tears its copies down (as a Python child does at exit, or a C++ one leaving its
+// scope). That took the parent's connection apart before: the tensor sent after it never came,
+// and UCX aborted the parent when it closed the worker (a UCX handle gone from its epoll set).
+TEST(UcxFork, AChildsCopiesGoingAwayLeaveTheParentsConnectionWhole) {
+  auto link = std::make_unique<LinkedWorkers>();
+  ASSERT_TRUE(link->link.client) << to_string(link->link.client.error());
+  ASSERT_EQ(one_tensor_across(*link, 0), "");
+  const int child = in_child([&] {
+    link.reset();  // the child's copies: both workers, their connection, the listener
+    return 0;
+  });
+  EXPECT_EQ(child, 0);
+  EXPECT_EQ(one_tensor_across(*link, 1), "") << "after the child's copies went away";
+  EXPECT_TRUE(link->client.connected(*link->link.client));
+  link.reset();  // the parent's own teardown, which UCX aborted before
+}
+
+// A child that calls its copy would progress the parent's UCX on the shared sockets: each call is
+// refused, and the parent's connection stays whole.
+TEST(UcxFork, AChildsCopyRefusesEveryCall) {
+  auto link = std::make_unique<LinkedWorkers>();
+  ASSERT_TRUE(link->link.client) << to_string(link->link.client.error());
+  const int child = in_child([&] {
+    auto pool = TensorPool::create({PoolMemory::kHost, 0, 64, 1});
+    auto tensor = (*pool)->allocate({4}, DLDataType{kDLFloat, 32, 1});
+    const auto refused = [](const Error& error, const char* call) {
+      return error.code == ErrorCode::kNotSupported &&
+             error.message.rfind(std::string("ucx ") + call + ": this worker is a forked child's",
+                                 0) == 0;
+    };
+    int failures = 0;
+    auto sent = link->client.send(*link->link.client, *tensor);
+    failures += sent || !refused(sent.error(), "send") ? 1 : 0;
+    auto received = link->receiver.receive(100);
+    failures += received || !refused(received.error(), "receive") ? 1 : 0;
+    auto progressed = link->client.progress();
+    failures += progressed || !refused(progressed.error(), "progress") ? 1 : 0;
+    auto disconnected = link->client.disconnect(*link->link.client);
+    failures += disconnected || !refused(disconnected.error(), "disconnect") ? 1 : 0;
+    failures += link->receiver.accept(100) ? 1 : 0;
+    failures += link->client.fd() != -1 ? 1 : 0;
+    failures += link->client.connected(*link->link.client) ? 1 : 0;
+    link.reset();
+    return failures;
+  });
+  EXPECT_EQ(child, 0) << "calls the child's copies did not refuse";
+  EXPECT_EQ(one_tensor_across(*link, 2), "");
+}
+
+// UCX made in a child of a process with a worker alive never connects (a connect() timed out):
+// Worker::create says why instead. A child forked with no worker alive uses UCX as usual.
+TEST(UcxFork, AChildForkedWithAWorkerAliveIsRefusedUcxWithTheReason) {
+  std::optional<ucx::Worker> alive(make_worker());
+  const int with_worker = in_child([] {
+    auto made = ucx::Worker::create();
+    if (made) {
+      return 1;
+    }
+    const bool said_why = made.error().code == ErrorCode::kNotSupported &&
+                          made.error().message.find("forked while its parent had a UCX worker") !=
+                              std::string::npos;
+    return said_why ? 0 : 2;
+  });
+  EXPECT_EQ(with_worker, 0) << "1: a worker was made; 2: refused for another reason";
+  alive.reset();
+  const int without = in_child([] {
+    LinkedWorkers link;
+    if (!link.link.client) {
+      return 1;
+    }
+    return one_tensor_across(link, 3).empty() ? 0 : 2;
+  });
+  EXPECT_EQ(without, 0) << "1: no connection; 2: the tensor did not come whole";
+}
+
+}  // namespace
+}  // namespace holoscan::test
