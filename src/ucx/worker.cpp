@@ -81,8 +81,10 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
         state.wake.leave_sleep(*slept);
         slept.reset();
       }
-      if (ending(state)) {
-        return std::nullopt;  // the destructor waits for this call: the caller says kClosed
+      if (ending(state) || state.forked_copy()) {
+        // The destructor waits for this call: the caller says kClosed. A fork() from inside the
+        // call (a deleter's) leaves the child's copy of this wait the parent's UCX: it stops.
+        return std::nullopt;
       }
       state.progress_locked();
       if (auto done = step()) {
@@ -264,19 +266,26 @@ Worker& Worker::operator=(Worker&& other) noexcept {
 Worker::~Worker() { end_worker(state_); }
 
 // Refuses new calls, wakes the threads asleep in a wait (they return kClosed or no answer), waits
-// for every call under way to return, then ends the worker. A call blocked on the mutex finishes
-// its work first, on a worker that is still whole.
+// for every call under way to return (the deleters its drops run included), then ends the worker.
+// A call blocked on the mutex finishes its work first, on a worker that is still whole. The calls
+// that deleters run by the shutdown make are refused, and waited for too before the state goes.
 void Worker::State::end_calls_then_shut_down() noexcept {
   {
     StateLock lock(*this);
     shutting_down.store(true, std::memory_order_seq_cst);
     wake.post();
   }
-  while (calls_inside.load(std::memory_order_seq_cst) != 0) {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  const auto calls_ended = [this] {
+    while (calls_inside.load(std::memory_order_seq_cst) != 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  };
+  calls_ended();
+  {
+    StateLock lock(*this);
+    shut_down();
   }
-  StateLock lock(*this);
-  shut_down();
+  calls_ended();
 }
 
 expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::uint16_t port) {
@@ -285,6 +294,9 @@ expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::u
     // Resolved before the mutex is taken: a name server may take seconds to answer.
     const auto resolved = resolve_address(who, address, port, true);
     StateLock lock(state);
+    if (ending(state)) {
+      return expected<std::uint16_t, Error>(being_destroyed("listen"));  // while it resolved
+    }
     return state.listen_locked(who, resolved);
   });
 }
@@ -302,6 +314,9 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
     PeerId id = 0;
     {
       StateLock lock(state);
+      if (ending(state)) {
+        return being_destroyed("connect");  // while it resolved
+      }
       auto started = state.start_connect(name, *resolved);
       if (!started) {
         return started;

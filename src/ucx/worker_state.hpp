@@ -116,8 +116,9 @@ struct Peer {
   bool lost = false;            ///< Failed, closed by the peer, or disconnected here.
   bool connecting = false;      ///< connect() has not returned its id: arrivals held.
   bool abandoned = false;       ///< connect() failed: its id was never given, its loss never told.
-  /** @brief Whether a call handed its id to the caller: not while a connect() on another thread
-   *         still waits for it, nor once that connect() failed (ids are easy to guess). */
+  /** @brief Whether a call may have handed its id to the caller: not while a connect() on another
+   *         thread still waits for it (ids are easy to guess). A failed connect()'s id reads as
+   *         lost (kClosed) once it returned, as any connection that ended. */
   bool handed_out() const noexcept { return !connecting && !abandoned; }
   /** @brief The loss of a peer still connecting, for receive() only once connect() gave its id. */
   std::unique_ptr<Arrival> loss_report;

@@ -270,11 +270,26 @@ TEST(UcxThreads, DestroyingTheWorkerWakesTheThreadsAsleepInItsWaits) {
   std::optional<expected<std::optional<ucx::Received>, Error>> received;
   std::optional<std::optional<ucx::PeerId>> accepted;
   std::optional<expected<ucx::PeerId, Error>> connected;
-  std::thread receiving([&] { received = shared.receive(-1); });
-  std::thread accepting([&] { accepted = shared.accept(kWaitMs); });
-  std::thread connecting(
-      [&] { connected = shared.connect("127.0.0.1", listener.port(), kWaitMs); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all three asleep
+  // Each thread says it is about to call; the destructor may only begin once all three are inside
+  // (a call that starts after it began would use an object going away).
+  std::atomic<int> calling{0};
+  std::thread receiving([&] {
+    calling.fetch_add(1);
+    received = shared.receive(-1);
+  });
+  std::thread accepting([&] {
+    calling.fetch_add(1);
+    accepted = shared.accept(kWaitMs);
+  });
+  std::thread connecting([&] {
+    calling.fetch_add(1);
+    connected = shared.connect("127.0.0.1", listener.port(), kWaitMs);
+  });
+  while (calling.load() < 3) {
+    std::this_thread::yield();
+  }
+  // Inside and asleep: a wait sleeps within a millisecond of its call (spin_us 0).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto start = std::chrono::steady_clock::now();
   worker.reset();
   const auto took = std::chrono::steady_clock::now() - start;

@@ -114,13 +114,14 @@ struct HOLOSCAN_DLPACK_API WorkerStats {
  * finish (waiting() is not zero; a disconnect of a peer that stalls asks for up to two seconds of
  * it; the worker's own waits sleep on the fd a millisecond at a time while only closes are left).
  * Methods may be called from any thread, one at a time inside (a mutex); connect(), accept() and
- * receive() wait without holding it. The destructor and move-assignment refuse calls from then on
- * (kClosed, or the empty answer), wake the threads asleep in a wait (receive() and connect() return
- * kClosed, accept() nullopt) and wait for every call under way to return before they end the
- * worker; a call that starts once the destructor returned uses a destroyed object. A producer's
- * deleter runs with no lock held and may call the worker; one run by the destructor's drops finds
- * it ending. A deleter must not destroy the worker whose call ran it (the destructor would wait
- * for that call).
+ * receive() wait without holding it. The destructor and move-assignment wake the threads asleep in
+ * a wait (receive() and connect() return kClosed, accept() nullopt) and wait for every call already
+ * under way to return, the deleters it runs included, before they end the worker. No call may start
+ * once the destruction began (keep the worker alive until then, as Python's Worker does). A
+ * producer's deleter runs with no lock held and may call the worker; one run by the destruction
+ * finds it ending (kClosed, or the empty answer). Do not destroy a worker from a deleter its own
+ * call runs, nor while holding a lock that a producer's deleter takes: the destructor would wait
+ * for that deleter.
  *
  * Out of host memory, the calls that return `expected` report kResourceExhausted instead of
  * throwing; every send that returned a sequence number still ends as exactly one SendResult.
