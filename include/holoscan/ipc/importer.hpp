@@ -120,7 +120,9 @@ struct HOLOSCAN_DLPACK_API ImporterOptions {
  * stays open until the last of them has been released and its Release sent, but it takes no more
  * Publishes: those never received are given back at once, as refused, and the exporter's later
  * publishes fail with kClosed. Methods may be called from any thread, receive() from one thread
- * at a time.
+ * at a time. Destroy or move an Importer only once no call on it is under way: a receive() on
+ * another thread ends when its timeout does, or when the exporter hangs up (Python's Importer
+ * keeps the object until its calls return, and its close() ends a waiting receive()).
  */
 class HOLOSCAN_DLPACK_API Importer {
  public:
