@@ -2,7 +2,7 @@
 // UCX does not survive fork(): a child shares its parent's UCX sockets and epoll sets, so a child
 // that tears its copy of a worker down takes the parent's connections apart (UCX then aborts the
 // parent), and UCX made by the child itself never connects while the parent had a worker alive at
-// the fork (its progress thread is not in the child). This tells a worker's copy in a child from
+// the fork (likely: UCX's asynchronous progress thread is not in the child). This tells a worker's copy in a child from
 // the worker, and a child whose UCX is unusable from a process whose UCX is whole.
 #include <cstdint>
 
