@@ -76,6 +76,14 @@ constexpr std::chrono::milliseconds kForcedClosePolling{1000};
 // the sends, and their blocks, for as long as it stalls. The sends end kClosed either way.
 constexpr std::chrono::seconds kOrderlyCloseLimit{1};
 
+// Asks UCX to close `endpoint` (by force: cancelling what it still moves); its request, if any.
+void* request_close(ucp_ep_h endpoint, bool force) noexcept {
+  ucp_request_param_t params{};
+  params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  params.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  return ucp_ep_close_nbx(endpoint, &params);
+}
+
 ucp_ep_params_t endpoint_params(Worker::State* state) {
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -231,10 +239,7 @@ PeerId Worker::State::add_peer(ucp_ep_h endpoint, std::string name) {
   } catch (...) {
     peers.erase(id);
     by_endpoint.erase(endpoint);
-    ucp_request_param_t params{};
-    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    params.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    if (void* request = ucp_ep_close_nbx(endpoint, &params); UCS_PTR_IS_PTR(request)) {
+    if (void* request = request_close(endpoint, true); UCS_PTR_IS_PTR(request)) {
       ucp_request_free(request);  // released by UCX when it completes
     }
     throw;
@@ -451,11 +456,7 @@ void Worker::State::abandon_orderly_closes() noexcept {
     if (close.flush != nullptr) {
       ucp_request_free(close.flush);
     }
-    ucp_request_param_t params{};
-    params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    params.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    void* request = ucp_ep_close_nbx(close.endpoint, &params);
-    if (UCS_PTR_IS_PTR(request)) {
+    if (void* request = request_close(close.endpoint, true); UCS_PTR_IS_PTR(request)) {
       ucp_request_free(request);
     }
   }
@@ -465,11 +466,7 @@ void Worker::State::abandon_orderly_closes() noexcept {
 // Room in `closing` is reserved by the caller.
 void Worker::State::close_now(ucp_ep_h endpoint, bool force,
                               std::chrono::milliseconds polling) noexcept {
-  ucp_request_param_t params{};
-  params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  params.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-  void* request = ucp_ep_close_nbx(endpoint, &params);
-  if (UCS_PTR_IS_PTR(request)) {
+  if (void* request = request_close(endpoint, force); UCS_PTR_IS_PTR(request)) {
     closing.push_back(request);
   }
   // Polled for a while (`polling`) even without a request: a forced close of a live connection
