@@ -53,16 +53,17 @@ std::shared_ptr<TensorPool> host_pool(std::size_t blocks) {
   return ::testing::AssertionSuccess();
 }
 
-ucx::WorkerConfig window_of_one() {
+// A worker's configuration with `window` tensors in flight per peer.
+ucx::WorkerConfig with_window(std::size_t window) {
   ucx::WorkerConfig config;
-  config.window = 1;
+  config.window = window;
   return config;
 }
 
 // A client with a window of one tensor, connected to a receiver in this process, and its pool.
 struct WindowOfOne {
   ucx::Worker receiver = make_worker();
-  ucx::Worker client = make_worker(window_of_one());
+  ucx::Worker client = make_worker(with_window(1));
   InProcessLink link = connect_in_process(receiver, client);
   std::shared_ptr<TensorPool> pool = host_pool(2);
 };
@@ -370,9 +371,7 @@ TEST(UcxUnanswered, DisconnectingAStalledPeerEndsItsSendsAndDropsTheirClaims) {
   ucx::WorkerConfig receiving;
   receiving.receive_pool = *receive_pool;
   ucx::Worker receiver = make_worker(receiving);
-  ucx::WorkerConfig sending;
-  sending.window = 3;
-  ucx::Worker client = make_worker(sending);
+  ucx::Worker client = make_worker(with_window(3));
   InProcessLink link = connect_in_process(receiver, client);
   ASSERT_TRUE(link.client) << to_string(link.client.error());
   auto send_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 3});
@@ -419,9 +418,7 @@ TEST(UcxUnanswered, DisconnectingAStalledPeerEndsItsSendsAndDropsTheirClaims) {
 TEST(UcxUnanswered, DisconnectingAPeerThatNeverProgressesEndsItsSendsWithinTheLimit) {
   constexpr std::size_t kBytes = std::size_t{8} << 20;  // a rendezvous over tcp
   ucx::Worker receiver = make_worker();
-  ucx::WorkerConfig sending;
-  sending.window = 3;
-  ucx::Worker client = make_worker(sending);
+  ucx::Worker client = make_worker(with_window(3));
   InProcessLink link = connect_in_process(receiver, client);
   ASSERT_TRUE(link.client) << to_string(link.client.error());
   auto send_pool = TensorPool::create({PoolMemory::kHost, 0, kBytes, 3});
