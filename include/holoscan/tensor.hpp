@@ -137,20 +137,23 @@ class HOLOSCAN_DLPACK_API Tensor {
 
   /**
    * @brief Exports a new legacy DLPack owner that keeps the memory alive after every Tensor is
-   *        gone and holds one handle claim until the consumer calls its deleter (once). Never
-   *        throws. kInvalidArgument for an empty tensor or a padded sub-byte tensor (the legacy
-   *        format cannot say how its bytes are read); kNotSupported for read-only authority
-   *        (legacy DLPack has no READ_ONLY flag, and Holoscan 5.0 refuses rather than widen
-   *        access: use to_dlpack_versioned()); kResourceExhausted when the heap refuses.
+   *        gone and holds one handle claim until the consumer calls its deleter (once: a second
+   *        call, until a later export reuses the owner, is counted in failed_releases() and
+   *        ignored). Never throws. kInvalidArgument for an empty tensor or a padded sub-byte
+   *        tensor (the legacy format cannot say how its bytes are read); kNotSupported for
+   *        read-only authority (legacy DLPack has no READ_ONLY flag, and Holoscan 5.0 refuses
+   *        rather than widen access: use to_dlpack_versioned()); kResourceExhausted when the
+   *        heap refuses.
    */
   expected<DLManagedTensor*, Error> to_dlpack() const;
   /**
    * @brief Exports a new DLPack >= 1.0 owner: the context's (producer's) DLPack version, its
-   *        flags plus READ_ONLY for read-only authority, its own shape and explicit strides.
-   *        Never throws; kInvalidArgument for an empty tensor, kResourceExhausted when the heap
-   *        refuses. Exports of a writable tensor share it as Tensor copies do: unlike Holoscan
-   *        5.0, a second one is not refused (kPermissionDenied) while the first is alive, since
-   *        stream points, not access leases, order the writers (docs/holoscan-5.0.md).
+   *        flags plus READ_ONLY for read-only authority, its own shape and explicit strides;
+   *        its deleter as to_dlpack()'s. Never throws; kInvalidArgument for an empty tensor,
+   *        kResourceExhausted when the heap refuses. Exports of a writable tensor share it as
+   *        Tensor copies do: unlike Holoscan 5.0, a second one is not refused
+   *        (kPermissionDenied) while the first is alive, since stream points, not access
+   *        leases, order the writers (docs/holoscan-5.0.md).
    */
   expected<DLManagedTensorVersioned*, Error> to_dlpack_versioned() const;
   /** @brief The former name of to_dlpack(), which now returns the expected itself. */

@@ -7,6 +7,7 @@
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/held_claim.hpp"
+#include "dlpack/producer_deleter.hpp"
 #include "dlpack/recycler.hpp"
 #include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
@@ -52,7 +53,17 @@ struct ExportedTensor {
   };
 
   static void delete_export(Managed* self) noexcept {
-    destroy(static_cast<ExportedTensor*>(self->manager_ctx));  // the claim goes with it
+    // A second call (a caller bug) finds the fields cleared while the block waits in the
+    // recycler, which keeps its bytes: reported, instead of giving the block back twice.
+    auto* owner = static_cast<ExportedTensor*>(self->manager_ctx);
+    if (owner == nullptr) {
+      detail::report_failed_release(
+          "an exported DLPack tensor's deleter was called again",
+          "ignored (a deleter runs once; the first call let go of everything)");
+      return;
+    }
+    self->manager_ctx = nullptr;  // the deleter stays: a second call must reach this check
+    destroy(owner);               // the claim goes with it
   }
 
   // Room for `ndim` extents and as many strides; false when the heap refuses.

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "dlpack/recycler.hpp"
+#include "holoscan/deferred_release.hpp"
 #include "holoscan/dlpack.hpp"
 #include "holoscan/tensor.hpp"
 #include "support/counting_producer.hpp"
@@ -625,6 +627,55 @@ TEST(ExportBoth, AViewWithoutDataOrWithAnUnknownDeviceOrFlagsIsRefused) {
   view.dl_tensor.data = data;
   shape[0] = 3;
 }
+
+#if HOLOSCAN_DLPACK_RECYCLE  // AddressSanitizer builds free the owner: it reports the second call
+// A deleter called twice (a consumer's bug: DLPack runs it once) is reported and ignored. It
+// used to give the recycled owner back twice, so that two later exports shared one owner: one
+// described the other's tensor, and a producer's deleter never ran.
+template <class Managed>
+void expect_second_deleter_call_ignored(expected<Managed*> (Tensor::*to_dlpack)() const) {
+  CountingProducer producer;
+  Tensor tensor = writable_view_of(import_or_die(producer));  // legacy DLPack needs one
+  auto reference = tracked(tensor);
+  ASSERT_NE(reference, nullptr);
+  expected<Managed*> exported = (tensor.*to_dlpack)();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  const std::uint64_t failed_before = failed_releases();
+  run_deleter(*exported);
+  EXPECT_EQ(failed_releases(), failed_before);
+  run_deleter(*exported);  // the bug
+  EXPECT_EQ(failed_releases(), failed_before + 1);
+  EXPECT_EQ(reference->handle_claims(), 1);  // the Tensor's own claim, released once only
+  EXPECT_EQ(reference->unpaired_releases(), 0u);
+
+  TensorSpec other_spec;
+  other_spec.shape = {7};
+  CountingProducer other_producer;
+  Tensor other = writable_view_of(import_or_die(other_producer, other_spec));
+  expected<Managed*> first = (tensor.*to_dlpack)();
+  expected<Managed*> second = (other.*to_dlpack)();
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  EXPECT_NE(*first, *second);
+  EXPECT_EQ((*first)->dl_tensor.ndim, 2);
+  EXPECT_EQ((*second)->dl_tensor.ndim, 1);
+  run_deleter(*first);
+  run_deleter(*second);
+  tensor = Tensor();
+  other = Tensor();
+  reference.reset();
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_EQ(other_producer.deleter_calls(), 1);
+}
+
+TEST(ExportVersioned, ADeleterCalledAgainIsReportedAndIgnored) {
+  expect_second_deleter_call_ignored(&Tensor::to_dlpack_versioned);
+}
+
+TEST(ExportLegacy, ADeleterCalledAgainIsReportedAndIgnored) {
+  expect_second_deleter_call_ignored(&Tensor::to_dlpack);
+}
+#endif
 
 }  // namespace
 }  // namespace holoscan
