@@ -17,6 +17,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "holoscan/deferred_release.hpp"
@@ -161,6 +162,68 @@ TEST_F(IpcHostReadiness, TheImportersEndGivesBackWhatItHeld) {
   EXPECT_EQ(pool_->available_blocks(), 3u) << "the block waits for its producer";
   fake().complete(producer);
   EXPECT_EQ(pool_->available_blocks(), 4u);
+}
+
+// An Importer going away while another thread waits in its receive() (the only way to end a
+// receive(-1) short of the exporter hanging up) wakes that thread, which returns kClosed, and
+// waits for it to return: it read the freed Importer before (ASan: its held imports' list), and
+// one holding an import whose producer never finished polled on, freed, without end.
+class ReceiveOnAnotherThread {
+ public:
+  explicit ReceiveOnAnotherThread(Importer& importer)
+      : result_(std::async(std::launch::async, [&importer] { return importer.receive(-1); })) {}
+
+  // What the receive returned, once it did (5 s at most).
+  expected<std::optional<Tensor>, Error> result() {
+    if (result_.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      ADD_FAILURE() << "the receive() did not return";
+      std::_Exit(1);  // the thread still reads the Importer: nothing after this is sound
+    }
+    return result_.get();
+  }
+
+ private:
+  std::future<expected<std::optional<Tensor>, Error>> result_;
+};
+
+void expect_ended_by_the_importers_end(expected<std::optional<Tensor>, Error> received) {
+  ASSERT_FALSE(received.has_value());
+  EXPECT_EQ(received.error().code, ErrorCode::kClosed);
+  EXPECT_EQ(received.error().message, "ipc importer: the importer is being destroyed");
+}
+
+TEST_F(IpcHostReadiness, DestroyingTheImporterEndsAReceiveAsleepOnItsSocket) {
+  ReceiveOnAnotherThread waiting(*importer_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep in poll() by now
+  importer_.reset();
+  expect_ended_by_the_importers_end(waiting.result());
+}
+
+TEST_F(IpcHostReadiness, DestroyingTheImporterEndsAReceiveHoldingAnUnreadyImport) {
+  const cudaStream_t producer = fake().create_stream(0);
+  publish(producer, 2.0f);
+  ReceiveOnAnotherThread waiting(*importer_);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (importer_->awaiting_readiness() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(importer_->awaiting_readiness(), 1u) << "the receive holds it and asks again";
+  importer_.reset();
+  expect_ended_by_the_importers_end(waiting.result());
+  flush_deferred_releases();
+  EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
+      << "what it held is given back";
+  fake().complete(producer);
+}
+
+TEST_F(IpcHostReadiness, AssigningOverTheImporterEndsAReceiveAsleepOnIt) {
+  test::ConnectedImporter second = test::connect_importer(*exporter_);
+  ASSERT_TRUE(second.importer.has_value());
+  ReceiveOnAnotherThread waiting(*importer_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  *importer_ = std::move(*second.importer);  // the first connection goes: its receive ends
+  expect_ended_by_the_importers_end(waiting.result());
+  EXPECT_EQ(importer_->receive(0).value_or(std::nullopt), std::nullopt) << "the second one's";
 }
 
 // receive(0) reads what is there once: with an import held, each call takes one more Publish,

@@ -120,9 +120,11 @@ struct HOLOSCAN_DLPACK_API ImporterOptions {
  * stays open until the last of them has been released and its Release sent, but it takes no more
  * Publishes: those never received are given back at once, as refused, and the exporter's later
  * publishes fail with kClosed. Methods may be called from any thread, receive() from one thread
- * at a time. Destroy or move an Importer only once no call on it is under way: a receive() on
- * another thread ends when its timeout does, or when the exporter hangs up (Python's Importer
- * keeps the object until its calls return, and its close() ends a waiting receive()).
+ * at a time. Destroying an Importer (or assigning over it) while other threads are in its calls
+ * wakes them and waits until they return: a receive() asleep on the socket or holding imports for
+ * their readiness returns kClosed ("the importer is being destroyed") at once, so this is how
+ * another thread ends a receive(-1). A call that starts once the destruction has begun is the
+ * caller's error, as for any object, and so is moving from an Importer with calls under way.
  */
 class HOLOSCAN_DLPACK_API Importer {
  public:
@@ -139,8 +141,8 @@ class HOLOSCAN_DLPACK_API Importer {
   Importer(const Importer&) = delete;
   Importer& operator=(const Importer&) = delete;
   /** @brief Lets go of the connection: gives back the Publishes never received and takes no
-   *         more; it closes once every import has been released and every Release sent. Never
-   *         waits. */
+   *         more; it closes once every import has been released and every Release sent. Waits
+   *         only for calls under way on other threads, which it ends (see the class). */
   ~Importer();
 
   /**

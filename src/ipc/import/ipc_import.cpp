@@ -142,8 +142,12 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
 
 expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
                                       Importer& peer) {
+  const detail::ImporterCall call(peer.core_.get());
   if (peer.core_ == nullptr) {
     return make_unexpected(detail::importer_moved_from());
+  }
+  if (call.ending()) {
+    return make_unexpected(detail::importer_ending());
   }
   // Here, so that giving it back later never allocates.
   const bool promised = peer.core_->promise_release();

@@ -86,6 +86,15 @@ Error importer_moved_from() noexcept {
   }
 }
 
+// A call woken, or begun, while the Importer's destructor (or a move-assignment over it) runs.
+Error importer_ending() noexcept {
+  try {
+    return Error{ErrorCode::kClosed, std::string(kWho) + ": the importer is being destroyed", 0};
+  } catch (const std::bad_alloc&) {
+    return out_of_memory(kWho);
+  }
+}
+
 }  // namespace detail
 
 Importer::Importer(std::shared_ptr<detail::ImporterCore> core,
@@ -98,6 +107,7 @@ Importer::Importer(Importer&& other) noexcept = default;
 Importer& Importer::operator=(Importer&& other) noexcept {
   if (this != &other) {
     if (core_ != nullptr) {
+      core_->end_calls();
       core_->stop_receiving();
     }
     core_ = std::move(other.core_);
@@ -106,8 +116,10 @@ Importer& Importer::operator=(Importer&& other) noexcept {
   return *this;
 }
 
+// Calls under way on other threads are woken and waited for first: they read this object.
 Importer::~Importer() {
   if (core_ != nullptr) {
+    core_->end_calls();
     core_->stop_receiving();
   }
 }
@@ -146,6 +158,7 @@ expected<Importer, Error> Importer::create(Channel channel, const ImporterOption
 }
 
 expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
+  const detail::ImporterCall call(core_.get());
   if (core_ == nullptr) {
     return make_unexpected(detail::importer_moved_from());
   }
@@ -157,6 +170,9 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
   // (the unready given back, the ready still to come); else they are asked again until the time
   // is up. False once it is.
   const auto keep_asking = [&] {
+    if (call.ending()) {
+      return true;  // on to the loop's head, which returns
+    }
     if (exited(core_->exporter_fd())) {
       if (unready_->give_back_unready() == 0) {
         last_pass = false;  // nothing held any more: read on, to the kClosed that follows
@@ -170,6 +186,9 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
     return true;
   };
   for (;;) {
+    if (call.ending()) {
+      return make_unexpected(detail::importer_ending());
+    }
     if (unready_ != nullptr) {
       auto ready = unready_->take_ready();
       if (!ready) {
@@ -197,6 +216,9 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
                                     core_->exporter_fd());
     if (!ready) {
       return make_unexpected(std::move(ready.error()));
+    }
+    if (call.ending()) {  // woken by the shutdown: what is queued is given back, not read here
+      return make_unexpected(detail::importer_ending());
     }
     if (!*ready) {
       if (holding && keep_asking()) {
@@ -279,26 +301,39 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
 }
 
 expected<void, Error> Importer::poll() {
+  const detail::ImporterCall call(core_.get());
   if (core_ == nullptr) {
     return make_unexpected(detail::importer_moved_from());
+  }
+  if (call.ending()) {
+    return make_unexpected(detail::importer_ending());
   }
   return core_->flush();
 }
 
-int Importer::fd() const noexcept { return core_ != nullptr ? core_->fd() : -1; }
+// The queries are counted too: the destructor must not free what they read (unready_).
+int Importer::fd() const noexcept {
+  const detail::ImporterCall call(core_.get());
+  return core_ != nullptr ? core_->fd() : -1;
+}
 std::size_t Importer::outstanding() const noexcept {
+  const detail::ImporterCall call(core_.get());
   return core_ != nullptr ? core_->outstanding() : 0;
 }
 std::size_t Importer::awaiting_readiness() const noexcept {
+  const detail::ImporterCall call(core_.get());
   return unready_ != nullptr ? unready_->size() : 0;
 }
 std::size_t Importer::queued_releases() const noexcept {
+  const detail::ImporterCall call(core_.get());
   return core_ != nullptr ? core_->queued_releases() : 0;
 }
 std::size_t Importer::cached_mappings() const noexcept {
+  const detail::ImporterCall call(core_.get());
   return core_ != nullptr ? core_->cached_mappings() : 0;
 }
 ImporterStats Importer::stats() const noexcept {
+  const detail::ImporterCall call(core_.get());
   return core_ != nullptr ? core_->stats() : ImporterStats{};
 }
 
