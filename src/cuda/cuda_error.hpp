@@ -13,6 +13,20 @@ HOLOSCAN_DLPACK_WING_API Error cuda_error(cudaError_t status, const char* call) 
 /** @brief Error{code, message}; never throws (the message is dropped if it cannot be stored). */
 HOLOSCAN_DLPACK_WING_API Error make_error(ErrorCode code, const char* message) noexcept;
 
+/**
+ * @brief For a call whose failure the library does not report (a free, a destroy, a best-effort
+ *        wait or mode switch): a failure's error is cleared from the thread's last error, so that
+ *        the caller's own cudaGetLastError check (or a deleter's) does not find it. True on
+ *        success.
+ */
+inline bool succeeded_or_cleared(cudaError_t status) noexcept {
+  if (status == cudaSuccess) {
+    return true;
+  }
+  (void)cuda().get_last_error();
+  return false;
+}
+
 /** @brief Success, or the Error for `status`. */
 inline expected<void, Error> check_cuda(cudaError_t status, const char* call) noexcept {
   if (status == cudaSuccess) {

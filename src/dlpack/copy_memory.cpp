@@ -34,10 +34,10 @@ struct CopyMemory::Allocation {
         ::operator delete(self->memory, kHostAlignment);
         return;
       case kDLCUDAHost:
-        (void)cuda().free_host(self->memory);
+        (void)succeeded_or_cleared(cuda().free_host(self->memory));
         return;
       case kDLCUDAManaged:
-        (void)cuda().free(self->memory);
+        (void)succeeded_or_cleared(cuda().free(self->memory));
         return;
       default: {
         // Every use of the memory has completed: the free needs no user stream (which may be
@@ -48,10 +48,10 @@ struct CopyMemory::Allocation {
         cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
         if (cuda().stream_is_capturing(cudaStreamPerThread, &capture) == cudaSuccess &&
             capture == cudaStreamCaptureStatusNone) {
-          (void)cuda().free_async(self->memory, cudaStreamPerThread);
+          (void)succeeded_or_cleared(cuda().free_async(self->memory, cudaStreamPerThread));
         } else {
           (void)cuda().get_last_error();
-          (void)cuda().free(self->memory);
+          (void)succeeded_or_cleared(cuda().free(self->memory));
         }
         return;
       }

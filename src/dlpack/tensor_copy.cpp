@@ -163,7 +163,7 @@ expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
 // capture.
 void wait_for_queued(cudaStream_t stream) noexcept {
   const detail::RelaxedCaptureScope relaxed;
-  (void)detail::cuda().stream_synchronize(stream);
+  (void)detail::succeeded_or_cleared(detail::cuda().stream_synchronize(stream));
 }
 
 // A failure after the copy may have been queued on `stream`: neither the copy's memory (written

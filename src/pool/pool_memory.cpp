@@ -94,7 +94,7 @@ expected<std::unique_ptr<PoolAllocation>, Error> allocate_device(int device, std
   }
   auto* allocation = new (std::nothrow) DeviceAllocation(memory, bytes, device);
   if (allocation == nullptr) {
-    (void)detail::cuda().free(memory);
+    (void)detail::succeeded_or_cleared(detail::cuda().free(memory));
     return make_unexpected(out_of_host_memory());
   }
   return std::unique_ptr<PoolAllocation>(allocation);

@@ -147,7 +147,7 @@ expected<cudaEvent_t, Error> create_event(DevicePool& pool, int device) noexcept
       pool.free_events.reserve(std::max<std::size_t>(pool.created + 1, pool.created * 3 / 2));
     }
   } catch (...) {
-    (void)cuda().event_destroy(event);
+    (void)succeeded_or_cleared(cuda().event_destroy(event));
     return tl::unexpected<Error>(
         make_error(ErrorCode::kResourceExhausted, "event pool: out of host memory"));
   }
@@ -180,7 +180,7 @@ std::size_t destroy_free_events() noexcept {
     }
     std::lock_guard<SpinMutex> lock(pool->mutex);
     for (cudaEvent_t event : pool->free_events) {
-      (void)cuda().event_destroy(event);
+      (void)succeeded_or_cleared(cuda().event_destroy(event));
     }
     pool->created -= pool->free_events.size();
     pool->free_events.clear();
@@ -287,7 +287,7 @@ std::size_t trim_stream_events(int device, std::size_t keep) noexcept {
       }
     }
     for (std::size_t i = 0; i < count; ++i) {
-      (void)detail::cuda().event_destroy(events[i]);
+      (void)detail::succeeded_or_cleared(detail::cuda().event_destroy(events[i]));
     }
     destroyed += count;
     if (count < kChunk) {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cuda/cuda_api.hpp"
+#include "cuda/cuda_error.hpp"
 #include "stream/fork_gate.hpp"
 #include "stream/release_settings.hpp"
 #include "stream/stream_point.hpp"
@@ -289,9 +290,17 @@ bool ReleaseQueue::run_ready(std::unique_lock<std::mutex>& lock) noexcept {
 
 void ReleaseQueue::run() noexcept {
   on_release_thread = true;
-  // Queries from this thread must never disturb a global-mode capture on another thread.
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  (void)cuda().thread_exchange_stream_capture_mode(&mode);
+  // Queries from this thread must never disturb a global-mode capture on another thread. A failed
+  // switch is asked again before each polling round (never left as this thread's last error for a
+  // deleter to find), rather than leaving the thread in global mode for good.
+  bool relaxed = false;
+  const auto make_relaxed = [&relaxed]() noexcept {
+    if (!relaxed) {
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      relaxed = succeeded_or_cleared(cuda().thread_exchange_stream_capture_mode(&mode));
+    }
+  };
+  make_relaxed();
 
   auto idle = poll_interval_in_effect();  // read from the environment as the thread was started
   auto quiet = idle;
@@ -333,6 +342,7 @@ void ReleaseQueue::run() noexcept {
     const bool stopping = stopping_;
     const std::uint64_t inherited_below = inherited_below_;
     lock.unlock();
+    make_relaxed();
     const auto started = std::chrono::steady_clock::now();
     poll_active(inherited_below);  // only this thread changes the points of active releases
     const auto spent = std::chrono::duration_cast<std::chrono::microseconds>(

@@ -107,7 +107,8 @@ void use_device_on_release_thread(int device) noexcept {
   thread_local int current = -1;
   thread_local const CudaApi* current_api = nullptr;
   const CudaApi& api = cuda();
-  if ((current != device || current_api != &api) && api.set_device(device) == cudaSuccess) {
+  // A failure is not left as this thread's last error for the next deleter's own check.
+  if ((current != device || current_api != &api) && succeeded_or_cleared(api.set_device(device))) {
     current = device;
     current_api = &api;
   }
@@ -211,12 +212,12 @@ bool point_completed(const StreamPoint& point) noexcept {
 
 RelaxedCaptureScope::RelaxedCaptureScope() noexcept {
   mode_ = cudaStreamCaptureModeRelaxed;
-  changed_ = cuda().thread_exchange_stream_capture_mode(&mode_) == cudaSuccess;
+  changed_ = succeeded_or_cleared(cuda().thread_exchange_stream_capture_mode(&mode_));
 }
 
 RelaxedCaptureScope::~RelaxedCaptureScope() {
   if (changed_) {
-    (void)cuda().thread_exchange_stream_capture_mode(&mode_);
+    (void)succeeded_or_cleared(cuda().thread_exchange_stream_capture_mode(&mode_));
   }
 }
 
