@@ -9,6 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -194,6 +197,55 @@ TEST(IpcThreads, DroppingAnImportDoesNotWaitForAnotherThreadsMapping) {
   imported_second.reset();
   flush_deferred_releases();
   EXPECT_TRUE(test::poll_until(*link.exporter, [&] { return link.exporter->held() == 0; }));
+}
+
+// An Exporter going away while another thread waits in its add_peer() for a Hello that never
+// comes ends that wait (the channel is shut down) and waits for the call to return, which is
+// kClosed: it used to return at once, and the call read the freed Exporter once its wait ran out.
+// The same for an Exporter assigned over.
+expected<PeerId, Error> add_peer_ended_by(const std::function<void(Exporter&)>& end_it) {
+  auto made = Exporter::create();
+  EXPECT_TRUE(made.has_value()) << made.error().message;
+  auto ends = Channel::pair();
+  EXPECT_TRUE(ends.has_value()) << ends.error().message;
+  if (!made || !ends) {
+    return make_unexpected(ErrorCode::kFailure, "no exporter or channel");
+  }
+  auto exporter =
+      std::make_unique<Exporter>(std::move(*made));  // on the heap: ASan sees a late read
+  Exporter* const target = exporter.get();
+  auto waiting =
+      std::async(std::launch::async, [target, channel = std::move(ends->first)]() mutable {
+        return target->add_peer(std::move(channel), 10000);  // the other end sends no Hello
+      });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep in the Hello's wait
+  end_it(*exporter);
+  exporter.reset();
+  if (waiting.wait_for(std::chrono::seconds(3)) != std::future_status::ready) {
+    ADD_FAILURE() << "the add_peer() was not ended";
+    std::_Exit(1);  // it still reads the Exporter: nothing after this is sound
+  }
+  return waiting.get();
+}
+
+void expect_ended_by_the_exporters_end(const expected<PeerId, Error>& added) {
+  ASSERT_FALSE(added.has_value());
+  EXPECT_EQ(added.error().code, ErrorCode::kClosed);
+  EXPECT_EQ(added.error().message, "ipc exporter: the exporter is being destroyed");
+}
+
+TEST(IpcThreads, DestroyingTheExporterEndsAnAddPeerWaitingForItsHello) {
+  test::FakeCudaIpcScope scope;
+  expect_ended_by_the_exporters_end(add_peer_ended_by([](Exporter&) {}));
+}
+
+TEST(IpcThreads, AssigningOverTheExporterEndsAnAddPeerWaitingForItsHello) {
+  test::FakeCudaIpcScope scope;
+  expect_ended_by_the_exporters_end(add_peer_ended_by([](Exporter& exporter) {
+    auto other = Exporter::create();
+    ASSERT_TRUE(other.has_value());
+    exporter = std::move(*other);
+  }));
 }
 
 }  // namespace

@@ -112,7 +112,15 @@ struct HOLOSCAN_DLPACK_API ExporterStats {
  *
  * Call poll() when fd() is readable, and every few hundred microseconds while held() is not zero
  * (completing events make no fd readable). A claim's drop may run a producer's deleter, with no
- * lock held: it may call the exporter, but must not destroy the exporter whose poll() ran it.
+ * lock held: it may call the exporter, but must not destroy the exporter whose poll() ran it (the
+ * destruction would wait for that poll() to return).
+ *
+ * Destroying an Exporter (or assigning over it) while other threads are in its calls wakes them
+ * and waits until they return: an add_peer() waiting for its Hello returns kClosed ("the exporter
+ * is being destroyed") at once, and so do calls that look after the destruction began. A call
+ * that starts once it has begun is the caller's error, as for any object, and so is moving from
+ * an Exporter with calls under way. A poll() under way may be running a producer's deleter: do not
+ * destroy the Exporter while holding a lock that such a deleter takes.
  */
 class HOLOSCAN_DLPACK_API Exporter {
  public:
@@ -126,9 +134,10 @@ class HOLOSCAN_DLPACK_API Exporter {
   Exporter(const Exporter&) = delete;
   Exporter& operator=(const Exporter&) = delete;
   /**
-   * @brief Closes every channel. Claims of peers that are gone drop now; memory a live peer may
-   *        still read is never freed: its claims are kept until the process exits. Poll until
-   *        held() is zero first to avoid keeping it.
+   * @brief Ends the calls under way on other threads (see the class), then closes every channel.
+   *        Claims of peers that are gone drop now; memory a live peer may still read is never
+   *        freed: its claims are kept until the process exits. Poll until held() is zero first to
+   *        avoid keeping it.
    */
   ~Exporter();
 

@@ -3,8 +3,10 @@
 // the exporter's lock (a drop may give a pool block back or run a producer's deleter).
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <iterator>
 #include <memory>
@@ -18,6 +20,7 @@
 
 #include "holoscan/ipc/exporter.hpp"
 #include "holoscan/ipc/liveness.hpp"
+#include "ipc/calls_under_way.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"
 #include "ipc/export/ipc_sent_fds.hpp"
 #include "ipc/ipc_error.hpp"
@@ -48,6 +51,23 @@ class IpcReleaseEvent final : public ReleaseEvent {
 Error moved_from() noexcept {
   try {
     return detail::invalid_argument(kWho, "this Exporter was moved from");
+  } catch (const std::bad_alloc&) {
+    return detail::out_of_memory(kWho);
+  }
+}
+
+// Every public call counts itself while it runs (CallUnderWay), so that the destructor can end
+// it and wait for it; the queries too, which read the state it frees. (A template: the state's
+// type is the Exporter's private one.)
+template <class State>
+detail::CallsUnderWay* calls_of(const std::unique_ptr<State>& state) noexcept {
+  return state != nullptr ? &state->calls : nullptr;
+}
+
+// A call woken, or begun, while the Exporter's destructor (or a move-assignment over it) runs.
+Error ending() noexcept {
+  try {
+    return Error{ErrorCode::kClosed, std::string(kWho) + ": the exporter is being destroyed", 0};
   } catch (const std::bad_alloc&) {
     return detail::out_of_memory(kWho);
   }
@@ -103,6 +123,8 @@ struct Exporter::State {
   // The process that made this exporter: a child forked without exec shares its sockets, and the
   // Releases queued there are the parent's to read.
   const pid_t owner = ::getpid();
+  detail::CallsUnderWay calls;  // the public calls under way, which the destructor ends
+  std::vector<int> greeting;    // channels of add_peer() calls awaiting their Hello (under mutex)
 
   // Watches `socket` and `pidfd` for peer `id` through the epoll descriptor.
   expected<void, Error> watch(PeerId id, int socket, int pidfd) {
@@ -267,10 +289,48 @@ struct Exporter::State {
     return export_id;
   }
 
+  // The Exporter is going: marks it so, wakes the add_peer() calls waiting for a Hello (their
+  // channels shut down, the wait ends at once) and waits until every call under way returned.
+  // Not in a forked child's copy, whose shutdown would end the parent's Hello exchanges too.
+  void end_calls() noexcept {
+    calls.end();
+    if (::getpid() == owner) {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const int fd : greeting) {
+        (void)::shutdown(fd, SHUT_RDWR);
+      }
+    }
+    calls.wait();
+  }
+
   // add_peer(), but out of memory throws, having undone its epoll watch (the caller's channel
   // then closes as it goes out of scope).
   expected<PeerId, Error> add_peer(Channel& channel, int hello_timeout_ms) {
+    // Listed while its Hello is awaited, so that the Exporter's end can wake it: under the lock
+    // that end_calls() takes after marking the end, so that either it sees this channel or this
+    // call sees the end.
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (calls.ending()) {
+        return make_unexpected(ending());
+      }
+      greeting.push_back(channel.fd());
+    }
+    struct Unlist {
+      State& state;
+      int fd;
+      ~Unlist() {
+        std::lock_guard<std::mutex> lock(state.mutex);
+        const auto listed = std::find(state.greeting.begin(), state.greeting.end(), fd);
+        if (listed != state.greeting.end()) {
+          state.greeting.erase(listed);
+        }
+      }
+    } unlist{*this, channel.fd()};
     auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho, PeerRole::kExporter);
+    if (calls.ending()) {
+      return make_unexpected(ending());
+    }
     if (!hello) {
       return make_unexpected(std::move(hello.error()));
     }
@@ -306,6 +366,37 @@ struct Exporter::State {
     return id;
   }
 
+  // Exporter::poll(): reads what every peer sent, drops the claims whose time has come, and
+  // forgets the closed peers that hold none.
+  std::size_t poll() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& [id, peer] : peers) {
+        if (peer.awaiting_events > 0) {
+          retry_release_events(id, peer);  // before new Releases: a duplicate finds it released
+        }
+        if (!peer.closed) {
+          drain(id, peer);
+        }
+        if (!peer.closed && peer.liveness->exited()) {
+          close_peer(id, peer);  // no end-of-file needed: a launcher may hold its socket
+        }
+      }
+    }
+    const std::size_t dropped = ledger.poll();
+    std::lock_guard<std::mutex> lock(mutex);
+    stats.dropped += dropped;
+    for (auto p = peers.begin(); p != peers.end();) {
+      if (p->second.closed && ledger.held(p->first) == 0) {
+        unwatch(-1, p->second.watched_pidfd.get());  // out of the set, then closed with the peer
+        p = peers.erase(p);
+      } else {
+        ++p;
+      }
+    }
+    return dropped;
+  }
+
   void drain(PeerId id, Peer& peer) {
     for (int i = 0; i < kMaxMessagesPerPoll && !peer.closed; ++i) {
       auto received = peer.channel.receive(0);
@@ -338,6 +429,9 @@ Exporter::Exporter(Exporter&& other) noexcept = default;
 
 Exporter& Exporter::operator=(Exporter&& other) noexcept {
   if (this != &other) {
+    if (state_ != nullptr) {
+      state_->end_calls();  // calls under way read state_, which moves out below
+    }
     Exporter old(std::move(*this));
     state_ = std::move(other.state_);
   }
@@ -348,12 +442,13 @@ Exporter::~Exporter() {
   if (state_ == nullptr) {
     return;
   }
+  state_->end_calls();  // calls under way on other threads read this object: ended first
   try {
     // Claims of exited peers, and releases done, drop as usual; not in a forked child's copy,
     // whose reads would take the parent's Releases off the shared sockets (the parent would
     // hold those claims, and their pool blocks, until the importers exit).
     if (::getpid() == state_->owner) {
-      (void)poll();
+      (void)state_->poll();
     }
   } catch (...) {
     // A throwing drop: the rest are still kept below.
@@ -378,6 +473,7 @@ expected<Exporter, Error> Exporter::create() {
 }
 
 expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms) {
+  const detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return make_unexpected(moved_from());
   }
@@ -401,8 +497,12 @@ expected<std::uint64_t, Error> Exporter::publish(PeerId peer, const Tensor& tens
 
 expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& tensor,
                                                     const cudaStream_t* stream) {
+  const detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return make_unexpected(moved_from());
+  }
+  if (call.ending()) {
+    return make_unexpected(ending());
   }
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -417,49 +517,33 @@ expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& t
 }
 
 expected<std::size_t, Error> Exporter::poll() {
+  const detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return make_unexpected(moved_from());
   }
-  State& s = *state_;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    for (auto& [id, peer] : s.peers) {
-      if (peer.awaiting_events > 0) {
-        s.retry_release_events(id, peer);  // before new Releases: a duplicate finds it released
-      }
-      if (!peer.closed) {
-        s.drain(id, peer);
-      }
-      if (!peer.closed && peer.liveness->exited()) {
-        s.close_peer(id, peer);  // no end-of-file needed: a launcher may hold its socket
-      }
-    }
+  if (call.ending()) {
+    return make_unexpected(ending());
   }
-  const std::size_t dropped = s.ledger.poll();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  s.stats.dropped += dropped;
-  for (auto p = s.peers.begin(); p != s.peers.end();) {
-    if (p->second.closed && s.ledger.held(p->first) == 0) {
-      s.unwatch(-1, p->second.watched_pidfd.get());  // out of the set, then closed with the peer
-      p = s.peers.erase(p);
-    } else {
-      ++p;
-    }
-  }
-  return dropped;
+  return state_->poll();
 }
 
-int Exporter::fd() const noexcept { return state_ != nullptr ? state_->epoll.get() : -1; }
+int Exporter::fd() const noexcept {
+  const detail::CallUnderWay call(calls_of(state_));
+  return state_ != nullptr ? state_->epoll.get() : -1;
+}
 
 std::size_t Exporter::held() const noexcept {
+  const detail::CallUnderWay call(calls_of(state_));
   return state_ != nullptr ? state_->ledger.held() : 0;
 }
 
 std::size_t Exporter::held(PeerId peer) const noexcept {
+  const detail::CallUnderWay call(calls_of(state_));
   return state_ != nullptr ? state_->ledger.held(peer) : 0;
 }
 
 bool Exporter::connected(PeerId peer) const noexcept {
+  const detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return false;
   }
@@ -469,6 +553,7 @@ bool Exporter::connected(PeerId peer) const noexcept {
 }
 
 ExporterStats Exporter::stats() const noexcept {
+  const detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return {};
   }

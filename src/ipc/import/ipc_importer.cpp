@@ -158,7 +158,7 @@ expected<Importer, Error> Importer::create(Channel channel, const ImporterOption
 }
 
 expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
-  const detail::ImporterCall call(core_.get());
+  const detail::CallUnderWay call(detail::calls_of(core_.get()));
   if (core_ == nullptr) {
     return make_unexpected(detail::importer_moved_from());
   }
@@ -301,7 +301,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
 }
 
 expected<void, Error> Importer::poll() {
-  const detail::ImporterCall call(core_.get());
+  const detail::CallUnderWay call(detail::calls_of(core_.get()));
   if (core_ == nullptr) {
     return make_unexpected(detail::importer_moved_from());
   }
@@ -313,27 +313,27 @@ expected<void, Error> Importer::poll() {
 
 // The queries are counted too: the destructor must not free what they read (unready_).
 int Importer::fd() const noexcept {
-  const detail::ImporterCall call(core_.get());
+  const detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->fd() : -1;
 }
 std::size_t Importer::outstanding() const noexcept {
-  const detail::ImporterCall call(core_.get());
+  const detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->outstanding() : 0;
 }
 std::size_t Importer::awaiting_readiness() const noexcept {
-  const detail::ImporterCall call(core_.get());
+  const detail::CallUnderWay call(detail::calls_of(core_.get()));
   return unready_ != nullptr ? unready_->size() : 0;
 }
 std::size_t Importer::queued_releases() const noexcept {
-  const detail::ImporterCall call(core_.get());
+  const detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->queued_releases() : 0;
 }
 std::size_t Importer::cached_mappings() const noexcept {
-  const detail::ImporterCall call(core_.get());
+  const detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->cached_mappings() : 0;
 }
 ImporterStats Importer::stats() const noexcept {
-  const detail::ImporterCall call(core_.get());
+  const detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->stats() : ImporterStats{};
 }
 

@@ -3,12 +3,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
-#include <thread>
 #include <variant>
 
 #include "cuda/cuda_error.hpp"
@@ -321,16 +319,13 @@ void ImporterCore::stop_receiving() noexcept {
 }
 
 void ImporterCore::end_calls() noexcept {
-  ending_.store(true, std::memory_order_seq_cst);
+  calls_.end();
   // A receive() asleep in poll() wakes to end-of-file. Not in a forked child's copy, whose
   // shutdown would end the parent's receiving too.
   if (::getpid() == owner_) {
     (void)::shutdown(fd(), SHUT_RD);
   }
-  // The calls still under way are short now: each returns as it next looks (ending()).
-  while (calls_inside_.load(std::memory_order_seq_cst) != 0) {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+  calls_.wait();  // short now: each call returns as it next looks (ending())
 }
 
 expected<void, Error> ImporterCore::flush() { return outbox_->flush(); }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,6 +17,7 @@
 #include "holoscan/export.hpp"
 #include "holoscan/ipc/channel.hpp"
 #include "holoscan/ipc/importer.hpp"
+#include "ipc/calls_under_way.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"
 #include "ipc/import/ipc_admissions.hpp"
 #include "ipc/import/ipc_mapping.hpp"
@@ -135,18 +135,12 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   /** @brief Sends queued releases as far as the socket has room; never waits. */
   expected<void, Error> flush();
 
-  /** @brief Counts a public call of the Importer while it runs (ImporterCall). */
-  void enter_call() noexcept { calls_inside_.fetch_add(1, std::memory_order_seq_cst); }
-  /** @brief The call counted by enter_call() returned: its last touch of the Importer. */
-  void leave_call() noexcept { calls_inside_.fetch_sub(1, std::memory_order_release); }
-  /** @brief Whether the Importer's destructor (or a move-assignment over it) has begun. */
-  bool ending() const noexcept { return ending_.load(std::memory_order_seq_cst); }
+  /** @brief The Importer's public calls under way (each counts itself: CallUnderWay). */
+  CallsUnderWay& calls() noexcept { return calls_; }
   /**
    * @brief The Importer is going: marks it ending, wakes a receive() asleep on the socket (the
    *        shutdown of stop_receiving(), made first), and waits until every call under way has
-   *        returned, so that none reads the Importer once it is freed. A call starting after
-   *        this one began is not waited for (destroying an object while calls may still start
-   *        on it is the caller's error).
+   *        returned, so that none reads the Importer once it is freed.
    */
   void end_calls() noexcept;
 
@@ -182,36 +176,13 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   ImporterStats stats_;
   // Thread-safe itself, used under neither lock; after outbox_, whose pidfd it borrows.
   holoscan::detail::ReleaseRings release_rings_;
-  // The Importer's public calls under way, and whether it is going (end_calls()). Counted first
-  // and asked second by a call, set first and counted second by end_calls(), all sequentially
-  // consistent: either the call sees the end, or end_calls() sees the call and waits for it.
-  std::atomic<std::size_t> calls_inside_{0};
-  std::atomic<bool> ending_{false};
+  CallsUnderWay calls_;  // the Importer's, kept here: its calls reach it through core_
 };
 
-/** @brief Counts one public call of an Importer while it runs (none for a moved-from one). */
-class ImporterCall {
- public:
-  /** @brief Counts a call on `core` (null: an Importer moved from). */
-  explicit ImporterCall(ImporterCore* core) noexcept : core_(core) {
-    if (core_ != nullptr) {
-      core_->enter_call();
-    }
-  }
-  ImporterCall(const ImporterCall&) = delete;
-  ImporterCall& operator=(const ImporterCall&) = delete;
-  ~ImporterCall() {
-    if (core_ != nullptr) {
-      core_->leave_call();
-    }
-  }
-
-  /** @brief Whether the Importer is going: the call must return at once. */
-  bool ending() const noexcept { return core_ != nullptr && core_->ending(); }
-
- private:
-  ImporterCore* core_;
-};
+/** @brief Counts a call on the Importer of `core` while it runs (null: one moved from). */
+inline CallsUnderWay* calls_of(ImporterCore* core) noexcept {
+  return core != nullptr ? &core->calls() : nullptr;
+}
 
 /**
  * @brief Imports `descriptor` for `core`, with room for the export's Release set aside when

@@ -1,0 +1,65 @@
+#pragma once
+// The public calls under way on an IPC endpoint (Exporter, Importer), so that its destructor (or a
+// move-assignment over it) can end them and wait for them before it frees what they read: another
+// thread's receive(-1) or add_peer() is otherwise ended only by the peer.
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <thread>
+
+namespace holoscan::ipc::detail {
+
+/**
+ * @brief Counts an endpoint's calls while they run and tells them when the endpoint is going.
+ *        A call counts itself first and asks ending() second; the end is marked first and the
+ *        count read second, all sequentially consistent: either the call sees the end, or the
+ *        end sees the call and waits for it. A call that starts after wait() returned is the
+ *        caller's error (destroying an object while calls may still start on it).
+ */
+class CallsUnderWay {
+ public:
+  /** @brief A call begins. */
+  void enter() noexcept { count_.fetch_add(1, std::memory_order_seq_cst); }
+  /** @brief A call returns: its last touch of the endpoint. */
+  void leave() noexcept { count_.fetch_sub(1, std::memory_order_release); }
+  /** @brief Whether the endpoint is going: a call returns at once (kClosed). */
+  bool ending() const noexcept { return ending_.load(std::memory_order_seq_cst); }
+  /** @brief Marks the endpoint going; the caller then wakes the calls asleep in a wait. */
+  void end() noexcept { ending_.store(true, std::memory_order_seq_cst); }
+  /** @brief Waits until every call counted has returned. */
+  void wait() const noexcept {
+    while (count_.load(std::memory_order_seq_cst) != 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  std::atomic<std::size_t> count_{0};
+  std::atomic<bool> ending_{false};
+};
+
+/** @brief Counts one call while it runs; none for an endpoint moved from (null). */
+class CallUnderWay {
+ public:
+  /** @brief Counts a call on `calls` (null: nothing to count). */
+  explicit CallUnderWay(CallsUnderWay* calls) noexcept : calls_(calls) {
+    if (calls_ != nullptr) {
+      calls_->enter();
+    }
+  }
+  CallUnderWay(const CallUnderWay&) = delete;
+  CallUnderWay& operator=(const CallUnderWay&) = delete;
+  ~CallUnderWay() {
+    if (calls_ != nullptr) {
+      calls_->leave();
+    }
+  }
+
+  /** @brief Whether the endpoint is going: the call must return at once. */
+  bool ending() const noexcept { return calls_ != nullptr && calls_->ending(); }
+
+ private:
+  CallsUnderWay* calls_;
+};
+
+}  // namespace holoscan::ipc::detail
