@@ -46,11 +46,10 @@ struct CopyMemory::Allocation {
         // recorded): the free would go into the graph instead of running, so it is synchronous.
         const DeviceGuard guard(self->device.device_id);
         cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-        if (cuda().stream_is_capturing(cudaStreamPerThread, &capture) == cudaSuccess &&
+        if (succeeded_or_cleared(cuda().stream_is_capturing(cudaStreamPerThread, &capture)) &&
             capture == cudaStreamCaptureStatusNone) {
           (void)succeeded_or_cleared(cuda().free_async(self->memory, cudaStreamPerThread));
         } else {
-          (void)cuda().get_last_error();
           (void)succeeded_or_cleared(cuda().free(self->memory));
         }
         return;

@@ -46,14 +46,28 @@ void run_producer_deleter_letting_threads_end(DLManagedTensorVersioned* managed)
 
 void run_producer_deleter_letting_threads_end(DLManagedTensor* managed) { run_deleter(managed); }
 
-void report_failed_release(const char* failure, const char* why) noexcept {
+namespace {
+
+// Counts one in failed_releases() and prints "holoscan-dlpack: <failure>: <why>; <outcome>" for
+// the first kReportedFailures.
+void report(const char* failure, const char* why, const char* outcome) noexcept {
   const std::uint64_t count = failures.fetch_add(1, std::memory_order_relaxed) + 1;
   if (count > kReportedFailures) {
     return;
   }
   std::fprintf(
-      stderr, "holoscan-dlpack: %s: %s; contained, what it did not free leaks%s\n", failure, why,
+      stderr, "holoscan-dlpack: %s: %s; %s%s\n", failure, why, outcome,
       count == kReportedFailures ? " (further ones are only counted: failed_releases())" : "");
+}
+
+}  // namespace
+
+void report_failed_release(const char* failure, const char* why) noexcept {
+  report(failure, why, "contained, what it did not free leaks");
+}
+
+void report_ignored_release(const char* failure, const char* why) noexcept {
+  report(failure, why, "ignored");
 }
 
 void report_release_exception(const char* failure) noexcept {

@@ -37,6 +37,12 @@ HOLOSCAN_DLPACK_WING_API void run_producer_deleter_letting_threads_end(DLManaged
 HOLOSCAN_DLPACK_WING_API void report_failed_release(const char* failure, const char* why) noexcept;
 
 /**
+ * @brief A release called again, which nothing is left to do: counted and reported as
+ *        report_failed_release() does, ending in "; ignored" (nothing leaks).
+ */
+HOLOSCAN_DLPACK_WING_API void report_ignored_release(const char* failure, const char* why) noexcept;
+
+/**
  * @brief Called from a catch block: reports the exception in flight (its what(), when it is a
  *        std::exception) through report_failed_release(`failure`, ...).
  */

@@ -57,9 +57,9 @@ struct ExportedTensor {
     // recycler, which keeps its bytes: reported, instead of giving the block back twice.
     auto* owner = static_cast<ExportedTensor*>(self->manager_ctx);
     if (owner == nullptr) {
-      detail::report_failed_release(
+      detail::report_ignored_release(
           "an exported DLPack tensor's deleter was called again",
-          "ignored (a deleter runs once; the first call let go of everything)");
+          "a deleter runs once, and the first call let go of everything");
       return;
     }
     self->manager_ctx = nullptr;  // the deleter stays: a second call must reach this check

@@ -2,6 +2,8 @@
 // The public calls under way on an IPC endpoint (Exporter, Importer), so that its destructor (or a
 // move-assignment over it) can end them and wait for them before it frees what they read: another
 // thread's receive(-1) or add_peer() is otherwise ended only by the peer.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -13,8 +15,8 @@ namespace holoscan::ipc::detail {
  * @brief Counts an endpoint's calls while they run and tells them when the endpoint is going.
  *        A call counts itself first and asks ending() second; the end is marked first and the
  *        count read second, all sequentially consistent: either the call sees the end, or the
- *        end sees the call and waits for it. A call that starts after wait() returned is the
- *        caller's error (destroying an object while calls may still start on it).
+ *        end sees the call and waits for it. A call must not start once the destructor may
+ *        have returned: that is the caller's error, as for any object.
  */
 class CallsUnderWay {
  public:
@@ -26,9 +28,10 @@ class CallsUnderWay {
   bool ending() const noexcept { return ending_.load(std::memory_order_seq_cst); }
   /** @brief Marks the endpoint going; the caller then wakes the calls asleep in a wait. */
   void end() noexcept { ending_.store(true, std::memory_order_seq_cst); }
-  /** @brief Waits until every call counted has returned. */
+  /** @brief Waits until every call counted has returned. At once in a child forked without
+   *         exec: the count came with the fork, the threads of its calls did not. */
   void wait() const noexcept {
-    while (count_.load(std::memory_order_seq_cst) != 0) {
+    while (::getpid() == owner_ && count_.load(std::memory_order_seq_cst) != 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
@@ -36,6 +39,7 @@ class CallsUnderWay {
  private:
   std::atomic<std::size_t> count_{0};
   std::atomic<bool> ending_{false};
+  const pid_t owner_ = ::getpid();  // the process whose threads the count is of
 };
 
 /** @brief Counts one call while it runs; none for an endpoint moved from (null). */

@@ -180,11 +180,15 @@ expected<ReadinessGate::Ticket, Error> ReadinessGate::arm(Tensor& tensor, std::u
 expected<bool, Error> ReadinessGate::passed(const Ticket& ticket) {
   const CudaApi& api = *devices_[ticket.device_slot].api;
   // Relaxed capture mode: a query must not invalidate a graph another thread is capturing.
+  // A failed switch is not left as the thread's last error for the caller's own check.
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   const bool relaxed = api.thread_exchange_stream_capture_mode(&mode) == cudaSuccess;
+  if (!relaxed) {
+    (void)api.get_last_error();
+  }
   const cudaError_t status = api.event_query(ticket.event);
-  if (relaxed) {
-    (void)api.thread_exchange_stream_capture_mode(&mode);
+  if (relaxed && api.thread_exchange_stream_capture_mode(&mode) != cudaSuccess) {
+    (void)api.get_last_error();
   }
   if (status == cudaErrorNotReady) {
     return false;

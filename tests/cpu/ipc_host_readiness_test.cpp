@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -170,8 +172,18 @@ TEST_F(IpcHostReadiness, TheImportersEndGivesBackWhatItHeld) {
 // one holding an import whose producer never finished polled on, freed, without end.
 class ReceiveOnAnotherThread {
  public:
+  // Returns once the thread is about to call receive(), and a little later, so that it is asleep
+  // in it: a thread not yet in the call would start it on a destroyed Importer.
   explicit ReceiveOnAnotherThread(Importer& importer)
-      : result_(std::async(std::launch::async, [&importer] { return importer.receive(-1); })) {}
+      : result_(std::async(std::launch::async, [this, &importer] {
+          started_ = true;
+          return importer.receive(-1);
+        })) {
+    while (!started_) {
+      std::this_thread::yield();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 
   // What the receive returned, once it did (5 s at most).
   expected<std::optional<Tensor>, Error> result() {
@@ -183,6 +195,7 @@ class ReceiveOnAnotherThread {
   }
 
  private:
+  std::atomic<bool> started_{false};
   std::future<expected<std::optional<Tensor>, Error>> result_;
 };
 
@@ -193,8 +206,7 @@ void expect_ended_by_the_importers_end(expected<std::optional<Tensor>, Error> re
 }
 
 TEST_F(IpcHostReadiness, DestroyingTheImporterEndsAReceiveAsleepOnItsSocket) {
-  ReceiveOnAnotherThread waiting(*importer_);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep in poll() by now
+  ReceiveOnAnotherThread waiting(*importer_);  // asleep in poll() by now
   importer_.reset();
   expect_ended_by_the_importers_end(waiting.result());
 }
@@ -220,10 +232,36 @@ TEST_F(IpcHostReadiness, AssigningOverTheImporterEndsAReceiveAsleepOnIt) {
   test::ConnectedImporter second = test::connect_importer(*exporter_);
   ASSERT_TRUE(second.importer.has_value());
   ReceiveOnAnotherThread waiting(*importer_);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   *importer_ = std::move(*second.importer);  // the first connection goes: its receive ends
   expect_ended_by_the_importers_end(waiting.result());
   EXPECT_EQ(importer_->receive(0).value_or(std::nullopt), std::nullopt) << "the second one's";
+}
+
+// A child forked while a thread of its parent is in receive(-1) inherits the count of calls under
+// way, not the thread: its copy of the Importer going away must not wait for it (it did, for good).
+TEST_F(IpcHostReadiness, AForkedChildsCopyGoingAwayDoesNotWaitForTheParentsCall) {
+  ReceiveOnAnotherThread waiting(*importer_);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    importer_.reset();  // the child's copy goes away
+    std::_Exit(0);
+  }
+  int status = 0;
+  pid_t done = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((done = ::waitpid(child, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+  }
+  EXPECT_EQ(done, child) << "the child's copy still waited after 5 s";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  importer_.reset();
+  expect_ended_by_the_importers_end(waiting.result());
 }
 
 // receive(0) reads what is there once: with an import held, each call takes one more Publish,

@@ -214,10 +214,15 @@ expected<PeerId, Error> add_peer_ended_by(const std::function<void(Exporter&)>& 
   auto exporter =
       std::make_unique<Exporter>(std::move(*made));  // on the heap: ASan sees a late read
   Exporter* const target = exporter.get();
-  auto waiting =
-      std::async(std::launch::async, [target, channel = std::move(ends->first)]() mutable {
-        return target->add_peer(std::move(channel), 10000);  // the other end sends no Hello
-      });
+  std::atomic<bool> started{false};
+  auto waiting = std::async(std::launch::async,
+                            [target, &started, channel = std::move(ends->first)]() mutable {
+                              started = true;
+                              return target->add_peer(std::move(channel), 10000);  // no Hello
+                            });
+  while (!started) {
+    std::this_thread::yield();
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep in the Hello's wait
   end_it(*exporter);
   exporter.reset();

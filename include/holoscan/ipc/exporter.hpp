@@ -118,9 +118,10 @@ struct HOLOSCAN_DLPACK_API ExporterStats {
  * Destroying an Exporter (or assigning over it) while other threads are in its calls wakes them
  * and waits until they return: an add_peer() waiting for its Hello returns kClosed ("the exporter
  * is being destroyed") at once, and so do calls that look after the destruction began. A call
- * that starts once it has begun is the caller's error, as for any object, and so is moving from
- * an Exporter with calls under way. A poll() under way may be running a producer's deleter: do not
- * destroy the Exporter while holding a lock that such a deleter takes.
+ * must not start once the destructor may have returned (the caller's error, as for any object),
+ * nor may an Exporter with calls under way be moved from. A poll() under way may be running a
+ * producer's deleter: do not destroy the Exporter while holding a lock that such a deleter takes,
+ * nor from such a deleter.
  */
 class HOLOSCAN_DLPACK_API Exporter {
  public:

@@ -123,8 +123,10 @@ struct HOLOSCAN_DLPACK_API ImporterOptions {
  * at a time. Destroying an Importer (or assigning over it) while other threads are in its calls
  * wakes them and waits until they return: a receive() asleep on the socket or holding imports for
  * their readiness returns kClosed ("the importer is being destroyed") at once, so this is how
- * another thread ends a receive(-1). A call that starts once the destruction has begun is the
- * caller's error, as for any object, and so is moving from an Importer with calls under way.
+ * another thread ends a receive(-1). A call must not start once the destructor may have
+ * returned (the caller's error, as for any object), nor may an Importer with calls under way be
+ * moved from. Do not destroy it from a producer's deleter: the release thread would wait for a
+ * receive() that may itself be waiting for that thread (a drop past the release backlog limit).
  */
 class HOLOSCAN_DLPACK_API Importer {
  public:
