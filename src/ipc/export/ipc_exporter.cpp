@@ -316,6 +316,9 @@ struct Exporter::State {
       }
       greeting.push_back(channel.fd());
     }
+    // Unlisted as soon as the Hello exchange returns, while the channel is still the caller's
+    // (open): once it moves into a peer, a poll() may close it and its number be reused, which
+    // the end would then shut down.
     struct Unlist {
       State& state;
       int fd;
@@ -326,9 +329,12 @@ struct Exporter::State {
           state.greeting.erase(listed);
         }
       }
-    } unlist{*this, channel.fd()};
-    auto hello = detail::exchange_hello(channel, hello_timeout_ms, kWho, PeerRole::kExporter);
-    if (calls.ending()) {
+    };
+    auto hello = [&] {
+      const Unlist unlist{*this, channel.fd()};
+      return detail::exchange_hello(channel, hello_timeout_ms, kWho, PeerRole::kExporter);
+    }();
+    if (calls.ending()) {  // nothing after the Hello waits: a later end just waits for this call
       return make_unexpected(ending());
     }
     if (!hello) {
