@@ -25,26 +25,9 @@ constexpr std::chrono::microseconds kPollingSleep{20};
 // How long a wait with only closes to poll sleeps on the fd between rounds.
 constexpr std::chrono::milliseconds kClosePollingSleep{1};
 
-// Counts a public call as under way for as long as it runs: the destructor waits for the count to
-// come to zero, and the decrement is the call's last touch of the state.
-class CallInside {
- public:
-  explicit CallInside(Worker::State& state) noexcept : state_(state) {
-    state_.calls_inside.fetch_add(1, std::memory_order_seq_cst);
-  }
-  CallInside(const CallInside&) = delete;
-  CallInside& operator=(const CallInside&) = delete;
-  ~CallInside() { state_.calls_inside.fetch_sub(1, std::memory_order_release); }
-
- private:
-  Worker::State& state_;
-};
-
-// Whether the destructor has begun: counted first (CallInside), so that either the destructor
-// waits for this call or this call sees the flag (both sides sequentially consistent).
-bool ending(const Worker::State& state) noexcept {
-  return state.shutting_down.load(std::memory_order_seq_cst);
-}
+// Whether the destructor has begun: each call counts itself first (calls_under_way.hpp), so that
+// either the destructor waits for it or it sees the end.
+bool ending(const Worker::State& state) noexcept { return state.calls.ending(); }
 
 // Sleeps until `fd` or `wake` is readable or `limit` passed (negative fds are left out).
 void sleep_on(int fd, int wake, std::chrono::nanoseconds limit) {
@@ -160,7 +143,7 @@ auto with_state(const std::unique_ptr<Worker::State>& state, const char* call, B
     if (state->forked_copy()) {
       return forked_copy(call);
     }
-    CallInside inside(*state);
+    const holoscan::detail::CallUnderWay inside(&state->calls);
     if (ending(*state)) {
       return being_destroyed(call);
     }
@@ -185,7 +168,7 @@ auto with_state(const std::unique_ptr<Worker::State>& state, Body&& body)
   if (state == nullptr || state->forked_copy()) {
     return {};
   }
-  CallInside inside(*state);
+  const holoscan::detail::CallUnderWay inside(&state->calls);
   if (ending(*state)) {
     return {};
   }
@@ -272,20 +255,15 @@ Worker::~Worker() { end_worker(state_); }
 void Worker::State::end_calls_then_shut_down() noexcept {
   {
     StateLock lock(*this);
-    shutting_down.store(true, std::memory_order_seq_cst);
+    calls.end();
     wake.post();
   }
-  const auto calls_ended = [this] {
-    while (calls_inside.load(std::memory_order_seq_cst) != 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  };
-  calls_ended();
+  calls.wait();
   {
     StateLock lock(*this);
     shut_down();
   }
-  calls_ended();
+  calls.wait();
 }
 
 expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::uint16_t port) {
@@ -492,8 +470,7 @@ expected<std::size_t, Error> Worker::progress() {
 
 int Worker::fd() const noexcept {
   // -1 as well while the destructor ends it: UCX's fd in the set is closed with the UCX worker.
-  return state_ != nullptr && !state_->shutting_down.load(std::memory_order_acquire) &&
-                 !state_->forked_copy()
+  return state_ != nullptr && !state_->calls.ending() && !state_->forked_copy()
              ? state_->loop_fd.fd()
              : -1;
 }

@@ -533,7 +533,6 @@ void Worker::State::shut_down() noexcept {
   if (worker == nullptr) {
     return;
   }
-  shutting_down.store(true, std::memory_order_release);
   try {
     for (ucp_conn_request_h request : connection_requests) {
       (void)ucp_listener_reject(listener, request);

@@ -20,6 +20,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "calls_under_way.hpp"
 #include "dlpack/held_claim.hpp"  // the core's claim holder (internal)
 #include "event_loop_fd.hpp"
 #include "fork_watch.hpp"
@@ -155,14 +156,12 @@ struct Worker::State {
 
   WorkerConfig config;
   mutable std::mutex mutex;
-  // Set as the destructor (or a move-assignment) begins: calls are refused from then on, waits
-  // under way return, and the deleters that the destructor's drops run (they may call the worker)
-  // find it ending, rather than handing UCX a worker that is gone.
-  std::atomic<bool> shutting_down{false};
-  // The public calls under way (CallInside): the destructor waits for them to return before it
-  // ends the worker, so that a thread asleep in receive(), accept() or connect() wakes to kClosed
-  // (or no answer) instead of finding the worker gone.
-  std::atomic<std::size_t> calls_inside{0};
+  // The public calls under way: the destructor (or a move-assignment) marks their end, so that
+  // calls are refused from then on, waits under way return and the deleters that the
+  // destructor's drops run (they may call the worker) find it ending; then it waits for them to
+  // return before it ends the worker, so that a thread asleep in receive(), accept() or
+  // connect() wakes to kClosed (or no answer) instead of finding the worker gone.
+  holoscan::detail::CallsUnderWay calls;
   // The fork()s that led to the process that made this worker: another count now means this is
   // a forked child's copy (fork_watch.hpp), which leaves UCX and the shared sockets alone.
   const std::uint64_t made_after_forks = detail::forks_so_far();

@@ -18,9 +18,9 @@
 #include <variant>
 #include <vector>
 
+#include "calls_under_way.hpp"
 #include "holoscan/ipc/exporter.hpp"
 #include "holoscan/ipc/liveness.hpp"
-#include "ipc/calls_under_way.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"
 #include "ipc/export/ipc_sent_fds.hpp"
 #include "ipc/ipc_error.hpp"
@@ -60,7 +60,7 @@ Error moved_from() noexcept {
 // it and wait for it; the queries too, which read the state it frees. (A template: the state's
 // type is the Exporter's private one.)
 template <class State>
-detail::CallsUnderWay* calls_of(const std::unique_ptr<State>& state) noexcept {
+holoscan::detail::CallsUnderWay* calls_of(const std::unique_ptr<State>& state) noexcept {
   return state != nullptr ? &state->calls : nullptr;
 }
 
@@ -123,7 +123,7 @@ struct Exporter::State {
   // The process that made this exporter: a child forked without exec shares its sockets, and the
   // Releases queued there are the parent's to read.
   const pid_t owner = ::getpid();
-  detail::CallsUnderWay calls;  // the public calls under way, which the destructor ends
+  holoscan::detail::CallsUnderWay calls;  // the public calls under way, which the destructor ends
   std::vector<int> greeting;    // channels of add_peer() calls awaiting their Hello (under mutex)
 
   // Watches `socket` and `pidfd` for peer `id` through the epoll descriptor.
@@ -479,7 +479,7 @@ expected<Exporter, Error> Exporter::create() {
 }
 
 expected<PeerId, Error> Exporter::add_peer(Channel channel, int hello_timeout_ms) {
-  const detail::CallUnderWay call(calls_of(state_));
+  const holoscan::detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return make_unexpected(moved_from());
   }
@@ -503,7 +503,7 @@ expected<std::uint64_t, Error> Exporter::publish(PeerId peer, const Tensor& tens
 
 expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& tensor,
                                                     const cudaStream_t* stream) {
-  const detail::CallUnderWay call(calls_of(state_));
+  const holoscan::detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return make_unexpected(moved_from());
   }
@@ -523,7 +523,7 @@ expected<std::uint64_t, Error> Exporter::publish_on(PeerId peer, const Tensor& t
 }
 
 expected<std::size_t, Error> Exporter::poll() {
-  const detail::CallUnderWay call(calls_of(state_));
+  const holoscan::detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return make_unexpected(moved_from());
   }
@@ -534,22 +534,22 @@ expected<std::size_t, Error> Exporter::poll() {
 }
 
 int Exporter::fd() const noexcept {
-  const detail::CallUnderWay call(calls_of(state_));
+  const holoscan::detail::CallUnderWay call(calls_of(state_));
   return state_ != nullptr ? state_->epoll.get() : -1;
 }
 
 std::size_t Exporter::held() const noexcept {
-  const detail::CallUnderWay call(calls_of(state_));
+  const holoscan::detail::CallUnderWay call(calls_of(state_));
   return state_ != nullptr ? state_->ledger.held() : 0;
 }
 
 std::size_t Exporter::held(PeerId peer) const noexcept {
-  const detail::CallUnderWay call(calls_of(state_));
+  const holoscan::detail::CallUnderWay call(calls_of(state_));
   return state_ != nullptr ? state_->ledger.held(peer) : 0;
 }
 
 bool Exporter::connected(PeerId peer) const noexcept {
-  const detail::CallUnderWay call(calls_of(state_));
+  const holoscan::detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return false;
   }
@@ -559,7 +559,7 @@ bool Exporter::connected(PeerId peer) const noexcept {
 }
 
 ExporterStats Exporter::stats() const noexcept {
-  const detail::CallUnderWay call(calls_of(state_));
+  const holoscan::detail::CallUnderWay call(calls_of(state_));
   if (state_ == nullptr) {
     return {};
   }

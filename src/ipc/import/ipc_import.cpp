@@ -142,7 +142,7 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
 
 expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, UniqueFd fd,
                                       Importer& peer) {
-  const detail::CallUnderWay call(detail::calls_of(peer.core_.get()));
+  const holoscan::detail::CallUnderWay call(detail::calls_of(peer.core_.get()));
   if (peer.core_ == nullptr) {
     return make_unexpected(detail::importer_moved_from());
   }

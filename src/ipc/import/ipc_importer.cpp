@@ -107,8 +107,7 @@ Importer::Importer(Importer&& other) noexcept = default;
 Importer& Importer::operator=(Importer&& other) noexcept {
   if (this != &other) {
     if (core_ != nullptr) {
-      core_->end_calls();
-      core_->stop_receiving();
+      core_->stop_receiving();  // ends the calls under way first: they read this object
     }
     core_ = std::move(other.core_);
     unready_ = std::move(other.unready_);
@@ -116,11 +115,9 @@ Importer& Importer::operator=(Importer&& other) noexcept {
   return *this;
 }
 
-// Calls under way on other threads are woken and waited for first: they read this object.
 Importer::~Importer() {
   if (core_ != nullptr) {
-    core_->end_calls();
-    core_->stop_receiving();
+    core_->stop_receiving();  // ends the calls under way first: they read this object
   }
 }
 
@@ -158,7 +155,7 @@ expected<Importer, Error> Importer::create(Channel channel, const ImporterOption
 }
 
 expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
-  const detail::CallUnderWay call(detail::calls_of(core_.get()));
+  const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   if (core_ == nullptr) {
     return make_unexpected(detail::importer_moved_from());
   }
@@ -301,7 +298,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
 }
 
 expected<void, Error> Importer::poll() {
-  const detail::CallUnderWay call(detail::calls_of(core_.get()));
+  const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   if (core_ == nullptr) {
     return make_unexpected(detail::importer_moved_from());
   }
@@ -313,27 +310,27 @@ expected<void, Error> Importer::poll() {
 
 // The queries are counted too: the destructor must not free what they read (unready_).
 int Importer::fd() const noexcept {
-  const detail::CallUnderWay call(detail::calls_of(core_.get()));
+  const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->fd() : -1;
 }
 std::size_t Importer::outstanding() const noexcept {
-  const detail::CallUnderWay call(detail::calls_of(core_.get()));
+  const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->outstanding() : 0;
 }
 std::size_t Importer::awaiting_readiness() const noexcept {
-  const detail::CallUnderWay call(detail::calls_of(core_.get()));
+  const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   return unready_ != nullptr ? unready_->size() : 0;
 }
 std::size_t Importer::queued_releases() const noexcept {
-  const detail::CallUnderWay call(detail::calls_of(core_.get()));
+  const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->queued_releases() : 0;
 }
 std::size_t Importer::cached_mappings() const noexcept {
-  const detail::CallUnderWay call(detail::calls_of(core_.get()));
+  const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->cached_mappings() : 0;
 }
 ImporterStats Importer::stats() const noexcept {
-  const detail::CallUnderWay call(detail::calls_of(core_.get()));
+  const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   return core_ != nullptr ? core_->stats() : ImporterStats{};
 }
 

@@ -278,12 +278,15 @@ void ImporterCore::forget_unused() noexcept {
 }
 
 void ImporterCore::stop_receiving() noexcept {
+  calls_.end();
   if (::getpid() != owner_) {
     return;  // a forked child's copy: the socket, and what is queued in it, stay the parent's
   }
-  // Shut first, so that no Publish can slip in behind the last one read below: an unread Publish
-  // would hold its exporter's claim (and its pool block) until this process exits.
+  // Shut first: a receive() asleep in poll() wakes to end-of-file, and no Publish can slip in
+  // behind the last one read below (an unread Publish would hold its exporter's claim, and its
+  // pool block, until this process exits).
   (void)::shutdown(fd(), SHUT_RD);
+  calls_.wait();  // short now: each call returns as it next looks (ending()), reading nothing more
   try {
     for (;;) {
       auto received = receive_now();  // a Publish the channel refused is given back in there
@@ -316,16 +319,6 @@ void ImporterCore::stop_receiving() noexcept {
     // as it did before it was read.
   }
   forget_unused();
-}
-
-void ImporterCore::end_calls() noexcept {
-  calls_.end();
-  // A receive() asleep in poll() wakes to end-of-file. Not in a forked child's copy, whose
-  // shutdown would end the parent's receiving too.
-  if (::getpid() == owner_) {
-    (void)::shutdown(fd(), SHUT_RD);
-  }
-  calls_.wait();  // short now: each call returns as it next looks (ending())
 }
 
 expected<void, Error> ImporterCore::flush() { return outbox_->flush(); }

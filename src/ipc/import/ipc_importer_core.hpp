@@ -13,11 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include "calls_under_way.hpp"
 #include "holoscan/expected.hpp"
 #include "holoscan/export.hpp"
 #include "holoscan/ipc/channel.hpp"
 #include "holoscan/ipc/importer.hpp"
-#include "ipc/calls_under_way.hpp"
 #include "ipc/cuda/ipc_opened_event.hpp"
 #include "ipc/import/ipc_admissions.hpp"
 #include "ipc/import/ipc_mapping.hpp"
@@ -125,24 +125,20 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   /** @brief The exporter hung up: forgets the mappings and events no import holds. */
   void forget_unused() noexcept;
   /**
-   * @brief The Importer is gone, its imports may live on: no Publish is taken any more. The
-   *        socket stops receiving (the exporter's later sends fail, and it withdraws their
-   *        claims), each Publish still queued in it is given back as refused (its fd closed),
-   *        and mappings no import holds are let go. Never waits. Does nothing in a child forked
-   *        from the process that made it (the socket is the parent's too).
+   * @brief The Importer is going, its imports may live on: no Publish is taken any more. Its
+   *        calls under way are told so, and the socket stops receiving (which wakes a receive()
+   *        asleep on it; the exporter's later sends fail, and it withdraws their claims); once
+   *        those calls have returned, each Publish still queued is given back as refused (its fd
+   *        closed) and mappings no import holds are let go. Waits for nothing else. A child
+   *        forked from the process that made it only tells its own calls (the socket is the
+   *        parent's too).
    */
   void stop_receiving() noexcept;
   /** @brief Sends queued releases as far as the socket has room; never waits. */
   expected<void, Error> flush();
 
   /** @brief The Importer's public calls under way (each counts itself: CallUnderWay). */
-  CallsUnderWay& calls() noexcept { return calls_; }
-  /**
-   * @brief The Importer is going: marks it ending, wakes a receive() asleep on the socket (the
-   *        shutdown of stop_receiving(), made first), and waits until every call under way has
-   *        returned, so that none reads the Importer once it is freed.
-   */
-  void end_calls() noexcept;
+  holoscan::detail::CallsUnderWay& calls() noexcept { return calls_; }
 
   /** @brief Imports not yet given back. */
   std::size_t outstanding() const noexcept;
@@ -176,11 +172,12 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   ImporterStats stats_;
   // Thread-safe itself, used under neither lock; after outbox_, whose pidfd it borrows.
   holoscan::detail::ReleaseRings release_rings_;
-  CallsUnderWay calls_;  // the Importer's, kept here: its calls reach it through core_
+  holoscan::detail::CallsUnderWay
+      calls_;  // the Importer's, kept here: its calls reach it through core_
 };
 
 /** @brief Counts a call on the Importer of `core` while it runs (null: one moved from). */
-inline CallsUnderWay* calls_of(ImporterCore* core) noexcept {
+inline holoscan::detail::CallsUnderWay* calls_of(ImporterCore* core) noexcept {
   return core != nullptr ? &core->calls() : nullptr;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// The public calls under way on an IPC endpoint (Exporter, Importer), so that its destructor (or a
-// move-assignment over it) can end them and wait for them before it frees what they read: another
-// thread's receive(-1) or add_peer() is otherwise ended only by the peer.
+// The public calls under way on a wing's endpoint (ipc Exporter and Importer, ucx Worker), so that
+// its destructor (or a move-assignment over it) can end them and wait for them before it frees what
+// they read: another thread's receive(-1), accept() or add_peer() is otherwise ended only by the
+// peer.
 #include <unistd.h>
 
 #include <atomic>
@@ -9,7 +10,7 @@
 #include <cstddef>
 #include <thread>
 
-namespace holoscan::ipc::detail {
+namespace holoscan::detail {
 
 /**
  * @brief Counts an endpoint's calls while they run and tells them when the endpoint is going.
@@ -66,4 +67,4 @@ class CallUnderWay {
   CallsUnderWay* calls_;
 };
 
-}  // namespace holoscan::ipc::detail
+}  // namespace holoscan::detail
