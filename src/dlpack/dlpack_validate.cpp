@@ -301,12 +301,34 @@ LayoutFault fault_at(LayoutFacts& facts, LayoutFault fault, std::int32_t index =
   return LayoutFault::kNone;
 }
 
-// check_layout's body, inlined into both entry points so that the facts are written where the
-// caller keeps them.
-[[gnu::always_inline]] inline LayoutFault layout_facts(
-    std::int32_t ndim, const std::int64_t* shape, const std::int64_t* strides, DLDataType dtype,
-    std::uint64_t flags, std::uint8_t last_code, std::int64_t* shape_out, std::int64_t* strides_out,
-    LayoutFacts& facts) noexcept {
+// The rules of ndim, shape, dtype and extents: the part of check_layout's body that reads no
+// strides, inlined into both entry points so that the facts are written where the caller keeps
+// them (a DLTensor's device and data are checked between the two parts).
+[[gnu::always_inline]] inline LayoutFault extent_facts(std::int32_t ndim, const std::int64_t* shape,
+                                                       const std::int64_t* strides,
+                                                       const Unit& unit, std::int64_t* shape_out,
+                                                       std::int64_t* strides_out,
+                                                       LayoutFacts& facts) noexcept {
+  const bool compact_out = strides == nullptr && strides_out != nullptr;
+  return check_extents(ndim, shape, unit, compact_out, shape_out, strides_out, facts);
+}
+
+// The rules of the strides, once extent_facts passed.
+[[gnu::always_inline]] inline LayoutFault stride_facts(std::int32_t ndim, const std::int64_t* shape,
+                                                       const std::int64_t* strides,
+                                                       const Unit& unit, std::int64_t* strides_out,
+                                                       LayoutFacts& facts) noexcept {
+  if (strides == nullptr) {
+    facts.span_high = facts.nbytes;  // compact: exactly the payload, from the first element on
+    return LayoutFault::kNone;
+  }
+  return check_strides(ndim, shape, strides, unit, strides_out, facts);
+}
+
+// ndim, shape and dtype, before anything that needs the unit.
+[[gnu::always_inline]] inline LayoutFault header_facts(std::int32_t ndim, const std::int64_t* shape,
+                                                       DLDataType dtype, std::uint8_t last_code,
+                                                       LayoutFacts& facts) noexcept {
   facts = LayoutFacts{};
   if (ndim < 0 || ndim > kMaxTensorDims) {
     return fault_at(facts, LayoutFault::kNdim);
@@ -317,17 +339,7 @@ LayoutFault fault_at(LayoutFacts& facts, LayoutFault fault, std::int32_t index =
   if (const LayoutFault fault = dtype_fault(dtype, last_code); fault != LayoutFault::kNone) {
     return fault_at(facts, fault);
   }
-  const Unit unit(dtype, flags);
-  const bool compact_out = strides == nullptr && strides_out != nullptr;
-  if (check_extents(ndim, shape, unit, compact_out, shape_out, strides_out, facts) !=
-      LayoutFault::kNone) {
-    return facts.fault;
-  }
-  if (strides == nullptr) {
-    facts.span_high = facts.nbytes;  // compact: exactly the payload, from the first element on
-    return LayoutFault::kNone;
-  }
-  return check_strides(ndim, shape, strides, unit, strides_out, facts);
+  return LayoutFault::kNone;
 }
 
 Error invalid(const char* who, const std::string& what) {
@@ -406,17 +418,29 @@ LayoutFault check_layout(std::int32_t ndim, const std::int64_t* shape, const std
                          DLDataType dtype, std::uint64_t flags, std::uint8_t last_code,
                          LayoutFacts& facts, std::int64_t* shape_out,
                          std::int64_t* strides_out) noexcept {
-  return layout_facts(ndim, shape, strides, dtype, flags, last_code, shape_out, strides_out, facts);
+  if (header_facts(ndim, shape, dtype, last_code, facts) != LayoutFault::kNone) {
+    return facts.fault;
+  }
+  const Unit unit(dtype, flags);
+  if (extent_facts(ndim, shape, strides, unit, shape_out, strides_out, facts) !=
+      LayoutFault::kNone) {
+    return facts.fault;
+  }
+  return stride_facts(ndim, shape, strides, unit, strides_out, facts);
 }
 
 LayoutFault check_dl_tensor(const DLTensor& tensor, std::uint64_t flags, LayoutFacts& facts,
                             std::int64_t* shape_out, std::int64_t* strides_out) noexcept {
-  const LayoutFault layout =
-      layout_facts(tensor.ndim, tensor.shape, tensor.strides, tensor.dtype, flags,
-                   last_dtype_code<DLDataTypeCode>(), shape_out, strides_out, facts);
-  // The device and data come after the shape and dtype, before the strides.
-  if (layout != LayoutFault::kNone && layout <= LayoutFault::kPayloadBytes) {
-    return layout;
+  // In the documented order, reading nothing after the failed field: the shape and dtype, then
+  // the device and data, then the strides (which a producer may leave unset when it fails earlier).
+  if (header_facts(tensor.ndim, tensor.shape, tensor.dtype, last_dtype_code<DLDataTypeCode>(),
+                   facts) != LayoutFault::kNone) {
+    return facts.fault;
+  }
+  const Unit unit(tensor.dtype, flags);
+  if (extent_facts(tensor.ndim, tensor.shape, tensor.strides, unit, shape_out, strides_out,
+                   facts) != LayoutFault::kNone) {
+    return facts.fault;
   }
   if (!known_device_type(tensor.device.device_type)) {
     return fault_at(facts, LayoutFault::kDeviceType);
@@ -427,8 +451,10 @@ LayoutFault check_dl_tensor(const DLTensor& tensor, std::uint64_t flags, LayoutF
   if (tensor.data == nullptr && facts.size > 0) {
     return fault_at(facts, LayoutFault::kDataNull);
   }
-  if (layout != LayoutFault::kNone) {
-    return layout;
+  if (const LayoutFault fault =
+          stride_facts(tensor.ndim, tensor.shape, tensor.strides, unit, strides_out, facts);
+      fault != LayoutFault::kNone) {
+    return fault;
   }
   // byte_offset and the span after the first element fit int64 (both sides are <= INT64_MAX, so
   // the sum fits uint64); the bytes addressed from data lie within the address space.

@@ -2,10 +2,12 @@
 // caller: no deleter call until the caller makes it) and the accepted shapes of tensors, for both
 // the versioned and the legacy entry point.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "holoscan/tensor.hpp"
@@ -35,20 +37,53 @@ expected<Tensor> import(CountingProducer& producer, const TensorSpec& spec, Form
   return make_tensor_from_dlpack(producer.make_legacy(spec));
 }
 
+// A page that faults on any read: strides pointing into it must never be read.
+class UnreadablePage {
+ public:
+  UnreadablePage()
+      : page_(::mmap(nullptr, kBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) {}
+  ~UnreadablePage() {
+    if (page_ != MAP_FAILED) {
+      (void)::munmap(page_, kBytes);
+    }
+  }
+  UnreadablePage(const UnreadablePage&) = delete;
+  UnreadablePage& operator=(const UnreadablePage&) = delete;
+  bool ok() const { return page_ != MAP_FAILED; }
+  std::int64_t* strides() const { return static_cast<std::int64_t*>(page_); }
+
+ private:
+  static constexpr std::size_t kBytes = 4096;
+  void* page_;
+};
+
 // Rejection must name `field`, use kInvalidArgument and leave ownership with the caller: the
-// deleter has not run, and runs exactly once when the caller calls it.
-void expect_rejected(const TensorSpec& spec, Format format, const std::string& field) {
+// deleter has not run, and runs exactly once when the caller calls it. With `unread_strides`,
+// the producer's strides point there during the import (at memory that faults on any read): a
+// field checked before the strides must fail without reading them.
+void expect_rejected(const TensorSpec& spec, Format format, const std::string& field,
+                     std::int64_t* unread_strides = nullptr) {
   CountingProducer producer;
   DLManagedTensorVersioned* versioned = nullptr;
   DLManagedTensor* legacy = nullptr;
+  DLTensor* given = nullptr;
+  std::int64_t* given_strides = nullptr;
   {
     expected<Tensor> result;
     if (format == Format::kVersioned) {
       versioned = producer.make_versioned(spec);
-      result = make_tensor_from_dlpack_versioned(versioned);
+      given = &versioned->dl_tensor;
     } else {
       legacy = producer.make_legacy(spec);
-      result = make_tensor_from_dlpack(legacy);
+      given = &legacy->dl_tensor;
+    }
+    if (unread_strides != nullptr) {
+      given_strides = std::exchange(given->strides, unread_strides);
+    }
+    result = versioned != nullptr ? make_tensor_from_dlpack_versioned(versioned)
+                                  : make_tensor_from_dlpack(legacy);
+    if (unread_strides != nullptr) {
+      given->strides = given_strides;  // the producer's own again, for its deleter
     }
     ASSERT_FALSE(result.has_value()) << "a tensor with a bad " << field << " was accepted";
     EXPECT_EQ(result.error().code, ErrorCode::kInvalidArgument);
@@ -196,19 +231,25 @@ TEST_P(ImportValidation, FloatOfTwelveBits) {
 TEST_P(ImportValidation, UnknownDeviceType) {
   TensorSpec spec;
   spec.device = {static_cast<DLDeviceType>(999), 0};
-  expect_rejected(spec, GetParam(), "device.device_type");
+  UnreadablePage page;  // also: the strides, checked after it, are not read
+  ASSERT_TRUE(page.ok());
+  expect_rejected(spec, GetParam(), "device.device_type", page.strides());
 }
 
 TEST_P(ImportValidation, NegativeDeviceId) {
   TensorSpec spec;
   spec.device = {kDLCPU, -1};
-  expect_rejected(spec, GetParam(), "device.device_id");
+  UnreadablePage page;  // also: the strides, checked after it, are not read
+  ASSERT_TRUE(page.ok());
+  expect_rejected(spec, GetParam(), "device.device_id", page.strides());
 }
 
 TEST_P(ImportValidation, NullDataWithElements) {
   TensorSpec spec;
   spec.null_data = true;
-  expect_rejected(spec, GetParam(), "data");
+  UnreadablePage page;  // also: the strides, checked after it, are not read
+  ASSERT_TRUE(page.ok());
+  expect_rejected(spec, GetParam(), "data", page.strides());
 }
 
 TEST_P(ImportValidation, ElementCountOverflow) {
