@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <new>
 #include <utility>
 
 #include "cuda/cuda_api.hpp"
 #include "cuda/cuda_error.hpp"
+#include "keep_until_exit.hpp"
 #include "stream/fork_gate.hpp"
 #include "stream/release_settings.hpp"
 #include "stream/stream_point.hpp"
@@ -430,7 +432,10 @@ void ReleaseQueue::stop() noexcept {
                  "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain); "
                  "left un-run\n",
                  outstanding(), static_cast<long long>(limit.count()));
-    return;  // the worker is left behind: the queue is never destroyed, so it needs no join
+    // The worker is left behind, never joined (the queue is never destroyed): detached, so that
+    // once it leaves its loop it is not a finished thread nobody joined.
+    worker_->detach();
+    return;
   }
   std::unique_ptr<std::thread> worker = std::move(worker_);
   lock.unlock();
@@ -467,6 +472,31 @@ void ReleaseQueue::after_fork_in_child() noexcept {
   ForkGate::open_in_child();
 }
 
+// In a forked child, before renew_in_child() makes anew what the dead worker may have been
+// changing: a copy of their bytes is kept until the child exits, so that the heap memory they
+// point to stays reachable (it is neither used nor freed here, and a leak checker run at the
+// child's exit would otherwise report it). Nothing is kept when the heap refuses.
+void ReleaseQueue::keep_the_dead_workers_state() noexcept {
+  const std::size_t bytes = sizeof(progress_) + sizeof(round_points_) + sizeof(worker_) +
+                            active_.size() * sizeof(StreamPointList);
+  std::unique_ptr<unsigned char[]> kept(new (std::nothrow) unsigned char[bytes]);
+  if (kept == nullptr) {
+    return;
+  }
+  unsigned char* at = kept.get();
+  const auto copy = [&at](const void* object, std::size_t size) {
+    std::memcpy(at, object, size);
+    at += size;
+  };
+  copy(&progress_, sizeof(progress_));
+  copy(&round_points_, sizeof(round_points_));
+  copy(&worker_, sizeof(worker_));
+  for (const PendingRelease& pending : active_) {
+    copy(&pending.points, sizeof(pending.points));
+  }
+  keep_until_exit(std::move(kept));
+}
+
 void ReleaseQueue::renew_in_child() noexcept {
   new (&mutex_) std::mutex();
   new (&intake_) SpinMutex();
@@ -484,6 +514,7 @@ void ReleaseQueue::renew_in_child() noexcept {
   // own state and the points of active releases without a lock: those are made anew over the
   // copies, never read nor destroyed here (a vector caught in the middle of a reallocation would
   // otherwise be freed twice, or written after its free). What they held stays with the child.
+  keep_the_dead_workers_state();
   new (&progress_) StreamProgress();
   new (&round_points_) std::vector<StreamPointList*>();
   for (PendingRelease& pending : active_) {

@@ -103,6 +103,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
   void count_out(std::uint64_t ticket, bool caught_up) noexcept;
   void stop() noexcept;
+  void keep_the_dead_workers_state() noexcept;
   void renew_in_child() noexcept;
 
  public:
