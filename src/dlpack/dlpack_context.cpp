@@ -2,20 +2,38 @@
 
 #include "holoscan/dlpack_utils.hpp"
 
+#include <cstdint>
+#include <vector>
+
 namespace holoscan {
 namespace {
 
-// Re-points `view` at `shape`/`strides` where `source` pointed at the source context's storage,
-// so that a copied context never reads through the original's vectors.
+// Where `pointer` lies at the start of `from` or inside its elements: the same place in `to` (the
+// vectors are of one size), else `pointer` itself. Compared as addresses, which is defined for
+// unrelated pointers.
+std::int64_t* same_place(std::int64_t* pointer, const std::vector<std::int64_t>& from,
+                         std::vector<std::int64_t>& to) {
+  const auto at = reinterpret_cast<std::uintptr_t>(pointer);
+  const auto begin = reinterpret_cast<std::uintptr_t>(from.data());
+  const std::uintptr_t end = begin + from.size() * sizeof(std::int64_t);
+  if (pointer == nullptr || (at != begin && (at < begin || at >= end))) {
+    return pointer;
+  }
+  return reinterpret_cast<std::int64_t*>(reinterpret_cast<unsigned char*>(to.data()) +
+                                         (at - begin));
+}
+
+// Re-points the copy's view wherever the source's pointed into the source context's own storage
+// (its start, or any element of either vector: a hand-written sub-view, or strides kept in
+// dl_shape), so that a copied context never reads through the original's vectors.
 void point_at_own_storage(const DLManagedTensorContext& source, DLManagedTensorContext& copy) {
   DLTensor& view = copy.tensor.dl_tensor;
-  if (source.tensor.dl_tensor.shape != nullptr &&
-      source.tensor.dl_tensor.shape == source.dl_shape.data()) {
-    view.shape = copy.dl_shape.data();
-  }
-  if (source.tensor.dl_tensor.strides != nullptr &&
-      source.tensor.dl_tensor.strides == source.dl_strides.data()) {
-    view.strides = copy.dl_strides.data();
+  for (std::int64_t** field : {&view.shape, &view.strides}) {
+    std::int64_t* const original = *field;
+    *field = same_place(original, source.dl_shape, copy.dl_shape);
+    if (*field == original) {
+      *field = same_place(original, source.dl_strides, copy.dl_strides);
+    }
   }
 }
 

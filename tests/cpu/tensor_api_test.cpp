@@ -333,6 +333,57 @@ TEST(ContextCopy, AnAssignmentTheHeapRefusesLeavesTheContextWhole) {
       });
 }
 
+// A hand-written view that points into the context's own vectors away from their start: a
+// sub-view of dl_shape and dl_strides, or strides kept in dl_shape (as row 94's layout).
+std::shared_ptr<DLManagedTensorContext> context_with_an_inner_view(float* values,
+                                                                   bool strides_in_shape) {
+  auto context = std::make_shared<DLManagedTensorContext>();
+  context->dl_shape = {1, 2, 3, 3, 1};
+  context->dl_strides = {6, 3, 1};
+  DLTensor& view = context->tensor.dl_tensor;
+  view.data = values;
+  view.device = {kDLCPU, 0};
+  view.ndim = 2;
+  view.dtype = {kDLFloat, 32, 1};
+  view.shape = context->dl_shape.data() + 1;  // {2, 3}
+  view.strides = strides_in_shape ? context->dl_shape.data() + 3 : context->dl_strides.data() + 1;
+  context->memory_reference = std::make_shared<TensorMemoryReference>();
+  return context;
+}
+
+// A copied or assigned context keeps no pointer into the original's vectors, wherever in them
+// its view pointed: the copy outlives the original and reads and exports its own values.
+TEST(ContextCopy, AViewIntoTheVectorsAwayFromTheirStartPointsIntoTheCopys) {
+  float values[6] = {0, 1, 2, 3, 4, 5};
+  for (const bool strides_in_shape : {false, true}) {
+    for (const bool assign : {false, true}) {
+      auto source = context_with_an_inner_view(values, strides_in_shape);
+      auto copy = std::make_shared<DLManagedTensorContext>();
+      if (assign) {
+        *copy = *source;
+      } else {
+        copy = std::make_shared<DLManagedTensorContext>(*source);
+      }
+      const std::int64_t* const shape_in_source = source->tensor.dl_tensor.shape;
+      const std::int64_t* const strides_in_source = source->tensor.dl_tensor.strides;
+      EXPECT_EQ(copy->tensor.dl_tensor.shape, copy->dl_shape.data() + 1);
+      EXPECT_EQ(copy->tensor.dl_tensor.strides,
+                strides_in_shape ? copy->dl_shape.data() + 3 : copy->dl_strides.data() + 1);
+      EXPECT_NE(copy->tensor.dl_tensor.shape, shape_in_source);
+      EXPECT_NE(copy->tensor.dl_tensor.strides, strides_in_source);
+      source.reset();  // the copy must not read it any more
+      const Tensor tensor(copy);
+      EXPECT_EQ(tensor.shape(), (std::vector<std::int64_t>{2, 3}));
+      EXPECT_EQ(tensor.strides(), (std::vector<std::int64_t>{12, 4}));
+      auto exported = tensor.to_dlpack_versioned();
+      ASSERT_TRUE(exported.has_value()) << exported.error().message;
+      EXPECT_EQ((*exported)->dl_tensor.shape[1], 3);
+      EXPECT_EQ((*exported)->dl_tensor.strides[0], 3);
+      (*exported)->deleter(*exported);
+    }
+  }
+}
+
 TEST(TypeStrings, StringViewNeedNotEndTheString) {
   const std::string text = "<f4 and more";
   auto parsed = dldatatype_from_typestr(std::string_view(text).substr(0, 3));
