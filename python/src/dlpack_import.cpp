@@ -15,6 +15,7 @@
 #include "devices.hpp"
 #include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
+#include "held_reference.hpp"
 #include "imports.hpp"
 #include "protocol_streams.hpp"
 #include "python_release.hpp"
@@ -193,6 +194,22 @@ int dlpack_device_type(nb::handle device) {
   return static_cast<int>(type);
 }
 
+// A capsule's name for a message: any C string, so bytes outside printable ASCII are written
+// as \xNN (a message must be UTF-8, which Python decodes when it raises).
+std::string capsule_name_text(const char* name) {
+  std::string text;
+  for (const char* c = name; *c != '\0'; ++c) {
+    const auto byte = static_cast<unsigned char>(*c);
+    if (byte >= 0x20 && byte < 0x7f && byte != '\\') {
+      text += *c;
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      text += {'\\', 'x', kHex[byte >> 4], kHex[byte & 0xf]};
+    }
+  }
+  return text;
+}
+
 nb::object protocol_value(const ProtocolStream& stream) {
   switch (stream.kind) {
     case ProtocolStream::Kind::kDefault:
@@ -282,7 +299,7 @@ Tensor import_capsule(nb::handle capsule, nb::handle producer) {
   if (std::strcmp(name, kUsedVersionedName) == 0 || std::strcmp(name, kUsedLegacyName) == 0) {
     throw nb::buffer_error("invalid DLPack capsule: the DLPack capsule was already consumed");
   }
-  throw nb::type_error(("invalid DLPack capsule: a capsule named '" + std::string(name) +
+  throw nb::type_error(("invalid DLPack capsule: a capsule named '" + capsule_name_text(name) +
                         "' is not a DLPack capsule ('dltensor_versioned' or 'dltensor')")
                            .c_str());
 }
@@ -312,20 +329,21 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
     return tensor;
   }
   const Names& n = names();
-  // The producer's methods are Python code, run by this thread: see running_python.
-  nb::object device = nb::steal(
+  // The producer's methods are Python code, run by this thread: see running_python. What they
+  // return is dropped the same way (held_reference.hpp).
+  const HeldReference device(
       running_python([&] { return PyObject_CallMethodNoArgs(object.ptr(), n.dlpack_device); }));
   if (!device.is_valid()) {
     throw nb::python_error();
   }
-  const bool pass_stream = producer_takes_stream(dlpack_device_type(device));
+  const bool pass_stream = producer_takes_stream(dlpack_device_type(device.get()));
   nb::object stream_value = pass_stream ? protocol_value(consumer) : nb::object();
 
   // No dl_device: left out it means the producer's own device (what it just reported), and
   // Holoscan 5.0 names none; a producer that reports a host id other than 0 (NumPy refuses any
   // dl_device but (1, 0)) would refuse its own answer handed back.
   PyObject* args[] = {object.ptr(), n.max_version, copy.ptr(), stream_value.ptr()};
-  nb::object capsule = nb::steal(running_python([&] {
+  HeldReference capsule(running_python([&] {
     return PyObject_VectorcallMethod(n.dlpack, args, 1,
                                      pass_stream ? n.keywords_with_stream : n.keywords);
   }));
@@ -341,7 +359,7 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
     PyErr_Clear();
     if (pass_stream) {
       PyObject* stream_args[] = {object.ptr(), stream_value.ptr()};
-      capsule = nb::steal(running_python(
+      capsule.reset(running_python(
           [&] { return PyObject_VectorcallMethod(n.dlpack, stream_args, 1, n.stream_keyword); }));
       if (!capsule.is_valid()) {
         if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -351,7 +369,7 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
       }
     }
     if (!capsule.is_valid()) {
-      capsule = nb::steal(
+      capsule.reset(
           running_python([&] { return PyObject_CallMethodNoArgs(object.ptr(), n.dlpack); }));
       if (!capsule.is_valid()) {
         throw nb::python_error();
@@ -359,13 +377,23 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
       legacy_call = true;
     }
   }
-  if (!PyCapsule_CheckExact(capsule.ptr())) {
-    throw nb::type_error(
-        ("__dlpack__ did not return a valid DLPack capsule: it returned " + type_text(capsule))
-            .c_str());
+  if (!PyCapsule_CheckExact(capsule.get())) {
+    throw nb::type_error(("__dlpack__ did not return a valid DLPack capsule: it returned " +
+                          type_text(nb::handle(capsule.get())))
+                             .c_str());
   }
-  Tensor tensor = import_capsule(capsule, object);
+  Tensor tensor = import_capsule(nb::handle(capsule.get()), object);
   if (!pass_stream) {
+    // Asked without a stream for a device that takes none: a tensor of one that does was never
+    // ordered for the consumer, which would read before the producer's work is done.
+    if (producer_takes_stream(tensor.device().device_type)) {
+      throw nb::buffer_error(
+          ("__dlpack__ gave a tensor of device type " +
+           std::to_string(tensor.device().device_type) + " where __dlpack_device__() reported " +
+           std::to_string(dlpack_device_type(device.get())) +
+           ", so its work was not ordered for the consumer's stream; the tensor is let go")
+              .c_str());
+    }
     return tensor;
   }
   if (!legacy_call) {

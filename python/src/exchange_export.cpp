@@ -15,11 +15,13 @@
 #include "bindings.hpp"
 #include "devices.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
 #include "imports.hpp"
 #include "protocol_streams.hpp"
 #include "stream_arg.hpp"
+#include "without_gil.hpp"
 
 namespace nb = nanobind;
 
@@ -132,7 +134,10 @@ int view_of_tensor(void* py_object, DLTensor* out) {
 int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
   const auto refuse = [managed](const char* message) {
     if (managed != nullptr && managed->deleter != nullptr) {
-      managed->deleter(managed);
+      // The producer's deleter may drop Python objects, whose finalizers are Python code: see
+      // running_python.
+      running_python(
+          [managed] { holoscan::detail::run_producer_deleter_letting_threads_end(managed); });
     }
     return fail(PyExc_BufferError, message);
   };

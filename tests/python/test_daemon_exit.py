@@ -349,3 +349,68 @@ def test_a_daemon_thread_looking_up_a_new_type_s_exchange_api_does_not_abort_the
                     return (1, 0)
             return Producer()
         """, "hd.from_dlpack(producer())")
+
+
+# Objects the import drops on its way out, an error's included, are dropped under the same guard
+# as the producer's calls: their finalizers are Python code too.
+REFUSED_IMPORT = """
+try:
+    hd.from_dlpack(Producer())
+except (BufferError, TypeError):
+    pass
+"""
+
+
+def test_a_daemon_thread_whose_refused_capsule_runs_a_finalizer_does_not_abort_the_exit():
+    # Refused (another major version), the capsule still owns the tensor: dropping it runs
+    # NumPy's deleter, which drops the array, whose finalizer is Python code.
+    assert_clean_exits_with_daemon_threads_calling("""
+        import ctypes
+        get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        get_pointer.restype = ctypes.c_void_p
+        get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+        class Finalized(np.ndarray):
+            def __del__(self, sleep=time.sleep):
+                sleep(0.002)
+
+        class Producer:
+            def __dlpack__(self, **keywords):
+                capsule = np.arange(4.0).view(Finalized).__dlpack__(**keywords)
+                major = get_pointer(capsule, b"dltensor_versioned")  # version.major comes first
+                ctypes.c_uint32.from_address(major).value = 2
+                return capsule
+
+            def __dlpack_device__(self):
+                return (1, 0)
+        """, REFUSED_IMPORT, runs=6)
+
+
+def test_a_daemon_thread_whose_producer_returns_no_capsule_with_a_finalizer_does_not_abort_the_exit():
+    assert_clean_exits_with_daemon_threads_calling("""
+        class NotACapsule:
+            def __del__(self, sleep=time.sleep):
+                sleep(0.002)
+
+        class Producer:
+            def __dlpack__(self, **keywords):
+                return NotACapsule()
+
+            def __dlpack_device__(self):
+                return (1, 0)
+        """, REFUSED_IMPORT, runs=6)
+
+
+def test_a_daemon_thread_whose_device_answer_has_a_finalizer_does_not_abort_the_exit():
+    assert_clean_exits_with_daemon_threads_calling("""
+        class Device(tuple):
+            def __del__(self, sleep=time.sleep):
+                sleep(0.002)
+
+        class Producer:
+            def __dlpack__(self, **keywords):
+                return np.arange(4.0).__dlpack__(**keywords)
+
+            def __dlpack_device__(self):
+                return Device((1, 0))
+        """, REFUSED_IMPORT, runs=6)

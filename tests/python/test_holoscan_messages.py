@@ -103,6 +103,22 @@ def test_capsules_of_other_names_are_refused_with_holoscans_sentence(testing):
         hd.from_dlpack(consumed)
 
 
+def test_a_capsule_name_that_is_not_utf8_is_named_in_escapes():
+    # A capsule's name is any C string: the message must still be text Python can decode (it
+    # raised UnicodeDecodeError instead of the TypeError).
+    import ctypes
+
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    name = ctypes.create_string_buffer(b"dl\xff\xfe\\tensor")  # kept alive with the capsule
+    foreign = new_capsule(ctypes.addressof(name), name, None)
+    with pytest.raises(TypeError) as raised:
+        hd.from_dlpack(foreign)
+    assert str(raised.value).startswith(
+        "invalid DLPack capsule: a capsule named 'dl\\xff\\xfe\\x5ctensor' is not a DLPack capsule")
+
+
 def test_another_major_version_is_refused_with_holoscans_sentence_and_kept_by_its_producer(
         testing):
     deleted = testing.deleter_calls()

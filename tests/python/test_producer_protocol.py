@@ -271,6 +271,33 @@ def test_producer_returning_junk_is_a_type_error(junk):
         hd.from_dlpack(Junk())
 
 
+def test_a_device_tensor_from_a_producer_that_reported_the_host_is_refused(testing, collect):
+    # Reported the host, the producer is not handed the consumer's stream: a tensor of a device
+    # whose work streams order was then ordered for no consumer, and is refused, not imported
+    # without readiness. The capsule was consumed: its tensor is freed once.
+    class ReportsTheHost:
+        def __dlpack_device__(self):
+            return (KDL_CPU, 0)
+
+        def __dlpack__(self, **kwargs):
+            assert "stream" not in kwargs
+            return testing.make_capsule(device=(KDL_CUDA, 0))
+
+    calls = testing.deleter_calls()
+    with pytest.raises(BufferError, match="^__dlpack__ gave a tensor of device type 2 where "
+                                          "__dlpack_device__\\(\\) reported 1"):
+        hd.from_dlpack(ReportsTheHost())
+    collect()
+    assert testing.deleter_calls() == calls + 1
+
+
+def test_a_host_tensor_from_a_producer_that_reported_a_device_is_imported(testing):
+    # The other way round orders nothing wrongly: the host's memory is ready when it comes.
+    producer = Recording(lambda: testing.make_capsule(device=(KDL_CPU, 0)), device=(KDL_CUDA, 0))
+    assert hd.from_dlpack(producer).device.device_type == KDL_CPU
+    assert "stream" in producer.dlpack_calls[0]
+
+
 def capsule_name(capsule):
     return repr(capsule).split('"')[1]
 
