@@ -83,6 +83,9 @@ int managed_from_tensor(void* py_object, DLManagedTensorVersioned** out) {
     return fail(PyExc_BufferError, "DLPack output pointer must not be null");
   }
   *out = nullptr;
+  if (py_object == nullptr) {  // a C consumer's misuse: its type cannot even be read
+    return fail(PyExc_BufferError, "Python object must not be null");
+  }
   try {
     Tensor* tensor = tensor_of(py_object);
     if (tensor == nullptr) {
@@ -106,6 +109,9 @@ int managed_from_tensor(void* py_object, DLManagedTensorVersioned** out) {
 int view_of_tensor(void* py_object, DLTensor* out) {
   if (out == nullptr) {
     return fail(PyExc_BufferError, "DLPack output tensor must not be null");
+  }
+  if (py_object == nullptr) {
+    return fail(PyExc_BufferError, "Python object must not be null");
   }
   try {
     Tensor* tensor = tensor_of(py_object);

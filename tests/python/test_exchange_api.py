@@ -214,12 +214,15 @@ def test_the_table_allocates_nothing_and_works_on_the_legacy_stream(tensor_api):
 
 def test_the_table_refuses_null_output_pointers_and_frees_what_it_was_given(tensor_api, collect):
     # A C consumer's misuse: each converter wrote through the null pointer (a segmentation fault).
-    # Holoscan 5.0 refuses each with the sentences checked here.
+    # Holoscan 5.0 refuses each with the sentences checked here. The exports of a null object
+    # read its type (a segmentation fault too) and are refused as well.
     deleted = tensor_api.deleter_calls()
     results = tensor_api.exchange_null_outputs(hd.Tensor)
     assert results == {
         "managed_tensor_from_py_object_no_sync": (-1, "DLPack output pointer must not be null"),
         "dltensor_from_py_object_no_sync": (-1, "DLPack output tensor must not be null"),
+        "managed_tensor_from_py_object_no_sync, null object": (-1, "Python object must not be null"),
+        "dltensor_from_py_object_no_sync, null object": (-1, "Python object must not be null"),
         "managed_tensor_to_py_object_no_sync": (-1, "Python object output pointer must not be null"),
         "current_work_stream": (-1, "DLPack stream output pointer must not be null"),
         "managed_tensor_allocator": (-1, ""),  # no SetError given: none called

@@ -195,6 +195,12 @@ nb::dict exchange_null_outputs(nb::handle type) {
   record("managed_tensor_from_py_object_no_sync",
          api->managed_tensor_from_py_object_no_sync(nullptr, nullptr));
   record("dltensor_from_py_object_no_sync", api->dltensor_from_py_object_no_sync(nullptr, nullptr));
+  DLManagedTensorVersioned* managed_out = nullptr;
+  record("managed_tensor_from_py_object_no_sync, null object",
+         api->managed_tensor_from_py_object_no_sync(nullptr, &managed_out));
+  DLTensor view_out{};
+  record("dltensor_from_py_object_no_sync, null object",
+         api->dltensor_from_py_object_no_sync(nullptr, &view_out));
   ProducerSpec spec;
   record("managed_tensor_to_py_object_no_sync",
          api->managed_tensor_to_py_object_no_sync(make_versioned(spec), nullptr));
@@ -207,8 +213,8 @@ nb::dict exchange_null_outputs(nb::handle type) {
 
 void bind_consumer(nb::module_& testing) {
   testing.def("exchange_null_outputs", &exchange_null_outputs, nb::arg("type"),
-              "Each converter of `type`'s table with a null output pointer: {call: (status, "
-              "error message)}.");
+              "Each converter of `type`'s table with a null output pointer, and the two exports "
+              "of a null object: {call: (status, error message)}.");
   testing.def("exchange_export", &exchange_export, nb::arg("obj"),
               "managed_tensor_from_py_object_no_sync of obj's type; the export is held until a "
               "drop_held_* call. Returns what it describes.");
