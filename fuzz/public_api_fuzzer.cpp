@@ -115,20 +115,59 @@ void fuzz_make_tensor(holoscan_fuzz::Bytes& bytes) {
   check(releases == 1, "the release runs exactly once");
 }
 
+// Where a hand-written view keeps its shape and strides in its context: at the start of each
+// vector, a few elements into each (a sub-view), or both in dl_shape, one after the other.
+enum class Placement : std::uint8_t { kAtTheStart, kInside, kStridesInShape };
+
+// Fills `context`'s vectors from `in` as `placement` says and points its view at them.
+void place_view(const holoscan_fuzz::Input& in, Placement placement, std::size_t skip,
+                holoscan::DLManagedTensorContext& context) {
+  if (placement == Placement::kAtTheStart) {
+    skip = 0;
+  }
+  context.dl_shape.assign(skip, -1);  // elements before the view's: never read through it
+  context.dl_shape.insert(context.dl_shape.end(), in.shape.begin(), in.shape.end());
+  context.dl_strides.assign(placement == Placement::kInside ? skip : 0, -1);
+  std::vector<std::int64_t>& strides_home =
+      placement == Placement::kStridesInShape ? context.dl_shape : context.dl_strides;
+  const std::size_t strides_at = strides_home.size();
+  strides_home.insert(strides_home.end(), in.strides.begin(), in.strides.end());
+  context.tensor.dl_tensor.shape = in.view.shape != nullptr ? context.dl_shape.data() + skip : nullptr;
+  context.tensor.dl_tensor.strides =
+      in.view.strides != nullptr ? strides_home.data() + strides_at : nullptr;
+}
+
 // A Tensor over a context written by hand: every accessor is safe, and an export (which checks
-// such a view in full) that succeeds imports back with the same layout.
+// such a view in full) that succeeds imports back with the same layout. Through a copy of the
+// context (made by copy or by assignment) when the bytes say so, the original gone before the
+// copy is used: the copy reads its own vectors only, wherever in them the view pointed.
 void fuzz_hand_written_context(holoscan_fuzz::Bytes& bytes) {
+  const auto how = bytes.take<std::uint8_t>();
   holoscan_fuzz::Input in;
   holoscan_fuzz::read_input(bytes, in);
   auto context = std::make_shared<holoscan::DLManagedTensorContext>();
-  context->dl_shape = in.shape;
-  context->dl_strides = in.strides;
   context->tensor.version = in.version;
   context->tensor.flags = in.flags;
   context->tensor.dl_tensor = in.view;
-  context->tensor.dl_tensor.shape = in.view.shape != nullptr ? context->dl_shape.data() : nullptr;
-  context->tensor.dl_tensor.strides =
-      in.view.strides != nullptr ? context->dl_strides.data() : nullptr;
+  place_view(in, static_cast<Placement>(how % 3), (how >> 2) % 4, *context);
+  if ((how & 0x40) != 0) {
+    auto copy = std::make_shared<holoscan::DLManagedTensorContext>();
+    if ((how & 0x20) != 0) {
+      *copy = *context;
+    } else {
+      copy = std::make_shared<holoscan::DLManagedTensorContext>(*context);
+    }
+    const std::vector<std::int64_t> shape = context->tensor.dl_tensor.shape != nullptr &&
+                                                    context->tensor.dl_tensor.ndim > 0
+                                                ? in.shape
+                                                : std::vector<std::int64_t>{};
+    context = std::move(copy);  // the original is gone
+    if (!shape.empty()) {
+      const auto& view = context->tensor.dl_tensor;
+      check(std::vector<std::int64_t>(view.shape, view.shape + view.ndim) == shape,
+            "a copied context reads its own shape");
+    }
+  }
   const holoscan::Tensor tensor(context);
   (void)tensor.size();
   (void)tensor.nbytes();
