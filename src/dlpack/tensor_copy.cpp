@@ -161,9 +161,24 @@ expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
 // The host waits until `stream` has passed what was queued on it, in relaxed capture mode: in
 // global mode CUDA refuses the wait while another thread captures a graph, and invalidates that
 // capture.
-void wait_for_queued(cudaStream_t stream) noexcept {
+bool wait_for_queued(cudaStream_t stream) noexcept {
   const detail::RelaxedCaptureScope relaxed;
-  (void)detail::succeeded_or_cleared(detail::cuda().stream_synchronize(stream));
+  return detail::succeeded_or_cleared(detail::cuda().stream_synchronize(stream));
+}
+
+// A copy out failed after its reads of the source were queued on `stream`: the host waits until
+// nothing queued reads the source any more or, where even that wait fails, the source is given a
+// deallocation point on `stream`, so that its memory outlives the reads whatever the caller drops.
+void wait_or_hold_source(const Tensor& source, cudaStream_t stream) noexcept {
+  if (wait_for_queued(stream)) {
+    return;
+  }
+  try {
+    if (const std::shared_ptr<TensorMemoryReference> reference = source.memory_reference()) {
+      (void)reference->set_deallocation_stream(stream);
+    }
+  } catch (...) {  // a caller's reference may throw from its hook: nothing more can be done
+  }
 }
 
 // A failure after the copy may have been queued on `stream`: neither the copy's memory (written
@@ -179,7 +194,7 @@ void release_after_queued(const Tensor& source, Tensor& copy, cudaStream_t strea
   } catch (...) {  // a caller's reference may throw from its hook: the host waits instead
   }
   if (!ordered) {
-    wait_for_queued(stream);
+    (void)wait_for_queued(stream);
   }
 }
 
@@ -213,6 +228,18 @@ expected<void, Error> enter_stream(std::optional<detail::DeviceGuard>& guard, DL
   return check_stream(stream, target, who);
 }
 
+// The copy's readiness could not be recorded on its stream: why, as the copy's own memory (whose
+// state is the library's) noted it, with the failing CUDA call and its error where there was one.
+tl::unexpected<Error> readiness_not_recorded() {
+  Error error = detail::take_point_failure();
+  error.message = "Tensor::copy_to: the copy's readiness could not be recorded" +
+                  (error.message.empty() ? std::string() : ": " + error.message);
+  if (error.code == ErrorCode::kSuccess) {
+    error.code = ErrorCode::kFailure;
+  }
+  return tl::unexpected<Error>(std::move(error));
+}
+
 // Queues the copy into `destination`, then makes the source outlive it and either completes it
 // (a host target) or records its readiness on `copy` (a device target).
 // Any failure, the heap's included (part of the copy may be queued by then), releases the copy's
@@ -227,8 +254,7 @@ expected<void, Error> finish_on_stream(const detail::CopyPlan& plan, const Tenso
     if (done && detail::host_memory_type(copy.device().device_type)) {
       done = synchronize_cuda_stream_for_host(stream);  // a host copy is complete on return
     } else if (done && !copy.set_readiness_stream(stream)) {
-      done = make_unexpected(ErrorCode::kFailure,
-                             "Tensor::copy_to: the copy's readiness could not be recorded");
+      done = readiness_not_recorded();
     }
     if (!done) {
       release_after_queued(source, copy, stream);
@@ -343,11 +369,11 @@ expected<void, Error> copy_out(const Tensor& source, void* destination,
       done = wait ? synchronize_cuda_stream_for_host(stream) : hold_source(source, stream);
     }
     if (!done) {
-      wait_for_queued(stream);
+      wait_or_hold_source(source, stream);
     }
     return done;
   } catch (const std::bad_alloc&) {
-    wait_for_queued(stream);
+    wait_or_hold_source(source, stream);
     throw;  // the public call's catch makes it kResourceExhausted
   }
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "cuda/cuda_error.hpp"
 #include "stream/pooled_events.hpp"
@@ -169,11 +170,20 @@ expected<void, Error> record_point(StreamPoint& point, cudaStream_t stream) noex
 
 RecordStamp record_event(cudaEvent_t event, cudaStream_t stream) noexcept {
   if (cudaError_t status = cuda().event_record(event, stream); status != cudaSuccess) {
-    (void)cuda_error(status, "cudaEventRecord");  // clears the thread's last error, as there
+    // cuda_error clears the thread's last error, as there.
+    note_point_failure(cuda_error(status, "cudaEventRecord"));
     return RecordStamp{};
   }
   return next_stamp();
 }
+
+namespace {
+thread_local Error point_failure{};  // built only on a failure: nothing on the hot path
+}  // namespace
+
+void note_point_failure(Error error) noexcept { point_failure = std::move(error); }
+
+Error take_point_failure() noexcept { return std::exchange(point_failure, Error{}); }
 
 bool recorded_in_another_process(const StreamPoint& point) noexcept {
   return recorded_before(point, first_recorder_of_this_process.load(std::memory_order_relaxed));

@@ -72,10 +72,18 @@ expected<void, Error> record_point(StreamPoint& point, cudaStream_t stream) noex
 
 /**
  * @brief Records `event` on `stream` as record_point() does; the point's stamp, or a stamp with
- *        recorder 0 when the record failed (its error cleared). Returned in registers, for a
- *        point built whole afterwards (StreamLocation::point).
+ *        recorder 0 when the record failed (its error cleared, and noted: note_point_failure).
+ *        Returned in registers, for a point built whole afterwards (StreamLocation::point).
  */
 RecordStamp record_event(cudaEvent_t event, cudaStream_t stream) noexcept;
+
+/**
+ * @brief Notes why this thread's point could not be recorded (the hooks that record points answer
+ *        with a bool), for a caller of the library's own that reports it: take_point_failure().
+ */
+void note_point_failure(Error error) noexcept;
+/** @brief The failure noted last on this thread (taken: none is left), or an empty Error. */
+Error take_point_failure() noexcept;
 
 /**
  * @brief Whether `point` was recorded before this process was forked (by the parent): its event

@@ -14,6 +14,7 @@ namespace holoscan::detail {
 bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   auto location = locate_stream(stream);
   if (!location) {
+    note_point_failure(std::move(location.error()));
     return false;
   }
   std::lock_guard<SpinMutex> lock(mutex_);
@@ -28,6 +29,7 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
       try {
         spare_readiness_.reserve(spare_readiness_.size() + 1);
       } catch (...) {
+        note_point_failure(make_error(ErrorCode::kResourceExhausted, "out of host memory"));
         return false;
       }
       spare = spare_readiness_.end();  // the reservation may have moved the points
@@ -55,6 +57,7 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
   if (event == nullptr) {
     auto acquired = acquire_event(location->device);
     if (!acquired) {
+      note_point_failure(std::move(acquired.error()));
       return false;
     }
     event = *acquired;
@@ -93,9 +96,14 @@ bool StreamState::set_readiness_stream(cudaStream_t stream) noexcept {
 // cudaStreamWaitEvent, none when `point` was recorded on `stream` itself; false on failure.
 bool StreamState::order_after(const StreamPoint& point, const StreamLocation& next,
                               cudaStream_t stream) noexcept {
-  return next.is_stream_of(point, stream) ||
-         check_cuda(cuda().stream_wait_event(stream, point.event, 0), "cudaStreamWaitEvent")
-             .has_value();
+  if (next.is_stream_of(point, stream)) {
+    return true;
+  }
+  auto waited = check_cuda(cuda().stream_wait_event(stream, point.event, 0), "cudaStreamWaitEvent");
+  if (!waited) {
+    note_point_failure(std::move(waited.error()));
+  }
+  return waited.has_value();
 }
 
 // Without the lock (three atomic read-modify-writes less per three-consumer hop). Safe because:

@@ -340,7 +340,11 @@ TEST_F(CopyOnFakeCuda, UnrecordedPointsWaitOrFailAndLeakNothing) {
     auto copy = source.copy_to(DLDevice{kDLCUDA, 0}, stream);
     ASSERT_FALSE(copy.has_value());
     EXPECT_EQ(copy.error().code, ErrorCode::kFailure);
-    EXPECT_NE(copy.error().message.find("readiness"), std::string::npos) << copy.error().message;
+    // The failing call and CUDA's error, as for every CUDA failure (they were dropped before).
+    EXPECT_EQ(copy.error().message,
+              "Tensor::copy_to: the copy's readiness could not be recorded: cudaEventRecord "
+              "failed: cudaErrorLaunchFailure (fake runtime error)");
+    EXPECT_EQ(copy.error().provenance, static_cast<std::uint64_t>(cudaErrorLaunchFailure));
     EXPECT_EQ(fake().calls(CudaEntry::kStreamSynchronize), syncs + 1);
   }
   flush_deferred_releases();
@@ -406,6 +410,33 @@ TEST_F(CopyOnFakeCuda, ACopyOutFailingAfterItsFirstPieceWaitsForWhatWasQueued) {
   EXPECT_GE(fake().calls(CudaEntry::kMemcpyAsync) + fake().calls(CudaEntry::kMemcpy2DAsync),
             copies + 2);  // a piece was queued before the failing one
   EXPECT_EQ(synced, syncs + 1) << "returned while a queued piece still wrote the caller's memory";
+}
+
+// A copy out whose host waits all fail (the wait for the copy, then the one after the failure)
+// returns its error with the copy still queued on `stream`: the source keeps a deallocation point
+// there, so that dropping it cannot free the memory the queued copy reads. Before, the source's
+// memory went at once (a use after free when the stream ran the copy).
+TEST_F(CopyOnFakeCuda, ACopyOutWhoseWaitsFailKeepsTheSourceUntilTheQueuedCopyRan) {
+  std::optional<Tensor> source = pending_device_source();
+  memory_->fill(7);
+  fake().complete(producer_);
+  fake().launch(stream_);  // earlier work: the copy stays queued behind it
+  const auto frees = fake().calls(CudaEntry::kFree);
+  fake().fail_next(CudaEntry::kStreamSynchronize, cudaErrorLaunchFailure, 2);
+  std::vector<std::int32_t> out(12, -1);
+  const auto copied = source->copy_to_host(out.data(), out.size() * 4, stream_);
+  ASSERT_FALSE(copied.has_value());
+  EXPECT_EQ(copied.error().provenance, static_cast<std::uint64_t>(cudaErrorLaunchFailure));
+  source.reset();
+  memory_.reset();
+  // The release thread would free it within its first rounds: the producer has finished.
+  EXPECT_FALSE(test::eventually([&] { return fake().calls(CudaEntry::kFree) > frees; },
+                                std::chrono::milliseconds(200)))
+      << "the source's memory went under the queued copy";
+  fake().complete(stream_);  // the queued copy reads the source here
+  flush_deferred_releases();
+  EXPECT_EQ(fake().calls(CudaEntry::kFree), frees + 1);
+  EXPECT_EQ(out, counting_from(7, 12));
 }
 
 // Out of host memory once the copy's memory was taken from `stream` (cudaMallocAsync): the
