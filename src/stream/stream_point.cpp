@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -178,12 +179,39 @@ RecordStamp record_event(cudaEvent_t event, cudaStream_t stream) noexcept {
 }
 
 namespace {
-thread_local Error point_failure{};  // built only on a failure: nothing on the hot path
+
+// Trivially destructible, so that a point recorded while the thread ends (a Tensor dropped by
+// another thread_local's destructor) never writes into a destroyed object; written only on a
+// failure. A longer message is cut.
+struct NotedFailure {
+  bool noted = false;
+  ErrorCode code = ErrorCode::kFailure;
+  std::uint64_t provenance = 0;
+  char message[256] = {};
+};
+thread_local NotedFailure point_failure{};
+
 }  // namespace
 
-void note_point_failure(Error error) noexcept { point_failure = std::move(error); }
+void note_point_failure(Error error) noexcept {
+  NotedFailure& noted = point_failure;
+  noted.noted = true;
+  noted.code = error.code;
+  noted.provenance = error.provenance;
+  const std::size_t length = std::min(error.message.size(), sizeof(noted.message) - 1);
+  std::memcpy(noted.message, error.message.data(), length);
+  noted.message[length] = '\0';
+}
 
-Error take_point_failure() noexcept { return std::exchange(point_failure, Error{}); }
+Error take_point_failure() noexcept {
+  NotedFailure& noted = point_failure;
+  if (!std::exchange(noted.noted, false)) {
+    return Error{};
+  }
+  Error error = make_error(noted.code, noted.message);
+  error.provenance = noted.provenance;
+  return error;
+}
 
 bool recorded_in_another_process(const StreamPoint& point) noexcept {
   return recorded_before(point, first_recorder_of_this_process.load(std::memory_order_relaxed));
