@@ -336,7 +336,8 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
   if (!device.is_valid()) {
     throw nb::python_error();
   }
-  const bool pass_stream = producer_takes_stream(dlpack_device_type(device.get()));
+  const int reported_type = dlpack_device_type(device.get());  // read once: __index__ is Python
+  const bool pass_stream = producer_takes_stream(reported_type);
   nb::object stream_value = pass_stream ? protocol_value(consumer) : nb::object();
 
   // No dl_device: left out it means the producer's own device (what it just reported), and
@@ -390,7 +391,7 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
       throw nb::buffer_error(
           ("__dlpack__ gave a tensor of device type " +
            std::to_string(tensor.device().device_type) + " where __dlpack_device__() reported " +
-           std::to_string(dlpack_device_type(device.get())) +
+           std::to_string(reported_type) +
            ", so its work was not ordered for the consumer's stream; the tensor is let go")
               .c_str());
     }

@@ -9,6 +9,7 @@
 
 #include "cast_arg.hpp"
 #include "errors.hpp"
+#include "held_reference.hpp"
 #include "without_gil.hpp"
 
 namespace nb = nanobind;
@@ -123,11 +124,12 @@ DLDataType parse_dtype(nb::handle dtype) {
   }
   // numpy.dtype. A `str` property or a __getattr__ is Python code: see running_python. Read once;
   // none to read (whatever the error, as hasattr() reads it) is no dtype.
-  const nb::object str =
-      nb::steal(running_python([&] { return PyObject_GetAttrString(dtype.ptr(), "str"); }));
+  // What it gives is dropped the same way (held_reference.hpp).
+  const HeldReference str(
+      running_python([&] { return PyObject_GetAttrString(dtype.ptr(), "str"); }));
   if (str.is_valid()) {
-    return dtype_from_string(
-        cast_or_type_error<std::string>(str, "dtype.str must be a string, such as NumPy's '<f4'"));
+    return dtype_from_string(cast_or_type_error<std::string>(
+        nb::handle(str.get()), "dtype.str must be a string, such as NumPy's '<f4'"));
   }
   PyErr_Clear();
   throw nb::type_error(

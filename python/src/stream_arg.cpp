@@ -8,6 +8,7 @@
 
 #include "cast_arg.hpp"
 #include "errors.hpp"
+#include "held_reference.hpp"
 #include "without_gil.hpp"
 
 namespace nb = nanobind;
@@ -49,12 +50,12 @@ std::intptr_t cuda_stream_protocol(nb::handle method) {
         ("Invalid stream type: __cuda_stream__ must be callable, not " + type_text(method))
             .c_str());
   }
-  const nb::object result =
-      nb::steal(running_python([&] { return PyObject_CallNoArgs(method.ptr()); }));
+  // What it returned is dropped the same way (held_reference.hpp).
+  const HeldReference result(running_python([&] { return PyObject_CallNoArgs(method.ptr()); }));
   if (!result.is_valid()) {
     throw nb::python_error();
   }
-  const auto pair = sequence_pair(result);
+  const auto pair = sequence_pair(nb::handle(result.get()));
   if (!pair) {
     throw nb::type_error(
         "__cuda_stream__ must return a sequence with 2 elements: (version, stream pointer)");

@@ -253,8 +253,11 @@ expected<void, Error> finish_on_stream(const detail::CopyPlan& plan, const Tenso
     }
     if (done && detail::host_memory_type(copy.device().device_type)) {
       done = synchronize_cuda_stream_for_host(stream);  // a host copy is complete on return
-    } else if (done && !copy.set_readiness_stream(stream)) {
-      done = readiness_not_recorded();
+    } else if (done) {
+      (void)detail::take_point_failure();  // none noted before this record may be reported
+      if (!copy.set_readiness_stream(stream)) {
+        done = readiness_not_recorded();
+      }
     }
     if (!done) {
       release_after_queued(source, copy, stream);

@@ -12,7 +12,6 @@
 
 #include "cuda/cuda_api.hpp"
 #include "cuda/cuda_error.hpp"
-#include "keep_until_exit.hpp"
 #include "stream/fork_gate.hpp"
 #include "stream/release_settings.hpp"
 #include "stream/stream_point.hpp"
@@ -447,12 +446,18 @@ void ReleaseQueue::prepare_fork() noexcept {
   locked_for_fork = existing();
   if (locked_for_fork != nullptr) {
     locked_for_fork->mutex_.lock();
+    // The room for the child's copy of the worker's state, made here, in the parent: the child
+    // allocates nothing in its handler (an allocator locked by a thread it lacks would hang it).
+    // active_ cannot change while the lock is held.
+    locked_for_fork->room_for_the_child_ =
+        new (std::nothrow) unsigned char[dead_worker_bytes(locked_for_fork->active_.size())];
     locked_for_fork->intake_.lock();  // a push in progress on another thread ends first
   }
 }
 
 void ReleaseQueue::after_fork_in_parent() noexcept {
   if (ReleaseQueue* queue = std::exchange(locked_for_fork, nullptr)) {
+    delete[] std::exchange(queue->room_for_the_child_, nullptr);
     queue->intake_.unlock();
     queue->mutex_.unlock();
   }
@@ -472,29 +477,43 @@ void ReleaseQueue::after_fork_in_child() noexcept {
   ForkGate::open_in_child();
 }
 
+namespace {
+
+// The copies kept by forked children (the newest first, each starting with a pointer to the one
+// before: a child of a child keeps its parent's too): static storage reaches them.
+std::atomic<unsigned char*> states_kept_in_children{nullptr};
+
+}  // namespace
+
+std::size_t ReleaseQueue::dead_worker_bytes(std::size_t active) noexcept {
+  return sizeof(unsigned char*) + sizeof(progress_) + sizeof(round_points_) + sizeof(worker_) +
+         active * sizeof(StreamPointList);
+}
+
 // In a forked child, before renew_in_child() makes anew what the dead worker may have been
-// changing: a copy of their bytes is kept until the child exits, so that the heap memory they
-// point to stays reachable (it is neither used nor freed here, and a leak checker run at the
-// child's exit would otherwise report it). Nothing is kept when the heap refuses.
+// changing: a copy of their bytes, in the room prepare_fork() made, is kept until the child exits,
+// so that the heap memory they point to stays reachable (it is neither used nor freed here, and a
+// leak checker run at the child's exit would otherwise report it). Nothing is kept when the heap
+// refused the room.
 void ReleaseQueue::keep_the_dead_workers_state() noexcept {
-  const std::size_t bytes = sizeof(progress_) + sizeof(round_points_) + sizeof(worker_) +
-                            active_.size() * sizeof(StreamPointList);
-  std::unique_ptr<unsigned char[]> kept(new (std::nothrow) unsigned char[bytes]);
+  unsigned char* const kept = std::exchange(room_for_the_child_, nullptr);
   if (kept == nullptr) {
     return;
   }
-  unsigned char* at = kept.get();
+  unsigned char* at = kept;
   const auto copy = [&at](const void* object, std::size_t size) {
     std::memcpy(at, object, size);
     at += size;
   };
+  unsigned char* const earlier = states_kept_in_children.load(std::memory_order_relaxed);
+  copy(&earlier, sizeof(earlier));
   copy(&progress_, sizeof(progress_));
   copy(&round_points_, sizeof(round_points_));
   copy(&worker_, sizeof(worker_));
   for (const PendingRelease& pending : active_) {
     copy(&pending.points, sizeof(pending.points));
   }
-  keep_until_exit(std::move(kept));
+  states_kept_in_children.store(kept, std::memory_order_relaxed);  // this thread is the only one
 }
 
 void ReleaseQueue::renew_in_child() noexcept {
@@ -507,6 +526,7 @@ void ReleaseQueue::renew_in_child() noexcept {
   catching_up_waiters_ = 0;
   inherited_below_ = next_ticket_;
   if (on_release_thread) {
+    keep_the_dead_workers_state();  // the room is kept too: nothing is freed in the child
     progress_.forget();
     return;  // forked from a deleter: this thread is the worker, alive in the child too
   }

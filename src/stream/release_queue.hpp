@@ -103,6 +103,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
   void count_out(std::uint64_t ticket, bool caught_up) noexcept;
   void stop() noexcept;
+  static std::size_t dead_worker_bytes(std::size_t active) noexcept;
   void keep_the_dead_workers_state() noexcept;
   void renew_in_child() noexcept;
 
@@ -149,6 +150,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   std::list<PendingRelease> running_;    // completed; run (or running) in order
   std::uint64_t inherited_below_ = 0;    // in a forked child: tickets queued by the parent
   Flusher* flushers_ = nullptr;          // threads waiting in flush()
+  unsigned char* room_for_the_child_ = nullptr;  // made by prepare_fork() (see there)
   std::size_t catching_up_waiters_ = 0;  // drops waiting for the worker (caught_up_)
   std::uint64_t options_version_ = 0;    // counts options_changed(): a rest ends when it moves
   bool stopping_ = false;                // the exit drain was asked for

@@ -356,10 +356,14 @@ std::shared_ptr<DLManagedTensorContext> context_with_an_inner_view(float* values
 TEST(ContextCopy, AViewIntoTheVectorsAwayFromTheirStartPointsIntoTheCopys) {
   float values[6] = {0, 1, 2, 3, 4, 5};
   for (const bool strides_in_shape : {false, true}) {
-    for (const bool assign : {false, true}) {
+    for (const int assign : {0, 1, 2}) {  // a copy; assigned into no room; into room enough
       auto source = context_with_an_inner_view(values, strides_in_shape);
       auto copy = std::make_shared<DLManagedTensorContext>();
-      if (assign) {
+      if (assign == 2) {
+        copy->dl_shape.reserve(16);
+        copy->dl_strides.reserve(16);
+      }
+      if (assign != 0) {
         *copy = *source;
       } else {
         copy = std::make_shared<DLManagedTensorContext>(*source);

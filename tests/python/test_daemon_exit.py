@@ -414,3 +414,29 @@ def test_a_daemon_thread_whose_device_answer_has_a_finalizer_does_not_abort_the_
             def __dlpack_device__(self):
                 return Device((1, 0))
         """, REFUSED_IMPORT, runs=6)
+
+
+def test_daemon_threads_whose_stream_and_dtype_answers_have_finalizers_do_not_abort_the_exit():
+    # `__cuda_stream__()`'s pair and a dtype-like object's `str` are dropped under the same guard.
+    assert_clean_exits_with_daemon_threads_calling("""
+        pool = hd.TensorPool(memory="host", block_bytes=64, block_count=4)
+        array = np.arange(4.0)
+
+        class Pair(tuple):
+            def __del__(self, sleep=time.sleep):
+                sleep(0.002)
+
+        class Stream:
+            def __cuda_stream__(self):
+                return Pair((0, 1))
+
+        class Text(str):
+            def __del__(self, sleep=time.sleep):
+                sleep(0.002)
+
+        class DtypeLike:
+            @property
+            def str(self):
+                return Text("<f4")
+        """, "hd.from_dlpack(array, stream=Stream())", "pool.allocate((2,), DtypeLike())",
+        runs=6)
