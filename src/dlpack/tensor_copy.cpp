@@ -234,9 +234,6 @@ tl::unexpected<Error> readiness_not_recorded() {
   Error error = detail::take_point_failure();
   error.message = "Tensor::copy_to: the copy's readiness could not be recorded" +
                   (error.message.empty() ? std::string() : ": " + error.message);
-  if (error.code == ErrorCode::kSuccess) {
-    error.code = ErrorCode::kFailure;
-  }
   return tl::unexpected<Error>(std::move(error));
 }
 
