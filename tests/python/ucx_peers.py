@@ -27,7 +27,11 @@ def _serve(reports, **config):
 
 
 def drain_sends(worker, count):
-    """Progresses until `count` sends ended; returns their SendResults."""
+    """Progresses until `count` sends ended; returns their SendResults by peer and sequence.
+
+    Results come in the order the sends ended, not the order they were made: a send ends once
+    the receiver confirmed it *and* UCX let go of its memory, and a large send's local completion
+    can come after the confirmations of smaller sends made behind it."""
     results, deadline = [], time.monotonic() + PATIENCE_MS / 1000
     while len(results) < count and time.monotonic() < deadline:
         worker.progress()
@@ -36,7 +40,7 @@ def drain_sends(worker, count):
             time.sleep(0.0005)
         else:
             results.append(result)
-    return results
+    return sorted(results, key=lambda r: (r.peer, r.sequence))
 
 
 def _progress_until(worker, inbox):
