@@ -182,7 +182,9 @@ class ReceiveOnAnotherThread {
     while (!started_) {
       std::this_thread::yield();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Nothing outside tells that the call began: long beside the few instructions between the
+    // flag and the call's registration, on a loaded machine too.
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
 
   // What the receive returned, once it did (5 s at most).

@@ -143,11 +143,12 @@ TEST(IpcThreads, OneExporterCalledFromManyThreadsLosesAndMixesNothing) {
   EXPECT_EQ(exporter->stats().published, 2u * kPerPublisher);
 }
 
-// The fake's table with cuMemImportFromShareableHandle taking 600 ms, as a slow driver would.
+// The fake's table with cuMemImportFromShareableHandle taking 2 s, as a slow driver would: long
+// beside the bound below, so that a drop that waited is told from one descheduled for a while.
 const holoscan::detail::CudaIpcApi* fast_table = nullptr;
 CUresult slow_import(CUmemGenericAllocationHandle* handle, void* os_handle,
                      CUmemAllocationHandleType type) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
   return fast_table->mem_import_from_shareable_handle(handle, os_handle, type);
 }
 
@@ -190,7 +191,7 @@ TEST(IpcThreads, DroppingAnImportDoesNotWaitForAnotherThreadsMapping) {
   const auto took = Clock::now() - started;
   receiver.join();
   holoscan::detail::install_cuda_ipc_api(previous);
-  EXPECT_LT(took, std::chrono::milliseconds(300))
+  EXPECT_LT(took, std::chrono::milliseconds(1000))
       << "the drop waited for the mapping: "
       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
   ASSERT_TRUE(imported_second.has_value()) << "the second import came";
@@ -214,15 +215,14 @@ expected<PeerId, Error> add_peer_ended_by(const std::function<void(Exporter&)>& 
   auto exporter =
       std::make_unique<Exporter>(std::move(*made));  // on the heap: ASan sees a late read
   Exporter* const target = exporter.get();
-  std::atomic<bool> started{false};
-  auto waiting = std::async(std::launch::async,
-                            [target, &started, channel = std::move(ends->first)]() mutable {
-                              started = true;
-                              return target->add_peer(std::move(channel), 10000);  // no Hello
-                            });
-  while (!started) {
-    std::this_thread::yield();
-  }
+  auto waiting =
+      std::async(std::launch::async, [target, channel = std::move(ends->first)]() mutable {
+        return target->add_peer(std::move(channel), 10000);  // no Hello
+      });
+  // The call sends its own Hello once it is under way (the destructor then waits for it): a
+  // call not yet begun would start on a destroyed Exporter.
+  auto hello = ends->second.receive(5000);
+  EXPECT_TRUE(hello && *hello) << "add_peer() sent no Hello";
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep in the Hello's wait
   const auto ending = std::chrono::steady_clock::now();
   end_it(*exporter);

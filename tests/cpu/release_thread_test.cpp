@@ -258,7 +258,7 @@ TEST_F(ReleaseThread, ShorterPollIntervalSetFromCodeEndsTheRestUnderWay) {
   ASSERT_TRUE(test::eventually([&] { return producer.deleter_calls() == 1; }));
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - completed_at);
-  EXPECT_LT(waited.count(), 300) << "the release waited out the rest begun under the 1 s interval";
+  EXPECT_LT(waited.count(), 600) << "the release waited out the rest begun under the 1 s interval";
 }
 
 // Threads drop owners (each push takes only the intake lock) while each of them flushes now and
@@ -650,7 +650,7 @@ TEST_F(ReleaseThreadDeathTest, ReleaseAfterTheExitDrainWaitsNoLongerThanItsLimit
 }
 
 TEST_F(ReleaseThreadDeathTest, ReleaseAfterTheExitDrainRunsIfTheGpuFinishesInTime) {
-  EXPECT_EXIT(exit_with_a_late_owner(fake(), std::chrono::milliseconds(100), false),
+  EXPECT_EXIT(exit_with_a_late_owner(fake(), std::chrono::milliseconds(20), false),
               ::testing::ExitedWithCode(0), "late release ran");
 }
 

@@ -92,10 +92,13 @@ def pair():
         yield workers
 
 
-def free_port():
+@contextlib.contextmanager
+def refusing_port():
+    """A loopback port bound and never listened on while the block runs: a connect to it is
+    refused, and no listener of a test running beside this one can be given it meanwhile."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        yield probe.getsockname()[1]
 
 
 # ---- the module --------------------------------------------------------------------------------
@@ -157,10 +160,10 @@ def test_refusals_name_their_class_and_message():
         with pytest.raises(hd.errors.InvalidArgumentError, match="^kInvalidArgument: ucx listen "
                            "on 999.1.1.1:0: cannot resolve"):
             worker.listen("999.1.1.1")
-        port = free_port()
-        refused(hd.errors.ClosedError,
-                f"kClosed: ucx connect to 127.0.0.1:{port}: the connection failed",
-                lambda: worker.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS))
+        with refusing_port() as port:
+            refused(hd.errors.ClosedError,
+                    f"kClosed: ucx connect to 127.0.0.1:{port}: the connection failed",
+                    lambda: worker.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS))
         # connect() said so: receive() knows of no peer the caller was never given.
         assert worker.receive(timeout_ms=50) is None
 

@@ -4,9 +4,7 @@
 // (a receiver with arrivals waiting for a block, a sender whose receiver holds what landed), and
 // a connect to nobody.
 #include <malloc.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -60,19 +58,6 @@ void expect_failed_closed_naming_the_tensor(const SeriesSender& sender, std::siz
     EXPECT_NE(error.message.find("tensor " + std::to_string(sequence)), std::string::npos)
         << error.message;
   }
-}
-
-// A loopback port that was free a moment ago (bound, read back, let go of), in `*port`.
-void free_loopback_port(std::uint16_t* port) {
-  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  ::close(probe);
-  *port = ntohs(address.sin_port);
 }
 
 TEST(UcxFailure, KilledReceiverEndsEverySendAndFreesEveryClaim) {
@@ -158,8 +143,9 @@ TEST(UcxFailure, ReceiverThatLeavesFailsTheRestWithClosed) {
 }
 
 TEST(UcxFailure, ConnectToAPortNobodyListensOnFails) {
-  std::uint16_t port = 0;
-  ASSERT_NO_FATAL_FAILURE(free_loopback_port(&port));
+  const RefusingPort refusing;
+  const std::uint16_t port = refusing.port();
+  ASSERT_NE(port, 0) << "no loopback port could be bound";
   auto worker = make_worker();
   const auto started = std::chrono::steady_clock::now();
   auto peer = worker.connect("127.0.0.1", port, 3000);
@@ -186,8 +172,9 @@ std::size_t live_heap_bytes() {
 // ends at once: the worker must not keep every one of them for its whole life (nor walk them in
 // every round). An id of one it let go of is still answered as a closed connection.
 TEST(UcxFailure, ConnectionsThatEndedLeaveNothingBehind) {
-  std::uint16_t port = 0;
-  ASSERT_NO_FATAL_FAILURE(free_loopback_port(&port));
+  const RefusingPort refusing;
+  const std::uint16_t port = refusing.port();
+  ASSERT_NE(port, 0) << "no loopback port could be bound";
   auto worker = make_worker();
   const auto retry = [&](int times) {
     for (int i = 0; i < times; ++i) {

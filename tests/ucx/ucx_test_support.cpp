@@ -1,6 +1,9 @@
 #include "ucx/ucx_test_support.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -15,6 +18,25 @@
 #include "ucx/series.hpp"
 
 namespace holoscan::test {
+
+RefusingPort::RefusingPort(std::uint16_t port) : socket_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  socklen_t length = sizeof(address);
+  if (socket_ >= 0 &&
+      ::bind(socket_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      ::getsockname(socket_, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port_ = ntohs(address.sin_port);
+  }
+}
+
+RefusingPort::~RefusingPort() {
+  if (socket_ >= 0) {
+    ::close(socket_);
+  }
+}
 pid_t start_peer(const std::vector<std::string>& arguments, const std::vector<int>& inherited) {
   const pid_t pid = ipc_demo::spawn(HOLOSCAN_DLPACK_UCX_PEER, arguments, inherited);
   EXPECT_GT(pid, 0) << "could not start " << HOLOSCAN_DLPACK_UCX_PEER;

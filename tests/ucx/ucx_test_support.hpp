@@ -14,6 +14,27 @@
 
 namespace holoscan::test {
 
+/**
+ * @brief A loopback port bound and never listened on, for the object's life: a connect to it is
+ *        refused, and no listener of a test running beside this one can be given it meanwhile
+ *        (a port let go of could be).
+ */
+class RefusingPort {
+ public:
+  /** @brief Binds `port` on 127.0.0.1, or any free port for 0. */
+  explicit RefusingPort(std::uint16_t port = 0);
+  ~RefusingPort();
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+
+  /** @brief The port bound, 0 where none could be (taken by another process, say). */
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int socket_;
+  std::uint16_t port_ = 0;
+};
+
 /** @brief Starts the peer binary (peer_main.cpp) with `arguments`, keeping `inherited` fds open. */
 pid_t start_peer(const std::vector<std::string>& arguments, const std::vector<int>& inherited = {});
 
