@@ -108,6 +108,10 @@ expected<void, Error> validate(const TensorHeader& h) {
         refusal(ErrorCode::kInvalidArgument, "ndim " + std::to_string(h.ndim) + " is outside [0, " +
                                                  std::to_string(kMaxWireDims) + "]"));
   }
+  if (h.sequence == 0) {  // an Ack naming 0 would confirm nothing the sender can find
+    return make_unexpected(
+        refusal(ErrorCode::kProtocolError, "sequence 0 is no sequence number (they start at 1)"));
+  }
   if (!sound(AnsweredRun{h.answered_sequence, h.answered_count})) {
     return make_unexpected(refusal(ErrorCode::kProtocolError,
                                    "answered run (sequence " + std::to_string(h.answered_sequence) +

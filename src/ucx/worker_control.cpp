@@ -87,6 +87,8 @@ void Worker::State::queue_control(PeerId peer, MessageId id, std::string bytes) 
 void Worker::State::queue_delivered(PeerId peer, std::uint64_t sequence) {
   if (!controls.empty()) {
     Control& last = controls.back();
+    // A run ending at UINT64_MAX wraps to 0 here, which no delivered sequence is (refused at
+    // decode): such a run is never extended.
     if (last.count != 0 && last.peer == peer && last.delivered + last.count == sequence) {
       ++last.count;
       return;

@@ -13,6 +13,7 @@ namespace {
 // Byte offsets of the version-3 tensor header (docs/ucx.md).
 constexpr std::size_t kVersionAt = 4;
 constexpr std::size_t kNdimAt = 12;
+constexpr std::size_t kSequenceAt = 16;
 constexpr std::size_t kPayloadAt = 24;
 constexpr std::size_t kFlagsAt = 32;
 constexpr std::size_t kCodeAt = 40;
@@ -121,6 +122,12 @@ std::vector<WireCase> wire_cases() {
             padded_known ? "padded sub-byte" : "unknown bits 0x4")
             .header,
         kFlagsAt, 4, 8);
+  {
+    WireCase& c = add(0, "sequence 0", ErrorCode::kProtocolError, "sequence 0 is no sequence");
+    patch(c.header, kSequenceAt, 0, 8);
+    c.sequence = 0;
+    c.acked_as = 0;  // answered, as a header too broken to name its tensor
+  }
   add(0, "no reply endpoint", ErrorCode::kProtocolError, "without a known reply endpoint").reply =
       false;
   cases.push_back(valid(seq++, 0));

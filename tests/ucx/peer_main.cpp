@@ -38,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 
 #include "holoscan/tensor_pool.hpp"
@@ -178,14 +179,16 @@ int send_raw(std::uint16_t port) {
     return fail(6, "no raw connection");
   }
   const auto cases = holoscan::test::wire_cases();
-  std::size_t answered = 0;
+  std::set<std::uint64_t> answered;  // the Acks name these (0 for every unnamed tensor)
   for (const auto& c : cases) {
     if (!raw.send(static_cast<unsigned>(ucx::MessageId::kTensor), c.header, c.data, c.reply)) {
       return fail(6, "sending \"" + c.name + "\" failed");
     }
-    answered += c.reply ? 1 : 0;
+    if (c.reply) {
+      answered.insert(c.acked_as);
+    }
   }
-  return check_answers(cases, raw.wait_acks(answered, 20000));
+  return check_answers(cases, raw.wait_acks(answered.size(), 20000));
 }
 
 int send_burst(std::uint16_t port, std::uint64_t count, std::uint64_t refused,
