@@ -24,7 +24,7 @@ inline constexpr std::uint64_t kSubBytePaddedFlag = std::uint64_t{1} << 2;
 inline constexpr std::uint8_t kDLPack13LastDtypeCode = 17;
 
 /** @brief The last DLDataTypeCode of the dlpack.h this build compiles against. */
-HOLOSCAN_DLPACK_ABI std::uint8_t build_last_dtype_code() noexcept;
+HOLOSCAN_DLPACK_WING_API std::uint8_t build_last_dtype_code() noexcept;
 
 /** @brief Whether elements of `dtype` are packed below a byte (4/6-bit types, not padded). */
 HOLOSCAN_DLPACK_ABI bool is_packed_sub_byte(DLDataType dtype, std::uint64_t flags) noexcept;

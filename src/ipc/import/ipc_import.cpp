@@ -48,11 +48,28 @@ expected<void, Error> check_handle(const TensorDescriptor& descriptor, const Uni
   return make_unexpected(refused(ErrorCode::kInvalidArgument, "unknown handle kind"));
 }
 
+// The wire carries DLPack 1.3's flags and type codes; a build against older DLPack headers
+// knows fewer, and refuses the others before anything is mapped, as its local imports do.
+expected<void, Error> check_this_build_reads(const TensorDescriptor& descriptor) {
+  if ((descriptor.dlpack_flags & ~holoscan::detail::known_flag_bits()) != 0) {
+    return make_unexpected(holoscan::detail::unknown_flags_error(descriptor.dlpack_flags, kWho));
+  }
+  if (const auto fault = holoscan::detail::check_dtype(descriptor.dtype,
+                                                       holoscan::detail::build_last_dtype_code());
+      fault != holoscan::detail::LayoutFault::kNone) {
+    return make_unexpected(holoscan::detail::dtype_error(fault, descriptor.dtype, kWho));
+  }
+  return {};
+}
+
 expected<Tensor, Error> import_with(const std::shared_ptr<detail::ImporterCore>& core,
                                     const TensorDescriptor& descriptor, UniqueFd fd,
                                     bool from_channel) {
   if (auto valid = validate(descriptor); !valid) {
     return make_unexpected(std::move(valid.error()));
+  }
+  if (auto readable = check_this_build_reads(descriptor); !readable) {
+    return make_unexpected(std::move(readable.error()));
   }
   if (auto handle = check_handle(descriptor, fd); !handle) {
     return make_unexpected(std::move(handle.error()));
