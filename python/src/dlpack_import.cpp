@@ -71,12 +71,9 @@ struct ProducerOwner final : PythonRelease {
     // After finalization the producer's deleter may need the GIL (NumPy's, CuPy's): leak it.
     if (python_alive) {
       ErrorIndicatorGuard keep_callers_error;
-      if (owner->managed->deleter != nullptr) {
-        // A C++ producer may throw through its deleter: contained and counted, as the library
-        // does for the deleters it runs itself (failed_releases()). NumPy's and CuPy's drop the
-        // array they exported, whose finalizers are Python code: see running_python.
-        running_python([&] { detail::run_producer_deleter_letting_threads_end(owner->managed); });
-      }
+      // A C++ producer may throw through its deleter: contained and counted, as the library
+      // does for the deleters it runs itself (failed_releases()).
+      free_with_producer_deleter(owner->managed);
       // Its finalizers are Python code, run from this noexcept path: see running_python.
       running_python([&] { Py_XDECREF(owner->producer); });
     }
@@ -276,6 +273,18 @@ void check_major_version(const DLManagedTensorVersioned& managed) {
             .c_str());
   }
 }
+
+namespace {
+template <typename Managed>
+void free_managed(Managed* managed) {
+  if (managed != nullptr && managed->deleter != nullptr) {
+    running_python([managed] { detail::run_producer_deleter_letting_threads_end(managed); });
+  }
+}
+}  // namespace
+
+void free_with_producer_deleter(DLManagedTensorVersioned* managed) { free_managed(managed); }
+void free_with_producer_deleter(DLManagedTensor* managed) { free_managed(managed); }
 
 expected<Tensor, Error> adopt_versioned(DLManagedTensorVersioned* managed, nb::handle producer) {
   return adopt(managed, producer);

@@ -15,7 +15,6 @@
 #include "bindings.hpp"
 #include "devices.hpp"
 #include "dlpack/dlpack_validate.hpp"
-#include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
 #include "imports.hpp"
@@ -139,12 +138,7 @@ int view_of_tensor(void* py_object, DLTensor* out) {
 // The tensor is handed over ("stolen"): until a Tensor owns it, every refusal frees it, once.
 int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
   const auto refuse = [managed](const char* message) {
-    if (managed != nullptr && managed->deleter != nullptr) {
-      // The producer's deleter may drop Python objects, whose finalizers are Python code: see
-      // running_python.
-      running_python(
-          [managed] { holoscan::detail::run_producer_deleter_letting_threads_end(managed); });
-    }
+    free_with_producer_deleter(managed);
     return fail(PyExc_BufferError, message);
   };
   if (out == nullptr) {  // 5.0 checks it first, and frees the tensor all the same

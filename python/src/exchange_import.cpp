@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "devices.hpp"
-#include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
 #include "imports.hpp"
 #include "protocol_streams.hpp"
@@ -121,14 +120,6 @@ const DLPackExchangeAPI* cached_api(PyTypeObject* type) {
   return api;
 }
 
-// Runs the deleter of a tensor this import refused. The producer's deleter may drop Python
-// objects (their finalizers are Python code): see running_python.
-void free_refused(DLManagedTensorVersioned* managed) {
-  if (managed->deleter != nullptr) {
-    running_python([&] { holoscan::detail::run_producer_deleter_letting_threads_end(managed); });
-  }
-}
-
 }  // namespace
 
 std::optional<Tensor> import_through_exchange_api(nb::handle object,
@@ -149,12 +140,12 @@ std::optional<Tensor> import_through_exchange_api(nb::handle object,
   }
   // Unlike a capsule, nothing else owns `managed` now: a rejection is ours to free.
   if (managed->version.major != HOLOSCAN_DLPACK_IMPL_VERSION_MAJOR) {
-    free_refused(managed);
+    free_with_producer_deleter(managed);
     throw nb::buffer_error("__dlpack_c_exchange_api__ gave another DLPack major version");
   }
   auto tensor = adopt_versioned(managed, object);
   if (!tensor) {
-    free_refused(managed);
+    free_with_producer_deleter(managed);
     raise_error(tensor.error(), Raise::kBuffer);
   }
   const DLDevice device = tensor->device();

@@ -78,6 +78,15 @@ void order_explicit_consumer(Tensor& tensor, const ProtocolStream& consumer);
  */
 PyObject* sole_owners_producer(const Tensor& tensor) noexcept;
 
+/**
+ * @brief Runs the producer's deleter of a tensor that was ours to free (none when it has no
+ *        deleter). The deleter may drop Python objects, whose finalizers are Python code: it runs
+ *        under running_python. The caller holds the GIL.
+ */
+void free_with_producer_deleter(DLManagedTensorVersioned* managed);
+/** @brief free_with_producer_deleter() for a legacy managed tensor. */
+void free_with_producer_deleter(DLManagedTensor* managed);
+
 /** @brief BufferError, touching nothing, when `managed` has another major version. */
 void check_major_version(const DLManagedTensorVersioned& managed);
 

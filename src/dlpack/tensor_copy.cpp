@@ -138,22 +138,37 @@ expected<void, Error> queue_copy(const detail::CopyPlan& plan, const Tensor& sou
   return copy_on_stream(plan, source, destination, stream);
 }
 
-// After reads of the source were queued on `stream`: its memory must outlive them. An owner that
-// tracks no deallocation stream cannot be told, so the host waits for the copy instead. A caller's
-// owner may throw from its hook (it is not noexcept): the copy is queued by then, reading the
-// source and writing a target that the unwinding would free or hand back to its pool at once, so
-// the host waits for it here too and the throw becomes the copy's error.
-expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
-  const std::shared_ptr<TensorMemoryReference> reference = source.memory_reference();
-  bool held = false;
+// What giving a tensor's memory a deallocation point came to. A caller's owner may throw from its
+// hook (it is not noexcept); the throw is reported here, never carried on through a copy's
+// cleanup.
+enum class PointOutcome { kSet, kNotTracked, kHookThrew };
+
+// Gives `tensor`'s memory a deallocation point on `stream`, after reads or writes queued there.
+PointOutcome set_point(const Tensor& tensor, cudaStream_t stream) noexcept {
+  const std::shared_ptr<TensorMemoryReference> reference = tensor.memory_reference();
   try {
-    held = reference != nullptr && reference->set_deallocation_stream(stream);
+    return reference != nullptr && reference->set_deallocation_stream(stream)
+               ? PointOutcome::kSet
+               : PointOutcome::kNotTracked;
   } catch (...) {
-    (void)synchronize_cuda_stream_for_host(stream);
-    return hook_threw("set_deallocation_stream");
+    return PointOutcome::kHookThrew;
   }
-  if (held) {
-    return {};
+}
+
+// After reads of the source were queued on `stream`: its memory must outlive them. An owner that
+// tracks no deallocation stream cannot be told, so the host waits for the copy instead. Where the
+// owner's hook threw, the copy is queued by then, reading the source and writing a target that
+// the unwinding would free or hand back to its pool at once, so the host waits for it here too
+// and the throw becomes the copy's error.
+expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
+  switch (set_point(source, stream)) {
+    case PointOutcome::kSet:
+      return {};
+    case PointOutcome::kHookThrew:
+      (void)synchronize_cuda_stream_for_host(stream);
+      return hook_threw("set_deallocation_stream");
+    case PointOutcome::kNotTracked:
+      break;
   }
   return synchronize_cuda_stream_for_host(stream);
 }
@@ -170,14 +185,8 @@ bool wait_for_queued(cudaStream_t stream) noexcept {
 // nothing queued reads the source any more or, where even that wait fails, the source is given a
 // deallocation point on `stream`, so that its memory outlives the reads whatever the caller drops.
 void wait_or_hold_source(const Tensor& source, cudaStream_t stream) noexcept {
-  if (wait_for_queued(stream)) {
-    return;
-  }
-  try {
-    if (const std::shared_ptr<TensorMemoryReference> reference = source.memory_reference()) {
-      (void)reference->set_deallocation_stream(stream);
-    }
-  } catch (...) {  // a caller's reference may throw from its hook: nothing more can be done
+  if (!wait_for_queued(stream)) {
+    (void)set_point(source, stream);  // a hook that threw leaves nothing more to try
   }
 }
 
@@ -186,14 +195,9 @@ void wait_or_hold_source(const Tensor& source, cudaStream_t stream) noexcept {
 // source may not be held yet (a later piece failed). Deallocation points on `stream` order both
 // releases; where either cannot be recorded, the host waits for the stream.
 void release_after_queued(const Tensor& source, Tensor& copy, cudaStream_t stream) noexcept {
-  bool ordered = false;
-  try {
-    const std::shared_ptr<TensorMemoryReference> reference = source.memory_reference();
-    ordered = copy.set_deallocation_stream(stream) && reference != nullptr &&
-              reference->set_deallocation_stream(stream);
-  } catch (...) {  // a caller's reference may throw from its hook: the host waits instead
-  }
-  if (!ordered) {
+  const bool ordered = set_point(copy, stream) == PointOutcome::kSet &&
+                       set_point(source, stream) == PointOutcome::kSet;
+  if (!ordered) {  // the host waits instead
     (void)wait_for_queued(stream);
   }
 }
