@@ -235,7 +235,7 @@ class HOLOSCAN_DLPACK_API Tensor {
    *        here, mutable_data() or an export); clearing the flag later never widens it.
    */
   bool is_read_only() const noexcept;
-  /** @brief The former name of is_read_only() (Holoscan 5.0's). */
+  /** @brief Deprecated: this library's earlier name; is_read_only() is Holoscan 5.0's. */
   [[deprecated("use is_read_only()")]] bool read_only() const noexcept { return is_read_only(); }
   /** @brief Whether the producer marked the data as a copy. */
   bool is_copied() const noexcept;
@@ -261,7 +261,7 @@ class HOLOSCAN_DLPACK_API Tensor {
    *        the tensor is empty.
    */
   expected<void, Error> synchronize_for_consumer_stream(cudaStream_t stream) const;
-  /** @brief The former name of synchronize_for_consumer_stream() (Holoscan 5.0's). */
+  /** @brief Deprecated: this library's earlier name; synchronize_for_consumer_stream() is 5.0's. */
   [[deprecated("use synchronize_for_consumer_stream()")]] expected<void, Error>
   synchronize_for_consumer(cudaStream_t stream) const {
     return synchronize_for_consumer_stream(stream);
