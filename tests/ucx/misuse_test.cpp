@@ -336,7 +336,7 @@ TEST(UcxMisuse, AResolutionUnderWayHoldsNoOtherCallBack) {
     resolving.join();
     EXPECT_TRUE(sent) << to_string(sent.error());
     EXPECT_TRUE(still_resolving) << "the resolution ended before the calls: the test saw nothing";
-    EXPECT_LT(took, 300) << (listening ? "listen()" : "connect()")
+    EXPECT_LT(took, 750) << (listening ? "listen()" : "connect()")
                          << "'s resolution held send() for " << took << " ms";
     for (const auto until = Clock::now() + std::chrono::seconds(10);
          sides.client.in_flight() > 0 && Clock::now() < until;) {
