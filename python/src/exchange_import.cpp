@@ -73,7 +73,10 @@ bool weakly_alive(PyObject* weak) noexcept {
 #endif
 }
 
-// Looked up once per type (the GIL guards the cache). The cache must not keep a type alive: a
+// Looked up once per type and version of it (the GIL guards the cache): a class given the
+// attribute, or losing it, after its first import is looked up again, as CPython's own attribute
+// cache does, by the type's version tag (a change to the type or a base clears it; a type
+// without one is not cached). The cache must not keep a type alive: a
 // class (with its attributes and, through its methods, its module's globals) would live as long
 // as the process. A heap type is held by a weak reference, so that its slot is taken back once it
 // died and its address cannot come back as another type's; a static type lives as long as its
@@ -83,6 +86,7 @@ const DLPackExchangeAPI* cached_api(PyTypeObject* type) {
     PyTypeObject* type = nullptr;
     PyObject* weak = nullptr;  // a weak reference to a heap type, else null
     const DLPackExchangeAPI* api = nullptr;
+    unsigned int version = 0;  // the type's tp_version_tag when it was looked up (never 0)
   };
   static std::array<Entry, 8> cache{};
   const auto forget = [](Entry& entry) noexcept {
@@ -98,10 +102,19 @@ const DLPackExchangeAPI* cached_api(PyTypeObject* type) {
       continue;
     }
     if (entry.type == type) {
-      return entry.api;
+      if (entry.version == type->tp_version_tag) {
+        return entry.api;
+      }
+      forget(entry);  // the type changed since: looked up again below
     }
   }
+  // Read before the lookup, which may run Python code that changes the type: a change then
+  // shows as another tag next time. A tag the lookup itself assigns is cached next time.
+  const unsigned int version = type->tp_version_tag;
   const DLPackExchangeAPI* api = api_of(type);
+  if (version == 0) {
+    return api;
+  }
   PyObject* weak = nullptr;
   if ((type->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0) {
     weak = PyWeakref_NewRef(reinterpret_cast<PyObject*>(type), nullptr);
@@ -112,7 +125,7 @@ const DLPackExchangeAPI* cached_api(PyTypeObject* type) {
   }
   for (Entry& entry : cache) {
     if (entry.type == nullptr) {
-      entry = Entry{type, weak, api};
+      entry = Entry{type, weak, api, version};
       return api;
     }
   }

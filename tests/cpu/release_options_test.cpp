@@ -151,9 +151,19 @@ TEST_F(ReleaseOptions, ThreadsSettingAtOnceLeaveOneWholeSetInEffect) {
   };
   int mixed = 0;
   int stale = 0;
+  // The meetings spin on sched_yield(): on a loaded machine (ctest -j on two cores) a yielding
+  // thread can wait a scheduler slice or far longer for the other (EEVDF pushes a yielder's
+  // deadline back at each yield), and 100000 meetings then outlast the test's timeout. The rounds
+  // also stop after a time budget, decided by the first thread while the other waits at the next
+  // meeting and read by both past it; unloaded, all of them run in well under a second.
+  const auto budget_end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::atomic<bool> stop{false};
   const auto setter = [&](int id) {
     for (int round = 0; round < kRounds; ++round) {
       meet(2 * round + 1);
+      if (stop.load()) {
+        break;
+      }
       (void)set_release_thread_options(sets[id]);
       meet(2 * round + 2);
       if (id == 0) {  // the other thread waits at the next meeting meanwhile
@@ -166,6 +176,9 @@ TEST_F(ReleaseOptions, ThreadsSettingAtOnceLeaveOneWholeSetInEffect) {
         };
         mixed += is(sets[0]) || is(sets[1]) ? 0 : 1;
         stale += used == now.poll_interval && limit_used == now.backlog_limit ? 0 : 1;
+        if (std::chrono::steady_clock::now() > budget_end) {
+          stop.store(true);
+        }
       }
     }
   };

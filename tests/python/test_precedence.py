@@ -91,6 +91,23 @@ def test_c_exchange_api_comes_first():
     assert t.shape == (4,)
 
 
+def test_a_class_given_or_losing_the_exchange_api_after_an_import_is_looked_up_again():
+    # The table is looked up once per type, not per import: a class changed since (the attribute
+    # set, or deleted, on it) was still imported by what it had at its first import.
+    table = getattr(hd.Tensor, "__dlpack_c_exchange_api__", None)
+    if table is None:
+        pytest.skip("built against a dlpack.h older than 1.3 (no C exchange API)")
+    calls, a = Calls(), np.arange(4.0)
+    changing = with_interfaces(object, calls, a, cuda=False)
+    assert hd.as_tensor(changing()).data == a.ctypes.data
+    changing.__dlpack_c_exchange_api__ = table  # a table that takes only its own Tensors
+    with pytest.raises(TypeError, match="expected a holoscan_dlpack.Tensor object"):
+        hd.as_tensor(changing())
+    del changing.__dlpack_c_exchange_api__
+    assert hd.as_tensor(changing()).data == a.ctypes.data
+    assert calls.used == ["__array_interface__"] * 2
+
+
 class HalfDLPack:
     """__dlpack__ without __dlpack_device__: not the DLPack protocol, which is both methods."""
 
