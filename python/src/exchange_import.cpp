@@ -73,10 +73,23 @@ bool weakly_alive(PyObject* weak) noexcept {
 #endif
 }
 
+// The type's version tag, 0 where it has no valid one. CPython gives a type a new tag after any
+// change to it or a base; before 3.10 a change only cleared Py_TPFLAGS_VALID_VERSION_TAG and left
+// the old number in place. A change to the metaclass (an attribute or a __getattr__ there) does
+// not change the class's tag: such a class keeps the table it was first looked up with.
+unsigned int version_tag(PyTypeObject* type) noexcept {
+#if PY_VERSION_HEX < 0x030A0000
+  if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+    return 0;
+  }
+#endif
+  return type->tp_version_tag;
+}
+
 // Looked up once per type and version of it (the GIL guards the cache): a class given the
 // attribute, or losing it, after its first import is looked up again, as CPython's own attribute
-// cache does, by the type's version tag (a change to the type or a base clears it; a type
-// without one is not cached). The cache must not keep a type alive: a
+// cache does (see version_tag; a type without a tag is not cached). The cache must not keep a
+// type alive: a
 // class (with its attributes and, through its methods, its module's globals) would live as long
 // as the process. A heap type is held by a weak reference, so that its slot is taken back once it
 // died and its address cannot come back as another type's; a static type lives as long as its
@@ -102,7 +115,7 @@ const DLPackExchangeAPI* cached_api(PyTypeObject* type) {
       continue;
     }
     if (entry.type == type) {
-      if (entry.version == type->tp_version_tag) {
+      if (entry.version == version_tag(type)) {
         return entry.api;
       }
       forget(entry);  // the type changed since: looked up again below
@@ -110,7 +123,7 @@ const DLPackExchangeAPI* cached_api(PyTypeObject* type) {
   }
   // Read before the lookup, which may run Python code that changes the type: a change then
   // shows as another tag next time. A tag the lookup itself assigns is cached next time.
-  const unsigned int version = type->tp_version_tag;
+  const unsigned int version = version_tag(type);
   const DLPackExchangeAPI* api = api_of(type);
   if (version == 0) {
     return api;

@@ -144,7 +144,7 @@ expected<void, Error> queue_copy(const detail::CopyPlan& plan, const Tensor& sou
 enum class PointOutcome { kSet, kNotTracked, kHookThrew };
 
 // Gives `tensor`'s memory a deallocation point on `stream`, after reads or writes queued there.
-PointOutcome set_point(const Tensor& tensor, cudaStream_t stream) noexcept {
+PointOutcome set_deallocation_point(const Tensor& tensor, cudaStream_t stream) noexcept {
   const std::shared_ptr<TensorMemoryReference> reference = tensor.memory_reference();
   try {
     return reference != nullptr && reference->set_deallocation_stream(stream)
@@ -161,7 +161,7 @@ PointOutcome set_point(const Tensor& tensor, cudaStream_t stream) noexcept {
 // the unwinding would free or hand back to its pool at once, so the host waits for it here too
 // and the throw becomes the copy's error.
 expected<void, Error> hold_source(const Tensor& source, cudaStream_t stream) {
-  switch (set_point(source, stream)) {
+  switch (set_deallocation_point(source, stream)) {
     case PointOutcome::kSet:
       return {};
     case PointOutcome::kHookThrew:
@@ -186,7 +186,7 @@ bool wait_for_queued(cudaStream_t stream) noexcept {
 // deallocation point on `stream`, so that its memory outlives the reads whatever the caller drops.
 void wait_or_hold_source(const Tensor& source, cudaStream_t stream) noexcept {
   if (!wait_for_queued(stream)) {
-    (void)set_point(source, stream);  // a hook that threw leaves nothing more to try
+    (void)set_deallocation_point(source, stream);  // a hook that threw leaves nothing more to try
   }
 }
 
@@ -195,8 +195,8 @@ void wait_or_hold_source(const Tensor& source, cudaStream_t stream) noexcept {
 // source may not be held yet (a later piece failed). Deallocation points on `stream` order both
 // releases; where either cannot be recorded, the host waits for the stream.
 void release_after_queued(const Tensor& source, Tensor& copy, cudaStream_t stream) noexcept {
-  const bool ordered = set_point(copy, stream) == PointOutcome::kSet &&
-                       set_point(source, stream) == PointOutcome::kSet;
+  const bool ordered = set_deallocation_point(copy, stream) == PointOutcome::kSet &&
+                       set_deallocation_point(source, stream) == PointOutcome::kSet;
   if (!ordered) {  // the host waits instead
     (void)wait_for_queued(stream);
   }

@@ -222,7 +222,11 @@ expected<PeerId, Error> add_peer_ended_by(const std::function<void(Exporter&)>& 
   // The call sends its own Hello once it is under way (the destructor then waits for it): a
   // call not yet begun would start on a destroyed Exporter.
   auto hello = ends->second.receive(5000);
-  EXPECT_TRUE(hello && *hello) << "add_peer() sent no Hello";
+  if (!hello || !*hello) {
+    ADD_FAILURE() << "add_peer() sent no Hello";
+    (void)waiting.wait_for(std::chrono::seconds(15));  // not yet ended: it may not have begun
+    return make_unexpected(ErrorCode::kFailure, "no Hello");
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep in the Hello's wait
   const auto ending = std::chrono::steady_clock::now();
   end_it(*exporter);

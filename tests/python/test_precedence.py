@@ -99,13 +99,15 @@ def test_a_class_given_or_losing_the_exchange_api_after_an_import_is_looked_up_a
         pytest.skip("built against a dlpack.h older than 1.3 (no C exchange API)")
     calls, a = Calls(), np.arange(4.0)
     changing = with_interfaces(object, calls, a, cuda=False)
-    assert hd.as_tensor(changing()).data == a.ctypes.data
+    for _ in range(2):  # the second import finds the first one's entry
+        assert hd.as_tensor(changing()).data == a.ctypes.data
     changing.__dlpack_c_exchange_api__ = table  # a table that takes only its own Tensors
-    with pytest.raises(TypeError, match="expected a holoscan_dlpack.Tensor object"):
-        hd.as_tensor(changing())
+    for _ in range(2):
+        with pytest.raises(TypeError, match="expected a holoscan_dlpack.Tensor object"):
+            hd.as_tensor(changing())
     del changing.__dlpack_c_exchange_api__
     assert hd.as_tensor(changing()).data == a.ctypes.data
-    assert calls.used == ["__array_interface__"] * 2
+    assert calls.used == ["__array_interface__"] * 3
 
 
 class HalfDLPack:

@@ -67,11 +67,9 @@ TEST(UcxListen, AListenerWhoseQueryFailsIsDestroyedAndListenWorksAgain) {
   ASSERT_NE(refused_port, 0u);
 
   // Nobody listens there any more: a connect to it fails, and the worker accepts nothing. The
-  // port is held meanwhile, so that no listener of a test running beside this one takes it.
+  // port is held meanwhile, so that no listener of a test running beside this one takes it;
+  // where it cannot be held (the listener was not destroyed, say), the check runs all the same.
   const RefusingPort held(refused_port);
-  if (held.port() == 0) {
-    GTEST_SKIP() << "port " << refused_port << " was taken by another process at once";
-  }
   ucx::Worker client = make_worker();
   expected<ucx::PeerId, Error> connected = make_unexpected(ErrorCode::kFailure, "not yet");
   std::atomic<bool> returned{false};

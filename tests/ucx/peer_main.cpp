@@ -180,15 +180,22 @@ int send_raw(std::uint16_t port) {
   }
   const auto cases = holoscan::test::wire_cases();
   std::set<std::uint64_t> answered;  // the Acks name these (0 for every unnamed tensor)
+  std::size_t unnamed = 0;           // Acks naming 0: one per such tensor
   for (const auto& c : cases) {
     if (!raw.send(static_cast<unsigned>(ucx::MessageId::kTensor), c.header, c.data, c.reply)) {
       return fail(6, "sending \"" + c.name + "\" failed");
     }
     if (c.reply) {
       answered.insert(c.acked_as);
+      unnamed += c.acked_as == 0 ? 1 : 0;
     }
   }
-  return check_answers(cases, raw.wait_acks(answered.size(), 20000));
+  const auto& acks = raw.wait_acks(answered.size(), 20000, unnamed);
+  if (raw.unnamed_acks() != unnamed) {
+    return fail(6, std::to_string(raw.unnamed_acks()) + " Acks named sequence 0, " +
+                       std::to_string(unnamed) + " expected");
+  }
+  return check_answers(cases, acks);
 }
 
 int send_burst(std::uint16_t port, std::uint64_t count, std::uint64_t refused,

@@ -188,9 +188,9 @@ void RawPeer::progress_until(const std::function<bool()>& done, int timeout_ms) 
   }
 }
 
-const std::map<std::uint64_t, std::uint32_t>& RawPeer::wait_acks(std::size_t count,
-                                                                 int timeout_ms) {
-  progress_until([&] { return acks_.size() >= count; }, timeout_ms);
+const std::map<std::uint64_t, std::uint32_t>& RawPeer::wait_acks(std::size_t count, int timeout_ms,
+                                                                 std::size_t unnamed) {
+  progress_until([&] { return acks_.size() >= count && unnamed_acks_ >= unnamed; }, timeout_ms);
   return acks_;
 }
 
@@ -221,6 +221,7 @@ ucs_status_t RawPeer::on_ack(void* arg, const void* header, std::size_t header_l
   auto* self = static_cast<RawPeer*>(arg);
   if (ack) {
     ++self->ack_messages_;
+    self->unnamed_acks_ += ack->sequence == 0 ? 1 : 0;
     for (std::uint64_t i = 0; i < ack->count; ++i) {
       self->acks_[ack->sequence + i] = static_cast<std::uint32_t>(ack->code);
     }

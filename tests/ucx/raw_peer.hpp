@@ -44,9 +44,13 @@ class RawPeer {
    *         to complete locally; false on a UCX failure. */
   bool send(unsigned id, const std::vector<std::uint8_t>& header,
             const std::vector<std::uint8_t>& data, bool reply = true);
-  /** @brief Progresses until `count` sequence numbers were answered or `timeout_ms` passed; the
-   *         answers by sequence (an Ack answering a run counts once per sequence in it). */
-  const std::map<std::uint64_t, std::uint32_t>& wait_acks(std::size_t count, int timeout_ms);
+  /** @brief Progresses until `count` sequence numbers were answered, `unnamed` of the Acks among
+   *         them naming sequence 0 (a header too broken to name its tensor), or `timeout_ms`
+   *         passed; the answers by sequence (an Ack answering a run counts once per sequence). */
+  const std::map<std::uint64_t, std::uint32_t>& wait_acks(std::size_t count, int timeout_ms,
+                                                          std::size_t unnamed = 0);
+  /** @brief How many Acks named sequence 0 (each also counts once in wait_acks()'s answers). */
+  std::size_t unnamed_acks() const noexcept { return unnamed_acks_; }
   /** @brief How many Ack messages came (a run of sequences is one message). */
   std::size_t ack_messages() const noexcept { return ack_messages_; }
   /** @brief How many tensor messages came confirming a run (counted in the answers too). */
@@ -77,6 +81,7 @@ class RawPeer {
   bool endpoint_failed_ = false;
   std::map<std::uint64_t, std::uint32_t> acks_;  // sequence -> ErrorCode value
   std::size_t ack_messages_ = 0;
+  std::size_t unnamed_acks_ = 0;
   std::size_t carried_answers_ = 0;
   std::vector<std::uint64_t> tensors_;  // sequence numbers of the tensor messages that came
 };

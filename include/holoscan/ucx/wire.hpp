@@ -73,7 +73,8 @@ HOLOSCAN_DLPACK_API std::size_t encoded_size(const TensorHeader& header) noexcep
  *        every dimension longer than 1 (a tensor of no elements addresses nothing: any strides),
  *        payload_bytes equal to the layout's bytes. kInvalidArgument naming the field;
  *        kNotImplemented for IS_SUBBYTE_TYPE_PADDED, which does not travel yet; kProtocolError
- *        for an answered run that is not one (a sequence without a count, or past the last).
+ *        for sequence 0 (numbers start at 1) and for an answered run that is not one (a sequence
+ *        without a count, or past the last). encode() refuses what this refuses.
  */
 HOLOSCAN_DLPACK_API expected<void, Error> validate(const TensorHeader& header);
 

@@ -50,14 +50,14 @@ expected<void, Error> check_handle(const TensorDescriptor& descriptor, const Uni
 
 // The wire carries DLPack 1.3's flags and type codes; a build against older DLPack headers
 // knows fewer, and refuses the others before anything is mapped, as its local imports do.
-expected<void, Error> check_this_build_reads(const TensorDescriptor& descriptor) {
-  if ((descriptor.dlpack_flags & ~holoscan::detail::known_flag_bits()) != 0) {
-    return make_unexpected(holoscan::detail::unknown_flags_error(descriptor.dlpack_flags, kWho));
-  }
+expected<void, Error> check_known_to_this_build(const TensorDescriptor& descriptor) {
   if (const auto fault = holoscan::detail::check_dtype(descriptor.dtype,
                                                        holoscan::detail::build_last_dtype_code());
       fault != holoscan::detail::LayoutFault::kNone) {
     return make_unexpected(holoscan::detail::dtype_error(fault, descriptor.dtype, kWho));
+  }
+  if ((descriptor.dlpack_flags & ~holoscan::detail::known_flag_bits()) != 0) {
+    return make_unexpected(holoscan::detail::unknown_flags_error(descriptor.dlpack_flags, kWho));
   }
   return {};
 }
@@ -68,7 +68,7 @@ expected<Tensor, Error> import_with(const std::shared_ptr<detail::ImporterCore>&
   if (auto valid = validate(descriptor); !valid) {
     return make_unexpected(std::move(valid.error()));
   }
-  if (auto readable = check_this_build_reads(descriptor); !readable) {
+  if (auto readable = check_known_to_this_build(descriptor); !readable) {
     return make_unexpected(std::move(readable.error()));
   }
   if (auto handle = check_handle(descriptor, fd); !handle) {
@@ -97,7 +97,8 @@ expected<Tensor, Error> import_with(const std::shared_ptr<detail::ImporterCore>&
   view.dtype = descriptor.dtype;
   view.shape = const_cast<std::int64_t*>(descriptor.shape.data());  // read only: copied below
   view.strides = const_cast<std::int64_t*>(descriptor.strides.data());
-  // Checked against this build's type codes while a recycled context is filled, in one pass.
+  // The layout is checked again while a recycled context is filled, in one pass (the type codes
+  // and flags were checked against this build's before anything was mapped).
   DLManagedTensorContext* raw = holoscan::detail::take_context();
   if (raw == nullptr) {
     return make_unexpected(refused(ErrorCode::kResourceExhausted, "out of host memory"));
