@@ -143,11 +143,13 @@ nb::object as_tensor(nb::handle object, nb::handle stream) {
   if (has_dlpack(object)) {
     return nb::cast(import_protocol(object, consumer, nb::none()));
   }
-  if (nb::object cuda = attribute_if_any(object, "__cuda_array_interface__"); cuda.is_valid()) {
-    return nb::cast(import_array_interface(object, cuda, true, consumer));
+  // A property may build its description anew: it is dropped as held_reference.hpp says.
+  if (const HeldReference cuda = attribute_if_any(object, "__cuda_array_interface__");
+      cuda.is_valid()) {
+    return nb::cast(import_array_interface(object, cuda.handle(), true, consumer));
   }
-  if (nb::object host = attribute_if_any(object, "__array_interface__"); host.is_valid()) {
-    return nb::cast(import_array_interface(object, host, false, consumer));
+  if (const HeldReference host = attribute_if_any(object, "__array_interface__"); host.is_valid()) {
+    return nb::cast(import_array_interface(object, host.handle(), false, consumer));
   }
   throw nb::type_error(("as_tensor: object does not support __dlpack_c_exchange_api__, "
                         "__dlpack__, __cuda_array_interface__, or __array_interface__ (a " +

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "held_reference.hpp"
 #include "text_arg.hpp"
 #include "without_gil.hpp"
 
@@ -57,21 +58,20 @@ inline nanobind::object index_value(nanobind::handle value) {
 }
 
 /**
- * @brief The attribute `name` of `object`, or an invalid object when it has none (AttributeError).
+ * @brief The attribute `name` of `object`, or no reference when it has none (AttributeError).
  *        Any other exception its lookup raised (a property's, a proxy's __getattr__: Python code,
  *        run by this thread, see running_python; KeyboardInterrupt among them) propagates, which
  *        PyObject_HasAttrString would swallow. Read once: a property may build its value anew.
  */
-inline nanobind::object attribute_if_any(nanobind::handle object, const char* name) {
+inline HeldReference attribute_if_any(nanobind::handle object, const char* name) {
   PyObject* value = running_python([&] { return PyObject_GetAttrString(object.ptr(), name); });
   if (value == nullptr) {
     if (PyErr_ExceptionMatches(PyExc_AttributeError) == 0) {
       throw nanobind::python_error();
     }
     PyErr_Clear();
-    return nanobind::object();
   }
-  return nanobind::steal(value);
+  return HeldReference(value);  // a fresh value may have a finalizer: held_reference.hpp
 }
 
 /** @brief `value` as a T (what nb::cast accepts), or TypeError with `message`. */
@@ -193,12 +193,12 @@ inline std::vector<std::int64_t> sequence_int64s(nanobind::handle sequence, cons
         (what + " must be a sequence of integers, not " + type_text(sequence)).c_str());
   }
   // A sequence's __iter__, __len__ and __getitem__ are Python code: see running_python.
-  const nanobind::object items =
-      nanobind::steal(running_python([&] { return PySequence_Tuple(sequence.ptr()); }));
+  // Its items may be fresh objects with finalizers: held_reference.hpp.
+  const HeldReference items(running_python([&] { return PySequence_Tuple(sequence.ptr()); }));
   if (!items.is_valid()) {
     throw nanobind::python_error();
   }
-  return tuple_int64s(items, what, bools);
+  return tuple_int64s(items.handle(), what, bools);
 }
 
 /**
@@ -206,7 +206,7 @@ inline std::vector<std::int64_t> sequence_int64s(nanobind::handle sequence, cons
  *        sequence but text, as nanobind's std::tuple caster reads the pairs of Holoscan 5.0's
  *        bindings (`max_version`, `dl_device`); nothing for anything else.
  */
-inline std::optional<std::pair<nanobind::object, nanobind::object>> sequence_pair(
+inline std::optional<std::pair<HeldReference, HeldReference>> sequence_pair(
     nanobind::handle value) {
   if (!non_text_sequence(value)) {
     return std::nullopt;
@@ -225,13 +225,12 @@ inline std::optional<std::pair<nanobind::object, nanobind::object>> sequence_pai
     }
     return std::nullopt;
   }
-  nanobind::object first =
-      nanobind::steal(running_python([&] { return PySequence_GetItem(sequence, 0); }));
+  // A __getitem__ may build its items anew, finalizers and all: held_reference.hpp.
+  HeldReference first(running_python([&] { return PySequence_GetItem(sequence, 0); }));
   if (!first.is_valid()) {
     throw nanobind::python_error();
   }
-  nanobind::object second =
-      nanobind::steal(running_python([&] { return PySequence_GetItem(sequence, 1); }));
+  HeldReference second(running_python([&] { return PySequence_GetItem(sequence, 1); }));
   if (!second.is_valid()) {
     throw nanobind::python_error();
   }

@@ -152,13 +152,13 @@ DLDevice read_device(nb::handle device, const char* what, Bools bools) {
   }
   if (const auto pair = sequence_pair(device)) {
     if (bools == Bools::kRefused) {
-      refuse_bool(pair->first, [&] { return std::string(what) + "[0]"; });
-      refuse_bool(pair->second, [&] { return std::string(what) + "[1]"; });
+      refuse_bool(pair->first.handle(), [&] { return std::string(what) + "[0]"; });
+      refuse_bool(pair->second.handle(), [&] { return std::string(what) + "[1]"; });
     }
-    const auto type =
-        integer_argument<std::int32_t>(pair->first, [&] { return std::string(what) + "[0]"; });
-    const auto id =
-        integer_argument<std::int32_t>(pair->second, [&] { return std::string(what) + "[1]"; });
+    const auto type = integer_argument<std::int32_t>(pair->first.handle(),
+                                                     [&] { return std::string(what) + "[0]"; });
+    const auto id = integer_argument<std::int32_t>(pair->second.handle(),
+                                                   [&] { return std::string(what) + "[1]"; });
     if (!type || !id) {
       raise_invalid_argument(std::string(what) + " " + display_text(device) +
                              " is not a device: its values are 32-bit");

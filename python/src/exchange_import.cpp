@@ -39,7 +39,12 @@ const DLPackExchangeAPI* api_of(PyTypeObject* type) {
       PyCapsule_IsValid(capsule, "dlpack_exchange_api") != 0
           ? PyCapsule_GetPointer(capsule, "dlpack_exchange_api")
           : nullptr);
-  Py_DECREF(capsule);  // the table itself lives as long as the process (DLPack's rule)
+  // The table itself lives as long as the process (DLPack's rule). A metaclass's property may
+  // have answered with a fresh object whose __del__ is Python code: see running_python.
+  running_python([&] {
+    Py_DECREF(capsule);
+    return 0;
+  });
   if (api == nullptr || api->header.version.major != DLPACK_MAJOR_VERSION ||
       api->header.version.minor < kExchangeMinor ||
       api->managed_tensor_from_py_object_no_sync == nullptr ||

@@ -6,6 +6,8 @@
 // daemon thread that CPython ends during finalization aborts the process.
 #include <Python.h>
 
+#include <nanobind/nanobind.h>
+
 #include <utility>
 
 #include "without_gil.hpp"
@@ -21,9 +23,14 @@ class HeldReference {
   ~HeldReference() { reset(nullptr); }
   HeldReference(const HeldReference&) = delete;
   HeldReference& operator=(const HeldReference&) = delete;
+  /** @brief Takes over `other`'s reference, which then holds none. */
+  HeldReference(HeldReference&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
+  HeldReference& operator=(HeldReference&&) = delete;
 
   /** @brief The object (borrowed), or null. */
   PyObject* get() const noexcept { return object_; }
+  /** @brief The object as nanobind's borrowed handle (invalid when none is held). */
+  nanobind::handle handle() const noexcept { return nanobind::handle(object_); }
   /** @brief Whether a reference is held. */
   bool is_valid() const noexcept { return object_ != nullptr; }
   /** @brief Drops the reference held (under running_python) and takes over `object`'s. */

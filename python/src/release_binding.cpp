@@ -16,6 +16,7 @@
 
 #include "bindings.hpp"
 #include "errors.hpp"
+#include "held_reference.hpp"
 #include "text_arg.hpp"
 #include "without_gil.hpp"
 
@@ -63,10 +64,21 @@ Unit whole_units(nb::handle value, const char* field) {
   }
   const auto unit_us = std::chrono::duration_cast<std::chrono::microseconds>(Unit(1)).count();
   const nb::object unit = timedelta(nb::arg("microseconds") = unit_us);
-  const nb::object count = duration.attr("__floordiv__")(unit);
+  // A subclass's __floordiv__ is Python code, and what it returns may have a finalizer: both run
+  // as running_python and held_reference.hpp say.
+  const HeldReference count(
+      running_python([&] { return PyNumber_FloorDivide(duration.ptr(), unit.ptr()); }));
+  if (!count.is_valid() && PyErr_ExceptionMatches(PyExc_TypeError) == 0) {
+    throw nb::python_error();
+  }
+  // Only an int is a count (reading anything else through its __index__ would run Python code
+  // outside running_python).
   int overflow = 0;
-  const long long units = PyLong_AsLongLongAndOverflow(count.ptr(), &overflow);
-  if (units == -1 && PyErr_Occurred() != nullptr) {
+  const long long units = count.is_valid() && PyLong_Check(count.get()) != 0
+                              ? PyLong_AsLongLongAndOverflow(count.get(), &overflow)
+                              : -1;
+  if (units == -1 &&
+      (PyErr_Occurred() != nullptr || !count.is_valid() || PyLong_Check(count.get()) == 0)) {
     // A timedelta subclass whose floor division gives no integer: the argument is no duration
     // (the error must not stay set behind a result, which Python reports as a SystemError).
     PyErr_Clear();

@@ -60,12 +60,12 @@ std::intptr_t cuda_stream_protocol(nb::handle method) {
     throw nb::type_error(
         "__cuda_stream__ must return a sequence with 2 elements: (version, stream pointer)");
   }
-  const nb::object& version = pair->first;
+  const nb::handle version = pair->first.handle();
   if (integer_argument<long>(version, "__cuda_stream__()[0]") != 0) {
     raise_invalid_argument(std::string("__cuda_stream__ protocol version must be 0, not ") +
                            display_text(version));
   }
-  const std::intptr_t handle = stream_integer(pair->second, "__cuda_stream__()[1]");
+  const std::intptr_t handle = stream_integer(pair->second.handle(), "__cuda_stream__()[1]");
   if (handle < 0) {
     raise_invalid_argument("__cuda_stream__ stream pointer must be non-negative, not " +
                            std::to_string(handle));
@@ -82,15 +82,15 @@ RawStream raw_stream(nb::handle stream) {
   }
   // A stream object's attributes may be Python code (a proxy, a property): attribute_if_any
   // lets what they raise through.
-  if (const nb::object method = attribute_if_any(stream, "__cuda_stream__"); method.is_valid()) {
-    return {cuda_stream_protocol(method), true};
+  if (const HeldReference method = attribute_if_any(stream, "__cuda_stream__"); method.is_valid()) {
+    return {cuda_stream_protocol(method.handle()), true};
   }
   // torch's and CuPy's stream objects: the attribute, and its name in an error.
   constexpr std::pair<const char*, const char*> kHandles[] = {{"cuda_stream", "stream.cuda_stream"},
                                                               {"ptr", "stream.ptr"}};
   for (const auto& [attribute, name] : kHandles) {
-    if (const nb::object handle = attribute_if_any(stream, attribute); handle.is_valid()) {
-      return {stream_integer(handle, name), true};
+    if (const HeldReference handle = attribute_if_any(stream, attribute); handle.is_valid()) {
+      return {stream_integer(handle.handle(), name), true};
     }
   }
   throw nb::type_error(

@@ -50,7 +50,10 @@ PyObject* find_stream_owner(cudaStream_t handle) noexcept {
   if (stream != nullptr && pointer_of(stream) == handle) {
     return stream;
   }
-  Py_XDECREF(stream);
+  running_python([&] {  // possibly the last reference: its finalizer may be Python code
+    Py_XDECREF(stream);
+    return 0;
+  });
   return nullptr;
 }
 

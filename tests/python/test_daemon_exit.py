@@ -440,3 +440,77 @@ def test_daemon_threads_whose_stream_and_dtype_answers_have_finalizers_do_not_ab
                 return Text("<f4")
         """, "hd.from_dlpack(array, stream=Stream())", "pool.allocate((2,), DtypeLike())",
         runs=6)
+
+
+def test_daemon_threads_whose_attributes_and_pair_items_have_finalizers_do_not_abort_the_exit():
+    # A property's value (a stream's `__cuda_stream__` method, an array interface's description)
+    # and the items a sequence's `__getitem__` builds are fresh objects, dropped under the guard too.
+    assert_clean_exits_with_daemon_threads_calling("""
+        array = np.arange(4.0)
+
+        class Finalized:
+            def __del__(self, sleep=time.sleep):
+                sleep(0.002)
+
+        class Method(Finalized):
+            def __call__(self):
+                return (0, 1)
+
+        class PropertyStream:
+            @property
+            def __cuda_stream__(self):
+                return Method()
+
+        class Index(Finalized):
+            def __index__(self):
+                return 1
+
+        class Pair:
+            def __len__(self):
+                return 2
+
+            def __getitem__(self, index):
+                if index > 1:
+                    raise IndexError(index)
+                return 0 if index == 0 else Index()
+
+        class PairStream:
+            def __cuda_stream__(self):
+                return Pair()
+
+        class Producer:
+            @property
+            def __array_interface__(self):
+                return dict(array.__array_interface__, extra=Finalized())
+
+        class Meta(type):
+            @property
+            def __dlpack_c_exchange_api__(cls):
+                return Finalized()  # no table: looked up anew for every new type
+
+        def fresh_type_producer():
+            class Fresh(metaclass=Meta):
+                def __dlpack__(self, **keywords):
+                    return array.__dlpack__(**keywords)
+
+                def __dlpack_device__(self):
+                    return (1, 0)
+            return Fresh()
+        """, "hd.from_dlpack(array, stream=PropertyStream())",
+        "hd.from_dlpack(array, stream=PairStream())", "hd.as_tensor(Producer())",
+        "hd.from_dlpack(fresh_type_producer())", runs=6)
+
+
+def test_a_daemon_thread_setting_a_duration_whose_division_has_a_finalizer_does_not_abort_the_exit():
+    assert_clean_exits_with_daemon_threads_calling("""
+        import datetime
+
+        class Count(int):
+            def __del__(self, sleep=time.sleep):
+                sleep(0.002)
+
+        class Duration(datetime.timedelta):
+            def __floordiv__(self, other):
+                time.sleep(0)
+                return Count(datetime.timedelta.__floordiv__(self, other))
+        """, "hd.ReleaseThreadOptions(poll_interval=Duration(microseconds=50))", runs=6)
