@@ -39,6 +39,13 @@ struct StopsAtClose : std::false_type {};
 template <typename T>
 struct StopsAtClose<T, std::void_t<decltype(std::declval<T&>().stop())>> : std::true_type {};
 
+/** @brief Whether `T` is an expected<>, whose kClosed a closed handle reports as closed. */
+template <typename T>
+struct IsExpected : std::false_type {};
+/** @brief See above. */
+template <typename Value>
+struct IsExpected<expected<Value, Error>> : std::true_type {};
+
 /**
  * @brief A handle on an endpoint that close() lets go of. A blocking call takes its own reference
  *        first (call_without_gil()), so that close() from another thread cannot free the object
@@ -75,11 +82,18 @@ class SharedHandle {
   template <typename Call>
   auto call_without_gil(const char* who, Call&& call) const {
     std::shared_ptr<T> taken = get(who);
-    return without_gil([&] {
+    auto result = without_gil([&] {
       // Destroyed as the call returns or throws: before the GIL comes back.
       const std::shared_ptr<T> object = std::move(taken);
       return call(*object);
     });
+    // A call that close() stopped (see let_go) ends as any call on a closed endpoint does.
+    if constexpr (IsExpected<decltype(result)>::value) {
+      if (!result && result.error().code == ErrorCode::kClosed && closed()) {
+        raise_closed(who);
+      }
+    }
+    return result;
   }
 
   /** @brief Whether close() ran. */
@@ -100,22 +114,27 @@ class SharedHandle {
 
  private:
   // A call on another thread may keep the object a while (a slice of its wait): close() stops it
-  // now all the same, so that nothing more is taken (a Listener's connects, its path).
+  // now all the same, so that nothing more is taken or handed out (a Listener's connects and its
+  // path, a Worker's arrivals and accepts, an Importer's publishes) and that call ends at once.
+  // Stopping takes the object's own lock, which another thread's call holds without the GIL.
   void let_go(bool stop) noexcept {
     std::shared_ptr<T> gone = std::move(object_);
     if (gone == nullptr) {
       return;
     }
-    if constexpr (StopsAtClose<T>::value) {
-      if (stop) {
-        gone->stop();
+    const auto end = [&] {
+      if constexpr (StopsAtClose<T>::value) {
+        if (stop) {
+          gone->stop();
+        }
       }
-    }
+      gone.reset();  // a destructor may wait briefly on a socket
+    };
     if (interpreter_finalizing()) {
-      gone.reset();
+      end();
       return;
     }
-    without_gil([&] { gone.reset(); });  // a destructor may wait briefly on a socket
+    without_gil(end);
   }
 
   std::shared_ptr<T> object_;

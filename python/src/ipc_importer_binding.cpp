@@ -34,6 +34,8 @@ constexpr const char* kImporter = "ipc.Importer";
 struct ImporterState {
   explicit ImporterState(ipc::Importer taken) noexcept : importer(std::move(taken)) {}
   int fd() const noexcept { return importer.fd(); }
+  // close(): another thread's receive() ends at once (SharedHandle::let_go).
+  void stop() noexcept { importer.stop(); }
   ipc::Importer importer;
   std::timed_mutex receiving;
 };
@@ -188,8 +190,9 @@ void bind_ipc_importer(nb::module_& module) {
            "Allocations mapped and kept for reuse.")
       .def("stats", query(&ipc::Importer::stats), Entry(), "The counters so far.");
   def_closable(type, "def __enter__(self) -> Importer",
-               "Lets go of the connection: publishes never received are given back and no more are "
-               "taken; it closes once every received Tensor is released.");
+               "Stops receiving at once (a receive() under way on another thread ends with "
+               "ClosedError) and lets go of the connection: publishes never received are given "
+               "back and no more are taken; it closes once every received Tensor is released.");
 }
 
 }  // namespace holoscan::python

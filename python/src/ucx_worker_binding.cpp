@@ -288,8 +288,10 @@ void bind_ucx_worker(nb::module_& module) {
   bind_transfers(type);
   bind_state(type);
   def_closable(type, "def __enter__(self) -> Worker",
-               "Closes every connection (flushing for up to a second, without the GIL); sends in "
-               "flight end failed. Memory UCX may still read is kept until it lets go.");
+               "Stops the worker at once (a wait under way on another thread ends with "
+               "ClosedError), then closes every connection (flushing for up to a second, without "
+               "the GIL); sends in flight end failed. Memory UCX may still read is kept until it "
+               "lets go.");
 }
 
 }  // namespace holoscan::python

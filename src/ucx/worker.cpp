@@ -103,10 +103,12 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
   }
 }
 
-// kClosed for `call` on a worker that its destructor is ending.
-tl::unexpected<Error> being_destroyed(const char* call) {
-  return make_unexpected(ErrorCode::kClosed,
-                         std::string("ucx ") + call + ": the worker is being destroyed");
+// kClosed for `call` on a worker that stop() or its destructor is ending.
+tl::unexpected<Error> being_destroyed(const Worker::State& state, const char* call) {
+  return make_unexpected(
+      ErrorCode::kClosed,
+      std::string("ucx ") + call +
+          (state.stopped ? ": the worker was stopped" : ": the worker is being destroyed"));
 }
 
 // kNotSupported for `call` on a forked child's copy of its parent's worker.
@@ -145,7 +147,7 @@ auto with_state(const std::unique_ptr<Worker::State>& state, const char* call, B
     }
     const holoscan::detail::CallUnderWay inside(&state->calls);
     if (ending(*state)) {
-      return being_destroyed(call);
+      return being_destroyed(*state, call);
     }
     return body(*state);
   } catch (const std::bad_alloc&) {
@@ -252,6 +254,18 @@ Worker::~Worker() { end_worker(state_); }
 // for every call under way to return (the deleters its drops run included), then ends the worker.
 // A call blocked on the mutex finishes its work first, on a worker that is still whole. The calls
 // that deleters run by the shutdown make are refused, and waited for too before the state goes.
+void Worker::stop() noexcept {
+  if (state_ == nullptr || state_->forked_copy()) {
+    return;  // nothing to stop; a forked child's copy is the parent's (end_worker)
+  }
+  // Under the mutex, as the destructor marks the end: a call's round either ran before this (its
+  // answer came before the stop) or sees the end and hands out nothing more.
+  StateLock lock(*state_);
+  state_->stopped = true;
+  state_->calls.end();
+  state_->wake.post();
+}
+
 void Worker::State::end_calls_then_shut_down() noexcept {
   {
     StateLock lock(*this);
@@ -273,7 +287,7 @@ expected<std::uint16_t, Error> Worker::listen(const std::string& address, std::u
     const auto resolved = resolve_address(who, address, port, true);
     StateLock lock(state);
     if (ending(state)) {
-      return expected<std::uint16_t, Error>(being_destroyed("listen"));  // while it resolved
+      return expected<std::uint16_t, Error>(being_destroyed(state, "listen"));  // while it resolved
     }
     return state.listen_locked(who, resolved);
   });
@@ -293,7 +307,7 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
     {
       StateLock lock(state);
       if (ending(state)) {
-        return being_destroyed("connect");  // while it resolved
+        return being_destroyed(state, "connect");  // while it resolved
       }
       auto started = state.start_connect(name, *resolved);
       if (!started) {
@@ -350,7 +364,7 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
     StateLock lock(state);
     state.abandon_connect(*state.find(id));
     if (ending(state)) {
-      return being_destroyed("connect");
+      return being_destroyed(state, "connect");
     }
     return make_unexpected(ErrorCode::kTimeout,
                            who + ": no answer within " + std::to_string(timeout_ms) + " ms");
@@ -445,7 +459,7 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
     }
     if (!taken) {
       if (ending(state)) {
-        return being_destroyed("receive");
+        return being_destroyed(state, "receive");
       }
       return std::optional<Received>();
     }

@@ -162,6 +162,8 @@ struct Worker::State {
   // return before it ends the worker, so that a thread asleep in receive(), accept() or
   // connect() wakes to kClosed (or no answer) instead of finding the worker gone.
   holoscan::detail::CallsUnderWay calls;
+  // Set by stop() before it marks the calls' end, so that a call refused for it says so.
+  std::atomic<bool> stopped{false};
   // The fork()s that led to the process that made this worker: another count now means this is
   // a forked child's copy (fork_watch.hpp), which leaves UCX and the shared sockets alone.
   const std::uint64_t made_after_forks = detail::forks_so_far();

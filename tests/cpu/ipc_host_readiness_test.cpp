@@ -230,6 +230,27 @@ TEST_F(IpcHostReadiness, DestroyingTheImporterEndsAReceiveHoldingAnUnreadyImport
   fake().complete(producer);
 }
 
+// stop() from another thread ends a receive() under way at once and refuses later calls; the
+// socket stops receiving, so the exporter's next publish fails instead of queueing for an
+// Importer that will never read it. Python's close() from another thread used to leave such a
+// receive() reading for the rest of its 100 ms slice.
+TEST_F(IpcHostReadiness, StoppingTheImporterEndsAReceiveAndTheExportersNextPublishFails) {
+  ReceiveOnAnotherThread waiting(*importer_);
+  importer_->stop();
+  const auto received = waiting.result();
+  ASSERT_FALSE(received.has_value());
+  EXPECT_EQ(received.error().code, ErrorCode::kClosed);
+  EXPECT_EQ(received.error().message, "ipc importer: the importer was stopped");
+  const auto later = importer_->receive(0);
+  ASSERT_FALSE(later.has_value()) << "a stopped Importer received";
+  EXPECT_EQ(later.error().message, "ipc importer: the importer was stopped");
+  importer_->stop();  // idempotent
+  Tensor tensor = test::allocate(*pool_, {8});
+  const auto id = exporter_->publish(peer_, tensor);
+  ASSERT_FALSE(id.has_value()) << "a publish to a stopped Importer was taken";
+  EXPECT_EQ(id.error().code, ErrorCode::kClosed) << id.error().message;
+}
+
 TEST_F(IpcHostReadiness, AssigningOverTheImporterEndsAReceiveAsleepOnIt) {
   test::ConnectedImporter second = test::connect_importer(*exporter_);
   ASSERT_TRUE(second.importer.has_value());

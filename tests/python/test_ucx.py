@@ -348,6 +348,35 @@ def test_close_from_another_thread_ends_a_receive(pair):
                              "kClosed: ucx.Worker: closed")
 
 
+def test_close_from_another_thread_stops_the_worker_at_once(pair):
+    # A receive() under way kept a closed worker serving for the rest of its 100 ms slice: a
+    # tensor sent after close() returned was handed out to it, and confirmed to its sender.
+    client, peer, server, _ = pair
+    outcome = {}
+
+    def waiting():
+        try:
+            outcome["got"] = server.receive(timeout_ms=None)
+        except hd.errors.HoloscanError as error:
+            outcome["error"] = str(error)
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    time.sleep(0.05)
+    server.close()
+    try:
+        sequence = client.send(peer, np.arange(3))
+    except hd.errors.ClosedError:
+        sequence = None  # the client already saw the connection end: refused at once
+    thread.join(timeout=PATIENCE_MS / 1000)
+    assert not thread.is_alive()
+    assert outcome == {"error": "kClosed: ucx.Worker: closed"}
+    if sequence is not None:
+        [result] = drain_sends(client, 1)
+        assert (result.sequence, result.delivered) == (sequence, False)
+        assert isinstance(result.error, hd.errors.ClosedError), result.error
+
+
 @contextlib.contextmanager
 def other_threads_keep_running():
     """Runs a counter on a thread of its own during the block (and 50 ms after it); asserts that
@@ -429,14 +458,17 @@ def test_a_close_during_a_wait_never_stalls_other_threads(wait):
         assert ended < 10, "the wait noticed the close within a slice (plus the leave's flush)"
 
 
-def test_a_close_during_a_connect_never_stalls_other_threads():
-    # connect() is one wait: it runs to its timeout (the listener never answers), then the worker
-    # goes with the connection it tried, flushing for a second without the GIL.
+def test_a_close_during_a_connect_ends_it_and_never_stalls_other_threads():
+    # The close ends the connect() under way (the listener never answers); the worker then goes
+    # with the connection it tried, flushing for a second without the GIL. Before close() stopped
+    # the worker, the connect() ran on to its timeout.
     with ucx.Worker() as silent:
         port = silent.listen("127.0.0.1")
         client = ucx.Worker()
-        error, _ = close_during(lambda: client.connect("127.0.0.1", port, timeout_ms=1000), client)
-        assert isinstance(error, hd.errors.HoloscanTimeoutError), error
+        error, ended = close_during(
+            lambda: client.connect("127.0.0.1", port, timeout_ms=PATIENCE_MS), client)
+        assert str(error) == "kClosed: ucx.Worker: closed"
+        assert ended < PATIENCE_MS / 2000, "the connect ran on towards its timeout"
 
 
 def test_a_worker_dropped_without_close_never_stalls_other_threads():

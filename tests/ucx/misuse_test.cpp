@@ -80,9 +80,8 @@ TEST(UcxMisuse, AViewWrittenByHandThatNoImportWouldMakeIsRefused) {
   }
   EXPECT_EQ(sides.client.in_flight(), 0u);
   auto pool = host_pool(1);
-  auto tensor = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
+  auto tensor = ucx_series::pooled(*pool, 0);
   ASSERT_TRUE(tensor);
-  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
   auto sent = sides.client.send(peer, *tensor);
   ASSERT_TRUE(sent) << to_string(sent.error());
   std::optional<ucx::Received> received;

@@ -247,10 +247,8 @@ TEST(UcxReadiness, ASendHeldBesideASleepingWaitLeavesOnceReady) {
   ASSERT_TRUE(link.client) << to_string(link.client.error());
   auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, 1});
   ASSERT_TRUE(pool);
-  const auto layout = ucx_series::layout(0);
-  auto tensor = (*pool)->allocate(layout.shape, layout.dtype);
+  auto tensor = ucx_series::pooled(**pool, 0);
   ASSERT_TRUE(tensor);
-  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
   cudaStream_t producer = cuda->create_stream(0);
   cuda->launch(producer);
   ASSERT_TRUE(tensor->set_readiness_stream(producer));

@@ -12,6 +12,7 @@
 #include <dlpack/dlpack.h>
 
 #include "holoscan/tensor.hpp"
+#include "holoscan/tensor_pool.hpp"
 
 namespace holoscan::test::ucx_series {
 
@@ -55,6 +56,16 @@ inline void fill(std::uint64_t k, void* data, std::size_t bytes) {
   for (std::size_t j = 0; j < bytes; ++j) {
     out[j] = byte_at(k, j);
   }
+}
+
+/** @brief Tensor `k` of the series, filled, in a block of `pool`; the pool's refusal if none. */
+inline expected<Tensor, Error> pooled(TensorPool& pool, std::uint64_t k) {
+  const Layout want = layout(k);
+  auto tensor = pool.allocate(want.shape, want.dtype);
+  if (tensor) {
+    fill(k, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
+  }
+  return tensor;
 }
 
 /** @brief What is wrong with `tensor` as tensor `k` of the series; empty when nothing is. */

@@ -309,6 +309,76 @@ TEST(UcxThreads, DestroyingTheWorkerWakesTheThreadsAsleepInItsWaits) {
   EXPECT_LT(took, std::chrono::seconds(5)) << "the destructor waited for the waits' deadlines";
 }
 
+// stop() from another thread: the waits under way end at once, and the worker hands out nothing
+// more. A tensor sent after stop() returned is neither received here nor reported delivered; it
+// ends failed (kClosed) once the stopped worker is destroyed. Python's close() from another
+// thread used to leave a receive() serving for the rest of its 100 ms slice: it handed that tensor
+// out and confirmed it.
+TEST(UcxThreads, StoppingTheWorkerEndsItsWaitsAndHandsOutNothingMore) {
+  ucx::WorkerConfig config;
+  config.spin_us = 0;
+  auto receiver = std::make_unique<ucx::Worker>(make_worker(config));
+  auto client = make_worker();
+  const auto link = connect_in_process(*receiver, client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  std::optional<expected<std::optional<ucx::Received>, Error>> received;
+  std::optional<std::optional<ucx::PeerId>> accepted;
+  std::atomic<int> calling{0};
+  std::thread receiving([&] {
+    calling.fetch_add(1);
+    received = receiver->receive(-1);
+  });
+  std::thread accepting([&] {
+    calling.fetch_add(1);
+    accepted = receiver->accept(30000);
+  });
+  while (calling.load() < 2) {
+    std::this_thread::yield();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both asleep in their waits
+  const auto start = std::chrono::steady_clock::now();
+  receiver->stop();
+  receiving.join();
+  accepting.join();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(received.has_value());
+  ASSERT_FALSE(*received) << "a receive() on a stopped worker found something";
+  EXPECT_EQ(received->error().code, ErrorCode::kClosed);
+  EXPECT_EQ(received->error().message, "ucx receive: the worker was stopped");
+  ASSERT_TRUE(accepted.has_value());
+  EXPECT_FALSE(*accepted);
+  EXPECT_LT(took, std::chrono::seconds(2)) << "the waits ran on past stop()";
+
+  auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, 1});
+  ASSERT_TRUE(pool);
+  auto tensor = ucx_series::pooled(**pool, 0);
+  ASSERT_TRUE(tensor);
+  auto sequence = client.send(*link.client, *tensor);
+  ASSERT_TRUE(sequence) << to_string(sequence.error());
+  for (int i = 0; i < 200; ++i) {  // time enough to land, were anything still taken
+    (void)client.progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  auto later = receiver->receive(0);
+  ASSERT_FALSE(later) << "a stopped worker handed out a tensor";
+  EXPECT_EQ(later.error().message, "ucx receive: the worker was stopped");
+  auto progressed = receiver->progress();
+  ASSERT_FALSE(progressed);
+  EXPECT_EQ(progressed.error().code, ErrorCode::kClosed);
+  receiver->stop();  // idempotent
+  receiver.reset();
+  std::optional<ucx::SendResult> result;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!result && std::chrono::steady_clock::now() < deadline) {
+    (void)client.progress();
+    result = client.next_send_result();
+  }
+  ASSERT_TRUE(result) << "the send never ended";
+  EXPECT_EQ(result->sequence, *sequence);
+  ASSERT_FALSE(result->outcome) << "a tensor sent to a stopped worker was reported delivered";
+  EXPECT_EQ(result->outcome.error().code, ErrorCode::kClosed) << to_string(result->outcome.error());
+}
+
 // A thread asleep in accept() (or in a receive() with a deadline) while another thread takes a
 // tensor that had landed with receive(0): the tensor leaves without a progress round, so its
 // confirmation is queued, and nothing woke the sleeper to send it. The sender (window 1) learned
@@ -325,10 +395,8 @@ TEST(UcxThreads, AConfirmationQueuedBesideASleepingWaitGoesOutAtOnce) {
   ASSERT_TRUE(link.client) << to_string(link.client.error());
   auto pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, 2});
   ASSERT_TRUE(pool);
-  const auto layout = ucx_series::layout(0);
-  auto tensor = (*pool)->allocate(layout.shape, layout.dtype);
+  auto tensor = ucx_series::pooled(**pool, 0);
   ASSERT_TRUE(tensor);
-  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
   ASSERT_TRUE(client.send(*link.client, *tensor));
   for (int i = 0; i < 300; ++i) {  // the tensor lands; nobody takes it yet
     (void)client.progress();

@@ -29,10 +29,8 @@ using Clock = std::chrono::steady_clock;
 
 // A small host tensor of the series (tensor 0: eager over tcp).
 Tensor small_tensor(const std::shared_ptr<TensorPool>& pool) {
-  const auto layout = ucx_series::layout(0);
-  auto tensor = pool->allocate(layout.shape, layout.dtype);
+  auto tensor = ucx_series::pooled(*pool, 0);
   EXPECT_TRUE(tensor);
-  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
   return std::move(*tensor);
 }
 
@@ -260,9 +258,8 @@ TEST(UcxUnanswered, WorkQueuedWhileAnEventLoopSleepsOnTheFdWakesIt) {
   EXPECT_LT(confirmed_after, kSleepMs / 2) << "ms before the confirmation went out";
   received.reset();
   // 2. A send held for its readiness, from this thread to the client.
-  auto tensor = pool->allocate(ucx_series::layout(0).shape, ucx_series::layout(0).dtype);
+  auto tensor = ucx_series::pooled(*pool, 0);
   ASSERT_TRUE(tensor);
-  ucx_series::fill(0, tensor->data(), static_cast<std::size_t>(tensor->nbytes()));
   cudaStream_t producer = cuda->create_stream(0);
   cuda->launch(producer);
   ASSERT_TRUE(tensor->set_readiness_stream(producer));

@@ -169,6 +169,15 @@ class HOLOSCAN_DLPACK_API Importer {
    */
   expected<std::optional<Tensor>, Error> receive(int timeout_ms);
 
+  /**
+   * @brief Stops receiving now, from any thread, and returns at once: a receive() under way
+   *        returns kClosed ("the importer was stopped"), and so does every later receive(),
+   *        poll() and import_tensor(); the socket stops receiving, so that the exporter's later
+   *        publishes fail with kClosed. Received imports stay valid; what is still queued is given
+   *        back when the Importer is destroyed. Idempotent.
+   */
+  void stop() noexcept;
+
   /** @brief Sends the releases that found the socket full, as far as there is room now (the
    *         courier sends them anyway); never blocks. kClosed once the exporter hung up or its
    *         process exited (the releases are dropped then: the exporter frees its claims itself).

@@ -228,6 +228,15 @@ class HOLOSCAN_DLPACK_API Worker {
    */
   bool arm();
 
+  /**
+   * @brief Stops the worker now, from any thread, and returns at once: the calls under way end
+   *        as the destructor ends them (receive() and connect() return kClosed, accept()
+   *        nullopt), every later call is refused (kClosed "the worker was stopped", or the empty
+   *        answer), and nothing more is accepted, landed or handed out. The connections close,
+   *        and the sends still in flight end as failed, when the worker is destroyed. Idempotent.
+   */
+  void stop() noexcept;
+
   /** @brief Sends in flight to every peer (not yet ended as a SendResult). */
   std::size_t in_flight() const noexcept;
   /** @brief Sends in flight to `peer`. */

@@ -165,7 +165,7 @@ expected<Tensor, Error> import_tensor(const TensorDescriptor& descriptor, Unique
     return make_unexpected(detail::importer_moved_from());
   }
   if (call.ending()) {
-    return make_unexpected(detail::importer_ending());
+    return make_unexpected(detail::importer_ending(*peer.core_));
   }
   // Here, so that giving it back later never allocates.
   const bool promised = peer.core_->promise_release();

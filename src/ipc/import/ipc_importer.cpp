@@ -86,10 +86,14 @@ Error importer_moved_from() noexcept {
   }
 }
 
-// A call woken, or begun, while the Importer's destructor (or a move-assignment over it) runs.
-Error importer_ending() noexcept {
+// A call woken, or begun, once the Importer was stopped or while its destructor (or a
+// move-assignment over it) runs.
+Error importer_ending(const ImporterCore& core) noexcept {
   try {
-    return Error{ErrorCode::kClosed, std::string(kWho) + ": the importer is being destroyed", 0};
+    return Error{ErrorCode::kClosed,
+                 std::string(kWho) + (core.stopped() ? ": the importer was stopped"
+                                                     : ": the importer is being destroyed"),
+                 0};
   } catch (const std::bad_alloc&) {
     return out_of_memory(kWho);
   }
@@ -113,6 +117,12 @@ Importer& Importer::operator=(Importer&& other) noexcept {
     unready_ = std::move(other.unready_);
   }
   return *this;
+}
+
+void Importer::stop() noexcept {
+  if (core_ != nullptr) {
+    core_->stop();
+  }
 }
 
 Importer::~Importer() {
@@ -184,7 +194,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
   };
   for (;;) {
     if (call.ending()) {
-      return make_unexpected(detail::importer_ending());
+      return make_unexpected(detail::importer_ending(*core_));
     }
     if (unready_ != nullptr) {
       auto ready = unready_->take_ready();
@@ -215,7 +225,7 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
       return make_unexpected(std::move(ready.error()));
     }
     if (call.ending()) {  // woken by the shutdown: what is queued is given back, not read here
-      return make_unexpected(detail::importer_ending());
+      return make_unexpected(detail::importer_ending(*core_));
     }
     if (!*ready) {
       if (holding && keep_asking()) {
@@ -303,7 +313,7 @@ expected<void, Error> Importer::poll() {
     return make_unexpected(detail::importer_moved_from());
   }
   if (call.ending()) {
-    return make_unexpected(detail::importer_ending());
+    return make_unexpected(detail::importer_ending(*core_));
   }
   return core_->flush();
 }

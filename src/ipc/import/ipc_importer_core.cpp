@@ -277,6 +277,14 @@ void ImporterCore::forget_unused() noexcept {
   // Unmapped here, outside the lock; imports still hold what they use.
 }
 
+void ImporterCore::stop() noexcept {
+  stopped_ = true;
+  calls_.end();
+  if (::getpid() == owner_) {  // a forked child's copy: the socket stays the parent's
+    (void)::shutdown(fd(), SHUT_RD);
+  }
+}
+
 void ImporterCore::stop_receiving() noexcept {
   calls_.end();
   if (::getpid() != owner_) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -134,6 +135,12 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
    *        parent's too).
    */
   void stop_receiving() noexcept;
+  /** @brief stop_receiving()'s first half, for Importer::stop(): the calls under way are told
+   *         and the socket stops receiving; nothing is waited for or given back (the destructor
+   *         does that). */
+  void stop() noexcept;
+  /** @brief Whether stop() ran (a call ended for it says so). */
+  bool stopped() const noexcept { return stopped_.load(); }
   /** @brief Sends queued releases as far as the socket has room; never waits. */
   expected<void, Error> flush();
 
@@ -174,6 +181,7 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   holoscan::detail::ReleaseRings release_rings_;
   holoscan::detail::CallsUnderWay
       calls_;  // the Importer's, kept here: its calls reach it through core_
+  std::atomic<bool> stopped_{false};  // set before calls_ is told, read after a call sees it
 };
 
 /** @brief Counts a call on the Importer of `core` while it runs (null: one moved from). */
@@ -192,7 +200,7 @@ expected<Tensor, Error> import_promised(const std::shared_ptr<ImporterCore>& cor
 
 /** @brief The refusal of a call on an Importer that was moved from (kInvalidArgument). */
 Error importer_moved_from() noexcept;
-/** @brief The end of a call on an Importer being destroyed or assigned over (kClosed). */
-Error importer_ending() noexcept;
+/** @brief The end of a call on an Importer stopped, being destroyed or assigned over (kClosed). */
+Error importer_ending(const ImporterCore& core) noexcept;
 
 }  // namespace holoscan::ipc::detail
