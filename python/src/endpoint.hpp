@@ -39,12 +39,38 @@ struct StopsAtClose : std::false_type {};
 template <typename T>
 struct StopsAtClose<T, std::void_t<decltype(std::declval<T&>().stop())>> : std::true_type {};
 
-/** @brief Whether `T` is an expected<>, whose kClosed a closed handle reports as closed. */
+/** @brief Whether `T` is an expected<> (a call's answer that may be kClosed). */
 template <typename T>
 struct IsExpected : std::false_type {};
 /** @brief See above. */
 template <typename Value>
 struct IsExpected<expected<Value, Error>> : std::true_type {};
+
+/** @brief Whether `T` is a std::optional<> (a wait's answer that may be "nothing came"). */
+template <typename T>
+struct IsOptional : std::false_type {};
+/** @brief See above. */
+template <typename Value>
+struct IsOptional<std::optional<Value>> : std::true_type {};
+
+/** @brief Whether `result` is what a call that stop() ended returns: kClosed, or nothing. */
+template <typename Result>
+bool stopped_answer(const Result& result) noexcept {
+  if constexpr (IsExpected<Result>::value) {
+    if (!result) {
+      return result.error().code == ErrorCode::kClosed;
+    }
+    if constexpr (IsOptional<typename Result::value_type>::value) {
+      return !result->has_value();
+    } else {
+      return false;
+    }
+  } else if constexpr (IsOptional<Result>::value) {
+    return !result.has_value();
+  } else {
+    return false;
+  }
+}
 
 /**
  * @brief A handle on an endpoint that close() lets go of. A blocking call takes its own reference
@@ -87,9 +113,10 @@ class SharedHandle {
       const std::shared_ptr<T> object = std::move(taken);
       return call(*object);
     });
-    // A call that close() stopped (see let_go) ends as any call on a closed endpoint does.
-    if constexpr (IsExpected<decltype(result)>::value) {
-      if (!result && result.error().code == ErrorCode::kClosed && closed()) {
+    // A call that close() stopped (see let_go) ends as any call on a closed endpoint does, the
+    // last slice of a wait with a limit included (it would otherwise say that nothing came).
+    if constexpr (StopsAtClose<T>::value) {
+      if (closed() && stopped_answer(result)) {
         raise_closed(who);
       }
     }

@@ -250,22 +250,24 @@ Worker& Worker::operator=(Worker&& other) noexcept {
 
 Worker::~Worker() { end_worker(state_); }
 
-// Refuses new calls, wakes the threads asleep in a wait (they return kClosed or no answer), waits
-// for every call under way to return (the deleters its drops run included), then ends the worker.
-// A call blocked on the mutex finishes its work first, on a worker that is still whole. The calls
-// that deleters run by the shutdown make are refused, and waited for too before the state goes.
 void Worker::stop() noexcept {
   if (state_ == nullptr || state_->forked_copy()) {
     return;  // nothing to stop; a forked child's copy is the parent's (end_worker)
   }
-  // Under the mutex, as the destructor marks the end: a call's round either ran before this (its
-  // answer came before the stop) or sees the end and hands out nothing more.
-  StateLock lock(*state_);
+  // Under the mutex, as the destructor marks the end: every call that changes the worker looks
+  // at the end once it holds the mutex, so its work either ran before this or does not run. The
+  // bare mutex, not a StateLock: that one's end drops the claims set aside, running producers'
+  // deleters on this thread. The event loop is told too (fd() says -1 from now on).
+  std::lock_guard<std::mutex> lock(state_->mutex);
   state_->stopped = true;
   state_->calls.end();
-  state_->wake.post();
+  state_->announce();
 }
 
+// Refuses new calls, wakes the threads asleep in a wait (they return kClosed or no answer), waits
+// for every call under way to return (the deleters its drops run included), then ends the worker.
+// A call blocked on the mutex finishes its work first, on a worker that is still whole. The calls
+// that deleters run by the shutdown make are refused, and waited for too before the state goes.
 void Worker::State::end_calls_then_shut_down() noexcept {
   {
     StateLock lock(*this);
@@ -393,6 +395,9 @@ std::optional<PeerId> Worker::accept(int timeout_ms) {
 expected<void, Error> Worker::disconnect(PeerId id) {
   return with_state(state_, "disconnect", [&](State& state) -> expected<void, Error> {
     StateLock lock(state);
+    if (ending(state)) {
+      return being_destroyed(state, "disconnect");  // stopped since the call began
+    }
     Peer* peer = state.find(id);
     if (peer == nullptr && state.closed(id)) {
       return {};  // ended and forgotten: nothing more of it to report
@@ -415,8 +420,11 @@ expected<void, Error> Worker::disconnect(PeerId id) {
 }
 
 expected<std::uint64_t, Error> Worker::send(PeerId peer, const Tensor& tensor) {
-  return with_state(state_, "send", [&](State& state) {
+  return with_state(state_, "send", [&](State& state) -> expected<std::uint64_t, Error> {
     StateLock lock(state);
+    if (ending(state)) {
+      return being_destroyed(state, "send");  // stopped since the call began
+    }
     const std::size_t results_before = state.results.size();
     auto sent = state.send_locked(peer, tensor);
     state.flush_controls();
@@ -452,6 +460,9 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
     std::optional<expected<Received, Error>> taken;
     {
       StateLock lock(state);
+      if (ending(state)) {
+        return being_destroyed(state, "receive");  // stopped since the call began
+      }
       taken = state.take_arrival();
     }
     if (!taken) {
@@ -473,6 +484,9 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
 expected<std::size_t, Error> Worker::progress() {
   return with_state(state_, "progress", [&](State& state) -> expected<std::size_t, Error> {
     StateLock lock(state);
+    if (ending(state)) {
+      return being_destroyed(state, "progress");  // stopped since the call began
+    }
     // The event loop is awake. Another thread's progress() says nothing of it: the loop may still
     // be asleep on fd(), and work queued later must still signal it.
     if (std::this_thread::get_id() == state.event_loop_thread) {

@@ -173,8 +173,9 @@ class HOLOSCAN_DLPACK_API Importer {
    * @brief Stops receiving now, from any thread, and returns at once: a receive() under way
    *        returns kClosed ("the importer was stopped"), and so does every later receive(),
    *        poll() and import_tensor(); the socket stops receiving, so that the exporter's later
-   *        publishes fail with kClosed. Received imports stay valid; what is still queued is given
-   *        back when the Importer is destroyed. Idempotent.
+   *        publishes fail with kClosed. A receive() that read a Publish before the stop still
+   *        returns its import; one read after it is given back. Received imports stay valid;
+   *        what is still queued is given back when the Importer is destroyed. Idempotent.
    */
   void stop() noexcept;
 

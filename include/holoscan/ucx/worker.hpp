@@ -229,11 +229,14 @@ class HOLOSCAN_DLPACK_API Worker {
   bool arm();
 
   /**
-   * @brief Stops the worker now, from any thread, and returns at once: the calls under way end
-   *        as the destructor ends them (receive() and connect() return kClosed, accept()
-   *        nullopt), every later call is refused (kClosed "the worker was stopped", or the empty
-   *        answer), and nothing more is accepted, landed or handed out. The connections close,
-   *        and the sends still in flight end as failed, when the worker is destroyed. Idempotent.
+   * @brief Stops the worker now, from any thread, and returns once it holds the worker's mutex:
+   *        the waits under way end as the destructor ends them (receive() and connect() return
+   *        kClosed, accept() nullopt), every later call is refused (kClosed "the worker was
+   *        stopped", or the empty answer), and nothing more is accepted, landed, handed out or
+   *        confirmed; a call that took an arrival before it still returns that. fd() says -1 and
+   *        the event loop is woken. Nothing progresses until the worker is destroyed, which closes
+   *        the connections and ends the sends in flight as failed: destroy it soon, as the peers'
+   *        sends wait for their answers until then. Idempotent.
    */
   void stop() noexcept;
 

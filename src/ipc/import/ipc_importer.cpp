@@ -235,6 +235,16 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
       return std::optional<Tensor>();
     }
     auto received = core_->receive_now();
+    if (call.ending()) {
+      // Stopped while it read: a Publish read is given back, as the destructor gives back what
+      // is still queued, and the stop is what the caller learns (not the end-of-file it caused).
+      if (received && *received) {
+        if (const auto* publish = std::get_if<Publish>(&**received); publish != nullptr) {
+          core_->give_back_unread(*publish);
+        }
+      }
+      return make_unexpected(detail::importer_ending(*core_));
+    }
     if (!received) {
       if (received.error().code == ErrorCode::kClosed) {
         // What a hung-up exporter published before may still become ready while its process

@@ -277,6 +277,16 @@ void ImporterCore::forget_unused() noexcept {
   // Unmapped here, outside the lock; imports still hold what they use.
 }
 
+void ImporterCore::give_back_unread(const Publish& publish) noexcept {
+  const std::uint8_t* bytes = publish.descriptor.data();
+  const std::size_t size = publish.descriptor.size();
+  if (auto id = descriptor_export_id(bytes, size)) {
+    refuse_unread(*id, descriptor_fd_allocation(bytes, size), publish.forget_allocation);
+  } else {
+    outbox_->withdraw_promise();  // the channel checked it: not reached
+  }
+}
+
 void ImporterCore::stop() noexcept {
   stopped_ = true;
   calls_.end();
@@ -314,13 +324,7 @@ void ImporterCore::stop_receiving() noexcept {
         refused();  // an exporter sends nothing but Publish after its Hello
         continue;
       }
-      const std::uint8_t* bytes = publish->descriptor.data();
-      const std::size_t size = publish->descriptor.size();
-      if (auto id = descriptor_export_id(bytes, size)) {
-        refuse_unread(*id, descriptor_fd_allocation(bytes, size), publish->forget_allocation);
-      } else {
-        outbox_->withdraw_promise();  // the channel checked it: not reached
-      }
+      give_back_unread(*publish);
     }
   } catch (...) {
     // Out of memory in the channel's read: what is left unread waits for this process's exit,

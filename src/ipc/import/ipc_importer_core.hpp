@@ -88,6 +88,9 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
    */
   void refuse_unread(std::uint64_t export_id, std::uint64_t fd_allocation,
                      std::uint64_t forget_allocation) noexcept;
+  /** @brief refuse_unread() for a Publish read from the channel and not imported (the Importer
+   *         stopped): its export is given back, its fd closed with it. Never waits. */
+  void give_back_unread(const Publish& publish) noexcept;
   /** @brief Counts an import made. */
   void imported() noexcept;
   /** @brief Counts an import held back for its readiness (ReadinessWait::kOnHost). */
