@@ -251,6 +251,27 @@ TEST_F(IpcHostReadiness, StoppingTheImporterEndsAReceiveAndTheExportersNextPubli
   EXPECT_EQ(id.error().code, ErrorCode::kClosed) << id.error().message;
 }
 
+// receive() is for one thread at a time: a second beside it read Publishes out of the exporter's
+// order, and one refused as such kept its export's claim (a pool block) until the process exited.
+// It is refused at once, the first one going on.
+TEST_F(IpcHostReadiness, AReceiveBesideAnotherIsRefusedAndTheFirstGoesOn) {
+  ReceiveOnAnotherThread waiting(*importer_);  // asleep in poll() by now
+  const auto beside = importer_->receive(0);
+  ASSERT_FALSE(beside.has_value()) << "a second receive() ran beside the first";
+  EXPECT_EQ(beside.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(beside.error().message,
+            "ipc importer: receive() is already running on another thread (one at a time: the "
+            "Publishes would be read out of the exporter's order)");
+  const cudaStream_t producer = fake().create_stream(0);
+  publish(producer, 3.0f);
+  fake().complete(producer);  // ready: the first receive() returns it
+  const auto received = waiting.result();
+  ASSERT_TRUE(received.has_value()) << received.error().message;
+  ASSERT_TRUE(received->has_value()) << "the first receive() was ended by the second";
+  EXPECT_EQ(static_cast<const float*>((*received)->data())[0], 3.0f);
+  EXPECT_EQ(importer_->receive(0).value_or(std::nullopt), std::nullopt) << "alone again";
+}
+
 TEST_F(IpcHostReadiness, AssigningOverTheImporterEndsAReceiveAsleepOnIt) {
   test::ConnectedImporter second = test::connect_importer(*exporter_);
   ASSERT_TRUE(second.importer.has_value());

@@ -120,13 +120,14 @@ struct HOLOSCAN_DLPACK_API ImporterOptions {
  * stays open until the last of them has been released and its Release sent, but it takes no more
  * Publishes: those never received are given back at once, as refused, and the exporter's later
  * publishes fail with kClosed. Methods may be called from any thread, receive() from one thread
- * at a time. Destroying an Importer (or assigning over it) while other threads are in its calls
- * wakes them and waits until they return: a receive() asleep on the socket or holding imports for
- * their readiness returns kClosed ("the importer is being destroyed") at once, so this is how
- * another thread ends a receive(-1). A call must not start once the destructor may have
- * returned (the caller's error, as for any object), nor may an Importer with calls under way be
- * moved from. Do not destroy it from a producer's deleter: the release thread would wait for a
- * receive() that may itself be waiting for that thread (a drop past the release backlog limit).
+ * at a time (a second one beside it is refused at once, kInvalidArgument). Destroying an Importer
+ * (or assigning over it) while other threads are in its calls wakes them and waits until they
+ * return: a receive() asleep on the socket or holding imports for their readiness returns kClosed
+ * ("the importer is being destroyed") at once, so this is how another thread ends a receive(-1). A
+ * call must not start once the destructor may have returned (the caller's error, as for any
+ * object), nor may an Importer with calls under way be moved from. Do not destroy it from a
+ * producer's deleter: the release thread would wait for a receive() that may itself be waiting for
+ * that thread (a drop past the release backlog limit).
  */
 class HOLOSCAN_DLPACK_API Importer {
  public:

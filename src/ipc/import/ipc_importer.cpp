@@ -1,6 +1,7 @@
 // Importer: the Hello exchange, then receive() turns each Publish into an imported Tensor.
 #include <poll.h>
 
+#include <atomic>
 #include <chrono>
 #include <new>
 #include <string>
@@ -72,6 +73,40 @@ class ReadinessPolling {
   bool started_ = false;
   std::chrono::steady_clock::time_point yield_until_;
 };
+
+// Holds the Importer's one receive() while it runs: a second at once would read Publishes out of
+// the exporter's order, and one refused as such kept its export's claim (and pool block) until
+// this process exited. The class allows one at a time; this makes a second a clear refusal.
+class AloneInReceive {
+ public:
+  explicit AloneInReceive(std::atomic<bool>& receiving) noexcept
+      : receiving_(receiving), alone_(!receiving.exchange(true, std::memory_order_acquire)) {}
+  AloneInReceive(const AloneInReceive&) = delete;
+  AloneInReceive& operator=(const AloneInReceive&) = delete;
+  ~AloneInReceive() {
+    if (alone_) {
+      receiving_.store(false, std::memory_order_release);
+    }
+  }
+  /** @brief Whether no other receive() ran. */
+  bool alone() const noexcept { return alone_; }
+
+ private:
+  std::atomic<bool>& receiving_;
+  bool alone_;
+};
+
+// The refusal of a receive() beside another one (kInvalidArgument).
+Error receive_beside_another() noexcept {
+  try {
+    return detail::invalid_argument(
+        kWho,
+        "receive() is already running on another thread (one at a time: the Publishes "
+        "would be read out of the exporter's order)");
+  } catch (const std::bad_alloc&) {
+    return detail::out_of_memory(kWho);
+  }
+}
 
 }  // namespace
 
@@ -168,6 +203,10 @@ expected<std::optional<Tensor>, Error> Importer::receive(int timeout_ms) {
   const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   if (core_ == nullptr) {
     return make_unexpected(detail::importer_moved_from());
+  }
+  const AloneInReceive receiving(core_->receiving());
+  if (!receiving.alone()) {
+    return make_unexpected(receive_beside_another());
   }
   const detail::Deadline deadline(timeout_ms);
   const detail::Deadline now(0);

@@ -144,6 +144,8 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   void stop() noexcept;
   /** @brief Whether stop() ran (a call ended for it says so). */
   bool stopped() const noexcept { return stopped_.load(); }
+  /** @brief Set while the Importer's receive() runs (one at a time). */
+  std::atomic<bool>& receiving() noexcept { return receiving_; }
   /** @brief Sends queued releases as far as the socket has room; never waits. */
   expected<void, Error> flush();
 
@@ -185,6 +187,7 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   holoscan::detail::CallsUnderWay
       calls_;  // the Importer's, kept here: its calls reach it through core_
   std::atomic<bool> stopped_{false};  // set before calls_ is told, read after a call sees it
+  std::atomic<bool> receiving_{false};  // a receive() runs
 };
 
 /** @brief Counts a call on the Importer of `core` while it runs (null: one moved from). */
