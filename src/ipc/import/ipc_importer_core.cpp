@@ -287,23 +287,27 @@ void ImporterCore::give_back_unread(const Publish& publish) noexcept {
   }
 }
 
+// Shut first (the callers' first step): a receive() asleep in poll() wakes to end-of-file, and no
+// Publish can slip in behind the last one read (an unread Publish would hold its exporter's claim,
+// and its pool block, until this process exits).
+bool ImporterCore::end_calls_and_shut_receiving() noexcept {
+  calls_.end();
+  if (::getpid() != owner_) {
+    return false;  // a forked child's copy: the socket, and what is queued in it, stay the parent's
+  }
+  (void)::shutdown(fd(), SHUT_RD);
+  return true;
+}
+
 void ImporterCore::stop() noexcept {
   stopped_ = true;
-  calls_.end();
-  if (::getpid() == owner_) {  // a forked child's copy: the socket stays the parent's
-    (void)::shutdown(fd(), SHUT_RD);
-  }
+  (void)end_calls_and_shut_receiving();
 }
 
 void ImporterCore::stop_receiving() noexcept {
-  calls_.end();
-  if (::getpid() != owner_) {
-    return;  // a forked child's copy: the socket, and what is queued in it, stay the parent's
+  if (!end_calls_and_shut_receiving()) {
+    return;
   }
-  // Shut first: a receive() asleep in poll() wakes to end-of-file, and no Publish can slip in
-  // behind the last one read below (an unread Publish would hold its exporter's claim, and its
-  // pool block, until this process exits).
-  (void)::shutdown(fd(), SHUT_RD);
   calls_.wait();  // short now: each call returns as it next looks (ending()), reading nothing more
   try {
     for (;;) {

@@ -162,6 +162,9 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
   ImporterStats stats() const noexcept;
 
  private:
+  // The first step of stop() and stop_receiving(): the calls under way are told, and the socket
+  // stops receiving unless this is a forked child's copy (false then).
+  bool end_calls_and_shut_receiving() noexcept;
   // Why `descriptor` was not admitted (`foreign`: it names another exporter process).
   Error not_admitted(Admissions::Verdict verdict, bool foreign,
                      const TensorDescriptor& descriptor) const noexcept;
