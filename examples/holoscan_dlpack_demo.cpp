@@ -206,6 +206,10 @@ void pipeline(Tally& tally, bool gpu) {
     } else {
       std::memset(tensor->data(), pattern, kPoolBytes);
     }
+    // Published read-only: any number of consumers may then import it. (A writable tensor has one
+    // DLPack export at a time, its writer's, as in Holoscan 5.0.) The pool gives the block's next
+    // allocation writer authority again.
+    tensor->dl_ctx()->tensor.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
     for (int k = 0; k < kConsumers; ++k) {
       // The producer's side of __dlpack__(stream=consumer): order the consumer, then export.
       if (gpu) {

@@ -65,6 +65,9 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
     std::int64_t dims[2 * kCheckedDims] = {};  // extents, then strides
   };
   std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context
+  // A DLPack export of this context's writable view is alive (Holoscan 5.0's exclusive access
+  // claim): another export and mutable_data() are refused until its deleter runs. Never copied.
+  std::atomic<bool> mutable_export_{false};
   // The library made this context and nothing but this memory reference keeps its memory while it
   // is the one in memory_reference: an export may then hold the reference alone
   // (ContextAccess::memory_lives_in_reference). A reference put in its place by a holder vouches

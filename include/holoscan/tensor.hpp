@@ -79,7 +79,9 @@ class HOLOSCAN_DLPACK_API Tensor {
   void* data() const noexcept;
   /**
    * @brief data() for writing: kInvalidArgument for an empty tensor or a null data pointer,
-   *        kPermissionDenied for read-only authority (every zero-copy import has it).
+   *        kPermissionDenied for read-only authority (every zero-copy import has it) and while
+   *        a mutable DLPack export of the tensor is alive ("Tensor data has an active access
+   *        claim", as in Holoscan 5.0).
    */
   expected<void*, Error> mutable_data() &;
   /** @brief Refused on a temporary, as in Holoscan 5.0: its authority would end with it. */
@@ -142,18 +144,21 @@ class HOLOSCAN_DLPACK_API Tensor {
    *        ignored). Never throws. kInvalidArgument for an empty tensor or a padded sub-byte
    *        tensor (the legacy format cannot say how its bytes are read); kNotSupported for
    *        read-only authority (legacy DLPack has no READ_ONLY flag, and Holoscan 5.0 refuses
-   *        rather than widen access: use to_dlpack_versioned()); kResourceExhausted when the
-   *        heap refuses.
+   *        rather than widen access: use to_dlpack_versioned()) and, as in 5.0, while a mutable
+   *        export of the tensor is alive (see to_dlpack_versioned()); kResourceExhausted when
+   *        the heap refuses. The export is mutable: it holds the tensor's exclusive claim.
    */
   expected<DLManagedTensor*, Error> to_dlpack() const;
   /**
    * @brief Exports a new DLPack >= 1.0 owner: the context's (producer's) DLPack version, its
    *        flags plus READ_ONLY for read-only authority, its own shape and explicit strides;
    *        its deleter as to_dlpack()'s. Never throws; kInvalidArgument for an empty tensor,
-   *        kResourceExhausted when the heap refuses. Exports of a writable tensor share it as
-   *        Tensor copies do: unlike Holoscan 5.0, a second one is not refused
-   *        (kPermissionDenied) while the first is alive, since stream points, not access
-   *        leases, order the writers (docs/holoscan-5.0.md).
+   *        kResourceExhausted when the heap refuses. As in Holoscan 5.0, an export of a writable
+   *        tensor is its one mutable export: until that export's deleter runs (after the GPU
+   *        passed its points), another export of the context, through any Tensor over it, is
+   *        kPermissionDenied ("Tensor has an active mutable DLPack export") and mutable_data()
+   *        too. Read-only tensors export any number of times (flag the view READ_ONLY to publish
+   *        a written tensor to several readers).
    */
   expected<DLManagedTensorVersioned*, Error> to_dlpack_versioned() const;
   /** @brief The former name of to_dlpack(), which now returns the expected itself. */

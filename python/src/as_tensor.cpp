@@ -10,6 +10,7 @@
 
 #include "cast_arg.hpp"
 #include "devices.hpp"
+#include "dlpack/read_only_export.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
 #include "imports.hpp"
@@ -42,7 +43,9 @@ Tensor read_only_wrapper(Tensor& tensor, const ProtocolStream& consumer) {
     // readiness point, so the host waits for that point here, as the tensor's own exports do.
     wait_ready_on_host(tensor);
   }
-  auto managed = tensor.to_dlpack_versioned();
+  // A read-only export: the wrapper only reads, so it takes no mutable export lease, which
+  // would refuse the tensor's own exports and writes while the wrapper lives.
+  auto managed = holoscan::detail::export_read_only(tensor);
   if (!managed) {
     raise_error(managed.error());
   }

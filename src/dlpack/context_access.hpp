@@ -106,6 +106,23 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
     auto* tracked = static_cast<StreamTrackedReference*>(reference);
     return ReferenceHolds::lives_by_holds(*tracked) ? tracked : nullptr;
   }
+  /**
+   * @brief Claims the context's one mutable DLPack export (Holoscan 5.0's exclusive access
+   *        claim); false when another is alive.
+   */
+  static bool begin_mutable_export(DLManagedTensorContext& context) noexcept {
+    bool alive = false;
+    return context.mutable_export_.compare_exchange_strong(alive, true, std::memory_order_acquire,
+                                                           std::memory_order_relaxed);
+  }
+  /** @brief Ends the claim begin_mutable_export() took (the export's deleter ran). */
+  static void end_mutable_export(DLManagedTensorContext& context) noexcept {
+    context.mutable_export_.store(false, std::memory_order_release);
+  }
+  /** @brief Whether a mutable DLPack export of the context is alive. */
+  static bool has_mutable_export(const DLManagedTensorContext& context) noexcept {
+    return context.mutable_export_.load(std::memory_order_acquire);
+  }
   /** @brief Gives a context that a pool hands out anew its writer authority back. */
   static void restore_writable(DLManagedTensorContext& context) noexcept {
     context.read_only_.store(false, std::memory_order_release);

@@ -151,6 +151,11 @@ expected<void*, Error> Tensor::mutable_data() & try {
         ErrorCode::kPermissionDenied,
         "Tensor::mutable_data: Tensor data is read-only (the Tensor has read-only authority)");
   }
+  if (detail::ContextAccess::has_mutable_export(*dl_ctx_)) {
+    return make_unexpected(ErrorCode::kPermissionDenied,
+                           "Tensor::mutable_data: Tensor data has an active access claim (a "
+                           "mutable DLPack export of this Tensor is alive until its deleter runs)");
+  }
   return address;
 } catch (const std::bad_alloc&) {
   return detail::out_of_memory();

@@ -7,7 +7,9 @@
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/held_claim.hpp"
+#include "dlpack/mutable_export_lease.hpp"
 #include "dlpack/producer_deleter.hpp"
+#include "dlpack/read_only_export.hpp"
 #include "dlpack/recycler.hpp"
 #include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
@@ -20,11 +22,15 @@ constexpr std::int32_t kInlineDims = detail::ContextAccess::kCheckedDims;
 
 // One allocation per export (for ndim <= kInlineDims): the managed tensor, its own shape and
 // explicit strides, and a claim on the memory it was exported from (held_claim.hpp), which keeps
-// the context and that memory alive until the deleter drops it.
+// the context and that memory alive until the deleter drops it; for a writable view, the
+// context's mutable export lease too.
 template <class Managed>
 struct ExportedTensor {
   Managed managed;  // every field is written before it is handed out
   detail::HeldClaim claim;
+  // Declared after the claim, so ended before it: a pool block is never lent anew while its
+  // context still says an export of it is alive.
+  detail::MutableExportLease lease;
   std::array<std::int64_t, 2 * kInlineDims> inline_dims;  // written before it is read
   std::unique_ptr<std::int64_t[]> heap_dims;
 
@@ -111,9 +117,31 @@ DLPackVersion exported_version(DLPackVersion context_version) noexcept {
   return context_version;
 }
 
+// What an export may do with the memory: read it only (a read-only view: any number of exports),
+// or write it too (a writable view: one export at a time, Holoscan 5.0's exclusive claim).
+enum class Access { kRead, kWrite };
+
+// Holoscan 5.0's refusal of a second export of a writable view while the first is alive: a
+// versioned export says kPermissionDenied, a legacy one kNotSupported, each with 5.0's sentence.
+[[gnu::noinline, gnu::cold]] Error export_alive(const char* who, bool legacy) {
+  constexpr const char* kWhy =
+      " (a writable Tensor has one DLPack export at a time, until that export's deleter runs; "
+      "export a read-only view or hand on Tensor copies to share it)";
+  if (legacy) {
+    return Error{ErrorCode::kNotSupported,
+                 std::string(who) +
+                     ": Legacy DLPack cannot represent read-only Tensor authority or an active "
+                     "read lease: the Tensor has an active mutable DLPack export" +
+                     kWhy,
+                 0};
+  }
+  return Error{ErrorCode::kPermissionDenied,
+               std::string(who) + ": Tensor has an active mutable DLPack export" + kWhy, 0};
+}
+
 template <class Managed>
 expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorContext>& context,
-                                         std::uint64_t flags, const char* who) {
+                                         std::uint64_t flags, Access access, const char* who) {
   if (context == nullptr) {
     // Holoscan 5.0's sentence for this refusal, then ours.
     return make_unexpected(
@@ -151,6 +179,13 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   target = source;
   target.shape = ndim > 0 ? dims : nullptr;
   target.strides = ndim > 0 ? dims + ndim : nullptr;
+  // Taken last, when nothing else can refuse the export: a refused one never held the lease.
+  if (access == Access::kWrite) {
+    owner->lease = detail::MutableExportLease::take(context);
+    if (!owner->lease) {
+      return make_unexpected(export_alive(who, std::is_same_v<Managed, DLManagedTensor>));
+    }
+  }
   owner->managed.manager_ctx = owner.get();
   owner->managed.deleter = &ExportedTensor<Managed>::delete_export;
   owner->claim = detail::HeldClaim(context);
@@ -170,27 +205,48 @@ expected<DLManagedTensor*, Error> export_legacy(const Tensor& tensor) {
                            "(IS_SUBBYTE_TYPE_PADDED), which a legacy DLManagedTensor cannot say; "
                            "use to_dlpack_versioned");
   }
-  return export_context<DLManagedTensor>(tensor.dl_ctx(), tensor.flags(), "Tensor::to_dlpack");
+  return export_context<DLManagedTensor>(tensor.dl_ctx(), tensor.flags(), Access::kWrite,
+                                         "Tensor::to_dlpack");
+}
+
+// The context's authority as a versioned export's flags: its own, plus READ_ONLY where it is
+// read-only (a READ_ONLY flag seen narrows it for good: is_read_only()).
+std::uint64_t versioned_flags(const std::shared_ptr<DLManagedTensorContext>& context) noexcept {
+  if (context == nullptr) {
+    return 0;
+  }
+  return context->tensor.flags |
+         (detail::ContextAccess::read_only_once_flagged(*context) ? DLPACK_FLAG_BITMASK_READ_ONLY
+                                                                  : 0);
 }
 
 }  // namespace
 
 expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
-  // The context's authority, which a READ_ONLY flag seen narrows for good (is_read_only()).
-  std::uint64_t flags = 0;
-  if (dl_ctx_ != nullptr) {
-    flags = dl_ctx_->tensor.flags |
-            (detail::ContextAccess::read_only_once_flagged(*dl_ctx_) ? DLPACK_FLAG_BITMASK_READ_ONLY
-                                                                     : 0);
-  }
+  const std::uint64_t flags = versioned_flags(dl_ctx_);
+  const Access access =
+      (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? Access::kRead : Access::kWrite;
   // An export never throws, though a refusal's message needs the heap; the claim is taken last.
   return detail::without_throwing([&] {
-    return export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
+    return export_context<DLManagedTensorVersioned>(dl_ctx_, flags, access,
+                                                    "Tensor::to_dlpack_versioned");
   });
 }
 
 expected<DLManagedTensor*, Error> Tensor::to_dlpack() const {
   return detail::without_throwing([this] { return export_legacy(*this); });
 }
+
+namespace detail {
+
+expected<DLManagedTensorVersioned*, Error> export_read_only(const Tensor& tensor) noexcept {
+  const std::uint64_t flags = versioned_flags(tensor.dl_ctx()) | DLPACK_FLAG_BITMASK_READ_ONLY;
+  return without_throwing([&] {
+    return export_context<DLManagedTensorVersioned>(tensor.dl_ctx(), flags, Access::kRead,
+                                                    "Tensor::to_dlpack_versioned");
+  });
+}
+
+}  // namespace detail
 
 }  // namespace holoscan

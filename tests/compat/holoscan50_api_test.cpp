@@ -311,6 +311,30 @@ TEST(Holoscan50Api, MutableDataRefusalsSay50sMessages) {
   EXPECT_TRUE(is_refusal(refused, ErrorCode::kPermissionDenied, "Tensor data is read-only"));
 }
 
+// 5.0's exclusive access claim (its to_dlpack*, mutable_data and export deleter, read from
+// libholoscan_core.so.5): while a writable Tensor's export is alive, the codes and sentences 5.0
+// gives; its deleter ends the claim.
+TEST(Holoscan50Api, AWritableTensorHasOneMutableExportAtATime) {
+  Tensor writable = make_host_tensor({2});
+  auto exported = writable.to_dlpack_versioned();
+  ASSERT_TRUE(exported) << exported.error().message;
+  EXPECT_TRUE(is_refusal(writable.to_dlpack_versioned(), ErrorCode::kPermissionDenied,
+                         "Tensor has an active mutable DLPack export"));
+  EXPECT_TRUE(is_refusal(writable.to_dlpack(), ErrorCode::kNotSupported,
+                         "Legacy DLPack cannot represent read-only Tensor authority or an active "
+                         "read lease"));
+  EXPECT_TRUE(is_refusal(writable.mutable_data(), ErrorCode::kPermissionDenied,
+                         "Tensor data has an active access claim"));
+  (*exported)->deleter(*exported);
+  auto data = writable.mutable_data();
+  EXPECT_TRUE(data) << data.error().message;
+  auto legacy = writable.to_dlpack();
+  ASSERT_TRUE(legacy) << legacy.error().message;
+  EXPECT_TRUE(is_refusal(writable.to_dlpack_versioned(), ErrorCode::kPermissionDenied,
+                         "Tensor has an active mutable DLPack export"));
+  (*legacy)->deleter(*legacy);
+}
+
 // 5.0 refuses to export an empty Tensor with "Tensor has no data to export", both forms.
 TEST(Holoscan50Api, ExportOfAnEmptyTensorSays50sMessage) {
   const Tensor empty;

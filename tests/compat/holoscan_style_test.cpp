@@ -243,12 +243,13 @@ TEST(HoloscanStyle, SubclassReachesTheContext) {
 TEST(HoloscanStyle, ExportsAreOwningPointersInExpected) {
   Tensor tensor = wrap_host_storage(2, 2);
   auto versioned_result = tensor.to_dlpack_versioned();
-  auto legacy_result = tensor.to_dlpack();
   ASSERT_TRUE(versioned_result) << versioned_result.error().message;
-  ASSERT_TRUE(legacy_result) << legacy_result.error().message;
+  // A writable tensor's export is its one mutable export until its deleter runs (5.0's rule).
+  auto refused = tensor.to_dlpack();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, holoscan::ErrorCode::kNotSupported);
   DLManagedTensorVersioned* versioned = *versioned_result;
-  DLManagedTensor* legacy = *legacy_result;
-  tensor = Tensor();  // the exports keep the storage alive
+  tensor = Tensor();  // the export keeps the storage alive
   static_cast<float*>(versioned->dl_tensor.data)[3] = 1.0f;
   EXPECT_EQ(versioned->version.major, static_cast<uint32_t>(DLPACK_MAJOR_VERSION));
   EXPECT_EQ(versioned->version.minor, static_cast<uint32_t>(DLPACK_MINOR_VERSION));
@@ -256,6 +257,13 @@ TEST(HoloscanStyle, ExportsAreOwningPointersInExpected) {
   ASSERT_NE(versioned->dl_tensor.strides, nullptr);
   EXPECT_EQ(versioned->dl_tensor.strides[0], 2);
   versioned->deleter(versioned);
+
+  Tensor again = wrap_host_storage(2, 2);
+  auto legacy_result = again.to_dlpack();
+  ASSERT_TRUE(legacy_result) << legacy_result.error().message;
+  DLManagedTensor* legacy = *legacy_result;
+  again = Tensor();
+  static_cast<float*>(legacy->dl_tensor.data)[3] = 1.0f;
   legacy->deleter(legacy);
 }
 

@@ -54,9 +54,16 @@ const StreamTrackedReference& block_reference(const Tensor& tensor) {
   return dynamic_cast<const StreamTrackedReference&>(*tensor.dl_ctx()->memory_reference);
 }
 
+// Published read-only, as a producer hands a written tensor to readers: its exports take no
+// mutable export lease, which would keep the context (and so its shared_ptr) alive.
+void publish_read_only(Tensor& tensor) {
+  tensor.dl_ctx()->tensor.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+}
+
 TEST(PoolExportHolds, AnExportKeepsItsBlockFromTheNextAllocation) {
   auto pool = host_pool(1);
   Tensor tensor = filled(*pool, 100);
+  publish_read_only(tensor);
   const StreamTrackedReference& reference = block_reference(tensor);
   expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
@@ -138,12 +145,18 @@ TEST(PoolExportHolds, ABlockLentAgainAndAgainComesBackEveryTime) {
 }
 
 // Exports taken and given back on 8 threads while the Tensor goes midway: the block is handed out
-// again only after every thread is done, and what each export read was the block's.
+// again only after every thread is done, and what each export read was the block's. Even rounds
+// publish the tensor read-only (every export granted); odd rounds keep it writable, so that one
+// export at a time is granted and the others are refused by its lease (kPermissionDenied).
 TEST(PoolExportHolds, ExportsOnManyThreadsKeepTheBlockUntilTheLast) {
   auto pool = host_pool(1);
   constexpr int kThreads = 8;
   for (int round = 0; round < 50; ++round) {
     auto tensor = std::make_unique<Tensor>(filled(*pool, round));
+    const bool writable = round % 2 == 1;
+    if (!writable) {
+      publish_read_only(*tensor);
+    }
     std::atomic<int> wrong{0};
     std::atomic<int> started{0};
     std::vector<std::thread> threads;
@@ -152,9 +165,13 @@ TEST(PoolExportHolds, ExportsOnManyThreadsKeepTheBlockUntilTheLast) {
         started.fetch_add(1);
         for (int i = 0; i < 50; ++i) {
           auto exported = copy.to_dlpack_versioned();
-          if (!exported.has_value() || !reads_back(**exported, round)) {
-            wrong.fetch_add(1);
+          if (!exported.has_value()) {
+            const bool leased = writable && exported.error().code == ErrorCode::kPermissionDenied;
+            wrong.fetch_add(leased ? 0 : 1);
             continue;
+          }
+          if (!reads_back(**exported, round)) {
+            wrong.fetch_add(1);
           }
           (*exported)->deleter(*exported);
         }

@@ -242,22 +242,31 @@ TEST(TensorPoolHost, BlockReturnsOnlyAfterEveryCopyAndExportIsGone) {
   Tensor copy = tensor;
   expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
-  expected<DLManagedTensor*> legacy_export = copy.to_dlpack();
-  ASSERT_TRUE(legacy_export.has_value()) << legacy_export.error().message;
+  // The writable block's one mutable export is alive: a second, through the copy, is refused and
+  // keeps nothing (Holoscan 5.0's rule).
+  expected<DLManagedTensor*> refused = copy.to_dlpack();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kNotSupported);
 
   tensor = Tensor();
   expect_exhausted(*pool);
   copy = Tensor();
   expect_exhausted(*pool);
   EXPECT_EQ(pool->available_blocks(), 0u);
-
   (*exported)->deleter(*exported);
+  EXPECT_EQ(pool->available_blocks(), 1u);
+
+  // The legacy form alone keeps the block the same way.
+  tensor = allocate_or_die(*pool, {16});
+  expected<DLManagedTensor*> legacy_export = tensor.to_dlpack();
+  ASSERT_TRUE(legacy_export.has_value()) << legacy_export.error().message;
+  tensor = Tensor();
   expect_exhausted(*pool);
   (*legacy_export)->deleter(*legacy_export);
   EXPECT_EQ(pool->available_blocks(), 1u);
   const expected<Tensor> again = pool->allocate({16}, kFloat32);
   EXPECT_TRUE(again.has_value()) << again.error().message;
-  EXPECT_EQ(pool->reuse_count(), 1u);
+  EXPECT_EQ(pool->reuse_count(), 2u);
 }
 
 // A surplus release is a caller bug; the pool must still not hand out a block that is named.

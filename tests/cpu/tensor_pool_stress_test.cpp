@@ -170,13 +170,18 @@ void PoolStress::fill_and_pass(int id, int lease) {
   fake().launch(producers_[id]);  // the "kernel" that wrote it
   failures_.fetch_add(tensor.set_readiness_stream(producers_[id]) ? 0 : 1);
   Lease out{std::move(tensor), pattern};
-  if (random() % 2 == 0) {
-    out.exported = out.tensor.to_dlpack_versioned().value_or(nullptr);
-    failures_.fetch_add(out.exported != nullptr ? 0 : 1);
-  }
-  if (random() % 2 == 0) {
-    out.legacy = out.tensor.to_dlpack().value_or(nullptr);  // pool tensors are writable
-    failures_.fetch_add(out.legacy != nullptr ? 0 : 1);
+  // Pool tensors are writable: one mutable export at a time, of either form.
+  switch (random() % 3) {
+    case 0:
+      out.exported = out.tensor.to_dlpack_versioned().value_or(nullptr);
+      failures_.fetch_add(out.exported != nullptr ? 0 : 1);
+      break;
+    case 1:
+      out.legacy = out.tensor.to_dlpack().value_or(nullptr);
+      failures_.fetch_add(out.legacy != nullptr ? 0 : 1);
+      break;
+    default:
+      break;
   }
   handoffs_[(id + 1) % kWorkers].push(std::move(out));
 }

@@ -134,6 +134,8 @@ TEST(WrapMemory, AnExportHoldsTheOwnerAloneAndSurplusReleasesTakeNothing) {
   const auto* owner =
       dynamic_cast<const StreamTrackedReference*>(tensor.dl_ctx()->memory_reference.get());
   ASSERT_NE(owner, nullptr);
+  // Published read-only: a mutable export's lease would keep the context, and so the reference.
+  tensor.dl_ctx()->tensor.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   auto exported = tensor.to_dlpack_versioned();
   ASSERT_TRUE(exported.has_value()) << exported.error().message;
   EXPECT_EQ(owner->handle_claims(), 2);

@@ -202,27 +202,32 @@ def test_slow_writer_of_our_tensor_reaches_torch_and_cupy_consumers():
     cupy = cuda_cupy()
     pool = hd.TensorPool(memory="device", block_bytes=ROWS * COLS * 4, block_count=2)
     t = pool.allocate([ROWS, COLS], "float32")
-    writer = torch.from_dlpack(t)  # pool tensors are writable
     producer = torch.cuda.Stream()
-    slow_fill(torch, producer, 3.0, like=writer)
-    assert t.set_readiness_stream(producer)  # the commit: readiness after the slow fill
 
+    def write(value):
+        # Pool tensors are writable; the writer's export is the tensor's one mutable export
+        # (Holoscan 5.0), so it goes before the readers export it. The fill is still running.
+        writer = torch.from_dlpack(t)
+        slow_fill(torch, producer, value, like=writer)
+        with pytest.raises(BufferError, match="active mutable DLPack export"):
+            t.__dlpack__(stream=-1, max_version=(1, 0))
+        del writer
+        assert t.set_readiness_stream(producer)  # the commit: readiness after the slow fill
+        assert not producer.query()
+
+    write(3.0)
     consumer = torch.cuda.Stream()
-    assert not producer.query()
     with torch.cuda.stream(consumer):
         total = torch.from_dlpack(t).sum().item()
     assert total == 3.0 * ROWS * COLS
 
     stream = cupy.cuda.Stream(non_blocking=True)
-    slow_fill(torch, producer, 4.0, like=writer)
-    assert t.set_readiness_stream(producer)
-    assert not producer.query()
+    write(4.0)
     with stream:
         through_dlpack = float(cupy.from_dlpack(t).sum())
     assert through_dlpack == 4.0 * ROWS * COLS
 
-    slow_fill(torch, producer, 5.0, like=writer)
-    assert t.set_readiness_stream(producer)
+    write(5.0)
     # Holoscan 5.0: the interface names the legacy default stream, ordered after readiness.
     assert t.__cuda_array_interface__["stream"] == 1
     assert not producer.query()

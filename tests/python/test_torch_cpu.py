@@ -35,6 +35,9 @@ def test_torch_consumers_get_the_read_only_flag_or_a_refusal():
     shared = dlpack.from_dlpack(writable.__dlpack__())  # a writable tensor may go legacy
     assert shared.data_ptr() == writable.data
     shared.fill_(7)
+    with pytest.raises(BufferError, match="active mutable DLPack export"):
+        torch.from_dlpack(writable)  # one mutable export at a time, as in Holoscan 5.0
+    del shared
     assert torch.equal(torch.from_dlpack(writable), torch.full((4,), 7, dtype=torch.int32))
 
 
