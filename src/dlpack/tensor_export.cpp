@@ -117,10 +117,6 @@ DLPackVersion exported_version(DLPackVersion context_version) noexcept {
   return context_version;
 }
 
-// What an export may do with the memory: read it only (a read-only view: any number of exports),
-// or write it too (a writable view: one export at a time, Holoscan 5.0's exclusive claim).
-enum class Access { kRead, kWrite };
-
 // Holoscan 5.0's refusal of a second export of a writable view while the first is alive: a
 // versioned export says kPermissionDenied, a legacy one kNotSupported, each with 5.0's sentence.
 [[gnu::noinline, gnu::cold]] Error export_alive(const char* who, bool legacy) {
@@ -141,7 +137,7 @@ enum class Access { kRead, kWrite };
 
 template <class Managed>
 expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorContext>& context,
-                                         std::uint64_t flags, Access access, const char* who) {
+                                         std::uint64_t flags, const char* who) {
   if (context == nullptr) {
     // Holoscan 5.0's sentence for this refusal, then ours.
     return make_unexpected(
@@ -179,8 +175,11 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
   target = source;
   target.shape = ndim > 0 ? dims : nullptr;
   target.strides = ndim > 0 ? dims + ndim : nullptr;
-  // Taken last, when nothing else can refuse the export: a refused one never held the lease.
-  if (access == Access::kWrite) {
+  // An export without READ_ONLY hands out write access: one at a time (Holoscan 5.0's exclusive
+  // claim; a read-only view exports any number of times). A legacy export never carries the flag:
+  // read-only authority is refused before. Taken last, when nothing else can refuse the export,
+  // so that a refused one never held it.
+  if ((flags & DLPACK_FLAG_BITMASK_READ_ONLY) == 0) {
     owner->lease = detail::MutableExportLease::take(context);
     if (!owner->lease) {
       return make_unexpected(export_alive(who, std::is_same_v<Managed, DLManagedTensor>));
@@ -205,8 +204,7 @@ expected<DLManagedTensor*, Error> export_legacy(const Tensor& tensor) {
                            "(IS_SUBBYTE_TYPE_PADDED), which a legacy DLManagedTensor cannot say; "
                            "use to_dlpack_versioned");
   }
-  return export_context<DLManagedTensor>(tensor.dl_ctx(), tensor.flags(), Access::kWrite,
-                                         "Tensor::to_dlpack");
+  return export_context<DLManagedTensor>(tensor.dl_ctx(), tensor.flags(), "Tensor::to_dlpack");
 }
 
 // The context's authority as a versioned export's flags: its own, plus READ_ONLY where it is
@@ -224,12 +222,9 @@ std::uint64_t versioned_flags(const std::shared_ptr<DLManagedTensorContext>& con
 
 expected<DLManagedTensorVersioned*, Error> Tensor::to_dlpack_versioned() const {
   const std::uint64_t flags = versioned_flags(dl_ctx_);
-  const Access access =
-      (flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 ? Access::kRead : Access::kWrite;
   // An export never throws, though a refusal's message needs the heap; the claim is taken last.
   return detail::without_throwing([&] {
-    return export_context<DLManagedTensorVersioned>(dl_ctx_, flags, access,
-                                                    "Tensor::to_dlpack_versioned");
+    return export_context<DLManagedTensorVersioned>(dl_ctx_, flags, "Tensor::to_dlpack_versioned");
   });
 }
 
@@ -242,7 +237,7 @@ namespace detail {
 expected<DLManagedTensorVersioned*, Error> export_read_only(const Tensor& tensor) noexcept {
   const std::uint64_t flags = versioned_flags(tensor.dl_ctx()) | DLPACK_FLAG_BITMASK_READ_ONLY;
   return without_throwing([&] {
-    return export_context<DLManagedTensorVersioned>(tensor.dl_ctx(), flags, Access::kRead,
+    return export_context<DLManagedTensorVersioned>(tensor.dl_ctx(), flags,
                                                     "Tensor::to_dlpack_versioned");
   });
 }
