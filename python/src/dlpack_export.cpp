@@ -239,11 +239,13 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
   if (other_device || copy.ptr() == Py_True) {
     return export_copy(tensor, target, consumer, versioned);
   }
+  // Exported first, ordered second: an export refused (a writable tensor's export still alive)
+  // leaves the consumer's stream without a wait it would never need. A failed ordering drops the
+  // capsule, whose destructor gives the export back.
+  nb::object capsule = versioned ? to_versioned_capsule(tensor.to_dlpack_versioned(), *versioned)
+                                 : to_capsule(tensor.to_dlpack());
   order_consumer(tensor, consumer);
-  if (versioned) {
-    return to_versioned_capsule(tensor.to_dlpack_versioned(), *versioned);
-  }
-  return to_capsule(tensor.to_dlpack());
+  return capsule;
 }
 
 nb::tuple dlpack_device(const Tensor& tensor) {

@@ -90,10 +90,17 @@ int managed_from_tensor(void* py_object, DLManagedTensorVersioned** out) {
     if (tensor == nullptr) {
       return fail(PyExc_TypeError, "expected a holoscan_dlpack.Tensor object");
     }
-    order_work_stream(*tensor);
+    // Exported first, ordered second: a refused export queues no wait; a failed ordering gives
+    // the export back before it raises.
     auto managed = tensor->to_dlpack_versioned();
     if (!managed) {
       raise_error(managed.error(), Raise::kBuffer);
+    }
+    try {
+      order_work_stream(*tensor);
+    } catch (...) {
+      (*managed)->deleter(*managed);
+      throw;
     }
     *out = *managed;
     return 0;

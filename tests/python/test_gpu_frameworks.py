@@ -237,6 +237,25 @@ def test_slow_writer_of_our_tensor_reaches_torch_and_cupy_consumers():
     torch.cuda.synchronize()
 
 
+def test_a_refused_export_queues_no_wait_on_its_consumer_stream():
+    torch = cuda_torch()
+    pool = hd.TensorPool(memory="device", block_bytes=ROWS * COLS * 4, block_count=1)
+    t = pool.allocate([ROWS, COLS], "float32")
+    producer = torch.cuda.Stream()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(SLOW * 5)
+    assert t.set_readiness_stream(producer)
+    first = t.__dlpack__(stream=-1, max_version=(1, 0))  # the writable tensor's one export
+    consumer = torch.cuda.Stream()
+    with pytest.raises(BufferError, match="active mutable DLPack export"):
+        t.__dlpack__(stream=consumer.cuda_stream, max_version=(1, 0))
+    # Refused before its consumer was ordered: no wait on the slow producer was queued.
+    assert not producer.query()
+    assert consumer.query()
+    del first
+    torch.cuda.synchronize()
+
+
 def test_cuda_array_interface_import_orders_after_its_stream():
     torch = cuda_torch()
     producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
