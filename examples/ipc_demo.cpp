@@ -5,8 +5,8 @@
 // consumers' release events completed; no process blocks its host thread on the GPU while tensors
 // flow (the count is printed).
 //
-//   holoscan_dlpack_ipc_demo [demo|roundtrip|pipeline|floor] [count=N] [elements=N] [blocks=N]
-//                            [spin=1] [readiness=gpu] [ctest=1]
+//   holoscan_dlpack_ipc_demo [demo|roundtrip|pipeline|floor|pipeline_floor] [count=N]
+//                            [elements=N] [blocks=N] [spin=1] [readiness=gpu] [ctest=1]
 //
 // demo       one producer, two consumers, every tensor to both (default: 10^4 tensors)
 // roundtrip  one consumer; each tensor waits for its Release before the next (RESULT line:
@@ -21,6 +21,10 @@
 // floor      the round trip's floor by hand: a socket ping-pong of the library's frames plus one
 //            event record and one wait per side (spin=1: poll without sleeping; fd=0: no
 //            descriptor with each Publish; kernels=0: no kernel on either side)
+// pipeline_floor  the pipeline's floor by hand: three processes, per tensor and hop a socket
+//            record each way, one event record and one wait per side, the same kernels, `blocks`
+//            in flight per hop (spin, fd and kernels as for floor; host_wait=1: each event is
+//            waited for by asking it from the host until it completed, not by a stream)
 //
 // Without a CUDA device it says so and exits 0 (77 with ctest=1, which CTest reads as a skip).
 #include <cuda_runtime_api.h>
@@ -42,6 +46,7 @@
 #include "ipc/finish_stamps.hpp"
 #include "ipc/floor.hpp"
 #include "ipc/host_blocks.hpp"
+#include "ipc/pipeline_floor.hpp"
 #include "ipc/roles.hpp"
 #include "ipc/spawn.hpp"
 
@@ -81,6 +86,7 @@ ipc_demo::FloorOptions floor_options(const Words& words) {
   options.spin = words.get("spin", 0) != 0;
   options.send_fd = words.get("fd", 1) != 0;
   options.kernels = words.get("kernels", 1) != 0;
+  options.host_wait = words.get("host_wait", 0) != 0;
   return options;
 }
 
@@ -333,6 +339,14 @@ int main(int argc, char** argv) {
     if (role->second == "floor") {
       return ipc_demo::floor_peer(in, shape, floor_options(words));
     }
+    if (role->second == "floor_relay") {
+      return ipc_demo::pipeline_floor_relay(in, static_cast<int>(words.get("out_fd", -1)), shape,
+                                            floor_options(words));
+    }
+    if (role->second == "floor_sink") {
+      return ipc_demo::pipeline_floor_sink(in, static_cast<int>(words.get("done_fd", -1)), shape,
+                                           floor_options(words));
+    }
     std::fprintf(stderr, "ipc demo: unknown role %s\n", role->second.c_str());
     return 2;
   }
@@ -356,7 +370,11 @@ int main(int argc, char** argv) {
   if (words.mode == "floor") {
     return ipc_demo::run_floor(self_path(), shape, floor_options(words));
   }
-  std::fprintf(stderr, "ipc demo: unknown mode %s (demo, roundtrip, pipeline or floor)\n",
+  if (words.mode == "pipeline_floor") {
+    return ipc_demo::run_pipeline_floor(self_path(), shape, floor_options(words));
+  }
+  std::fprintf(stderr,
+               "ipc demo: unknown mode %s (demo, roundtrip, pipeline, floor or pipeline_floor)\n",
                words.mode.c_str());
   return 2;
 }

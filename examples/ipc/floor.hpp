@@ -13,6 +13,9 @@ struct FloorOptions {
   bool spin = false;    ///< Poll the socket without sleeping (else block in recv).
   bool send_fd = true;  ///< Attach a descriptor to each Publish, as the library does.
   bool kernels = true;  ///< A kernel on each side, as the round trip's fill and check.
+  /// The pipeline floor's waits on the other side's events: asked from the host until complete
+  /// (as the library's kOnHost importers and its exporters do) instead of cudaStreamWaitEvent.
+  bool host_wait = false;
 };
 
 /**
