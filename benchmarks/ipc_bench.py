@@ -258,8 +258,11 @@ def main():
     # x floor: the floor's rate over ours, i.e. how many times the floor's time a tensor takes.
     print(f"{'pipeline (tensors per s)':40} {pipeline:16.0f} {pipeline_floor:10.0f} "
           f"{pipeline_floor / pipeline:8.2f} {median['torch_pipeline']:10.0f} {pl_ratio:8.1f}x")
-    print(f"{'  blocking / spinning / on GPU':40} {median['pipeline']:16.0f} "
-          f"{median['pipeline_spin']:10.0f} {median['pipeline_gpu']:8.0f}")
+    ways = " / ".join(f"{median[key]:.0f}" for key in ("pipeline", "pipeline_spin", "pipeline_gpu"))
+    print(f"  ours, blocking / spinning / readiness on GPU: {ways}")
+    floors = " / ".join(f"{median[key]:.0f}" for key in (
+        "pipeline_floor", "pipeline_floor_spin", "pipeline_floor_host", "pipeline_floor_host_spin"))
+    print(f"  floor, stream waits blocking / spinning, host waits blocking / spinning: {floors}")
     print(f"round trip is {rt_ratio:.2f}x its floor: "
           f"{'meets' if rt_ratio <= 2 else 'MISSES'} the 2x target; pipeline throughput is "
           f"{pl_ratio:.1f}x torch.multiprocessing: {'meets' if pl_ratio >= 8 else 'MISSES'} the "

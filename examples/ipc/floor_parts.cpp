@@ -108,6 +108,25 @@ bool wait_for_event(cudaStream_t stream, cudaEvent_t event, bool on_host) {
   return check_cuda(status, "cudaEventQuery");
 }
 
+bool send_memory(int socket, void* memory) {
+  cudaIpcMemHandle_t handle{};
+  return check_cuda(cudaIpcGetMemHandle(&handle, memory), "cudaIpcGetMemHandle") &&
+         send_record(socket, reinterpret_cast<const std::uint8_t*>(&handle), sizeof(handle), -1);
+}
+
+bool open_memory(int socket, std::uint32_t*& mapped) {
+  cudaIpcMemHandle_t handle{};
+  void* opened = nullptr;
+  if (receive_record(socket, reinterpret_cast<std::uint8_t*>(&handle), sizeof(handle), false) !=
+          static_cast<long>(sizeof(handle)) ||
+      !check_cuda(cudaIpcOpenMemHandle(&opened, handle, cudaIpcMemLazyEnablePeerAccess),
+                  "cudaIpcOpenMemHandle")) {
+    return false;
+  }
+  mapped = static_cast<std::uint32_t*>(opened);
+  return true;
+}
+
 bool library_frames(const RunShape& shape, Frames& frames) {
   ipc::TensorDescriptor d;
   d.export_id = 1;

@@ -53,6 +53,13 @@ struct Frames {
 /** @brief Encodes the frames of one tensor of `shape`; false on failure (printed). */
 bool library_frames(const RunShape& shape, Frames& frames);
 
+/** @brief Sends the interprocess handle of `memory` (from cudaMalloc); false on failure (printed).
+ */
+bool send_memory(int socket, void* memory);
+
+/** @brief Receives a handle sent by send_memory and maps it into `mapped`; false on failure. */
+bool open_memory(int socket, std::uint32_t*& mapped);
+
 /** @brief `tensors` tensors of `shape.elements` uint32 in device memory (null on failure). */
 std::uint32_t* device_buffer(const RunShape& shape, std::size_t tensors);
 

@@ -22,13 +22,17 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kChildTimeoutMs = 10 * 60 * 1000;
 
+// Each side sends at most `blocks` records before it reads again, and both may block in sendmsg:
+// past this the records of one hop could fill both sockets' buffers.
+constexpr std::size_t kMaxBlocks = 64;
+
 // What one process of the floor holds for its work: the frames' sizes, its options, a stream.
 struct Side {
   const RunShape& shape;
   const FloorOptions& options;
   Frames frames;
   cudaStream_t stream = nullptr;
-  int lent_fd = -1;  // attached to each Publish, as the library attaches its memory's descriptor
+  int lent_fd = -1;  // attached to each Publish with fd=1 (the library sends one per allocation)
 
   Side(const RunShape& s, const FloorOptions& o) : shape(s), options(o) {}
   ~Side() {
@@ -45,35 +49,49 @@ struct Side {
            check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                       "cudaStreamCreateWithFlags");
   }
+  std::uint64_t elements() const { return static_cast<std::uint64_t>(shape.elements); }
 };
 
-// The sending end of a hop: block i % blocks is written again only after the Release of tensor
-// i - blocks arrived and the stream waits on that block's release event.
+// The sending end of a hop: `blocks` tensors of device memory that the receiver maps once; block
+// i % blocks is written again only after the Release of tensor i - blocks arrived and that block's
+// release event was waited for.
 struct Outbox {
   int socket = -1;
   EventSet events;  // own: readiness per block; peer: the receiver's release per block
+  std::uint32_t* memory = nullptr;
   long sent = 0;
   long released = 0;
 
-  bool open(const Side& side) { return exchange_events(socket, side.shape.blocks, events); }
+  // The events both ways, then (with kernels) the memory's handle, as the library sends an
+  // allocation's once.
+  bool open(const Side& side) {
+    if (side.options.kernels) {
+      memory = device_buffer(side.shape, side.shape.blocks);
+      if (memory == nullptr) {
+        return false;
+      }
+    }
+    return exchange_events(socket, side.shape.blocks, events) &&
+           (!side.options.kernels || send_memory(socket, memory));
+  }
 
-  // Takes back the oldest block once its Release came; ready to write block `slot()`.
+  // Takes back the oldest block once its Release came; ready to write block().
   bool acquire(const Side& side) {
     if (sent - released < static_cast<long>(side.shape.blocks)) {
       return true;
     }
     return take_release(side);
   }
-  std::size_t slot(const Side& side) const {
-    return static_cast<std::size_t>(sent) % side.shape.blocks;
+  std::uint32_t* block(const Side& side) const {
+    return memory + (static_cast<std::size_t>(sent) % side.shape.blocks) * side.elements();
   }
 
   // Records the block's readiness on the stream and sends its Publish.
   bool publish(const Side& side) {
-    const bool ok =
-        check_cuda(cudaEventRecord(events.own[slot(side)], side.stream), "cudaEventRecord") &&
-        send_record(socket, side.frames.publish.bytes.data(), side.frames.publish.size,
-                    side.lent_fd);
+    const std::size_t slot = static_cast<std::size_t>(sent) % side.shape.blocks;
+    const bool ok = check_cuda(cudaEventRecord(events.own[slot], side.stream), "cudaEventRecord") &&
+                    send_record(socket, side.frames.publish.bytes.data(), side.frames.publish.size,
+                                side.lent_fd);
     sent += ok ? 1 : 0;
     return ok;
   }
@@ -90,23 +108,27 @@ struct Outbox {
  private:
   bool take_release(const Side& side) {
     std::uint8_t record[holoscan::ipc::detail::kMaxFrameBytes];
-    const std::size_t block = static_cast<std::size_t>(released) % side.shape.blocks;
+    const std::size_t slot = static_cast<std::size_t>(released) % side.shape.blocks;
     const bool ok = receive_record(socket, record, sizeof(record), side.options.spin) ==
                         static_cast<long>(side.frames.release.size) &&
-                    wait_for_event(side.stream, events.peer[block], side.options.host_wait);
+                    wait_for_event(side.stream, events.peer[slot], side.options.host_wait);
     released += ok ? 1 : 0;
     return ok;
   }
 };
 
-// The receiving end of a hop: each Publish is waited on through its block's readiness event, and
-// released with a record of that block's release event.
+// The receiving end of a hop: the sender's blocks mapped once; each Publish is waited for through
+// its block's readiness event and released with a record of that block's release event.
 struct Inbox {
   int socket = -1;
   EventSet events;  // own: release per block; peer: the sender's readiness per block
+  std::uint32_t* mapped = nullptr;
   long taken = 0;
 
-  bool open(const Side& side) { return exchange_events(socket, side.shape.blocks, events); }
+  bool open(const Side& side) {
+    return exchange_events(socket, side.shape.blocks, events) &&
+           (!side.options.kernels || open_memory(socket, mapped));
+  }
 
   // Receives the next Publish and orders the stream after its readiness.
   bool take(const Side& side) {
@@ -115,8 +137,8 @@ struct Inbox {
                static_cast<long>(side.frames.publish.size) &&
            wait_for_event(side.stream, events.peer[slot(side)], side.options.host_wait);
   }
-  std::size_t slot(const Side& side) const {
-    return static_cast<std::size_t>(taken) % side.shape.blocks;
+  const std::uint32_t* block(const Side& side) const {
+    return mapped + slot(side) * side.elements();
   }
 
   // Records the block's release on the stream and sends its Release.
@@ -126,6 +148,11 @@ struct Inbox {
         send_record(socket, side.frames.release.bytes.data(), side.frames.release.size, -1);
     taken += ok ? 1 : 0;
     return ok;
+  }
+
+ private:
+  std::size_t slot(const Side& side) const {
+    return static_cast<std::size_t>(taken) % side.shape.blocks;
   }
 };
 
@@ -139,12 +166,14 @@ std::vector<std::string> floor_words(const RunShape& shape, const FloorOptions& 
           std::string("host_wait=") + (options.host_wait ? "1" : "0")};
 }
 
-std::uint64_t elements(const RunShape& shape) { return static_cast<std::uint64_t>(shape.elements); }
-
 }  // namespace
 
 int run_pipeline_floor(const std::string& self, const RunShape& shape,
                        const FloorOptions& options) {
+  if (shape.blocks < 1 || shape.blocks > kMaxBlocks) {
+    std::fprintf(stderr, "ipc pipeline floor: blocks must be 1 to %zu\n", kMaxBlocks);
+    return 2;
+  }
   int to_relay[2] = {-1, -1};
   int to_sink[2] = {-1, -1};
   FinishStamps finish;
@@ -167,9 +196,7 @@ int run_pipeline_floor(const std::string& self, const RunShape& shape,
   Side side(shape, options);
   Outbox out;
   out.socket = to_relay[0];
-  std::uint32_t* buffer = options.kernels ? device_buffer(shape, shape.blocks) : nullptr;
-  bool ok = relay > 0 && sink > 0 && (!options.kernels || buffer != nullptr) && side.set_up() &&
-            out.open(side);
+  bool ok = relay > 0 && sink > 0 && side.set_up() && out.open(side);
   const long warm_up = std::min(kWarmUpTensors, shape.count);
   Clock::time_point start = Clock::now();
   for (long i = 0; ok && i < shape.count; ++i) {
@@ -177,15 +204,15 @@ int run_pipeline_floor(const std::string& self, const RunShape& shape,
       start = Clock::now();
     }
     ok = out.acquire(side) &&
-         (buffer == nullptr ||
-          launch_fill(buffer + out.slot(side) * elements(shape), elements(shape),
-                      static_cast<std::uint32_t>(i), 0, side.stream) == 0) &&
+         (!options.kernels ||
+          launch_fill(out.block(side), side.elements(), static_cast<std::uint32_t>(i),
+                      shape.delay_us, side.stream) == 0) &&
          out.publish(side);
   }
   ok = out.drain(side) && ok;
-  (void)::close(to_relay[0]);
-  ok = wait_exit(relay, kChildTimeoutMs) == 0 && ok;
-  ok = wait_exit(sink, kChildTimeoutMs) == 0 && ok;
+  (void)::close(to_relay[0]);  // the relay's next read ends its loop if it is still in one
+  ok = relay > 0 && wait_exit(relay, kChildTimeoutMs) == 0 && ok;
+  ok = sink > 0 && wait_exit(sink, kChildTimeoutMs) == 0 && ok;
   const std::optional<Clock::time_point> finished = finish.latest(1);
   ok = finished.has_value() && ok;
   const long timed = shape.count - warm_up;
@@ -207,17 +234,14 @@ int pipeline_floor_relay(int in_fd, int out_fd, const RunShape& shape,
   Outbox out;
   in.socket = in_fd;
   out.socket = out_fd;
-  // The relay reads no mapping of the producer's memory (the floor maps nothing): it adds one
-  // from a block of its own into the block it publishes, the same kernel on the same sizes.
-  std::uint32_t* source = options.kernels ? device_buffer(shape, 1) : nullptr;
-  std::uint32_t* buffer = options.kernels ? device_buffer(shape, shape.blocks) : nullptr;
-  bool ok = (!options.kernels || (source != nullptr && buffer != nullptr)) && side.set_up() &&
-            in.open(side) && out.open(side);
+  bool ok = side.set_up() && in.open(side) && out.open(side);
+  // As the library's relay: its kernel reads the producer's block into a block of its own, whose
+  // Publish goes out before the producer's block is released.
   for (long i = 0; ok && i < shape.count; ++i) {
     ok = in.take(side) && out.acquire(side) &&
-         (buffer == nullptr || launch_add_one(source, buffer + out.slot(side) * elements(shape),
-                                              elements(shape), side.stream) == 0) &&
-         in.release(side) && out.publish(side);
+         (!options.kernels ||
+          launch_add_one(in.block(side), out.block(side), side.elements(), side.stream) == 0) &&
+         out.publish(side) && in.release(side);
   }
   ok = out.drain(side) && ok;
   return check_cuda(cudaStreamSynchronize(side.stream), "cudaStreamSynchronize") && ok ? 0 : 1;
@@ -228,24 +252,32 @@ int pipeline_floor_sink(int in_fd, int done_fd, const RunShape& shape,
   Side side(shape, options);
   Inbox in;
   in.socket = in_fd;
-  // The floor's values are not the pattern (nothing maps the relay's memory): the check kernel
-  // stands in for the sink's work, and its count of mismatches is not read.
-  std::uint32_t* buffer = options.kernels ? device_buffer(shape, 1) : nullptr;
   unsigned long long* mismatches = nullptr;
-  bool ok = (!options.kernels ||
-             (buffer != nullptr &&
-              check_cuda(cudaMalloc(reinterpret_cast<void**>(&mismatches), sizeof(*mismatches)),
-                         "cudaMalloc"))) &&
-            side.set_up() && in.open(side);
+  bool ok = side.set_up() && in.open(side) &&
+            (!options.kernels ||
+             (check_cuda(cudaMalloc(reinterpret_cast<void**>(&mismatches), sizeof(*mismatches)),
+                         "cudaMalloc") &&
+              check_cuda(cudaMemsetAsync(mismatches, 0, sizeof(*mismatches), side.stream),
+                         "cudaMemsetAsync")));
+  // Every value is checked as the library's sink checks it: a floor that broke its own ordering
+  // would fail here rather than look fast.
   for (long i = 0; ok && i < shape.count; ++i) {
     ok = in.take(side) &&
-         (buffer == nullptr || launch_check(buffer, elements(shape), static_cast<std::uint32_t>(i),
-                                            1, mismatches, side.stream) == 0) &&
+         (!options.kernels ||
+          launch_check(in.block(side), side.elements(), static_cast<std::uint32_t>(i), 1,
+                       mismatches, side.stream) == 0) &&
          in.release(side);
   }
   ok = check_cuda(cudaStreamSynchronize(side.stream), "cudaStreamSynchronize") && ok;
   if (ok) {
     FinishStamps::write(done_fd);
+  }
+  unsigned long long wrong = 0;
+  if (mismatches != nullptr &&
+      check_cuda(cudaMemcpy(&wrong, mismatches, sizeof(wrong), cudaMemcpyDeviceToHost),
+                 "cudaMemcpy")) {
+    std::printf("floor sink: %llu mismatching elements\n", wrong);
+    ok = ok && wrong == 0;
   }
   return ok ? 0 : 1;
 }

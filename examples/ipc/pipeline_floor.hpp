@@ -1,11 +1,12 @@
 #pragma once
 // The floor of the cross-process pipeline (producer -> relay -> sink, `blocks` tensors in flight
-// per hop), done by hand: per tensor and hop a socket record each way of the library's frame
-// sizes (a Publish with a descriptor attached, a Release), an interprocess event per block and
-// direction, recorded once and waited for once (by the stream, or from the host with
-// FloorOptions::host_wait), and the same kernels as the library's run (fill, add one, check).
-// No mapping, no validation, no claims, no pool. Without MPS the three processes take turns on the
-// GPU, and this floor pays those turns as the library does.
+// per hop, 1 to 64), done by hand: per tensor and hop a socket record each way of the library's
+// frame sizes (a Publish, with a descriptor attached when fd=1; a Release), an interprocess event
+// per block and direction, recorded once and waited for once (by the stream, or from the host
+// with FloorOptions::host_wait), and the same kernels as the library's run (fill, add one, check).
+// Each side's blocks are mapped once, and the sink checks every value as the library's does; no
+// validation, no claims, no pool. Without MPS the three processes take turns on the GPU, and this
+// floor pays those turns as the library does.
 #include <string>
 
 #include "ipc/floor.hpp"

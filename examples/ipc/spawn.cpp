@@ -44,6 +44,9 @@ pid_t spawn(const std::string& path, const std::vector<std::string>& arguments,
 }
 
 int wait_exit(pid_t pid, int timeout_ms, const std::function<void()>& idle) {
+  if (pid <= 0) {
+    return -1;  // no child (a failed spawn): waitpid and kill would reach every other process
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   int status = 0;
   for (;;) {

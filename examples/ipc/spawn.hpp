@@ -19,7 +19,8 @@ pid_t spawn(const std::string& path, const std::vector<std::string>& arguments,
 
 /**
  * @brief Waits up to `timeout_ms` for `pid` to exit, calling `idle` between looks; its exit
- *        status, or -1 when it was killed (by a signal, or here once the time ran out).
+ *        status, or -1 when it was killed (by a signal, or here once the time ran out) or `pid`
+ *        is no child's (-1 from a failed spawn).
  */
 int wait_exit(pid_t pid, int timeout_ms, const std::function<void()>& idle = {});
 

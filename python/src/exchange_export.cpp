@@ -2,8 +2,8 @@
 // the producer, as Holoscan 5.0's Tensor publishes one. A C consumer (tvm-ffi, a kernel library)
 // converts Tensors without a Python call. The converters order nothing themselves ("no_sync"):
 // the consumer runs on the producer's current work stream, which we report as the legacy default
-// stream, so every export first orders that stream after the tensor's readiness point (one event
-// wait on the GPU), as __cuda_array_interface__ does.
+// stream, so every export also orders that stream after the tensor's readiness point (one event
+// wait on the GPU; once the export succeeded), as __cuda_array_interface__ does.
 #include <Python.h>
 
 #include <exception>

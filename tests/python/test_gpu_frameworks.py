@@ -239,6 +239,7 @@ def test_slow_writer_of_our_tensor_reaches_torch_and_cupy_consumers():
 
 def test_a_refused_export_queues_no_wait_on_its_consumer_stream():
     torch = cuda_torch()
+    torch.cuda.synchronize()
     pool = hd.TensorPool(memory="device", block_bytes=ROWS * COLS * 4, block_count=1)
     t = pool.allocate([ROWS, COLS], "float32")
     producer = torch.cuda.Stream()
@@ -253,6 +254,11 @@ def test_a_refused_export_queues_no_wait_on_its_consumer_stream():
     assert not producer.query()
     assert consumer.query()
     del first
+    # The control: an export that is granted orders its consumer behind the running producer.
+    granted = t.__dlpack__(stream=consumer.cuda_stream, max_version=(1, 0))
+    assert not producer.query()
+    assert not consumer.query()
+    del granted
     torch.cuda.synchronize()
 
 
