@@ -1,7 +1,8 @@
 #pragma once
 // What the hand-made floors of the cross-process benchmark share: records on a Unix socket, the
-// library's own frames for their sizes, interprocess events exchanged once, a scratch buffer.
-// No mapping, no validation, no claims, no pool: those are the library's work, not the floor's.
+// library's own frames for their sizes, interprocess events exchanged once, device memory (and its
+// handle, mapped once by the pipeline floor's readers). No validation, no claims, no pool: those
+// are the library's work, not the floor's.
 #include <cuda_runtime_api.h>
 
 #include <cstddef>

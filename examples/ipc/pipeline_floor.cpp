@@ -141,6 +141,14 @@ struct Inbox {
     return mapped + slot(side) * side.elements();
   }
 
+  // Unmaps the sender's blocks once this side's stream has finished with them.
+  void unmap() {
+    if (mapped != nullptr) {
+      (void)check_cuda(cudaIpcCloseMemHandle(mapped), "cudaIpcCloseMemHandle");
+      mapped = nullptr;
+    }
+  }
+
   // Records the block's release on the stream and sends its Release.
   bool release(const Side& side) {
     const bool ok =
@@ -244,7 +252,9 @@ int pipeline_floor_relay(int in_fd, int out_fd, const RunShape& shape,
          out.publish(side) && in.release(side);
   }
   ok = out.drain(side) && ok;
-  return check_cuda(cudaStreamSynchronize(side.stream), "cudaStreamSynchronize") && ok ? 0 : 1;
+  ok = check_cuda(cudaStreamSynchronize(side.stream), "cudaStreamSynchronize") && ok;
+  in.unmap();
+  return ok ? 0 : 1;
 }
 
 int pipeline_floor_sink(int in_fd, int done_fd, const RunShape& shape,
@@ -269,9 +279,6 @@ int pipeline_floor_sink(int in_fd, int done_fd, const RunShape& shape,
          in.release(side);
   }
   ok = check_cuda(cudaStreamSynchronize(side.stream), "cudaStreamSynchronize") && ok;
-  if (ok) {
-    FinishStamps::write(done_fd);
-  }
   unsigned long long wrong = 0;
   if (mismatches != nullptr &&
       check_cuda(cudaMemcpy(&wrong, mismatches, sizeof(wrong), cudaMemcpyDeviceToHost),
@@ -279,6 +286,10 @@ int pipeline_floor_sink(int in_fd, int done_fd, const RunShape& shape,
     std::printf("floor sink: %llu mismatching elements\n", wrong);
     ok = ok && wrong == 0;
   }
+  if (ok) {
+    FinishStamps::write(done_fd);  // after the count is read, as the library's consumer stamps
+  }
+  in.unmap();
   return ok ? 0 : 1;
 }
 
