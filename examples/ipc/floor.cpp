@@ -48,7 +48,6 @@ int run_floor(const std::string& self, const RunShape& shape, const FloorOptions
             check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                        "cudaStreamCreateWithFlags") &&
             exchange_events(socket, 1, events);
-  std::uint8_t reply[ipc::detail::kMaxFrameBytes];
   const long warm_up = std::min(kWarmUpTensors, shape.count);
   Clock::time_point start = Clock::now();
   for (long i = 0; ok && i < shape.count; ++i) {
@@ -58,11 +57,8 @@ int run_floor(const std::string& self, const RunShape& shape, const FloorOptions
     // The producer's side: readiness recorded, the Publish out; the Release in, its event waited.
     ok = (!options.kernels || launch_fill(buffer, static_cast<std::uint64_t>(shape.elements),
                                           static_cast<std::uint32_t>(i), 0, stream) == 0) &&
-         check_cuda(cudaEventRecord(events.own[0], stream), "cudaEventRecord") &&
-         send_record(socket, frames.publish.bytes.data(), frames.publish.size, lent) &&
-         receive_record(socket, reply, sizeof(reply), options.spin) ==
-             static_cast<long>(frames.release.size) &&
-         check_cuda(cudaStreamWaitEvent(stream, events.peer[0], 0), "cudaStreamWaitEvent");
+         record_then_send(events.own[0], stream, socket, frames.publish, lent) &&
+         receive_then_wait(socket, frames.release, options.spin, stream, events.peer[0], false);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const long timed = shape.count - warm_up;
@@ -96,12 +92,11 @@ int floor_peer(int fd, const RunShape& shape, const FloorOptions& options) {
       break;
     }
     // The importer's side: the Publish in, its readiness waited; the release recorded, sent.
-    ok = check_cuda(cudaStreamWaitEvent(stream, events.peer[0], 0), "cudaStreamWaitEvent") &&
+    ok = wait_for_event(stream, events.peer[0], false) &&
          (buffer == nullptr ||
           launch_add_one(buffer, buffer + shape.elements,
                          static_cast<std::uint64_t>(shape.elements), stream) == 0) &&
-         check_cuda(cudaEventRecord(events.own[0], stream), "cudaEventRecord") &&
-         send_record(fd, frames.release.bytes.data(), frames.release.size, -1);
+         record_then_send(events.own[0], stream, fd, frames.release, -1);
   }
   ok = check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize") && ok;
   return ok ? 0 : 1;

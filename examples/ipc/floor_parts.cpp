@@ -108,6 +108,19 @@ bool wait_for_event(cudaStream_t stream, cudaEvent_t event, bool on_host) {
   return check_cuda(status, "cudaEventQuery");
 }
 
+bool record_then_send(cudaEvent_t event, cudaStream_t stream, int socket,
+                      const ipc::detail::Frame& frame, int fd) {
+  return check_cuda(cudaEventRecord(event, stream), "cudaEventRecord") &&
+         send_record(socket, frame.bytes.data(), frame.size, fd);
+}
+
+bool receive_then_wait(int socket, const ipc::detail::Frame& frame, bool spin, cudaStream_t stream,
+                       cudaEvent_t event, bool on_host) {
+  std::uint8_t record[ipc::detail::kMaxFrameBytes];
+  return receive_record(socket, record, sizeof(record), spin) == static_cast<long>(frame.size) &&
+         wait_for_event(stream, event, on_host);
+}
+
 bool send_memory(int socket, void* memory) {
   cudaIpcMemHandle_t handle{};
   return check_cuda(cudaIpcGetMemHandle(&handle, memory), "cudaIpcGetMemHandle") &&

@@ -45,6 +45,20 @@ bool exchange_events(int socket, std::size_t count, EventSet& events);
  */
 bool wait_for_event(cudaStream_t stream, cudaEvent_t event, bool on_host);
 
+/**
+ * @brief One side's half of a hand-off: records `event` on `stream`, then sends `frame` (with
+ *        `fd` attached when it is not -1); false on failure (printed).
+ */
+bool record_then_send(cudaEvent_t event, cudaStream_t stream, int socket,
+                      const holoscan::ipc::detail::Frame& frame, int fd);
+
+/**
+ * @brief The other half: receives one record, which must be `frame`'s size, then orders `stream`
+ *        after `event` (wait_for_event); false on failure or on a record of another size.
+ */
+bool receive_then_wait(int socket, const holoscan::ipc::detail::Frame& frame, bool spin,
+                       cudaStream_t stream, cudaEvent_t event, bool on_host);
+
 /** @brief The frames the library sends for one tensor of `shape`: its Publish and its Release. */
 struct Frames {
   holoscan::ipc::detail::Frame publish;  ///< An export's descriptor, as the library encodes it.

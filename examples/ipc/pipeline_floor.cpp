@@ -89,9 +89,8 @@ struct Outbox {
   // Records the block's readiness on the stream and sends its Publish.
   bool publish(const Side& side) {
     const std::size_t slot = static_cast<std::size_t>(sent) % side.shape.blocks;
-    const bool ok = check_cuda(cudaEventRecord(events.own[slot], side.stream), "cudaEventRecord") &&
-                    send_record(socket, side.frames.publish.bytes.data(), side.frames.publish.size,
-                                side.lent_fd);
+    const bool ok =
+        record_then_send(events.own[slot], side.stream, socket, side.frames.publish, side.lent_fd);
     sent += ok ? 1 : 0;
     return ok;
   }
@@ -107,11 +106,9 @@ struct Outbox {
 
  private:
   bool take_release(const Side& side) {
-    std::uint8_t record[holoscan::ipc::detail::kMaxFrameBytes];
     const std::size_t slot = static_cast<std::size_t>(released) % side.shape.blocks;
-    const bool ok = receive_record(socket, record, sizeof(record), side.options.spin) ==
-                        static_cast<long>(side.frames.release.size) &&
-                    wait_for_event(side.stream, events.peer[slot], side.options.host_wait);
+    const bool ok = receive_then_wait(socket, side.frames.release, side.options.spin, side.stream,
+                                      events.peer[slot], side.options.host_wait);
     released += ok ? 1 : 0;
     return ok;
   }
@@ -132,10 +129,8 @@ struct Inbox {
 
   // Receives the next Publish and orders the stream after its readiness.
   bool take(const Side& side) {
-    std::uint8_t record[holoscan::ipc::detail::kMaxFrameBytes];
-    return receive_record(socket, record, sizeof(record), side.options.spin) ==
-               static_cast<long>(side.frames.publish.size) &&
-           wait_for_event(side.stream, events.peer[slot(side)], side.options.host_wait);
+    return receive_then_wait(socket, side.frames.publish, side.options.spin, side.stream,
+                             events.peer[slot(side)], side.options.host_wait);
   }
   const std::uint32_t* block(const Side& side) const {
     return mapped + slot(side) * side.elements();
@@ -152,8 +147,7 @@ struct Inbox {
   // Records the block's release on the stream and sends its Release.
   bool release(const Side& side) {
     const bool ok =
-        check_cuda(cudaEventRecord(events.own[slot(side)], side.stream), "cudaEventRecord") &&
-        send_record(socket, side.frames.release.bytes.data(), side.frames.release.size, -1);
+        record_then_send(events.own[slot(side)], side.stream, socket, side.frames.release, -1);
     taken += ok ? 1 : 0;
     return ok;
   }
