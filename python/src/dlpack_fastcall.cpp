@@ -119,7 +119,7 @@ PyMethodDef dlpack_method_def = {
     "__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&dlpack_method)),
     METH_FASTCALL | METH_KEYWORDS,
     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
-    "Exports a DLPack capsule after ordering `stream` after readiness: None/1 legacy default, 2 "
+    "Exports a DLPack capsule, then orders `stream` after readiness: None/1 legacy default, 2 "
     "per-thread default, -1 no synchronization, a stream pointer, or an object with "
     "__cuda_stream__(); 0 is invalid; checked but not waited on for host tensors (CPU, pinned) "
     "unless copied into device memory. max_version and dl_device are tuples of two "
