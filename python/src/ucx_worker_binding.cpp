@@ -29,10 +29,11 @@ namespace holoscan::python {
 namespace {
 
 constexpr const char* kWorker = "ucx.Worker";
-// The C++ defaults (16 in flight, 4 GiB, 1 ms of polling, the stream hint on), as the keyword
-// defaults.
+// The C++ defaults (16 in flight, 4 GiB, 1,024 waiting per peer, 1 ms of polling, the stream
+// hint on), as the keyword defaults.
 const std::size_t kWindow = ucx::WorkerConfig{}.window;
 const std::uint64_t kMaxReceiveBytes = ucx::WorkerConfig{}.max_receive_bytes;
+const std::size_t kMaxWaitingPerPeer = ucx::WorkerConfig{}.max_waiting_per_peer;
 const int kSpinUs = ucx::WorkerConfig{}.spin_us;
 const bool kStreamBandwidthHint = ucx::WorkerConfig{}.stream_bandwidth_hint;
 
@@ -80,18 +81,23 @@ std::string worker_signature(const char* head, const char* returns) {
   return std::string(head) + "*, window: int = " + std::to_string(kWindow) +
          ", receive_pool: holoscan_dlpack._core.TensorPool | None = None, "
          "max_receive_bytes: int = " +
-         std::to_string(kMaxReceiveBytes) + ", spin_us: int = " + std::to_string(kSpinUs) +
+         std::to_string(kMaxReceiveBytes) +
+         ", max_waiting_per_peer: int = " + std::to_string(kMaxWaitingPerPeer) +
+         ", spin_us: int = " + std::to_string(kSpinUs) +
          ", stream_bandwidth_hint: bool = " + (kStreamBandwidthHint ? "True" : "False") + ") -> " +
          returns;
 }
 
 WorkerHandle create(nb::handle window, nb::handle receive_pool, nb::handle max_receive_bytes,
-                    nb::handle spin_us, nb::handle stream_bandwidth_hint) {
+                    nb::handle max_waiting_per_peer, nb::handle spin_us,
+                    nb::handle stream_bandwidth_hint) {
   constexpr const char* kCreate = "ucx.Worker";
   ucx::WorkerConfig config;
   config.window = named_integer<std::size_t>(window, kCreate, "window", "1 to 2**64-1");
   config.max_receive_bytes =
       named_integer<std::uint64_t>(max_receive_bytes, kCreate, "max_receive_bytes", "0 to 2**64-1");
+  config.max_waiting_per_peer = named_integer<std::size_t>(max_waiting_per_peer, kCreate,
+                                                           "max_waiting_per_peer", "1 to 2**64-1");
   config.spin_us = named_integer<int>(spin_us, kCreate, "spin_us", "a 32-bit integer");
   if (!receive_pool.is_none()) {
     config.receive_pool = receive_pool_of(receive_pool);
@@ -263,24 +269,29 @@ void bind_ucx_worker(nb::module_& module) {
   type.def(
           "__init__",
           [](WorkerHandle* self, nb::handle window, nb::handle receive_pool,
-             nb::handle max_receive_bytes, nb::handle spin_us, nb::handle stream_bandwidth_hint) {
-            new (self) WorkerHandle(
-                create(window, receive_pool, max_receive_bytes, spin_us, stream_bandwidth_hint));
+             nb::handle max_receive_bytes, nb::handle max_waiting_per_peer, nb::handle spin_us,
+             nb::handle stream_bandwidth_hint) {
+            new (self) WorkerHandle(create(window, receive_pool, max_receive_bytes,
+                                           max_waiting_per_peer, spin_us, stream_bandwidth_hint));
           },
           nb::kw_only(), nb::arg("window").none() = kWindow, nb::arg("receive_pool") = nb::none(),
           nb::arg("max_receive_bytes").none() = kMaxReceiveBytes,
+          nb::arg("max_waiting_per_peer").none() = kMaxWaitingPerPeer,
           nb::arg("spin_us").none() = kSpinUs,
           nb::arg("stream_bandwidth_hint").none() = kStreamBandwidthHint, Entry(),
           nb::sig(init_signature.c_str()),
           "A worker on a fresh UCX context: `window` sends in flight per peer; received "
           "tensors land in blocks of `receive_pool` (a TensorPool, host or device), else in a "
-          "host allocation each, up to `max_receive_bytes`; waits poll for `spin_us` before "
-          "they sleep; with `stream_bandwidth_hint`, a send posted while an earlier one to its "
+          "host allocation each, up to `max_receive_bytes`; a peer's tensors past "
+          "`max_waiting_per_peer` not yet received are refused (BackpressuredError at its "
+          "sender); waits poll for `spin_us` before they sleep; with `stream_bandwidth_hint`, a "
+          "send posted while an earlier one to its "
           "peer is still moving (and a landing started while another lands) asks UCX for "
           "bandwidth (UCP_OP_ATTR_FLAG_MULTI_SEND), a lone send never does.")
       .def_static("create", &create, nb::kw_only(), nb::arg("window").none() = kWindow,
                   nb::arg("receive_pool") = nb::none(),
                   nb::arg("max_receive_bytes").none() = kMaxReceiveBytes,
+                  nb::arg("max_waiting_per_peer").none() = kMaxWaitingPerPeer,
                   nb::arg("spin_us").none() = kSpinUs,
                   nb::arg("stream_bandwidth_hint").none() = kStreamBandwidthHint, Entry(),
                   nb::sig(create_signature.c_str()), "Same as the constructor (the C++ name).");

@@ -205,6 +205,10 @@ expected<Worker, Error> Worker::create(const WorkerConfig& config) try {
   if (config.window == 0) {
     return make_unexpected(ErrorCode::kInvalidArgument, "ucx worker: window must be at least 1");
   }
+  if (config.max_waiting_per_peer == 0) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           "ucx worker: max_waiting_per_peer must be at least 1");
+  }
   auto state = std::make_unique<State>(config);
   auto context = detail::create_context();
   if (!context) {

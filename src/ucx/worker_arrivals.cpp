@@ -87,6 +87,18 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
   } else if (length > 0 && !kept) {
     refusal =
         Error{ErrorCode::kFailure, "ucx receive: UCX delivered tensor data without keeping it", 0};
+  } else if (const std::size_t waiting = unreceived(peer->id);
+             waiting >= config.max_waiting_per_peer) {
+    // Only a peer that ignores its window gets here (a sender's window bounds what it has in
+    // flight, and a send ends only once receive() handed it out): refused rather than held, so
+    // that such a peer cannot fill this side's memory, nor slow every round down.
+    refusal = Error{ErrorCode::kBackpressured,
+                    "ucx receive: peer " + std::to_string(peer->id) + " already has " +
+                        std::to_string(waiting) +
+                        " tensors waiting to be received (WorkerConfig::max_waiting_per_peer); "
+                        "tensor " +
+                        std::to_string(sequence) + " refused",
+                    0};
   } else {
     arrival->header = *decoded;
     arrival->data = length > 0 ? data : nullptr;
@@ -248,6 +260,18 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
                      "ucx receive of " + about(arrival) + ": " + std::to_string(length) +
                          " bytes landed, " + std::to_string(arrival.length) + " expected",
                      0});
+}
+
+std::size_t Worker::State::unreceived(PeerId peer) const noexcept {
+  std::size_t count = 0;
+  for (const auto& arrival : arrivals) {
+    count += arrival->peer == peer && (arrival->phase == Arrival::Phase::kWaitingMemory ||
+                                       arrival->phase == Arrival::Phase::kLanding ||
+                                       arrival->phase == Arrival::Phase::kLanded)
+                 ? 1
+                 : 0;
+  }
+  return count;
 }
 
 bool Worker::State::writes_remotely(Peer& peer) noexcept {

@@ -298,6 +298,9 @@ struct Worker::State {
   enum class Dropping { kWaiting, kUnhanded, kEverything };
   void drop_arrivals(PeerId peer, Dropping dropping) noexcept;
   std::optional<expected<Received, Error>> take_arrival();
+  /** @brief `peer`'s tensors accepted and not yet handed out (WorkerConfig::max_waiting_per_peer).
+   */
+  std::size_t unreceived(PeerId peer) const noexcept;
   bool held_back_by_its_peer(ArrivalList::const_iterator it) const noexcept;
   std::size_t connected_peers() const noexcept;
 

@@ -145,6 +145,9 @@ def test_refusals_name_their_class_and_message():
 
     refused(hd.errors.InvalidArgumentError,
             "kInvalidArgument: ucx worker: window must be at least 1", lambda: ucx.Worker(window=0))
+    refused(hd.errors.InvalidArgumentError,
+            "kInvalidArgument: ucx worker: max_waiting_per_peer must be at least 1",
+            lambda: ucx.Worker(max_waiting_per_peer=0))
     with ucx.Worker() as worker:
         worker.listen("127.0.0.1")
         refused(hd.errors.DuplicateNameError,
@@ -290,6 +293,29 @@ def test_arrivals_land_in_the_receive_pool():
         assert np.from_dlpack(second.tensor).tolist() == [1.0] * 8
         assert pool.reuse_count == 1
         assert [r.delivered for r in drain_sends(client, 3)] == [True] * 3
+
+
+def test_tensors_past_the_receivers_bound_are_refused_as_backpressure():
+    # The sender's window (6) is wider than the receiver's bound (2), and the receiver takes
+    # nothing until all five came: the three past the bound are refused at once.
+    with connected(window=6, max_waiting_per_peer=2) as (client, peer, server, server_peer):
+        for i in range(5):
+            client.send(peer, np.full(4, i, dtype=np.int32))
+        refused = drain_sends(client, 3)
+        assert [(r.sequence, r.delivered) for r in refused] == [(3, False), (4, False), (5, False)]
+        for result in refused:
+            assert isinstance(result.error, hd.errors.BackpressuredError), result.error
+            assert "(WorkerConfig::max_waiting_per_peer)" in str(result.error)
+        for sequence in (1, 2):
+            got = server.receive(timeout_ms=PATIENCE_MS)
+            assert (got.peer, got.sequence) == (server_peer, sequence)
+            assert np.from_dlpack(got.tensor).tolist() == [sequence - 1] * 4
+        for sequence in (3, 4, 5):
+            with pytest.raises(hd.errors.BackpressuredError, match=f"tensor {sequence} refused$"):
+                server.receive(timeout_ms=PATIENCE_MS)
+        assert [(r.sequence, r.delivered) for r in drain_sends(client, 2)] == [(1, True), (2, True)]
+        client.send(peer, np.arange(3))  # the connection still carries tensors
+        assert np.from_dlpack(server.receive(timeout_ms=PATIENCE_MS).tensor).tolist() == [0, 1, 2]
 
 
 def test_the_stream_bandwidth_hint_is_on_unless_turned_off():
@@ -734,6 +760,7 @@ class Index:
     ({"window": -1}, "window must be 1 to 2**64-1, not -1"),
     ({"window": 2**64}, "window must be 1 to 2**64-1, not 18446744073709551616"),
     ({"max_receive_bytes": -5}, "max_receive_bytes must be 0 to 2**64-1, not -5"),
+    ({"max_waiting_per_peer": -1}, "max_waiting_per_peer must be 1 to 2**64-1, not -1"),
     ({"spin_us": 2**31}, "spin_us must be a 32-bit integer, not 2147483648"),
 ])
 def test_worker_integers_out_of_range_name_the_argument(arguments, says):
@@ -743,7 +770,8 @@ def test_worker_integers_out_of_range_name_the_argument(arguments, says):
         assert str(raised.value) == "kInvalidArgument: ucx.Worker: " + says
 
 
-@pytest.mark.parametrize("name", ["window", "max_receive_bytes", "spin_us"])
+@pytest.mark.parametrize("name", ["window", "max_receive_bytes", "max_waiting_per_peer",
+                                  "spin_us"])
 def test_worker_integers_are_no_bools_or_text(name):
     for value, type_name in ((True, "bool"), ("8", "str")):
         with pytest.raises(TypeError) as raised:

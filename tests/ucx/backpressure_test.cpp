@@ -1,5 +1,7 @@
 // The window: with `window` tensors in flight to a peer that holds them, send() says
 // kBackpressured at once, and the window never grows; once the peer takes them, sending resumes.
+// The receiver's bound: a peer that ignores its window has the tensors past
+// max_waiting_per_peer refused with kBackpressured, and the connection stays usable.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -7,6 +9,7 @@
 #include <chrono>
 #include <string>
 
+#include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
 
 namespace holoscan::test {
@@ -52,6 +55,56 @@ TEST(UcxBackpressure, AFullWindowRefusesAtOnceUntilThePeerTakesTensors) {
   EXPECT_LE(sender.most_in_flight, kWindow);
   EXPECT_EQ(wait_peer(receiver, 20000, &worker), 0);
   ::close(go[1]);
+}
+
+TEST(UcxBackpressure, APeerIgnoringItsWindowHasTheTensorsPastTheReceiversBoundRefused) {
+  constexpr std::uint64_t kCount = 7;
+  constexpr std::uint64_t kAllowed = 3;
+  ucx::WorkerConfig config;
+  config.max_waiting_per_peer = kAllowed;
+  auto worker = make_worker(config);
+  const pid_t raw =
+      start_peer({"flood", "port=" + listen_on_loopback(worker), "count=" + std::to_string(kCount),
+                  "allowed=" + std::to_string(kAllowed)});
+  // Nothing is handed out until every tensor of the flood came: the first kAllowed wait, landed,
+  // and each one after them is refused.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (worker.stats().refused < kCount - kAllowed &&
+         std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(worker.progress());
+  }
+  ASSERT_EQ(worker.stats().refused, kCount - kAllowed)
+      << "the flood was not refused past the bound";
+  for (std::uint64_t sequence = 1; sequence <= kCount + 1; ++sequence) {
+    SCOPED_TRACE(sequence);
+    auto received = worker.receive(20000);
+    if (sequence <= kAllowed || sequence == kCount + 1) {
+      ASSERT_TRUE(received && *received)
+          << (received ? "nothing came" : to_string(received.error()));
+      EXPECT_EQ((*received)->sequence, sequence);
+      EXPECT_EQ(ucx_series::check(0, (*received)->tensor), "");
+      continue;
+    }
+    ASSERT_FALSE(received) << "accepted past the bound";
+    EXPECT_EQ(received.error().code, ErrorCode::kBackpressured);
+    const std::string expected_text = "already has " + std::to_string(kAllowed) +
+                                      " tensors waiting to be received "
+                                      "(WorkerConfig::max_waiting_per_peer); tensor " +
+                                      std::to_string(sequence) + " refused";
+    EXPECT_NE(received.error().message.find(expected_text), std::string::npos)
+        << received.error().message;
+  }
+  EXPECT_EQ(wait_peer(raw, 20000, &worker), 0) << "an answer was missing or had the wrong code";
+  EXPECT_EQ(worker.stats().received, kAllowed + 1);
+}
+
+TEST(UcxBackpressure, AReceiversBoundOfNoTensorsIsRefused) {
+  ucx::WorkerConfig config;
+  config.max_waiting_per_peer = 0;
+  auto worker = ucx::Worker::create(config);
+  ASSERT_FALSE(worker);
+  EXPECT_EQ(worker.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(worker.error().message, "ucx worker: max_waiting_per_peer must be at least 1");
 }
 
 }  // namespace

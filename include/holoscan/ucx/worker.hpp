@@ -34,6 +34,13 @@ struct HOLOSCAN_DLPACK_API WorkerConfig {
   /** @brief Largest payload accepted into a host allocation (a bigger one is refused). */
   std::uint64_t max_receive_bytes = std::uint64_t{1} << 32;
   /**
+   * @brief Tensors of one peer accepted and not yet handed out by receive() (waiting for memory,
+   *        landing or landed); one more is refused with kBackpressured, answered to its sender,
+   *        so that a peer ignoring its window cannot make this side hold memory without bound.
+   *        At least 1. A sender of this library has at most its `window` there.
+   */
+  std::size_t max_waiting_per_peer = 1024;
+  /**
    * @brief Microseconds a wait (receive, accept, connect) keeps polling before it sleeps on fd()
    *        (latency vs CPU; 0 or less: it sleeps at once). The default covers a round trip on
    *        one host: waking a thread that slept costs 100-200 µs on an idle machine, as much as
