@@ -477,7 +477,7 @@ void Worker::State::close_now(ucp_ep_h endpoint, bool force,
 }
 
 bool Worker::State::drain_closing() noexcept {
-  const bool sent = free_completed(sending);
+  const bool sent = finish_sent_controls();
   return free_completed(closing) && sent;
 }
 
@@ -558,12 +558,15 @@ void Worker::State::shut_down() noexcept {
       drop_claim(*send);  // let go of once the mutex is released, not with the peers below
     }
   }
-  for (auto* requests : {&closing, &sending}) {
-    for (void* request : *requests) {
-      ucp_request_free(request);  // released by UCX when it completes
-    }
-    requests->clear();
+  // Released by UCX when they complete.
+  for (void* request : closing) {
+    ucp_request_free(request);
   }
+  closing.clear();
+  for (const SentControl& sent : sending) {
+    ucp_request_free(sent.request);
+  }
+  sending.clear();
   worker.reset();
   peers.clear();
   by_endpoint.clear();

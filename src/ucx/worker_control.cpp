@@ -134,15 +134,37 @@ ucs_status_t Worker::State::send_control(const Peer& peer, Control& control) noe
     return UCS_PTR_STATUS(request);
   }
   if (UCS_PTR_IS_PTR(request)) {
-    // Kept until sent: a worker shutting down waits for it (a confirmation is not lost), and
-    // UCX's request pool is whole again before the worker goes. A failure shows on the endpoint.
+    // Kept until sent: a worker shutting down waits for it (a confirmation is not lost), UCX's
+    // request pool is whole again before the worker goes, and a failure ends the connection.
     try {
-      sending.push_back(request);
+      sending.push_back(SentControl{request, peer.id});
     } catch (...) {
       ucp_request_free(request);  // out of host memory: UCX releases it once sent
     }
   }
   return UCS_OK;
+}
+
+// A small message that UCX took and then failed, its endpoint still up (a failed endpoint is
+// reported by UCX's error callback as well), leaves its sender waiting for an answer that never
+// comes (a send that never ends, a connect() until its timeout): the connection is ended instead,
+// so that the other side learns kClosed.
+bool Worker::State::finish_sent_controls() noexcept {
+  for (std::size_t i = 0; i < sending.size();) {
+    const ucs_status_t status = ucp_request_check_status(sending[i].request);
+    if (status == UCS_INPROGRESS) {
+      ++i;
+      continue;
+    }
+    if (status != UCS_OK) {
+      mark_failed(find(sending[i].peer), status,
+                  "was closed here: an answer to it could not be sent");
+    }
+    ucp_request_free(sending[i].request);
+    sending[i] = sending.back();
+    sending.pop_back();
+  }
+  return sending.empty();
 }
 
 // The listener answers every Hello with its own; the connecting side notes the answer.

@@ -188,7 +188,12 @@ struct Worker::State {
   // few rounds; after that it waits for the peer's answer or its connection breaking, which the
   // fd announces (a peer that hangs would keep every wait polling for as long as it hangs).
   std::chrono::steady_clock::time_point closes_polled_until{};
-  std::vector<void*> sending;  // small messages UCX has not sent yet (their fd events suffice)
+  /** @brief A small message UCX took and has not sent yet, and the connection it goes on. */
+  struct SentControl {
+    void* request = nullptr;
+    PeerId peer = 0;
+  };
+  std::vector<SentControl> sending;  // polled each round (their fd events suffice)
   /** @brief An orderly close under way: its endpoint's flush, and when it is forced instead. */
   struct OrderlyClose {
     ucp_ep_h endpoint = nullptr;  ///< Taken from its peer (no longer found by it).
@@ -308,6 +313,9 @@ struct Worker::State {
   void queue_control(PeerId peer, MessageId id, std::string bytes);
   void queue_delivered(PeerId peer, std::uint64_t sequence);
   std::size_t flush_controls();
+  /** @brief Frees the small messages UCX is done with, ending the connection of one it failed;
+   *         whether none is left. */
+  bool finish_sent_controls() noexcept;
   ucs_status_t send_control(const Peer& peer, Control& control) noexcept;
   void on_hello(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
   expected<void, Error> register_handlers();

@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <mutex>
+#include <unordered_map>
 
 #include "support/allocation_hooks.hpp"
 #include "ucx/armed_failures.hpp"
@@ -14,6 +16,36 @@ std::atomic<std::size_t> g_tensor_messages{0};
 std::atomic<std::size_t> g_bandwidth_tensor_messages{0};
 holoscan::test::ArmedFailures g_failures;
 holoscan::test::ArmedFailures g_under_way;
+
+holoscan::test::ArmedFailures g_controls;
+std::atomic<unsigned> g_control_id{0};
+
+// The requests made up for small messages taken under way, with the status each reports.
+struct MadeUpRequests {
+  std::mutex mutex;
+  std::unordered_map<void*, ucs_status_t> status;
+};
+MadeUpRequests& made_up() {
+  static auto* requests = new MadeUpRequests();  // never destroyed: UCX may free one at exit
+  return *requests;
+}
+
+// The status of made-up request `request`, or UCS_INPROGRESS when it is UCX's own; `erase`: it
+// is freed.
+ucs_status_t made_up_status(void* request, bool erase) {
+  MadeUpRequests& requests = made_up();
+  std::lock_guard<std::mutex> lock(requests.mutex);
+  auto found = requests.status.find(request);
+  if (found == requests.status.end()) {
+    return UCS_INPROGRESS;
+  }
+  const ucs_status_t status = found->second;
+  if (erase) {
+    delete static_cast<char*>(found->first);
+    requests.status.erase(found);
+  }
+  return status;
+}
 
 // The caller's callback and its argument, called with the armed status instead of UCX's.
 struct Forwarded {
@@ -49,6 +81,15 @@ extern "C" ucs_status_ptr_t ucp_am_send_nbx(ucp_ep_h ep, unsigned id, const void
   if (fails_now(id)) {
     return UCS_STATUS_PTR(g_failures.status());
   }
+  if (g_control_id.load() == id && (param->op_attr_mask & UCP_OP_ATTR_FIELD_CALLBACK) == 0 &&
+      g_controls.take()) {
+    const holoscan::test::AllocationsNeverFail ucx_side;  // as UCX's own request would not
+    auto* request = new char(0);
+    MadeUpRequests& requests = made_up();
+    std::lock_guard<std::mutex> lock(requests.mutex);
+    requests.status.emplace(request, g_controls.status());
+    return request;
+  }
   if (id == static_cast<unsigned>(holoscan::ucx::MessageId::kTensor) &&
       (param->op_attr_mask & UCP_OP_ATTR_FIELD_CALLBACK) != 0 && g_under_way.take()) {
     // UCX never throws: this stand-in's own allocation must not fail under a test's failing heap.
@@ -70,7 +111,32 @@ extern "C" ucs_status_ptr_t ucp_am_send_nbx(ucp_ep_h ep, unsigned id, const void
   return real(ep, id, header, header_length, buffer, count, param);
 }
 
+extern "C" ucs_status_t ucp_request_check_status(void* request) {
+  using Check = ucs_status_t (*)(void*);
+  static const auto real = reinterpret_cast<Check>(dlsym(RTLD_NEXT, "ucp_request_check_status"));
+  const ucs_status_t status = made_up_status(request, false);
+  return status != UCS_INPROGRESS ? status : real(request);
+}
+
+extern "C" void ucp_request_free(void* request) {
+  using Free = void (*)(void*);
+  static const auto real = reinterpret_cast<Free>(dlsym(RTLD_NEXT, "ucp_request_free"));
+  if (made_up_status(request, true) == UCS_INPROGRESS) {
+    real(request);
+  }
+}
+
 namespace holoscan::test {
+
+FailingControlsUnderWay::FailingControlsUnderWay(ucx::MessageId id, ucs_status_t status,
+                                                 std::size_t count) noexcept {
+  g_control_id.store(static_cast<unsigned>(id));
+  g_controls.arm(status, count);
+}
+
+FailingControlsUnderWay::~FailingControlsUnderWay() { g_controls.disarm(); }
+
+std::size_t FailingControlsUnderWay::failed() const noexcept { return g_controls.failed(); }
 
 FailingAmSends::FailingAmSends(ucx::MessageId id, ucs_status_t status, std::size_t count) noexcept {
   g_id.store(static_cast<unsigned>(id));

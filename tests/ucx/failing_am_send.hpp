@@ -1,7 +1,8 @@
 #pragma once
 // The UCX test binary replaces ucp_am_send_nbx (failing_am_send.cpp: it calls UCX's own through
 // dlsym(RTLD_NEXT)) so that a test can make the active messages of one id fail as if UCX had
-// refused them, which nothing else can make happen on demand.
+// refused them, or had failed them under way, which nothing else can make happen on demand; and
+// ucp_request_check_status and ucp_request_free, for the requests it made up.
 #include <cstddef>
 
 #include <ucp/api/ucp.h>
@@ -36,6 +37,22 @@ class FailingSendsUnderWay {
   FailingSendsUnderWay(const FailingSendsUnderWay&) = delete;
   FailingSendsUnderWay& operator=(const FailingSendsUnderWay&) = delete;
   /** @brief How many sends were made to fail so far. */
+  std::size_t failed() const noexcept;
+};
+
+/** @brief While alive, the next `count` active messages of `id` that the worker sends without a
+ *         callback (its small messages) are taken as if UCX had them under way, and are never
+ *         sent: ucp_request_check_status() then reports `status` for them, as for a message
+ *         UCX failed while its endpoint stayed up. */
+class FailingControlsUnderWay {
+ public:
+  /** @brief Arms the failures. */
+  FailingControlsUnderWay(ucx::MessageId id, ucs_status_t status, std::size_t count = 1) noexcept;
+  /** @brief Disarms them (requests already handed out keep their status). */
+  ~FailingControlsUnderWay();
+  FailingControlsUnderWay(const FailingControlsUnderWay&) = delete;
+  FailingControlsUnderWay& operator=(const FailingControlsUnderWay&) = delete;
+  /** @brief How many messages were taken so far. */
   std::size_t failed() const noexcept;
 };
 

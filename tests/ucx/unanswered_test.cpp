@@ -167,6 +167,37 @@ TEST(UcxUnanswered, ALandingThatFailsWhileTheConnectionStaysUpEndsItsSend) {
       << "the window stays full: " << to_string(next.error());
 }
 
+// A confirmation that UCX took and then failed while the endpoint stayed up left its send waiting
+// for an answer that never came: the connection ends instead, and the send with it.
+TEST(UcxUnanswered, AConfirmationUcxFailsUnderWayEndsTheConnectionAndTheSend) {
+  WindowOfOne sides;
+  auto& [receiver, client, link, pool] = sides;
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  std::optional<ucx::SendResult> result;
+  {
+    FailingControlsUnderWay failing(ucx::MessageId::kAck, UCS_ERR_IO_ERROR);
+    ASSERT_TRUE(client.send(*link.client, small_tensor(pool)));
+    bool taken = false;
+    const auto until = Clock::now() + std::chrono::seconds(3);
+    while (!result && Clock::now() < until) {
+      (void)client.progress();
+      result = client.next_send_result();
+      if (taken) {
+        (void)receiver.progress();
+        continue;
+      }
+      auto received = receiver.receive(1);
+      ASSERT_TRUE(received) << to_string(received.error());
+      taken = received->has_value();
+    }
+    ASSERT_EQ(failing.failed(), 1u) << "the confirmation was not made to fail";
+  }
+  ASSERT_TRUE(result) << "the send never ended";
+  ASSERT_FALSE(result->outcome) << "reported delivered without a confirmation";
+  EXPECT_EQ(result->outcome.error().code, ErrorCode::kClosed) << result->outcome.error().message;
+  EXPECT_FALSE(receiver.connected(link.listener));
+}
+
 // The disconnect contract: receive() reports nothing more of a peer this side disconnected. When
 // the peer had already gone (its worker destroyed) before disconnect() was called, its tensor that
 // landed and its kClosed were still reported after the disconnect.
