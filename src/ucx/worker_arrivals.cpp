@@ -3,6 +3,8 @@
 // then UCX copies it there (ucp_am_recv_data_nbx): host to host, or into device memory through
 // the CUDA transports. Arrivals are handed out in the order they came, each one confirmed to its
 // sender as receive() hands it out; refusals are answered at once.
+#include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 
@@ -343,7 +345,22 @@ bool Worker::State::held_back_by_its_peer(ArrivalList::const_iterator it) const 
 // hangs mid-rendezvous delays only its own tensors). A peer whose connect() has not returned its
 // id yet is passed over: the caller could not tell whose tensor it is, and should connect() fail,
 // the tensor was never delivered.
+//
+// One pass: the peers of the arrivals passed over for being in flight are noted as the pass goes
+// (nothing here changes a phase), since asking held_back_by_its_peer() of each arrival made every
+// call of a stream whose tensors were all landing quadratic in the window. Past a few such peers
+// it is asked after all.
 std::optional<expected<Received, Error>> Worker::State::take_arrival() {
+  std::array<PeerId, 8> held_peers{};  // peers with an arrival in flight before this one
+  std::size_t held_count = 0;
+  bool held_overflow = false;
+  const auto held_back = [&](ArrivalList::const_iterator it, PeerId peer) {
+    if (held_overflow) {
+      return held_back_by_its_peer(it);
+    }
+    return std::find(held_peers.begin(), held_peers.begin() + held_count, peer) !=
+           held_peers.begin() + held_count;
+  };
   for (auto it = arrivals.begin(); it != arrivals.end();) {
     Arrival& arrival = **it;
     if (arrival.phase == Arrival::Phase::kDropped) {
@@ -353,8 +370,15 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
     const Peer* peer = find(arrival.peer);
     const bool in_flight = arrival.phase == Arrival::Phase::kWaitingMemory ||
                            arrival.phase == Arrival::Phase::kLanding;
+    if (in_flight && !held_overflow && !held_back(it, arrival.peer)) {
+      if (held_count < held_peers.size()) {
+        held_peers[held_count++] = arrival.peer;
+      } else {
+        held_overflow = true;
+      }
+    }
     if (in_flight || (peer != nullptr && (peer->connecting || peer->abandoned)) ||
-        held_back_by_its_peer(it)) {
+        held_back(it, arrival.peer)) {
       ++it;
       continue;
     }
