@@ -75,6 +75,7 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
   arrival->header.sequence = sequence;
   const bool kept =
       (param.recv_attr & (UCP_AM_RECV_ATTR_FLAG_DATA | UCP_AM_RECV_ATTR_FLAG_RNDV)) != 0;
+  const PeerArrivals earlier = count_arrivals(arrival->peer);
   std::optional<Error> refusal;
   if (peer == nullptr) {
     refusal = Error{ErrorCode::kProtocolError,
@@ -89,14 +90,12 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
   } else if (length > 0 && !kept) {
     refusal =
         Error{ErrorCode::kFailure, "ucx receive: UCX delivered tensor data without keeping it", 0};
-  } else if (const std::size_t waiting = unreceived(peer->id);
-             waiting >= config.max_waiting_per_peer) {
+  } else if (earlier.unreceived >= config.max_waiting_per_peer) {
     // Only a peer that ignores its window gets here (a sender's window bounds what it has in
-    // flight, and a send ends only once receive() handed it out): refused rather than held, so
-    // that such a peer cannot fill this side's memory, nor slow every round down.
+    // flight, and a send ends only once receive() handed it out): refused rather than held.
     refusal = Error{ErrorCode::kBackpressured,
                     "ucx receive: peer " + std::to_string(peer->id) + " already has " +
-                        std::to_string(waiting) +
+                        std::to_string(earlier.unreceived) +
                         " tensors waiting to be received (WorkerConfig::max_waiting_per_peer); "
                         "tensor " +
                         std::to_string(sequence) + " refused",
@@ -105,6 +104,13 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
     arrival->header = *decoded;
     arrival->data = length > 0 ? data : nullptr;
     arrival->length = length;
+  }
+  if (refusal && earlier.refusals >= config.max_waiting_per_peer) {
+    // As many of this peer's refusals wait for receive() to report them as tensors may wait to
+    // be received: past that, one is answered and counted but not kept, so that a peer sending
+    // what is refused cannot grow this side's memory, nor every round's scans, without bound.
+    answer_refusal(arrival->peer, sequence, *refusal);
+    return UCS_OK;  // UCX drops the data (a rendezvous sender completes)
   }
   Arrival& placed = *arrival;
   arrivals.push_back(std::move(arrival));
@@ -118,18 +124,24 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
 // The error is the arrival's before anything can fail; a refusal that cannot be queued (out of
 // host memory) ends the connection instead, so that the sender learns kClosed.
 void Worker::State::refuse(Arrival& arrival, Error error) {
-  ++stats.refused;
   arrival.phase = Arrival::Phase::kRefused;
   arrival.tensor = Tensor();
   arrival.error = std::move(error);
-  if (arrival.peer == 0) {
+  answer_refusal(arrival.peer, arrival.header.sequence, arrival.error);
+}
+
+// Counted, and answered to a known peer (peer 0: the message named none); a refusal that cannot
+// be queued (out of host memory) ends the connection instead, so that the sender learns kClosed.
+void Worker::State::answer_refusal(PeerId peer, std::uint64_t sequence,
+                                   const Error& error) noexcept {
+  ++stats.refused;
+  if (peer == 0) {
     return;
   }
   try {
-    queue_control(arrival.peer, MessageId::kAck,
-                  encode(Ack{arrival.header.sequence, arrival.error.code, arrival.error.message}));
+    queue_control(peer, MessageId::kAck, encode(Ack{sequence, error.code, error.message}));
   } catch (...) {
-    mark_failed(find(arrival.peer), UCS_ERR_NO_MEMORY,
+    mark_failed(find(peer), UCS_ERR_NO_MEMORY,
                 "was closed here: a refusal to it could not be queued");
   }
 }
@@ -243,12 +255,8 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
     // The peer is gone (UCX's error callback for it runs in this round): its kClosed follows.
     arrival.phase = Arrival::Phase::kDropped;
     arrival.tensor = Tensor();
-    if (peer != nullptr && !peer->lost && peer->landing_failure == UCS_OK) {
-      // Unanswered: should UCX not report the endpoint failed, handle_failures ends it.
-      peer->landing_failure = status;
-      peer->landing_failure_round = rounds;
-      peers_failed = true;
-    }
+    // Unanswered: should UCX not report the endpoint failed, handle_failures ends it.
+    defer_failure(peer, status, "was closed here: a tensor of it could not be landed");
     return;
   }
   if (status == UCS_OK && length == arrival.length) {
@@ -264,16 +272,27 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
                      0});
 }
 
-std::size_t Worker::State::unreceived(PeerId peer) const noexcept {
-  std::size_t count = 0;
+Worker::State::PeerArrivals Worker::State::count_arrivals(PeerId peer) const noexcept {
+  PeerArrivals counts;
   for (const auto& arrival : arrivals) {
-    count += arrival->peer == peer && (arrival->phase == Arrival::Phase::kWaitingMemory ||
-                                       arrival->phase == Arrival::Phase::kLanding ||
-                                       arrival->phase == Arrival::Phase::kLanded)
-                 ? 1
-                 : 0;
+    if (arrival->peer != peer) {
+      continue;
+    }
+    switch (arrival->phase) {
+      case Arrival::Phase::kWaitingMemory:
+      case Arrival::Phase::kLanding:
+      case Arrival::Phase::kLanded:
+        ++counts.unreceived;
+        break;
+      case Arrival::Phase::kRefused:
+        ++counts.refusals;
+        break;
+      case Arrival::Phase::kPeerClosed:
+      case Arrival::Phase::kDropped:
+        break;
+    }
   }
-  return count;
+  return counts;
 }
 
 bool Worker::State::writes_remotely(Peer& peer) noexcept {

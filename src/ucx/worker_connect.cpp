@@ -293,6 +293,16 @@ void Worker::State::mark_failed(Peer* peer, ucs_status_t status, const char* wha
   peers_failed = true;
 }
 
+void Worker::State::defer_failure(Peer* peer, ucs_status_t status, const char* what) noexcept {
+  if (peer == nullptr || peer->lost || peer->deferred_failure != UCS_OK) {
+    return;
+  }
+  peer->deferred_failure = status != UCS_OK ? status : UCS_ERR_NO_MESSAGE;
+  peer->deferred_failure_what = what;
+  peer->deferred_failure_round = rounds;
+  peers_failed = true;
+}
+
 std::size_t Worker::State::handle_failures() {
   if (!peers_failed) {
     return 0;
@@ -304,13 +314,13 @@ std::size_t Worker::State::handle_failures() {
       if (peer.lost) {
         continue;
       }
-      if (peer.failure == UCS_OK && peer.landing_failure != UCS_OK) {
-        if (peer.landing_failure_round == rounds) {
+      if (peer.failure == UCS_OK && peer.deferred_failure != UCS_OK) {
+        if (peer.deferred_failure_round == rounds) {
           peers_failed = true;  // UCX's endpoint error may still come: decided next round
           continue;
         }
-        peer.failure = peer.landing_failure;
-        peer.failure_what = "was closed here: a tensor of it could not be landed";
+        peer.failure = peer.deferred_failure;
+        peer.failure_what = peer.deferred_failure_what;
       }
       if (peer.failure == UCS_OK) {
         continue;

@@ -145,10 +145,10 @@ ucs_status_t Worker::State::send_control(const Peer& peer, Control& control) noe
   return UCS_OK;
 }
 
-// A small message that UCX took and then failed, its endpoint still up (a failed endpoint is
-// reported by UCX's error callback as well), leaves its sender waiting for an answer that never
-// comes (a send that never ends, a connect() until its timeout): the connection is ended instead,
-// so that the other side learns kClosed.
+// A small message that UCX took and then failed leaves its sender waiting for an answer that never
+// comes (a send that never ends, a connect() until its timeout): unless UCX reports the endpoint
+// failed by the next round (the reason then), the connection is ended here, so that the other
+// side learns kClosed. A peer this side already lost (its close cancelled the message) is left.
 bool Worker::State::finish_sent_controls() noexcept {
   for (std::size_t i = 0; i < sending.size();) {
     const ucs_status_t status = ucp_request_check_status(sending[i].request);
@@ -157,8 +157,8 @@ bool Worker::State::finish_sent_controls() noexcept {
       continue;
     }
     if (status != UCS_OK) {
-      mark_failed(find(sending[i].peer), status,
-                  "was closed here: an answer to it could not be sent");
+      defer_failure(find(sending[i].peer), status,
+                    "was closed here: an answer to it could not be sent");
     }
     ucp_request_free(sending[i].request);
     sending[i] = sending.back();

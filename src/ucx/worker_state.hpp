@@ -131,12 +131,14 @@ struct Peer {
   ucs_status_t failure = UCS_OK;
   const char* failure_what = "";  ///< What failed, for the kClosed message (static text).
   bool endpoint_failed = false;   ///< UCX reported the endpoint failed: it is closed at once.
-  /** @brief A landing of its tensors that UCX failed as if the connection broke (UCS_OK: none),
-   *         and the progress round it happened in. Its tensor was dropped unanswered: unless UCX
-   *         reports the endpoint failed by the next round, the connection is ended here so that
-   *         the sender learns kClosed for it rather than nothing. */
-  ucs_status_t landing_failure = UCS_OK;
-  std::uint64_t landing_failure_round = 0;
+  /** @brief A landing of its tensors, or a small message to it, that UCX failed while the
+   *         endpoint stayed up (UCS_OK: none), what it was (static text), and the progress round
+   *         it happened in. Something went unanswered: unless UCX reports the endpoint failed by
+   *         the next round (then that is the reason), the connection is ended here
+   *         (defer_failure, handle_failures) so that the other side learns kClosed, not nothing. */
+  ucs_status_t deferred_failure = UCS_OK;
+  const char* deferred_failure_what = "";
+  std::uint64_t deferred_failure_round = 0;
   /** @brief Whether it may write into this side's memory itself (remote_writes.hpp), asked of
    *         UCX at its first landing. */
   std::optional<bool> writes_remotely;
@@ -251,6 +253,9 @@ struct Worker::State {
   void abandon_connect(Peer& peer);
   PeerId add_peer(ucp_ep_h endpoint, std::string name);
   void mark_failed(Peer* peer, ucs_status_t status, const char* what) noexcept;
+  /** @brief Ends `peer`'s connection for `what` unless UCX reports its endpoint failed by the
+   *         next round (Peer::deferred_failure); null or lost peers are left alone. */
+  void defer_failure(Peer* peer, ucs_status_t status, const char* what) noexcept;
   std::size_t handle_failures();
   void lose_peer(Peer& peer, const Error& reason, bool report);
   void close_endpoint(Peer& peer, bool force);
@@ -298,14 +303,20 @@ struct Worker::State {
   /** @brief Keeps a failed landing's memory until the process exits (its peer's copy may run). */
   void keep_failed_landing(Arrival& arrival) noexcept;
   void refuse(Arrival& arrival, Error error);
+  /** @brief Counts a refusal and queues its Ack to `peer` (0: none to answer). */
+  void answer_refusal(PeerId peer, std::uint64_t sequence, const Error& error) noexcept;
   /** @brief How much of a lost peer's arrivals goes: those waiting for memory, also those
    *         landed and not handed out, or also the refusals and the loss still to report. */
   enum class Dropping { kWaiting, kUnhanded, kEverything };
   void drop_arrivals(PeerId peer, Dropping dropping) noexcept;
   std::optional<expected<Received, Error>> take_arrival();
-  /** @brief `peer`'s tensors accepted and not yet handed out (WorkerConfig::max_waiting_per_peer).
-   */
-  std::size_t unreceived(PeerId peer) const noexcept;
+  /** @brief What of one peer's arrivals waits for receive() (WorkerConfig::max_waiting_per_peer
+   *         bounds both). */
+  struct PeerArrivals {
+    std::size_t unreceived = 0;  ///< Accepted: waiting for memory, landing or landed.
+    std::size_t refusals = 0;    ///< Refused, to be reported.
+  };
+  PeerArrivals count_arrivals(PeerId peer) const noexcept;
   bool held_back_by_its_peer(ArrivalList::const_iterator it) const noexcept;
   std::size_t connected_peers() const noexcept;
 

@@ -1,7 +1,8 @@
 // The window: with `window` tensors in flight to a peer that holds them, send() says
 // kBackpressured at once, and the window never grows; once the peer takes them, sending resumes.
 // The receiver's bound: a peer that ignores its window has the tensors past
-// max_waiting_per_peer refused with kBackpressured, and the connection stays usable.
+// max_waiting_per_peer refused with kBackpressured, as many refusals as that are kept for
+// receive() to report (the others are answered only), and the connection stays usable.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -58,8 +59,9 @@ TEST(UcxBackpressure, AFullWindowRefusesAtOnceUntilThePeerTakesTensors) {
 }
 
 TEST(UcxBackpressure, APeerIgnoringItsWindowHasTheTensorsPastTheReceiversBoundRefused) {
-  constexpr std::uint64_t kCount = 7;
+  constexpr std::uint64_t kCount = 8;
   constexpr std::uint64_t kAllowed = 3;
+  constexpr std::uint64_t kReported = 2 * kAllowed;  // the refusals kept: as many as the bound
   ucx::WorkerConfig config;
   config.max_waiting_per_peer = kAllowed;
   auto worker = make_worker(config);
@@ -67,7 +69,7 @@ TEST(UcxBackpressure, APeerIgnoringItsWindowHasTheTensorsPastTheReceiversBoundRe
       start_peer({"flood", "port=" + listen_on_loopback(worker), "count=" + std::to_string(kCount),
                   "allowed=" + std::to_string(kAllowed)});
   // Nothing is handed out until every tensor of the flood came: the first kAllowed wait, landed,
-  // and each one after them is refused.
+  // and each one after them is refused (answered, and the first kAllowed refusals kept).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (worker.stats().refused < kCount - kAllowed &&
          std::chrono::steady_clock::now() < deadline) {
@@ -76,6 +78,9 @@ TEST(UcxBackpressure, APeerIgnoringItsWindowHasTheTensorsPastTheReceiversBoundRe
   ASSERT_EQ(worker.stats().refused, kCount - kAllowed)
       << "the flood was not refused past the bound";
   for (std::uint64_t sequence = 1; sequence <= kCount + 1; ++sequence) {
+    if (sequence > kReported && sequence <= kCount) {
+      continue;  // answered to the peer, not kept for receive()
+    }
     SCOPED_TRACE(sequence);
     auto received = worker.receive(20000);
     if (sequence <= kAllowed || sequence == kCount + 1) {
@@ -96,6 +101,12 @@ TEST(UcxBackpressure, APeerIgnoringItsWindowHasTheTensorsPastTheReceiversBoundRe
   }
   EXPECT_EQ(wait_peer(raw, 20000, &worker), 0) << "an answer was missing or had the wrong code";
   EXPECT_EQ(worker.stats().received, kAllowed + 1);
+  EXPECT_EQ(worker.stats().refused, kCount - kAllowed);
+  // A refusal kept past the bound would have come before tensor kCount + 1 (arrival order).
+  auto gone = worker.receive(20000);
+  ASSERT_FALSE(gone && *gone) << "more came";
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kClosed) << gone.error().message;
 }
 
 TEST(UcxBackpressure, AReceiversBoundOfNoTensorsIsRefused) {

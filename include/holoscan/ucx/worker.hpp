@@ -35,9 +35,10 @@ struct HOLOSCAN_DLPACK_API WorkerConfig {
   std::uint64_t max_receive_bytes = std::uint64_t{1} << 32;
   /**
    * @brief Tensors of one peer accepted and not yet handed out by receive() (waiting for memory,
-   *        landing or landed); one more is refused with kBackpressured, answered to its sender,
-   *        so that a peer ignoring its window cannot make this side hold memory without bound.
-   *        At least 1. A sender of this library has at most its `window` there.
+   *        landing or landed); one more is refused with kBackpressured, answered to its sender.
+   *        Also the refusals of one peer kept for receive() to report; past that, a refusal is
+   *        answered and counted only. At least 1. A sender of this library has at most its
+   *        `window` tensors there.
    */
   std::size_t max_waiting_per_peer = 1024;
   /**
