@@ -591,7 +591,11 @@ std::size_t Worker::State::progress_locked() {
     tell_round_done(done);
     throw;
   }
+  const bool failed_before = peers_failed;
   drain_closing();
+  // A small message UCX failed needs another round (handle_failures): an event loop asleep on
+  // fd() while another thread made this one must be told.
+  done += !failed_before && peers_failed ? 1 : 0;
   sweep_ended();
   tell_round_done(done);
   return done;

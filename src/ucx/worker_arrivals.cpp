@@ -123,8 +123,13 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
 
 // The error is the arrival's before anything can fail; a refusal that cannot be queued (out of
 // host memory) ends the connection instead, so that the sender learns kClosed.
+//
+// Past a peer's max_waiting_per_peer refusals kept for receive(), it is answered and counted but
+// dropped (as on_tensor_message does before keeping anything): accepted tensors refused later
+// (too large for the pool, a landing that failed) would otherwise grow the list without bound.
 void Worker::State::refuse(Arrival& arrival, Error error) {
-  arrival.phase = Arrival::Phase::kRefused;
+  const bool kept = count_arrivals(arrival.peer).refusals < config.max_waiting_per_peer;
+  arrival.phase = kept ? Arrival::Phase::kRefused : Arrival::Phase::kDropped;
   arrival.tensor = Tensor();
   arrival.error = std::move(error);
   answer_refusal(arrival.peer, arrival.header.sequence, arrival.error);
@@ -161,6 +166,13 @@ std::size_t Worker::State::connected_peers() const noexcept {
 // before its peer's earlier one: were a peer stopped mid-transfer to fill the pool's last blocks
 // with them, every other peer's next tensor would wait for memory for as long as it stops.
 std::size_t Worker::State::land_arrivals() {
+  // Dropped arrivals go first (none has a request with UCX): left to take_arrival(), those of an
+  // application that does not call receive() would pile up.
+  arrivals.erase(std::remove_if(arrivals.begin(), arrivals.end(),
+                                [](const std::unique_ptr<Arrival>& arrival) {
+                                  return arrival->phase == Arrival::Phase::kDropped;
+                                }),
+                 arrivals.end());
   std::size_t started = 0;
   std::size_t in_ucx = 0;  // landings UCX is still moving (they come before waiting ones)
   // Asked once a round, and only where the rule below needs them.

@@ -324,8 +324,8 @@ struct Worker::State {
   void queue_control(PeerId peer, MessageId id, std::string bytes);
   void queue_delivered(PeerId peer, std::uint64_t sequence);
   std::size_t flush_controls();
-  /** @brief Frees the small messages UCX is done with, ending the connection of one it failed;
-   *         whether none is left. */
+  /** @brief Frees the small messages UCX is done with, ending the connection of one it failed
+   *         (defer_failure); whether none is left. */
   bool finish_sent_controls() noexcept;
   ucs_status_t send_control(const Peer& peer, Control& control) noexcept;
   void on_hello(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);

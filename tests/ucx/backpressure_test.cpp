@@ -109,6 +109,38 @@ TEST(UcxBackpressure, APeerIgnoringItsWindowHasTheTensorsPastTheReceiversBoundRe
   EXPECT_EQ(gone.error().code, ErrorCode::kClosed) << gone.error().message;
 }
 
+// Tensors accepted, then refused as they land (past max_receive_bytes): no more of their
+// refusals are kept for receive() than the bound, the rest are answered only.
+TEST(UcxBackpressure, TensorsRefusedAtTheirLandingKeepNoMoreRefusalsThanTheBound) {
+  constexpr std::uint64_t kCount = 7;
+  constexpr std::uint64_t kKept = 2;
+  ucx::WorkerConfig config;
+  config.max_receive_bytes = 64;  // tensor 0 of the series has 68 bytes
+  config.max_waiting_per_peer = kKept;
+  auto worker = make_worker(config);
+  const pid_t raw =
+      start_peer({"flood", "port=" + listen_on_loopback(worker), "count=" + std::to_string(kCount),
+                  "allowed=0", "paced=1", "extra=0",
+                  "code=" + std::to_string(static_cast<int>(ErrorCode::kResourceExhausted))});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (worker.stats().refused < kCount && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(worker.progress());
+  }
+  ASSERT_EQ(worker.stats().refused, kCount);
+  EXPECT_EQ(wait_peer(raw, 20000, &worker), 0) << "an answer was missing or had the wrong code";
+  for (std::uint64_t sequence = 1; sequence <= kKept; ++sequence) {
+    auto refused = worker.receive(20000);
+    ASSERT_FALSE(refused && *refused) << "tensor " << sequence << " was accepted";
+    ASSERT_FALSE(refused) << "nothing came for tensor " << sequence;
+    EXPECT_EQ(refused.error().code, ErrorCode::kResourceExhausted) << refused.error().message;
+  }
+  auto gone = worker.receive(20000);
+  ASSERT_FALSE(gone && *gone);
+  ASSERT_FALSE(gone) << "nothing came";
+  EXPECT_EQ(gone.error().code, ErrorCode::kClosed)
+      << "a refusal past the bound was kept: " << gone.error().message;
+}
+
 TEST(UcxBackpressure, AReceiversBoundOfNoTensorsIsRefused) {
   ucx::WorkerConfig config;
   config.max_waiting_per_peer = 0;

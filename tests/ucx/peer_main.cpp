@@ -14,10 +14,11 @@
 //       sends N small tensors by hand (sequence R refused, burst_cases()); exits 0 when every
 //       one was answered with its code in exactly M Ack messages, 6 when one was not, 7 when
 //       the answers took another number of messages.
-//   holoscan_dlpack_ucx_peer flood port=P count=N allowed=A
+//   holoscan_dlpack_ucx_peer flood port=P count=N allowed=A [code=C] [extra=E] [paced=1]
 //       sends N small tensors by hand without waiting for any answer (a peer that ignores its
-//       window), then one more once all N were answered; exits 0 when the first A and the last
-//       were delivered and the others refused with kBackpressured, 6 otherwise.
+//       window; paced=1: each once the one before was answered), then E more (1) once all N were
+//       answered; exits 0 when the first A and the E were delivered and the others refused with
+//       ErrorCode C (kBackpressured), 6 otherwise.
 //   holoscan_dlpack_ucx_peer acker port=P count=N
 //       takes N tensor messages (answering none), then confirms all of them with one Ack and
 //       the first again with a second one; exits 0 when the N came as sequences 1..N, 6 else.
@@ -225,25 +226,30 @@ int send_burst(std::uint16_t port, std::uint64_t count, std::uint64_t refused,
   return 0;
 }
 
-int flood(std::uint16_t port, std::uint64_t count, std::uint64_t allowed) {
+int flood(std::uint16_t port, std::uint64_t count, std::uint64_t allowed, ErrorCode code,
+          std::uint64_t extra, bool paced) {
   holoscan::test::RawPeer raw(port);
   if (!raw.ok()) {
     return fail(6, "no raw connection");
   }
-  auto cases = holoscan::test::burst_cases(count + 1, 0);
+  auto cases = holoscan::test::burst_cases(count + extra, 0);
   for (std::uint64_t i = allowed; i < count; ++i) {
-    cases[i].code = ErrorCode::kBackpressured;
+    cases[i].code = code;
   }
   const auto tensor = static_cast<unsigned>(ucx::MessageId::kTensor);
-  for (std::uint64_t i = 0; i <= count; ++i) {
+  for (std::uint64_t i = 0; i < count + extra; ++i) {
     if (!raw.send(tensor, cases[i].header, cases[i].data)) {
       return fail(6, "sending tensor " + std::to_string(i + 1) + " failed");
+    }
+    const std::uint64_t answered = paced && i >= allowed && i < count ? i + 1 : 0;
+    if (answered != 0 && raw.wait_acks(answered, 20000).size() != answered) {
+      return fail(6, "tensor " + std::to_string(i + 1) + " was not answered");
     }
     if (i + 1 == count && raw.wait_acks(count, 20000).size() != count) {
       return fail(6, "not every tensor of the flood was answered");
     }
   }
-  return check_answers(cases, raw.wait_acks(count + 1, 20000));
+  return check_answers(cases, raw.wait_acks(count + extra, 20000));
 }
 
 int acknowledge_run(std::uint16_t port, std::uint64_t count) {
@@ -371,7 +377,9 @@ int main(int argc, char** argv) {
                         number(options, "hello_after", 0), number(options, "linger", 10000));
   }
   if (role == "flood") {
-    return flood(port, number(options, "count", 8), number(options, "allowed", 4));
+    return flood(port, number(options, "count", 8), number(options, "allowed", 4),
+                 static_cast<ErrorCode>(number(options, "code", 8)), number(options, "extra", 1),
+                 number(options, "paced", 0) != 0);
   }
   if (role == "burst") {
     return send_burst(port, number(options, "count", 8), number(options, "refused", 0),
