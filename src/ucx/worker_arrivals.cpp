@@ -75,7 +75,7 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
   arrival->header.sequence = sequence;
   const bool kept =
       (param.recv_attr & (UCP_AM_RECV_ATTR_FLAG_DATA | UCP_AM_RECV_ATTR_FLAG_RNDV)) != 0;
-  const PeerArrivals earlier = count_arrivals(arrival->peer);
+  const PeerArrivals earlier = bound_counts(arrival->peer);
   std::optional<Error> refusal;
   if (peer == nullptr) {
     refusal = Error{ErrorCode::kProtocolError,
@@ -105,31 +105,31 @@ ucs_status_t Worker::State::on_tensor_message(const void* header, std::size_t he
     arrival->data = length > 0 ? data : nullptr;
     arrival->length = length;
   }
-  if (refusal && earlier.refusals >= config.max_waiting_per_peer) {
-    // As many of this peer's refusals wait for receive() to report them as tensors may wait to
-    // be received: past that, one is answered and counted but not kept, so that a peer sending
-    // what is refused cannot grow this side's memory, nor every round's scans, without bound.
-    answer_refusal(arrival->peer, sequence, *refusal);
+  if (refusal && !keeps_refusal(earlier.refusals)) {
+    answer_refusal(arrival->peer, sequence, *refusal);  // not even made an arrival
     return UCS_OK;  // UCX drops the data (a rendezvous sender completes)
   }
   Arrival& placed = *arrival;
   arrivals.push_back(std::move(arrival));
   if (refusal) {
-    refuse(placed, std::move(*refusal));
+    refuse(placed, std::move(*refusal), earlier.refusals);
     return UCS_OK;  // UCX drops the data (a rendezvous sender completes)
   }
   return placed.data != nullptr ? UCS_INPROGRESS : UCS_OK;
 }
 
-// The error is the arrival's before anything can fail; a refusal that cannot be queued (out of
-// host memory) ends the connection instead, so that the sender learns kClosed.
-//
-// Past a peer's max_waiting_per_peer refusals kept for receive(), it is answered and counted but
-// dropped (as on_tensor_message does before keeping anything): accepted tensors refused later
-// (too large for the pool, a landing that failed) would otherwise grow the list without bound.
 void Worker::State::refuse(Arrival& arrival, Error error) {
-  const bool kept = count_arrivals(arrival.peer).refusals < config.max_waiting_per_peer;
-  arrival.phase = kept ? Arrival::Phase::kRefused : Arrival::Phase::kDropped;
+  refuse(arrival, std::move(error), bound_counts(arrival.peer).refusals);
+}
+
+// The error is the arrival's before anything can fail; a refusal that cannot be queued (out of
+// host memory) ends the connection instead, so that the sender learns kClosed. Past the peer's
+// refusals kept for receive() (keeps_refusal), it is answered and counted but dropped: accepted
+// tensors refused later (too large for the pool, a landing that failed) would otherwise grow the
+// list without bound, each freeing its place under the bound for the next.
+void Worker::State::refuse(Arrival& arrival, Error error, std::size_t refusals_kept) {
+  arrival.phase =
+      keeps_refusal(refusals_kept) ? Arrival::Phase::kRefused : Arrival::Phase::kDropped;
   arrival.tensor = Tensor();
   arrival.error = std::move(error);
   answer_refusal(arrival.peer, arrival.header.sequence, arrival.error);
@@ -284,8 +284,13 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
                      0});
 }
 
-Worker::State::PeerArrivals Worker::State::count_arrivals(PeerId peer) const noexcept {
+// No count can reach the bound while the whole list is shorter: a stream's arrivals (a window's
+// worth) are not scanned for every message.
+Worker::State::PeerArrivals Worker::State::bound_counts(PeerId peer) const noexcept {
   PeerArrivals counts;
+  if (arrivals.size() < config.max_waiting_per_peer) {
+    return counts;
+  }
   for (const auto& arrival : arrivals) {
     if (arrival->peer != peer) {
       continue;

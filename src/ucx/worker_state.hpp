@@ -303,6 +303,8 @@ struct Worker::State {
   /** @brief Keeps a failed landing's memory until the process exits (its peer's copy may run). */
   void keep_failed_landing(Arrival& arrival) noexcept;
   void refuse(Arrival& arrival, Error error);
+  /** @brief refuse(), the peer's refusals kept counted already (bound_counts). */
+  void refuse(Arrival& arrival, Error error, std::size_t refusals_kept);
   /** @brief Counts a refusal and queues its Ack to `peer` (0: none to answer). */
   void answer_refusal(PeerId peer, std::uint64_t sequence, const Error& error) noexcept;
   /** @brief How much of a lost peer's arrivals goes: those waiting for memory, also those
@@ -316,7 +318,13 @@ struct Worker::State {
     std::size_t unreceived = 0;  ///< Accepted: waiting for memory, landing or landed.
     std::size_t refusals = 0;    ///< Refused, to be reported.
   };
-  PeerArrivals count_arrivals(PeerId peer) const noexcept;
+  /** @brief `peer`'s counts, exact wherever one could reach max_waiting_per_peer (zero while the
+   *         whole list is shorter than that: no count can). */
+  PeerArrivals bound_counts(PeerId peer) const noexcept;
+  /** @brief Whether one more refusal of a peer with `refusals_kept` is kept for receive(). */
+  bool keeps_refusal(std::size_t refusals_kept) const noexcept {
+    return refusals_kept < config.max_waiting_per_peer;
+  }
   bool held_back_by_its_peer(ArrivalList::const_iterator it) const noexcept;
   std::size_t connected_peers() const noexcept;
 
