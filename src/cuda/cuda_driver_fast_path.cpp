@@ -19,6 +19,10 @@ namespace {
 // Error handling: a CUDA call that fails has no effect, so when a driver call fails the runtime
 // call is made instead and its answer (success, or the runtime's own error code and name) is the
 // one returned. The driver path therefore never changes what a caller sees, only what it costs.
+// The exception is a stream-capture error: the failed driver call has already invalidated the
+// caller's capture, and the runtime's call would only report that
+// (cudaErrorStreamCaptureInvalidated), hiding why. Those codes, equal in both APIs, are returned
+// as the driver gave them.
 struct Driver {
   decltype(&::cuEventRecord) event_record = nullptr;
   decltype(&::cuStreamWaitEvent) stream_wait_event = nullptr;
@@ -109,65 +113,93 @@ static_assert(static_cast<int>(CU_STREAM_CAPTURE_STATUS_NONE) == cudaStreamCaptu
               static_cast<int>(CU_STREAM_CAPTURE_STATUS_INVALIDATED) ==
                   cudaStreamCaptureStatusInvalidated);
 
+// Whether `result` is a stream-capture error (see "Error handling" above).
+bool is_capture_error(CUresult result) {
+  return result >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+         result <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
+static_assert(
+    static_cast<int>(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) == cudaErrorStreamCaptureUnsupported &&
+    static_cast<int>(CUDA_ERROR_STREAM_CAPTURE_ISOLATION) == cudaErrorStreamCaptureIsolation &&
+    static_cast<int>(CUDA_ERROR_CAPTURED_EVENT) == cudaErrorCapturedEvent &&
+    static_cast<int>(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) == cudaErrorStreamCaptureWrongThread &&
+    CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD - CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ==
+        cudaErrorStreamCaptureWrongThread - cudaErrorStreamCaptureUnsupported);
+
+// The driver's answer where it is final (success, or a capture error), else the runtime's.
+template <class RuntimeCall>
+cudaError_t driver_or_runtime(CUresult result, RuntimeCall&& runtime_call) {
+  if (result == CUDA_SUCCESS) {
+    return cudaSuccess;
+  }
+  if (is_capture_error(result)) {
+    return static_cast<cudaError_t>(result);
+  }
+  return runtime_call();
+}
+
 }  // namespace
 
 cudaError_t event_record(cudaEvent_t event, cudaStream_t stream) {
-  const auto call = driver().event_record;
-  if (call != nullptr && explicit_stream(stream) && call(event, stream) == CUDA_SUCCESS) {
-    return cudaSuccess;
+  const auto runtime_call = [&] { return cudaEventRecord(event, stream); };
+  if (const auto call = driver().event_record; call != nullptr && explicit_stream(stream)) {
+    return driver_or_runtime(call(event, stream), runtime_call);
   }
-  return cudaEventRecord(event, stream);
+  return runtime_call();
 }
 
 cudaError_t stream_wait_event(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
-  const auto call = driver().stream_wait_event;
-  if (call != nullptr && flags == 0 && explicit_stream(stream) &&
-      call(stream, event, 0) == CUDA_SUCCESS) {
-    return cudaSuccess;
+  const auto runtime_call = [&] { return cudaStreamWaitEvent(stream, event, flags); };
+  if (const auto call = driver().stream_wait_event;
+      call != nullptr && flags == 0 && explicit_stream(stream)) {
+    return driver_or_runtime(call(stream, event, 0), runtime_call);
   }
-  return cudaStreamWaitEvent(stream, event, flags);
+  return runtime_call();
 }
 
 cudaError_t event_query(cudaEvent_t event) {
+  const auto runtime_call = [&] { return cudaEventQuery(event); };
   if (const auto call = driver().event_query; call != nullptr) {
-    switch (call(event)) {
-      case CUDA_SUCCESS:
-        return cudaSuccess;
-      case CUDA_ERROR_NOT_READY:
-        return cudaErrorNotReady;
-      default:
-        break;
-    }
+    const CUresult result = call(event);
+    return result == CUDA_ERROR_NOT_READY ? cudaErrorNotReady
+                                          : driver_or_runtime(result, runtime_call);
   }
-  return cudaEventQuery(event);
+  return runtime_call();
 }
 
 cudaError_t stream_is_capturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
-  const auto call = driver().stream_is_capturing;
-  CUstreamCaptureStatus captured = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (call != nullptr && explicit_stream(stream) && call(stream, &captured) == CUDA_SUCCESS) {
-    *status = static_cast<cudaStreamCaptureStatus>(captured);
-    return cudaSuccess;
+  const auto runtime_call = [&] { return cudaStreamIsCapturing(stream, status); };
+  if (const auto call = driver().stream_is_capturing; call != nullptr && explicit_stream(stream)) {
+    CUstreamCaptureStatus captured = CU_STREAM_CAPTURE_STATUS_NONE;
+    const CUresult result = call(stream, &captured);
+    if (result == CUDA_SUCCESS) {
+      *status = static_cast<cudaStreamCaptureStatus>(captured);
+    }
+    return driver_or_runtime(result, runtime_call);
   }
-  return cudaStreamIsCapturing(stream, status);
+  return runtime_call();
 }
 
 cudaError_t stream_get_device(cudaStream_t stream, int* device) {
-  const auto call = driver().stream_get_device;
-  CUdevice found = -1;
-  if (call != nullptr && explicit_stream(stream) && call(stream, &found) == CUDA_SUCCESS) {
-    *device = found;
-    return cudaSuccess;
+  const auto runtime_call = [&] { return cudaStreamGetDevice(stream, device); };
+  if (const auto call = driver().stream_get_device; call != nullptr && explicit_stream(stream)) {
+    CUdevice found = -1;
+    const CUresult result = call(stream, &found);
+    if (result == CUDA_SUCCESS) {
+      *device = found;
+    }
+    return driver_or_runtime(result, runtime_call);
   }
-  return cudaStreamGetDevice(stream, device);
+  return runtime_call();
 }
 
 cudaError_t stream_get_id(cudaStream_t stream, unsigned long long* id) {
-  const auto call = driver().stream_get_id;
-  if (call != nullptr && explicit_stream(stream) && call(stream, id) == CUDA_SUCCESS) {
-    return cudaSuccess;
+  const auto runtime_call = [&] { return cudaStreamGetId(stream, id); };
+  if (const auto call = driver().stream_get_id; call != nullptr && explicit_stream(stream)) {
+    return driver_or_runtime(call(stream, id), runtime_call);
   }
-  return cudaStreamGetId(stream, id);
+  return runtime_call();
 }
 
 }  // namespace holoscan::detail::fast

@@ -164,7 +164,8 @@ bool StreamState::capturing_or_unknown(cudaStream_t stream) noexcept {
     cudaError_t status) noexcept {
   return without_throwing([status] {
     Error error = cuda_error(status, "cudaStreamWaitEvent");
-    if (status == cudaErrorStreamCaptureIsolation || status == cudaErrorStreamCaptureUnsupported) {
+    if (status == cudaErrorStreamCaptureIsolation || status == cudaErrorStreamCaptureUnsupported ||
+        status == cudaErrorStreamCaptureInvalidated) {
       // Checked only after the failure, to keep the hot path at one CUDA call.
       error.message +=
           ": the consumer stream is capturing a CUDA graph; synchronize before the capture begins";

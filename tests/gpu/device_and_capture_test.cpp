@@ -396,6 +396,11 @@ TEST_F(CaptureTest, ConsumerWaitOnACapturingStreamIsOrderedOrAClearError) {
     EXPECT_EQ(synced.error().code, ErrorCode::kFailure) << synced.error().message;
     EXPECT_NE(synced.error().message.find("cudaStreamWaitEvent"), std::string::npos)
         << synced.error().message;
+    // Why the wait failed, not only that the capture is now invalid: the driver's own error.
+    EXPECT_NE(synced.error().message.find("capturing a CUDA graph"), std::string::npos)
+        << synced.error().message;
+    EXPECT_EQ(synced.error().message.find("cudaErrorStreamCaptureInvalidated"), std::string::npos)
+        << synced.error().message;
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(capturing_, &graph);
     if (graph != nullptr) {
