@@ -3,6 +3,7 @@
 // goes as an eager message whose header UCX copies, so nothing of it has to outlive the call.
 // Tensors handed out one after the other to the same peer are confirmed by one Ack: a receiver
 // that drains a backlog sends one message for all of it, not one per tensor.
+#include <algorithm>
 #include <string>
 
 #include "worker_state.hpp"
@@ -122,6 +123,11 @@ ucs_status_t Worker::State::send_control(const Peer& peer, Control& control) noe
     if (control.count != 0) {
       control.bytes = encode(Ack{control.delivered, ErrorCode::kSuccess, {}, control.count});
     }
+    // Room to keep the request, made before UCX takes the message: a request let go for want of
+    // it would leave a failure under way unnoticed, and its sender waiting for ever.
+    if (sending.size() == sending.capacity()) {
+      sending.reserve(std::max<std::size_t>(8, 2 * sending.capacity()));
+    }
   } catch (...) {
     return UCS_ERR_NO_MEMORY;
   }
@@ -136,11 +142,7 @@ ucs_status_t Worker::State::send_control(const Peer& peer, Control& control) noe
   if (UCS_PTR_IS_PTR(request)) {
     // Kept until sent: a worker shutting down waits for it (a confirmation is not lost), UCX's
     // request pool is whole again before the worker goes, and a failure ends the connection.
-    try {
-      sending.push_back(SentControl{request, peer.id});
-    } catch (...) {
-      ucp_request_free(request);  // out of host memory: UCX releases it once sent
-    }
+    sending.push_back(SentControl{request, peer.id});  // within the room made above: never throws
   }
   return UCS_OK;
 }

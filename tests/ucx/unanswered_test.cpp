@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/allocation_hooks.hpp"
 #include "support/fake_cuda.hpp"
 #include "ucx/failing_am_send.hpp"
 #include "ucx/failing_landing.hpp"
@@ -196,6 +197,45 @@ TEST(UcxUnanswered, AConfirmationUcxFailsUnderWayEndsTheConnectionAndTheSend) {
   ASSERT_FALSE(result->outcome) << "reported delivered without a confirmation";
   EXPECT_EQ(result->outcome.error().code, ErrorCode::kClosed) << result->outcome.error().message;
   EXPECT_FALSE(receiver.connected(link.listener));
+}
+
+// The same confirmation, taken by UCX while there was no host memory to keep its request: the
+// request was let go, so its failure under way went unnoticed and the send never ended. Each
+// allocation of the receiver's calls is made to fail in turn (the client's are exempt).
+TEST(UcxUnanswered, AConfirmationTakenWithoutMemoryToKeepItStillEndsItsSendWhenItFails) {
+  bool swept = false;
+  for (std::uint64_t skip = 0; skip < 200 && !swept; ++skip) {
+    SCOPED_TRACE("allocation " + std::to_string(skip));
+    WindowOfOne sides;
+    auto& [receiver, client, link, pool] = sides;
+    ASSERT_TRUE(link.client) << to_string(link.client.error());
+    std::optional<ucx::SendResult> result;
+    std::uint64_t failed = 0;
+    {
+      FailingControlsUnderWay failing_ack(ucx::MessageId::kAck, UCS_ERR_IO_ERROR);
+      ASSERT_TRUE(client.send(*link.client, small_tensor(pool)));
+      bool taken = false;
+      const auto until = Clock::now() + std::chrono::seconds(3);
+      FailingAllocations failing(skip);  // no gtest macro until it is gone
+      while (!result && Clock::now() < until) {
+        {
+          AllocationsNeverFail client_side;
+          (void)client.progress();
+          result = client.next_send_result();
+        }
+        if (taken) {
+          (void)receiver.progress();
+        } else if (auto received = receiver.receive(1); received && received->has_value()) {
+          taken = true;
+        }
+      }
+      failed = failing.failed();
+    }
+    ASSERT_TRUE(result) << "the send never ended";
+    EXPECT_FALSE(result->outcome) << "reported delivered without a confirmation";
+    swept = failed == 0;  // the receiver's calls made fewer allocations than `skip`: all tried
+  }
+  EXPECT_TRUE(swept) << "more allocations than the sweep tries";
 }
 
 // The disconnect contract: receive() reports nothing more of a peer this side disconnected. When
