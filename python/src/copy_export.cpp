@@ -1,7 +1,8 @@
 // A copy's export wraps the library's own (which owns the shape, the strides and a reference to
 // the memory) and adds one step to its deleter: a deallocation point on the consumer's stream.
-// The stream's Python owner, where one is known, is kept until then: CuPy destroys a stream with
-// its last reference, and a destroyed handle given to CUDA is undefined behaviour (it crashed).
+// The stream's Python owner, where one is known (the stream object the consumer passed, or CuPy's
+// current stream with that handle), is kept until then: CuPy destroys a stream with its last
+// reference, and a destroyed handle given to CUDA is undefined behaviour (it crashed).
 #include "copy_export.hpp"
 
 #include <new>
@@ -91,8 +92,13 @@ expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& co
   owner->inner = *inner;
   owner->copy = copy;
   owner->consumer = retiring_stream(consumer);
-  if (owner->consumer != kLegacyStream) {
-    owner->stream_owner = find_stream_owner(owner->consumer);  // called under the GIL
+  if (owner->consumer != kLegacyStream) {  // called under the GIL
+    if (consumer.object != nullptr) {
+      Py_INCREF(consumer.object);
+      owner->stream_owner = consumer.object;
+    } else {
+      owner->stream_owner = find_stream_owner(owner->consumer);
+    }
   }
   return &owner->view;
 }

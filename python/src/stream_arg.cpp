@@ -127,7 +127,8 @@ ProtocolStream parse_protocol_stream(nb::handle stream) {
     raise_invalid_argument(std::string(kInvalidStream) + ": stream " + std::to_string(raw.value) +
                            " is not a stream");
   }
-  return {ProtocolStream::Kind::kStream, raw.value, reinterpret_cast<cudaStream_t>(raw.value)};
+  return {ProtocolStream::Kind::kStream, raw.value, reinterpret_cast<cudaStream_t>(raw.value),
+          raw.from_object ? stream.ptr() : nullptr};
 }
 
 cudaStream_t parse_stream(nb::handle stream) {

@@ -36,6 +36,8 @@ struct ProtocolStream {
   Kind kind = Kind::kDefault;           ///< What was asked for.
   std::intptr_t value = 0;              ///< The protocol integer (1, 2 or a handle) for kStream.
   cudaStream_t handle = kLegacyStream;  ///< The stream to order, for kDefault and kStream.
+  /** @brief The stream object passed (borrowed, for the call only), or null for an integer. */
+  PyObject* object = nullptr;
 };
 
 /**

@@ -5,8 +5,10 @@ tests check the lookup through the test extension's find_stream_owner, with a st
 "cupy.cuda" in sys.modules, and that a host copy never looks; the GPU tests follow a real CuPy
 stream's reference count through the export's deleter on every path that can call it."""
 
+import gc
 import sys
 import types
+import weakref
 
 import pytest
 
@@ -160,3 +162,36 @@ def test_gpu_a_deleter_after_finalization_leaks_the_stream_quietly():
     """)
     assert done.returncode == 0, done.stderr
     assert "held" in done.stdout and "post-finalization drop" in done.stdout, done.stdout
+
+
+class OwnStream:
+    """A consumer's own stream object (the `__cuda_stream__` protocol), never CuPy's current."""
+
+    def __init__(self, cupy):
+        self.inner = cupy.cuda.Stream(non_blocking=True)
+
+    def __cuda_stream__(self):
+        return (0, self.inner.ptr)
+
+
+def test_gpu_a_stream_object_passed_is_kept_until_the_copy_goes():
+    cupy, t, stream = device_tensor_and_stream()
+    before = sys.getrefcount(stream)
+    capsule = t.__dlpack__(max_version=(1, 0), stream=stream, copy=True)  # not the current one
+    held = sys.getrefcount(stream)  # outside the asserts: their rewriting holds temporaries
+    del capsule
+    after = sys.getrefcount(stream)
+    assert held == before + 1, "the export did not keep the stream object it was given"
+    assert after == before
+
+    own = OwnStream(cupy)
+    alive = weakref.ref(own)
+    capsule = t.__dlpack__(max_version=(1, 0), stream=own, copy=True)
+    del own
+    gc.collect()
+    kept = alive() is not None  # the copy's deleter still records on its handle
+    del capsule
+    gc.collect()
+    assert kept, "the stream object went while the copy's deleter would still use its handle"
+    assert alive() is None
+    stream.synchronize()
