@@ -230,6 +230,52 @@ PyObject* imported_producer(TensorMemoryReference* reference) noexcept {
   return static_cast<ProducerOwner<Managed>*>(managed->manager_ctx)->producer;
 }
 
+// The exception now set, taken and normalized (a new reference; none when nothing is set).
+HeldReference take_raised_exception() noexcept {
+#if PY_VERSION_HEX >= 0x030C0000
+  return HeldReference(PyErr_GetRaisedException());
+#else
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value != nullptr && traceback != nullptr) {
+    (void)PyException_SetTraceback(value, traceback);
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  return HeldReference(value);
+#endif
+}
+
+// Raises what is set now with `earlier` (taken from the holder) as its context, as a `raise` in
+// Python's `except` block of the earlier one would, and hands it to nanobind.
+[[noreturn]] void throw_with_context(HeldReference& earlier) {
+  HeldReference raised = take_raised_exception();
+  PyObject* exception = raised.get();
+  if (exception != nullptr && earlier.is_valid()) {
+    if (PyObject* context = PyException_GetContext(exception); context == nullptr) {
+      PyException_SetContext(exception, earlier.get());  // steals the reference given to it
+      Py_INCREF(earlier.get());
+    } else {
+      Py_DECREF(context);
+    }
+  }
+#if PY_VERSION_HEX >= 0x030C0000
+  Py_XINCREF(exception);
+  PyErr_SetRaisedException(exception);
+#else
+  if (exception != nullptr) {
+    Py_INCREF(exception);
+    PyErr_Restore(reinterpret_cast<PyObject*>(Py_TYPE(exception)), exception,
+                  PyException_GetTraceback(exception));
+    Py_INCREF(Py_TYPE(exception));
+  }
+#endif
+  throw nb::python_error();
+}
+
 }  // namespace
 
 PyObject* sole_owners_producer(const Tensor& tensor) noexcept {
@@ -366,14 +412,16 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
     if (!PyErr_ExceptionMatches(PyExc_TypeError) || copy.ptr() == Py_True) {
       throw nb::python_error();
     }
-    PyErr_Clear();
+    // Kept as the context of what the older calls raise: a producer that does take the keywords
+    // and raised a TypeError of its own would otherwise see it replaced by "unexpected keyword".
+    HeldReference first_error = take_raised_exception();
     if (pass_stream) {
       PyObject* stream_args[] = {object.ptr(), stream_value.ptr()};
       capsule.reset(running_python(
           [&] { return PyObject_VectorcallMethod(n.dlpack, stream_args, 1, n.stream_keyword); }));
       if (!capsule.is_valid()) {
         if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
-          throw nb::python_error();
+          throw_with_context(first_error);
         }
         PyErr_Clear();
       }
@@ -382,7 +430,7 @@ Tensor import_protocol(nb::handle object, const ProtocolStream& consumer, nb::ha
       capsule.reset(
           running_python([&] { return PyObject_CallMethodNoArgs(object.ptr(), n.dlpack); }));
       if (!capsule.is_valid()) {
-        throw nb::python_error();
+        throw_with_context(first_error);
       }
       legacy_call = true;
     }

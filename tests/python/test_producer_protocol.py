@@ -185,6 +185,31 @@ def test_legacy_producer_is_asked_again_without_keywords():
         hd.from_dlpack(producer, copy=True)  # a copy cannot be asked of it: no silent fallback
 
 
+@pytest.mark.parametrize("device_type", [KDL_CPU, KDL_CUDA])
+def test_a_producers_own_type_error_stays_the_context_of_the_retries(device_type):
+    # A producer that takes the keywords and raises a TypeError of its own is asked again the
+    # older ways (as 5.0 does); what they raise must not hide the first error.
+    class Failing:
+        def __init__(self):
+            self.calls = 0
+
+        def __dlpack_device__(self):
+            return (device_type, 0)
+
+        def __dlpack__(self, **kwargs):
+            self.calls += 1
+            if kwargs:
+                raise TypeError("the producer's own complaint")
+            raise TypeError("no keywords")
+
+    producer = Failing()
+    with pytest.raises(TypeError, match="no keywords") as raised:
+        hd.from_dlpack(producer)
+    assert producer.calls == (3 if device_type == KDL_CUDA else 2)
+    context = raised.value.__context__
+    assert isinstance(context, TypeError) and str(context) == "the producer's own complaint"
+
+
 def test_legacy_device_producer_is_asked_again_with_the_stream_alone():
     # A producer from before DLPack 1.0 takes `stream` but not max_version: asked again with the
     # stream alone, it still orders its work for the consumer's stream (without it, some such
