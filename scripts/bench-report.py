@@ -12,7 +12,7 @@ import sys
 #              the peer row doing the same work, or None; the target against the floor;
 #              the target against the peer, as "at most this fraction of the peer's time").
 ROWS = {
-    "BM_Hop3_Library": (["BM_Hop3_Floor"], "BM_Torch_Hop3", 1.2, 1 / 1.5),
+    "BM_Hop3_Library": (["BM_Hop3_Floor"], "BM_Torch_Hop3", 1.25, 1 / 1.5),
     "BM_Handoff_Library": (["BM_Floor_RecordWaitPair"], "BM_Torch_Handoff_C10Event", 1.15, 1 / 2.5),
     "BM_SetReadinessStream": (["BM_Floor_EventRecord"], None, 1.15, None),
     "BM_SetDeallocationStream": (["BM_Floor_EventRecord"], None, 1.15, None),
