@@ -109,11 +109,12 @@ bool StreamState::order_after(const StreamPoint& point, const StreamLocation& ne
 // Without the lock (three atomic read-modify-writes less per three-consumer hop). Safe because:
 // - every value read was stored after its record completed (set_readiness_stream stores them
 //   last), so a wait or a skip is always against a readiness record that was made;
-// - an event read stays this state's until take_release_points() or reset(), which run only when
-//   no caller can reach the state any more (the owner's destructor; a pool block that is free,
-//   its claims and uses gone), so it is never waited on after going back to the pool; a device
-//   switch keeps the previous event (spare_readiness_), and a record on the same device records
-//   the same event again;
+// - an event read stays this state's until take_release_points(), reset() or a pool block's
+//   hand-over to its next allocation (keep_for_hand_over, hand_over_to), which run only when no
+//   caller can reach the named allocation any more (the owner's destructor; a pool block that is
+//   free, its claims and uses gone; a raw reference kept past that is the caller's error), so it
+//   is never waited on after going back to the pool; a device switch keeps the previous event
+//   (spare_readiness_), and a record on the same device records the same event again;
 // - values of two concurrent set_readiness_stream calls mixed together are still correct: each
 //   readiness record is ordered after the previous one, so waiting on either is waiting for the
 //   producer as of one of the two calls, and a skip needs the consumer's own id to match the one
@@ -184,7 +185,8 @@ expected<void, Error> StreamState::synchronize_for_host() {
     event = readiness_.event;
   }
   // Waiting outside the lock keeps consumers of other threads free to synchronize meanwhile; the
-  // event stays ours until reset(), so it cannot be recycled under this wait. In relaxed mode, as
+  // event stays this state's while the caller can reach it (see synchronize_for_consumer), so it
+  // cannot be recycled under this wait. In relaxed mode, as
   // every wait of a caller's thread: in global mode CUDA refuses a wait while another thread
   // captures a graph, and invalidates that capture.
   const RelaxedCaptureScope relaxed;
@@ -288,20 +290,11 @@ expected<void, Error> StreamState::hand_over_to(cudaStream_t stream) noexcept {
 expected<void, Error> StreamState::hand_over_to(cudaStream_t stream,
                                                 const StreamLocation& location) noexcept {
   // A point on `stream` itself is ordered before anything queued on it next; default-stream
-  // handles may name other streams (other threads, devices), so only explicit handles match.
+  // handles may name other streams (other threads, devices), so only explicit handles match
+  // (and only under the id located: CUDA gives a destroyed stream's handle to the next one).
   // One wait per point that needs it; the first failure is returned and nothing is forgotten.
-  // The stream's id is asked once, and only if a point was recorded under its handle.
-  std::uint64_t id = 0;
-  bool id_asked = false;
   const auto own = [&](const StreamPoint& point) {
-    if (point.stream != stream || is_default_stream_handle(stream)) {
-      return false;
-    }
-    if (!id_asked) {
-      id = id_of_explicit_stream(stream);
-      id_asked = true;
-    }
-    return id != 0 && point.stream_id == id;
+    return !is_default_stream_handle(stream) && location.is_stream_of(point, stream);
   };
   const auto order_after = [&](const StreamPoint& point) -> cudaError_t {
     return point.event == nullptr || own(point) ? cudaSuccess

@@ -45,6 +45,30 @@ class PoolStreamOrder : public test::FakeCudaTest {
   }
 };
 
+// A ring on one producer stream: the block comes back with its readiness point on that very
+// stream, which needs no wait; the stream's id, known once it is located, is not asked again.
+TEST_F(PoolStreamOrder, ABlockBackOnItsOwnProducerStreamAsksItsIdOnce) {
+  cudaStream_t producer = fake().create_stream(0);
+  cudaStream_t reader = fake().create_stream(0);
+  auto pool = make_pool(1);
+  ASSERT_NE(pool, nullptr);
+  {
+    auto first = pool->allocate({16}, kFloat32, producer);
+    ASSERT_TRUE(first.has_value()) << first.error().message;
+    fake().launch(producer);
+    ASSERT_TRUE(first->set_readiness_stream(producer));
+    ASSERT_TRUE(first->synchronize_for_consumer_stream(reader).has_value());
+    fake().launch(reader);
+    ASSERT_TRUE(first->set_deallocation_stream(reader));
+  }
+  const std::uint64_t ids = fake().calls(CudaEntry::kStreamGetId);
+  const std::uint64_t waits = fake().calls(CudaEntry::kStreamWaitEvent);
+  auto second = pool->allocate({16}, kFloat32, producer);
+  ASSERT_TRUE(second.has_value()) << second.error().message;
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamGetId) - ids, 1u) << "the id asked again";
+  EXPECT_EQ(fake().calls(CudaEntry::kStreamWaitEvent) - waits, 1u) << "one wait: the reader's";
+}
+
 TEST_F(PoolStreamOrder, BusyBlockIsHandedOutWithTheProducerOrderedAfterItsReaders) {
   cudaStream_t producer = fake().create_stream(0);
   cudaStream_t reader_a = fake().create_stream(0);
