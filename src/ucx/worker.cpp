@@ -261,7 +261,9 @@ void Worker::stop() noexcept {
   // Under the mutex, as the destructor marks the end: every call that changes the worker looks
   // at the end once it holds the mutex, so its work either ran before this or does not run. The
   // bare mutex, not a StateLock: that one's end drops the claims set aside, running producers'
-  // deleters on this thread. The event loop is told too (fd() says -1 from now on).
+  // deleters on this thread. The event loop is told too (fd() says -1 from now on). Counted like
+  // every call: a destructor begun meanwhile waits for it before the state goes.
+  const holoscan::detail::CallUnderWay inside(&state_->calls);
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->stopped = true;
   state_->calls.end();

@@ -154,7 +154,8 @@ class HOLOSCAN_DLPACK_API Exporter {
    * @brief Exports `tensor` to `peer` (see export_tensor) and returns the export id.
    *
    * Never waits: kNotReady when the peer's socket is full (poll(), then retry), kClosed once the
-   * peer hung up, kNotFound for an unknown peer, or export_tensor's refusal.
+   * peer hung up, kNotFound for an unknown peer, or export_tensor's refusal. The tensor's
+   * TensorMemoryReference hooks run under this Exporter's lock: they must not call it back.
    */
   expected<std::uint64_t, Error> publish(PeerId peer, const Tensor& tensor);
   /** @brief As above, with the readiness event recorded on `stream` (see export_tensor). */

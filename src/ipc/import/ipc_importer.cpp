@@ -155,6 +155,8 @@ Importer& Importer::operator=(Importer&& other) noexcept {
 }
 
 void Importer::stop() noexcept {
+  // Counted like every call: a destructor begun meanwhile waits for it before the core goes.
+  const holoscan::detail::CallUnderWay call(detail::calls_of(core_.get()));
   if (core_ != nullptr) {
     core_->stop();
   }

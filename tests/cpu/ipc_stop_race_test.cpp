@@ -1,0 +1,70 @@
+// Importer::stop() is a call like the others: an Importer destroyed while another thread is inside
+// stop() waits for it before the core it reads goes. The test holds the stopping thread inside its
+// shutdown() of the socket (this binary's shutdown() forwards to the C library's, with a pause
+// for the thread that asks for one) and destroys the Importer meanwhile.
+#include <dlfcn.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "holoscan/ipc.hpp"
+#include "support/fake_cuda_ipc.hpp"
+#include "support/ipc_peers.hpp"
+
+namespace {
+
+// Set by the thread whose next shutdown() pauses; told when it is inside and when it returns.
+thread_local bool pause_in_shutdown = false;
+std::atomic<bool> inside_shutdown{false};
+
+}  // namespace
+
+extern "C" int shutdown(int fd, int how) noexcept {
+  using Shutdown = int (*)(int, int);
+  static const auto real = reinterpret_cast<Shutdown>(::dlsym(RTLD_NEXT, "shutdown"));
+  if (pause_in_shutdown) {
+    pause_in_shutdown = false;
+    inside_shutdown.store(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  return real(fd, how);
+}
+
+namespace holoscan::ipc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST(IpcStopRace, AnImporterDestroyedDuringAnotherThreadsStopWaitsForIt) {
+  test::FakeCudaIpcScope scope;
+  test::LocalLink link = test::local_link(2);
+  ASSERT_TRUE(link.ok());
+  inside_shutdown.store(false);
+  std::atomic<bool> stop_returned{false};
+  Clock::time_point stop_returned_at;
+  std::thread stopping([&] {
+    pause_in_shutdown = true;
+    link.importer->stop();
+    stop_returned_at = Clock::now();
+    stop_returned.store(true);
+  });
+  while (!inside_shutdown.load()) {
+    std::this_thread::yield();
+  }
+  link.importer.reset();  // the destructor: must wait for the stop() under way
+  const Clock::time_point destroyed_at = Clock::now();
+  const bool stop_done_first = stop_returned.load();
+  stopping.join();
+  EXPECT_TRUE(stop_done_first) << "the Importer went while another thread was inside stop()";
+  EXPECT_LE(stop_returned_at, destroyed_at);
+  link.exporter.reset();
+  link.pool.reset();
+}
+
+}  // namespace
+}  // namespace holoscan::ipc
