@@ -83,6 +83,14 @@ HOLOSCAN_DLPACK_API ReleaseThreadOptions release_thread_options() noexcept;
  */
 HOLOSCAN_DLPACK_API void flush_deferred_releases() noexcept;
 
+/**
+ * @brief flush_deferred_releases(), for at most `limit`: true once every release deferred before
+ *        the call has run (or the exit drain, over, left it un-run for good), false when `limit`
+ *        passed first or when called from a deleter on the release thread. A bounded wait for
+ *        shutdown paths that must not hang on a GPU that never finishes.
+ */
+HOLOSCAN_DLPACK_API bool flush_deferred_releases_for(std::chrono::milliseconds limit) noexcept;
+
 /** @brief Releases queued and not yet run (a forked child counts the parent's until flushed). */
 HOLOSCAN_DLPACK_API std::size_t pending_deferred_releases() noexcept;
 

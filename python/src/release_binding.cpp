@@ -221,9 +221,15 @@ void bind_release_controls(nb::module_& module) {
       "pending_deferred_releases", [] { return pending_deferred_releases(); }, Entry(),
       "Releases the library has queued and not yet run.");
 
-  // Before finalization begins, and while every module is whole: run what is queued, then stop
-  // queueing, since no Python thread will drain again and Py_AddPendingCall is unsafe later on.
-  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] { stop_python_releases(); }));
+  // Before finalization begins, and while every module is whole: wait (without the GIL, for at
+  // most the exit drain's limit) for the releases still behind the GPU, whose producers are
+  // Python's and would otherwise be left to the C exit drain, after finalization, which can only
+  // leak them; then run what is queued, and stop queueing, since no Python thread will drain
+  // again and Py_AddPendingCall is unsafe later on.
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
+    without_gil([] { (void)flush_deferred_releases_for(release_thread_options().exit_drain); });
+    stop_python_releases();
+  }));
 }
 
 }  // namespace holoscan::python

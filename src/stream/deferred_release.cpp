@@ -73,6 +73,15 @@ void flush_deferred_releases() noexcept {
   }
 }
 
+bool flush_deferred_releases_for(std::chrono::milliseconds limit) noexcept {
+  detail::ReleaseQueue* queue = detail::ReleaseQueue::existing();
+  // A century at most: a limit of milliseconds::max() would overflow the deadline.
+  constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365 * 100);
+  return queue == nullptr ||
+         queue->flush_until(std::chrono::steady_clock::now() +
+                            std::clamp(limit, std::chrono::milliseconds::zero(), kLongest));
+}
+
 std::size_t pending_deferred_releases() noexcept {
   detail::ReleaseQueue* queue = detail::ReleaseQueue::existing();
   return queue != nullptr ? queue->outstanding() : 0;

@@ -155,9 +155,16 @@ std::chrono::steady_clock::time_point ReleaseQueue::drain_deadline() noexcept {
   return drain_deadline_;
 }
 
-void ReleaseQueue::flush() noexcept {
+void ReleaseQueue::flush() noexcept { (void)flush_waiting(std::nullopt); }
+
+bool ReleaseQueue::flush_until(std::chrono::steady_clock::time_point deadline) noexcept {
+  return flush_waiting(deadline);
+}
+
+bool ReleaseQueue::flush_waiting(
+    std::optional<std::chrono::steady_clock::time_point> deadline) noexcept {
   if (on_release_thread) {
-    return;  // a deleter flushing from the release thread would wait for itself
+    return false;  // a deleter flushing from the release thread would wait for itself
   }
   std::unique_lock<std::mutex> lock(mutex_);
   // Every release pending now was queued before the call. Done once they have all run, or once
@@ -169,17 +176,25 @@ void ReleaseQueue::flush() noexcept {
   }
   auto done = [&] { return closed_ || self.remaining == 0; };
   // A forked child keeps the parent's releases but not its thread: start one when needed.
-  if (done() || !start_worker_locked()) {
-    return;
+  if (done()) {
+    return true;
+  }
+  if (!start_worker_locked()) {
+    return false;
   }
   flushers_ = &self;
   wake_.notify_one();
-  drained_.wait(lock, done);
-  Flusher** link = &flushers_;
+  if (deadline) {
+    (void)drained_.wait_until(lock, *deadline, done);
+  } else {
+    drained_.wait(lock, done);
+  }
+  Flusher** link = &flushers_;  // under the lock: count_out() no longer reaches it
   while (*link != &self) {
     link = &(*link)->next;
   }
   *link = self.next;
+  return done();
 }
 
 void ReleaseQueue::options_changed() noexcept {

@@ -7,6 +7,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -80,6 +81,9 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   std::chrono::steady_clock::time_point drain_deadline() noexcept;
   /** @brief Waits for every release queued before the call; at once on the release thread. */
   void flush() noexcept;
+  /** @brief flush(), for at most until `deadline`; true when every one of them ran (or will never
+   *         run: the exit drain is over), false when the deadline came first. */
+  bool flush_until(std::chrono::steady_clock::time_point deadline) noexcept;
   /** @brief Releases queued and not yet run. */
   std::size_t outstanding() noexcept;
   /** @brief The options changed: a rest under way ends now, and the next uses the new ones. */
@@ -90,6 +94,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   friend ReleaseQueue& fork_locked<ReleaseQueue>() noexcept;
 
   bool start_worker_locked() noexcept;
+  // flush() and flush_until(): no deadline waits for every release queued before the call.
+  bool flush_waiting(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept;
   void close_locked() noexcept;
   bool intake_empty() noexcept;
   bool behind_locked(std::size_t releases) const noexcept;

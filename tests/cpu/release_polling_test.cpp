@@ -55,6 +55,25 @@ TEST_F(ReleasePolling, IntervalAboveAMillisecondIsHonouredWhileWaiting) {
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+// The bounded flush (shutdown paths): it gives up at its limit while the GPU is busy, leaving the
+// release pending, and returns true once the release ran.
+TEST_F(ReleasePolling, ABoundedFlushGivesUpAtItsLimitAndSaysWhetherEverythingRan) {
+  CountingProducer producer;
+  cudaStream_t stream = fake().create_stream(0);
+  test::drop_pending(fake(), producer.make_versioned(), stream);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(flush_deferred_releases_for(milliseconds(100))) << "the GPU is still busy";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(100));
+  EXPECT_EQ(producer.deleter_calls(), 0);
+  EXPECT_EQ(pending_deferred_releases(), 1u) << "a flush that gave up leaves the release queued";
+
+  fake().complete(stream);
+  EXPECT_TRUE(flush_deferred_releases_for(std::chrono::seconds(10)));
+  EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_TRUE(flush_deferred_releases_for(milliseconds(0))) << "nothing left to wait for";
+  EXPECT_TRUE(flush_deferred_releases_for(milliseconds::max())) << "a limit past any clock";
+}
+
 TEST_F(ReleasePolling, FlushDoesNotWaitAPollIntervalOnceTheGpuIsDone) {
   set_poll_interval(std::chrono::seconds(1));
   CountingProducer producer;

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from conftest import run_python
+from conftest import cuda_torch, run_python
 
 np = pytest.importorskip("numpy")
 
@@ -163,3 +163,32 @@ def test_a_worker_closed_at_exit_releases_its_receive_pool():
     a Python object, was let go without the GIL and leaked (the pool and its blocks with it)."""
     pytest.importorskip("holoscan_dlpack.ucx")
     assert_no_leak_at_exit(WORKER_WITH_A_POOL_AT_EXIT, "ran")
+
+
+# The producer's tensor is read on a stream that is still busy when the script ends: its release
+# waits for the GPU past the interpreter's last bytecode.
+PRODUCER_BEHIND_THE_GPU_AT_EXIT = producer_class(
+    "null_deleter_capsule(self, self.a.ctypes.data, [4], dtype=(2, 64, 1))") + """
+    import torch
+    import holoscan_dlpack as hd
+
+    stream = torch.cuda.Stream()
+    torch.cuda._sleep(1000)  # loads the kernel: its first launch waits for the whole device
+    torch.cuda.synchronize()
+    t = hd.from_dlpack(Producer("behind the GPU"))
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(200_000_000)  # about a tenth of a second
+    assert t.set_deallocation_stream(stream.cuda_stream)
+    del t
+    print("ran", flush=True)
+"""
+
+
+def test_gpu_a_release_behind_the_gpu_at_exit_still_finalizes_its_python_producer():
+    """The package's atexit hook waits (within the exit drain's limit) for releases the GPU still
+    holds: left to the C exit drain, after finalization, their Python producers could only leak."""
+    cuda_torch()
+    result = run_python(PRODUCER_BEHIND_THE_GPU_AT_EXIT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["ran", "finalized behind the GPU"], (
+        result.stdout + result.stderr)
