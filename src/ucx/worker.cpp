@@ -412,8 +412,16 @@ expected<void, Error> Worker::disconnect(PeerId id) {
       return make_unexpected(ErrorCode::kNotFound, "ucx disconnect: no peer " + std::to_string(id));
     }
     if (!peer->lost) {
-      state.lose_peer(*peer, Error{ErrorCode::kClosed, "ucx: disconnected by this worker", 0},
-                      false);
+      try {
+        state.lose_peer(*peer, Error{ErrorCode::kClosed, "ucx: disconnected by this worker", 0},
+                        false);
+      } catch (...) {
+        // Out of host memory partway: lost whole by the next round instead (what ended stays
+        // ended, the rest ends then), still without a report to receive().
+        peer->disconnected = true;
+        state.mark_failed(peer, UCS_ERR_NO_MEMORY, "was disconnected here");
+        throw;
+      }
     }
     // Also when UCX had reported it lost before: receive() reports nothing more of it.
     state.drop_arrivals(id, State::Dropping::kEverything);

@@ -330,7 +330,10 @@ std::size_t Worker::State::handle_failures() {
                       "ucx: peer " + std::to_string(id) + " (" + peer.name + ") " +
                           peer.failure_what + ": " + ucs_status_string(peer.failure),
                       0},
-                true);
+                !peer.disconnected);
+      if (peer.disconnected) {
+        drop_arrivals(id, Dropping::kEverything);  // as disconnect() itself drops them
+      }
       ++handled;
       ++stats.peers_lost;
     }

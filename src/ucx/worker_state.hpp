@@ -117,6 +117,7 @@ struct Peer {
   bool lost = false;            ///< Failed, closed by the peer, or disconnected here.
   bool connecting = false;      ///< connect() has not returned its id: arrivals held.
   bool abandoned = false;       ///< connect() failed: its id was never given, its loss never told.
+  bool disconnected = false;    ///< disconnect() asked (and ran out of memory): lost untold.
   /** @brief Whether a call may have handed its id to the caller: not while a connect() on another
    *         thread still waits for it (ids are easy to guess). A failed connect()'s id reads as
    *         lost (kClosed) once it returned, as any connection that ended. */

@@ -135,6 +135,55 @@ bool refused_send_with_failing_allocation(std::uint64_t skip) {
   return failed != 0;
 }
 
+// One attempt on a fresh connection: kTensors sent and never received, then disconnect() with
+// the allocation after the first `skip` of it failing; whether one failed. A disconnect() that
+// ran out of memory partway ended some sends and left the others in flight for ever, on a
+// connection neither lost nor failed.
+bool disconnect_with_failing_allocation(std::uint64_t skip) {
+  LinkedWorkers sides;
+  EXPECT_TRUE(sides.link.client);
+  if (!sides.link.client) {
+    return false;
+  }
+  const ucx::PeerId peer = *sides.link.client;
+  constexpr std::uint64_t kSent = 3;  // enough that one ends and the next fails to
+  SeriesSender sender(sides.client, peer, kSent);
+  for (std::uint64_t i = 0; i < kSent; ++i) {
+    EXPECT_TRUE(sender.send(0));
+  }
+  std::optional<expected<void, Error>> disconnected;
+  std::uint64_t failed = 0;
+  {
+    FailingAllocations failing(skip);
+    try {
+      disconnected.emplace(sides.client.disconnect(peer));
+    } catch (...) {
+      ADD_FAILURE() << "an exception escaped the worker";
+    }
+    failed = failing.failed();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while ((sender.delivered.size() + sender.failed.size() < kSent || sides.client.connected(peer)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    (void)sides.receiver.progress();
+    sender.drain();
+  }
+  SCOPED_TRACE("allocation " + std::to_string(skip));
+  EXPECT_EQ(sender.delivered.size() + sender.failed.size(), kSent)
+      << "a send never ended as a SendResult";
+  EXPECT_EQ(sides.client.in_flight(), 0u) << "a send in flight for ever";
+  EXPECT_FALSE(sides.client.connected(peer)) << "the connection stayed up after disconnect()";
+  for (int i = 0; i < 20; ++i) {
+    auto reported = sides.client.receive(0);
+    EXPECT_TRUE(!reported || !*reported) << "receive() reported the peer after disconnect()";
+  }
+  return failed != 0;
+}
+
+TEST(UcxSendOutOfMemory, ADisconnectOutOfMemoryStillEndsEverySendAndTheConnection) {
+  for_each_failing_allocation(disconnect_with_failing_allocation);
+}
+
 TEST(UcxSendOutOfMemory, ASendUcxRefusesAtOnceEndsOnceWhateverAllocationFails) {
   for_each_failing_allocation(refused_send_with_failing_allocation);
 }

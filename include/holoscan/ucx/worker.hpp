@@ -179,7 +179,8 @@ class HOLOSCAN_DLPACK_API Worker {
    *         flight are reported failed (kClosed), though those already on their way may still
    *         reach the peer (docs/ucx.md, what failed means), and receive() reports nothing more of
    *         it (its tensors not handed out are dropped). UCX finishes what it moves for up to a
-   *         second; a peer that stalls is then cut off. */
+   *         second; a peer that stalls is then cut off. Out of host memory it returns
+   *         kResourceExhausted and the next progress round finishes the disconnect. */
   expected<void, Error> disconnect(PeerId peer);
 
   /**
