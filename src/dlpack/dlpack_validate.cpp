@@ -74,7 +74,9 @@ LayoutFault dtype_fault(DLDataType dtype, std::uint8_t last_code) noexcept {
   }
   const int sub_byte_bits = required_sub_byte_bits(dtype.code);
   if (sub_byte_bits != 0) {
-    if (dtype.bits != sub_byte_bits || dtype.lanes != 1) {
+    // One lane, packed or padded (DLPack 1.1), or lanes that fill whole bytes, an element of
+    // whole bytes like any other (PyTorch's float4_e2m1fn_x2: two lanes a byte).
+    if (dtype.bits != sub_byte_bits || (dtype.lanes != 1 && element_bits(dtype) % 8 != 0)) {
       return LayoutFault::kDtypeSubByte;
     }
   } else if (dtype.bits % 8 != 0) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "holoscan/tensor.hpp"
@@ -49,6 +50,43 @@ TEST(SubByte, PackedFloat6NegativeStrideKeepsItsSign) {
   const Tensor tensor = import_or_die(producer, spec);
   EXPECT_EQ(tensor.nbytes(), 12);                                   // 16 elements of 6 bits
   EXPECT_EQ(tensor.strides(), (std::vector<std::int64_t>{-4, 1}));  // element strides x itemsize
+}
+
+// PyTorch exports float4_e2m1fn_x2 as two float4 lanes: a whole byte an element, as is float6
+// in four lanes (three bytes); lanes that leave a part of a byte are refused.
+TEST(SubByte, LanesFillingWholeBytesAreElementsOfWholeBytes) {
+  CountingProducer producer;
+  TensorSpec spec;
+  spec.shape = {2, 4};
+  spec.dtype = DLDataType{kDLFloat4_e2m1fn, 4, 2};
+  const Tensor float4_x2 = import_or_die(producer, spec);
+  EXPECT_EQ(float4_x2.itemsize(), 1);
+  EXPECT_EQ(float4_x2.nbytes(), 8);
+  EXPECT_EQ(float4_x2.strides(), (std::vector<std::int64_t>{4, 1}));
+  auto exported = float4_x2.to_dlpack_versioned();
+  ASSERT_TRUE(exported.has_value()) << exported.error().message;
+  EXPECT_EQ((*exported)->dl_tensor.dtype.lanes, 2);
+  EXPECT_EQ((*exported)->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, 0u);
+  (*exported)->deleter(*exported);
+
+  CountingProducer float6_producer;
+  spec.dtype = DLDataType{kDLFloat6_e3m2fn, 6, 4};
+  const Tensor float6_x4 = import_or_die(float6_producer, spec);
+  EXPECT_EQ(float6_x4.itemsize(), 3);
+  EXPECT_EQ(float6_x4.nbytes(), 24);
+
+  CountingProducer refused_producer;
+  spec.dtype = DLDataType{kDLFloat4_e2m1fn, 4, 3};  // 12 bits: a byte and a half
+  DLManagedTensorVersioned* managed = refused_producer.make_versioned(spec);
+  auto refused = make_tensor_from_dlpack_versioned(managed);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("dtype.bits 4 (lanes 3) does not match dtype.code 17"),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(refused_producer.deleter_calls(), 0) << "a refusal leaves ownership with the caller";
+  managed->deleter(managed);
+  EXPECT_EQ(refused_producer.deleter_calls(), 1);
 }
 
 TEST(SubByte, PaddedFloat4TakesAByteAnElement) {
