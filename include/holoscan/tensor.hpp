@@ -224,9 +224,9 @@ class HOLOSCAN_DLPACK_API Tensor {
    * @brief The shared context (null when empty). Keep a Tensor while its memory is in use.
    *        Assigning another context through it bypasses the handle claims (this Tensor's claim
    *        stays on the old memory, its release goes to the new one). A view written by hand is
-   *        checked again by an export for its layout only (ndim, shape, strides, dtype): its
-   *        device, data, byte_offset and flag bits go out as written, and an import (this
-   *        library's too) may refuse them.
+   *        checked again by an export as an import checks it (layout, byte_offset and its span,
+   *        device type, non-null data, known flag bits): what an import would refuse is not
+   *        exported. The data address and device id go out as written.
    */
   std::shared_ptr<DLManagedTensorContext>& dl_ctx() noexcept { return dl_ctx_; }
   /** @brief The shared context (null when empty). */

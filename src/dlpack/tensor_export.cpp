@@ -163,8 +163,11 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
         std::string(who) + ": DLPack export allocation failed (out of host memory)");
   }
   // Strides are always written out: DLPack >= 1.2 requires them, and older readers accept them.
-  if (detail::ContextAccess::copy_if_checked(*context, dims) ? !placed(source, dims)
-                                                             : !check_view(source, flags, dims)) {
+  // The view checked before is reused only at offset 0: the record of it holds no byte_offset,
+  // and one written by hand since could place the span past int64.
+  if (source.byte_offset == 0 && detail::ContextAccess::copy_if_checked(*context, dims)
+          ? !placed(source, dims)
+          : !check_view(source, flags, dims)) {
     return make_unexpected(refusal(source, flags, who));
   }
   if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {

@@ -83,6 +83,33 @@ TEST(ExportVersioned, KeepsFlagsVersionAndView) {
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+// A view's byte_offset written by hand after an export: the next export checks it as an import
+// would (the record of the view checked before holds no offset), and refuses a span past int64.
+TEST(ExportVersioned, AnOffsetWrittenByHandIsCheckedAsAnImportChecksIt) {
+  CountingProducer producer;
+  {
+    TensorSpec spec;
+    spec.shape = {4};
+    spec.dtype = {kDLFloat, 32, 1};
+    Tensor tensor = import_or_die(producer, spec);
+    auto first = tensor.to_dlpack_versioned();  // the view is checked and recorded
+    ASSERT_TRUE(first.has_value()) << first.error().message;
+    run_deleter(*first);
+    tensor.dl_ctx()->tensor.dl_tensor.byte_offset = std::uint64_t{1} << 63;
+    auto refused = tensor.to_dlpack_versioned();
+    ASSERT_FALSE(refused.has_value()) << "exported what an import refuses";
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(refused.error().message.find("byte_offset"), std::string::npos)
+        << refused.error().message;
+    tensor.dl_ctx()->tensor.dl_tensor.byte_offset = 4;
+    auto shifted = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(shifted.has_value()) << shifted.error().message;
+    EXPECT_EQ((*shifted)->dl_tensor.byte_offset, 4u);
+    run_deleter(*shifted);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
 TEST(ExportVersioned, ComputedStridesAreExportedInElements) {
   CountingProducer producer;
   {
