@@ -254,7 +254,7 @@ HeldReference take_raised_exception() noexcept {
 [[noreturn]] void throw_with_context(HeldReference& earlier) {
   HeldReference raised = take_raised_exception();
   PyObject* exception = raised.get();
-  if (exception != nullptr && earlier.is_valid()) {
+  if (exception != nullptr && earlier.is_valid() && exception != earlier.get()) {
     if (PyObject* context = PyException_GetContext(exception); context == nullptr) {
       PyException_SetContext(exception, earlier.get());  // steals the reference given to it
       Py_INCREF(earlier.get());

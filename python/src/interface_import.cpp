@@ -124,7 +124,8 @@ Tensor import_array_interface(nb::handle object, nb::handle description, bool cu
   if (!dtype) {
     raise_error(dtype.error());
   }
-  const ProtocolStream stream = cuda ? parse_protocol_stream(entry("stream")) : ProtocolStream{};
+  ProtocolStream stream = cuda ? parse_protocol_stream(entry("stream")) : ProtocolStream{};
+  stream.object = nullptr;  // borrowed from a value of the dict: not to be kept
   if (cuda && stream.kind == ProtocolStream::Kind::kNoSync) {
     raise_invalid_argument("__cuda_array_interface__['stream'] -1 is not a stream");
   }

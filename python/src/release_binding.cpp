@@ -227,7 +227,9 @@ void bind_release_controls(nb::module_& module) {
   // leak them; then run what is queued, and stop queueing, since no Python thread will drain
   // again and Py_AddPendingCall is unsafe later on.
   nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
-    without_gil([] { (void)flush_deferred_releases_for(release_thread_options().exit_drain); });
+    // Read with the GIL: the environment may be changing under os.environ on another thread.
+    const std::chrono::milliseconds limit = release_thread_options().exit_drain;
+    without_gil([limit] { (void)flush_deferred_releases_for(limit); });
     stop_python_releases();
   }));
 }

@@ -329,7 +329,8 @@ LayoutFault fault_at(LayoutFacts& facts, LayoutFault fault, std::int32_t index =
 
 // ndim, shape and dtype, before anything that needs the unit.
 [[gnu::always_inline]] inline LayoutFault header_facts(std::int32_t ndim, const std::int64_t* shape,
-                                                       DLDataType dtype, std::uint8_t last_code,
+                                                       DLDataType dtype, std::uint64_t flags,
+                                                       std::uint8_t last_code,
                                                        LayoutFacts& facts) noexcept {
   facts = LayoutFacts{};
   if (ndim < 0 || ndim > kMaxTensorDims) {
@@ -340,6 +341,12 @@ LayoutFault fault_at(LayoutFacts& facts, LayoutFault fault, std::int32_t index =
   }
   if (const LayoutFault fault = dtype_fault(dtype, last_code); fault != LayoutFault::kNone) {
     return fault_at(facts, fault);
+  }
+  // Padding is defined for one sub-byte lane: lanes padded each to a byte, or together, would be
+  // read differently by two consumers.
+  if ((flags & kSubBytePaddedFlag) != 0 && dtype.lanes != 1 &&
+      required_sub_byte_bits(dtype.code) != 0) {
+    return fault_at(facts, LayoutFault::kDtypePaddedLanes);
   }
   return LayoutFault::kNone;
 }
@@ -359,6 +366,9 @@ std::string dtype_words(LayoutFault fault, DLDataType dtype) {
     case LayoutFault::kDtypeSubByte:
       return "dtype.bits " + std::to_string(dtype.bits) + " (lanes " + std::to_string(dtype.lanes) +
              ") does not match dtype.code " + std::to_string(dtype.code);
+    case LayoutFault::kDtypePaddedLanes:
+      return "dlpack_flags IS_SUBBYTE_TYPE_PADDED with dtype.lanes " + std::to_string(dtype.lanes) +
+             ": padding is defined for one sub-byte lane";
     default:  // kDtypeWholeBytes
       return "dtype.bits " + std::to_string(dtype.bits) + " is not a whole number of bytes";
   }
@@ -420,7 +430,7 @@ LayoutFault check_layout(std::int32_t ndim, const std::int64_t* shape, const std
                          DLDataType dtype, std::uint64_t flags, std::uint8_t last_code,
                          LayoutFacts& facts, std::int64_t* shape_out,
                          std::int64_t* strides_out) noexcept {
-  if (header_facts(ndim, shape, dtype, last_code, facts) != LayoutFault::kNone) {
+  if (header_facts(ndim, shape, dtype, flags, last_code, facts) != LayoutFault::kNone) {
     return facts.fault;
   }
   const Unit unit(dtype, flags);
@@ -435,8 +445,8 @@ LayoutFault check_dl_tensor(const DLTensor& tensor, std::uint64_t flags, LayoutF
                             std::int64_t* shape_out, std::int64_t* strides_out) noexcept {
   // In the documented order, reading nothing after the failed field: the shape and dtype, then
   // the device and data, then the strides (which a producer may leave unset when it fails earlier).
-  if (header_facts(tensor.ndim, tensor.shape, tensor.dtype, last_dtype_code<DLDataTypeCode>(),
-                   facts) != LayoutFault::kNone) {
+  if (header_facts(tensor.ndim, tensor.shape, tensor.dtype, flags,
+                   last_dtype_code<DLDataTypeCode>(), facts) != LayoutFault::kNone) {
     return facts.fault;
   }
   const Unit unit(tensor.dtype, flags);

@@ -34,25 +34,26 @@ HOLOSCAN_DLPACK_ABI bool known_device_type(std::int32_t type) noexcept;
 
 /** @brief The first rule a tensor breaks, in the order the rules are checked. */
 enum class LayoutFault : std::uint8_t {
-  kNone,             ///< Every rule holds.
-  kNdim,             ///< ndim outside [0, kMaxTensorDims].
-  kShapeNull,        ///< No shape for ndim > 0.
-  kDtypeCode,        ///< An unknown type code.
-  kDtypeLanes,       ///< Zero lanes.
-  kDtypeBits,        ///< Zero bits.
-  kDtypeSubByte,     ///< Bits or lanes that a 4/6-bit code does not allow.
-  kDtypeWholeBytes,  ///< Bits that are not whole bytes for a byte-sized code.
-  kExtent,           ///< A negative extent (at `index`).
-  kCompactStride,    ///< A compact stride that overflows int64 in bytes (at `index`).
-  kElementCount,     ///< The element count overflows int64.
-  kPayloadBytes,     ///< The payload overflows int64 in bytes.
-  kDeviceType,       ///< An unknown device type (DLTensor only).
-  kDeviceId,         ///< A negative device id (DLTensor only).
-  kDataNull,         ///< No data for a non-empty tensor (DLTensor only).
-  kStrideBytes,      ///< An explicit stride that overflows int64 in bytes (at `index`).
-  kStrideSpan,       ///< A dimension whose addressed span overflows int64 (at `index`).
-  kSpan,             ///< The whole addressed span (plus byte_offset) overflows int64.
-  kAddress,          ///< data + byte_offset plus the span wraps the address space (DLTensor only).
+  kNone,              ///< Every rule holds.
+  kNdim,              ///< ndim outside [0, kMaxTensorDims].
+  kShapeNull,         ///< No shape for ndim > 0.
+  kDtypeCode,         ///< An unknown type code.
+  kDtypeLanes,        ///< Zero lanes.
+  kDtypeBits,         ///< Zero bits.
+  kDtypeSubByte,      ///< Bits or lanes that a 4/6-bit code does not allow.
+  kDtypeWholeBytes,   ///< Bits that are not whole bytes for a byte-sized code.
+  kDtypePaddedLanes,  ///< IS_SUBBYTE_TYPE_PADDED on a sub-byte code in more than one lane.
+  kExtent,            ///< A negative extent (at `index`).
+  kCompactStride,     ///< A compact stride that overflows int64 in bytes (at `index`).
+  kElementCount,      ///< The element count overflows int64.
+  kPayloadBytes,      ///< The payload overflows int64 in bytes.
+  kDeviceType,        ///< An unknown device type (DLTensor only).
+  kDeviceId,          ///< A negative device id (DLTensor only).
+  kDataNull,          ///< No data for a non-empty tensor (DLTensor only).
+  kStrideBytes,       ///< An explicit stride that overflows int64 in bytes (at `index`).
+  kStrideSpan,        ///< A dimension whose addressed span overflows int64 (at `index`).
+  kSpan,              ///< The whole addressed span (plus byte_offset) overflows int64.
+  kAddress,           ///< data + byte_offset plus the span wraps the address space (DLTensor only).
 };
 
 /** @brief What the rules found: the verdict, and for a valid layout its sizes and span. */

@@ -420,6 +420,7 @@ expected<void, Error> Worker::disconnect(PeerId id) {
         // ended, the rest ends then), still without a report to receive().
         peer->disconnected = true;
         state.mark_failed(peer, UCS_ERR_NO_MEMORY, "was disconnected here");
+        state.drop_arrivals(id, State::Dropping::kEverything);  // receive() hands out none now
         throw;
       }
     }

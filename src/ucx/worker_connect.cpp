@@ -331,11 +331,12 @@ std::size_t Worker::State::handle_failures() {
                           peer.failure_what + ": " + ucs_status_string(peer.failure),
                       0},
                 !peer.disconnected);
+      ++handled;
       if (peer.disconnected) {
         drop_arrivals(id, Dropping::kEverything);  // as disconnect() itself drops them
+      } else {
+        ++stats.peers_lost;  // broken, not disconnected here
       }
-      ++handled;
-      ++stats.peers_lost;
     }
   } catch (...) {
     peers_failed = true;  // out of host memory: the peers not yet lost are handled next round

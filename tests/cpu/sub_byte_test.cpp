@@ -87,6 +87,22 @@ TEST(SubByte, LanesFillingWholeBytesAreElementsOfWholeBytes) {
   EXPECT_EQ(refused_producer.deleter_calls(), 0) << "a refusal leaves ownership with the caller";
   managed->deleter(managed);
   EXPECT_EQ(refused_producer.deleter_calls(), 1);
+
+  // Padding is defined for one lane: lanes padded each, or together, would be read two ways.
+  CountingProducer padded_producer;
+  spec.dtype = DLDataType{kDLFloat4_e2m1fn, 4, 2};
+  spec.flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  DLManagedTensorVersioned* padded = padded_producer.make_versioned(spec);
+  auto padded_refused = make_tensor_from_dlpack_versioned(padded);
+  ASSERT_FALSE(padded_refused.has_value());
+  EXPECT_EQ(padded_refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(padded_refused.error().message.find(
+                "dlpack_flags IS_SUBBYTE_TYPE_PADDED with dtype.lanes 2: padding is defined for "
+                "one sub-byte lane"),
+            std::string::npos)
+      << padded_refused.error().message;
+  padded->deleter(padded);
+  EXPECT_EQ(padded_producer.deleter_calls(), 1);
 }
 
 TEST(SubByte, PaddedFloat4TakesAByteAnElement) {
