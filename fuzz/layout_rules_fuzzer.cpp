@@ -35,7 +35,9 @@ LayoutFault reference_dtype(DLDataType dtype, int last_code) {
     return LayoutFault::kDtypeBits;
   }
   const int sub_byte = dtype.code == 17 ? 4 : (dtype.code == 15 || dtype.code == 16 ? 6 : 0);
-  if (sub_byte != 0 && (dtype.bits != sub_byte || dtype.lanes != 1)) {
+  // One lane, or lanes that fill whole bytes (float4 x2: a byte).
+  if (sub_byte != 0 && (dtype.bits != sub_byte ||
+                        (dtype.lanes != 1 && (Wide{dtype.bits} * dtype.lanes) % 8 != 0))) {
     return LayoutFault::kDtypeSubByte;
   }
   if (sub_byte == 0 && dtype.bits % 8 != 0) {
@@ -88,6 +90,10 @@ Reference reference_layout(std::int32_t ndim, const std::int64_t* shape,
   }
   if (const LayoutFault fault = reference_dtype(dtype, last_code); fault != LayoutFault::kNone) {
     return refused(fault);
+  }
+  const bool sub_byte_code = dtype.code == 15 || dtype.code == 16 || dtype.code == 17;
+  if ((flags & holoscan::detail::kSubBytePaddedFlag) != 0 && dtype.lanes != 1 && sub_byte_code) {
+    return refused(LayoutFault::kDtypePaddedLanes);  // padding is defined for one lane
   }
   const Unit unit(dtype, flags);
   Reference r;
