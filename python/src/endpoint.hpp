@@ -100,27 +100,58 @@ class SharedHandle {
   }
 
   /**
-   * @brief `call(object)`'s result, called without the GIL (it must touch no Python object), or
-   *        ClosedError naming `who`. When close() ran meanwhile, the call's reference is the last
-   *        one: it goes before the GIL comes back, so that the destructor (a UCX worker flushes
-   *        for up to a second) stalls no other Python thread.
+   * @brief A reference to the object that a blocking call holds for as long as it runs, each
+   *        slice of a wait included: close() from another thread then only stops the object and
+   *        never destroys it itself (a UCX worker's destructor flushes for up to a second). Had
+   *        each slice taken its own reference, a close() that fell between two slices would have
+   *        been the last user and waited that second out.
    */
+  class Held {
+   public:
+    /** @brief Holds `handle`'s object, or raises ClosedError naming `who`. */
+    Held(const SharedHandle& handle, const char* who) : handle_(handle), who_(who) {
+      object_ = handle.get(who);
+    }
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+    /** @brief Lets go; when close() ran meanwhile this may be the last reference, so it goes
+     *         without the GIL (as let_go() lets go of one), stalling no other Python thread. */
+    ~Held() { handle_.drop_last(object_); }
+
+    /**
+     * @brief `call(object)`'s result, called without the GIL (it must touch no Python object), or
+     *        ClosedError naming `who` once close() ran: before the call, or during it when the
+     *        call ends as close() stopped it (see let_go), the last slice of a wait with a limit
+     *        included (it would otherwise say that nothing came).
+     */
+    template <typename Call>
+    auto call(Call&& call) const {
+      if (handle_.closed()) {
+        raise_closed(who_);
+      }
+      auto result = without_gil([&] { return call(*object_); });
+      if constexpr (StopsAtClose<T>::value) {
+        if (handle_.closed() && stopped_answer(result)) {
+          raise_closed(who_);
+        }
+      }
+      return result;
+    }
+
+   private:
+    const SharedHandle& handle_;
+    const char* who_;
+    std::shared_ptr<T> object_;
+  };
+
+  /** @brief The object held for the calls of one blocking method (see Held). */
+  Held hold(const char* who) const { return Held(*this, who); }
+
+  /** @brief `call(object)`'s result, called without the GIL, as Held::call() calls it. */
   template <typename Call>
   auto call_without_gil(const char* who, Call&& call) const {
-    std::shared_ptr<T> taken = get(who);
-    auto result = without_gil([&] {
-      // Destroyed as the call returns or throws: before the GIL comes back.
-      const std::shared_ptr<T> object = std::move(taken);
-      return call(*object);
-    });
-    // A call that close() stopped (see let_go) ends as any call on a closed endpoint does, the
-    // last slice of a wait with a limit included (it would otherwise say that nothing came).
-    if constexpr (StopsAtClose<T>::value) {
-      if (closed() && stopped_answer(result)) {
-        raise_closed(who);
-      }
-    }
-    return result;
+    const Held held(*this, who);
+    return held.call(std::forward<Call>(call));
   }
 
   /** @brief Whether close() ran. */
@@ -162,6 +193,17 @@ class SharedHandle {
       return;
     }
     without_gil(end);
+  }
+
+  // Drops a reference that may be the object's last (its destructor may wait on a socket or a
+  // flush) without the GIL, except while the interpreter finalizes (see close()). The GIL is
+  // held here, so a handle not yet closed holds one more reference: that drop is never the last.
+  void drop_last(std::shared_ptr<T>& reference) const noexcept {
+    if (reference == nullptr || object_ != nullptr || interpreter_finalizing()) {
+      reference.reset();
+      return;
+    }
+    without_gil([&] { reference.reset(); });
   }
 
   std::shared_ptr<T> object_;

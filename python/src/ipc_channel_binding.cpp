@@ -104,12 +104,13 @@ int detach(ChannelHandle& self) {
 }
 
 nb::object accept(ListenerHandle& self, nb::handle timeout_ms) {
-  return wait_in_slices(
-      wait_timeout(timeout_ms, "ipc.Listener.accept"), [&](int slice_ms) -> nb::object {
-        std::optional<ipc::Channel> accepted = value_or_raise(self.call_without_gil(
-            kListener, [&](ipc::Listener& listener) { return listener.accept(slice_ms); }));
-        return accepted ? nb::cast(ChannelHandle{std::move(accepted)}) : nb::object();
-      });
+  const std::optional<int> limit = wait_timeout(timeout_ms, "ipc.Listener.accept");
+  const ListenerHandle::Held held = self.hold(kListener);
+  return wait_in_slices(limit, [&](int slice_ms) -> nb::object {
+    std::optional<ipc::Channel> accepted = value_or_raise(
+        held.call([&](ipc::Listener& listener) { return listener.accept(slice_ms); }));
+    return accepted ? nb::cast(ChannelHandle{std::move(accepted)}) : nb::object();
+  });
 }
 
 ListenerHandle listen(const std::string& path) {

@@ -67,25 +67,23 @@ ImporterHandle create(ChannelHandle& channel, nb::handle timeout_arg, nb::handle
 }
 
 nb::object receive(ImporterHandle& self, nb::handle timeout_ms) {
-  return wait_in_slices(
-      wait_timeout(timeout_ms, "ipc.Importer.receive"), [&](int slice_ms) -> nb::object {
-        std::optional<Tensor> received =
-            value_or_raise(self.call_without_gil(kImporter, [&](ImporterState& state) {
-              const auto until =
-                  std::chrono::steady_clock::now() + std::chrono::milliseconds(slice_ms);
-              std::unique_lock<std::timed_mutex> lock(state.receiving, until);
-              if (!lock.owns_lock()) {
-                // Another thread receives: nothing came to this one within the slice.
-                return expected<std::optional<Tensor>, Error>(std::optional<Tensor>());
-              }
-              // Rounded up: a slice cut to receive(0) would spin through the last millisecond.
-              const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-                  until - std::chrono::steady_clock::now());
-              return state.importer.receive(
-                  static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
-            }));
-        return received ? nb::cast(std::move(*received)) : nb::object();
-      });
+  const std::optional<int> limit = wait_timeout(timeout_ms, "ipc.Importer.receive");
+  const ImporterHandle::Held held = self.hold(kImporter);
+  return wait_in_slices(limit, [&](int slice_ms) -> nb::object {
+    std::optional<Tensor> received = value_or_raise(held.call([&](ImporterState& state) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(slice_ms);
+      std::unique_lock<std::timed_mutex> lock(state.receiving, until);
+      if (!lock.owns_lock()) {
+        // Another thread receives: nothing came to this one within the slice.
+        return expected<std::optional<Tensor>, Error>(std::optional<Tensor>());
+      }
+      // Rounded up: a slice cut to receive(0) would spin through the last millisecond.
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      return state.importer.receive(static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+    }));
+    return received ? nb::cast(std::move(*received)) : nb::object();
+  });
 }
 
 void poll(ImporterHandle& self) {

@@ -123,21 +123,23 @@ ucx::PeerId connect(WorkerHandle& self, const std::string& address, nb::handle p
 }
 
 nb::object accept(WorkerHandle& self, nb::handle timeout_ms) {
-  return wait_in_slices(
-      wait_timeout(timeout_ms, "ucx.Worker.accept"), [&](int slice_ms) -> nb::object {
-        const std::optional<ucx::PeerId> peer = self.call_without_gil(
-            kWorker, [&](ucx::Worker& worker) { return worker.accept(slice_ms); });
-        return peer ? nb::int_(*peer) : nb::object();
-      });
+  const std::optional<int> limit = wait_timeout(timeout_ms, "ucx.Worker.accept");
+  const WorkerHandle::Held held = self.hold(kWorker);
+  return wait_in_slices(limit, [&](int slice_ms) -> nb::object {
+    const std::optional<ucx::PeerId> peer =
+        held.call([&](ucx::Worker& worker) { return worker.accept(slice_ms); });
+    return peer ? nb::int_(*peer) : nb::object();
+  });
 }
 
 nb::object receive(WorkerHandle& self, nb::handle timeout_ms) {
-  return wait_in_slices(
-      wait_timeout(timeout_ms, "ucx.Worker.receive"), [&](int slice_ms) -> nb::object {
-        std::optional<ucx::Received> got = value_or_raise(self.call_without_gil(
-            kWorker, [&](ucx::Worker& worker) { return worker.receive(slice_ms); }));
-        return got ? nb::cast(std::move(*got)) : nb::object();
-      });
+  const std::optional<int> limit = wait_timeout(timeout_ms, "ucx.Worker.receive");
+  const WorkerHandle::Held held = self.hold(kWorker);
+  return wait_in_slices(limit, [&](int slice_ms) -> nb::object {
+    std::optional<ucx::Received> got =
+        value_or_raise(held.call([&](ucx::Worker& worker) { return worker.receive(slice_ms); }));
+    return got ? nb::cast(std::move(*got)) : nb::object();
+  });
 }
 
 std::uint64_t send(WorkerHandle& self, nb::handle peer_arg, nb::handle object) {

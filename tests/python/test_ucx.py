@@ -484,6 +484,35 @@ def test_a_close_during_a_wait_never_stalls_other_threads(wait):
         assert ended < 10, "the wait noticed the close within a slice (plus the leave's flush)"
 
 
+@pytest.mark.parametrize("wait", ["receive", "accept"])
+def test_a_close_between_two_slices_of_a_wait_still_leaves_the_flush_to_the_wait(wait):
+    # A signal handler runs between two slices of the wait (on the main thread, which waits).
+    # When each slice took its own reference to the worker, a close() there was the worker's
+    # last user and sat through its orderly leave's second-long flush itself; the wait now holds
+    # the worker from its start to its end, so that close() only stops it.
+    with ucx.Worker() as idle:
+        listener = ucx.Worker()
+        connect_unanswered(listener, idle)
+        took = []
+
+        def close_in_handler(signum, frame):
+            started = time.monotonic()
+            listener.close()
+            took.append(time.monotonic() - started)
+
+        previous = signal.signal(signal.SIGUSR1, close_in_handler)
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+        try:
+            timer.start()
+            with pytest.raises(hd.errors.ClosedError, match="^kClosed: ucx.Worker: closed$"):
+                getattr(listener, wait)(timeout_ms=PATIENCE_MS)
+        finally:
+            timer.cancel()
+            signal.signal(signal.SIGUSR1, previous)
+            listener.close()
+        assert len(took) == 1 and took[0] < 0.5, f"close() took {took} s: it flushed the worker"
+
+
 def test_a_close_during_a_connect_ends_it_and_never_stalls_other_threads():
     # The close ends the connect() under way (the listener never answers); the worker then goes
     # with the connection it tried, flushing for a second without the GIL. Before close() stopped
