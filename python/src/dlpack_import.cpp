@@ -230,25 +230,6 @@ PyObject* imported_producer(TensorMemoryReference* reference) noexcept {
   return static_cast<ProducerOwner<Managed>*>(managed->manager_ctx)->producer;
 }
 
-// The exception now set, taken and normalized (a new reference; none when nothing is set).
-HeldReference take_raised_exception() noexcept {
-#if PY_VERSION_HEX >= 0x030C0000
-  return HeldReference(PyErr_GetRaisedException());
-#else
-  PyObject* type = nullptr;
-  PyObject* value = nullptr;
-  PyObject* traceback = nullptr;
-  PyErr_Fetch(&type, &value, &traceback);
-  PyErr_NormalizeException(&type, &value, &traceback);
-  if (value != nullptr && traceback != nullptr) {
-    (void)PyException_SetTraceback(value, traceback);
-  }
-  Py_XDECREF(type);
-  Py_XDECREF(traceback);
-  return HeldReference(value);
-#endif
-}
-
 // Raises what is set now with `earlier` (taken from the holder) as its context, as a `raise` in
 // Python's `except` block of the earlier one would, and hands it to nanobind.
 [[noreturn]] void throw_with_context(HeldReference& earlier) {
@@ -262,17 +243,7 @@ HeldReference take_raised_exception() noexcept {
       Py_DECREF(context);
     }
   }
-#if PY_VERSION_HEX >= 0x030C0000
-  Py_XINCREF(exception);
-  PyErr_SetRaisedException(exception);
-#else
-  if (exception != nullptr) {
-    Py_INCREF(exception);
-    PyErr_Restore(reinterpret_cast<PyObject*>(Py_TYPE(exception)), exception,
-                  PyException_GetTraceback(exception));
-    Py_INCREF(Py_TYPE(exception));
-  }
-#endif
+  restore_raised_exception(std::move(raised));
   throw nb::python_error();
 }
 

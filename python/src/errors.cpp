@@ -7,6 +7,7 @@
 
 #include <array>
 #include <memory>
+#include <utility>
 
 #include "without_gil.hpp"
 
@@ -129,14 +130,40 @@ void warn_deprecated(const char* message) {
   }
 }
 
-ErrorIndicatorGuard::ErrorIndicatorGuard() noexcept {
+HeldReference take_raised_exception() noexcept {
 #if PY_VERSION_HEX >= 0x030C0000
-  saved_[0] = PyErr_GetRaisedException();
+  return HeldReference(PyErr_GetRaisedException());
 #else
-  PyErr_Fetch(reinterpret_cast<PyObject**>(&saved_[0]), reinterpret_cast<PyObject**>(&saved_[1]),
-              reinterpret_cast<PyObject**>(&saved_[2]));
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value != nullptr && traceback != nullptr) {
+    (void)PyException_SetTraceback(value, traceback);
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  return HeldReference(value);
 #endif
 }
+
+void restore_raised_exception(HeldReference exception) noexcept {
+  PyObject* value = exception.release();
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(value);  // steals the reference
+#else
+  if (value == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(value));
+  Py_INCREF(type);
+  PyErr_Restore(type, value, PyException_GetTraceback(value));  // steals all three
+#endif
+}
+
+ErrorIndicatorGuard::ErrorIndicatorGuard() noexcept : saved_(take_raised_exception()) {}
 
 ErrorIndicatorGuard::~ErrorIndicatorGuard() {
   // Whatever a release raised is not the caller's business: report it, keep the caller's.
@@ -145,12 +172,7 @@ ErrorIndicatorGuard::~ErrorIndicatorGuard() {
     // running_python.
     running_python([] { PyErr_WriteUnraisable(nullptr); });
   }
-#if PY_VERSION_HEX >= 0x030C0000
-  PyErr_SetRaisedException(static_cast<PyObject*>(saved_[0]));
-#else
-  PyErr_Restore(static_cast<PyObject*>(saved_[0]), static_cast<PyObject*>(saved_[1]),
-                static_cast<PyObject*>(saved_[2]));
-#endif
+  restore_raised_exception(std::move(saved_));
 }
 
 }  // namespace holoscan::python

@@ -7,6 +7,8 @@
 
 #include <holoscan/errors.hpp>
 
+#include "held_reference.hpp"
+
 namespace holoscan::python {
 
 /** @brief Which Python exception an Error becomes. */
@@ -36,6 +38,14 @@ nanobind::object exception_for(const Error& error);
 /** @brief Emits a DeprecationWarning naming the replacement; raises if warnings are errors. */
 void warn_deprecated(const char* message);
 
+/** @brief The exception being raised now, taken (the indicator is then clear) and normalized,
+ *         its traceback attached; holds none when nothing is raised. */
+HeldReference take_raised_exception() noexcept;
+
+/** @brief Raises `exception` (one that take_raised_exception() took) again, as it was; none
+ *         clears the indicator. */
+void restore_raised_exception(HeldReference exception) noexcept;
+
 /** @brief Saves the Python error indicator and restores it on scope exit (releases may run
  *         while an exception propagates; they must neither see nor clear it). */
 class ErrorIndicatorGuard {
@@ -46,7 +56,7 @@ class ErrorIndicatorGuard {
   ErrorIndicatorGuard& operator=(const ErrorIndicatorGuard&) = delete;
 
  private:
-  void* saved_[3] = {nullptr, nullptr, nullptr};
+  HeldReference saved_;
 };
 
 }  // namespace holoscan::python

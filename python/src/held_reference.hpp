@@ -33,6 +33,8 @@ class HeldReference {
   nanobind::handle handle() const noexcept { return nanobind::handle(object_); }
   /** @brief Whether a reference is held. */
   bool is_valid() const noexcept { return object_ != nullptr; }
+  /** @brief The reference held, handed to the caller (this then holds none). */
+  PyObject* release() noexcept { return std::exchange(object_, nullptr); }
   /** @brief Drops the reference held (under running_python) and takes over `object`'s. */
   void reset(PyObject* object) noexcept {
     if (PyObject* old = std::exchange(object_, object); old != nullptr) {
