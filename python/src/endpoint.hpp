@@ -4,9 +4,11 @@
 // close()/with-block methods.
 #include <nanobind/nanobind.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -73,17 +75,19 @@ bool stopped_answer(const Result& result) noexcept {
 }
 
 /**
- * @brief A handle on an endpoint that close() lets go of. A blocking call takes its own reference
- *        first (call_without_gil()), so that close() from another thread cannot free the object
- *        under it; the last call to let go of it then destroys it.
+ * @brief A handle on an endpoint that close() lets go of. A blocking call holds the object for
+ *        as long as it runs (Held), so that close() from another thread cannot free it under the
+ *        call; close() then only stops it, and the last call to let go of it destroys it.
  */
 template <typename T>
 class SharedHandle {
  public:
   /** @brief Holds `object`. */
   explicit SharedHandle(std::shared_ptr<T> object) noexcept : object_(std::move(object)) {}
-  SharedHandle(const SharedHandle&) = default;
-  SharedHandle(SharedHandle&&) noexcept = default;
+  /** @brief Shares `other`'s object; the calls that hold `other`'s are not this one's. */
+  SharedHandle(const SharedHandle& other) noexcept : object_(other.object_) {}
+  /** @brief Takes `other`'s object over (a handle no call holds: nanobind moves new ones). */
+  SharedHandle(SharedHandle&& other) noexcept : object_(std::move(other.object_)) {}
   SharedHandle& operator=(const SharedHandle&) = delete;
   SharedHandle& operator=(SharedHandle&&) = delete;
   /** @brief Lets go as close() does, without stopping the object: a handle dropped without
@@ -111,12 +115,13 @@ class SharedHandle {
     /** @brief Holds `handle`'s object, or raises ClosedError naming `who`. */
     Held(const SharedHandle& handle, const char* who) : handle_(handle), who_(who) {
       object_ = handle.get(who);
+      ++handle_.holders_;
     }
     Held(const Held&) = delete;
     Held& operator=(const Held&) = delete;
     /** @brief Lets go; when close() ran meanwhile this may be the last reference, so it goes
-     *         without the GIL (as let_go() lets go of one), stalling no other Python thread. */
-    ~Held() { handle_.drop_last(object_); }
+     *         without the GIL, stalling no other Python thread. */
+    ~Held() { handle_.let_go_held(object_); }
 
     /**
      * @brief `call(object)`'s result, called without the GIL (it must touch no Python object), or
@@ -175,31 +180,49 @@ class SharedHandle {
   // now all the same, so that nothing more is taken or handed out (a Listener's connects and its
   // path, a Worker's arrivals and accepts, an Importer's publishes) and that call ends at once.
   // Stopping takes the object's own lock, which another thread's call holds without the GIL.
+  //
+  // Who drops the last reference is decided under the GIL: while a call holds the object
+  // (holders_), close() drops its own with the GIL, never the last, and the call's Held drops the
+  // last one once it ends. A Held that ends while close() is inside stop() (without the GIL: the
+  // stop wakes that very call) first waits for close() to have dropped its reference; otherwise
+  // both would drop theirs without the GIL, and close() could be the one left to destroy it.
   void let_go(bool stop) noexcept {
     std::shared_ptr<T> gone = std::move(object_);
     if (gone == nullptr) {
       return;
     }
-    const auto end = [&] {
+    if (interpreter_finalizing()) {
+      // Only this thread runs Python now: nothing is stalled, and nothing else decides.
       if constexpr (StopsAtClose<T>::value) {
         if (stop) {
           gone->stop();
         }
       }
-      gone.reset();  // a destructor may wait briefly on a socket
-    };
-    if (interpreter_finalizing()) {
-      end();
+      gone.reset();
       return;
     }
-    without_gil(end);
+    if constexpr (StopsAtClose<T>::value) {
+      if (stop) {
+        stopping_ = true;
+        without_gil([&] { gone->stop(); });
+        stopping_ = false;
+      }
+    }
+    if (holders_ > 0) {
+      gone.reset();  // a call's Held holds one more: not the last
+      return;
+    }
+    without_gil([&] { gone.reset(); });  // a destructor may wait on a socket or a flush
   }
 
-  // Drops a reference that may be the object's last (its destructor may wait on a socket or a
-  // flush) without the GIL, except while the interpreter finalizes (see close()). The GIL is
-  // held here, so a handle not yet closed holds one more reference: that drop is never the last.
-  void drop_last(std::shared_ptr<T>& reference) const noexcept {
-    if (reference == nullptr || object_ != nullptr || interpreter_finalizing()) {
+  // A Held's end, under the GIL. A handle not yet closed holds one more reference: that drop is
+  // never the last. Once closed it may be (a destructor may flush for a second): without the GIL.
+  void let_go_held(std::shared_ptr<T>& reference) const noexcept {
+    while (stopping_ && !interpreter_finalizing()) {
+      without_gil([] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+    }
+    --holders_;
+    if (object_ != nullptr || interpreter_finalizing()) {
       reference.reset();
       return;
     }
@@ -207,6 +230,10 @@ class SharedHandle {
   }
 
   std::shared_ptr<T> object_;
+  // The calls that hold the object now (Held), and whether close() is inside the object's stop();
+  // both read and written with the GIL held only.
+  mutable int holders_ = 0;
+  bool stopping_ = false;
 };
 
 /**

@@ -12,7 +12,6 @@
 // again, running one disabled child test). Where the first use still registers fork handlers, a
 // stand-in for pthread_atfork() holds it there until another thread has forked.
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,6 +32,7 @@
 #include "ipc/import/ipc_courier.hpp"
 #include "ipc/import/ipc_release_stream.hpp"
 #include "support/allocation_hooks.hpp"
+#include "support/next_definition.hpp"
 #include "support/thread_sanitizer.hpp"
 
 // The test binary's pthread_atfork(): it forwards to glibc's, after waiting, when a test asks,
@@ -61,7 +61,7 @@ extern "C" cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void
   }
   using Lookup = cudaError_t (*)(const char*, void**, unsigned int, unsigned long long,
                                  cudaDriverEntryPointQueryResult*);
-  auto* runtime = reinterpret_cast<Lookup>(::dlsym(RTLD_NEXT, "cudaGetDriverEntryPointByVersion"));
+  auto* runtime = holoscan::test::next_definition<Lookup>("cudaGetDriverEntryPointByVersion");
   return runtime != nullptr ? runtime(symbol, function, version, flags, status)
                             : cudaErrorSymbolNotFound;
 }

@@ -2,7 +2,6 @@
 // stop() waits for it before the core it reads goes. The test holds the stopping thread inside its
 // shutdown() of the socket (this binary's shutdown() forwards to the C library's, with a pause
 // for the thread that asks for one) and destroys the Importer meanwhile.
-#include <dlfcn.h>
 #include <sys/socket.h>
 
 #include <gtest/gtest.h>
@@ -15,6 +14,7 @@
 #include "holoscan/ipc.hpp"
 #include "support/fake_cuda_ipc.hpp"
 #include "support/ipc_peers.hpp"
+#include "support/next_definition.hpp"
 
 namespace {
 
@@ -28,7 +28,7 @@ std::atomic<bool> shutdown_done{false};
 
 extern "C" int shutdown(int fd, int how) noexcept {
   using Shutdown = int (*)(int, int);
-  static const auto real = reinterpret_cast<Shutdown>(::dlsym(RTLD_NEXT, "shutdown"));
+  static const auto real = holoscan::test::required_next_definition<Shutdown>("shutdown");
   if (!pause_in_shutdown) {
     return real(fd, how);
   }

@@ -29,7 +29,11 @@ ucx = pytest.importorskip("holoscan_dlpack.ucx")
 import ucx_peers  # noqa: E402 -- imports holoscan_dlpack.ucx too
 from ucx_peers import drain_sends  # noqa: E402
 from gpu_writers import CupyWriter, TorchWriter  # noqa: E402
-from waits import assert_close_ends_a_wait, assert_gives_way_to_signals  # noqa: E402
+from waits import (  # noqa: E402
+    assert_close_ends_a_wait,
+    assert_gives_way_to_signals,
+    wait_until_polling,
+)
 
 SPAWN = multiprocessing.get_context("spawn")
 PATIENCE_MS = 60000
@@ -446,7 +450,7 @@ def close_during(wait, worker):
     waiter = threading.Thread(target=waiting)
     waiter.start()
     try:
-        time.sleep(0.3)  # the wait is asleep by now
+        wait_until_polling(waiter.native_id)
         with other_threads_keep_running():
             closing = time.monotonic()
             worker.close()
@@ -489,28 +493,38 @@ def test_a_close_between_two_slices_of_a_wait_still_leaves_the_flush_to_the_wait
     # A signal handler runs between two slices of the wait (on the main thread, which waits).
     # When each slice took its own reference to the worker, a close() there was the worker's
     # last user and sat through its orderly leave's second-long flush itself; the wait now holds
-    # the worker from its start to its end, so that close() only stops it.
+    # the worker from its start to its end, so that close() only stops it, and the wait's end
+    # flushes, without the GIL.
     with ucx.Worker() as idle:
         listener = ucx.Worker()
         connect_unanswered(listener, idle)
-        took = []
+        closes = []
 
         def close_in_handler(signum, frame):
             started = time.monotonic()
             listener.close()
-            took.append(time.monotonic() - started)
+            closes.append((started, time.monotonic()))
+
+        def signal_once_waiting(waiter):
+            wait_until_polling(waiter)
+            os.kill(os.getpid(), signal.SIGUSR1)
 
         previous = signal.signal(signal.SIGUSR1, close_in_handler)
-        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
+        signaller = threading.Thread(target=signal_once_waiting, args=(threading.get_native_id(),))
         try:
-            timer.start()
-            with pytest.raises(hd.errors.ClosedError, match="^kClosed: ucx.Worker: closed$"):
-                getattr(listener, wait)(timeout_ms=PATIENCE_MS)
+            with other_threads_keep_running():
+                signaller.start()
+                with pytest.raises(hd.errors.ClosedError, match="^kClosed: ucx.Worker: closed$"):
+                    getattr(listener, wait)(timeout_ms=PATIENCE_MS)
+                ended = time.monotonic()
         finally:
-            timer.cancel()
+            signaller.join()
             signal.signal(signal.SIGUSR1, previous)
             listener.close()
-        assert len(took) == 1 and took[0] < 0.5, f"close() took {took} s: it flushed the worker"
+        [(started, closed)] = closes
+        took = closed - started
+        assert took < 0.5, f"close() took {took:.2f} s: it flushed the worker"
+        assert ended - closed > 0.8, "the wait's end made no flush: the test no longer tests it"
 
 
 def test_a_close_during_a_connect_ends_it_and_never_stalls_other_threads():

@@ -1,6 +1,7 @@
 """Checks shared by the endpoints of ipc and ucx: a blocking wait gives way to signals, and a
 close() from another thread ends it with ClosedError."""
 
+import os
 import signal
 import threading
 import time
@@ -52,3 +53,20 @@ def assert_close_ends_a_wait(wait, close, message, patience_s=60):
     thread.join(timeout=patience_s)
     assert not thread.is_alive()
     assert str(outcome.get("error")) == message, outcome
+
+
+def wait_until_polling(native_id, patience_s=10):
+    """Returns once thread `native_id` (threading.get_native_id()) sleeps in poll() or
+    epoll_wait(), as an endpoint's wait does once it holds the endpoint, or after `patience_s` (a
+    kernel that shows no wait channel). A sleep instead would guess: a loaded machine may not have
+    run the thread into its wait yet."""
+    deadline = time.monotonic() + patience_s
+    channel = f"/proc/self/task/{native_id}/wchan"
+    while time.monotonic() < deadline:
+        try:
+            with open(channel) as wchan:
+                if "poll" in wchan.read():
+                    return
+        except OSError:
+            return  # no such file: nothing to read the wait from
+        time.sleep(0.005)

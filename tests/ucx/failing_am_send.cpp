@@ -1,12 +1,11 @@
 #include "ucx/failing_am_send.hpp"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
 
 #include "support/allocation_hooks.hpp"
+#include "support/next_definition.hpp"
 #include "ucx/armed_failures.hpp"
 
 namespace {
@@ -71,7 +70,7 @@ extern "C" ucs_status_ptr_t ucp_am_send_nbx(ucp_ep_h ep, unsigned id, const void
                                             const ucp_request_param_t* param) {
   using Send = ucs_status_ptr_t (*)(ucp_ep_h, unsigned, const void*, size_t, const void*, size_t,
                                     const ucp_request_param_t*);
-  static const auto real = reinterpret_cast<Send>(dlsym(RTLD_NEXT, "ucp_am_send_nbx"));
+  static const auto real = holoscan::test::required_next_definition<Send>("ucp_am_send_nbx");
   if (id == static_cast<unsigned>(holoscan::ucx::MessageId::kTensor)) {
     ++g_tensor_messages;
     if ((param->op_attr_mask & UCP_OP_ATTR_FLAG_MULTI_SEND) != 0) {
@@ -113,14 +112,15 @@ extern "C" ucs_status_ptr_t ucp_am_send_nbx(ucp_ep_h ep, unsigned id, const void
 
 extern "C" ucs_status_t ucp_request_check_status(void* request) {
   using Check = ucs_status_t (*)(void*);
-  static const auto real = reinterpret_cast<Check>(dlsym(RTLD_NEXT, "ucp_request_check_status"));
+  static const auto real =
+      holoscan::test::required_next_definition<Check>("ucp_request_check_status");
   const ucs_status_t status = made_up_status(request, false);
   return status != UCS_INPROGRESS ? status : real(request);
 }
 
 extern "C" void ucp_request_free(void* request) {
   using Free = void (*)(void*);
-  static const auto real = reinterpret_cast<Free>(dlsym(RTLD_NEXT, "ucp_request_free"));
+  static const auto real = holoscan::test::required_next_definition<Free>("ucp_request_free");
   if (made_up_status(request, true) == UCS_INPROGRESS) {
     real(request);
   }

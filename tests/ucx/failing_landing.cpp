@@ -1,10 +1,9 @@
 #include "ucx/failing_landing.hpp"
 
-#include <dlfcn.h>
-
 #include <atomic>
 
 #include "support/allocation_hooks.hpp"
+#include "support/next_definition.hpp"
 #include "ucx/armed_failures.hpp"
 
 namespace {
@@ -35,7 +34,8 @@ extern "C" ucs_status_ptr_t ucp_am_recv_data_nbx(ucp_worker_h worker, void* data
                                                  size_t count, const ucp_request_param_t* param) {
   using Receive =
       ucs_status_ptr_t (*)(ucp_worker_h, void*, void*, size_t, const ucp_request_param_t*);
-  static const auto real = reinterpret_cast<Receive>(dlsym(RTLD_NEXT, "ucp_am_recv_data_nbx"));
+  static const auto real =
+      holoscan::test::required_next_definition<Receive>("ucp_am_recv_data_nbx");
   ++g_landings;
   if ((param->op_attr_mask & UCP_OP_ATTR_FLAG_MULTI_SEND) != 0) {
     ++g_bandwidth_landings;

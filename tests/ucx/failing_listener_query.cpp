@@ -1,10 +1,10 @@
 #include "ucx/failing_listener_query.hpp"
 
-#include <dlfcn.h>
 #include <netinet/in.h>
 
 #include <atomic>
 
+#include "support/next_definition.hpp"
 #include "ucx/armed_failures.hpp"
 
 namespace {
@@ -27,7 +27,7 @@ std::uint16_t port_of(const sockaddr_storage& address) noexcept {
 
 extern "C" ucs_status_t ucp_listener_query(ucp_listener_h listener, ucp_listener_attr_t* attr) {
   using Query = ucs_status_t (*)(ucp_listener_h, ucp_listener_attr_t*);
-  static const auto real = reinterpret_cast<Query>(dlsym(RTLD_NEXT, "ucp_listener_query"));
+  static const auto real = holoscan::test::required_next_definition<Query>("ucp_listener_query");
   if (!g_failures.take()) {
     return real(listener, attr);
   }

@@ -1,6 +1,5 @@
 #include "ucx/reported_transports.hpp"
-
-#include <dlfcn.h>
+#include "support/next_definition.hpp"
 
 #include <atomic>
 #include <utility>
@@ -17,7 +16,7 @@ std::atomic<std::size_t> g_answered{0};
 
 extern "C" ucs_status_t ucp_ep_query(ucp_ep_h ep, ucp_ep_attr_t* attr) {
   using Query = ucs_status_t (*)(ucp_ep_h, ucp_ep_attr_t*);
-  static const auto real = reinterpret_cast<Query>(dlsym(RTLD_NEXT, "ucp_ep_query"));
+  static const auto real = holoscan::test::required_next_definition<Query>("ucp_ep_query");
   const auto* names = g_names.load();
   if (names == nullptr || attr->field_mask != UCP_EP_ATTR_FIELD_TRANSPORTS) {
     return real(ep, attr);

@@ -1,6 +1,6 @@
 #include "ucx/slow_resolver.hpp"
+#include "support/next_definition.hpp"
 
-#include <dlfcn.h>
 #include <netdb.h>
 
 #include <atomic>
@@ -17,7 +17,7 @@ std::atomic<int> g_resolving{0};
 extern "C" int getaddrinfo(const char* node, const char* service, const struct addrinfo* hints,
                            struct addrinfo** result) {
   using Resolve = int (*)(const char*, const char*, const struct addrinfo*, struct addrinfo**);
-  static const auto real = reinterpret_cast<Resolve>(dlsym(RTLD_NEXT, "getaddrinfo"));
+  static const auto real = holoscan::test::required_next_definition<Resolve>("getaddrinfo");
   if (node != nullptr && std::strcmp(node, holoscan::test::kSlowName) == 0) {
     g_resolving.fetch_add(1);
     std::this_thread::sleep_for(std::chrono::milliseconds(g_delay_ms.load()));

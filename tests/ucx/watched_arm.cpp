@@ -1,6 +1,5 @@
 #include "ucx/watched_arm.hpp"
 
-#include <dlfcn.h>
 #include <ucp/api/ucp.h>
 
 #include <atomic>
@@ -8,6 +7,7 @@
 #include <unordered_map>
 
 #include "support/allocation_hooks.hpp"
+#include "support/next_definition.hpp"
 
 namespace {
 
@@ -22,7 +22,8 @@ std::atomic<std::size_t> g_arms_after_progress{0};
 
 extern "C" unsigned ucp_worker_progress(ucp_worker_h worker) {
   using Progress = unsigned (*)(ucp_worker_h);
-  static const auto real = reinterpret_cast<Progress>(dlsym(RTLD_NEXT, "ucp_worker_progress"));
+  static const auto real =
+      holoscan::test::required_next_definition<Progress>("ucp_worker_progress");
   const unsigned progressed = real(worker);
   const holoscan::test::AllocationsNeverFail ucx_side;  // the map's node, under a failing heap
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -32,7 +33,7 @@ extern "C" unsigned ucp_worker_progress(ucp_worker_h worker) {
 
 extern "C" ucs_status_t ucp_worker_arm(ucp_worker_h worker) {
   using Arm = ucs_status_t (*)(ucp_worker_h);
-  static const auto real = reinterpret_cast<Arm>(dlsym(RTLD_NEXT, "ucp_worker_arm"));
+  static const auto real = holoscan::test::required_next_definition<Arm>("ucp_worker_arm");
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     const auto found = g_last_progress->find(worker);
