@@ -31,6 +31,7 @@
 #include "support/ipc_child.hpp"
 #include "support/ipc_peers.hpp"
 #include "support/ipc_raw_socket.hpp"
+#include "support/thread_asleep.hpp"
 
 namespace holoscan::ipc {
 namespace {
@@ -172,19 +173,17 @@ TEST_F(IpcHostReadiness, TheImportersEndGivesBackWhatItHeld) {
 // one holding an import whose producer never finished polled on, freed, without end.
 class ReceiveOnAnotherThread {
  public:
-  // Returns once the thread is about to call receive(), and a little later, so that it is asleep
-  // in it: a thread not yet in the call would start it on a destroyed Importer.
+  // Returns once the thread sleeps in the receive() (in poll(), or, holding an unready import,
+  // between its polls): a thread not yet in the call would start it on a destroyed Importer.
   explicit ReceiveOnAnotherThread(Importer& importer)
       : result_(std::async(std::launch::async, [this, &importer] {
-          started_ = true;
+          thread_ = test::current_thread_id();
           return importer.receive(-1);
         })) {
-    while (!started_) {
+    while (thread_ == 0) {
       std::this_thread::yield();
     }
-    // Nothing outside tells that the call began: long beside the few instructions between the
-    // flag and the call's registration, on a loaded machine too.
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    (void)test::wait_until_asleep(thread_);
   }
 
   // What the receive returned, once it did (5 s at most).
@@ -197,7 +196,7 @@ class ReceiveOnAnotherThread {
   }
 
  private:
-  std::atomic<bool> started_{false};
+  std::atomic<pid_t> thread_{0};
   std::future<expected<std::optional<Tensor>, Error>> result_;
 };
 

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/thread_asleep.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
 
@@ -270,26 +271,27 @@ TEST(UcxThreads, DestroyingTheWorkerWakesTheThreadsAsleepInItsWaits) {
   std::optional<expected<std::optional<ucx::Received>, Error>> received;
   std::optional<std::optional<ucx::PeerId>> accepted;
   std::optional<expected<ucx::PeerId, Error>> connected;
-  // Each thread says it is about to call; the destructor may only begin once all three are inside
-  // (a call that starts after it began would use an object going away).
-  std::atomic<int> calling{0};
+  // Each thread says who it is before it calls; the destructor may only begin once all three sleep
+  // inside (a call that starts after it began would use an object going away).
+  std::atomic<pid_t> ids[3] = {0, 0, 0};
   std::thread receiving([&] {
-    calling.fetch_add(1);
+    ids[0] = test::current_thread_id();
     received = shared.receive(-1);
   });
   std::thread accepting([&] {
-    calling.fetch_add(1);
+    ids[1] = test::current_thread_id();
     accepted = shared.accept(kWaitMs);
   });
   std::thread connecting([&] {
-    calling.fetch_add(1);
+    ids[2] = test::current_thread_id();
     connected = shared.connect("127.0.0.1", listener.port(), kWaitMs);
   });
-  while (calling.load() < 3) {
-    std::this_thread::yield();
+  for (const std::atomic<pid_t>& id : ids) {
+    while (id.load() == 0) {
+      std::this_thread::yield();
+    }
+    (void)test::wait_until_asleep(id.load());  // a wait sleeps on the worker's fd
   }
-  // Inside and asleep: a wait sleeps within a millisecond of its call (spin_us 0).
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto start = std::chrono::steady_clock::now();
   worker.reset();
   const auto took = std::chrono::steady_clock::now() - start;
@@ -323,19 +325,21 @@ TEST(UcxThreads, StoppingTheWorkerEndsItsWaitsAndHandsOutNothingMore) {
   ASSERT_TRUE(link.client) << to_string(link.client.error());
   std::optional<expected<std::optional<ucx::Received>, Error>> received;
   std::optional<std::optional<ucx::PeerId>> accepted;
-  std::atomic<int> calling{0};
+  std::atomic<pid_t> ids[2] = {0, 0};
   std::thread receiving([&] {
-    calling.fetch_add(1);
+    ids[0] = test::current_thread_id();
     received = receiver->receive(-1);
   });
   std::thread accepting([&] {
-    calling.fetch_add(1);
+    ids[1] = test::current_thread_id();
     accepted = receiver->accept(30000);
   });
-  while (calling.load() < 2) {
-    std::this_thread::yield();
+  for (const std::atomic<pid_t>& id : ids) {
+    while (id.load() == 0) {
+      std::this_thread::yield();
+    }
+    (void)test::wait_until_asleep(id.load());  // both asleep in their waits
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both asleep in their waits
   const auto start = std::chrono::steady_clock::now();
   receiver->stop();
   receiving.join();
