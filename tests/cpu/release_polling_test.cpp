@@ -46,8 +46,13 @@ TEST_F(ReleasePolling, IntervalAboveAMillisecondIsHonouredWhileWaiting) {
   // A round asks at most two questions here (the fan-in's mark, then the point itself). Before
   // the fix the thread backed off to 1 ms whatever the setting: about 600 rounds in this time.
   const auto start = fake().calls(CudaEntry::kEventQuery);
+  const auto started = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(milliseconds(600));
-  EXPECT_LE(fake().calls(CudaEntry::kEventQuery) - start, 2u * (600 / 200 + 1));
+  const auto asked = fake().calls(CudaEntry::kEventQuery) - start;
+  // Counted over the time that really passed: a loaded machine may oversleep the 600 ms.
+  const auto slept =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LE(asked, 2u * (static_cast<std::size_t>(slept) / 200 + 2));
   EXPECT_EQ(producer.deleter_calls(), 0);
 
   fake().complete(stream);
@@ -90,7 +95,7 @@ TEST_F(ReleasePolling, FlushDoesNotWaitAPollIntervalOnceTheGpuIsDone) {
   ASSERT_EQ(flushed.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   const auto waited_ms =
       std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - done).count();
-  EXPECT_LT(waited_ms, 250);
+  EXPECT_LT(waited_ms, 600);  // the rest it took before: 1000 ms
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
