@@ -33,7 +33,7 @@ fuzz_for() {  # fuzzer-name seconds: new inputs go to a scratch folder, never in
 }
 
 for preset in ${HOLOSCAN_DLPACK_PRESETS-default asan tsan fuzz}; do
-  echo "== preset $preset"
+  echo "== preset $preset ($(date -u +%T))"
   cmake --preset "$preset" >/dev/null
   case "$preset" in
     tsan)
@@ -71,7 +71,7 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS-default asan tsan fuzz}; do
 done
 
 if [ "${HOLOSCAN_DLPACK_PYTHON:-1}" = 1 ]; then
-  echo "== python"
+  echo "== python ($(date -u +%T))"
   venv=build/python-venv
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 
 #include "cuda/cuda_api.hpp"
@@ -36,6 +37,21 @@ class PoolStreamOrder : public test::FakeCudaTest {
     return event;
   }
   bool done(cudaEvent_t event) { return test::FakeCuda::table().event_query(event) == cudaSuccess; }
+  // Allocates a block on `producer`, ready after the work queued there, hands it to each of
+  // `readers` and drops it while they run, each a deallocation point.
+  void read_then_drop(TensorPool& pool, cudaStream_t producer,
+                      std::initializer_list<cudaStream_t> readers) {
+    auto block = pool.allocate({16}, kFloat32, producer);
+    ASSERT_TRUE(block.has_value()) << block.error().message;
+    ASSERT_TRUE(block->set_readiness_stream(producer));
+    for (cudaStream_t reader : readers) {
+      ASSERT_TRUE(block->synchronize_for_consumer_stream(reader).has_value());
+    }
+    for (cudaStream_t reader : readers) {
+      fake().launch(reader);
+      ASSERT_TRUE(block->set_deallocation_stream(reader));
+    }
+  }
   // Allocates a block on `producer` and drops it while `reader`, its deallocation point, runs.
   void drop_while_read(TensorPool& pool, cudaStream_t producer, cudaStream_t reader) {
     auto block = pool.allocate({16}, kFloat32, producer);
@@ -52,15 +68,8 @@ TEST_F(PoolStreamOrder, ABlockBackOnItsOwnProducerStreamAsksItsIdOnce) {
   cudaStream_t reader = fake().create_stream(0);
   auto pool = make_pool(1);
   ASSERT_NE(pool, nullptr);
-  {
-    auto first = pool->allocate({16}, kFloat32, producer);
-    ASSERT_TRUE(first.has_value()) << first.error().message;
-    fake().launch(producer);
-    ASSERT_TRUE(first->set_readiness_stream(producer));
-    ASSERT_TRUE(first->synchronize_for_consumer_stream(reader).has_value());
-    fake().launch(reader);
-    ASSERT_TRUE(first->set_deallocation_stream(reader));
-  }
+  fake().launch(producer);
+  ASSERT_NO_FATAL_FAILURE(read_then_drop(*pool, producer, {reader}));
   const std::uint64_t ids = fake().calls(CudaEntry::kStreamGetId);
   const std::uint64_t waits = fake().calls(CudaEntry::kStreamWaitEvent);
   auto second = pool->allocate({16}, kFloat32, producer);
@@ -75,17 +84,7 @@ TEST_F(PoolStreamOrder, BusyBlockIsHandedOutWithTheProducerOrderedAfterItsReader
   cudaStream_t reader_b = fake().create_stream(0);
   auto pool = make_pool(1);
   ASSERT_NE(pool, nullptr);
-  {
-    auto first = pool->allocate({16}, kFloat32, producer);
-    ASSERT_TRUE(first.has_value()) << first.error().message;
-    ASSERT_TRUE(first->set_readiness_stream(producer));
-    ASSERT_TRUE(first->synchronize_for_consumer_stream(reader_a).has_value());
-    ASSERT_TRUE(first->synchronize_for_consumer_stream(reader_b).has_value());
-    fake().launch(reader_a);
-    fake().launch(reader_b);
-    ASSERT_TRUE(first->set_deallocation_stream(reader_a));
-    ASSERT_TRUE(first->set_deallocation_stream(reader_b));
-  }
+  ASSERT_NO_FATAL_FAILURE(read_then_drop(*pool, producer, {reader_a, reader_b}));
   EXPECT_EQ(pool->available_blocks(), 0u);  // polling says the readers still run
   const auto queries = fake().calls(CudaEntry::kEventQuery);
   const auto waits = fake().calls(CudaEntry::kStreamWaitEvent);
