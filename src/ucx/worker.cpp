@@ -418,9 +418,7 @@ expected<void, Error> Worker::disconnect(PeerId id) {
       } catch (...) {
         // Out of host memory partway: lost whole by the next round instead (what ended stays
         // ended, the rest ends then), still without a report to receive().
-        peer->disconnected = true;
-        state.mark_failed(peer, UCS_ERR_NO_MEMORY, "was disconnected here");
-        state.drop_arrivals(id, State::Dropping::kEverything);  // receive() hands out none now
+        state.lose_untold_next_round(*peer, Peer::Untold::kDisconnected, "was disconnected here");
         throw;
       }
     }

@@ -413,7 +413,7 @@ std::optional<expected<Received, Error>> Worker::State::take_arrival() {
         held_overflow = true;
       }
     }
-    if (in_flight || (peer != nullptr && (peer->connecting || peer->abandoned)) ||
+    if (in_flight || (peer != nullptr && (peer->connecting || peer->untold != Peer::Untold::kNo)) ||
         held_back(it, arrival.peer)) {
       ++it;
       continue;

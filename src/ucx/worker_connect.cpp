@@ -180,9 +180,8 @@ expected<PeerId, Error> Worker::State::start_connect(const std::string& name,
     queue_control(id, MessageId::kHello, std::string(hello.begin(), hello.end()));
   } catch (...) {
     // Out of host memory: the connection ends with the next round (nobody was given its id).
-    mark_failed(&peer, UCS_ERR_NO_MEMORY, "was closed here: its Hello could not be queued");
-    peer.abandoned = true;
-    peer.connecting = false;
+    lose_untold_next_round(peer, Peer::Untold::kAbandoned,
+                           "was closed here: its Hello could not be queued");
     throw;
   }
   flush_controls();
@@ -213,11 +212,10 @@ void Worker::State::abandon_connect(Peer& peer) {
     try {
       lose_peer(peer, Error{ErrorCode::kClosed, "ucx: its connect() failed", 0}, false);
     } catch (...) {
-      // Out of host memory: ended by the next round, which drops all of it and reports nothing
-      // (abandoned), so that it is forgotten once nothing of it is left.
-      mark_failed(&peer, UCS_ERR_NO_MEMORY, "was closed here: its connect() failed");
-      peer.abandoned = true;
-      peer.connecting = false;
+      // Out of host memory: ended by the next round, which drops all of it and reports nothing,
+      // so that it is forgotten once nothing of it is left.
+      lose_untold_next_round(peer, Peer::Untold::kAbandoned,
+                             "was closed here: its connect() failed");
       throw;
     }
   }
@@ -293,6 +291,16 @@ void Worker::State::mark_failed(Peer* peer, ucs_status_t status, const char* wha
   peers_failed = true;
 }
 
+void Worker::State::lose_untold_next_round(Peer& peer, Peer::Untold why,
+                                           const char* what) noexcept {
+  peer.untold = why;
+  peer.connecting = false;
+  mark_failed(&peer, UCS_ERR_NO_MEMORY, what);
+  drop_arrivals(peer.id, Dropping::kEverything);  // receive() hands out none of it now
+  // No UCX event will say that a round has work: an event loop asleep on fd() must come to it.
+  announce();
+}
+
 void Worker::State::defer_failure(Peer* peer, ucs_status_t status, const char* what) noexcept {
   if (peer == nullptr || peer->lost || peer->deferred_failure != UCS_OK) {
     return;
@@ -330,12 +338,10 @@ std::size_t Worker::State::handle_failures() {
                       "ucx: peer " + std::to_string(id) + " (" + peer.name + ") " +
                           peer.failure_what + ": " + ucs_status_string(peer.failure),
                       0},
-                !peer.disconnected);
+                true);
       ++handled;
-      if (peer.disconnected) {
-        drop_arrivals(id, Dropping::kEverything);  // as disconnect() itself drops them
-      } else {
-        ++stats.peers_lost;  // broken, not disconnected here
+      if (peer.untold != Peer::Untold::kDisconnected) {
+        ++stats.peers_lost;  // broken (or a connect() abandoned), not disconnected here
       }
     }
   } catch (...) {
@@ -354,12 +360,14 @@ void Worker::State::lose_peer(Peer& peer, const Error& reason, bool report) {
   }
   fail_outgoing(peer, reason);
   // What landed is still handed out only when UCX reported the connection broken; when it is
-  // ended here, its sender is told kClosed for those tensors too.
-  // An abandoned connect()'s peer was never given to the caller: nothing of it is handed out.
-  drop_arrivals(peer.id, peer.abandoned         ? Dropping::kEverything
+  // ended here, its sender is told kClosed for those tensors too. A loss decided here and left
+  // untold (an abandoned connect()'s peer was never given; a disconnect() asked for no report)
+  // hands out nothing of the peer.
+  const bool untold = peer.untold != Peer::Untold::kNo;
+  drop_arrivals(peer.id, untold                 ? Dropping::kEverything
                          : peer.endpoint_failed ? Dropping::kWaiting
                                                 : Dropping::kUnhanded);
-  if (report && !peer.abandoned) {
+  if (report && !untold) {
     auto marker = std::make_unique<Arrival>();
     marker->state = this;
     marker->peer = peer.id;

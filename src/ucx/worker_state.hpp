@@ -116,12 +116,18 @@ struct Peer {
   bool accepted = false;        ///< Accepted by the listener (else this worker connected).
   bool lost = false;            ///< Failed, closed by the peer, or disconnected here.
   bool connecting = false;      ///< connect() has not returned its id: arrivals held.
-  bool abandoned = false;       ///< connect() failed: its id was never given, its loss never told.
-  bool disconnected = false;    ///< disconnect() asked (and ran out of memory): lost untold.
+  /** @brief A loss decided here and told to nobody, left to the next round after host memory
+   *         ran out partway: nothing more of the peer is handed out meanwhile. */
+  enum class Untold : std::uint8_t {
+    kNo,            ///< None (the usual case).
+    kAbandoned,     ///< connect() failed: its id was never given.
+    kDisconnected,  ///< disconnect() asked.
+  };
+  Untold untold = Untold::kNo;  ///< See Untold.
   /** @brief Whether a call may have handed its id to the caller: not while a connect() on another
    *         thread still waits for it (ids are easy to guess). A failed connect()'s id reads as
    *         lost (kClosed) once it returned, as any connection that ended. */
-  bool handed_out() const noexcept { return !connecting && !abandoned; }
+  bool handed_out() const noexcept { return !connecting && untold != Untold::kAbandoned; }
   /** @brief The loss of a peer still connecting, for receive() only once connect() gave its id. */
   std::unique_ptr<Arrival> loss_report;
   std::optional<std::uint32_t> hello_version;  ///< The listener's answer (connecting side).
@@ -254,6 +260,10 @@ struct Worker::State {
   void abandon_connect(Peer& peer);
   PeerId add_peer(ucp_ep_h endpoint, std::string name);
   void mark_failed(Peer* peer, ucs_status_t status, const char* what) noexcept;
+  /** @brief A loss this worker decided (`why`) that ran out of host memory partway: the next
+   *         round ends it whole, reporting nothing; until then nothing of the peer is handed
+   *         out, and an event loop asleep on fd() is woken for that round. */
+  void lose_untold_next_round(Peer& peer, Peer::Untold why, const char* what) noexcept;
   /** @brief Ends `peer`'s connection for `what` unless UCX reports its endpoint failed by the
    *         next round (Peer::deferred_failure); null or lost peers are left alone. */
   void defer_failure(Peer* peer, ucs_status_t status, const char* what) noexcept;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -182,6 +183,61 @@ bool disconnect_with_failing_allocation(std::uint64_t skip) {
 
 TEST(UcxSendOutOfMemory, ADisconnectOutOfMemoryStillEndsEverySendAndTheConnection) {
   for_each_failing_allocation(disconnect_with_failing_allocation);
+}
+
+// A receiver whose disconnect() runs out of host memory while a rendezvous-sized tensor of that
+// peer is still landing: the landing ends in a later round that runs out of memory again before
+// it ends the connection. receive() handed that tensor out meanwhile (and its sender learned it
+// delivered), although disconnect() had said nothing more of the peer would come.
+TEST(UcxSendOutOfMemory, NothingLandingWhenADisconnectRanOutOfMemoryIsHandedOut) {
+  auto receive_pool = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, 2});
+  ASSERT_TRUE(receive_pool);
+  ucx::WorkerConfig config;
+  config.receive_pool = *receive_pool;
+  ucx::Worker receiver = make_worker(config);
+  ucx::Worker client = make_worker();
+  const InProcessLink link = connect_in_process(receiver, client);
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  SeriesSender sender(client, *link.client, 2);
+  ASSERT_TRUE(sender.send(2));  // rendezvous-sized: it lands only as the client answers
+  // The client's rounds offer the tensor, the receiver's take a block for it and ask for the
+  // data; the client is not progressed again before the disconnect, so none of it comes yet.
+  for (int i = 0; i < 50 && (*receive_pool)->available_blocks() != 1; ++i) {
+    (void)client.progress();
+    (void)receiver.progress();
+  }
+  ASSERT_EQ((*receive_pool)->available_blocks(), 1u) << "the tensor did not begin to land";
+  {
+    FailingAllocations failing(0);
+    auto disconnected = receiver.disconnect(link.listener);
+    ASSERT_FALSE(disconnected) << "the disconnect needed no memory";
+    EXPECT_EQ(disconnected.error().code, ErrorCode::kResourceExhausted);
+  }
+  // Rounds that land what comes but cannot end the connection (every allocation fails); then a
+  // receive(), which looks at what landed before its own round would end the connection.
+  for (int i = 0; i < 200; ++i) {
+    sender.drain();
+    FailingAllocations failing(0, std::numeric_limits<std::uint64_t>::max());
+    try {
+      (void)receiver.progress();
+    } catch (...) {
+      ADD_FAILURE() << "an exception escaped the worker";
+    }
+  }
+  ASSERT_TRUE(receiver.connected(link.listener)) << "a round ended the connection after all";
+  auto got = receiver.receive(0);
+  ASSERT_TRUE(got) << to_string(got.error());
+  ASSERT_FALSE(*got) << "a tensor of a peer disconnect() had ended was handed out";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPatienceMs);
+  while (sender.delivered.empty() && sender.failed.empty() &&
+         std::chrono::steady_clock::now() < deadline) {
+    (void)receiver.progress();
+    sender.drain();
+  }
+  ASSERT_EQ(sender.failed.size(), 1u) << "the send never ended as failed";
+  EXPECT_TRUE(sender.delivered.empty()) << "the sender was told its tensor was delivered";
+  EXPECT_FALSE(receiver.connected(link.listener));
+  EXPECT_EQ((*receive_pool)->available_blocks(), 2u) << "the landing kept its block";
 }
 
 TEST(UcxSendOutOfMemory, ASendUcxRefusesAtOnceEndsOnceWhateverAllocationFails) {

@@ -675,5 +675,58 @@ TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForASendRefusedAtOnce) {
   EXPECT_LT(waited, kSleepMs / 2) << "ms before the event loop saw the refused send's result";
 }
 
+// The same event loop, woken by a disconnect() that ran out of host memory partway: what it left
+// (the peer's sends to end, its connection to close) is the next round's work, which no UCX event
+// announces. The loop slept on to the end of its wait, the sends in flight meanwhile.
+TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForADisconnectOutOfMemory) {
+  WindowOfOne sides;
+  auto& [receiver, client, link, pool] = sides;
+  ASSERT_TRUE(link.client) << to_string(link.client.error());
+  constexpr int kSleepMs = 2000;
+  std::atomic<bool> stop{false};
+  std::atomic<int> results{0};
+  std::atomic<bool> sleeping{false};
+  // The client's loop; the receiver never progresses, so the send stays unconfirmed.
+  ASSERT_TRUE(client.send(*link.client, small_tensor(pool)));
+  std::thread loop([&, &client = client] {
+    while (!stop.load()) {
+      if (client.arm()) {
+        pollfd entry{client.fd(), POLLIN, 0};
+        sleeping.store(true);
+        (void)::poll(&entry, 1, kSleepMs);
+        sleeping.store(false);
+      }
+      (void)client.progress();
+      while (client.next_send_result()) {
+        results.fetch_add(1);
+      }
+    }
+  });
+  const auto settle = Clock::now() + std::chrono::seconds(2);
+  while (!sleeping.load() && Clock::now() < settle) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into its poll()
+  ASSERT_TRUE(sleeping.load()) << "the event loop was not asleep on fd() when disconnect() came";
+  ASSERT_EQ(client.in_flight(), 1u);
+  const auto asked_at = Clock::now();
+  {
+    FailingAllocations failing(0);  // the first allocation of the disconnect fails
+    auto disconnected = client.disconnect(*link.client);
+    ASSERT_FALSE(disconnected) << "the disconnect needed no memory";
+    EXPECT_EQ(disconnected.error().code, ErrorCode::kResourceExhausted);
+  }
+  while (results.load() == 0 && Clock::now() < asked_at + std::chrono::milliseconds(2 * kSleepMs)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked_at).count();
+  stop.store(true);
+  loop.join();
+  EXPECT_EQ(results.load(), 1) << "the send to the disconnected peer never ended";
+  EXPECT_LT(waited, kSleepMs / 2) << "ms before the event loop ended the disconnect";
+  EXPECT_FALSE(client.connected(*link.client));
+}
+
 }  // namespace
 }  // namespace holoscan::test
