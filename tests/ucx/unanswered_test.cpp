@@ -18,6 +18,7 @@
 
 #include "support/allocation_hooks.hpp"
 #include "support/fake_cuda.hpp"
+#include "support/thread_asleep.hpp"
 #include "ucx/failing_am_send.hpp"
 #include "ucx/failing_landing.hpp"
 #include "ucx/series.hpp"
@@ -622,6 +623,70 @@ TEST(UcxUnanswered, DisconnectingASenderThatNeverProgressesGivesItsLandingsBlock
   EXPECT_LT(Clock::now() - disconnected, std::chrono::seconds(3));
 }
 
+// An event loop on a thread of its own, as the API describes one: it sleeps on fd() when arm()
+// says so (at most `sleep_ms` a time), then progresses and takes the SendResults.
+class SendResultLoop {
+ public:
+  SendResultLoop(ucx::Worker& worker, int sleep_ms)
+      : worker_(worker), sleep_ms_(sleep_ms), thread_([this] { run(); }) {}
+  ~SendResultLoop() { stop(); }
+  SendResultLoop(const SendResultLoop&) = delete;
+  SendResultLoop& operator=(const SendResultLoop&) = delete;
+
+  // Whether the loop sleeps in its poll() now (seen within 2 s): only the fd can then end the
+  // sleep before its limit.
+  bool asleep() {
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (!sleeping_.load() && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    (void)wait_until_asleep(id_.load(), std::chrono::milliseconds(500));  // into its poll()
+    return sleeping_.load();
+  }
+  // The SendResults taken so far.
+  int results() const { return results_.load(); }
+  // Waits up to twice the loop's sleep for a first SendResult; how long it waited, in ms.
+  long long ms_until_a_result(Clock::time_point since) const {
+    while (results_.load() == 0 &&
+           Clock::now() < since + std::chrono::milliseconds(2 * sleep_ms_)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
+  }
+  // Ends the loop, after its current sleep.
+  void stop() {
+    stop_.store(true);
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+  }
+
+ private:
+  void run() {
+    id_.store(current_thread_id());
+    while (!stop_.load()) {
+      if (worker_.arm()) {
+        pollfd entry{worker_.fd(), POLLIN, 0};
+        sleeping_.store(true);
+        (void)::poll(&entry, 1, sleep_ms_);
+        sleeping_.store(false);
+      }
+      (void)worker_.progress();
+      while (worker_.next_send_result()) {
+        results_.fetch_add(1);
+      }
+    }
+  }
+
+  ucx::Worker& worker_;
+  const int sleep_ms_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};  // set around the poll()
+  std::atomic<int> results_{0};
+  std::atomic<pid_t> id_{0};
+  std::thread thread_;  // last: starts once the members it uses are made
+};
+
 // An event loop asleep on the client's fd() (arm() said it may sleep) must wake for what another
 // thread's send() did outside a progress round: here a send UCX refuses at once, whose result is
 // queued by send() itself and announced by no UCX event. It slept on to the end of its wait.
@@ -630,33 +695,10 @@ TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForASendRefusedAtOnce) {
   auto& [receiver, client, link, pool] = sides;
   ASSERT_TRUE(link.client) << to_string(link.client.error());
   constexpr int kSleepMs = 2000;
-  std::atomic<bool> stop{false};
-  std::atomic<int> results{0};
-  std::atomic<int> sleeps{0};
-  std::atomic<bool> sleeping{false};  // set around the loop's poll(): the send must find it asleep
-  std::thread loop([&, &client = client] {
-    while (!stop.load()) {
-      if (client.arm()) {
-        sleeps.fetch_add(1);
-        pollfd entry{client.fd(), POLLIN, 0};
-        sleeping.store(true);
-        (void)::poll(&entry, 1, kSleepMs);
-        sleeping.store(false);
-      }
-      (void)client.progress();
-      while (client.next_send_result()) {
-        results.fetch_add(1);
-      }
-    }
-  });
-  const auto settle = Clock::now() + std::chrono::seconds(2);
-  while (!sleeping.load() && Clock::now() < settle) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into its poll()
+  SendResultLoop loop(client, kSleepMs);
   // Asleep (a wake-up before the send would have had nothing to take): only the fd can end
   // this sleep within half its length.
-  ASSERT_TRUE(sleeping.load()) << "the event loop was not asleep on fd() when the send came";
+  ASSERT_TRUE(loop.asleep()) << "the event loop was not asleep on fd() when the send came";
   const auto sent_at = Clock::now();
   {
     FailingAmSends failing(ucx::MessageId::kTensor, UCS_ERR_IO_ERROR);
@@ -664,14 +706,9 @@ TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForASendRefusedAtOnce) {
     ASSERT_TRUE(sent) << to_string(sent.error());
     ASSERT_EQ(failing.failed(), 1u) << "the send was not refused";
   }
-  while (results.load() == 0 && Clock::now() < sent_at + std::chrono::milliseconds(2 * kSleepMs)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  const auto waited =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent_at).count();
-  stop.store(true);
-  loop.join();  // after its current sleep
-  EXPECT_EQ(results.load(), 1);
+  const auto waited = loop.ms_until_a_result(sent_at);
+  loop.stop();
+  EXPECT_EQ(loop.results(), 1);
   EXPECT_LT(waited, kSleepMs / 2) << "ms before the event loop saw the refused send's result";
 }
 
@@ -683,31 +720,10 @@ TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForADisconnectOutOfMemory) {
   auto& [receiver, client, link, pool] = sides;
   ASSERT_TRUE(link.client) << to_string(link.client.error());
   constexpr int kSleepMs = 2000;
-  std::atomic<bool> stop{false};
-  std::atomic<int> results{0};
-  std::atomic<bool> sleeping{false};
-  // The client's loop; the receiver never progresses, so the send stays unconfirmed.
+  // The receiver never progresses, so the send stays unconfirmed.
   ASSERT_TRUE(client.send(*link.client, small_tensor(pool)));
-  std::thread loop([&, &client = client] {
-    while (!stop.load()) {
-      if (client.arm()) {
-        pollfd entry{client.fd(), POLLIN, 0};
-        sleeping.store(true);
-        (void)::poll(&entry, 1, kSleepMs);
-        sleeping.store(false);
-      }
-      (void)client.progress();
-      while (client.next_send_result()) {
-        results.fetch_add(1);
-      }
-    }
-  });
-  const auto settle = Clock::now() + std::chrono::seconds(2);
-  while (!sleeping.load() && Clock::now() < settle) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // into its poll()
-  ASSERT_TRUE(sleeping.load()) << "the event loop was not asleep on fd() when disconnect() came";
+  SendResultLoop loop(client, kSleepMs);
+  ASSERT_TRUE(loop.asleep()) << "the event loop was not asleep on fd() when disconnect() came";
   ASSERT_EQ(client.in_flight(), 1u);
   const auto asked_at = Clock::now();
   {
@@ -716,14 +732,9 @@ TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForADisconnectOutOfMemory) {
     ASSERT_FALSE(disconnected) << "the disconnect needed no memory";
     EXPECT_EQ(disconnected.error().code, ErrorCode::kResourceExhausted);
   }
-  while (results.load() == 0 && Clock::now() < asked_at + std::chrono::milliseconds(2 * kSleepMs)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  const auto waited =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked_at).count();
-  stop.store(true);
-  loop.join();
-  EXPECT_EQ(results.load(), 1) << "the send to the disconnected peer never ended";
+  const auto waited = loop.ms_until_a_result(asked_at);
+  loop.stop();
+  EXPECT_EQ(loop.results(), 1) << "the send to the disconnected peer never ended";
   EXPECT_LT(waited, kSleepMs / 2) << "ms before the event loop ended the disconnect";
   EXPECT_FALSE(client.connected(*link.client));
 }
