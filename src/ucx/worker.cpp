@@ -336,6 +336,9 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
           return;
         }
         StateLock lock(state);
+        if (state.forked_copy()) {
+          return;  // a child's copy: the parent's UCX is not this process's to call
+        }
         if (Peer* peer = state.find(id); peer != nullptr && peer->connecting) {
           try {
             state.abandon_connect(*peer);
@@ -370,6 +373,11 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
       return std::move(*answered);
     }
     StateLock lock(state);
+    if (state.forked_copy()) {
+      // A fork() from a deleter the wait ran: the child's copy ends the call without touching
+      // the parent's UCX (its endpoint, its sockets), as every call on a forked copy does.
+      return forked_copy("connect");
+    }
     state.abandon_connect(*state.find(id));
     if (ending(state)) {
       return being_destroyed(state, "connect");

@@ -5,11 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
+#include "support/callback_tensor.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
 
@@ -76,6 +79,64 @@ TEST(UcxFork, AChildsCopiesGoingAwayLeaveTheParentsConnectionWhole) {
   EXPECT_EQ(one_tensor_across(*link, 1), "") << "after the child's copies went away";
   EXPECT_TRUE(link->client.connected(*link->link.client));
   link.reset();  // the parent's own teardown, which UCX aborted before
+}
+
+// A producer's deleter that forks while a connect() waits (the deleter runs from the wait's
+// round, as a send to another peer ends): the child's copy of the connect() returned without
+// the answer and then ended the connection it tried, calling the parent's UCX (its endpoint,
+// its sockets) from the child. It says kNotSupported now, as every call on a child's copy does.
+TEST(UcxFork, AForkFromADeleterDuringConnectLeavesTheParentsUcxAlone) {
+  auto link = std::make_unique<LinkedWorkers>();
+  ASSERT_TRUE(link->link.client) << to_string(link->link.client.error());
+  SilentListener silent;  // the connect() waits for an answer that never comes
+  const pid_t parent = getpid();
+  const std::thread::id connecting = std::this_thread::get_id();
+  pid_t child = -1;
+  bool armed = false;  // only a deleter run by the connect() forks
+  bool elsewhere = false;
+  {
+    auto tensor = make_tensor_from_dlpack_versioned(make_callback_tensor(
+        [&] {
+          if (armed && std::this_thread::get_id() == connecting) {
+            child = fork();  // in the child, the connect() below goes on without its wait
+          } else {
+            elsewhere = true;
+          }
+        },
+        std::int64_t{4} << 20));  // rendezvous-sized: UCX holds it until the receiver takes it
+    ASSERT_TRUE(tensor) << to_string(tensor.error());
+    ASSERT_TRUE(link->client.send(*link->link.client, *tensor));
+  }
+  // The receiver takes the tensor while the connect() waits: its confirmation ends the send in
+  // one of the wait's rounds, which runs the deleter.
+  std::atomic<bool> done{false};
+  std::thread receiving([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    while (!done.load()) {
+      (void)link->receiver.receive(20);
+    }
+  });
+  armed = true;
+  auto connected = link->client.connect("127.0.0.1", silent.port(), 3000);
+  armed = false;
+  if (getpid() != parent) {
+    _exit(!connected && connected.error().code == ErrorCode::kNotSupported &&
+                  connected.error().message.rfind("ucx connect: this worker is a forked child's",
+                                                  0) == 0
+              ? 0
+              : 1);
+  }
+  done.store(true);
+  receiving.join();
+  ASSERT_FALSE(elsewhere) << "the deleter ran outside the connect()";
+  ASSERT_GT(child, 0) << "the deleter never ran during the connect()";
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's connect() did not say it was a forked copy";
+  ASSERT_FALSE(connected);
+  EXPECT_EQ(connected.error().code, ErrorCode::kTimeout) << to_string(connected.error());
+  EXPECT_EQ(one_tensor_across(*link, 3), "") << "after the child's connect()";
 }
 
 // A child that calls its copy would progress the parent's UCX on the shared sockets: each call is

@@ -213,36 +213,6 @@ TEST(UcxThreads, ADisconnectFromAPeerThatHangsLeavesWaitsAsleep) {
   EXPECT_EQ(worker.waiting(), 0u);
 }
 
-// A TCP listener that never accepts: the kernel completes the connection, nobody answers it.
-class SilentListener {
- public:
-  SilentListener() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-        listen(fd_, 4) != 0 ||
-        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      ADD_FAILURE() << "no loopback listener";
-      return;
-    }
-    port_ = ntohs(address.sin_port);
-  }
-  ~SilentListener() {
-    if (fd_ >= 0) {
-      close(fd_);
-    }
-  }
-  SilentListener(const SilentListener&) = delete;
-  SilentListener& operator=(const SilentListener&) = delete;
-  std::uint16_t port() const { return port_; }
-
- private:
-  int fd_;
-  std::uint16_t port_ = 0;
-};
-
 // A connect() that gets no answer sleeps to its deadline: the Hello it sent stays with UCX the
 // whole time, and counting such a message as something to poll for kept the wait (and every other
 // wait on the worker) waking every few tens of microseconds instead.

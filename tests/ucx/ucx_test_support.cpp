@@ -150,6 +150,26 @@ InProcessLink connect_in_process(ucx::Worker& listener, ucx::Worker& client) {
   return link;
 }
 
+SilentListener::SilentListener() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      listen(fd_, 4) != 0 ||
+      getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    ADD_FAILURE() << "no loopback listener";
+    return;
+  }
+  port_ = ntohs(address.sin_port);
+}
+
+SilentListener::~SilentListener() {
+  if (fd_ >= 0) {
+    close(fd_);
+  }
+}
+
 SeriesSender::SeriesSender(ucx::Worker& worker, ucx::PeerId peer, std::size_t blocks)
     : worker_(worker), peer_(peer) {
   auto made = TensorPool::create({PoolMemory::kHost, 0, ucx_series::kMaxBytes, blocks});

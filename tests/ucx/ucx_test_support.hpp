@@ -105,6 +105,24 @@ ReceivingSide connect_sender(std::size_t pool_blocks, const std::vector<std::str
  *         out within 200. */
 void for_each_failing_allocation(const std::function<bool(std::uint64_t skip)>& attempt);
 
+/** @brief A TCP listener on loopback that never accepts: the kernel completes a connection to
+ *         it, nobody answers (a connect() to it waits to its limit). */
+class SilentListener {
+ public:
+  /** @brief Listens on a free loopback port (a test failure when none). */
+  SilentListener();
+  /** @brief Closes the socket. */
+  ~SilentListener();
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  /** @brief The port it listens on (0 when it could not). */
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_;
+  std::uint16_t port_ = 0;
+};
+
 /** @brief Sends tensors of the series from a host pool and keeps the record of what ended. */
 class SeriesSender {
  public:
