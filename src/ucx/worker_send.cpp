@@ -236,8 +236,11 @@ std::size_t Worker::State::post_ready_sends() {
     std::size_t in_ucx = 0;  // this peer's sends UCX is still moving (all come before held ones)
     // Nothing goes to a peer already known failed (lost by the next round): a send UCX failed
     // there after taking it would keep its block for good where the peer may map it remotely.
-    const bool failed = peer.failure != UCS_OK || peer.deferred_failure != UCS_OK;
-    for (std::size_t i = 0; i < peer.outgoing.size() && !peer.lost && !failed; ++i) {
+    // Asked before each send: one ended at once below may mark its peer failed (out of memory).
+    const auto failed = [&peer = peer] {
+      return peer.failure != UCS_OK || peer.deferred_failure != UCS_OK;
+    };
+    for (std::size_t i = 0; i < peer.outgoing.size() && !peer.lost && !failed(); ++i) {
       Outgoing& send = *peer.outgoing[i];
       if (send.phase != Outgoing::Phase::kHeld) {
         in_ucx += send.phase == Outgoing::Phase::kPosted && send.request != nullptr ? 1 : 0;
