@@ -571,9 +571,10 @@ bool Worker::connected(PeerId id) const noexcept {
   return with_state(state_, [&](State& state) {
     StateLock lock(state);
     auto found = state.peers.find(id);
-    // A connect() under way, or one that failed, has given the caller no id: not a connection
-    // (until the next round ends an abandoned one, it would otherwise read as up).
-    return found != state.peers.end() && !found->second.lost && found->second.handed_out();
+    // A connect() under way, or one that failed, has given the caller no id: not a connection;
+    // nor is one a disconnect() ended, out of memory partway (the next round finishes either).
+    return found != state.peers.end() && !found->second.lost && found->second.handed_out() &&
+           found->second.untold == Peer::Untold::kNo;
   });
 }
 

@@ -732,6 +732,7 @@ TEST(UcxUnanswered, AnEventLoopAsleepOnFdWakesForADisconnectOutOfMemory) {
     ASSERT_FALSE(disconnected) << "the disconnect needed no memory";
     EXPECT_EQ(disconnected.error().code, ErrorCode::kResourceExhausted);
   }
+  EXPECT_FALSE(client.connected(*link.client)) << "up after disconnect() until the next round";
   const auto waited = loop.ms_until_a_result(asked_at);
   loop.stop();
   EXPECT_EQ(loop.results(), 1) << "the send to the disconnected peer never ended";

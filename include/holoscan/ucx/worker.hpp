@@ -257,7 +257,7 @@ class HOLOSCAN_DLPACK_API Worker {
    *         close for up to a second, then UCX's teardown): progress() must be polled. */
   std::size_t waiting() const noexcept;
   /** @brief Whether `peer` is connected (known, given by connect() or accept(), not lost or
-   *         closed). */
+   *         closed; a disconnect() that ran out of memory partway closed it too). */
   bool connected(PeerId peer) const noexcept;
   /** @brief The counters so far. */
   WorkerStats stats() const noexcept;
