@@ -231,7 +231,9 @@ class SharedHandle {
 
   std::shared_ptr<T> object_;
   // The calls that hold the object now (Held), and whether close() is inside the object's stop();
-  // both read and written with the GIL held only.
+  // both read and written with the GIL held only (the extension is built for an interpreter with
+  // a GIL: a free-threaded build would need them atomic, and the decision on the last reference
+  // made under a lock of the handle's own).
   mutable int holders_ = 0;
   bool stopping_ = false;
 };

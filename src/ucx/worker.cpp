@@ -58,6 +58,11 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
     }
     bool armed = false;
     bool closes_only = false;
+    if (state.forked_copy()) {
+      // A fork() from inside the call (a deleter's): the child's copy of the mutex may be held
+      // for ever by another of the parent's threads, so it is not taken (read without it).
+      return std::nullopt;
+    }
     {
       StateLock lock(state);
       if (slept) {
@@ -332,13 +337,10 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
       PeerId id;
       bool armed = true;
       ~Abandon() {
-        if (!armed) {
-          return;
+        if (!armed || state.forked_copy()) {
+          return;  // a child's copy: the parent's UCX (and mutex) are not this process's
         }
         StateLock lock(state);
-        if (state.forked_copy()) {
-          return;  // a child's copy: the parent's UCX is not this process's to call
-        }
         if (Peer* peer = state.find(id); peer != nullptr && peer->connecting) {
           try {
             state.abandon_connect(*peer);
@@ -372,12 +374,13 @@ expected<PeerId, Error> Worker::connect(const std::string& address, std::uint16_
     if (answered) {
       return std::move(*answered);
     }
-    StateLock lock(state);
     if (state.forked_copy()) {
       // A fork() from a deleter the wait ran: the child's copy ends the call without touching
-      // the parent's UCX (its endpoint, its sockets), as every call on a forked copy does.
+      // the parent's UCX (its endpoint, its sockets) or its mutex, as every call on a forked copy
+      // does.
       return forked_copy("connect");
     }
+    StateLock lock(state);
     state.abandon_connect(*state.find(id));
     if (ending(state)) {
       return being_destroyed(state, "connect");
@@ -492,6 +495,9 @@ expected<std::optional<Received>, Error> Worker::receive(int timeout_ms) {
     if (!taken) {
       if (ending(state)) {
         return being_destroyed(state, "receive");
+      }
+      if (state.forked_copy()) {
+        return forked_copy("receive");  // a deleter the wait ran forked: this is the child
       }
       return std::optional<Received>();
     }

@@ -141,7 +141,9 @@ StateLock::~StateLock() {
       batch[i] =
           holoscan::detail::HeldClaim();  // may run a producer's deleter: not under the mutex
     }
-    if (!more) {
+    // A deleter that forked leaves the child a copy of the mutex that another of the parent's
+    // threads may hold for ever: the child takes it no more (its copy of the worker is refused).
+    if (!more || state_.forked_copy()) {
       return;
     }
     state_.mutex.lock();
@@ -157,7 +159,8 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
   if (peer == nullptr || !peer->handed_out()) {
     return make_unexpected(ErrorCode::kNotFound, "ucx send: no peer " + std::to_string(id));
   }
-  if (peer->lost) {
+  if (peer->lost || peer->untold == Peer::Untold::kDisconnected) {
+    // (A disconnect() that ran out of memory partway ended it too: the next round finishes it.)
     return make_unexpected(ErrorCode::kClosed, "ucx send: peer " + std::to_string(id) + " (" +
                                                    peer->name + ") is gone");
   }

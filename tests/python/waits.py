@@ -1,7 +1,6 @@
 """Checks shared by the endpoints of ipc and ucx: a blocking wait gives way to signals, and a
 close() from another thread ends it with ClosedError."""
 
-import os
 import signal
 import threading
 import time
@@ -49,7 +48,7 @@ def assert_close_ends_a_wait(wait, close, message, patience_s=60):
 
     thread = threading.Thread(target=waiting)
     thread.start()
-    time.sleep(0.05)
+    wait_until_polling(thread.native_id)  # inside the wait (else the close would come first)
     close()
     thread.join(timeout=patience_s)
     assert not thread.is_alive()
@@ -57,17 +56,21 @@ def assert_close_ends_a_wait(wait, close, message, patience_s=60):
 
 
 def wait_until_polling(native_id, patience_s=10):
-    """Returns once thread `native_id` (threading.get_native_id()) sleeps in poll() or
-    epoll_wait(), as an endpoint's wait does once it holds the endpoint, or after `patience_s` (a
-    kernel that shows no wait channel). A sleep instead would guess: a loaded machine may not have
-    run the thread into its wait yet."""
+    """Returns True once thread `native_id` (threading.get_native_id()) sleeps in poll(),
+    epoll_wait() or nanosleep(), as an endpoint's wait does once it holds the endpoint. A sleep instead would
+    guess: a loaded machine may not have run the thread into its wait yet. Where the kernel shows
+    no wait channel (no such file, or never one of these), it waits `patience_s` at most, or 0.3 s
+    when the file is missing, and returns False."""
     deadline = time.monotonic() + patience_s
     channel = f"/proc/self/task/{native_id}/wchan"
     while time.monotonic() < deadline:
         try:
             with open(channel) as wchan:
-                if "poll" in wchan.read():
-                    return
+                where = wchan.read()
+                if "poll" in where or "nanosleep" in where:
+                    return True
         except OSError:
-            return  # no such file: nothing to read the wait from
+            time.sleep(0.3)  # nothing to read the wait from: the old guess
+            return False
         time.sleep(0.005)
+    return False
