@@ -58,15 +58,15 @@ for preset in ${HOLOSCAN_DLPACK_PRESETS-default asan tsan fuzz}; do
       build/fuzz/ipc_channel-* \
       build/fuzz/ucx_wire-* build/fuzz/ipc_admissions-* build/fuzz/tensor_copy-* \
       build/fuzz/layout_rules-* build/fuzz/public_api-*
-    fuzz_for dlpack_import "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-80}"
-    fuzz_for ipc_descriptor "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
-    fuzz_for ipc_frame "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
-    fuzz_for ipc_channel "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-30}"
-    fuzz_for ucx_wire "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
-    fuzz_for ipc_admissions "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-30}"
-    fuzz_for tensor_copy "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-30}"
-    fuzz_for layout_rules "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-15}"
-    fuzz_for public_api "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-20}"
+    fuzz_for dlpack_import "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-40}"
+    fuzz_for ipc_descriptor "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-20}"
+    fuzz_for ipc_frame "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-20}"
+    fuzz_for ipc_channel "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-15}"
+    fuzz_for ucx_wire "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-20}"
+    fuzz_for ipc_admissions "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-15}"
+    fuzz_for tensor_copy "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-15}"
+    fuzz_for layout_rules "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-10}"
+    fuzz_for public_api "${HOLOSCAN_DLPACK_FUZZ_SECONDS:-10}"
   fi
 done
 
