@@ -579,8 +579,7 @@ bool Worker::connected(PeerId id) const noexcept {
     auto found = state.peers.find(id);
     // A connect() under way, or one that failed, has given the caller no id: not a connection;
     // nor is one a disconnect() ended, out of memory partway (the next round finishes either).
-    return found != state.peers.end() && !found->second.lost && found->second.handed_out() &&
-           found->second.untold == Peer::Untold::kNo;
+    return found != state.peers.end() && found->second.handed_out() && !found->second.gone();
   });
 }
 

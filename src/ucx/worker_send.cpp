@@ -159,8 +159,7 @@ expected<std::uint64_t, Error> Worker::State::send_locked(PeerId id, const Tenso
   if (peer == nullptr || !peer->handed_out()) {
     return make_unexpected(ErrorCode::kNotFound, "ucx send: no peer " + std::to_string(id));
   }
-  if (peer->lost || peer->untold == Peer::Untold::kDisconnected) {
-    // (A disconnect() that ran out of memory partway ended it too: the next round finishes it.)
+  if (peer->gone()) {
     return make_unexpected(ErrorCode::kClosed, "ucx send: peer " + std::to_string(id) + " (" +
                                                    peer->name + ") is gone");
   }

@@ -128,6 +128,9 @@ struct Peer {
    *         thread still waits for it (ids are easy to guess). A failed connect()'s id reads as
    *         lost (kClosed) once it returned, as any connection that ended. */
   bool handed_out() const noexcept { return !connecting && untold != Untold::kAbandoned; }
+  /** @brief Whether the connection is over for the caller: lost, or a loss decided here that the
+   *         next round finishes (connected() false, send() kClosed). */
+  bool gone() const noexcept { return lost || untold != Untold::kNo; }
   /** @brief The loss of a peer still connecting, for receive() only once connect() gave its id. */
   std::unique_ptr<Arrival> loss_report;
   std::optional<std::uint32_t> hello_version;  ///< The listener's answer (connecting side).
