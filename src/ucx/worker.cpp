@@ -59,8 +59,9 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
     bool armed = false;
     bool closes_only = false;
     if (state.forked_copy()) {
-      // A fork() from inside the call (a deleter's): the child's copy of the mutex may be held
-      // for ever by another of the parent's threads, so it is not taken (read without it).
+      // A fork() from inside the call (a deleter's, run as the last round's lock went): the
+      // child's copy of this wait stops before the parent's UCX, and before the mutex, whose copy
+      // another of the parent's threads may hold for ever.
       return std::nullopt;
     }
     {
@@ -69,10 +70,8 @@ auto wait_for(Worker::State& state, int timeout_ms, Step step) -> decltype(step(
         state.wake.leave_sleep(*slept);
         slept.reset();
       }
-      if (ending(state) || state.forked_copy()) {
-        // The destructor waits for this call: the caller says kClosed. A fork() from inside the
-        // call (a deleter's) leaves the child's copy of this wait the parent's UCX: it stops.
-        return std::nullopt;
+      if (ending(state)) {
+        return std::nullopt;  // the destructor waits for this call: the caller says kClosed
       }
       state.progress_locked();
       if (auto done = step()) {
