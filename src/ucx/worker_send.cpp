@@ -138,6 +138,14 @@ StateLock::~StateLock() {
     const bool more = !dropped.empty();
     state_.mutex.unlock();
     for (std::size_t i = 0; i < count; ++i) {
+      // A deleter that forked leaves the child a copy of the rest of the batch, which the parent
+      // drops itself: the child keeps its copies, so that no producer's deleter runs twice.
+      if (state_.forked_copy()) {
+        for (; i < count; ++i) {
+          holoscan::detail::keep_until_exit(std::move(batch[i]));
+        }
+        return;
+      }
       batch[i] =
           holoscan::detail::HeldClaim();  // may run a producer's deleter: not under the mutex
     }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support/callback_tensor.hpp"
 #include "ucx/series.hpp"
@@ -156,6 +157,60 @@ TEST(UcxFork, AForkFromADeleterDuringConnectLeavesTheParentsUcxAlone) {
   ASSERT_FALSE(connected);
   EXPECT_EQ(connected.error().code, ErrorCode::kTimeout) << to_string(connected.error());
   EXPECT_EQ(one_tensor_across(*link, 3), "") << "after the child's connect()";
+}
+
+// One call drops several sends' claims together (a forced close cancels every send UCX still
+// holds for a peer that stopped reading), and the first producer's deleter forks: the child's
+// copy of the call went on to run the other deleters of that batch, so each of those producers
+// saw its deleter run twice, once in each process. The child now leaves them to the parent.
+TEST(UcxFork, AForkFromOneDeleterRunsNoOtherDeleterOfItsBatchInTheChild) {
+  auto link = std::make_unique<LinkedWorkers>();
+  ASSERT_TRUE(link->link.client) << to_string(link->link.client.error());
+  const pid_t parent = getpid();
+  const std::thread::id calling = std::this_thread::get_id();
+  pid_t child = -1;
+  int call = 0;  // the client's calls that may drop claims, counted from 1
+  std::vector<int> calls_that_dropped;
+  int ran_in_child = 0;
+  const auto deleter = [&] {
+    if (getpid() != parent) {
+      ++ran_in_child;  // the child's copy of a deleter the parent runs too
+      return;
+    }
+    calls_that_dropped.push_back(std::this_thread::get_id() == calling ? call : -1);
+    if (child < 0) {
+      child = fork();  // in the child, the call goes on with the rest of its batch
+    }
+  };
+  // Rendezvous-sized, to a receiver that never reads: UCX holds both sends until the close.
+  for (int i = 0; i < 2; ++i) {
+    auto tensor =
+        make_tensor_from_dlpack_versioned(make_callback_tensor(deleter, std::int64_t{4} << 20));
+    ASSERT_TRUE(tensor) << to_string(tensor.error());
+    ASSERT_TRUE(link->client.send(*link->link.client, *tensor));
+  }
+  ASSERT_TRUE(calls_that_dropped.empty()) << "a send ended before the receiver read it";
+  call = 1;
+  auto disconnected = link->client.disconnect(*link->link.client);
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       getpid() == parent && calls_that_dropped.size() < 2 &&
+       std::chrono::steady_clock::now() < until;) {
+    ++call;
+    (void)link->client.progress();
+  }
+  if (getpid() != parent) {
+    _exit(ran_in_child == 0 ? 0 : 1);
+  }
+  EXPECT_TRUE(disconnected) << to_string(disconnected.error());
+  ASSERT_GT(child, 0) << "no deleter ran in the client's calls";
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child ran the deleters of the parent's batch";
+  ASSERT_EQ(calls_that_dropped.size(), 2u);
+  EXPECT_EQ(calls_that_dropped[0], calls_that_dropped[1])
+      << "the claims were not dropped by one call (the test shows nothing then)";
+  EXPECT_GT(calls_that_dropped[0], 0) << "not by the client's calls";
 }
 
 // A child that calls its copy would progress the parent's UCX on the shared sockets: each call is
