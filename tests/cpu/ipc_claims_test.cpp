@@ -1,6 +1,8 @@
 // Covers the export ledger with fake release events and fake liveness: when each claim drops,
 // that a peer cannot release another's claim, refusals that leak nothing, and concurrent use.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -44,6 +46,42 @@ TEST(IpcLedger, ReleaseWithoutEventDropsAtNextPoll) {
   EXPECT_EQ(ledger.poll(), 1u);
   EXPECT_EQ(drops.of(5), 1);
   EXPECT_EQ(ledger.held(), 0u);
+}
+
+// A drop that forks (a producer's deleter that poll() runs): the child's copy of poll() went on
+// to run the rest of the batch's drops, so those producers saw their deleters run twice, once in
+// each process. The child now leaves them to the parent.
+TEST(IpcLedger, AForkFromOneDropRunsNoOtherDropOfItsBatchInTheChild) {
+  ExportLedger ledger;
+  const pid_t parent = ::getpid();
+  pid_t child = -1;
+  int ran = 0;
+  int ran_in_child = 0;
+  const auto drop = [&] {
+    if (::getpid() != parent) {
+      ++ran_in_child;  // the child's copy of a drop the parent runs too
+      return;
+    }
+    ++ran;
+    if (child < 0) {
+      child = ::fork();  // in the child, poll() goes on with the rest of its batch
+    }
+  };
+  for (std::uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(ledger.add(1, id, drop));
+    ASSERT_TRUE(ledger.on_release(1, id, nullptr));
+  }
+  const std::size_t dropped = ledger.poll();
+  if (::getpid() != parent) {
+    ::_exit(ran_in_child == 0 ? 0 : 1);
+  }
+  EXPECT_EQ(dropped, 3u);
+  EXPECT_EQ(ran, 3) << "the parent runs every drop of its batch";
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child ran drops of the parent's batch";
 }
 
 TEST(IpcLedger, ReleaseWaitsForItsEvent) {

@@ -2,6 +2,8 @@
 // published to it. Event and liveness queries run under the ledger's lock (they never block);
 // claims are dropped, and events and watches destroyed, after it is released, because a drop may
 // run a producer's deleter or re-enter the library.
+#include <unistd.h>
+
 #include <exception>
 #include <mutex>
 #include <new>
@@ -13,6 +15,7 @@
 #include "holoscan/ipc/claims.hpp"
 #include "ipc/export/closed_peers.hpp"
 #include "ipc/ipc_error.hpp"
+#include "keep_until_exit.hpp"
 
 namespace holoscan::ipc {
 namespace {
@@ -52,11 +55,19 @@ std::exception_ptr run_drop(Claim& claim) noexcept {
   return nullptr;
 }
 
-// Runs every drop even when one throws, so that one bad drop leaks no other claim.
-std::exception_ptr run_drops(std::vector<Claim>& claims) noexcept {
+// Runs every drop even when one throws, so that one bad drop leaks no other claim. A drop that
+// forked (a producer's deleter) leaves the child a copy of the rest, which the parent drops
+// itself: the child keeps its copies until it exits, so that no deleter runs twice.
+std::exception_ptr run_drops(std::vector<Claim>& claims, pid_t owner) noexcept {
   std::exception_ptr first;
-  for (Claim& claim : claims) {
-    std::exception_ptr failure = run_drop(claim);
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    if (::getpid() != owner) {
+      for (; i < claims.size(); ++i) {
+        holoscan::detail::keep_until_exit(std::move(claims[i].drop));
+      }
+      break;
+    }
+    std::exception_ptr failure = run_drop(claims[i]);
     if (!first) {
       first = std::move(failure);
     }
@@ -69,6 +80,7 @@ Error refused(const std::string& why) { return detail::invalid_argument("ipc led
 }  // namespace
 
 struct ExportLedger::State {
+  const pid_t owner = ::getpid();  // the process whose drops these are (run_drops)
   mutable std::mutex mutex;
   std::unordered_map<PeerId, Peer> peers;
   detail::ClosedPeers closed;  // every peer that hung up, also once its entry above is gone
@@ -231,7 +243,7 @@ std::size_t ExportLedger::poll() {
       // Out of memory: what is retired so far drops below, the rest at the next poll().
     }
   }
-  if (std::exception_ptr failure = run_drops(retired.claims)) {
+  if (std::exception_ptr failure = run_drops(retired.claims, state_->owner)) {
     std::rethrow_exception(failure);
   }
   return retired.claims.size();

@@ -390,6 +390,11 @@ struct Exporter::State {
       }
     }
     const std::size_t dropped = ledger.poll();
+    // A drop that forked leaves the child a copy of the mutex that another of the parent's
+    // threads may hold for ever: the child's copy of this call ends here.
+    if (::getpid() != owner) {
+      return dropped;
+    }
     std::lock_guard<std::mutex> lock(mutex);
     stats.dropped += dropped;
     for (auto p = peers.begin(); p != peers.end();) {
