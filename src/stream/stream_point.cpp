@@ -221,6 +221,38 @@ bool forked_from_another_process() noexcept {
   return first_recorder_of_this_process.load(std::memory_order_relaxed) != 0;
 }
 
+namespace {
+
+// Whether `status` is CUDA refusing a call because a stream capture is under way (this thread's,
+// or another's begun in global mode): it says nothing about the GPU's progress.
+bool refused_by_a_capture(cudaError_t status) noexcept {
+  return status == cudaErrorStreamCaptureUnsupported || status == cudaErrorStreamCaptureImplicit ||
+         status == cudaErrorStreamCaptureInvalidated;
+}
+
+// Asks until `point` passes, for a wait that a capture refused; false when its record turns out
+// to be captured (see wait_and_drop_points).
+bool query_until_passed(const StreamPoint& point) noexcept {
+  for (;;) {
+    const cudaError_t status = cuda().event_query(point.event);
+    if (status == cudaSuccess) {
+      return true;
+    }
+    if (status != cudaErrorNotReady) {
+      (void)cuda().get_last_error();
+      if (status == cudaErrorCapturedEvent) {
+        return false;
+      }
+      if (!refused_by_a_capture(status)) {
+        return true;  // the context is gone or broken: nothing runs on it any more
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+}  // namespace
+
 bool point_completed(const StreamPoint& point) noexcept {
   // Recorded by the parent before a fork(): its event cannot be asked here (the query fails, and
   // a failure below would count as passed while the parent's GPU may still use the memory).
@@ -228,24 +260,17 @@ bool point_completed(const StreamPoint& point) noexcept {
     return false;
   }
   const cudaError_t status = cuda().event_query(point.event);
-  switch (status) {
-    case cudaSuccess:
-      return true;
-    case cudaErrorNotReady:
-      return false;
-    case cudaErrorStreamCaptureUnsupported:
-    case cudaErrorStreamCaptureImplicit:
-    case cudaErrorStreamCaptureInvalidated:
-    case cudaErrorCapturedEvent:
-      // A capture forbids the query, it says nothing about the GPU: ask again later.
-      (void)cuda().get_last_error();
-      return false;
-    default:
-      // The context is gone or broken (sticky error, runtime unloading): no more work will run
-      // on it, so nothing can still be using the memory.
-      (void)cuda().get_last_error();
-      return true;
+  if (status == cudaSuccess) {
+    return true;
   }
+  if (status == cudaErrorNotReady) {
+    return false;
+  }
+  (void)cuda().get_last_error();
+  // A capture forbids the query, it says nothing about the GPU: ask again later. Any other
+  // failure: the context is gone or broken (sticky error, runtime unloading), no more work will
+  // run on it, so nothing can still be using the memory.
+  return !refused_by_a_capture(status) && status != cudaErrorCapturedEvent;
 }
 
 RelaxedCaptureScope::RelaxedCaptureScope() noexcept {
@@ -328,8 +353,23 @@ bool wait_and_drop_points(StreamPointList& points, QueryThread thread) noexcept 
     if (thread == QueryThread::kRelease) {
       use_device_on_release_thread(points[i].device);
     }
-    if (cuda().event_synchronize(points[i].event) != cudaSuccess) {
-      (void)cuda().get_last_error();
+    const cudaError_t status = cuda().event_synchronize(points[i].event);
+    if (status == cudaSuccess) {
+      continue;
+    }
+    (void)cuda().get_last_error();
+    if (status == cudaErrorCapturedEvent) {
+      // Its record went into a graph being captured, which may run at any later time: no wait
+      // or query will see it pass, so the memory must stay (the caller keeps it).
+      release_points(points);
+      return false;
+    }
+    // Another thread's capture forbade the wait (this thread could not leave global mode), which
+    // says nothing about the GPU: asked again until the point passes. Any other failure: the
+    // context is gone or broken, and no more work runs on it.
+    if (refused_by_a_capture(status) && !query_until_passed(points[i])) {
+      release_points(points);
+      return false;
     }
   }
   release_points(points);

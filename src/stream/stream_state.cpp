@@ -366,7 +366,9 @@ void add_or_wait(StreamPointList& points, const StreamPoint& point) noexcept {
   } else {
     alone.push_back(point);  // inline: never allocates
   }
-  (void)wait_and_drop_points(alone);  // this process's point: waited for
+  // This process's point: waited for. A record that went into a capture (the stream began
+  // capturing while it was recorded, a race of the caller's own) never passes and is dropped.
+  (void)wait_and_drop_points(alone);
 }
 
 }  // namespace

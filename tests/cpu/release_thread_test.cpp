@@ -34,6 +34,7 @@ using test::start_forked;
 using test::wait_forked;
 
 using test::CountingProducer;
+using test::CudaEntry;
 using test::drop_pending;
 using test::FakeCuda;
 using test::make_callback_tensor;
@@ -75,21 +76,29 @@ TEST_F(ReleaseThread, DeleterThatDropsAnotherOwnerQueuesItsRelease) {
 // With no room in the release queue (every finished node in use, the heap refusing a new one),
 // an owner's drop waits for its points here, then runs the deleter: once, and never before the
 // GPU passed them.
+// Drops pending owners until one needed a new node of the release queue: the queue keeps every
+// finished node for reuse, and tests run before in the same process may have left many (a limit
+// of time, not of drops). False if none did within 20 s.
+bool use_up_the_queues_spare_nodes(cudaStream_t pending) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < give_up) {
+    auto buffer = std::make_unique<Buffer>(make_callback_tensor([] {}));
+    if (!buffer->set_deallocation_stream(pending)) {
+      return false;
+    }
+    test::NewCounter counter;
+    buffer.reset();
+    if (counter.calls() > 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 TEST_F(ReleaseThread, ADropWithNoRoomInTheQueueWaitsForItsPointsHere) {
   cudaStream_t stream = fake().create_stream(0);
   fake().launch(stream);  // completed only at the end: every release below stays pending
-  std::uint64_t allocated = 0;
-  // Until a drop needed a new node: the queue keeps every finished node for reuse, and tests run
-  // before this one in the same process may have left many (a limit of time, not of drops).
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (allocated == 0 && std::chrono::steady_clock::now() < give_up) {
-    auto buffer = std::make_unique<Buffer>(make_callback_tensor([] {}));
-    ASSERT_TRUE(buffer->set_deallocation_stream(stream));
-    test::NewCounter counter;
-    buffer.reset();
-    allocated = counter.calls();
-  }
-  ASSERT_GT(allocated, 0u);
+  ASSERT_TRUE(use_up_the_queues_spare_nodes(stream));
   std::atomic<bool> gpu_done{false};
   std::atomic<int> runs{0};
   std::atomic<bool> ran_early{false};
@@ -113,6 +122,45 @@ TEST_F(ReleaseThread, ADropWithNoRoomInTheQueueWaitsForItsPointsHere) {
   EXPECT_GE(failed, 1u);  // the queue was refused its node
   EXPECT_EQ(runs.load(), 1);
   EXPECT_FALSE(ran_early.load());
+  flush_deferred_releases();
+}
+
+// The same wait, refused by a capture: this thread could not leave global capture mode, and
+// another stream captures meanwhile, so CUDA refuses the host wait, which says nothing about the
+// GPU. That refusal counted as the point passed, and the deleter ran while the GPU still used
+// the memory; the wait now asks again until the point passes.
+TEST_F(ReleaseThread, ADropWaitingHereThatACaptureRefusesStillWaitsForTheGpu) {
+  cudaStream_t stream = fake().create_stream(0);
+  cudaStream_t captured = fake().create_stream(0);
+  fake().launch(stream);
+  ASSERT_TRUE(use_up_the_queues_spare_nodes(stream));
+  std::atomic<bool> gpu_done{false};
+  std::atomic<int> runs{0};
+  std::atomic<bool> ran_early{false};
+  auto buffer = std::make_unique<Buffer>(make_callback_tensor([&] {
+    ran_early.store(ran_early.load() || !gpu_done.load());
+    runs.fetch_add(1);
+  }));
+  ASSERT_TRUE(buffer->set_deallocation_stream(stream));
+  fake().set_capture(captured, cudaStreamCaptureStatusActive);  // begun in global mode
+  fake().fail_next(CudaEntry::kThreadExchangeStreamCaptureMode, cudaErrorUnknown, 1000);
+  const std::uint64_t refused_before = fake().calls(CudaEntry::kEventSynchronize);
+  std::thread gpu([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gpu_done.store(true);
+    fake().complete(stream);
+    fake().set_capture(captured, cudaStreamCaptureStatusNone);
+  });
+  {
+    test::FailingAllocations failing(0, 1000);
+    buffer.reset();
+  }
+  gpu.join();
+  fake().clear_faults();
+  EXPECT_GT(fake().calls(CudaEntry::kEventSynchronize), refused_before)
+      << "the drop did not wait here (the test shows nothing then)";
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_FALSE(ran_early.load()) << "the deleter ran before the GPU passed its point";
   flush_deferred_releases();
 }
 
