@@ -8,6 +8,7 @@
 #include <new>
 
 #include "devices.hpp"
+#include "errors.hpp"
 #include "holoscan/cuda_stream_sync.hpp"
 #include "protocol_streams.hpp"
 #include "python_release.hpp"
@@ -81,9 +82,29 @@ expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& co
   if (!inner || !cuda_ordered(copy.device().device_type)) {
     return inner;  // host memory: its consumer reads it on the host, nothing to retire
   }
+  const cudaStream_t retiring = retiring_stream(consumer);
+  PyObject* stream_owner = nullptr;  // a new reference, or null
+  if (retiring != kLegacyStream) {   // called under the GIL
+    if (consumer.object != nullptr) {
+      Py_INCREF(consumer.object);
+      stream_owner = consumer.object;
+    } else if (stream_owner = find_stream_owner(retiring);
+               stream_owner == nullptr && PyErr_Occurred() != nullptr) {
+      // Interrupted (KeyboardInterrupt) or out of memory while looking: raised, not lost, and
+      // the export given back first (its deleter may run Python code: the error kept aside).
+      HeldReference raised = take_raised_exception();
+      (*inner)->deleter(*inner);
+      restore_raised_exception(std::move(raised));
+      throw nanobind::python_error();
+    }
+  }
   auto* owner = new (std::nothrow) RetiringExport<Managed>();
   if (owner == nullptr) {
     (*inner)->deleter(*inner);
+    running_python([&] {  // possibly the last reference: its finalizer may be Python code
+      Py_XDECREF(stream_owner);
+      return 0;
+    });
     return make_unexpected(ErrorCode::kResourceExhausted, "__dlpack__: out of host memory");
   }
   owner->view = **inner;
@@ -91,15 +112,8 @@ expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& co
   owner->view.deleter = &RetiringExport<Managed>::deleter;
   owner->inner = *inner;
   owner->copy = copy;
-  owner->consumer = retiring_stream(consumer);
-  if (owner->consumer != kLegacyStream) {  // called under the GIL
-    if (consumer.object != nullptr) {
-      Py_INCREF(consumer.object);
-      owner->stream_owner = consumer.object;
-    } else {
-      owner->stream_owner = find_stream_owner(owner->consumer);
-    }
-  }
+  owner->consumer = retiring;
+  owner->stream_owner = stream_owner;
   return &owner->view;
 }
 

@@ -122,16 +122,13 @@ DLDataType parse_dtype(nb::handle dtype) {
   if (nb::isinstance<nb::tuple>(dtype)) {
     return dtype_from_tuple(dtype);
   }
-  // numpy.dtype. A `str` property or a __getattr__ is Python code: see running_python. Read once;
-  // none to read (whatever the error, as hasattr() reads it) is no dtype.
-  // What it gives is dropped the same way (held_reference.hpp).
-  const HeldReference str(
-      running_python([&] { return PyObject_GetAttrString(dtype.ptr(), "str"); }));
+  // numpy.dtype. Read once; none to read (AttributeError, as hasattr() reads it) is no dtype,
+  // and anything else its lookup raised (a KeyboardInterrupt in a property) is the caller's.
+  const HeldReference str = attribute_if_any(dtype, "str");
   if (str.is_valid()) {
     return dtype_from_string(cast_or_type_error<std::string>(
         nb::handle(str.get()), "dtype.str must be a string, such as NumPy's '<f4'"));
   }
-  PyErr_Clear();
   throw nb::type_error(
       "dtype must be a DLDataType, a NumPy type string ('<f4'), a name ('float32'), a "
       "numpy.dtype or a (code, bits, lanes) tuple");

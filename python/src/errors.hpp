@@ -8,6 +8,7 @@
 #include <holoscan/errors.hpp>
 
 #include "held_reference.hpp"
+#include "raised_exception.hpp"
 
 namespace holoscan::python {
 
@@ -37,14 +38,6 @@ nanobind::object exception_for(const Error& error);
 
 /** @brief Emits a DeprecationWarning naming the replacement; raises if warnings are errors. */
 void warn_deprecated(const char* message);
-
-/** @brief The exception being raised now, taken (the indicator is then clear) and normalized,
- *         its traceback attached; holds none when nothing is raised. */
-HeldReference take_raised_exception() noexcept;
-
-/** @brief Raises `exception` (one that take_raised_exception() took) again, as it was; none
- *         clears the indicator. */
-void restore_raised_exception(HeldReference exception) noexcept;
 
 /** @brief Saves the Python error indicator and restores it on scope exit (releases may run
  *         while an exception propagates; they must neither see nor clear it). */

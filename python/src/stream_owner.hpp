@@ -11,8 +11,9 @@ namespace holoscan::python {
 /**
  * @brief A new reference to the stream object that owns `handle`, or null when none is known:
  *        CuPy's current stream (what cupy.from_dlpack passes) when CuPy is loaded and its
- *        handle is `handle`. Imports nothing; never raises (a Python error is cleared). Needs
- *        the GIL.
+ *        handle is `handle`. Imports nothing; never throws. An ordinary failure of the lookup is
+ *        cleared (none known); an interruption or MemoryError stays raised, with null returned
+ *        (clear_ordinary_error): the caller must check PyErr_Occurred(). Needs the GIL.
  */
 PyObject* find_stream_owner(cudaStream_t handle) noexcept;
 

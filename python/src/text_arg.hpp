@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "raised_exception.hpp"
 #include "without_gil.hpp"
 
 namespace holoscan::python {
@@ -42,15 +43,18 @@ inline std::string type_text(nanobind::handle value) {
 
 /**
  * @brief str(value) for a message, as UTF-8; its ascii() where str() raises or gives text that
- *        UTF-8 cannot hold (a lone surrogate). Never raises, and leaves no error set: nanobind's
- *        str::c_str() is null there, which a std::string cannot be made from.
+ *        UTF-8 cannot hold (a lone surrogate). Leaves no error set (nanobind's str::c_str() is
+ *        null there, which a std::string cannot be made from); raises only what
+ *        clear_ordinary_error() keeps (a KeyboardInterrupt inside a __str__).
  */
 inline std::string display_text(nanobind::handle value) {
   for (PyObject* (*render)(PyObject*) : {&PyObject_Str, &PyObject_ASCII}) {
     // A __str__ or __repr__ is Python code, run by this thread: see running_python.
     nanobind::object text = nanobind::steal(running_python([&] { return render(value.ptr()); }));
     if (!text.is_valid()) {
-      PyErr_Clear();
+      if (!clear_ordinary_error()) {
+        throw nanobind::python_error();  // an interruption while the message was being made
+      }
       continue;
     }
     if (std::optional<std::string> utf8 = utf8_text(text)) {

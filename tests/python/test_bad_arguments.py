@@ -185,6 +185,53 @@ def test_what_a_stream_objects_own_code_raises_reaches_the_caller(stream, error,
             use(stream)
 
 
+class InterruptingDtypeStr:
+    """A dtype-like object whose `str` (NumPy's type string, a property) is interrupted."""
+
+    @property
+    def str(self):
+        raise KeyboardInterrupt("str")
+
+
+def test_what_a_dtypes_own_str_raises_reaches_the_caller():
+    """A dtype's `str` is read as hasattr() reads it: only AttributeError means "no dtype". A
+    Ctrl-C in it was cleared and reported as a TypeError."""
+    pool = hd.TensorPool(memory="host", block_bytes=64, block_count=1)
+    with pytest.raises(KeyboardInterrupt, match="str"):
+        pool.allocate((2,), InterruptingDtypeStr())
+    with pytest.raises(TypeError, match="^dtype must be"):  # none at all: no dtype, as before
+        pool.allocate((2,), object())
+
+
+class InterruptingText(int):
+    """An int too large for any argument, whose str() and repr() are interrupted."""
+
+    def __str__(self):
+        raise KeyboardInterrupt("__str__")
+
+    __repr__ = __str__
+
+
+class FailingText(int):
+    """The same, whose str() and repr() fail as ordinary code can."""
+
+    def __str__(self):
+        raise ValueError("its own error")
+
+    __repr__ = __str__
+
+
+def test_a_ctrl_c_while_a_refusal_is_worded_reaches_the_caller():
+    """A refusal's message shows the value with str(), else ascii(): a Ctrl-C there was cleared,
+    and the refusal raised in its place. An ordinary failure still falls back to the type."""
+    with pytest.raises(KeyboardInterrupt, match="__str__"):
+        hd.TensorPool(memory="host", block_bytes=InterruptingText(2**70), block_count=1)
+    with pytest.raises(KeyboardInterrupt, match="__str__"):
+        host_tensor().__dlpack__(stream=InterruptingText(2**70))
+    with pytest.raises(hd.errors.InvalidArgumentError, match="not <.*FailingText object>"):
+        hd.TensorPool(memory="host", block_bytes=FailingText(2**70), block_count=1)
+
+
 @pytest.mark.parametrize("stream", [CudaStream(0, True), Attribute("cuda_stream", True),
                                     Attribute("ptr", False)],
                          ids=["__cuda_stream__", "cuda_stream", "ptr"])

@@ -27,8 +27,7 @@ class FakeStream:
         self.ptr = ptr
 
 
-@pytest.fixture
-def fake_cupy(monkeypatch):
+def install_fake_cupy(monkeypatch):
     """A stand-in "cupy.cuda" module whose current stream the test sets; counts the lookups."""
     module = types.ModuleType("cupy.cuda")
     module.current = FakeStream(HANDLE)
@@ -36,13 +35,19 @@ def fake_cupy(monkeypatch):
 
     def get_current_stream():
         module.calls += 1
-        if isinstance(module.current, Exception):
+        if isinstance(module.current, BaseException):
             raise module.current
         return module.current
 
     module.get_current_stream = get_current_stream
     monkeypatch.setitem(sys.modules, "cupy.cuda", module)
     return module
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    """install_fake_cupy's module, for the test's length."""
+    return install_fake_cupy(monkeypatch)
 
 
 def test_the_current_stream_with_the_handle_is_kept_and_let_go(testing, fake_cupy):
@@ -86,6 +91,32 @@ def test_a_failing_lookup_is_cleared(testing, fake_cupy):
     assert fake_cupy.calls == 1
 
 
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, SystemExit, MemoryError])
+def test_an_interrupted_lookup_is_raised_not_cleared(testing, fake_cupy, interruption):
+    # Cleared like any failure before, a Ctrl-C there was lost, and a MemoryError left the
+    # copy's consumer stream without its owner.
+    fake_cupy.current = interruption()
+    with pytest.raises(interruption):
+        testing.find_stream_owner(HANDLE)
+
+
+class InterruptingPtr:
+    """A stream whose `ptr` (a property) raises KeyboardInterrupt."""
+
+    @property
+    def ptr(self):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_ptr_is_raised_and_the_stream_let_go(testing, fake_cupy):
+    stream = fake_cupy.current = InterruptingPtr()
+    before = sys.getrefcount(stream)
+    with pytest.raises(KeyboardInterrupt):
+        testing.find_stream_owner(HANDLE)
+    after = sys.getrefcount(stream)  # outside the assert: its rewriting holds temporaries
+    assert after == before
+
+
 def test_nothing_is_imported_when_cupy_is_not_loaded(testing, monkeypatch):
     monkeypatch.delitem(sys.modules, "cupy.cuda", raising=False)
     assert testing.find_stream_owner(HANDLE) is None
@@ -127,6 +158,27 @@ def test_gpu_an_unconsumed_copy_lets_the_stream_go():
         held = sys.getrefcount(stream)  # outside the asserts: their rewriting holds temporaries
         del capsule  # never consumed: the capsule's destructor runs the deleter, with the GIL
         after = sys.getrefcount(stream)
+    assert held == before + 1, "the export did not keep its stream"
+    assert after == before
+    stream.synchronize()
+
+
+def test_gpu_an_interrupted_owner_lookup_raises_from_the_copys_export(monkeypatch):
+    # The copy's export looks for the owner of an int stream handle: a KeyboardInterrupt there
+    # reaches the caller (the copy made for the export given back first), and the next export
+    # finds its owner as before.
+    _, t, stream = device_tensor_and_stream()  # CuPy imported before its stand-in replaces it
+    fake_cupy = install_fake_cupy(monkeypatch)
+    fake_cupy.current = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        t.__dlpack__(max_version=(1, 0), stream=stream.ptr, copy=True)
+    assert fake_cupy.calls == 1
+    fake_cupy.current = stream
+    before = sys.getrefcount(stream)
+    capsule = t.__dlpack__(max_version=(1, 0), stream=stream.ptr, copy=True)
+    held = sys.getrefcount(stream)  # outside the asserts: their rewriting holds temporaries
+    del capsule
+    after = sys.getrefcount(stream)
     assert held == before + 1, "the export did not keep its stream"
     assert after == before
     stream.synchronize()

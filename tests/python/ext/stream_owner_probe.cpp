@@ -14,7 +14,7 @@ namespace {
 
 nb::object find_stream_owner_probe(std::uintptr_t handle) {
   PyObject* owner = find_stream_owner(reinterpret_cast<cudaStream_t>(handle));
-  if (PyErr_Occurred() != nullptr) {  // it promises to clear every error: report one it left
+  if (PyErr_Occurred() != nullptr) {  // an interruption it leaves raised, or one it should not
     Py_XDECREF(owner);
     throw nb::python_error();
   }
