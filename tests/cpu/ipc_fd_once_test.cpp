@@ -454,11 +454,16 @@ TEST_F(IpcFdOnce, ACallersRefusedIdAheadOfTheExportersNeverPinsItsClaim) {
   tensor = Tensor();
   EXPECT_TRUE(test::poll_until(*exporter_, [&] { return exporter_->held() == 0; }))
       << "the exporter's claim stayed with the refused Publish";
-  // The refusal made the exporter count the allocation's fd unsent: the next Publish carries it.
+  // The importer kept the allocation's mapping, and the exporter still counts its fd sent: the
+  // next Publish goes without it. A refused Release made the exporter count the mapping let go,
+  // one fewer than the importer kept, until an eviction on the importer's side refused a Publish.
+  EXPECT_EQ(exporter_->stats().refused_exports, 0u);
+  const std::uint64_t fds_sent = exporter_->stats().fds_sent;
   Tensor later = test::allocate(*pool_, {8});
   ASSERT_TRUE(exporter_->publish(importer_peer(), later).has_value());
   Tensor imported = test::receive_one(importer);
   EXPECT_TRUE(static_cast<bool>(imported)) << "the channel did not go on";
+  EXPECT_EQ(exporter_->stats().fds_sent, fds_sent) << "the fd went again";
 }
 
 // A caller's import_tensor refused (a device this process does not see) let go of the mapping the

@@ -182,11 +182,7 @@ expected<void, Error> ImporterCore::admit(const TensorDescriptor& descriptor, bo
     return make_unexpected(out_of_memory("ipc import"));
   }
   if (verdict == Admissions::Verdict::kFinishedAhead && from_channel && !foreign) {
-    // The first Release may have reached the exporter before it held the export (a caller's id
-    // ahead of its own), which then ignored it: this one ends the claim. No import holds it here.
-    // The mapping stays: an exporter whose claim had ended already ignores this Release and
-    // sends the allocation's next export without its fd.
-    refuse(id, 0, true);
+    give_back_finished_ahead(id);
     return make_unexpected(not_admitted(verdict, foreign, descriptor));
   }
   refused();
@@ -208,9 +204,12 @@ void ImporterCore::refuse_unread(std::uint64_t export_id, std::uint64_t fd_alloc
     admissions_.carried(export_id);
   }
   forget(forget_allocation);  // the exporter forgot it when it sent the Publish, whatever it was
-  if (verdict == Admissions::Verdict::kNew || verdict == Admissions::Verdict::kFinishedAhead) {
-    // Given back (again, for one finished ahead: see admit()); only a new one's mapping goes.
-    refuse(export_id, verdict == Admissions::Verdict::kNew ? fd_allocation : 0, true);
+  if (verdict == Admissions::Verdict::kNew) {
+    refuse(export_id, fd_allocation, true);
+    return;
+  }
+  if (verdict == Admissions::Verdict::kFinishedAhead) {
+    give_back_finished_ahead(export_id);
     return;
   }
   // A repeat of an export held here or given back already: a Release would end another
@@ -229,6 +228,15 @@ void ImporterCore::refuse(std::uint64_t export_id, std::uint64_t fd_allocation,
   refused();
   forget(fd_allocation, from_channel);
   give_back(export_id, nullptr, false);
+}
+
+// The first Release may have reached the exporter before it held the export (a caller's id ahead
+// of its own), which then ignored it: this one ends the claim; an exporter whose claim the first
+// one ended ignores it. Either way the exporter goes on counting the allocation's fd as sent, as
+// this side keeps its mapping.
+void ImporterCore::give_back_finished_ahead(std::uint64_t export_id) noexcept {
+  refused();
+  give_back(export_id, nullptr, true);
 }
 
 void ImporterCore::forget(std::uint64_t allocation, bool channels_too) noexcept {

@@ -106,6 +106,14 @@ class HOLOSCAN_DLPACK_ABI ImporterCore {
    *        another thread's mapping (the CUDA lock), never for the exporter.
    */
   void refuse(std::uint64_t export_id, std::uint64_t fd_allocation, bool from_channel) noexcept;
+  /**
+   * @brief The Publish of export `export_id`, which a caller's import_tensor imported and gave
+   *        back before it came: counted refused here, and given back again (an exporter that held
+   *        no claim when the first Release came ignored it), but as an import ended, not as a
+   *        refusal: the channel's mapping of its allocation stays, which a refused Release would
+   *        have the exporter count as let go (one mapping fewer than this side keeps).
+   */
+  void give_back_finished_ahead(std::uint64_t export_id) noexcept;
   /** @brief The exporter no longer counts `allocation`'s fd as sent: its mapping is let go
    *         (imports keep theirs); 0 does nothing. `channels_too` false: see refuse(). */
   void forget(std::uint64_t allocation, bool channels_too = true) noexcept;
