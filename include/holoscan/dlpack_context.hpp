@@ -62,6 +62,7 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
   struct CheckedView {
     std::uint64_t header = 0;  // ndim and dtype; 0: nothing recorded
     std::uint64_t flags = 0;
+    std::uintptr_t first = 0;  // data + byte_offset: the span was checked from this address
     std::int64_t dims[2 * kCheckedDims] = {};  // extents, then strides
   };
   std::atomic<bool> read_only_{false};  // authority shared by every Tensor over this context

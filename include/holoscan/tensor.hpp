@@ -225,8 +225,8 @@ class HOLOSCAN_DLPACK_API Tensor {
    *        Assigning another context through it bypasses the handle claims (this Tensor's claim
    *        stays on the old memory, its release goes to the new one). A view written by hand is
    *        checked again by an export as an import checks it (layout, byte_offset and its span,
-   *        device type, non-null data, known flag bits): what an import would refuse is not
-   *        exported. The data address and device id go out as written.
+   *        device type, non-null data and the span from it within the address space, known flag
+   *        bits): what an import would refuse is not exported.
    */
   std::shared_ptr<DLManagedTensorContext>& dl_ctx() noexcept { return dl_ctx_; }
   /** @brief The shared context (null when empty). */

@@ -128,9 +128,10 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
     context.read_only_.store(false, std::memory_order_release);
   }
   /**
-   * @brief Records that the view met the layout rules: a copy of its ndim, dtype, flags, and
-   *        every extent and stride, for views of up to kCheckedDims dimensions with explicit
-   *        strides (assign_view() leaves them so); others are not remembered.
+   * @brief Records that the view met the layout rules: a copy of its ndim, dtype, flags, first
+   *        element's address, and every extent and stride, for views of up to kCheckedDims
+   *        dimensions with explicit strides (assign_view() leaves them so); others are not
+   *        remembered.
    */
   static void mark_checked(DLManagedTensorContext& context) noexcept {
     const DLTensor& view = context.tensor.dl_tensor;
@@ -145,6 +146,7 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
       context.checked_.dims[ndim + i] = view.strides[i];
     }
     context.checked_.flags = context.tensor.flags;
+    context.checked_.first = first_address(view);
     context.checked_.header = header_of(view);
   }
   /** @brief Forgets mark_checked(), for a context about to be reused. */
@@ -164,7 +166,8 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
     const std::int32_t ndim = view.ndim;
     if (static_cast<std::uint32_t>(ndim) > kCheckedDims ||
         context.checked_.header != header_of(view) ||
-        context.checked_.flags != context.tensor.flags) {
+        context.checked_.flags != context.tensor.flags ||
+        context.checked_.first != first_address(view)) {
       return false;
     }
     if (ndim == 0) {
@@ -194,6 +197,12 @@ struct HOLOSCAN_DLPACK_ABI ContextAccess {
 
  private:
   static_assert(kCheckedDims == 6, "copy_if_checked has a case for each ndim up to kCheckedDims");
+
+  // The first element's address, data + byte_offset (wrapping: only compared): the strides'
+  // span was checked from it, so a data pointer written by hand is checked again.
+  static std::uintptr_t first_address(const DLTensor& view) noexcept {
+    return reinterpret_cast<std::uintptr_t>(view.data) + view.byte_offset;
+  }
 
   // Copies kNdim extents and strides into `dims`, then compares the copies with `checked`. A
   // fixed size keeps the copies a few moves (a counted loop becomes calls to memmove).

@@ -101,7 +101,7 @@ struct ExportedTensor {
 
 // What a checked layout leaves open, since the view's other fields are public too: a device no
 // DLPack reader knows, and null data for elements (5.0: "Tensor has no data to export"). The span
-// from data was checked with the layout and is the writer's to keep.
+// was checked from the same first element's address (copy_if_checked compares it).
 bool placed(const DLTensor& source, const std::int64_t* extents) noexcept {
   return detail::known_device_type(source.device.device_type) && source.device.device_id >= 0 &&
          (source.data != nullptr || detail::element_count(source.ndim, extents) == 0);

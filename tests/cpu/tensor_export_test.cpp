@@ -110,6 +110,35 @@ TEST(ExportVersioned, AnOffsetWrittenByHandIsCheckedAsAnImportChecksIt) {
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+// A view's data pointer written by hand after an export: the record of the view checked before
+// held no address, so the next export at offset 0 reused it and sent out a span that wraps the
+// address space (negative strides from an address near 0), which an import refuses.
+TEST(ExportVersioned, ADataPointerWrittenByHandIsCheckedAsAnImportChecksIt) {
+  CountingProducer producer;
+  {
+    TensorSpec spec;
+    spec.shape = {4};
+    spec.strides = {-1};
+    spec.dtype = {kDLFloat, 32, 1};  // the span runs 12 bytes back from data (an import's view)
+    Tensor tensor = import_or_die(producer, spec);
+    auto first = tensor.to_dlpack_versioned();  // the view is checked and recorded
+    ASSERT_TRUE(first.has_value()) << first.error().message;
+    run_deleter(*first);
+    void* const data = tensor.dl_ctx()->tensor.dl_tensor.data;
+    tensor.dl_ctx()->tensor.dl_tensor.data = reinterpret_cast<void*>(std::uintptr_t{4});
+    auto refused = tensor.to_dlpack_versioned();
+    ASSERT_FALSE(refused.has_value()) << "exported what an import refuses";
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(refused.error().message.find("leaves the address space"), std::string::npos)
+        << refused.error().message;
+    tensor.dl_ctx()->tensor.dl_tensor.data = data;  // as checked: exported again
+    auto again = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(again.has_value()) << again.error().message;
+    run_deleter(*again);
+  }
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
 TEST(ExportVersioned, ComputedStridesAreExportedInElements) {
   CountingProducer producer;
   {
