@@ -84,7 +84,7 @@ class HOLOSCAN_DLPACK_API TensorPool {
   expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype);
   /** @brief As above, with the shape in a vector. */
   expected<Tensor, Error> allocate(const std::vector<std::int64_t>& shape, DLDataType dtype) {
-    return allocate(shape.data(), static_cast<std::int32_t>(shape.size()), dtype);
+    return allocate(shape.data(), ndim_of(shape), dtype);
   }
   /**
    * @brief Stream-ordered allocate for the producer stream `stream`: a block that nothing names
@@ -108,7 +108,7 @@ class HOLOSCAN_DLPACK_API TensorPool {
   /** @brief As above, with the shape in a vector. */
   expected<Tensor, Error> allocate(const std::vector<std::int64_t>& shape, DLDataType dtype,
                                    cudaStream_t stream) {
-    return allocate(shape.data(), static_cast<std::int32_t>(shape.size()), dtype, stream);
+    return allocate(shape.data(), ndim_of(shape), dtype, stream);
   }
 
   /** @brief Blocks that could be handed out now (polls deallocation points, never waits). */
@@ -125,6 +125,13 @@ class HOLOSCAN_DLPACK_API TensorPool {
  private:
   friend class detail::PoolImpl;  // the one implementation: create() makes it
   TensorPool() = default;
+  // A vector's length as an ndim: past int32 it stays past every limit (a cast would wrap it to a
+  // small ndim and read the first extents only), so that allocate() refuses it.
+  static std::int32_t ndim_of(const std::vector<std::int64_t>& shape) noexcept {
+    return shape.size() > static_cast<std::size_t>(INT32_MAX)
+               ? INT32_MAX
+               : static_cast<std::int32_t>(shape.size());
+  }
 };
 
 }  // namespace holoscan
