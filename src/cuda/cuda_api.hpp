@@ -6,6 +6,13 @@
 
 #include <cuda_runtime_api.h>
 
+// A null stream is the legacy default stream here (CONTRACT 4, docs/streams.md): built with the
+// per-thread default stream, the runtime would read it as each calling thread's own stream, which
+// the stream bookkeeping would take for one stream (a point of one thread's replaced by another's).
+#if defined(__CUDART_API_PER_THREAD_DEFAULT_STREAM)
+#error "build holoscan-dlpack without CUDA_API_PER_THREAD_DEFAULT_STREAM (--default-stream per-thread)"
+#endif
+
 #include "holoscan/export.hpp"
 #include "wing_api.hpp"
 
