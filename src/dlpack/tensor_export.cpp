@@ -1,4 +1,5 @@
 #include <array>
+#include <atomic>
 #include <memory>
 #include <new>
 #include <string>
@@ -8,6 +9,7 @@
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/held_claim.hpp"
 #include "dlpack/mutable_export_lease.hpp"
+#include "dlpack/own_export.hpp"
 #include "dlpack/producer_deleter.hpp"
 #include "dlpack/read_only_export.hpp"
 #include "dlpack/recycler.hpp"
@@ -31,6 +33,8 @@ struct ExportedTensor {
   // Declared after the claim, so ended before it: a pool block is never lent anew while its
   // context still says an export of it is alive.
   detail::MutableExportLease lease;
+  // An import of this library took the export (own_export.hpp): a second import is refused.
+  std::atomic<bool> imported{false};
   std::array<std::int64_t, 2 * kInlineDims> inline_dims;  // written before it is read
   std::unique_ptr<std::int64_t[]> heap_dims;
 
@@ -236,6 +240,41 @@ expected<DLManagedTensor*, Error> Tensor::to_dlpack() const {
 }
 
 namespace detail {
+
+namespace {
+
+// The owner of `managed` when it is this library's live export, else null.
+template <class Managed>
+ExportedTensor<Managed>* own_export(Managed* managed) noexcept {
+  if (managed->deleter != &ExportedTensor<Managed>::delete_export) {
+    return nullptr;
+  }
+  return static_cast<ExportedTensor<Managed>*>(managed->manager_ctx);  // null once deleted
+}
+
+}  // namespace
+
+bool take_own_export(DLManagedTensorVersioned* managed) noexcept {
+  auto* owner = own_export(managed);
+  return owner == nullptr || !owner->imported.exchange(true, std::memory_order_acq_rel);
+}
+
+bool take_own_export(DLManagedTensor* managed) noexcept {
+  auto* owner = own_export(managed);
+  return owner == nullptr || !owner->imported.exchange(true, std::memory_order_acq_rel);
+}
+
+void untake_own_export(DLManagedTensorVersioned* managed) noexcept {
+  if (auto* owner = own_export(managed)) {
+    owner->imported.store(false, std::memory_order_release);
+  }
+}
+
+void untake_own_export(DLManagedTensor* managed) noexcept {
+  if (auto* owner = own_export(managed)) {
+    owner->imported.store(false, std::memory_order_release);
+  }
+}
 
 expected<DLManagedTensorVersioned*, Error> export_read_only(const Tensor& tensor) noexcept {
   const std::uint64_t flags = versioned_flags(tensor.dl_ctx()) | DLPACK_FLAG_BITMASK_READ_ONLY;

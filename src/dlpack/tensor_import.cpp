@@ -6,6 +6,7 @@
 #include "dlpack/context_recycler.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/import_owner.hpp"
+#include "dlpack/own_export.hpp"
 #include "dlpack/recycler.hpp"
 #include "dlpack/tensor_view.hpp"
 #include "dlpack/without_throwing.hpp"
@@ -56,9 +57,18 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
   } catch (...) {
     return make_unexpected(out_of_memory(who));
   }
+  // One pointer has one consumer: this library's export taken by an import before is refused
+  // (its owner may be recycled into a later export the moment the first import lets go).
+  if (!detail::take_own_export(managed)) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(who) +
+                               ": this export was imported already (a DLPack tensor has one "
+                               "consumer, which calls its deleter once; the caller keeps it)");
+  }
   // Its first claim (the Tensor's) counted; nothing can fail after it.
   std::shared_ptr<Buffer> owner = detail::ImportOwnerAccess::make<Buffer>(managed);
   if (owner == nullptr) {
+    detail::untake_own_export(managed);
     return make_unexpected(out_of_memory(who));
   }
   shared->memory_reference = std::move(owner);

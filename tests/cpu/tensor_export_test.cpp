@@ -139,6 +139,48 @@ TEST(ExportVersioned, ADataPointerWrittenByHandIsCheckedAsAnImportChecksIt) {
   EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
+// One export imported twice (a caller bug: a DLPack tensor has one consumer). The second import
+// was taken too: when the first let go, the export's owner went back to be recycled, the next
+// export took the same block, and the second import's owner then ran that export's deleter,
+// freeing memory its consumer still read. This library's own export is now refused a second time,
+// and the caller keeps it.
+TEST(ExportVersioned, ASecondImportOfOneExportIsRefused) {
+  CountingProducer producer;
+  {
+    TensorSpec spec;
+    spec.shape = {4};
+    const Tensor tensor = import_or_die(producer, spec);
+    auto exported = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    auto first = make_tensor_from_dlpack_versioned(*exported);
+    ASSERT_TRUE(first.has_value()) << first.error().message;
+    auto second = make_tensor_from_dlpack_versioned(*exported);
+    ASSERT_FALSE(second.has_value()) << "one export taken by two imports";
+    EXPECT_EQ(second.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(second.error().message,
+              "make_tensor_from_dlpack_versioned: this export was imported already (a DLPack "
+              "tensor has one consumer, which calls its deleter once; the caller keeps it)");
+    const Tensor writable = writable_view_of(tensor);
+    auto legacy = writable.to_dlpack();
+    ASSERT_TRUE(legacy.has_value()) << legacy.error().message;
+    auto legacy_first = make_tensor_from_dlpack(*legacy);
+    ASSERT_TRUE(legacy_first.has_value()) << legacy_first.error().message;
+    auto legacy_second = make_tensor_from_dlpack(*legacy);
+    ASSERT_FALSE(legacy_second.has_value()) << "one legacy export taken by two imports";
+    EXPECT_EQ(legacy_second.error().code, ErrorCode::kInvalidArgument);
+    *first = Tensor();
+    *legacy_first = Tensor();
+    flush_deferred_releases();
+    // The recycled owner of the next export is a new export: imported once, as any.
+    auto next = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(next.has_value()) << next.error().message;
+    auto taken = make_tensor_from_dlpack_versioned(*next);
+    ASSERT_TRUE(taken.has_value()) << taken.error().message;
+  }
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
 TEST(ExportVersioned, ComputedStridesAreExportedInElements) {
   CountingProducer producer;
   {
