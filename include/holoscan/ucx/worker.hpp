@@ -171,7 +171,9 @@ class HOLOSCAN_DLPACK_API Worker {
    * @brief The next connection the listener accepted, waiting up to `timeout_ms` (0: do not
    *        wait, negative: no limit); nullopt when none came. Each is returned once; one that
    *        ended and was forgotten before it was asked for (see docs/ucx.md) is not. Never
-   *        throws: out of host memory it returns nullopt early (a request stays queued).
+   *        throws: out of host memory it returns nullopt early (a request stays queued). A worker
+   *        not listening yet waits all the same (a listen() on another thread may start it), so
+   *        accept(-1) before any listen() returns only at stop() or destruction.
    */
   std::optional<PeerId> accept(int timeout_ms);
 
