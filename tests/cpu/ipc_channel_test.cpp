@@ -907,7 +907,14 @@ TEST_F(IpcListener, RefusesUnusablePaths) {
   auto client = Channel::connect("");
   ASSERT_FALSE(client.has_value());
   EXPECT_EQ(client.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_FALSE(Channel::connect(std::string("a\0b", 3)).has_value());
+  auto with_nul = Channel::connect(std::string("a\0b", 3));
+  ASSERT_FALSE(with_nul.has_value());
+  EXPECT_EQ(with_nul.error().code, ErrorCode::kInvalidArgument);
+  // The NUL written out, so that the message does not end there when read as a C string.
+  EXPECT_EQ(std::string(with_nul.error().message.c_str()), with_nul.error().message);
+  EXPECT_NE(with_nul.error().message.find("socket path \"a\\0b\" must be 1 to 107 bytes"),
+            std::string::npos)
+      << with_nul.error().message;
 }
 
 // A Hello proves its sender: its pidfd must name the live process whose credentials the kernel
