@@ -70,6 +70,13 @@ TEST(IpcMisuse, AMovedFromChannelOrListenerRefusesToWaitOnNoSocket) {
     if (!sent) {
       EXPECT_EQ(sent.error().code, ErrorCode::kInvalidArgument) << sent.error().message;
     }
+    // Its peer's pid and liveness say so too, as send() and receive() do (not EBADF's kFailure).
+    auto pid = moved_from->peer_pid();
+    ASSERT_FALSE(pid);
+    EXPECT_EQ(pid.error().code, ErrorCode::kInvalidArgument) << pid.error().message;
+    auto watched = watch_peer(*moved_from);
+    ASSERT_FALSE(watched);
+    EXPECT_EQ(watched.error().code, ErrorCode::kInvalidArgument) << watched.error().message;
 
     const std::string path = "/tmp/holoscan-ipc-misuse-" + std::to_string(::getpid());
     auto listener = Listener::listen(path);

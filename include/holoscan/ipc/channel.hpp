@@ -107,6 +107,7 @@ class HOLOSCAN_DLPACK_API Channel {
    * That is the process that connected or created the socket, not necessarily the one that uses
    * it: for pair() it is the creating process for both ends, even after a fork or when a launcher
    * hands the ends to processes it starts. The Hello proves who actually speaks (Hello::process).
+   * kInvalidArgument on a Channel moved from.
    */
   expected<std::int32_t, Error> peer_pid() const;
 

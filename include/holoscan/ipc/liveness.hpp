@@ -29,7 +29,7 @@ HOLOSCAN_DLPACK_API expected<std::unique_ptr<PeerLiveness>, Error> watch_pidfd(U
  * pid can intervene; falls back to watch_process(peer_pid()) on older kernels. That is the process
  * that made the connection, not necessarily the one that uses it (a launcher may create a pair
  * and hand the ends on; for Channel::pair() both ends name the creating process): Exporter
- * watches the Hello's process instead (watch_pidfd).
+ * watches the Hello's process instead (watch_pidfd). kInvalidArgument on a Channel moved from.
  */
 HOLOSCAN_DLPACK_API expected<std::unique_ptr<PeerLiveness>, Error> watch_peer(
     const Channel& channel);

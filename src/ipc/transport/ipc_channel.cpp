@@ -373,6 +373,9 @@ void Channel::note_refused(const std::uint8_t* frame, std::size_t size) noexcept
 }
 
 expected<std::int32_t, Error> Channel::peer_pid() const {
+  if (!socket_.valid()) {
+    return make_unexpected(no_socket());  // as send() and receive() say it, not EBADF
+  }
   ucred credentials{};
   socklen_t length = sizeof(credentials);
   if (::getsockopt(socket_.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {

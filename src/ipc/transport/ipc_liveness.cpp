@@ -86,6 +86,9 @@ expected<std::unique_ptr<PeerLiveness>, Error> watch_pidfd(UniqueFd pidfd) {
 }
 
 expected<std::unique_ptr<PeerLiveness>, Error> watch_peer(const Channel& channel) {
+  if (channel.fd() < 0) {
+    return make_unexpected(channel.peer_pid().error());  // moved from: as the Channel says it
+  }
   int pidfd = -1;
   socklen_t length = sizeof(pidfd);
   if (::getsockopt(channel.fd(), SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) == 0) {
