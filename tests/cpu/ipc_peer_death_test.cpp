@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -192,6 +193,23 @@ TEST(IpcLiveness, RefusesWhatIsNotAProcess) {
   auto missing = watch_process(0x7ffffff0);  // above any pid_max Linux allows
   ASSERT_FALSE(missing.has_value());
   EXPECT_EQ(missing.error().code, ErrorCode::kFailure);
+}
+
+// A descriptor that is no pidfd turns readable for its own reasons (a socket with data): taken
+// for a pidfd, that read as the peer's exit, and its claims would drop under its reads.
+TEST(IpcLiveness, RefusesADescriptorThatIsNoPidfd) {
+  int ends[2] = {-1, -1};
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, ends), 0);
+  UniqueFd other(ends[1]);
+  ASSERT_EQ(::write(other.get(), "x", 1), 1);  // readable, as a pidfd of an exited process is
+  const std::string named = "descriptor " + std::to_string(ends[0]) + " is not a pidfd";
+  auto socket = watch_pidfd(UniqueFd(ends[0]));
+  ASSERT_FALSE(socket.has_value()) << "a socket was watched as a process";
+  EXPECT_EQ(socket.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(socket.error().message, "ipc liveness: " + named);
+  auto own = watch_pidfd(UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0))));
+  ASSERT_TRUE(own.has_value()) << own.error().message;
+  EXPECT_FALSE((*own)->exited());
 }
 
 }  // namespace

@@ -18,7 +18,8 @@ HOLOSCAN_DLPACK_API expected<std::unique_ptr<PeerLiveness>, Error> watch_process
 
 /**
  * @brief Watches the process `pidfd` names, e.g. the Hello's (Hello::process): the process that
- *        proved it speaks on the channel. kInvalidArgument without a descriptor.
+ *        proved it speaks on the channel. kInvalidArgument without a descriptor, or for one
+ *        that is no pidfd (its readiness would say nothing of a process); it is closed then.
  */
 HOLOSCAN_DLPACK_API expected<std::unique_ptr<PeerLiveness>, Error> watch_pidfd(UniqueFd pidfd);
 

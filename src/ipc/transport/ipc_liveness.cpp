@@ -22,6 +22,7 @@
 #include "holoscan/ipc/fd.hpp"
 #include "holoscan/ipc/liveness.hpp"
 #include "ipc/ipc_error.hpp"
+#include "ipc/transport/ipc_identity.hpp"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434  // the same number on every Linux architecture
@@ -81,6 +82,12 @@ expected<std::unique_ptr<PeerLiveness>, Error> watch_process(std::int32_t pid) {
 expected<std::unique_ptr<PeerLiveness>, Error> watch_pidfd(UniqueFd pidfd) {
   if (!pidfd.valid()) {
     return make_unexpected(detail::invalid_argument(kWho, "no pidfd to watch"));
+  }
+  // Another descriptor (a socket, stdin) turns readable for its own reasons: read as the peer's
+  // exit, its claims would drop while it still reads the memory.
+  if (detail::pidfd_pid(pidfd.get()) == 0) {
+    return make_unexpected(detail::invalid_argument(
+        kWho, "descriptor " + std::to_string(pidfd.get()) + " is not a pidfd"));
   }
   return make_liveness(std::move(pidfd));
 }
