@@ -19,6 +19,7 @@
 #include "endpoint.hpp"
 #include "errors.hpp"
 #include "ipc_bindings.hpp"
+#include "no_pickling.hpp"
 
 namespace nb = nanobind;
 
@@ -170,6 +171,7 @@ void bind_channel(nb::module_& module) {
 void bind_listener(nb::module_& module) {
   nb::class_<ListenerHandle> type(module, "Listener",
                                   "A listening socket bound at a path, which accepts Channels.");
+  refuse_pickling(type, "Listener");
   type.def(nb::new_(&listen), nb::arg("path"), Entry(),
            "Binds and listens at `path`, which must not exist yet.")
       .def_static("listen", &listen, nb::arg("path"), Entry(), "Same as the constructor.")

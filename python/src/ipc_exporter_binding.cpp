@@ -12,6 +12,7 @@
 #include "endpoint.hpp"
 #include "errors.hpp"
 #include "ipc_bindings.hpp"
+#include "no_pickling.hpp"
 #include "stream_arg.hpp"
 
 namespace nb = nanobind;
@@ -93,6 +94,7 @@ void bind_ipc_exporter(nb::module_& module) {
       "Publishes tensors to importers in other processes and holds each export's memory until "
       "its importer is done with it, or has died. Thread-safe. Call poll() when fileno() is "
       "readable, and every millisecond or so while held() is not zero.");
+  refuse_pickling(type, "Exporter");
   type.def(nb::new_(&create), Entry(), "An exporter with no peers.")
       .def_static("create", &create, Entry(), "Same as the constructor.")
       .def("add_peer", &add_peer, nb::arg("channel"), nb::arg("hello_timeout_ms").none() = 5000,

@@ -15,6 +15,7 @@
 #include "cast_arg.hpp"
 #include "dtype.hpp"
 #include "errors.hpp"
+#include "no_pickling.hpp"
 #include "stream_arg.hpp"
 #include "without_gil.hpp"
 
@@ -78,9 +79,12 @@ void bind_pool(nb::module_& module) {
              "cudaMalloc (the VMM API when shareable) on the pool's device (kDLCUDA).")
       .value("kHost", PoolMemory::kHost, "Pageable host memory (kDLCPU); needs no GPU.");
 
-  nb::class_<TensorPool>(module, "TensorPool",
-                         "Fixed-size blocks handed out as writable Tensors, reused only when "
-                         "every handle is gone and the GPU passed every recorded point.")
+  nb::class_<TensorPool> pools(
+      module, "TensorPool",
+      "Fixed-size blocks handed out as writable Tensors, reused only "
+      "when every handle is gone and the GPU passed every recorded point.");
+  refuse_pickling(pools, "TensorPool");
+  pools
       .def(nb::new_(&create_pool), nb::kw_only(), nb::arg("memory"), nb::arg("device").none() = 0,
            nb::arg("block_bytes").none(), nb::arg("block_count").none(),
            nb::arg("shareable").none() = false, Entry(),

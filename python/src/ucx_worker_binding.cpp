@@ -125,6 +125,13 @@ ucx::PeerId connect(WorkerHandle& self, const std::string& address, nb::handle p
 nb::object accept(WorkerHandle& self, nb::handle timeout_ms) {
   const std::optional<int> limit = wait_timeout(timeout_ms, "ucx.Worker.accept");
   const WorkerHandle::Held held = self.hold(kWorker);
+  // A forked child's copy answers accept() with nobody at once (it has no error to give), which
+  // the slices below would ask again for ever without a limit: its refusal (NotSupportedError)
+  // comes from progress(), as every other call's does.
+  if (const auto progressed = held.call([](ucx::Worker& worker) { return worker.progress(); });
+      !progressed && progressed.error().code == ErrorCode::kNotSupported) {
+    raise_error(progressed.error());
+  }
   return wait_in_slices(limit, [&](int slice_ms) -> nb::object {
     const std::optional<ucx::PeerId> peer =
         held.call([&](ucx::Worker& worker) { return worker.accept(slice_ms); });

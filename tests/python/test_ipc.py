@@ -113,12 +113,14 @@ def test_listener_accepts_connections_and_removes_its_path(tmp_path):
 
 
 def test_a_path_holding_a_nul_character_is_refused_with_the_whole_message(tmp_path):
-    # The message names the path, NUL and all; it was cut at the NUL, losing the reason.
+    # The message names the path, the NUL written as \0 (a C string would end there); it was cut
+    # at the NUL, losing the reason.
     path = str(tmp_path / "end") + "\0point"
+    shown = path.replace("\0", "\\0")
     for call in (lambda: ipc.Listener(path), lambda: ipc.Channel.connect(path)):
         with pytest.raises(hd.errors.InvalidArgumentError) as raised:
             call()
-        assert str(raised.value).endswith(f'socket path "{path}" must be 1 to 107 bytes without '
+        assert str(raised.value).endswith(f'socket path "{shown}" must be 1 to 107 bytes without '
                                           "NUL")
 
 
@@ -546,6 +548,19 @@ def test_a_channel_cannot_be_pickled_outside_multiprocessing():
         pickle.dumps(mine)
     mine.close()
     theirs.close()
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_exporters_listeners_and_pools_refuse_pickling_at_every_protocol(tmp_path, protocol):
+    # Protocols 0 and 1 rebuilt an instance with object.__new__, which a class made through a
+    # factory let through; freeing that instance, whose C++ object never existed, aborted.
+    import pickle
+    with ipc.Exporter() as exporter, ipc.Listener(str(tmp_path / "socket")) as listener:
+        pool = hd.TensorPool(memory="host", block_bytes=256, block_count=1)
+        for name, thing in (("Exporter", exporter), ("Listener", listener),
+                            ("TensorPool", pool)):
+            with pytest.raises(TypeError, match=f"^cannot pickle '{name}' object$"):
+                pickle.dumps(thing, protocol=protocol)
 
 
 # ---- on a GPU ---------------------------------------------------------------------------------
