@@ -231,8 +231,12 @@ bool refused_by_a_capture(cudaError_t status) noexcept {
 }
 
 // Asks until `point` passes, for a wait that a capture refused; false when its record turns out
-// to be captured (see wait_and_drop_points).
+// to be captured (see wait_and_drop_points), or when the refusals outlast kRefusalPatience: a
+// capture this very thread began in global mode (its switch to relaxed mode failed) refuses
+// every ask until this thread ends it, which it never would from here. The memory is kept then.
 bool query_until_passed(const StreamPoint& point) noexcept {
+  constexpr std::chrono::seconds kRefusalPatience{2};
+  const auto give_up = std::chrono::steady_clock::now() + kRefusalPatience;
   for (;;) {
     const cudaError_t status = cuda().event_query(point.event);
     if (status == cudaSuccess) {
@@ -245,6 +249,9 @@ bool query_until_passed(const StreamPoint& point) noexcept {
       }
       if (!refused_by_a_capture(status)) {
         return true;  // the context is gone or broken: nothing runs on it any more
+      }
+      if (std::chrono::steady_clock::now() >= give_up) {
+        return false;
       }
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));

@@ -153,7 +153,8 @@ HOLOSCAN_DLPACK_WING_API bool forget_points_of_another_process(StreamPointList& 
  *        A wait that a capture refuses is asked again by queries until the point passes.
  *        False, at once, when a point was recorded in another process (the list is forgotten as
  *        forget_points_of_another_process() does), or when a point's record went into a graph
- *        being captured (it never passes here): the caller must not run its release.
+ *        being captured (it never passes here), or when captures refused every ask for 2 s:
+ *        the caller must not run its release.
  */
 [[nodiscard]] HOLOSCAN_DLPACK_WING_API bool wait_and_drop_points(
     StreamPointList& points, QueryThread thread = QueryThread::kCaller) noexcept;

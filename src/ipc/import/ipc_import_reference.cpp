@@ -11,6 +11,7 @@
 
 #include "cuda/cuda_error.hpp"
 #include "ipc/cuda/cuda_ipc_api.hpp"
+#include "keep_until_exit.hpp"
 #include "stream/defer_release.hpp"
 #include "stream/stream_point.hpp"
 #include "stream/tracked_streams.hpp"
@@ -88,9 +89,11 @@ ImportedReference::~ImportedReference() {
   if (held == nullptr) {
     // No room to defer: wait here, the one host block left, rather than unmap under the GPU.
     if (!holoscan::detail::wait_and_drop_points(points)) {
-      // Points recorded before a fork() cannot be on this process's own import (maker_): this
-      // branch is not reached. Should it be, nothing more is given back or unmapped by hand
-      // here (the GPU of another process may still read the mapping).
+      // A point that never passes here (a record that went into a graph being captured, which
+      // may run at any time): the mapping is kept until the process exits and nothing is given
+      // back, rather than unmapped under that graph. (Points recorded before a fork() cannot be
+      // on this process's own import: maker_.)
+      holoscan::detail::keep_until_exit(std::move(mapping_));
       return;
     }
     mapping_.reset();  // still ours (a failed allocation initializes nothing): unmapped first
