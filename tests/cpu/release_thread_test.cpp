@@ -95,23 +95,38 @@ bool use_up_the_queues_spare_nodes(cudaStream_t pending) {
   return false;
 }
 
+// A deleter that counts its runs and notes one before the "GPU" finished, and a thread that
+// finishes the GPU's work (then `after`) 50 ms on, while the test's thread waits in a drop.
+struct DeleterAgainstTheGpu {
+  std::atomic<bool> gpu_done{false};
+  std::atomic<int> runs{0};
+  std::atomic<bool> ran_early{false};
+
+  DLManagedTensorVersioned* tensor() {
+    return make_callback_tensor([this] {
+      ran_early.store(ran_early.load() || !gpu_done.load());
+      runs.fetch_add(1);
+    });
+  }
+  template <class After>
+  std::thread finish_later(FakeCuda& fake, cudaStream_t stream, After after) {
+    return std::thread([this, &fake, stream, after] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      gpu_done.store(true);
+      fake.complete(stream);
+      after();
+    });
+  }
+};
+
 TEST_F(ReleaseThread, ADropWithNoRoomInTheQueueWaitsForItsPointsHere) {
   cudaStream_t stream = fake().create_stream(0);
   fake().launch(stream);  // completed only at the end: every release below stays pending
   ASSERT_TRUE(use_up_the_queues_spare_nodes(stream));
-  std::atomic<bool> gpu_done{false};
-  std::atomic<int> runs{0};
-  std::atomic<bool> ran_early{false};
-  auto buffer = std::make_unique<Buffer>(make_callback_tensor([&] {
-    ran_early.store(ran_early.load() || !gpu_done.load());
-    runs.fetch_add(1);
-  }));
+  DeleterAgainstTheGpu deleter;
+  auto buffer = std::make_unique<Buffer>(deleter.tensor());
   ASSERT_TRUE(buffer->set_deallocation_stream(stream));
-  std::thread gpu([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    gpu_done.store(true);
-    fake().complete(stream);
-  });
+  std::thread gpu = deleter.finish_later(fake(), stream, [] {});
   std::uint64_t failed = 0;
   {
     test::FailingAllocations failing(0, 1000);
@@ -120,8 +135,8 @@ TEST_F(ReleaseThread, ADropWithNoRoomInTheQueueWaitsForItsPointsHere) {
   }
   gpu.join();
   EXPECT_GE(failed, 1u);  // the queue was refused its node
-  EXPECT_EQ(runs.load(), 1);
-  EXPECT_FALSE(ran_early.load());
+  EXPECT_EQ(deleter.runs.load(), 1);
+  EXPECT_FALSE(deleter.ran_early.load());
   flush_deferred_releases();
 }
 
@@ -134,23 +149,14 @@ TEST_F(ReleaseThread, ADropWaitingHereThatACaptureRefusesStillWaitsForTheGpu) {
   cudaStream_t captured = fake().create_stream(0);
   fake().launch(stream);
   ASSERT_TRUE(use_up_the_queues_spare_nodes(stream));
-  std::atomic<bool> gpu_done{false};
-  std::atomic<int> runs{0};
-  std::atomic<bool> ran_early{false};
-  auto buffer = std::make_unique<Buffer>(make_callback_tensor([&] {
-    ran_early.store(ran_early.load() || !gpu_done.load());
-    runs.fetch_add(1);
-  }));
+  DeleterAgainstTheGpu deleter;
+  auto buffer = std::make_unique<Buffer>(deleter.tensor());
   ASSERT_TRUE(buffer->set_deallocation_stream(stream));
   fake().set_capture(captured, cudaStreamCaptureStatusActive);  // begun in global mode
   fake().fail_next(CudaEntry::kThreadExchangeStreamCaptureMode, cudaErrorUnknown, 1000);
   const std::uint64_t refused_before = fake().calls(CudaEntry::kEventSynchronize);
-  std::thread gpu([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    gpu_done.store(true);
-    fake().complete(stream);
-    fake().set_capture(captured, cudaStreamCaptureStatusNone);
-  });
+  std::thread gpu = deleter.finish_later(
+      fake(), stream, [&] { fake().set_capture(captured, cudaStreamCaptureStatusNone); });
   {
     test::FailingAllocations failing(0, 1000);
     buffer.reset();
@@ -159,8 +165,8 @@ TEST_F(ReleaseThread, ADropWaitingHereThatACaptureRefusesStillWaitsForTheGpu) {
   fake().clear_faults();
   EXPECT_GT(fake().calls(CudaEntry::kEventSynchronize), refused_before)
       << "the drop did not wait here (the test shows nothing then)";
-  EXPECT_EQ(runs.load(), 1);
-  EXPECT_FALSE(ran_early.load()) << "the deleter ran before the GPU passed its point";
+  EXPECT_EQ(deleter.runs.load(), 1);
+  EXPECT_FALSE(deleter.ran_early.load()) << "the deleter ran before the GPU passed its point";
   flush_deferred_releases();
 }
 
