@@ -4,20 +4,17 @@
 // import of one pointer would run the deleter of a later export that took the same block.
 #include <dlpack/dlpack.h>
 
+#include <atomic>
+
 namespace holoscan::detail {
 
 /**
- * @brief For an import about to take ownership of `managed`: true, and the export marked taken,
- *        when `managed` is not this library's export or is one no import took yet; false when an
- *        import took it already (the caller's second import of one pointer), which is refused.
+ * @brief Whether an import took `managed` already, when it is this library's live export: its
+ *        flag, which an import sets as it takes ownership (a second import finds it set and is
+ *        refused); null for any other tensor.
  */
-bool take_own_export(DLManagedTensorVersioned* managed) noexcept;
+std::atomic<bool>* own_export_taken(DLManagedTensorVersioned* managed) noexcept;
 /** @brief As above, for a legacy export. */
-bool take_own_export(DLManagedTensor* managed) noexcept;
-
-/** @brief Undoes take_own_export() for an import that failed after it (out of memory). */
-void untake_own_export(DLManagedTensorVersioned* managed) noexcept;
-/** @brief As above, for a legacy export. */
-void untake_own_export(DLManagedTensor* managed) noexcept;
+std::atomic<bool>* own_export_taken(DLManagedTensor* managed) noexcept;
 
 }  // namespace holoscan::detail

@@ -254,26 +254,14 @@ ExportedTensor<Managed>* own_export(Managed* managed) noexcept {
 
 }  // namespace
 
-bool take_own_export(DLManagedTensorVersioned* managed) noexcept {
+std::atomic<bool>* own_export_taken(DLManagedTensorVersioned* managed) noexcept {
   auto* owner = own_export(managed);
-  return owner == nullptr || !owner->imported.exchange(true, std::memory_order_acq_rel);
+  return owner != nullptr ? &owner->imported : nullptr;
 }
 
-bool take_own_export(DLManagedTensor* managed) noexcept {
+std::atomic<bool>* own_export_taken(DLManagedTensor* managed) noexcept {
   auto* owner = own_export(managed);
-  return owner == nullptr || !owner->imported.exchange(true, std::memory_order_acq_rel);
-}
-
-void untake_own_export(DLManagedTensorVersioned* managed) noexcept {
-  if (auto* owner = own_export(managed)) {
-    owner->imported.store(false, std::memory_order_release);
-  }
-}
-
-void untake_own_export(DLManagedTensor* managed) noexcept {
-  if (auto* owner = own_export(managed)) {
-    owner->imported.store(false, std::memory_order_release);
-  }
+  return owner != nullptr ? &owner->imported : nullptr;
 }
 
 expected<DLManagedTensorVersioned*, Error> export_read_only(const Tensor& tensor) noexcept {

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <memory>
 #include <new>
 #include <string>
@@ -59,7 +60,8 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
   }
   // One pointer has one consumer: this library's export taken by an import before is refused
   // (its owner may be recycled into a later export the moment the first import lets go).
-  if (!detail::take_own_export(managed)) {
+  std::atomic<bool>* taken = detail::own_export_taken(managed);
+  if (taken != nullptr && taken->exchange(true, std::memory_order_acq_rel)) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            std::string(who) +
                                ": this export was imported already (a DLPack tensor has one "
@@ -68,7 +70,9 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
   // Its first claim (the Tensor's) counted; nothing can fail after it.
   std::shared_ptr<Buffer> owner = detail::ImportOwnerAccess::make<Buffer>(managed);
   if (owner == nullptr) {
-    detail::untake_own_export(managed);
+    if (taken != nullptr) {
+      taken->store(false, std::memory_order_release);  // not taken after all
+    }
     return make_unexpected(out_of_memory(who));
   }
   shared->memory_reference = std::move(owner);
