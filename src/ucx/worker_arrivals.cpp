@@ -33,7 +33,7 @@ void end_landing(Arrival& arrival, ucs_status_t status, std::size_t length,
     arrival.phase = Arrival::Phase::kDropped;
     arrival.tensor = Tensor();
     arrival.state->mark_failed(arrival.state->find(arrival.peer), UCS_ERR_NO_MEMORY,
-                               "was closed here: a tensor of it could not be taken");
+                               "was closed here: a tensor of it could not be taken", nullptr);
   }
 }
 
@@ -147,7 +147,7 @@ void Worker::State::answer_refusal(PeerId peer, std::uint64_t sequence,
     queue_control(peer, MessageId::kAck, encode(Ack{sequence, error.code, error.message}));
   } catch (...) {
     mark_failed(find(peer), UCS_ERR_NO_MEMORY,
-                "was closed here: a refusal to it could not be queued");
+                "was closed here: a refusal to it could not be queued", nullptr);
   }
 }
 
@@ -268,7 +268,8 @@ void Worker::State::on_landed(Arrival& arrival, ucs_status_t status, std::size_t
     arrival.phase = Arrival::Phase::kDropped;
     arrival.tensor = Tensor();
     // Unanswered: should UCX not report the endpoint failed, handle_failures ends it.
-    defer_failure(peer, status, "was closed here: a tensor of it could not be landed");
+    defer_failure(peer, status, "was closed here: a tensor of it could not be landed",
+                  "ucp_am_recv_data_nbx");
     return;
   }
   if (status == UCS_OK && length == arrival.length) {

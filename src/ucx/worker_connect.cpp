@@ -50,7 +50,7 @@ void on_endpoint_error(void* arg, ucp_ep_h endpoint, ucs_status_t status) {
   if (peer != nullptr) {
     peer->endpoint_failed = true;
   }
-  state->mark_failed(peer, status, "is gone");
+  state->mark_failed(peer, status, "is gone", "UCX's endpoint error handler");
 }
 
 // Frees the requests of `requests` that UCX completed; whether none is left.
@@ -91,6 +91,19 @@ ucp_ep_params_t endpoint_params(Worker::State* state) {
   params.err_handler.cb = on_endpoint_error;
   params.err_handler.arg = state;
   return params;
+}
+
+// The kClosed message of a peer whose connection ends for its recorded failure: what failed, and
+// the UCX call that said so with its status, or that this side ran out of host memory.
+std::string failure_message(PeerId id, const Peer& peer) {
+  std::string message =
+      "ucx: peer " + std::to_string(id) + " (" + peer.name + ") " + peer.failure_what + " (";
+  if (peer.failure_call != nullptr) {
+    message += std::string(peer.failure_call) + ": " + detail::describe_status(peer.failure);
+  } else {
+    message += "out of host memory";
+  }
+  return message + ")";
 }
 
 }  // namespace
@@ -282,12 +295,14 @@ std::size_t Worker::State::accept_connections() {
 }
 
 // The first failure of a peer is the one reported; a peer already lost stays as it was.
-void Worker::State::mark_failed(Peer* peer, ucs_status_t status, const char* what) noexcept {
+void Worker::State::mark_failed(Peer* peer, ucs_status_t status, const char* what,
+                                const char* call) noexcept {
   if (peer == nullptr || peer->failure != UCS_OK) {
     return;
   }
   peer->failure = status != UCS_OK ? status : UCS_ERR_NO_MESSAGE;
   peer->failure_what = what;
+  peer->failure_call = call;
   peers_failed = true;
 }
 
@@ -295,18 +310,20 @@ void Worker::State::lose_untold_next_round(Peer& peer, Peer::Untold why,
                                            const char* what) noexcept {
   peer.untold = why;
   peer.connecting = false;
-  mark_failed(&peer, UCS_ERR_NO_MEMORY, what);
+  mark_failed(&peer, UCS_ERR_NO_MEMORY, what, nullptr);
   drop_arrivals(peer.id, Dropping::kEverything);  // receive() hands out none of it now
   // No UCX event will say that a round has work: an event loop asleep on fd() must come to it.
   announce();
 }
 
-void Worker::State::defer_failure(Peer* peer, ucs_status_t status, const char* what) noexcept {
+void Worker::State::defer_failure(Peer* peer, ucs_status_t status, const char* what,
+                                  const char* call) noexcept {
   if (peer == nullptr || peer->lost || peer->deferred_failure != UCS_OK) {
     return;
   }
   peer->deferred_failure = status != UCS_OK ? status : UCS_ERR_NO_MESSAGE;
   peer->deferred_failure_what = what;
+  peer->deferred_failure_call = call;
   peer->deferred_failure_round = rounds;
   peers_failed = true;
 }
@@ -329,16 +346,12 @@ std::size_t Worker::State::handle_failures() {
         }
         peer.failure = peer.deferred_failure;
         peer.failure_what = peer.deferred_failure_what;
+        peer.failure_call = peer.deferred_failure_call;
       }
       if (peer.failure == UCS_OK) {
         continue;
       }
-      lose_peer(peer,
-                Error{ErrorCode::kClosed,
-                      "ucx: peer " + std::to_string(id) + " (" + peer.name + ") " +
-                          peer.failure_what + ": " + ucs_status_string(peer.failure),
-                      0},
-                true);
+      lose_peer(peer, Error{ErrorCode::kClosed, failure_message(id, peer), 0}, true);
       ++handled;
       if (peer.untold != Peer::Untold::kDisconnected) {
         ++stats.peers_lost;  // broken (or a connect() abandoned), not disconnected here

@@ -24,7 +24,7 @@ ucs_status_t tensor_handler(void* arg, const void* header, std::size_t header_le
     // Out of host memory: the message is dropped unanswered, so its connection ends (its sender
     // learns kClosed for it rather than nothing).
     state->mark_failed(state->find(reply_endpoint(param)), UCS_ERR_NO_MEMORY,
-                       "was closed here: a tensor message of it could not be taken");
+                       "was closed here: a tensor message of it could not be taken", nullptr);
     return UCS_OK;
   }
 }
@@ -37,7 +37,7 @@ ucs_status_t ack_handler(void* arg, const void* header, std::size_t header_lengt
   } catch (...) {
     // Out of host memory: the answer is lost, so the connection ends (its sends fail kClosed).
     state->mark_failed(state->find(reply_endpoint(param)), UCS_ERR_NO_MEMORY,
-                       "was closed here: an answer of it could not be taken");
+                       "was closed here: an answer of it could not be taken", nullptr);
   }
   return UCS_OK;
 }
@@ -51,7 +51,7 @@ ucs_status_t hello_handler(void* arg, const void* header, std::size_t header_len
     // Out of host memory: unanswered, the connecting side would wait until its timeout; the
     // connection ends instead, so that it learns kClosed at once.
     state->mark_failed(state->find(reply_endpoint(param)), UCS_ERR_NO_MEMORY,
-                       "was closed here: its Hello could not be taken");
+                       "was closed here: its Hello could not be taken", nullptr);
   }
   return UCS_OK;
 }
@@ -112,7 +112,8 @@ std::size_t Worker::State::flush_controls() {
       continue;  // its connection is gone: nobody to tell
     }
     if (ucs_status_t status = send_control(*peer, control); status != UCS_OK) {
-      mark_failed(peer, status, "was closed here: an answer to it could not be sent");
+      mark_failed(peer, status, "was closed here: an answer to it could not be sent",
+                  "ucp_am_send_nbx");
     }
   }
   return queued.size();
@@ -160,7 +161,7 @@ bool Worker::State::finish_sent_controls() noexcept {
     }
     if (status != UCS_OK) {
       defer_failure(find(sending[i].peer), status,
-                    "was closed here: an answer to it could not be sent");
+                    "was closed here: an answer to it could not be sent", "ucp_am_send_nbx");
     }
     ucp_request_free(sending[i].request);
     sending[i] = sending.back();

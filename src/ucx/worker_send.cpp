@@ -312,7 +312,7 @@ void Worker::State::fail_unready(Outgoing& send, const Error& why) {
         Error{why.code, "ucx send of " + about(send) + ": " + why.message, why.provenance});
   } catch (...) {
     mark_failed(find(send.peer), UCS_ERR_NO_MEMORY,
-                "was closed here: the outcome of a send to it could not be kept");
+                "was closed here: the outcome of a send to it could not be kept", nullptr);
   }
   on_ucx_done(send, UCS_OK);
 }
@@ -373,7 +373,7 @@ void Worker::State::on_ucx_done(Outgoing& send, ucs_status_t status) {
     // it does; a peer already lost ended its sends' outcomes before, so the result is made again
     // by a later round.
     mark_failed(find(send.peer), UCS_ERR_NO_MEMORY,
-                "was closed here: the outcome of a send to it could not be kept");
+                "was closed here: the outcome of a send to it could not be kept", nullptr);
     unended_sends = true;
   }
 }

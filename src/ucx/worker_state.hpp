@@ -140,6 +140,9 @@ struct Peer {
    *         callbacks, or where an answer could not go out) and acted on by handle_failures(). */
   ucs_status_t failure = UCS_OK;
   const char* failure_what = "";  ///< What failed, for the kClosed message (static text).
+  /** @brief The UCX call (or callback) that reported `failure`, for the message; null where the
+   *         failure is this side's own (out of host memory). */
+  const char* failure_call = nullptr;
   bool endpoint_failed = false;   ///< UCX reported the endpoint failed: it is closed at once.
   /** @brief A landing of its tensors, or a small message to it, that UCX failed while the
    *         endpoint stayed up (UCS_OK: none), what it was (static text), and the progress round
@@ -148,6 +151,7 @@ struct Peer {
    *         (defer_failure, handle_failures) so that the other side learns kClosed, not nothing. */
   ucs_status_t deferred_failure = UCS_OK;
   const char* deferred_failure_what = "";
+  const char* deferred_failure_call = nullptr;  ///< As failure_call.
   std::uint64_t deferred_failure_round = 0;
   /** @brief Whether it may write into this side's memory itself (remote_writes.hpp), asked of
    *         UCX at its first landing. */
@@ -262,14 +266,16 @@ struct Worker::State {
   void finish_connect(Peer& peer);
   void abandon_connect(Peer& peer);
   PeerId add_peer(ucp_ep_h endpoint, std::string name);
-  void mark_failed(Peer* peer, ucs_status_t status, const char* what) noexcept;
+  /** @brief Ends `peer`'s connection in the next handle_failures() for `what`, reported by `call`
+   *         (static texts; `call` null for this side's own failures); the first failure stays. */
+  void mark_failed(Peer* peer, ucs_status_t status, const char* what, const char* call) noexcept;
   /** @brief A loss this worker decided (`why`) that ran out of host memory partway: the next
    *         round ends it whole, reporting nothing; until then nothing of the peer is handed
    *         out, and an event loop asleep on fd() is woken for that round. */
   void lose_untold_next_round(Peer& peer, Peer::Untold why, const char* what) noexcept;
   /** @brief Ends `peer`'s connection for `what` unless UCX reports its endpoint failed by the
    *         next round (Peer::deferred_failure); null or lost peers are left alone. */
-  void defer_failure(Peer* peer, ucs_status_t status, const char* what) noexcept;
+  void defer_failure(Peer* peer, ucs_status_t status, const char* what, const char* call) noexcept;
   std::size_t handle_failures();
   void lose_peer(Peer& peer, const Error& reason, bool report);
   void close_endpoint(Peer& peer, bool force);

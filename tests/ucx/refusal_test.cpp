@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <ucs/type/status.h>
+
 #include "support/allocation_hooks.hpp"
 #include "ucx/failing_am_send.hpp"
 #include "ucx/series.hpp"
@@ -87,7 +89,11 @@ TEST(UcxRefusal, ARefusalUcxCannotSendEndsTheConnectionAndTheSenderLearnsClosed)
   const auto errors = errors_reported(sides.receiver);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].code, ErrorCode::kClosed) << errors[0].message;
-  EXPECT_NE(errors[0].message.find("an answer to it could not be sent"), std::string::npos)
+  // What failed, the UCX call that said so, and its status by text, name and number.
+  EXPECT_NE(errors[0].message.find("an answer to it could not be sent (ucp_am_send_nbx: " +
+                                   std::string(ucs_status_string(UCS_ERR_IO_ERROR)) +
+                                   ", UCS_ERR_IO_ERROR (-3))"),
+            std::string::npos)
       << errors[0].message;
   EXPECT_FALSE(sides.receiver.connected(sides.link.listener));
   ASSERT_EQ(sender.failed.size(), 1u);
