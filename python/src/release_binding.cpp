@@ -17,6 +17,7 @@
 #include "bindings.hpp"
 #include "errors.hpp"
 #include "held_reference.hpp"
+#include "stream/release_queue.hpp"
 #include "text_arg.hpp"
 #include "without_gil.hpp"
 
@@ -229,6 +230,8 @@ void bind_release_controls(nb::module_& module) {
   nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
     // Read with the GIL: the environment may be changing under os.environ on another thread.
     const std::chrono::milliseconds limit = release_thread_options().exit_drain;
+    // The library's own exit drain, later, waits only for what is left of the same limit.
+    detail::ReleaseQueue::exit_drain_begins_now();
     without_gil([limit] { (void)flush_deferred_releases_for(limit); });
     stop_python_releases();
   }));

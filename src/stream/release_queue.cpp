@@ -3,6 +3,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +35,10 @@ thread_local ReleaseQueue* locked_for_fork = nullptr;
     pthread_atfork(&ReleaseQueue::prepare_fork, &ReleaseQueue::after_fork_in_parent,
                    &ReleaseQueue::after_fork_in_child) == 0;
 
+// When an application's drain started the exit drain's clock (exit_drain_begins_now), in
+// steady_clock ticks; 0 until then. Constant-initialized: read by the exit handler.
+std::atomic<std::chrono::steady_clock::rep> exit_drain_began{0};
+
 }  // namespace
 
 // Made on first use in static storage, without a lock or a one-time guard (fork_locked): making
@@ -42,6 +48,14 @@ thread_local ReleaseQueue* locked_for_fork = nullptr;
 ReleaseQueue& ReleaseQueue::instance() noexcept { return fork_locked<ReleaseQueue>(); }
 
 ReleaseQueue* ReleaseQueue::existing() noexcept { return fork_locked_if_made<ReleaseQueue>(); }
+
+void ReleaseQueue::exit_drain_begins_now() noexcept {
+  std::chrono::steady_clock::rep unset = 0;
+  // A tick count of 0 is a clock's epoch, never a time after this process started.
+  (void)exit_drain_began.compare_exchange_strong(
+      unset, std::chrono::steady_clock::now().time_since_epoch().count(),
+      std::memory_order_acq_rel);
+}
 
 // Registered after the CUDA runtime's own exit handler (CUDA recorded the points that brought us
 // here), so it runs before the runtime's teardown; once, by the one constructor call.
@@ -406,7 +420,13 @@ void ReleaseQueue::stop() noexcept {
   run_releases_waiting_at_exit();
   // Bounded, since a deleter blocked on a lock the exiting thread holds would hang the exit.
   const std::chrono::milliseconds limit = exit_drain_setting();
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  if (const auto began = exit_drain_began.load(std::memory_order_acquire); began != 0) {
+    // An application's drain waited first: the limit holds for both together.
+    deadline = std::min(
+        deadline,
+        std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(began)) + limit);
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopping_) {
     return;  // stopped already

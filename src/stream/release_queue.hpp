@@ -64,6 +64,13 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   static ReleaseQueue& instance() noexcept;
   /** @brief The process's queue if one was made, else null (makes none). */
   static ReleaseQueue* existing() noexcept;
+  /**
+   * @brief Starts the exit drain's clock now, for an application's own drain that runs before
+   *        the library's exit handler (Python's atexit hook): the library's drain then ends when
+   *        the limit has passed since this call, so that the two wait no longer than the limit
+   *        together. The first call counts; later ones change nothing.
+   */
+  static void exit_drain_begins_now() noexcept;
 
   /** @brief What push() did with a release. */
   enum class PushResult {

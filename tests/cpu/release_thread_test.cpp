@@ -575,6 +575,43 @@ TEST_F(ReleaseThreadDeathTest, ExitDrainLimitSetFromCodeApplies) {
               "exit drain: 2 deferred release.s. still pending after 200 ms");
 }
 
+// An application's drain that started the exit drain's clock and waited out the limit for a
+// release the GPU holds back (as Python's atexit hook does) leaves the library's drain only what
+// is left of the limit: the exit waits no longer than the limit in all, where it waited twice it.
+std::chrono::steady_clock::time_point application_drain_began;
+constexpr std::chrono::milliseconds kDrainLimit{300};
+
+void exit_after_an_application_drain_used_up_the_limit(FakeCuda& fake) {
+  setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "300", 1);
+  if (detail::ReleaseQueue::existing() != nullptr) {
+    std::_Exit(6);  // the check below would run before the library's drain, and prove nothing
+  }
+  // Registered before the library's exit handler (made with the queue, below): runs after it.
+  if (std::atexit([] {
+        if (std::chrono::steady_clock::now() - application_drain_began >
+            kDrainLimit + std::chrono::milliseconds(200)) {
+          std::fputs("the library's drain waited the limit again\n", stderr);
+          std::_Exit(9);
+        }
+      }) != 0) {
+    std::_Exit(5);
+  }
+  cudaStream_t never_done = fake.create_stream(0);
+  drop_pending(fake, make_callback_tensor([] { std::_Exit(3); }), never_done);  // must not run
+  application_drain_began = std::chrono::steady_clock::now();
+  detail::ReleaseQueue::exit_drain_begins_now();
+  if (flush_deferred_releases_for(kDrainLimit)) {
+    std::_Exit(4);  // the GPU never passes the point
+  }
+  std::exit(0);
+}
+
+TEST_F(ReleaseThreadDeathTest, AnApplicationsDrainAndTheLibrarysWaitNoLongerThanTheLimitTogether) {
+  EXPECT_EXIT(exit_after_an_application_drain_used_up_the_limit(fake()),
+              ::testing::ExitedWithCode(0),
+              "exit drain: 1 deferred release.s. still pending after 300 ms");
+}
+
 // In static storage, destroyed after the exit drain (registered later, on the library's first
 // deferred release): fails the exit (status 9) when a flush_deferred_releases() that was waiting
 // when the drain gave up has not returned.
