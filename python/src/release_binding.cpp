@@ -230,9 +230,10 @@ void bind_release_controls(nb::module_& module) {
   nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
     // Read with the GIL: the environment may be changing under os.environ on another thread.
     const std::chrono::milliseconds limit = release_thread_options().exit_drain;
-    // The library's own exit drain, later, waits only for what is left of the same limit.
-    detail::ReleaseQueue::exit_drain_begins_now();
+    const auto began = std::chrono::steady_clock::now();
     without_gil([limit] { (void)flush_deferred_releases_for(limit); });
+    // The library's own exit drain, later, waits only for what is left of the same limit.
+    detail::ReleaseQueue::application_exit_wait(std::chrono::steady_clock::now() - began);
     stop_python_releases();
   }));
 }

@@ -35,9 +35,9 @@ thread_local ReleaseQueue* locked_for_fork = nullptr;
     pthread_atfork(&ReleaseQueue::prepare_fork, &ReleaseQueue::after_fork_in_parent,
                    &ReleaseQueue::after_fork_in_child) == 0;
 
-// When an application's drain started the exit drain's clock (exit_drain_begins_now), in
-// steady_clock ticks; 0 until then. Constant-initialized: read by the exit handler.
-std::atomic<std::chrono::steady_clock::rep> exit_drain_began{0};
+// What applications' own exit drains waited so far (application_exit_wait), in steady_clock
+// ticks. Constant-initialized: read by the exit handler.
+std::atomic<std::chrono::steady_clock::rep> application_exit_waits{0};
 
 }  // namespace
 
@@ -49,12 +49,10 @@ ReleaseQueue& ReleaseQueue::instance() noexcept { return fork_locked<ReleaseQueu
 
 ReleaseQueue* ReleaseQueue::existing() noexcept { return fork_locked_if_made<ReleaseQueue>(); }
 
-void ReleaseQueue::exit_drain_begins_now() noexcept {
-  std::chrono::steady_clock::rep unset = 0;
-  // A tick count of 0 is a clock's epoch, never a time after this process started.
-  (void)exit_drain_began.compare_exchange_strong(
-      unset, std::chrono::steady_clock::now().time_since_epoch().count(),
-      std::memory_order_acq_rel);
+void ReleaseQueue::application_exit_wait(std::chrono::steady_clock::duration waited) noexcept {
+  if (waited.count() > 0) {
+    application_exit_waits.fetch_add(waited.count(), std::memory_order_acq_rel);
+  }
 }
 
 // Registered after the CUDA runtime's own exit handler (CUDA recorded the points that brought us
@@ -420,13 +418,12 @@ void ReleaseQueue::stop() noexcept {
   run_releases_waiting_at_exit();
   // Bounded, since a deleter blocked on a lock the exiting thread holds would hang the exit.
   const std::chrono::milliseconds limit = exit_drain_setting();
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  if (const auto began = exit_drain_began.load(std::memory_order_acquire); began != 0) {
-    // An application's drain waited first: the limit holds for both together.
-    deadline = std::min(
-        deadline,
-        std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(began)) + limit);
-  }
+  // An application's drain that waited first used up part of the limit: it holds for both.
+  const std::chrono::steady_clock::duration waited_already(
+      application_exit_waits.load(std::memory_order_acquire));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      (limit - std::min<std::chrono::steady_clock::duration>(limit, waited_already));
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopping_) {
     return;  // stopped already

@@ -65,12 +65,12 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   /** @brief The process's queue if one was made, else null (makes none). */
   static ReleaseQueue* existing() noexcept;
   /**
-   * @brief Starts the exit drain's clock now, for an application's own drain that runs before
-   *        the library's exit handler (Python's atexit hook): the library's drain then ends when
-   *        the limit has passed since this call, so that the two wait no longer than the limit
-   *        together. The first call counts; later ones change nothing.
+   * @brief Counts `waited` against the exit drain's limit: time an application's own drain spent
+   *        waiting for releases before the library's exit handler (Python's atexit hook). The
+   *        library's drain then waits only for what is left of the limit, so that the two never
+   *        wait longer than it together, however long the process runs between them.
    */
-  static void exit_drain_begins_now() noexcept;
+  static void application_exit_wait(std::chrono::steady_clock::duration waited) noexcept;
 
   /** @brief What push() did with a release. */
   enum class PushResult {

@@ -575,9 +575,11 @@ TEST_F(ReleaseThreadDeathTest, ExitDrainLimitSetFromCodeApplies) {
               "exit drain: 2 deferred release.s. still pending after 200 ms");
 }
 
-// An application's drain that started the exit drain's clock and waited out the limit for a
-// release the GPU holds back (as Python's atexit hook does) leaves the library's drain only what
-// is left of the limit: the exit waits no longer than the limit in all, where it waited twice it.
+void exit_while_the_gpu_still_works(FakeCuda& fake, const char* drain_ms);
+
+// An application's drain that waited out the limit for a release the GPU holds back (as Python's
+// atexit hook does) leaves the library's drain only what is left of the limit: the exit waits no
+// longer than the limit in all, where it waited twice it.
 std::chrono::steady_clock::time_point application_drain_began;
 constexpr std::chrono::milliseconds kDrainLimit{300};
 
@@ -599,10 +601,11 @@ void exit_after_an_application_drain_used_up_the_limit(FakeCuda& fake) {
   cudaStream_t never_done = fake.create_stream(0);
   drop_pending(fake, make_callback_tensor([] { std::_Exit(3); }), never_done);  // must not run
   application_drain_began = std::chrono::steady_clock::now();
-  detail::ReleaseQueue::exit_drain_begins_now();
   if (flush_deferred_releases_for(kDrainLimit)) {
     std::_Exit(4);  // the GPU never passes the point
   }
+  detail::ReleaseQueue::application_exit_wait(std::chrono::steady_clock::now() -
+                                              application_drain_began);
   std::exit(0);
 }
 
@@ -610,6 +613,25 @@ TEST_F(ReleaseThreadDeathTest, AnApplicationsDrainAndTheLibrarysWaitNoLongerThan
   EXPECT_EXIT(exit_after_an_application_drain_used_up_the_limit(fake()),
               ::testing::ExitedWithCode(0),
               "exit drain: 1 deferred release.s. still pending after 300 ms");
+}
+
+// An application's drain that found nothing to wait for (Python finalized inside a process that
+// goes on, say) leaves the library's drain its whole limit, however long ago it ran: a release
+// whose GPU work ends 100 ms into the exit still runs.
+void exit_long_after_an_application_drain_that_waited_nothing(FakeCuda& fake) {
+  setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "300", 1);
+  const auto began = std::chrono::steady_clock::now();
+  if (!flush_deferred_releases_for(kDrainLimit)) {
+    std::_Exit(4);  // nothing was pending
+  }
+  detail::ReleaseQueue::application_exit_wait(std::chrono::steady_clock::now() - began);
+  std::this_thread::sleep_for(kDrainLimit + std::chrono::milliseconds(100));  // the process goes on
+  exit_while_the_gpu_still_works(fake, "300");
+}
+
+TEST_F(ReleaseThreadDeathTest, AnApplicationsDrainThatWaitedNothingLeavesTheLibrarysItsWholeLimit) {
+  EXPECT_EXIT(exit_long_after_an_application_drain_that_waited_nothing(fake()),
+              ::testing::ExitedWithCode(7), "released during exit");
 }
 
 // In static storage, destroyed after the exit drain (registered later, on the library's first
