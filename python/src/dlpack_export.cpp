@@ -232,8 +232,9 @@ nb::object export_dlpack(Tensor& tensor, nb::handle stream, nb::handle max_versi
     // Holoscan 5.0's sentence first (libholoscan_core.so.5), then what to do instead. Its
     // docstring refuses a read-only tensor without a versioned capsule whatever `copy` asks.
     throw nb::buffer_error(
-        "Legacy DLPack cannot represent read-only Tensor authority: a read-only tensor is not "
-        "exported as a legacy capsule (holoscan_dlpack does not widen access); pass "
+        "Legacy DLPack cannot represent read-only Tensor authority or an active read lease: a "
+        "read-only tensor is not exported as a legacy capsule (holoscan_dlpack does not widen "
+        "access); pass "
         "max_version=(1, 0) or later");
   }
   if (other_device || copy.ptr() == Py_True) {

@@ -200,9 +200,11 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
 
 expected<DLManagedTensor*, Error> export_legacy(const Tensor& tensor) {
   if (tensor.dl_ctx() != nullptr && tensor.is_read_only()) {
+    // Holoscan 5.0's sentence at this refusal (Tensor::to_dlpack, 0x8c4309 of
+    // libholoscan_core.so.5), then what to do instead.
     return make_unexpected(ErrorCode::kNotSupported,
                            "Tensor::to_dlpack: Legacy DLPack cannot represent read-only Tensor "
-                           "authority; use to_dlpack_versioned");
+                           "authority or an active read lease; use to_dlpack_versioned");
   }
   if ((tensor.flags() & detail::kSubBytePaddedFlag) != 0 &&
       detail::is_packed_sub_byte(tensor.dtype(), 0)) {

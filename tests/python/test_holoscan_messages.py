@@ -165,7 +165,7 @@ def test_a_read_only_tensor_is_refused_a_legacy_capsule_whatever_copy_asks(copy)
     read_only = host_tensor()
     assert read_only.is_read_only
     with pytest.raises(BufferError, match="^Legacy DLPack cannot represent read-only Tensor "
-                                          "authority"):
+                                          "authority or an active read lease"):
         read_only.__dlpack__(copy=copy)
     assert read_only.__dlpack__(copy=True, max_version=(1, 0)) is not None
 

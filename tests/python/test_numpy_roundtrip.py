@@ -62,7 +62,8 @@ def test_versioned_and_legacy_exports(testing):
     for legacy_request in ({}, {"max_version": None}, {"max_version": (0, 8)}):
         # Legacy DLPack cannot carry read-only authority; Holoscan 5.0's sentence comes first.
         with pytest.raises(BufferError,
-                           match="^Legacy DLPack cannot represent read-only Tensor authority"):
+                           match="^Legacy DLPack cannot represent read-only Tensor authority "
+                           "or an active read lease"):
             t.__dlpack__(**legacy_request)
     pool = hd.TensorPool(memory="host", block_bytes=256, block_count=1)
     writable = pool.allocate([3], "float64")
