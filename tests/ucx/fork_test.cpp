@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/callback_tensor.hpp"
+#include "support/thread_sanitizer.hpp"
 #include "ucx/series.hpp"
 #include "ucx/ucx_test_support.hpp"
 
@@ -88,6 +89,13 @@ TEST(UcxFork, AChildsCopiesGoingAwayLeaveTheParentsConnectionWhole) {
 // the answer and then ended the connection it tried, calling the parent's UCX (its endpoint,
 // its sockets) from the child. It says kNotSupported now, as every call on a child's copy does.
 TEST(UcxFork, AForkFromADeleterDuringConnectLeavesTheParentsUcxAlone) {
+#ifdef HDL_THREAD_SANITIZER
+  // Two threads of the parent run without pause inside ThreadSanitizer's runtime (allocating,
+  // locking) while the fork happens, which TSan does not support: once in CI the child blocked
+  // for 20 s with no report, which reads as the hang this test looks for (45 runs here passed,
+  // two busy cores beside them). The default and AddressSanitizer presets run it.
+  GTEST_SKIP() << "ThreadSanitizer does not support a fork() while other threads run in it";
+#endif
   auto link = std::make_unique<LinkedWorkers>();
   ASSERT_TRUE(link->link.client) << to_string(link->link.client.error());
   SilentListener silent;  // the connect() waits for an answer that never comes
