@@ -92,8 +92,8 @@ TEST(UcxFork, AForkFromADeleterDuringConnectLeavesTheParentsUcxAlone) {
 #ifdef HDL_THREAD_SANITIZER
   // Two threads of the parent run without pause inside ThreadSanitizer's runtime (allocating,
   // locking) while the fork happens, which TSan does not support: once in CI the child blocked
-  // for 20 s with no report, which reads as the hang this test looks for (45 runs here passed,
-  // two busy cores beside them). The default and AddressSanitizer presets run it.
+  // for 20 s with no report, which reads as the hang this test looks for (51 runs here passed,
+  // 45 of them beside two busy cores). The default and AddressSanitizer presets run it.
   GTEST_SKIP() << "ThreadSanitizer does not support a fork() while other threads run in it";
 #endif
   auto link = std::make_unique<LinkedWorkers>();
