@@ -97,9 +97,9 @@ ucp_ep_params_t endpoint_params(Worker::State* state) {
 // the UCX call that said so with its status, or that this side ran out of host memory.
 std::string failure_message(PeerId id, const Peer& peer) {
   std::string message =
-      "ucx: peer " + std::to_string(id) + " (" + peer.name + ") " + peer.failure_what + " (";
-  if (peer.failure_call != nullptr) {
-    message += std::string(peer.failure_call) + ": " + detail::describe_status(peer.failure);
+      "ucx: peer " + std::to_string(id) + " (" + peer.name + ") " + peer.failure.what + " (";
+  if (peer.failure.call != nullptr) {
+    message += std::string(peer.failure.call) + ": " + detail::describe_status(peer.failure.status);
   } else {
     message += "out of host memory";
   }
@@ -297,12 +297,10 @@ std::size_t Worker::State::accept_connections() {
 // The first failure of a peer is the one reported; a peer already lost stays as it was.
 void Worker::State::mark_failed(Peer* peer, ucs_status_t status, const char* what,
                                 const char* call) noexcept {
-  if (peer == nullptr || peer->failure != UCS_OK) {
+  if (peer == nullptr || peer->failure.status != UCS_OK) {
     return;
   }
-  peer->failure = status != UCS_OK ? status : UCS_ERR_NO_MESSAGE;
-  peer->failure_what = what;
-  peer->failure_call = call;
+  peer->failure = PeerFailure{status != UCS_OK ? status : UCS_ERR_NO_MESSAGE, what, call};
   peers_failed = true;
 }
 
@@ -318,12 +316,10 @@ void Worker::State::lose_untold_next_round(Peer& peer, Peer::Untold why,
 
 void Worker::State::defer_failure(Peer* peer, ucs_status_t status, const char* what,
                                   const char* call) noexcept {
-  if (peer == nullptr || peer->lost || peer->deferred_failure != UCS_OK) {
+  if (peer == nullptr || peer->lost || peer->deferred_failure.status != UCS_OK) {
     return;
   }
-  peer->deferred_failure = status != UCS_OK ? status : UCS_ERR_NO_MESSAGE;
-  peer->deferred_failure_what = what;
-  peer->deferred_failure_call = call;
+  peer->deferred_failure = PeerFailure{status != UCS_OK ? status : UCS_ERR_NO_MESSAGE, what, call};
   peer->deferred_failure_round = rounds;
   peers_failed = true;
 }
@@ -339,16 +335,14 @@ std::size_t Worker::State::handle_failures() {
       if (peer.lost) {
         continue;
       }
-      if (peer.failure == UCS_OK && peer.deferred_failure != UCS_OK) {
+      if (peer.failure.status == UCS_OK && peer.deferred_failure.status != UCS_OK) {
         if (peer.deferred_failure_round == rounds) {
           peers_failed = true;  // UCX's endpoint error may still come: decided next round
           continue;
         }
         peer.failure = peer.deferred_failure;
-        peer.failure_what = peer.deferred_failure_what;
-        peer.failure_call = peer.deferred_failure_call;
       }
-      if (peer.failure == UCS_OK) {
+      if (peer.failure.status == UCS_OK) {
         continue;
       }
       lose_peer(peer, Error{ErrorCode::kClosed, failure_message(id, peer), 0}, true);

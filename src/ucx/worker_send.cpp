@@ -248,7 +248,7 @@ std::size_t Worker::State::post_ready_sends() {
     // there after taking it would keep its block for good where the peer may map it remotely.
     // Asked before each send: one ended at once below may mark its peer failed (out of memory).
     const auto failed = [&peer = peer] {
-      return peer.failure != UCS_OK || peer.deferred_failure != UCS_OK;
+      return peer.failure.status != UCS_OK || peer.deferred_failure.status != UCS_OK;
     };
     for (std::size_t i = 0; i < peer.outgoing.size() && !peer.lost && !failed(); ++i) {
       Outgoing& send = *peer.outgoing[i];

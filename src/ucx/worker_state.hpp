@@ -109,6 +109,15 @@ struct Arrival {
 };
 
 /** @brief One connection. */
+/** @brief What ended, or will end, a peer's connection: static texts, set without allocating. */
+struct PeerFailure {
+  ucs_status_t status = UCS_OK;  ///< UCX's status (UCS_OK: no failure).
+  const char* what = "";         ///< What failed, for the kClosed message.
+  /** @brief The UCX call (or callback) that reported it; null where the failure is this side's
+   *         own (out of host memory). */
+  const char* call = nullptr;
+};
+
 struct Peer {
   PeerId id = 0;
   ucp_ep_h endpoint = nullptr;  ///< Null once closed.
@@ -136,22 +145,17 @@ struct Peer {
   std::optional<std::uint32_t> hello_version;  ///< The listener's answer (connecting side).
   std::uint64_t next_sequence = 1;
   std::deque<std::unique_ptr<Outgoing>> outgoing;  ///< In send order; ended ones swept.
-  /** @brief Why the connection must end (UCS_OK: it need not), set without allocating (in UCX's
-   *         callbacks, or where an answer could not go out) and acted on by handle_failures(). */
-  ucs_status_t failure = UCS_OK;
-  const char* failure_what = "";  ///< What failed, for the kClosed message (static text).
-  /** @brief The UCX call (or callback) that reported `failure`, for the message; null where the
-   *         failure is this side's own (out of host memory). */
-  const char* failure_call = nullptr;
-  bool endpoint_failed = false;   ///< UCX reported the endpoint failed: it is closed at once.
+  /** @brief Why the connection must end (status UCS_OK: it need not), set without allocating (in
+   *         UCX's callbacks, or where an answer could not go out) and acted on by
+   *         handle_failures(). */
+  PeerFailure failure;
+  bool endpoint_failed = false;  ///< UCX reported the endpoint failed: it is closed at once.
   /** @brief A landing of its tensors, or a small message to it, that UCX failed while the
-   *         endpoint stayed up (UCS_OK: none), what it was (static text), and the progress round
-   *         it happened in. Something went unanswered: unless UCX reports the endpoint failed by
-   *         the next round (then that is the reason), the connection is ended here
-   *         (defer_failure, handle_failures) so that the other side learns kClosed, not nothing. */
-  ucs_status_t deferred_failure = UCS_OK;
-  const char* deferred_failure_what = "";
-  const char* deferred_failure_call = nullptr;  ///< As failure_call.
+   *         endpoint stayed up (status UCS_OK: none), and the progress round it happened in.
+   *         Something went unanswered: unless UCX reports the endpoint failed by the next round
+   *         (then that is the reason), the connection is ended here (defer_failure,
+   *         handle_failures) so that the other side learns kClosed, not nothing. */
+  PeerFailure deferred_failure;
   std::uint64_t deferred_failure_round = 0;
   /** @brief Whether it may write into this side's memory itself (remote_writes.hpp), asked of
    *         UCX at its first landing. */
