@@ -114,8 +114,11 @@ const char* status_name(ucs_status_t status) noexcept {
 
 std::string describe_status(ucs_status_t status) {
   const char* name = status_name(status);
-  return std::string(ucs_status_string(status)) + ", " + (name != nullptr ? name : "status") +
-         " (" + std::to_string(static_cast<int>(status)) + ")";
+  std::string text = ucs_status_string(status);
+  if (name != nullptr) {
+    text += std::string(", ") + name;
+  }
+  return text + " (" + std::to_string(static_cast<int>(status)) + ")";
 }
 
 Error ucx_error(const std::string& who, const char* call, ucs_status_t status) {

@@ -111,15 +111,15 @@ std::size_t Worker::State::flush_controls() {
     if (peer == nullptr || peer->endpoint == nullptr) {
       continue;  // its connection is gone: nobody to tell
     }
-    if (ucs_status_t status = send_control(*peer, control); status != UCS_OK) {
-      mark_failed(peer, status, "was closed here: an answer to it could not be sent",
-                  "ucp_am_send_nbx");
+    if (PeerFailure failure = send_control(*peer, control); failure.status != UCS_OK) {
+      mark_failed(peer, failure.status, failure.what, failure.call);
     }
   }
   return queued.size();
 }
 
-ucs_status_t Worker::State::send_control(const Peer& peer, Control& control) noexcept {
+PeerFailure Worker::State::send_control(const Peer& peer, Control& control) noexcept {
+  constexpr const char* kUnanswered = "was closed here: an answer to it could not be sent";
   try {
     if (control.count != 0) {
       control.bytes = encode(Ack{control.delivered, ErrorCode::kSuccess, {}, control.count});
@@ -130,7 +130,7 @@ ucs_status_t Worker::State::send_control(const Peer& peer, Control& control) noe
       sending.reserve(std::max<std::size_t>(8, 2 * sending.capacity()));
     }
   } catch (...) {
-    return UCS_ERR_NO_MEMORY;
+    return PeerFailure{UCS_ERR_NO_MEMORY, kUnanswered, nullptr};  // this side's: no UCX call
   }
   ucp_request_param_t params{};
   params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -138,14 +138,14 @@ ucs_status_t Worker::State::send_control(const Peer& peer, Control& control) noe
   void* request = ucp_am_send_nbx(peer.endpoint, static_cast<unsigned>(control.id),
                                   control.bytes.data(), control.bytes.size(), nullptr, 0, &params);
   if (UCS_PTR_IS_ERR(request)) {
-    return UCS_PTR_STATUS(request);
+    return PeerFailure{UCS_PTR_STATUS(request), kUnanswered, "ucp_am_send_nbx"};
   }
   if (UCS_PTR_IS_PTR(request)) {
     // Kept until sent: a worker shutting down waits for it (a confirmation is not lost), UCX's
     // request pool is whole again before the worker goes, and a failure ends the connection.
     sending.push_back(SentControl{request, peer.id});  // within the room made above: never throws
   }
-  return UCS_OK;
+  return {};
 }
 
 // A small message that UCX took and then failed leaves its sender waiting for an answer that never

@@ -359,7 +359,8 @@ struct Worker::State {
   /** @brief Frees the small messages UCX is done with, ending the connection of one it failed
    *         (defer_failure); whether none is left. */
   bool finish_sent_controls() noexcept;
-  ucs_status_t send_control(const Peer& peer, Control& control) noexcept;
+  /** @brief Sends one queued small message: its failure, if it failed (status UCS_OK if not). */
+  PeerFailure send_control(const Peer& peer, Control& control) noexcept;
   void on_hello(ucp_ep_h reply_endpoint, const std::uint8_t* bytes, std::size_t size);
   expected<void, Error> register_handlers();
 };
