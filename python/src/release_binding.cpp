@@ -230,10 +230,15 @@ void bind_release_controls(nb::module_& module) {
   nb::module_::import_("atexit").attr("register")(nb::cpp_function([] {
     // Read with the GIL: the environment may be changing under os.environ on another thread.
     const std::chrono::milliseconds limit = release_thread_options().exit_drain;
-    const auto began = std::chrono::steady_clock::now();
-    without_gil([limit] { (void)flush_deferred_releases_for(limit); });
+    // Timed without the GIL: taking it back (a daemon thread may hold it) waits for no release.
+    std::chrono::steady_clock::duration waited{};
+    without_gil([limit, &waited] {
+      const auto began = std::chrono::steady_clock::now();
+      (void)flush_deferred_releases_for(limit);
+      waited = std::chrono::steady_clock::now() - began;
+    });
     // The library's own exit drain, later, waits only for what is left of the same limit.
-    detail::ReleaseQueue::application_exit_wait(std::chrono::steady_clock::now() - began);
+    detail::ReleaseQueue::application_exit_wait(waited);
     stop_python_releases();
   }));
 }

@@ -27,7 +27,7 @@ inline constexpr std::uint8_t kDLPack13LastDtypeCode = 17;
 HOLOSCAN_DLPACK_WING_API std::uint8_t build_last_dtype_code() noexcept;
 
 /** @brief Whether elements of `dtype` are packed below a byte (4/6-bit types, not padded). */
-HOLOSCAN_DLPACK_ABI bool is_packed_sub_byte(DLDataType dtype, std::uint64_t flags) noexcept;
+HOLOSCAN_DLPACK_WING_API bool is_packed_sub_byte(DLDataType dtype, std::uint64_t flags) noexcept;
 
 /** @brief Whether `type` is a DLDeviceType this build knows. */
 HOLOSCAN_DLPACK_ABI bool known_device_type(std::int32_t type) noexcept;

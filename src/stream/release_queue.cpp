@@ -35,10 +35,6 @@ thread_local ReleaseQueue* locked_for_fork = nullptr;
     pthread_atfork(&ReleaseQueue::prepare_fork, &ReleaseQueue::after_fork_in_parent,
                    &ReleaseQueue::after_fork_in_child) == 0;
 
-// What applications' own exit drains waited so far (application_exit_wait), in steady_clock
-// ticks. Constant-initialized: read by the exit handler.
-std::atomic<std::chrono::steady_clock::rep> application_exit_waits{0};
-
 }  // namespace
 
 // Made on first use in static storage, without a lock or a one-time guard (fork_locked): making
@@ -50,9 +46,16 @@ ReleaseQueue& ReleaseQueue::instance() noexcept { return fork_locked<ReleaseQueu
 ReleaseQueue* ReleaseQueue::existing() noexcept { return fork_locked_if_made<ReleaseQueue>(); }
 
 void ReleaseQueue::application_exit_wait(std::chrono::steady_clock::duration waited) noexcept {
-  if (waited.count() > 0) {
-    application_exit_waits.fetch_add(waited.count(), std::memory_order_acq_rel);
+  ReleaseQueue* queue = existing();
+  if (queue == nullptr) {
+    return;  // nothing was ever queued: nothing was waited for
   }
+  std::lock_guard<SpinMutex> intake(queue->intake_);
+  if (queue->application_wait_ticket_ != queue->next_ticket_) {
+    queue->application_waited_ = {};  // releases were queued since: an earlier drain's wait
+  }                                   // was for other work
+  queue->application_waited_ += std::max(waited, std::chrono::steady_clock::duration::zero());
+  queue->application_wait_ticket_ = queue->next_ticket_;
 }
 
 // Registered after the CUDA runtime's own exit handler (CUDA recorded the points that brought us
@@ -418,12 +421,16 @@ void ReleaseQueue::stop() noexcept {
   run_releases_waiting_at_exit();
   // Bounded, since a deleter blocked on a lock the exiting thread holds would hang the exit.
   const std::chrono::milliseconds limit = exit_drain_setting();
-  // An application's drain that waited first used up part of the limit: it holds for both.
-  const std::chrono::steady_clock::duration waited_already(
-      application_exit_waits.load(std::memory_order_acquire));
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      (limit - std::min<std::chrono::steady_clock::duration>(limit, waited_already));
+  // An application's drain that waited first for the releases pending now used up part of the
+  // limit: it holds for both.
+  std::chrono::steady_clock::duration waited_already{0};
+  {
+    std::lock_guard<SpinMutex> intake(intake_);
+    if (application_wait_ticket_ == next_ticket_) {
+      waited_already = std::min<std::chrono::steady_clock::duration>(limit, application_waited_);
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + (limit - waited_already);
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopping_) {
     return;  // stopped already
@@ -458,11 +465,19 @@ void ReleaseQueue::stop() noexcept {
     wake_.notify_all();
     drained_.notify_all();  // flush() calls waiting for the worker: the drain is over
     caught_up_.notify_all();
+    // The application's share is said, since the library's own drain waited only the rest.
+    char shared[96] = "";
+    if (waited_already.count() > 0) {
+      std::snprintf(
+          shared, sizeof shared, ", %lld ms of them in the application's own drain",
+          static_cast<long long>(
+              std::chrono::duration_cast<std::chrono::milliseconds>(waited_already).count()));
+    }
     std::fprintf(stderr,
                  "holoscan-dlpack: exit drain: %zu deferred release(s) still pending after "
-                 "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain); "
+                 "%lld ms (HOLOSCAN_DLPACK_EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain%s); "
                  "left un-run\n",
-                 outstanding(), static_cast<long long>(limit.count()));
+                 outstanding(), static_cast<long long>(limit.count()), shared);
     // The worker is left behind, never joined (the queue is never destroyed): detached, so that
     // once it leaves its loop it is not a finished thread nobody joined.
     worker_->detach();

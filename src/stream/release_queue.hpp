@@ -18,6 +18,7 @@
 #include "stream/fork_locked.hpp"
 #include "stream/pooled_events.hpp"
 #include "stream/stream_progress.hpp"
+#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
@@ -68,9 +69,12 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
    * @brief Counts `waited` against the exit drain's limit: time an application's own drain spent
    *        waiting for releases before the library's exit handler (Python's atexit hook). The
    *        library's drain then waits only for what is left of the limit, so that the two never
-   *        wait longer than it together, however long the process runs between them.
+   *        wait longer than it together for the same releases; a release queued after the
+   *        application's drain gives the library's its whole limit again (new work, which that
+   *        drain never waited for: an embedded interpreter finalized, the process going on).
    */
-  static void application_exit_wait(std::chrono::steady_clock::duration waited) noexcept;
+  HOLOSCAN_DLPACK_WING_API static void application_exit_wait(
+      std::chrono::steady_clock::duration waited) noexcept;
 
   /** @brief What push() did with a release. */
   enum class PushResult {
@@ -153,6 +157,10 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   std::size_t outstanding_ = 0;      // queued and not yet run
   std::size_t known_waiting_ = 0;    // of those, found waiting for the GPU in the last round
   std::uint64_t next_ticket_ = 0;
+  // What applications' drains waited (application_exit_wait), counted while no release was
+  // queued after them: next_ticket_ as the last of them left it.
+  std::chrono::steady_clock::duration application_waited_{0};
+  std::uint64_t application_wait_ticket_ = 0;
   bool closed_ = false;  // the exit drain ended (or was abandoned): nothing more is taken
                          // (written under both locks, so either one suffices to read it)
   // A worker was started (set under mutex_; cleared only in a forked child): until then a push

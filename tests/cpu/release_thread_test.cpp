@@ -612,7 +612,9 @@ void exit_after_an_application_drain_used_up_the_limit(FakeCuda& fake) {
 TEST_F(ReleaseThreadDeathTest, AnApplicationsDrainAndTheLibrarysWaitNoLongerThanTheLimitTogether) {
   EXPECT_EXIT(exit_after_an_application_drain_used_up_the_limit(fake()),
               ::testing::ExitedWithCode(0),
-              "exit drain: 1 deferred release.s. still pending after 300 ms");
+              "exit drain: 1 deferred release.s. still pending after 300 ms .HOLOSCAN_DLPACK_"
+              "EXIT_DRAIN_MS or ReleaseThreadOptions::exit_drain, 300 ms of them in the "
+              "application's own drain.");
 }
 
 // An application's drain that found nothing to wait for (Python finalized inside a process that
@@ -631,6 +633,27 @@ void exit_long_after_an_application_drain_that_waited_nothing(FakeCuda& fake) {
 
 TEST_F(ReleaseThreadDeathTest, AnApplicationsDrainThatWaitedNothingLeavesTheLibrarysItsWholeLimit) {
   EXPECT_EXIT(exit_long_after_an_application_drain_that_waited_nothing(fake()),
+              ::testing::ExitedWithCode(7), "released during exit");
+}
+
+// A release queued after an application's drain that waited out the limit (an embedding program
+// that goes on after Py_Finalize, say) was never waited for: the library's drain has its whole
+// limit for it, and the release whose GPU work ends 100 ms into the exit runs. It had none left
+// and left the release un-run at once.
+void exit_with_new_work_after_an_application_drain_used_up_the_limit(FakeCuda& fake) {
+  setenv("HOLOSCAN_DLPACK_EXIT_DRAIN_MS", "300", 1);
+  cudaStream_t never_done = fake.create_stream(0);
+  drop_pending(fake, make_callback_tensor([] { std::_Exit(3); }), never_done);  // must not run
+  const auto began = std::chrono::steady_clock::now();
+  if (flush_deferred_releases_for(kDrainLimit)) {
+    std::_Exit(4);  // the GPU never passes the point
+  }
+  detail::ReleaseQueue::application_exit_wait(std::chrono::steady_clock::now() - began);
+  exit_while_the_gpu_still_works(fake, "300");  // queues the new release, then exits
+}
+
+TEST_F(ReleaseThreadDeathTest, AReleaseQueuedAfterAnApplicationsDrainGetsTheWholeLimit) {
+  EXPECT_EXIT(exit_with_new_work_after_an_application_drain_used_up_the_limit(fake()),
               ::testing::ExitedWithCode(7), "released during exit");
 }
 
