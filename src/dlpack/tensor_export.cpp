@@ -1,5 +1,6 @@
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <memory>
 #include <new>
 #include <string>
@@ -8,11 +9,11 @@
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
 #include "dlpack/held_claim.hpp"
+#include "dlpack/kept_blocks.hpp"
 #include "dlpack/mutable_export_lease.hpp"
 #include "dlpack/own_export.hpp"
 #include "dlpack/producer_deleter.hpp"
 #include "dlpack/read_only_export.hpp"
-#include "dlpack/recycler.hpp"
 #include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
 
@@ -39,24 +40,31 @@ struct ExportedTensor {
   std::unique_ptr<std::int64_t[]> heap_dims;
 
   // The owner's memory is recycled: once warm an export and its deleter allocate nothing and
-  // take no lock (recycler.hpp).
+  // take no lock (recycler.hpp). It stays an export owner's for good (kept_blocks.hpp), so that a
+  // second call of the deleter reads the cleared owner, never freed memory or another object.
   static ExportedTensor* make() noexcept {
-    void* memory = recycler::take();
-    return memory != nullptr ? new (memory) ExportedTensor : nullptr;  // no zeroing
+    void* memory = detail::KeptBlocks<ExportedTensor>::take();
+    if (memory == nullptr) {
+      return nullptr;
+    }
+    detail::unpoison_memory(memory, sizeof(ExportedTensor));
+    return new (memory) ExportedTensor;  // no zeroing
   }
   static void destroy(ExportedTensor* owner) noexcept {
     owner->~ExportedTensor();
-    recycler::give(owner);
+    // What a stale pointer may still read stays readable under AddressSanitizer, which reports
+    // any other use of the gone owner: the fields a second deleter call reads, and the link the
+    // kept blocks write (the start of `managed`, before either field).
+    static_assert(
+        offsetof(Managed, manager_ctx) >= detail::KeptBlocks<ExportedTensor>::kLinkBytes &&
+            offsetof(Managed, deleter) >= detail::KeptBlocks<ExportedTensor>::kLinkBytes,
+        "the kept blocks' link would overwrite what a second deleter call reads");
+    detail::poison_memory(owner, sizeof(ExportedTensor));
+    detail::unpoison_memory(owner, detail::KeptBlocks<ExportedTensor>::kLinkBytes);
+    detail::unpoison_memory(&owner->managed.manager_ctx, sizeof owner->managed.manager_ctx);
+    detail::unpoison_memory(&owner->managed.deleter, sizeof owner->managed.deleter);
+    detail::KeptBlocks<ExportedTensor>::give(owner);
   }
-  // Named once the type is complete (in the member functions' bodies).
-  struct recycler {
-    static void* take() noexcept {
-      return detail::BlockRecycler<sizeof(ExportedTensor), alignof(ExportedTensor)>::take();
-    }
-    static void give(void* block) noexcept {
-      detail::BlockRecycler<sizeof(ExportedTensor), alignof(ExportedTensor)>::give(block);
-    }
-  };
   /** @brief Deleter of the unique_ptr that holds an owner until it is handed out. */
   struct Destroy {
     void operator()(ExportedTensor* owner) const noexcept { destroy(owner); }
