@@ -775,6 +775,56 @@ TEST(ExportLegacy, ADeleterCalledAgainIsReportedAndIgnored) {
   expect_second_deleter_call_ignored(&Tensor::to_dlpack);
 }
 
+// Threads that export and threads that run the deleters, with more owners alive than the
+// recycler's lists hold: the kept owners move between threads through the shared stack intact
+// (each export is whole, each deleter runs once, the producer's once at the end).
+TEST(ExportVersioned, OwnersCrossThreadsPastTheRecyclersListsIntact) {
+  constexpr int kThreads = 4;
+  constexpr std::size_t kExports = 1200;
+  TensorSpec read_only;
+  read_only.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  CountingProducer producer;
+  Tensor tensor = import_or_die(producer, read_only);
+  const std::uint64_t failed_before = failed_releases();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::vector<DLManagedTensorVersioned*>> made(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        made[t].reserve(kExports);
+        for (std::size_t i = 0; i < kExports; ++i) {
+          expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+          if (!exported) {
+            ADD_FAILURE() << exported.error().message;
+            return;
+          }
+          made[t].push_back(*exported);
+        }
+      });
+    }
+    for (std::thread& thread : threads) {
+      thread.join();
+    }
+    threads.clear();
+    for (int t = 0; t < kThreads; ++t) {  // each thread runs another's deleters
+      threads.emplace_back([&, t] {
+        for (DLManagedTensorVersioned* managed : made[(t + 1) % kThreads]) {
+          EXPECT_EQ(managed->dl_tensor.ndim, tensor.ndim());
+          EXPECT_EQ(managed->dl_tensor.data, tensor.data());
+          run_deleter(managed);
+        }
+      });
+    }
+    for (std::thread& thread : threads) {
+      thread.join();
+    }
+  }
+  EXPECT_EQ(failed_releases(), failed_before);
+  tensor = Tensor();
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
+}
+
 #if !HOLOSCAN_DLPACK_RECYCLE  // AddressSanitizer
 // A gone owner's memory is kept, not freed, yet AddressSanitizer still reports a use of it: all
 // but the two fields a second deleter call reads are poisoned.
