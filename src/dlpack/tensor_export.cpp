@@ -71,17 +71,18 @@ struct ExportedTensor {
   };
 
   static void delete_export(Managed* self) noexcept {
-    // A second call (a caller bug) finds the fields cleared while the block waits in the
-    // recycler, which keeps its bytes: reported, instead of giving the block back twice.
-    auto* owner = static_cast<ExportedTensor*>(self->manager_ctx);
+    // A second call (a caller bug) finds the owner taken while the block waits for a later
+    // export (its memory is an export owner's for good): reported, instead of giving the block
+    // back twice. Taken in one exchange, so that of two calls at once on two threads one wins.
+    auto* owner = static_cast<ExportedTensor*>(
+        __atomic_exchange_n(&self->manager_ctx, nullptr, __ATOMIC_ACQ_REL));
     if (owner == nullptr) {
       detail::report_ignored_release(
           "an exported DLPack tensor's deleter was called again",
           "a deleter runs once, and the first call let go of everything");
       return;
     }
-    self->manager_ctx = nullptr;  // the deleter stays: a second call must reach this check
-    destroy(owner);               // the claim goes with it
+    destroy(owner);  // the claim goes with it; the deleter stays: a second call must reach here
   }
 
   // Room for `ndim` extents and as many strides; false when the heap refuses.
@@ -259,10 +260,23 @@ ExportedTensor<Managed>* own_export(Managed* managed) noexcept {
   if (managed->deleter != &ExportedTensor<Managed>::delete_export) {
     return nullptr;
   }
-  return static_cast<ExportedTensor<Managed>*>(managed->manager_ctx);  // null once deleted
+  return static_cast<ExportedTensor<Managed>*>(
+      __atomic_load_n(&managed->manager_ctx, __ATOMIC_ACQUIRE));  // null once deleted
+}
+
+// Whether `managed` is this library's export whose deleter ran: its two fields stay readable (the
+// block is an export owner's for good), whatever else a later owner wrote over it.
+template <class Managed>
+bool spent_export(Managed* managed) noexcept {
+  return managed->deleter == &ExportedTensor<Managed>::delete_export &&
+         __atomic_load_n(&managed->manager_ctx, __ATOMIC_ACQUIRE) == nullptr;
 }
 
 }  // namespace
+
+bool own_export_spent(DLManagedTensorVersioned* managed) noexcept { return spent_export(managed); }
+
+bool own_export_spent(DLManagedTensor* managed) noexcept { return spent_export(managed); }
 
 std::atomic<bool>* own_export_taken(DLManagedTensorVersioned* managed) noexcept {
   auto* owner = own_export(managed);

@@ -82,12 +82,24 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
   return Tensor(ClaimedTensor(std::move(shared)));
 }
 
+// The refusal of this library's export whose deleter ran already: its tensor may be gone.
+Error spent(const char* who) {
+  return Error{ErrorCode::kInvalidArgument,
+               std::string(who) +
+                   ": this export's deleter ran already (a DLPack tensor has one consumer, which "
+                   "calls its deleter once; the tensor it described may be gone)",
+               0};
+}
+
 expected<Tensor, Error> import_versioned(DLManagedTensorVersioned* dl_managed_tensor_ver_ptr) {
   constexpr const char* kWho = "make_tensor_from_dlpack_versioned";
   DLManagedTensorVersioned* managed = dl_managed_tensor_ver_ptr;
   if (managed == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            std::string(kWho) + ": the DLManagedTensorVersioned pointer is null");
+  }
+  if (detail::own_export_spent(managed)) {
+    return make_unexpected(spent(kWho));  // read nothing more of it
   }
   // On another major version only the fields up to `flags` have a known layout: read no further.
   const DLPackVersion version = managed->version;
@@ -114,6 +126,9 @@ expected<Tensor, Error> import_legacy(DLManagedTensor* dl_managed_tensor_ptr) {
   if (dl_managed_tensor_ptr == nullptr) {
     return make_unexpected(ErrorCode::kInvalidArgument,
                            std::string(kWho) + ": the DLManagedTensor pointer is null");
+  }
+  if (detail::own_export_spent(dl_managed_tensor_ptr)) {
+    return make_unexpected(spent(kWho));  // read nothing more of it
   }
   // A legacy tensor is read as a current-version tensor without flags (Holoscan 5.0).
   return import_managed<DLManagedMemoryBuffer>(

@@ -1,6 +1,7 @@
 // Covers DLPack export (versioned and legacy): flags, owned dims, claims, lifetime, round trips.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -773,6 +774,96 @@ TEST(ExportVersioned, ADeleterCalledAgainIsReportedAndIgnored) {
 
 TEST(ExportLegacy, ADeleterCalledAgainIsReportedAndIgnored) {
   expect_second_deleter_call_ignored(&Tensor::to_dlpack);
+}
+
+// An import of this library's export whose deleter ran already (its consumer let go of it) is
+// refused before anything of it is read: it took in the gone tensor (a view of freed memory, or
+// garbage extents once its shape had gone with it) and counted a second deleter call at its end.
+template <class Managed>
+void expect_spent_export_refused(expected<Managed*> (Tensor::*to_dlpack)() const,
+                                 expected<Tensor> (*import)(Managed*), const char* who) {
+  for (const std::int32_t ndim : {1, 8}) {  // 8: its shape was on the heap, freed with it
+    SCOPED_TRACE("ndim " + std::to_string(ndim));
+    TensorSpec spec;
+    spec.shape.assign(static_cast<std::size_t>(ndim), 2);
+    CountingProducer producer;
+    Tensor tensor = writable_view_of(import_or_die(producer, spec));
+    expected<Managed*> exported = (tensor.*to_dlpack)();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    {
+      expected<Tensor> first = import(*exported);
+      ASSERT_TRUE(first.has_value()) << first.error().message;
+    }  // its end runs the export's deleter
+    flush_deferred_releases();
+    const std::uint64_t failed_before = failed_releases();
+    expected<Tensor> again = import(*exported);
+    ASSERT_FALSE(again.has_value());
+    EXPECT_EQ(again.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(again.error().message,
+              std::string(who) +
+                  ": this export's deleter ran already (a DLPack tensor has one consumer, which "
+                  "calls its deleter once; the tensor it described may be gone)");
+    EXPECT_EQ(failed_releases(), failed_before);
+    tensor = Tensor();
+    flush_deferred_releases();
+    EXPECT_EQ(producer.deleter_calls(), 1);
+  }
+}
+
+TEST(ExportVersioned, AnImportOfAnExportWhoseDeleterRanIsRefused) {
+  expect_spent_export_refused(&Tensor::to_dlpack_versioned, &make_tensor_from_dlpack_versioned,
+                              "make_tensor_from_dlpack_versioned");
+}
+
+TEST(ExportLegacy, AnImportOfAnExportWhoseDeleterRanIsRefused) {
+  expect_spent_export_refused(&Tensor::to_dlpack, &make_tensor_from_dlpack,
+                              "make_tensor_from_dlpack");
+}
+
+// Two calls of one export's deleter at once, on two threads (a consumer's bug): one runs it, the
+// other is counted and ignored. Both took the owner, and two later exports shared one owner.
+TEST(ExportVersioned, TwoDeleterCallsAtOnceRunItOnce) {
+  TensorSpec read_only;
+  read_only.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  CountingProducer producer;
+  Tensor tensor = import_or_die(producer, read_only);
+  std::atomic<DLManagedTensorVersioned*> target{nullptr};
+  std::atomic<int> round{0};
+  std::atomic<int> done{0};
+  constexpr int kRounds = 100000;
+  std::thread second([&] {
+    for (int r = 1; r <= kRounds; ++r) {
+      while (round.load() != r) {
+        std::this_thread::yield();
+      }
+      run_deleter(target.load());
+      done.store(r);
+    }
+  });
+  int miscounted = 0;
+  for (int r = 1; r <= kRounds; ++r) {
+    expected<DLManagedTensorVersioned*> exported = tensor.to_dlpack_versioned();
+    ASSERT_TRUE(exported.has_value()) << exported.error().message;
+    target.store(*exported);
+    const std::uint64_t failed_before = failed_releases();
+    round.store(r);  // the other thread calls as this one does
+    run_deleter(*exported);
+    while (done.load() != r) {
+      std::this_thread::yield();
+    }
+    miscounted += failed_releases() != failed_before + 1 ? 1 : 0;
+  }
+  second.join();
+  EXPECT_EQ(miscounted, 0) << "rounds where both calls ran the deleter";
+  expected<DLManagedTensorVersioned*> a = tensor.to_dlpack_versioned();
+  expected<DLManagedTensorVersioned*> b = tensor.to_dlpack_versioned();
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  EXPECT_NE(*a, *b) << "two live exports share one owner";
+  run_deleter(*a);
+  run_deleter(*b);
+  tensor = Tensor();
+  flush_deferred_releases();
+  EXPECT_EQ(producer.deleter_calls(), 1);
 }
 
 // Threads that export and threads that run the deleters, with more owners alive than the
