@@ -53,16 +53,18 @@ struct ExportedTensor {
   static void destroy(ExportedTensor* owner) noexcept {
     owner->~ExportedTensor();
     // What a stale pointer may still read stays readable under AddressSanitizer, which reports
-    // any other use of the gone owner: the fields a second deleter call reads, and the link the
-    // kept blocks write (the start of `managed`, before either field).
-    static_assert(
-        offsetof(Managed, manager_ctx) >= detail::KeptBlocks<ExportedTensor>::kLinkBytes &&
-            offsetof(Managed, deleter) >= detail::KeptBlocks<ExportedTensor>::kLinkBytes,
-        "the kept blocks' link would overwrite what a second deleter call reads");
-    detail::poison_memory(owner, sizeof(ExportedTensor));
-    detail::unpoison_memory(owner, detail::KeptBlocks<ExportedTensor>::kLinkBytes);
-    detail::unpoison_memory(&owner->managed.manager_ctx, sizeof owner->managed.manager_ctx);
-    detail::unpoison_memory(&owner->managed.deleter, sizeof owner->managed.deleter);
+    // any other use of the gone owner: the fields a second deleter call reads (manager_ctx and
+    // the deleter beside it), and the link the kept blocks write (the start of `managed`, before
+    // either; `managed` is the first member, at the block's start). Only the rest is poisoned,
+    // never those, since a second call on another thread may read them at once.
+    constexpr std::size_t kLink = detail::KeptBlocks<ExportedTensor>::kLinkBytes;
+    constexpr std::size_t kContext = offsetof(Managed, manager_ctx);
+    constexpr std::size_t kRead = sizeof(void*) + sizeof(Managed::deleter);
+    static_assert(kContext >= kLink && offsetof(Managed, deleter) == kContext + sizeof(void*),
+                  "the kept blocks' link would overwrite what a second deleter call reads");
+    auto* bytes = reinterpret_cast<unsigned char*>(owner);
+    detail::poison_memory(bytes + kLink, kContext - kLink);
+    detail::poison_memory(bytes + kContext + kRead, sizeof(ExportedTensor) - kContext - kRead);
     detail::KeptBlocks<ExportedTensor>::give(owner);
   }
   /** @brief Deleter of the unique_ptr that holds an owner until it is handed out. */
