@@ -5,9 +5,12 @@
 // reference, and a destroyed handle given to CUDA is undefined behaviour (it crashed).
 #include "copy_export.hpp"
 
+#include <cstddef>
 #include <new>
 
 #include "devices.hpp"
+#include "dlpack/kept_blocks.hpp"
+#include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
 #include "holoscan/cuda_stream_sync.hpp"
 #include "protocol_streams.hpp"
@@ -38,6 +41,9 @@ void retire_after_consumer(Tensor& copy, cudaStream_t consumer) noexcept {
   }
 }
 
+// Its memory stays a RetiringExport's for good (kept_blocks.hpp), as the library's export owners'
+// does: a second call of the deleter (a consumer's bug) reads the cleared view, never freed
+// memory, and is counted and ignored as the library's is.
 template <class Managed>
 struct RetiringExport : PythonRelease {
   Managed view{};            // what the consumer gets: the inner export's fields, our deleter
@@ -46,8 +52,23 @@ struct RetiringExport : PythonRelease {
   cudaStream_t consumer = nullptr;
   PyObject* stream_owner = nullptr;  // keeps `consumer` alive (a reference), or null
 
+  static void* operator new(std::size_t, const std::nothrow_t&) noexcept {
+    return holoscan::detail::KeptBlocks<RetiringExport>::take();
+  }
+  static void operator delete(void* block) noexcept {
+    holoscan::detail::KeptBlocks<RetiringExport>::give(block);
+  }
+
   static void deleter(Managed* self) noexcept {
-    auto* owner = static_cast<RetiringExport*>(self->manager_ctx);
+    // Taken in one exchange: of two calls at once, one runs it.
+    auto* owner = static_cast<RetiringExport*>(
+        __atomic_exchange_n(&self->manager_ctx, nullptr, __ATOMIC_ACQ_REL));
+    if (owner == nullptr) {
+      holoscan::detail::report_ignored_release(
+          "an exported DLPack tensor's deleter was called again",
+          "a deleter runs once, and the first call let go of everything");
+      return;
+    }
     retire_after_consumer(owner->copy, owner->consumer);
     owner->inner->deleter(owner->inner);
     owner->copy = Tensor();

@@ -5,6 +5,7 @@ tests check the lookup through the test extension's find_stream_owner, with a st
 "cupy.cuda" in sys.modules, and that a host copy never looks; the GPU tests follow a real CuPy
 stream's reference count through the export's deleter on every path that can call it."""
 
+import ctypes
 import gc
 import sys
 import types
@@ -246,4 +247,35 @@ def test_gpu_a_stream_object_passed_is_kept_until_the_copy_goes():
     gc.collect()
     assert kept, "the stream object went while the copy's deleter would still use its handle"
     assert alive() is None
+    stream.synchronize()
+
+
+class _VersionedHead(ctypes.Structure):
+    """The start of a DLManagedTensorVersioned: its version, manager_ctx and deleter."""
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+def test_gpu_a_copys_deleter_called_twice_runs_once():
+    # A consumer's bug (DLPack runs a deleter once): the copy's export took its owner's memory
+    # back at the first call, and the second read freed memory. It is counted and ignored now, as
+    # the library's own exports' second calls are.
+    _, t, stream = device_tensor_and_stream()
+    capsule = t.__dlpack__(max_version=(1, 0), stream=stream.ptr, copy=True)
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    set_name = ctypes.pythonapi.PyCapsule_SetName
+    set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    pointer = get_pointer(capsule, b"dltensor_versioned")
+    deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_VersionedHead.from_address(pointer).deleter)
+    assert set_name(capsule, b"used_dltensor_versioned") == 0  # consumed: its end calls nothing
+    before = hd.failed_releases()
+    deleter(pointer)
+    assert hd.failed_releases() == before
+    deleter(pointer)  # the bug
+    assert hd.failed_releases() == before + 1
+    assert _VersionedHead.from_address(pointer).manager_ctx is None
+    del capsule
+    hd.flush_deferred_releases()
     stream.synchronize()
