@@ -308,7 +308,8 @@ class HOLOSCAN_DLPACK_API Tensor {
  * unlike the DLPack header's advice): the library runs no deleter, reads nothing after the failed
  * field and keeps nothing; the caller may call the deleter. Rejections are kInvalidArgument
  * naming the field; out of host memory is kResourceExhausted, under the same rule. A pointer has
- * one consumer: this library's own export, imported once already, is refused (kInvalidArgument).
+ * one consumer: this library's own export, imported once already or let go of already (its
+ * deleter ran), is refused (kInvalidArgument).
  */
 HOLOSCAN_DLPACK_API expected<Tensor, Error> make_tensor_from_dlpack_versioned(
     DLManagedTensorVersioned* dl_managed_tensor_ver_ptr);
