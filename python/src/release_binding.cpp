@@ -17,7 +17,7 @@
 #include "bindings.hpp"
 #include "errors.hpp"
 #include "held_reference.hpp"
-#include "stream/release_queue.hpp"
+#include "stream/application_exit_wait.hpp"
 #include "text_arg.hpp"
 #include "without_gil.hpp"
 
@@ -238,7 +238,7 @@ void bind_release_controls(nb::module_& module) {
       waited = std::chrono::steady_clock::now() - began;
     });
     // The library's own exit drain, later, waits only for what is left of the same limit.
-    detail::ReleaseQueue::application_exit_wait(waited);
+    detail::application_exit_wait(waited);
     stop_python_releases();
   }));
 }

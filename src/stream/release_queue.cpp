@@ -14,6 +14,7 @@
 
 #include "cuda/cuda_api.hpp"
 #include "cuda/cuda_error.hpp"
+#include "stream/application_exit_wait.hpp"
 #include "stream/fork_gate.hpp"
 #include "stream/release_settings.hpp"
 #include "stream/stream_point.hpp"
@@ -44,6 +45,10 @@ thread_local ReleaseQueue* locked_for_fork = nullptr;
 ReleaseQueue& ReleaseQueue::instance() noexcept { return fork_locked<ReleaseQueue>(); }
 
 ReleaseQueue* ReleaseQueue::existing() noexcept { return fork_locked_if_made<ReleaseQueue>(); }
+
+void application_exit_wait(std::chrono::steady_clock::duration waited) noexcept {
+  ReleaseQueue::application_exit_wait(waited);
+}
 
 void ReleaseQueue::application_exit_wait(std::chrono::steady_clock::duration waited) noexcept {
   ReleaseQueue* queue = existing();

@@ -18,7 +18,6 @@
 #include "stream/fork_locked.hpp"
 #include "stream/pooled_events.hpp"
 #include "stream/stream_progress.hpp"
-#include "wing_api.hpp"
 
 namespace holoscan::detail {
 
@@ -73,8 +72,7 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
    *        application's drain gives the library's its whole limit again (new work, which that
    *        drain never waited for: an embedded interpreter finalized, the process going on).
    */
-  HOLOSCAN_DLPACK_WING_API static void application_exit_wait(
-      std::chrono::steady_clock::duration waited) noexcept;
+  static void application_exit_wait(std::chrono::steady_clock::duration waited) noexcept;
 
   /** @brief What push() did with a release. */
   enum class PushResult {
