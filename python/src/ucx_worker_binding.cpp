@@ -172,11 +172,27 @@ std::size_t progress(WorkerHandle& self) {
       self.call_without_gil(kWorker, [](ucx::Worker& worker) { return worker.progress(); }));
 }
 
+// The worker for a query the C++ API answers without an error (in_flight, connected, stats...):
+// a forked child's copy answers those as an empty worker would (no sends, nobody connected),
+// which Python code could not tell from an idle worker; it raises NotSupportedError instead, as
+// every other call on it does.
+std::shared_ptr<ucx::Worker> queried(WorkerHandle& self, const char* query) {
+  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+  if (worker->is_forked_copy()) {
+    raise_error(Error{ErrorCode::kNotSupported,
+                      std::string(query) +
+                          ": this worker is a forked child's copy of its parent's (UCX does not "
+                          "survive fork(): its connections are the parent's to use)",
+                      0});
+  }
+  return worker;
+}
+
 // The peer is read before the worker is looked up: its __index__ is Python code, which could
 // close the worker (then ClosedError, and the last reference never dropped here with the GIL).
 std::size_t in_flight(WorkerHandle& self, nb::handle peer) {
   const std::optional<ucx::PeerId> id = optional_peer_argument(peer, "ucx.Worker.in_flight");
-  std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
+  std::shared_ptr<ucx::Worker> worker = queried(self, "ucx.Worker.in_flight");
   return id ? worker->in_flight(*id) : worker->in_flight();
 }
 
@@ -208,7 +224,7 @@ void bind_connections(nb::class_<WorkerHandle>& type) {
           "connected",
           [](WorkerHandle& self, nb::handle peer) {
             const ucx::PeerId id = peer_argument(peer, "ucx.Worker.connected");  // see in_flight
-            return self.get(kWorker)->connected(id);
+            return queried(self, "ucx.Worker.connected")->connected(id);
           },
           nb::arg("peer").none(), Entry(), nb::sig("def connected(self, peer: int) -> bool"),
           "Whether `peer` is connected (known, not lost or closed).");
@@ -226,8 +242,10 @@ void bind_transfers(nb::class_<WorkerHandle>& type) {
            "contiguous or lives where UCX does not move memory.")
       .def(
           "next_send_result",
-          [](WorkerHandle& self) { return self.get(kWorker)->next_send_result(); }, Entry(),
-          "The next SendResult, in the order the sends ended; None when none is waiting.")
+          [](WorkerHandle& self) {
+            return queried(self, "ucx.Worker.next_send_result")->next_send_result();
+          },
+          Entry(), "The next SendResult, in the order the sends ended; None when none is waiting.")
       .def("receive", &receive, nb::arg("timeout_ms") = nb::none(), Entry(),
            nb::sig("def receive(self, timeout_ms: int | None = None) -> Received | None"),
            "The next arrival (a Received: peer, sequence, tensor), or None when none came within "
@@ -248,19 +266,21 @@ void bind_state(nb::class_<WorkerHandle>& type) {
            "-1 once closed.")
       .def_prop_ro("fd", &WorkerHandle::fileno, Entry(), "Same as fileno().")
       .def(
-          "arm", [](WorkerHandle& self) { return self.get(kWorker)->arm(); }, Entry(),
+          "arm", [](WorkerHandle& self) { return queried(self, "ucx.Worker.arm")->arm(); }, Entry(),
           "Prepares fileno() for a wait: True when it is safe to sleep on it now, False when "
           "progress() has work first.")
       .def("in_flight", &in_flight, nb::arg("peer") = nb::none(), Entry(),
            nb::sig("def in_flight(self, peer: int | None = None) -> int"),
            "Sends in flight (not yet ended as a SendResult) to `peer`, or to every peer.")
       .def(
-          "waiting", [](WorkerHandle& self) { return self.get(kWorker)->waiting(); }, Entry(),
+          "waiting",
+          [](WorkerHandle& self) { return queried(self, "ucx.Worker.waiting")->waiting(); },
+          Entry(),
           "Sends held for readiness, arrivals held for memory and closes under way: poll "
           "progress() meanwhile.")
       .def(
-          "stats", [](WorkerHandle& self) { return self.get(kWorker)->stats(); }, Entry(),
-          "The counters so far.");
+          "stats", [](WorkerHandle& self) { return queried(self, "ucx.Worker.stats")->stats(); },
+          Entry(), "The counters so far.");
 }
 
 }  // namespace

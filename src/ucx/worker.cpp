@@ -582,6 +582,8 @@ bool Worker::connected(PeerId id) const noexcept {
   });
 }
 
+bool Worker::is_forked_copy() const noexcept { return state_ != nullptr && state_->forked_copy(); }
+
 WorkerStats Worker::stats() const noexcept {
   return with_state(state_, [&](State& state) {
     StateLock lock(state);

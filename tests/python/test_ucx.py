@@ -581,6 +581,16 @@ def test_a_forked_childs_copy_refuses_use_and_leaves_the_parents_connection_whol
                         (lambda: server.accept(None),
                          "kNotSupported: ucx progress: this worker is a forked child's copy"),
                         (ucx.Worker, "forked while its parent had a UCX worker"))
+            # The queries answered as an idle worker would (nobody connected, nothing in
+            # flight), which Python code could not tell apart; they refuse as the calls do.
+            refusals += tuple(
+                (query, "kNotSupported: ucx.Worker.%s: this worker is a forked child's copy" % name)
+                for name, query in (("connected", lambda: client.connected(peer)),
+                                    ("in_flight", client.in_flight),
+                                    ("waiting", client.waiting),
+                                    ("stats", client.stats),
+                                    ("next_send_result", client.next_send_result),
+                                    ("arm", client.arm)))
             for call, expected in refusals:
                 try:
                     call()

@@ -246,10 +246,12 @@ TEST(UcxFork, AChildsCopyRefusesEveryCall) {
     failures += link->receiver.accept(100) ? 1 : 0;
     failures += link->client.fd() != -1 ? 1 : 0;
     failures += link->client.connected(*link->link.client) ? 1 : 0;
+    failures += link->client.is_forked_copy() && link->receiver.is_forked_copy() ? 0 : 1;
     link.reset();
     return failures;
   });
   EXPECT_EQ(child, 0) << "calls the child's copies did not refuse";
+  EXPECT_FALSE(link->client.is_forked_copy());
   EXPECT_EQ(one_tensor_across(*link, 2), "");
 }
 

@@ -263,6 +263,9 @@ class HOLOSCAN_DLPACK_API Worker {
   bool connected(PeerId peer) const noexcept;
   /** @brief The counters so far. */
   WorkerStats stats() const noexcept;
+  /** @brief Whether this is a forked child's copy of its parent's worker: the calls that report
+   *         errors refuse it (kNotSupported), the others answer as an empty worker's would. */
+  bool is_forked_copy() const noexcept;
 
   struct State;  ///< The UCX handles, peers, sends in flight and arrivals.
 
