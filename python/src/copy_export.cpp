@@ -46,7 +46,10 @@ void retire_after_consumer(Tensor& copy, cudaStream_t consumer) noexcept {
 // memory, and is counted and ignored as the library's is.
 template <class Managed>
 struct RetiringExport : PythonRelease {
-  Managed view{};            // what the consumer gets: the inner export's fields, our deleter
+  // What the consumer gets: the inner export's fields, our deleter. Left as it is when a kept
+  // block is taken (no value-initialization): a stale pointer of its previous life may read its
+  // deleter and manager_ctx at any time, and must find ours and null until the export is whole.
+  Managed view;
   Managed* inner = nullptr;  // the library's export
   Tensor copy;               // the copy, to record the point on
   cudaStream_t consumer = nullptr;
@@ -119,7 +122,7 @@ expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& co
       throw nanobind::python_error();
     }
   }
-  auto* owner = new (std::nothrow) RetiringExport<Managed>();
+  auto* owner = new (std::nothrow) RetiringExport<Managed>;  // no "()": `view` stays as it was
   if (owner == nullptr) {
     (*inner)->deleter(*inner);
     running_python([&] {  // possibly the last reference: its finalizer may be Python code
@@ -128,13 +131,17 @@ expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& co
     });
     return make_unexpected(ErrorCode::kResourceExhausted, "__dlpack__: out of host memory");
   }
-  owner->view = **inner;
-  owner->view.manager_ctx = owner;
-  owner->view.deleter = &RetiringExport<Managed>::deleter;
   owner->inner = *inner;
   owner->copy = copy;
   owner->consumer = retiring;
   owner->stream_owner = stream_owner;
+  // The inner export's fields, without ever showing its deleter or manager_ctx (see `view`):
+  // ours, null, then the owner last, once the export is whole.
+  Managed fields = **inner;
+  fields.deleter = &RetiringExport<Managed>::deleter;
+  fields.manager_ctx = nullptr;
+  owner->view = fields;
+  __atomic_store_n(&owner->view.manager_ctx, static_cast<void*>(owner), __ATOMIC_RELEASE);
   return &owner->view;
 }
 

@@ -2,8 +2,10 @@
 // Memory for owners whose address a caller may still use after the owner is gone: a DLPack
 // deleter called a second time (its consumer's bug, which the library reports and ignores) reads
 // the owner it was given. Once made, a block of such an owner is never freed and never given to
-// another kind of object, so that a stale pointer always reads what the last owner left there
-// (its cleared manager_ctx), never freed memory nor some other object's fields. Blocks are
+// another kind of object, so that a stale pointer reads what the last owner left there (its
+// cleared manager_ctx), never freed memory nor some other object's fields, until a later owner
+// of the same kind takes the block (which no memory scheme can tell from the stale pointer's
+// own: the consumer's bug then reaches that owner, as tensor.hpp says). Blocks are
 // recycled through a thread's list and a shared one (PointerCache, as BlockRecycler's) in front of
 // a stack of the rest: the process keeps as many blocks as it ever had owners alive at once.
 //
@@ -100,8 +102,8 @@ class HOLOSCAN_DLPACK_ABI KeptBlocks {
 
   // Constant-initialized, never destroyed: blocks may come back during static destruction.
   static inline Stack stack_{};
-  // Registered when the library is loaded (a static member of a class template is initialized
-  // once it is used, as take() uses it), before any thread of the library exists.
+  // Registered when the library is loaded (take() uses it, so it is instantiated and initialized
+  // among the static initializers), before any thread of the library exists.
   static inline const bool fork_handler_registered =
       pthread_atfork(nullptr, nullptr, &KeptBlocks::unlock_in_child) == 0;
 };

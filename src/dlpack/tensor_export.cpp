@@ -203,9 +203,13 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
       return make_unexpected(export_alive(who, std::is_same_v<Managed, DLManagedTensor>));
     }
   }
-  owner->managed.manager_ctx = owner.get();
-  owner->managed.deleter = &ExportedTensor<Managed>::delete_export;
   owner->claim = detail::HeldClaim(context);
+  // The two fields a stale pointer to this block (a consumer's second deleter call or import of
+  // its previous export) may read at any time, atomically: the deleter it already had, then the
+  // owner last, once the export is whole.
+  __atomic_store_n(&owner->managed.deleter, &ExportedTensor<Managed>::delete_export,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&owner->managed.manager_ctx, owner.get(), __ATOMIC_RELEASE);
   return &owner.release()->managed;
 }
 
@@ -259,7 +263,8 @@ namespace {
 // The owner of `managed` when it is this library's live export, else null.
 template <class Managed>
 ExportedTensor<Managed>* own_export(Managed* managed) noexcept {
-  if (managed->deleter != &ExportedTensor<Managed>::delete_export) {
+  if (__atomic_load_n(&managed->deleter, __ATOMIC_RELAXED) !=
+      &ExportedTensor<Managed>::delete_export) {
     return nullptr;
   }
   return static_cast<ExportedTensor<Managed>*>(
@@ -270,7 +275,8 @@ ExportedTensor<Managed>* own_export(Managed* managed) noexcept {
 // block is an export owner's for good), whatever else a later owner wrote over it.
 template <class Managed>
 bool spent_export(Managed* managed) noexcept {
-  return managed->deleter == &ExportedTensor<Managed>::delete_export &&
+  return __atomic_load_n(&managed->deleter, __ATOMIC_RELAXED) ==
+             &ExportedTensor<Managed>::delete_export &&
          __atomic_load_n(&managed->manager_ctx, __ATOMIC_ACQUIRE) == nullptr;
 }
 
