@@ -9,8 +9,8 @@
 #include <new>
 
 #include "devices.hpp"
+#include "dlpack/export_owner.hpp"
 #include "dlpack/kept_blocks.hpp"
-#include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
 #include "holoscan/cuda_stream_sync.hpp"
 #include "protocol_streams.hpp"
@@ -63,14 +63,9 @@ struct RetiringExport : PythonRelease {
   }
 
   static void deleter(Managed* self) noexcept {
-    // Taken in one exchange: of two calls at once, one runs it.
-    auto* owner = static_cast<RetiringExport*>(
-        __atomic_exchange_n(&self->manager_ctx, nullptr, __ATOMIC_ACQ_REL));
+    auto* owner = static_cast<RetiringExport*>(holoscan::detail::take_export_owner(*self));
     if (owner == nullptr) {
-      holoscan::detail::report_ignored_release(
-          "an exported DLPack tensor's deleter was called again",
-          "a deleter runs once, and the first call let go of everything");
-      return;
+      return;  // a second call
     }
     retire_after_consumer(owner->copy, owner->consumer);
     owner->inner->deleter(owner->inner);
@@ -141,7 +136,7 @@ expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& co
   fields.deleter = &RetiringExport<Managed>::deleter;
   fields.manager_ctx = nullptr;
   owner->view = fields;
-  __atomic_store_n(&owner->view.manager_ctx, static_cast<void*>(owner), __ATOMIC_RELEASE);
+  holoscan::detail::publish_export_owner(owner->view, &RetiringExport<Managed>::deleter, owner);
   return &owner->view;
 }
 

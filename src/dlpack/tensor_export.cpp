@@ -8,11 +8,11 @@
 
 #include "dlpack/context_access.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/export_owner.hpp"
 #include "dlpack/held_claim.hpp"
 #include "dlpack/kept_blocks.hpp"
 #include "dlpack/mutable_export_lease.hpp"
 #include "dlpack/own_export.hpp"
-#include "dlpack/producer_deleter.hpp"
 #include "dlpack/read_only_export.hpp"
 #include "dlpack/without_throwing.hpp"
 #include "holoscan/tensor.hpp"
@@ -76,12 +76,8 @@ struct ExportedTensor {
     // A second call (a caller bug) finds the owner taken while the block waits for a later
     // export (its memory is an export owner's for good): reported, instead of giving the block
     // back twice. Taken in one exchange, so that of two calls at once on two threads one wins.
-    auto* owner = static_cast<ExportedTensor*>(
-        __atomic_exchange_n(&self->manager_ctx, nullptr, __ATOMIC_ACQ_REL));
+    auto* owner = static_cast<ExportedTensor*>(detail::take_export_owner(*self));
     if (owner == nullptr) {
-      detail::report_ignored_release(
-          "an exported DLPack tensor's deleter was called again",
-          "a deleter runs once, and the first call let go of everything");
       return;
     }
     destroy(owner);  // the claim goes with it; the deleter stays: a second call must reach here
@@ -204,12 +200,8 @@ expected<Managed*, Error> export_context(const std::shared_ptr<DLManagedTensorCo
     }
   }
   owner->claim = detail::HeldClaim(context);
-  // The two fields a stale pointer to this block (a consumer's second deleter call or import of
-  // its previous export) may read at any time, atomically: the deleter it already had, then the
-  // owner last, once the export is whole.
-  __atomic_store_n(&owner->managed.deleter, &ExportedTensor<Managed>::delete_export,
-                   __ATOMIC_RELAXED);
-  __atomic_store_n(&owner->managed.manager_ctx, owner.get(), __ATOMIC_RELEASE);
+  detail::publish_export_owner(owner->managed, &ExportedTensor<Managed>::delete_export,
+                               owner.get());
   return &owner.release()->managed;
 }
 
