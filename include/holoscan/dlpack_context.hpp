@@ -41,7 +41,9 @@ struct HOLOSCAN_DLPACK_API DLManagedTensorContext {
    *        library was built with (as Holoscan 5.0's constructor writes its own, 1.3).
    */
   DLManagedTensorContext() noexcept;
-  /** @brief Copies everything; the copy's DLTensor points at the copy's own vectors. */
+  /** @brief Copies the view, flags, memory reference and vectors; the copy's DLTensor points at
+   *         its own vectors, and it is a context of its own: another context's live mutable
+   *         export (an exclusive claim of that context, as in Holoscan 5.0) does not bind it. */
   DLManagedTensorContext(const DLManagedTensorContext& other);
   /** @brief Copies everything but a wider authority (a read-only context stays read-only); this
    *         DLTensor then points at this context's own vectors. */

@@ -179,11 +179,7 @@ std::size_t progress(WorkerHandle& self) {
 std::shared_ptr<ucx::Worker> queried(WorkerHandle& self, const char* query) {
   std::shared_ptr<ucx::Worker> worker = self.get(kWorker);
   if (worker->is_forked_copy()) {
-    raise_error(Error{ErrorCode::kNotSupported,
-                      std::string(query) +
-                          ": this worker is a forked child's copy of its parent's (UCX does not "
-                          "survive fork(): its connections are the parent's to use)",
-                      0});
+    raise_error(ucx::Worker::forked_copy_error(query));
   }
   return worker;
 }

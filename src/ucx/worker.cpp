@@ -117,10 +117,7 @@ tl::unexpected<Error> being_destroyed(const Worker::State& state, const char* ca
 
 // kNotSupported for `call` on a forked child's copy of its parent's worker.
 tl::unexpected<Error> forked_copy(const char* call) {
-  return make_unexpected(ErrorCode::kNotSupported,
-                         std::string("ucx ") + call +
-                             ": this worker is a forked child's copy of its parent's (UCX does not "
-                             "survive fork(): its connections are the parent's to use)");
+  return tl::unexpected<Error>(Worker::forked_copy_error(std::string("ucx ") + call));
 }
 
 // kResourceExhausted for `call`, or without a message when even that does not fit.
@@ -583,6 +580,13 @@ bool Worker::connected(PeerId id) const noexcept {
 }
 
 bool Worker::is_forked_copy() const noexcept { return state_ != nullptr && state_->forked_copy(); }
+
+Error Worker::forked_copy_error(const std::string& call) {
+  return Error{ErrorCode::kNotSupported,
+               call + ": this worker is a forked child's copy of its parent's (UCX does not "
+                      "survive fork(): its connections are the parent's to use)",
+               0};
+}
 
 WorkerStats Worker::stats() const noexcept {
   return with_state(state_, [&](State& state) {

@@ -266,6 +266,8 @@ class HOLOSCAN_DLPACK_API Worker {
   /** @brief Whether this is a forked child's copy of its parent's worker: the calls that report
    *         errors refuse it (kNotSupported), the others answer as an empty worker's would. */
   bool is_forked_copy() const noexcept;
+  /** @brief The kNotSupported error a forked child's copy gives for `call` (the caller's name). */
+  static Error forked_copy_error(const std::string& call);
 
   struct State;  ///< The UCX handles, peers, sends in flight and arrivals.
 
