@@ -583,8 +583,9 @@ bool Worker::is_forked_copy() const noexcept { return state_ != nullptr && state
 
 Error Worker::forked_copy_error(const std::string& call) {
   return Error{ErrorCode::kNotSupported,
-               call + ": this worker is a forked child's copy of its parent's (UCX does not "
-                      "survive fork(): its connections are the parent's to use)",
+               call +
+                   ": this worker is a forked child's copy of its parent's (UCX does not "
+                   "survive fork(): its connections are the parent's to use)",
                0};
 }
 
