@@ -74,7 +74,8 @@ HOLOSCAN_DLPACK_API expected<void, Error> set_release_thread_options(
 HOLOSCAN_DLPACK_API ReleaseThreadOptions release_thread_options() noexcept;
 
 /**
- * @brief Blocks until every release deferred before this call has run.
+ * @brief Blocks until every release deferred before this call has run, and every release their
+ *        deleters deferred in turn (a pool's memory, freed as the export of its last block goes).
  *
  * For tests and shutdown. Returns at once when called from a deleter on the release thread. Do
  * not call it while holding a lock that a deferred deleter takes (for example a Python deleter
@@ -85,7 +86,8 @@ HOLOSCAN_DLPACK_API void flush_deferred_releases() noexcept;
 
 /**
  * @brief flush_deferred_releases(), for at most `limit`: true once every release deferred before
- *        the call has run (or the exit drain, over, left it un-run for good), false when `limit`
+ *        the call has run, with those their deleters deferred in turn (or the exit drain, over,
+ *        left it un-run for good), false when `limit`
  *        passed first or when called from a deleter on the release thread. A bounded wait for
  *        shutdown paths that must not hang on a GPU that never finishes.
  */

@@ -217,7 +217,9 @@ void bind_release_controls(nb::module_& module) {
         without_gil([] { flush_deferred_releases(); });
         drain_python_releases();
       },
-      Entry(), "Blocks until every release deferred before the call has run, Python ones too.");
+      Entry(),
+      "Blocks until every release deferred before the call has run (and those their "
+      "deleters deferred in turn), Python ones too.");
   module.def(
       "pending_deferred_releases", [] { return pending_deferred_releases(); }, Entry(),
       "Releases the library has queued and not yet run.");

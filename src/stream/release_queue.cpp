@@ -27,6 +27,9 @@ namespace {
 // must not wait for (or join) the very thread it runs on.
 thread_local bool on_release_thread = false;
 
+// On the release thread, while a release runs: that release (its deleter may queue more).
+thread_local const PendingRelease* running_release = nullptr;
+
 // The queue locked by prepare_fork (none if none existed), for the other two handlers of the
 // same fork(), which the same thread runs.
 thread_local ReleaseQueue* locked_for_fork = nullptr;
@@ -139,6 +142,16 @@ ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunc
   }
   const std::size_t limit = backlog_limit_in_effect();
   bool behind = false;
+  // Queued by a deleter the release thread runs: a flush already waiting for that deleter's
+  // release waits for this one too (a pool's memory, freed as its last block's export goes), so
+  // it is counted in under the queue's lock, which no flush can be registering meanwhile. No
+  // other thread's push takes that lock.
+  const PendingRelease* const parent = on_release_thread ? running_release : nullptr;
+  std::unique_lock<std::mutex> flush_lock;
+  if (parent != nullptr) {
+    flush_lock = std::unique_lock<std::mutex>(mutex_);
+  }
+  PendingRelease* queued = nullptr;
   {
     std::lock_guard<SpinMutex> intake(intake_);
     if (closed_) {
@@ -158,10 +171,16 @@ ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunc
     node.release = release;
     node.context = context;
     node.ticket = next_ticket_;
+    node.flush_ticket = parent != nullptr ? parent->flush_ticket : node.ticket;
     node.started = false;
     ++next_ticket_;
     ++outstanding_;
     behind = limit != 0 && behind_locked(limit);
+    queued = &node;
+  }
+  if (parent != nullptr) {
+    count_in_waiting_flushes(*queued);  // the node stays put: only this thread runs releases
+    flush_lock.unlock();
   }
   // A deleter dropping owners on the release thread must not wait for the thread it runs on.
   if (behind && !on_release_thread) {
@@ -228,15 +247,27 @@ std::size_t ReleaseQueue::outstanding() noexcept {
   return outstanding_;
 }
 
+// Under the lock, for a release a deleter queued: each flush registered before it (its ticket is
+// past the flush's target, so the flush did not count it) that waits for the deleter's release
+// (still counted: it has not run out yet) waits for this one as well.
+void ReleaseQueue::count_in_waiting_flushes(const PendingRelease& release) noexcept {
+  for (Flusher* flusher = flushers_; flusher != nullptr; flusher = flusher->next) {
+    if (release.flush_ticket < flusher->target && release.ticket >= flusher->target &&
+        flusher->remaining > 0) {
+      ++flusher->remaining;
+    }
+  }
+}
+
 // Under the lock, once a release has run and its node is back with the spares (which counted it
 // out): O(1) per release (and per waiting flush), whatever the backlog.
-void ReleaseQueue::count_out(std::uint64_t ticket, bool caught_up) noexcept {
+void ReleaseQueue::count_out(std::uint64_t flush_ticket, bool caught_up) noexcept {
   if (caught_up) {
     caught_up_.notify_all();
   }
   bool flushed = false;
   for (Flusher* flusher = flushers_; flusher != nullptr; flusher = flusher->next) {
-    if (ticket < flusher->target && flusher->remaining > 0) {
+    if (flush_ticket < flusher->target && flusher->remaining > 0) {
       flushed = --flusher->remaining == 0 || flushed;
     }
   }
@@ -305,10 +336,12 @@ bool ReleaseQueue::run_ready(std::unique_lock<std::mutex>& lock) noexcept {
     const bool call = it->release != nullptr && it->ticket >= inherited_below_;
     lock.unlock();
     if (call) {
+      running_release = &*it;
       it->release(it->context);  // may exit(), flush, or queue more: no lock is held
+      running_release = nullptr;
     }
     lock.lock();
-    const std::uint64_t ticket = it->ticket;
+    const std::uint64_t flush_ticket = it->flush_ticket;
     it->points.clear();
     bool caught_up = false;
     {
@@ -318,7 +351,7 @@ bool ReleaseQueue::run_ready(std::unique_lock<std::mutex>& lock) noexcept {
       caught_up = catching_up_waiters_ != 0 && !behind_locked(backlog_limit_in_effect() / 2);
       spare_.splice(spare_.end(), running_, it);
     }
-    count_out(ticket, caught_up);
+    count_out(flush_ticket, caught_up);
     ran = true;
   }
   return ran;

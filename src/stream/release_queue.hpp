@@ -26,7 +26,10 @@ struct HOLOSCAN_DLPACK_ABI PendingRelease {
   StreamPointList points;             ///< Still to complete; empty once it may run.
   ReleaseFunction release = nullptr;  ///< Run once, never under the queue's lock; null: dropped.
   void* context = nullptr;            ///< Argument of `release`.
-  std::uint64_t ticket = 0;           ///< Order of arrival, for flush.
+  std::uint64_t ticket = 0;           ///< Order of arrival.
+  /// The ticket a flush counts it under: its own, or, queued by a deleter the release thread was
+  /// running, that release's (a flush waiting for a release waits for what its deleter deferred).
+  std::uint64_t flush_ticket = 0;
   bool started = false;               ///< Its release is running: never start it again.
 };
 
@@ -35,7 +38,7 @@ struct HOLOSCAN_DLPACK_ABI PendingRelease {
  *        so that a release costs the same to account for however many others are pending.
  */
 struct Flusher {
-  std::uint64_t target = 0;   ///< Releases with a smaller ticket were queued before the flush.
+  std::uint64_t target = 0;   ///< Releases with a smaller flush ticket are waited for.
   std::size_t remaining = 0;  ///< Of those, the ones not yet run.
   Flusher* next = nullptr;    ///< The next waiting flush (a list of stack objects).
 };
@@ -88,7 +91,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   PushResult push(StreamPointList& points, ReleaseFunction release, void* context) noexcept;
   /** @brief When the exit drain gives up (meaningful once push() said kClosed). */
   std::chrono::steady_clock::time_point drain_deadline() noexcept;
-  /** @brief Waits for every release queued before the call; at once on the release thread. */
+  /** @brief Waits for every release queued before the call, and for those their deleters queued
+   *         in turn; at once on the release thread. */
   void flush() noexcept;
   /** @brief flush(), for at most until `deadline`; true when every one of them ran (or will never
    *         run: the exit drain is over), false when the deadline came first. */
@@ -116,7 +120,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   void poll_active(std::uint64_t inherited_below) noexcept;
   void move_completed_to_running() noexcept;
   bool run_ready(std::unique_lock<std::mutex>& lock) noexcept;
-  void count_out(std::uint64_t ticket, bool caught_up) noexcept;
+  void count_out(std::uint64_t flush_ticket, bool caught_up) noexcept;
+  void count_in_waiting_flushes(const PendingRelease& release) noexcept;
   void stop() noexcept;
   static std::size_t dead_worker_bytes(std::size_t active) noexcept;
   void keep_the_dead_workers_state() noexcept;

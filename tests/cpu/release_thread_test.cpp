@@ -43,21 +43,38 @@ using Buffer = DLManagedMemoryBufferVersioned;
 
 class ReleaseThread : public test::FakeCudaTest {};
 
-TEST_F(ReleaseThread, DeleterThatDropsAnotherOwnerQueuesItsRelease) {
+// An owner dropped pending on `outer_stream` whose deleter drops the last owner of the producer's
+// tensor, itself pending on `inner_stream`: one release queued, the other to be queued by it.
+struct NestedReleases {
   CountingProducer producer;
-  cudaStream_t outer_stream = fake().create_stream(0);
-  cudaStream_t inner_stream = fake().create_stream(0);
-  auto inner = std::make_shared<Buffer>(producer.make_versioned());
-  fake().launch(inner_stream);
-  ASSERT_TRUE(inner->set_deallocation_stream(inner_stream));
-  auto outer_ran = std::make_shared<std::atomic<bool>>(false);  // outlives a failed wait below
-  drop_pending(fake(), make_callback_tensor([inner, outer_ran]() mutable {
-                 inner.reset();
-                 outer_ran->store(true);
-               }),
-               outer_stream);
-  inner.reset();  // the outer deleter now holds the last owner
-  EXPECT_EQ(pending_deferred_releases(), 1u);
+  cudaStream_t outer_stream = nullptr;
+  cudaStream_t inner_stream = nullptr;
+  std::shared_ptr<std::atomic<bool>> outer_ran =  // outlives a failed wait of a test
+      std::make_shared<std::atomic<bool>>(false);
+
+  void queue(FakeCuda& fake) {
+    outer_stream = fake.create_stream(0);
+    inner_stream = fake.create_stream(0);
+    auto inner = std::make_shared<Buffer>(producer.make_versioned());
+    fake.launch(inner_stream);
+    ASSERT_TRUE(inner->set_deallocation_stream(inner_stream));
+    drop_pending(fake, make_callback_tensor([inner, ran = outer_ran]() mutable {
+                   inner.reset();
+                   ran->store(true);
+                 }),
+                 outer_stream);
+    inner.reset();  // the outer deleter now holds the last owner
+    ASSERT_EQ(pending_deferred_releases(), 1u);
+  }
+};
+
+TEST_F(ReleaseThread, DeleterThatDropsAnotherOwnerQueuesItsRelease) {
+  NestedReleases nested;
+  ASSERT_NO_FATAL_FAILURE(nested.queue(fake()));
+  CountingProducer& producer = nested.producer;
+  cudaStream_t outer_stream = nested.outer_stream;
+  cudaStream_t inner_stream = nested.inner_stream;
+  const std::shared_ptr<std::atomic<bool>> outer_ran = nested.outer_ran;
 
   fake().complete(outer_stream);
   // Not a flush: once the release thread has run the outer deleter, the inner release it queued
@@ -70,6 +87,37 @@ TEST_F(ReleaseThread, DeleterThatDropsAnotherOwnerQueuesItsRelease) {
   fake().complete(inner_stream);
   flush_deferred_releases();
   EXPECT_EQ(producer.deleter_calls(), 1);
+  EXPECT_EQ(pending_deferred_releases(), 0u);
+}
+
+// A flush waiting for a release waits for what that release's deleter deferred in turn (a pool's
+// memory, freed as the export of its last block goes): returning between the two would leave the
+// caller's shutdown check with a release still pending.
+TEST_F(ReleaseThread, AFlushWaitsForTheReleasesADeleterItWaitsForDeferred) {
+  NestedReleases nested;
+  ASSERT_NO_FATAL_FAILURE(nested.queue(fake()));
+  CountingProducer& producer = nested.producer;
+  const std::shared_ptr<std::atomic<bool>> outer_ran = nested.outer_ran;
+
+  std::atomic<bool> flushed{false};
+  std::atomic<int> deleter_calls_at_return{-1};
+  std::thread flusher([&] {
+    flush_deferred_releases();
+    deleter_calls_at_return.store(producer.deleter_calls());
+    flushed.store(true);
+  });
+  // The flush is waiting (registered before the outer release runs) by the time the outer
+  // stream completes; were it not, it would count the inner release as queued before it anyway.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  fake().complete(nested.outer_stream);
+  ASSERT_TRUE(test::eventually([&] { return outer_ran->load(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(flushed.load());  // the inner release still waits for its stream
+  EXPECT_EQ(pending_deferred_releases(), 1u);
+
+  fake().complete(nested.inner_stream);
+  flusher.join();
+  EXPECT_EQ(deleter_calls_at_return.load(), 1);
   EXPECT_EQ(pending_deferred_releases(), 0u);
 }
 
