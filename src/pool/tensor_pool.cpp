@@ -158,6 +158,7 @@ std::shared_ptr<DLManagedTensorContext> PoolBlock::lend() noexcept {
     return nullptr;
   }
   names_.store(2, std::memory_order_relaxed);
+  detail::StreamTrackedAccess::forget_unpaired_releases(reference_);  // nothing names it now
   // Again at each allocation: a holder's assignment to the last allocation's context forgot it.
   detail::ContextAccess::mark_memory_lives_by_holds_in(context_, reference_);
   detail::ReferenceHolds::hold_again(reference_);  // the shared_ptr's, given back by DropHold

@@ -32,6 +32,13 @@ struct HOLOSCAN_DLPACK_ABI StreamTrackedAccess {
     reference.claims_.store(reference.claims_.load(std::memory_order_relaxed) + 1,
                             std::memory_order_relaxed);
   }
+  /**
+   * @brief Starts the count of unpaired releases over, for a reference lent anew (a pool block's):
+   *        an earlier holder's surplus releases are not the new holder's bug.
+   */
+  static void forget_unpaired_releases(StreamTrackedReference& reference) noexcept {
+    reference.unpaired_.store(0, std::memory_order_relaxed);
+  }
 };
 
 /** @brief The stream points of `reference`. */

@@ -285,6 +285,27 @@ TEST(TensorPoolHost, SurplusReleaseCannotFreeANamedBlock) {
   EXPECT_EQ(stream_tracked->unpaired_releases(), 1u);  // reported, never wrapped
 }
 
+// The count of unpaired releases reports a holder's bug: it starts over when the block is lent
+// anew, whose holder made none.
+TEST(TensorPoolHost, AnEarlierHoldersUnpairedReleasesAreNotTheNextAllocations) {
+  auto pool = make_host_pool(256, 1);
+  ASSERT_NE(pool, nullptr);
+  const TensorMemoryReference* first_reference = nullptr;
+  {
+    const Tensor tensor = allocate_or_die(*pool, {16});
+    first_reference = tensor.memory_reference().get();
+    tensor.release_handle();  // the bug: two releases too many
+    tensor.release_handle();
+  }
+  ASSERT_EQ(pool->available_blocks(), 1u);
+  const Tensor next = allocate_or_die(*pool, {16});
+  auto* stream_tracked = dynamic_cast<StreamTrackedReference*>(next.memory_reference().get());
+  ASSERT_NE(stream_tracked, nullptr);
+  ASSERT_EQ(stream_tracked, first_reference);  // the same block, lent anew
+  EXPECT_EQ(stream_tracked->unpaired_releases(), 0u);
+  EXPECT_EQ(stream_tracked->handle_claims(), 1);
+}
+
 TEST(TensorPoolHost, HeldContextOrMemoryReferenceKeepsTheBlock) {
   auto pool = make_host_pool(256, 1);
   ASSERT_NE(pool, nullptr);
