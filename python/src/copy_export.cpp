@@ -5,6 +5,7 @@
 // reference, and a destroyed handle given to CUDA is undefined behaviour (it crashed).
 #include "copy_export.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <new>
 
@@ -54,6 +55,7 @@ struct RetiringExport : PythonRelease {
   Tensor copy;               // the copy, to record the point on
   cudaStream_t consumer = nullptr;
   PyObject* stream_owner = nullptr;  // keeps `consumer` alive (a reference), or null
+  std::atomic<bool> imported{false};  // an import took the export (take_copy_export)
 
   static void* operator new(std::size_t, const std::nothrow_t&) noexcept {
     return holoscan::detail::KeptBlocks<RetiringExport>::take();
@@ -87,6 +89,38 @@ struct RetiringExport : PythonRelease {
     delete owner;
   }
 };
+
+// The owner of a copy's export, live (null once its deleter ran), when `managed` is one.
+template <class Managed>
+RetiringExport<Managed>* copy_export_owner(Managed* managed, bool& is_one) noexcept {
+  is_one =
+      __atomic_load_n(&managed->deleter, __ATOMIC_RELAXED) == &RetiringExport<Managed>::deleter;
+  return is_one ? static_cast<RetiringExport<Managed>*>(
+                      __atomic_load_n(&managed->manager_ctx, __ATOMIC_ACQUIRE))
+                : nullptr;
+}
+
+template <class Managed>
+CopyExportTake take(Managed* managed) noexcept {
+  bool is_one = false;
+  RetiringExport<Managed>* owner = copy_export_owner(managed, is_one);
+  if (!is_one) {
+    return CopyExportTake::kNotOne;
+  }
+  if (owner == nullptr) {
+    return CopyExportTake::kSpent;
+  }
+  return owner->imported.exchange(true, std::memory_order_acq_rel) ? CopyExportTake::kTakenBefore
+                                                                   : CopyExportTake::kTaken;
+}
+
+template <class Managed>
+void untake(Managed* managed) noexcept {
+  bool is_one = false;
+  if (RetiringExport<Managed>* owner = copy_export_owner(managed, is_one)) {
+    owner->imported.store(false, std::memory_order_release);
+  }
+}
 
 cudaStream_t retiring_stream(const ProtocolStream& consumer) noexcept {
   const bool explicit_stream = consumer.kind == ProtocolStream::Kind::kStream &&
@@ -130,6 +164,7 @@ expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& co
   owner->copy = copy;
   owner->consumer = retiring;
   owner->stream_owner = stream_owner;
+  owner->imported.store(false, std::memory_order_relaxed);  // published with the owner below
   // The inner export's fields, without ever showing its deleter or manager_ctx (see `view`):
   // ours, null, then the owner last, once the export is whole.
   Managed fields = **inner;
@@ -141,6 +176,16 @@ expected<Managed*, Error> wrap(expected<Managed*, Error> inner, const Tensor& co
 }
 
 }  // namespace
+
+CopyExportTake take_copy_export(DLManagedTensorVersioned* managed) noexcept {
+  return take(managed);
+}
+
+CopyExportTake take_copy_export(DLManagedTensor* managed) noexcept { return take(managed); }
+
+void untake_copy_export(DLManagedTensorVersioned* managed) noexcept { untake(managed); }
+
+void untake_copy_export(DLManagedTensor* managed) noexcept { untake(managed); }
 
 expected<DLManagedTensorVersioned*, Error> export_copy_versioned(const Tensor& copy,
                                                                  const ProtocolStream& consumer) {

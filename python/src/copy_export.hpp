@@ -27,4 +27,26 @@ expected<DLManagedTensorVersioned*, Error> export_copy_versioned(const Tensor& c
 expected<DLManagedTensor*, Error> export_copy_legacy(const Tensor& copy,
                                                      const ProtocolStream& consumer);
 
+/** @brief What an import found of a copy's export (see take_copy_export()). */
+enum class CopyExportTake {
+  kNotOne,       ///< Not a copy's export: the import goes on as for any producer's.
+  kTaken,        ///< A copy's live export, now the importer's to take as it is.
+  kTakenBefore,  ///< A copy's export an import took already: refused.
+  kSpent,        ///< A copy's export whose deleter ran: refused.
+};
+
+/**
+ * @brief Marks `managed` taken by an import when it is a copy's live export (its import flag, as
+ *        the library's own export has one): one pointer has one consumer, and a copy's export
+ *        owner is reused at once once its deleter runs. Reads only the deleter and manager_ctx
+ *        of any other tensor.
+ */
+CopyExportTake take_copy_export(DLManagedTensorVersioned* managed) noexcept;
+/** @brief As above, for a legacy export. */
+CopyExportTake take_copy_export(DLManagedTensor* managed) noexcept;
+/** @brief Undoes a kTaken take_copy_export() whose import was refused after all. */
+void untake_copy_export(DLManagedTensorVersioned* managed) noexcept;
+/** @brief As above, for a legacy export. */
+void untake_copy_export(DLManagedTensor* managed) noexcept;
+
 }  // namespace holoscan::python

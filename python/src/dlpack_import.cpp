@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 #include <string>
 
 #include <holoscan/dl_managed_memory_buffer.hpp>
@@ -12,7 +13,9 @@
 #include <holoscan/stream_tracked_reference.hpp>
 
 #include "cast_arg.hpp"
+#include "copy_export.hpp"
 #include "devices.hpp"
+#include "dlpack/own_export.hpp"
 #include "dlpack/producer_deleter.hpp"
 #include "errors.hpp"
 #include "held_reference.hpp"
@@ -88,9 +91,43 @@ expected<Tensor, Error> make_tensor(DLManagedTensor* managed) {
   return make_tensor_from_dlpack(managed);
 }
 
+constexpr const char* importer(DLManagedTensorVersioned*) {
+  return "make_tensor_from_dlpack_versioned";
+}
+constexpr const char* importer(DLManagedTensor*) { return "make_tensor_from_dlpack"; }
+
+// This library's exports keep their own deleters, which need no Python: a wrapper would hide the
+// deleter by which a second import of one pointer, or an import after its deleter ran, is told
+// and refused (the second would run the deleter of a later export reusing the same owner). Null
+// for any other tensor.
+template <class Managed>
+std::optional<expected<Tensor, Error>> import_own_export(Managed* managed) {
+  if (holoscan::detail::is_own_export(managed)) {
+    return make_tensor(managed);  // the library's import tells the two cases itself
+  }
+  switch (take_copy_export(managed)) {
+    case CopyExportTake::kNotOne:
+      return std::nullopt;
+    case CopyExportTake::kSpent:
+      return tl::unexpected<Error>(holoscan::detail::export_spent_error(importer(managed)));
+    case CopyExportTake::kTakenBefore:
+      return tl::unexpected<Error>(holoscan::detail::export_taken_error(importer(managed)));
+    case CopyExportTake::kTaken:
+      break;
+  }
+  auto tensor = make_tensor(managed);
+  if (!tensor) {
+    untake_copy_export(managed);  // refused: still the caller's, untaken
+  }
+  return tensor;
+}
+
 // Lends `managed` to the library with our deleter; on a rejection gives it back untouched.
 template <class Managed>
 expected<Tensor, Error> adopt(Managed* managed, nb::handle producer) {
+  if (auto own = import_own_export(managed)) {
+    return std::move(*own);
+  }
   // Out of memory is an error returned, not thrown: a caller that frees a refused tensor (the C
   // exchange API's import) only does so on an error.
   auto* owner = new (std::nothrow) ProducerOwner<Managed>();

@@ -7,7 +7,24 @@
 
 #include <atomic>
 
+#include "holoscan/errors.hpp"
+#include "wing_api.hpp"
+
 namespace holoscan::detail {
+
+/**
+ * @brief Whether `managed` is this library's export, live or spent (its deleter is the export's):
+ *        a wing that wraps a producer's deleter (the Python import) imports such a tensor as it
+ *        is instead, so that the import's checks below still recognise it.
+ */
+HOLOSCAN_DLPACK_WING_API bool is_own_export(DLManagedTensorVersioned* managed) noexcept;
+/** @brief As above, for a legacy export. */
+HOLOSCAN_DLPACK_WING_API bool is_own_export(DLManagedTensor* managed) noexcept;
+
+/** @brief The refusal of an export an import took before (`who`: the importing call). */
+HOLOSCAN_DLPACK_WING_API Error export_taken_error(const char* who);
+/** @brief The refusal of an export whose deleter ran already (`who`: the importing call). */
+HOLOSCAN_DLPACK_WING_API Error export_spent_error(const char* who);
 
 /**
  * @brief Whether an import took `managed` already, when it is this library's live export: its

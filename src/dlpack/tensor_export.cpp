@@ -252,11 +252,17 @@ namespace detail {
 
 namespace {
 
+// Whether `managed` carries this library's export deleter (a live or a spent export).
+template <class Managed>
+bool has_export_deleter(Managed* managed) noexcept {
+  return __atomic_load_n(&managed->deleter, __ATOMIC_RELAXED) ==
+         &ExportedTensor<Managed>::delete_export;
+}
+
 // The owner of `managed` when it is this library's live export, else null.
 template <class Managed>
 ExportedTensor<Managed>* own_export(Managed* managed) noexcept {
-  if (__atomic_load_n(&managed->deleter, __ATOMIC_RELAXED) !=
-      &ExportedTensor<Managed>::delete_export) {
+  if (!has_export_deleter(managed)) {
     return nullptr;
   }
   return static_cast<ExportedTensor<Managed>*>(
@@ -267,12 +273,33 @@ ExportedTensor<Managed>* own_export(Managed* managed) noexcept {
 // block is an export owner's for good), whatever else a later owner wrote over it.
 template <class Managed>
 bool spent_export(Managed* managed) noexcept {
-  return __atomic_load_n(&managed->deleter, __ATOMIC_RELAXED) ==
-             &ExportedTensor<Managed>::delete_export &&
+  return has_export_deleter(managed) &&
          __atomic_load_n(&managed->manager_ctx, __ATOMIC_ACQUIRE) == nullptr;
 }
 
 }  // namespace
+
+bool is_own_export(DLManagedTensorVersioned* managed) noexcept {
+  return has_export_deleter(managed);
+}
+
+bool is_own_export(DLManagedTensor* managed) noexcept { return has_export_deleter(managed); }
+
+Error export_taken_error(const char* who) {
+  return Error{ErrorCode::kInvalidArgument,
+               std::string(who) +
+                   ": this export was imported already (a DLPack tensor has one consumer, which "
+                   "calls its deleter once; the caller keeps it)",
+               0};
+}
+
+Error export_spent_error(const char* who) {
+  return Error{ErrorCode::kInvalidArgument,
+               std::string(who) +
+                   ": this export's deleter ran already (a DLPack tensor has one consumer, which "
+                   "calls its deleter once; the tensor it described may be gone)",
+               0};
+}
 
 bool own_export_spent(DLManagedTensorVersioned* managed) noexcept { return spent_export(managed); }
 

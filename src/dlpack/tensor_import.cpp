@@ -62,10 +62,7 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
   // (its owner may be recycled into a later export the moment the first import lets go).
   std::atomic<bool>* taken = detail::own_export_taken(managed);
   if (taken != nullptr && taken->exchange(true, std::memory_order_acq_rel)) {
-    return make_unexpected(ErrorCode::kInvalidArgument,
-                           std::string(who) +
-                               ": this export was imported already (a DLPack tensor has one "
-                               "consumer, which calls its deleter once; the caller keeps it)");
+    return make_unexpected(detail::export_taken_error(who));
   }
   // Its first claim (the Tensor's) counted; nothing can fail after it.
   std::shared_ptr<Buffer> owner = detail::ImportOwnerAccess::make<Buffer>(managed);
@@ -82,15 +79,6 @@ expected<Tensor, Error> import_managed(Managed* managed, std::uint64_t flags, DL
   return Tensor(ClaimedTensor(std::move(shared)));
 }
 
-// The refusal of this library's export whose deleter ran already: its tensor may be gone.
-Error spent(const char* who) {
-  return Error{ErrorCode::kInvalidArgument,
-               std::string(who) +
-                   ": this export's deleter ran already (a DLPack tensor has one consumer, which "
-                   "calls its deleter once; the tensor it described may be gone)",
-               0};
-}
-
 expected<Tensor, Error> import_versioned(DLManagedTensorVersioned* dl_managed_tensor_ver_ptr) {
   constexpr const char* kWho = "make_tensor_from_dlpack_versioned";
   DLManagedTensorVersioned* managed = dl_managed_tensor_ver_ptr;
@@ -99,7 +87,7 @@ expected<Tensor, Error> import_versioned(DLManagedTensorVersioned* dl_managed_te
                            std::string(kWho) + ": the DLManagedTensorVersioned pointer is null");
   }
   if (detail::own_export_spent(managed)) {
-    return make_unexpected(spent(kWho));  // read nothing more of it
+    return make_unexpected(detail::export_spent_error(kWho));  // read nothing more of it
   }
   // On another major version only the fields up to `flags` have a known layout: read no further.
   const DLPackVersion version = managed->version;
@@ -128,7 +116,7 @@ expected<Tensor, Error> import_legacy(DLManagedTensor* dl_managed_tensor_ptr) {
                            std::string(kWho) + ": the DLManagedTensor pointer is null");
   }
   if (detail::own_export_spent(dl_managed_tensor_ptr)) {
-    return make_unexpected(spent(kWho));  // read nothing more of it
+    return make_unexpected(detail::export_spent_error(kWho));  // read nothing more of it
   }
   // A legacy tensor is read as a current-version tensor without flags (Holoscan 5.0).
   return import_managed<DLManagedMemoryBuffer>(

@@ -81,6 +81,39 @@ def capsule_version(capsule):
     return words[0], words[1]
 
 
+def capsule_of(capsule, name):
+    """The pointer a capsule holds, and a maker of new capsules (no destructor) around it."""
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    api.PyCapsule_New.restype = ctypes.py_object
+    api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    pointer = api.PyCapsule_GetPointer(capsule, name)
+    return lambda: api.PyCapsule_New(pointer, name, None)
+
+
+@pytest.mark.parametrize("max_version,name", [((1, 0), b"dltensor_versioned"),
+                                              (None, b"dltensor")])
+def test_one_export_pointer_has_one_consumer(max_version, name):
+    # The library's export seen again through another capsule (a consumer's bug, or a capsule
+    # renamed back): the import wrapped its deleter and so took it twice, and the second owner,
+    # let go, ran the deleter of the export that reused the first's owner, or read freed memory.
+    source = hd.from_dlpack(np.full(64, 7.0)).copy()  # writable: a legacy export may carry it
+    capsule = source.__dlpack__(max_version=max_version, copy=True)  # an owning copy's export
+    again = capsule_of(capsule, name)
+    failed = hd.failed_releases()
+    first = hd.from_dlpack(capsule)
+    with pytest.raises(BufferError, match="this export was imported already"):
+        hd.from_dlpack(again())
+    assert (np.asarray(first) == 7.0).all()
+    del first
+    gc.collect()
+    hd.flush_deferred_releases()
+    with pytest.raises(BufferError, match="this export's deleter ran already"):
+        hd.from_dlpack(again())
+    assert hd.failed_releases() == failed  # the deleter ran once
+
+
 def test_versioned_exports_take_the_consumers_minor_version(testing):
     # The array API recommends the consumer's max_version where the producer supports it; 5.0
     # stamps (1, min(minor, its own)) for a major-1 consumer, its own version for a newer major.

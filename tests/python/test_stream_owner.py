@@ -256,6 +256,26 @@ class _VersionedHead(ctypes.Structure):
                 ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 
 
+def test_gpu_a_copys_export_has_one_consumer():
+    # A device copy's export has a deleter of its own (a point on the consumer's stream); a second
+    # import of its pointer, or one after its deleter ran, is refused as the library's are.
+    from test_numpy_roundtrip import capsule_of
+    _, t, stream = device_tensor_and_stream()
+    capsule = t.__dlpack__(max_version=(1, 0), stream=stream.ptr, copy=True)
+    again = capsule_of(capsule, b"dltensor_versioned")
+    failed = hd.failed_releases()
+    first = hd.from_dlpack(capsule)
+    with pytest.raises(BufferError, match="this export was imported already"):
+        hd.from_dlpack(again())
+    del first
+    gc.collect()
+    hd.flush_deferred_releases()
+    with pytest.raises(BufferError, match="this export's deleter ran already"):
+        hd.from_dlpack(again())
+    assert hd.failed_releases() == failed
+    stream.synchronize()
+
+
 def test_gpu_a_copys_deleter_called_twice_runs_once():
     # A consumer's bug (DLPack runs a deleter once): the copy's export took its owner's memory
     # back at the first call, and the second read freed memory. It is counted and ignored now, as
