@@ -414,11 +414,17 @@ expected<Tensor, Error> Tensor::copy_to(DLDevice device, cudaStream_t stream) co
                            std::string(kWho) + ": Tensor copy target device id " +
                                std::to_string(device.device_id) + " is negative");
   }
+  // Host-side memory has no device of its own (it is reported as id 0): another id names a device
+  // that does not exist, refused as Holoscan 5.0's Python refuses it, rather than quietly made 0.
+  if (device.device_type != kDLCUDA && device.device_id != 0) {
+    return make_unexpected(ErrorCode::kInvalidArgument,
+                           std::string(kWho) + ": Tensor copy target device is unsupported: (" +
+                               std::to_string(device.device_type) + ", " +
+                               std::to_string(device.device_id) +
+                               ") names a host device other than 0");
+  }
   if (device.device_type == kDLCPU && detail::host_memory_type(this->device().device_type)) {
     return copy_by_host(*this, *plan);
-  }
-  if (device.device_type != kDLCUDA) {
-    device.device_id = 0;  // host-side memory has no device of its own
   }
   std::optional<detail::DeviceGuard> guard;
   if (auto usable = enter_stream(guard, device, stream, kWho); !usable) {

@@ -91,6 +91,17 @@ TEST(HostCopyRefusals, EmptySourceNullAndSmallDestination) {
     EXPECT_EQ(negative.error().code, ErrorCode::kInvalidArgument);
     EXPECT_NE(negative.error().message.find("device id -1 is negative"), std::string::npos)
         << negative.error().message;
+    // Host memory has no device of its own: a copy asked for on host device 7 was made on 0.
+    for (const DLDeviceType type : {kDLCPU, kDLCUDAHost, kDLCUDAManaged}) {
+      auto elsewhere = source.copy_to(DLDevice{type, 7}, nullptr);
+      ASSERT_FALSE(elsewhere.has_value());
+      EXPECT_EQ(elsewhere.error().code, ErrorCode::kInvalidArgument);
+      EXPECT_NE(elsewhere.error().message.find("Tensor copy target device is unsupported: (" +
+                                               std::to_string(type) +
+                                               ", 7) names a host device other than 0"),
+                std::string::npos)
+          << elsewhere.error().message;
+    }
     auto null_destination = source.copy_to_host(nullptr, 48, nullptr);
     ASSERT_FALSE(null_destination.has_value());
     EXPECT_EQ(null_destination.error().code, ErrorCode::kInvalidArgument);

@@ -325,6 +325,16 @@ def test_a_host_device_other_than_zero_is_refused_not_taken_for_device_zero(devi
         "names a host device other than 0")
 
 
+@pytest.mark.parametrize("device", [(1, 1), (3, 2), (13, 7)])
+def test_a_copy_to_a_host_device_other_than_zero_is_refused(device):
+    # It was made on (1, 0): host memory has no device of its own.
+    with pytest.raises(hd.errors.InvalidArgumentError) as raised:
+        host_tensor().copy_to(device)
+    assert str(raised.value) == (
+        f"kInvalidArgument: Tensor::copy_to: Tensor copy target device is unsupported: "
+        f"({device[0]}, {device[1]}) names a host device other than 0")
+
+
 @pytest.mark.parametrize("stream", [0, -5, "x", 1.0, object()])
 def test_a_host_export_refuses_what_is_no_stream_as_a_device_export_does(stream):
     # Holoscan 5.0 ignores the stream of a host export, but refuses one that is no stream first.
