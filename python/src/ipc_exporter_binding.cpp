@@ -105,7 +105,7 @@ void bind_ipc_exporter(nb::module_& module) {
            "the peer hung up, IncompatibleError for another protocol version or a peer that is an "
            "Exporter too; "
            "InvalidArgumentError for a negative timeout (no signal interrupts this wait).")
-      .def("publish", &publish, nb::arg("peer").none(), nb::arg("tensor"),
+      .def("publish", &publish, nb::arg("peer").none(), nb::arg("tensor").none(),
            nb::arg("stream") = nb::none(), Entry(),
            nb::sig("def publish(self, peer: int, tensor: object, stream: object | None = None) "
                    "-> int"),

@@ -67,13 +67,13 @@ std::string repr(const Tensor& tensor) {
 
 // Holoscan 5.0's names and meanings: the properties, is_contiguous, the import entry points.
 void bind_holoscan_api(nb::class_<Tensor>& type) {
-  type.def_static("as_tensor", &as_tensor, nb::arg("obj"), nb::kw_only(),
+  type.def_static("as_tensor", &as_tensor, nb::arg("obj").none(), nb::kw_only(),
                   nb::arg("stream") = nb::none(), Entry(),
                   nb::sig("def as_tensor(obj: object, *, stream: object | None = None) -> Tensor"),
                   "A Tensor from a Tensor or any object with the DLPack C exchange API, "
                   "__dlpack__, __cuda_array_interface__ or __array_interface__ (that order), "
                   "zero-copy and read-only; `stream` -1 is refused.")
-      .def_static("from_dlpack", &from_dlpack, nb::arg("obj"), nb::kw_only(),
+      .def_static("from_dlpack", &from_dlpack, nb::arg("obj").none(), nb::kw_only(),
                   nb::arg("stream") = nb::none(), nb::arg("copy") = nb::none(), Entry(),
                   nb::sig("def from_dlpack(obj: object, *, stream: object | None = None, "
                           "copy: bool | None = None) -> Tensor"),

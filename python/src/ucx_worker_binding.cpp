@@ -227,7 +227,7 @@ void bind_connections(nb::class_<WorkerHandle>& type) {
 }
 
 void bind_transfers(nb::class_<WorkerHandle>& type) {
-  type.def("send", &send, nb::arg("peer").none(), nb::arg("tensor"), Entry(),
+  type.def("send", &send, nb::arg("peer").none(), nb::arg("tensor").none(), Entry(),
            nb::sig("def send(self, peer: int, tensor: object) -> int"),
            "Sends `tensor` (a Tensor, or anything as_tensor takes: its readiness is its "
            "producer's current work) to `peer` and returns its sequence number (1, 2, ... per "

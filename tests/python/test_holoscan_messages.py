@@ -62,10 +62,16 @@ def interface(**changes):
      "or __array_interface__"),
     (lambda: hd.from_dlpack(object()), AttributeError,
      "object does not support the __dlpack__ protocol"),
+    (lambda: hd.as_tensor(None), TypeError,
+     "object does not support __dlpack_c_exchange_api__, __dlpack__, __cuda_array_interface__, "
+     "or __array_interface__"),
+    (lambda: hd.from_dlpack(None), AttributeError,
+     "object does not support the __dlpack__ protocol"),
 ], ids=["stream-zero", "stream-negative", "stream-float", "cuda_stream-not-callable",
         "cuda_stream-three-items", "cuda_stream-version", "cuda_stream-negative",
         "from_dlpack-no-sync", "as_tensor-no-sync", "max_version-one-item", "dl_device-one-item",
-        "copy-false-other-device", "as_tensor-no-protocol", "from_dlpack-no-protocol"])
+        "copy-false-other-device", "as_tensor-no-protocol", "from_dlpack-no-protocol",
+    "as_tensor-none", "from_dlpack-none"])
 def test_argument_refusals_carry_holoscans_sentence(call, error, sentence):
     with pytest.raises(error, match=re.escape(sentence)):
         call()

@@ -333,6 +333,9 @@ def test_publish_refuses_host_memory_with_its_class_and_message(endpoints):
     assert importer.receive(timeout_ms=0) is None, "something was sent"
     with pytest.raises(hd.errors.NotFoundError, match="no peer 99"):
         exporter.publish(99, numpy.arange(4))  # the peer is checked first
+    # None is an object without a protocol, as 5.0's `object` parameter takes it.
+    with pytest.raises(TypeError, match="^as_tensor: object does not support"):
+        exporter.publish(peer, None)
 
 
 @pytest.mark.parametrize("device_type", sorted(REFUSALS))

@@ -869,6 +869,8 @@ def test_worker_call_integers_out_of_range_name_the_call_and_argument():
             with pytest.raises(TypeError) as raised:
                 call()
             assert str(raised.value) == says
+        with pytest.raises(TypeError, match="^as_tensor: object does not support"):
+            worker.send(0, None)  # an object without a protocol, not nanobind's signature error
         # Integers through __index__ are integers; the worker still works after every refusal.
         assert worker.in_flight(Index(7)) == 0 and not worker.connected(Index(7))
         assert worker.receive(timeout_ms=Index(0)) is None
