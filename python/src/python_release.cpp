@@ -140,12 +140,15 @@ void release_with_python(PythonRelease* node) noexcept {
   node->run(node, false);
 }
 
-void drain_python_releases() noexcept {
+bool drain_python_releases() noexcept {
   Queue& q = queue();
+  bool ran = false;
   // A release may drop other owners (a producer holding our Tensors) and queue more: loop.
   while (PythonRelease* list = take_all(q)) {
     run_all(list, q.alive.load(std::memory_order_acquire) && !interpreter_finalizing());
+    ran = true;
   }
+  return ran;
 }
 
 bool python_releases_queued() noexcept { return queue().queued.load(std::memory_order_acquire); }

@@ -33,8 +33,8 @@ struct PythonRelease {
  */
 void release_with_python(PythonRelease* node) noexcept;
 
-/** @brief Runs every queued release; the caller holds the GIL. */
-void drain_python_releases() noexcept;
+/** @brief Runs every queued release; the caller holds the GIL. Whether it ran any. */
+bool drain_python_releases() noexcept;
 
 /** @brief Whether anything is queued (one relaxed atomic load, for the entry check). */
 bool python_releases_queued() noexcept;

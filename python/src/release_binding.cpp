@@ -213,9 +213,12 @@ void bind_release_controls(nb::module_& module) {
   module.def(
       "flush_deferred_releases",
       [] {
-        // The releases waited for may need this thread's GIL (they queue for it): let go.
-        without_gil([] { flush_deferred_releases(); });
-        drain_python_releases();
+        // The releases waited for may need this thread's GIL (they queue for it): let go. A
+        // Python producer's deleter, run by the drain, may drop owners whose releases are
+        // deferred in turn: flushed again until a drain leaves nothing of the kind.
+        do {
+          without_gil([] { flush_deferred_releases(); });
+        } while (drain_python_releases() && pending_deferred_releases() != 0);
       },
       Entry(),
       "Blocks until every release deferred before the call has run (and those their "

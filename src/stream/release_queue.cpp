@@ -130,7 +130,7 @@ void ReleaseQueue::wait_for_the_worker(std::size_t limit) noexcept {
 
 // After warm-up a push allocates nothing (a finished node is reused), makes no system call unless
 // it waits long for the intake lock (the worker finds the release on its next round) or the worker
-// is past the backlog limit, and takes only the intake lock.
+// is past the backlog limit, and, on an application thread, takes only the intake lock.
 ReleaseQueue::PushResult ReleaseQueue::push(StreamPointList& points, ReleaseFunction release,
                                             void* context) noexcept {
   if (!worker_started_.load(std::memory_order_acquire)) {
@@ -240,6 +240,15 @@ void ReleaseQueue::options_changed() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   ++options_version_;
   wake_.notify_all();
+}
+
+std::size_t ReleaseQueue::waiting_flushes() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t waiting = 0;
+  for (const Flusher* flusher = flushers_; flusher != nullptr; flusher = flusher->next) {
+    ++waiting;
+  }
+  return waiting;
 }
 
 std::size_t ReleaseQueue::outstanding() noexcept {

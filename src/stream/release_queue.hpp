@@ -48,10 +48,11 @@ struct Flusher {
  *        blocked wait spins a core on default events and holds back releases whose streams finish
  *        earlier) and runs each once its points have completed.
  *
- * Two locks. A push takes only the intake lock, a spin lock held for a few stores, so that an
- * application thread dropping an owner never sleeps in the kernel while the worker holds the
+ * Two locks. An application thread's push takes only the intake lock, a spin lock held for a few
+ * stores, so that a thread dropping an owner never sleeps in the kernel while the worker holds the
  * queue's lock (which it takes and drops around every release it runs); the worker takes the
- * intake lock, inside the queue's lock, only to move new releases in and finished nodes back.
+ * intake lock, inside the queue's lock, only to move new releases in and finished nodes back (and
+ * to queue what its deleters drop, which waiting flushes count in under the queue's lock).
  * The lists are changed only under their locks, so that a fork() (which takes both first) leaves
  * them consistent in the child. At exit the thread drains what is left, within a time limit.
  *
@@ -99,6 +100,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   bool flush_until(std::chrono::steady_clock::time_point deadline) noexcept;
   /** @brief Releases queued and not yet run. */
   std::size_t outstanding() noexcept;
+  /** @brief Threads waiting in flush() now. */
+  std::size_t waiting_flushes() noexcept;
   /** @brief The options changed: a rest under way ends now, and the next uses the new ones. */
   void options_changed() noexcept;
 
@@ -152,7 +155,8 @@ class HOLOSCAN_DLPACK_ABI ReleaseQueue {
   std::condition_variable wake_;       // new work, a stop
   std::condition_variable drained_;    // a flush's releases have all run, the drain ended
   std::condition_variable caught_up_;  // the worker is no longer far behind, or the drain ended
-  // Under intake_ (taken alone by push and outstanding(), inside mutex_ by everyone else, never
+  // Under intake_ (taken alone by an application thread's push and by outstanding(), inside
+  // mutex_ by everyone else, never
   // the other way round): what push touches.
   SpinMutex intake_;
   std::list<PendingRelease> incoming_;

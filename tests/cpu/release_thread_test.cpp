@@ -106,9 +106,9 @@ TEST_F(ReleaseThread, AFlushWaitsForTheReleasesADeleterItWaitsForDeferred) {
     deleter_calls_at_return.store(producer.deleter_calls());
     flushed.store(true);
   });
-  // The flush is waiting (registered before the outer release runs) by the time the outer
-  // stream completes; were it not, it would count the inner release as queued before it anyway.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The flush waits (registered before the outer release runs) when the outer stream completes.
+  EXPECT_TRUE(
+      test::eventually([] { return detail::ReleaseQueue::instance().waiting_flushes() == 1u; }));
   fake().complete(nested.outer_stream);
   ASSERT_TRUE(test::eventually([&] { return outer_ran->load(); }));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));

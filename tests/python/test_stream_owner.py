@@ -256,6 +256,35 @@ class _VersionedHead(ctypes.Structure):
                 ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 
 
+def test_gpu_a_flush_waits_for_what_a_python_producers_deleter_defers():
+    # A Python producer's deleter runs on a Python thread (the release thread holds no GIL), where
+    # it may drop owners whose releases are deferred in turn: the flush waits for those as well.
+    from gpu_writers import CupyWriter
+    cuda_cupy()
+    outer_writer = CupyWriter(256, spin=200_000_000)  # about 0.1 s
+    inner_writer = CupyWriter(256, spin=1_000_000_000)  # about 0.6 s
+    inner = hd.from_dlpack(inner_writer.new())
+    inner_writer.write(inner, 1)
+    assert inner.set_deallocation_stream(inner_writer.stream.ptr)
+
+    class Holder:  # the base of a NumPy array, keeping `inner` until NumPy's deleter drops it
+        def __init__(self, kept):
+            self.kept = kept
+            self.buffer = np.zeros(4)
+            self.__array_interface__ = self.buffer.__array_interface__
+
+    array = np.asarray(Holder(inner))
+    del inner
+    outer = hd.from_dlpack(array)
+    del array
+    outer_writer.write(outer_writer.new(), 1)
+    assert outer.set_deallocation_stream(outer_writer.stream.ptr)
+    del outer  # released on the release thread once the outer stream is done
+    hd.flush_deferred_releases()
+    assert hd.pending_deferred_releases() == 0
+    assert not inner_writer.busy()
+
+
 def test_gpu_a_copys_export_has_one_consumer():
     # A device copy's export has a deleter of its own (a point on the consumer's stream); a second
     # import of its pointer, or one after its deleter ran, is refused as the library's are.
