@@ -183,6 +183,12 @@ CopyExportTake take_copy_export(DLManagedTensorVersioned* managed) noexcept {
 
 CopyExportTake take_copy_export(DLManagedTensor* managed) noexcept { return take(managed); }
 
+bool copy_export_consumed(DLManagedTensorVersioned* managed) noexcept {
+  bool is_one = false;
+  RetiringExport<DLManagedTensorVersioned>* owner = copy_export_owner(managed, is_one);
+  return is_one && (owner == nullptr || owner->imported.load(std::memory_order_acquire));
+}
+
 void untake_copy_export(DLManagedTensorVersioned* managed) noexcept { untake(managed); }
 
 void untake_copy_export(DLManagedTensor* managed) noexcept { untake(managed); }

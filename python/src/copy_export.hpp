@@ -44,6 +44,8 @@ enum class CopyExportTake {
 CopyExportTake take_copy_export(DLManagedTensorVersioned* managed) noexcept;
 /** @brief As above, for a legacy export. */
 CopyExportTake take_copy_export(DLManagedTensor* managed) noexcept;
+/** @brief Whether `managed` is a copy's export that an import took or whose deleter ran. */
+bool copy_export_consumed(DLManagedTensorVersioned* managed) noexcept;
 /** @brief Undoes a kTaken take_copy_export() whose import was refused after all. */
 void untake_copy_export(DLManagedTensorVersioned* managed) noexcept;
 /** @brief As above, for a legacy export. */

@@ -13,8 +13,10 @@
 #include <holoscan/tensor.hpp>
 
 #include "bindings.hpp"
+#include "copy_export.hpp"
 #include "devices.hpp"
 #include "dlpack/dlpack_validate.hpp"
+#include "dlpack/own_export.hpp"
 #include "errors.hpp"
 #include "exports.hpp"
 #include "imports.hpp"
@@ -165,14 +167,22 @@ int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
     return refuse("holoscan_dlpack: out of memory importing a DLPack tensor");
   }
   if (!tensor) {
+    // This library's export that another import took, or whose deleter ran, was never the
+    // caller's to hand over: refused without its deleter, which would free the memory under the
+    // import that owns it.
+    const bool owned_elsewhere =
+        holoscan::detail::own_export_consumed(managed) || copy_export_consumed(managed);
     // Called from C: nothing may throw out of here, not even the message's allocation.
     std::string message;
     try {
       message = to_string(tensor.error());
     } catch (...) {
-      return refuse("holoscan_dlpack: out of memory describing a refused DLPack tensor");
+      return owned_elsewhere
+                 ? fail(PyExc_BufferError,
+                        "holoscan_dlpack: out of memory describing a refused DLPack tensor")
+                 : refuse("holoscan_dlpack: out of memory describing a refused DLPack tensor");
     }
-    return refuse(message.c_str());
+    return owned_elsewhere ? fail(PyExc_BufferError, message.c_str()) : refuse(message.c_str());
   }
   try {
     *out = nb::cast(std::move(*tensor)).release().ptr();  // a failure drops the Tensor: freed

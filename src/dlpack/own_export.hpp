@@ -21,6 +21,13 @@ HOLOSCAN_DLPACK_WING_API bool is_own_export(DLManagedTensorVersioned* managed) n
 /** @brief As above, for a legacy export. */
 HOLOSCAN_DLPACK_WING_API bool is_own_export(DLManagedTensor* managed) noexcept;
 
+/**
+ * @brief Whether `managed` is this library's export that an import took or whose deleter ran: its
+ *        deleter is no longer its holder's to call (it would free the memory under the import
+ *        that owns it), even where a refused tensor is freed (the C exchange API's import).
+ */
+HOLOSCAN_DLPACK_WING_API bool own_export_consumed(DLManagedTensorVersioned* managed) noexcept;
+
 /** @brief The refusal of an export an import took before (`who`: the importing call). */
 HOLOSCAN_DLPACK_WING_API Error export_taken_error(const char* who);
 /** @brief The refusal of an export whose deleter ran already (`who`: the importing call). */

@@ -285,6 +285,14 @@ bool is_own_export(DLManagedTensorVersioned* managed) noexcept {
 
 bool is_own_export(DLManagedTensor* managed) noexcept { return has_export_deleter(managed); }
 
+bool own_export_consumed(DLManagedTensorVersioned* managed) noexcept {
+  if (spent_export(managed)) {
+    return true;
+  }
+  auto* owner = own_export(managed);
+  return owner != nullptr && owner->imported.load(std::memory_order_acquire);
+}
+
 Error export_taken_error(const char* who) {
   return Error{ErrorCode::kInvalidArgument,
                std::string(who) +

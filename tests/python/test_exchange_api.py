@@ -263,3 +263,36 @@ def test_a_failing_table_call_raises_and_frees_what_it_gave_once(exchange, call,
                                              device_type=KDL_CUDA))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [raised, f"deleter calls: {deleted}"]
+
+
+def test_an_export_another_import_took_is_refused_without_its_deleter(tensor_api, collect):
+    # The table's import frees a refused tensor (it was handed over), but this library's export
+    # that an import took, or whose deleter ran, was not the caller's to hand over: freeing it
+    # would free the copy under the import that owns it.
+    import ctypes
+    from test_numpy_roundtrip import capsule_of
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    table = api.PyCapsule_GetPointer(hd.Tensor.__dlpack_c_exchange_api__, b"dlpack_exchange_api")
+    # PYFUNCTYPE: called with the GIL held, and the error it sets raised on return.
+    signature = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.py_object))
+    # managed_tensor_to_py_object_no_sync: after the header (version, prev_api) and two entries
+    to_object = signature(ctypes.c_void_p.from_address(table + 32).value)
+
+    source = hd.from_dlpack(np.full(64, 7.0)).copy()
+    capsule = source.__dlpack__(max_version=(1, 0), copy=True)
+    pointer = api.PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+    failed = hd.failed_releases()
+    first = hd.from_dlpack(capsule)
+    out = ctypes.py_object()
+    with pytest.raises(BufferError, match="this export was imported already"):
+        to_object(pointer, ctypes.byref(out))
+    collect()
+    assert (np.asarray(first) == 7.0).all() and hd.failed_releases() == failed
+    del first
+    collect()
+    hd.flush_deferred_releases()
+    with pytest.raises(BufferError, match="this export's deleter ran already"):
+        to_object(pointer, ctypes.byref(out))
+    assert hd.failed_releases() == failed, "a deleter ran twice"
