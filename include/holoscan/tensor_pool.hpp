@@ -101,7 +101,9 @@ class HOLOSCAN_DLPACK_API TensorPool {
    *        another stream) may still read it, so a host writer synchronizes `stream` first, or
    *        takes blocks from allocate() without a stream, which hands out only idle ones.
    *        kResourceExhausted at once when every block is named, kNotImplemented for a stream
-   *        that is capturing a graph, kFailure when a wait or the record fails.
+   *        that is capturing a graph, kFailure when a wait or the record fails, or when CUDA
+   *        cannot tell whether `stream` is capturing (no driver: a host pool too; allocate()
+   *        without a stream needs none).
    */
   expected<Tensor, Error> allocate(const std::int64_t* shape, std::int32_t ndim, DLDataType dtype,
                                    cudaStream_t stream);
