@@ -98,8 +98,8 @@ constexpr const char* importer(DLManagedTensor*) { return "make_tensor_from_dlpa
 
 // This library's exports keep their own deleters, which need no Python: a wrapper would hide the
 // deleter by which a second import of one pointer, or an import after its deleter ran, is told
-// and refused (the second would run the deleter of a later export reusing the same owner). Null
-// for any other tensor.
+// and refused (the second would run the deleter of a later export reusing the same owner).
+// Nothing (nullopt) for any other tensor.
 template <class Managed>
 std::optional<expected<Tensor, Error>> import_own_export(Managed* managed) {
   if (holoscan::detail::is_own_export(managed)) {

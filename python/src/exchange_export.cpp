@@ -172,17 +172,17 @@ int tensor_from_managed(DLManagedTensorVersioned* managed, void** out) {
     // import that owns it.
     const bool owned_elsewhere =
         holoscan::detail::own_export_consumed(managed) || copy_export_consumed(managed);
+    const auto refuse_given = [&](const char* text) {
+      return owned_elsewhere ? fail(PyExc_BufferError, text) : refuse(text);
+    };
     // Called from C: nothing may throw out of here, not even the message's allocation.
     std::string message;
     try {
       message = to_string(tensor.error());
     } catch (...) {
-      return owned_elsewhere
-                 ? fail(PyExc_BufferError,
-                        "holoscan_dlpack: out of memory describing a refused DLPack tensor")
-                 : refuse("holoscan_dlpack: out of memory describing a refused DLPack tensor");
+      return refuse_given("holoscan_dlpack: out of memory describing a refused DLPack tensor");
     }
-    return owned_elsewhere ? fail(PyExc_BufferError, message.c_str()) : refuse(message.c_str());
+    return refuse_given(message.c_str());
   }
   try {
     *out = nb::cast(std::move(*tensor)).release().ptr();  // a failure drops the Tensor: freed
